@@ -1,0 +1,338 @@
+"""The Recorder: what an agent calls to record sessions, exchanges, calls, tool results and outcomes.
+
+Cheap on the agent's thread: each method checks its arguments, builds one event holding
+references to what it was given, and queues it. Serialising, hashing and SQL happen on the
+writer thread, so objects handed to the recorder must not be mutated afterwards (the message
+lists themselves are copied; copy a message dict before editing it in place).
+"""
+from __future__ import annotations
+
+import atexit
+import contextvars
+import logging
+import os
+import socket
+import time
+import weakref
+from datetime import datetime, timezone
+from typing import Any
+
+from ..model import (CallRecorded, Event, ExchangeEnded, ExchangeStarted, OutcomeRecorded, SessionEnded, SessionStarted,
+                     ToolResultRecorded, Usage, format_instant, new_id)
+from ..parts import RecordError, check_block
+from .writer import BackgroundWriter, SyncWriter
+
+log = logging.getLogger("reasonlog")
+_current: contextvars.ContextVar["SessionRecorder | None"] = contextvars.ContextVar("reasonlog_session", default=None)
+_HOST = socket.gethostname()
+
+
+def current_session() -> "SessionRecorder | None":
+    """The session opened by the innermost `with recorder.session(...)` in this context, if any."""
+    return _current.get()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _instant(value: Any, field: str) -> str:
+    try:
+        return format_instant(value)
+    except (ValueError, RecordError) as exc:
+        raise RecordError(f"{field}: {exc}") from None
+
+
+class Recorder:
+    """Records agent sessions into a reasonlog database.
+
+    `db`: a path or `sqlite:///` URL; default `$REASONLOG_DB`, else a per-user data file.
+    `writer`: "background" (default; batches on a thread) or "sync" (durable when each call returns).
+    `strict`: raise bad input at the call site instead of counting and logging it as rejected.
+    """
+
+    def __init__(self, db: str | os.PathLike | None = None, *, writer: str = "background", strict: bool = False,
+                 max_queue: int = 100_000, batch_size: int = 2_000, flush_interval: float = 0.25,
+                 price_table: Any = None):
+        from ..store import default_db_path, open_store
+        from ..store.sqlite import spill_dir
+
+        path = default_db_path() if db is None else os.fspath(db)
+        path = str(path)[len("sqlite:///"):] if str(path).startswith("sqlite:///") else path
+        self.db_path = os.path.abspath(os.path.expanduser(path))
+        self.strict = strict
+
+        def factory():
+            return open_store(self.db_path, price_table=price_table)
+
+        from pathlib import Path
+
+        spill = spill_dir(Path(self.db_path))
+        if writer == "background":
+            self._writer = BackgroundWriter(factory, spill, max_queue=max_queue, batch_size=batch_size,
+                                            interval=flush_interval)
+        elif writer == "sync":
+            self._writer = SyncWriter(factory, spill)
+        else:
+            raise ValueError(f"writer: expected 'background' or 'sync', got {writer!r}")
+        self._sessions: dict[str, SessionRecorder] = {}
+        self._closed = False
+        ref = weakref.ref(self)
+        atexit.register(lambda: (r := ref()) and r.close(timeout=5.0))
+
+    # ------------------------------------------------------------------ sessions
+
+    def session(self, *, agent: str | None = None, run: str | None = None, model: str | None = None,
+                provider: str | None = None, labels: dict | None = None, id: str | None = None,
+                external_id: str | None = None, parent: "SessionRecorder | str | None" = None,
+                parent_call: str | None = None, started_at: Any = None) -> "SessionRecorder":
+        """Start a session; use it as a context manager, or call `end()` yourself."""
+        sid = id or new_id()
+        try:
+            if labels is not None and not isinstance(labels, dict):
+                raise RecordError(f"labels: expected a dict, got {type(labels).__name__}")
+            for name, value in (("agent", agent), ("run", run), ("model", model), ("provider", provider)):
+                if value is not None and not isinstance(value, str):
+                    raise RecordError(f"{name}: expected a str, got {type(value).__name__}")
+            parent_id = parent.id if isinstance(parent, SessionRecorder) else parent
+            event = SessionStarted(sid, _instant(started_at, "started_at") if started_at else _now(), agent, run,
+                                   model, provider, dict(labels or {}), parent_id, parent_call, external_id,
+                                   _HOST, os.getpid())
+        except RecordError as exc:
+            self._reject(exc)
+            event = None
+        session = SessionRecorder(self, sid, model, provider)
+        if event is not None:
+            self._emit(event)
+            self._sessions[sid] = session
+        return session
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _emit(self, event: Event) -> None:
+        if self._closed:
+            self._writer.count("dropped")
+            return
+        self._writer.submit(event)
+
+    def _reject(self, exc: Exception) -> None:
+        if self.strict:
+            raise exc
+        self._writer.count("rejected")
+        log.warning("reasonlog rejected a record: %s", exc)
+
+    def flush(self, timeout: float | None = 10.0) -> bool:
+        """Wait until everything recorded so far is in the database (or spilled)."""
+        return self._writer.flush(timeout)
+
+    def close(self, timeout: float | None = 10.0) -> bool:
+        """End sessions left open (as interrupted), flush and stop the writer. Safe to call twice."""
+        if self._closed:
+            return True
+        for session in list(self._sessions.values()):
+            session.end(status="interrupted")
+        self._closed = True
+        return self._writer.close(timeout)
+
+    def stats(self) -> dict:
+        """Counts of submitted, written, dropped, rejected records and spilled batches."""
+        return self._writer.stats()
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class SessionRecorder:
+    """One agent's conversation. Everything recorded through it lands in this session, in order."""
+
+    def __init__(self, recorder: Recorder, session_id: str, model: str | None, provider: str | None):
+        self.recorder = recorder
+        self.id = session_id
+        self.model, self.provider = model, provider
+        self.exchange_id: str | None = None
+        self.ended = False
+        self._token = None
+
+    def __enter__(self) -> "SessionRecorder":
+        self._token = _current.set(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None
+        if self.exchange_id is not None:
+            self._end_exchange(None, "failed" if exc else "completed", None)
+        if not self.ended:
+            self.end(status="failed" if exc else "completed", error=exc)
+
+    # ------------------------------------------------------------------ calls
+
+    def call(self, *, messages: list | None = None, system: Any = None, tools: list | None = None,
+             params: dict | None = None, request: dict | None = None, response: Any = None,
+             model: str | None = None, provider: str | None = None, stop_reason: str | None = None,
+             usage: Usage | dict | None = None, cost_usd: float | None = None, latency_ms: float | None = None,
+             ttft_ms: float | None = None, started_at: Any = None, provider_message_id: str | None = None,
+             request_id: str | None = None, raw: Any = None, error: Any = None, partial: bool = False,
+             context_facts: dict | None = None, id: str | None = None) -> str | None:
+        """Record one model call: the context it sent and what came back. Returns the call id."""
+        try:
+            event = self._call_event(messages, system, tools, params, request, response, model, provider,
+                                     stop_reason, usage, cost_usd, latency_ms, ttft_ms, started_at,
+                                     provider_message_id, request_id, raw, error, partial, context_facts, id)
+        except (RecordError, TypeError) as exc:
+            self.recorder._reject(exc if isinstance(exc, RecordError) else RecordError(str(exc)))
+            return None
+        self.recorder._emit(event)
+        return event.call_id
+
+    def _call_event(self, messages, system, tools, params, request, response, model, provider, stop_reason, usage,
+                    cost_usd, latency_ms, ttft_ms, started_at, provider_message_id, request_id, raw, error, partial,
+                    context_facts, call_id) -> CallRecorded:
+        model = model or self.model
+        if request is None:
+            request = _build_request(model, messages, system, tools, params)
+        elif type(request) is not dict:
+            raise RecordError(f"request: expected a dict, got {type(request).__name__}")
+        else:
+            request = {k: (list(v) if k in ("messages", "input") and type(v) is list else v)
+                       for k, v in request.items()}
+        for name, value in (("latency_ms", latency_ms), ("ttft_ms", ttft_ms), ("cost_usd", cost_usd)):
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
+                raise RecordError(f"{name}: expected a non-negative number, got {value!r}")
+        if usage is not None and type(usage) is not Usage:
+            usage = _usage(usage)
+        if started_at is None:
+            now = time.time()
+            started_at = format_instant(now - latency_ms / 1000 if latency_ms else now)
+        else:
+            started_at = _instant(started_at, "started_at")
+        status = "error" if error is not None else "partial" if partial else "ok"
+        return CallRecorded(call_id or new_id(), self.id, self.exchange_id, started_at, request,
+                            _response_message(response), model, provider or self.provider, stop_reason, usage,
+                            cost_usd, latency_ms, ttft_ms, provider_message_id, request_id, raw, _error(error),
+                            status, context_facts)
+
+    # ------------------------------------------------------------------ the rest
+
+    def tool_result(self, tool_use_id: str | None, content: Any, *, name: str | None = None, input: Any = None,
+                    is_error: bool = False, duration_ms: float | None = None, at: Any = None) -> None:
+        """Record what a tool returned for the tool call `tool_use_id`."""
+        try:
+            if duration_ms is not None and (not isinstance(duration_ms, (int, float)) or duration_ms < 0):
+                raise RecordError(f"duration_ms: expected a non-negative number, got {duration_ms!r}")
+            event = ToolResultRecorded(new_id(), self.id, _instant(at, "at") if at else _now(), tool_use_id, content,
+                                       name, input, bool(is_error), duration_ms)
+        except RecordError as exc:
+            return self.recorder._reject(exc)
+        self.recorder._emit(event)
+
+    def outcome(self, kind: str, payload: Any = None, *, call_id: str | None = None, at: Any = None) -> None:
+        """Record a domain event the agent caused: a trade, a game move, a file written."""
+        if not isinstance(kind, str) or not kind:
+            return self.recorder._reject(RecordError(f"outcome kind: expected a non-empty str, got {kind!r}"))
+        try:
+            event = OutcomeRecorded(new_id(), self.id, _instant(at, "at") if at else _now(), kind, payload, call_id)
+        except RecordError as exc:
+            return self.recorder._reject(exc)
+        self.recorder._emit(event)
+
+    def exchange(self, input: Any = None) -> "ExchangeRecorder":
+        """Start an exchange (one user input until its final result); calls made meanwhile belong to it."""
+        if self.exchange_id is not None:
+            self._end_exchange(None, "completed", None)
+        self.exchange_id = new_id()
+        self.recorder._emit(ExchangeStarted(self.exchange_id, self.id, _now(), input))
+        return ExchangeRecorder(self, self.exchange_id)
+
+    def _end_exchange(self, result: Any, status: str, stats: dict | None) -> None:
+        if self.exchange_id is None:
+            return
+        self.recorder._emit(ExchangeEnded(self.exchange_id, self.id, _now(), result, status, stats))
+        self.exchange_id = None
+
+    def end(self, status: str = "completed", summary: str | None = None, error: Any = None) -> None:
+        """End the session. Status: completed, failed or interrupted."""
+        if self.ended:
+            return
+        if status not in ("completed", "failed", "interrupted"):
+            return self.recorder._reject(RecordError(f"status: expected completed, failed or interrupted, "
+                                                     f"got {status!r}"))
+        self._end_exchange(None, status, None)
+        self.ended = True
+        self.recorder._sessions.pop(self.id, None)
+        self.recorder._emit(SessionEnded(self.id, _now(), status, summary, _error(error)))
+
+
+class ExchangeRecorder:
+    """An open exchange; `end(result)` or leaving the `with` block closes it."""
+
+    def __init__(self, session: SessionRecorder, exchange_id: str):
+        self.session, self.id = session, exchange_id
+        self.result: Any = None
+
+    def call(self, **kwargs) -> str | None:
+        return self.session.call(**kwargs)
+
+    def end(self, result: Any = None, *, status: str = "completed", stats: dict | None = None) -> None:
+        if self.session.exchange_id == self.id:
+            self.session._end_exchange(result if result is not None else self.result, status, stats)
+
+    def __enter__(self) -> "ExchangeRecorder":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.end(status="failed" if exc else "completed")
+
+
+def _build_request(model, messages, system, tools, params) -> dict:
+    if messages is None:
+        messages = []
+    elif type(messages) is not list:
+        if isinstance(messages, (str, bytes, dict)) or not hasattr(messages, "__iter__"):
+            raise RecordError(f"messages: expected a list of messages, got {type(messages).__name__}")
+    if params is not None and not isinstance(params, dict):
+        raise RecordError(f"params: expected a dict, got {type(params).__name__}")
+    request = dict(params) if params else {}
+    if model is not None:
+        request.setdefault("model", model)
+    if system is not None:
+        request["system"] = system
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise RecordError(f"tools: expected a list of tool schemas, got {type(tools).__name__}")
+        request["tools"] = list(tools)
+    request["messages"] = list(messages)
+    return request
+
+
+def _response_message(response: Any) -> dict | None:
+    """The assistant message as the agent will append it to its history."""
+    if response is None or (type(response) is dict and "role" in response):
+        return response
+    if isinstance(response, str):
+        return {"role": "assistant", "content": [{"type": "text", "text": response}]}
+    if isinstance(response, (list, tuple)):
+        return {"role": "assistant", "content": [check_block(b, f"response[{i}]") for i, b in enumerate(response)]}
+    if isinstance(response, dict):
+        raise RecordError("response: a dict must be a message with a 'role'; pass content blocks as a list")
+    raise RecordError(f"response: expected a message dict, a list of parts or a str, got {type(response).__name__}")
+
+
+def _usage(usage: Any) -> Usage:
+    if isinstance(usage, dict):
+        return Usage.from_dict(usage)
+    raise RecordError(f"usage: expected a Usage or a dict, got {type(usage).__name__}")
+
+
+def _error(error: Any) -> dict | None:
+    if error is None:
+        return None
+    if isinstance(error, BaseException):
+        return {"type": type(error).__name__, "message": str(error)}
+    if isinstance(error, dict):
+        return error
+    return {"type": "error", "message": str(error)}

@@ -1,0 +1,258 @@
+"""Value types of reasonlog and their JSON form. No I/O, no storage ids.
+
+The recorder turns what an agent does into *events* (a session started, a call was made, a
+tool returned, an outcome happened, ...). Events travel to a writer, to a spill file or over
+HTTP as their `to_dict()` form, and a store turns them into rows.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from typing import Any, ClassVar
+
+from .parts import RecordError
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_id_lock = threading.Lock()
+_last_id = [0, 0]  # last millisecond, last random part: keeps ids monotonic within a millisecond
+
+
+def new_id() -> str:
+    """A 26-character, time-sortable id (ULID layout: 48-bit milliseconds, 80 random bits)."""
+    ms = time.time_ns() // 1_000_000
+    with _id_lock:
+        if ms <= _last_id[0]:
+            ms, rand = _last_id[0], _last_id[1] + 1
+        else:
+            rand = int.from_bytes(os.urandom(10), "big") >> 1
+        _last_id[0], _last_id[1] = ms, rand
+    n = (ms << 80) | (rand & ((1 << 80) - 1))
+    return "".join(_CROCKFORD[(n >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def utc_now() -> str:
+    """Now, as the ISO-8601 UTC text every `*_at` column holds."""
+    return format_instant(datetime.now(timezone.utc))
+
+
+def format_instant(value: datetime | str | float | None) -> str | None:
+    """Normalise a datetime, an epoch-seconds float or an ISO string to `YYYY-MM-DDTHH:MM:SS.ffffffZ`."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = datetime.fromtimestamp(value, timezone.utc)
+    elif isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if not isinstance(value, datetime):
+        raise RecordError(f"expected a datetime, epoch seconds or ISO-8601 text, got {type(value).__name__}")
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens of one call, as disjoint counters: each token is priced exactly once.
+
+    `input_tokens` is uncached input only; cache reads and writes stand beside it.
+    `cache_write_1h_tokens` is the part of `cache_write_tokens` written for one hour.
+    `reasoning_tokens` is the part of `output_tokens` spent on reasoning.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise RecordError(f"usage.{f.name}: expected a non-negative int, got {value!r}")
+        if self.cache_write_1h_tokens > self.cache_write_tokens:
+            raise RecordError("usage.cache_write_1h_tokens: larger than cache_write_tokens, of which it is a part")
+        if self.reasoning_tokens > self.output_tokens:
+            raise RecordError("usage.reasoning_tokens: larger than output_tokens, of which it is a part")
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Usage":
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise RecordError(f"usage: unknown field(s) {sorted(unknown)}; "
+                              "for provider usage use Usage.from_anthropic / Usage.from_openai")
+        return cls(**data)
+
+    @classmethod
+    def from_anthropic(cls, usage: dict) -> "Usage":
+        """From an Anthropic Messages `usage` object (input excludes cache reads and writes)."""
+        write = usage.get("cache_creation_input_tokens") or 0
+        split = usage.get("cache_creation") or {}
+        write_1h = split.get("ephemeral_1h_input_tokens") or 0
+        details = usage.get("output_tokens_details") or {}
+        output = usage.get("output_tokens") or 0
+        return cls(input_tokens=usage.get("input_tokens") or 0, output_tokens=output,
+                   cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
+                   cache_write_tokens=max(write, write_1h), cache_write_1h_tokens=write_1h,
+                   reasoning_tokens=min(details.get("thinking_tokens") or 0, output))
+
+    @classmethod
+    def from_openai(cls, usage: dict) -> "Usage":
+        """From OpenAI Chat (`prompt_tokens`) or Responses (`input_tokens`) usage; cached tokens are split off."""
+        prompt = usage.get("prompt_tokens", usage.get("input_tokens")) or 0
+        completion = usage.get("completion_tokens", usage.get("output_tokens")) or 0
+        in_details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+        out_details = usage.get("completion_tokens_details") or usage.get("output_tokens_details") or {}
+        cached = in_details.get("cached_tokens") or 0
+        reasoning = out_details.get("reasoning_tokens") or 0
+        total = usage.get("total_tokens")
+        if total is not None and reasoning and total == prompt + completion + reasoning:
+            completion += reasoning  # the server counted reasoning beside completion, not inside it
+        return cls(input_tokens=max(prompt - cached, 0), output_tokens=completion, cache_read_tokens=cached,
+                   reasoning_tokens=min(reasoning, completion))
+
+
+# ---------------------------------------------------------------------------------- events
+
+
+@dataclass(slots=True)
+class Event:
+    """Something that happened in a session; the unit that writers batch and stores apply."""
+
+    kind: ClassVar[str] = "event"
+
+    def to_dict(self) -> dict:
+        out = {"event": self.kind}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if isinstance(value, Usage) else value
+        return out
+
+
+@dataclass(slots=True)
+class SessionStarted(Event):
+    kind: ClassVar[str] = "session_started"
+    session_id: str
+    started_at: str
+    agent: str | None = None
+    run: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    labels: dict = field(default_factory=dict)
+    parent_session_id: str | None = None
+    parent_call_id: str | None = None
+    external_id: str | None = None
+    host: str | None = None
+    pid: int | None = None
+
+
+@dataclass(slots=True)
+class SessionEnded(Event):
+    kind: ClassVar[str] = "session_ended"
+    session_id: str
+    ended_at: str
+    status: str = "completed"
+    summary: str | None = None
+    error: dict | None = None
+
+
+@dataclass(slots=True)
+class ExchangeStarted(Event):
+    kind: ClassVar[str] = "exchange_started"
+    exchange_id: str
+    session_id: str
+    started_at: str
+    input: Any = None
+
+
+@dataclass(slots=True)
+class ExchangeEnded(Event):
+    kind: ClassVar[str] = "exchange_ended"
+    exchange_id: str
+    session_id: str
+    ended_at: str
+    result: Any = None
+    status: str = "completed"
+    stats: dict | None = None
+
+
+@dataclass(slots=True)
+class CallRecorded(Event):
+    """One model call: the request it sent (kept whole), the response message and its accounting."""
+
+    kind: ClassVar[str] = "call"
+    call_id: str
+    session_id: str
+    exchange_id: str | None
+    started_at: str
+    request: dict  # the request body; its `messages`, `system` and `tools` are stored by reference
+    response: dict | None  # the assistant message as the agent appends it to its history
+    model: str | None = None
+    provider: str | None = None
+    stop_reason: str | None = None
+    usage: Usage | None = None
+    cost_usd: float | None = None  # only when the provider reported it
+    latency_ms: float | None = None
+    ttft_ms: float | None = None
+    provider_message_id: str | None = None
+    request_id: str | None = None
+    raw: Any = None
+    error: dict | None = None
+    status: str = "ok"  # ok | error | partial
+    context_facts: dict | None = None
+
+
+@dataclass(slots=True)
+class ToolResultRecorded(Event):
+    kind: ClassVar[str] = "tool_result"
+    tool_result_id: str
+    session_id: str
+    at: str
+    tool_use_id: str | None
+    content: Any
+    name: str | None = None
+    input: Any = None
+    is_error: bool = False
+    duration_ms: float | None = None
+
+
+@dataclass(slots=True)
+class OutcomeRecorded(Event):
+    kind: ClassVar[str] = "outcome"
+    outcome_id: str
+    session_id: str
+    at: str
+    outcome_kind: str
+    payload: Any = None
+    call_id: str | None = None
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.kind: cls for cls in (SessionStarted, SessionEnded, ExchangeStarted, ExchangeEnded, CallRecorded,
+                              ToolResultRecorded, OutcomeRecorded)
+}
+
+
+def event_from_dict(data: dict) -> Event:
+    """Rebuild an event from its `to_dict()` form (spill files, HTTP ingestion)."""
+    data = dict(data)
+    cls = EVENT_TYPES.get(data.pop("event", None))
+    if cls is None:
+        raise RecordError(f"event: expected one of {sorted(EVENT_TYPES)}")
+    if cls is CallRecorded and data.get("usage") is not None:
+        data["usage"] = Usage.from_dict(data["usage"])
+    return cls(**data)

@@ -1,0 +1,190 @@
+"""Parts: the pieces a message is made of, and how provider messages map onto them.
+
+reasonlog keeps every message in the shape the provider or agent sent it (so a call can be
+replayed exactly) and derives parts from it when reading. The JSON form of a part is the
+Anthropic content-block shape, which most agent loops already use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+PART_KINDS = ("text", "thinking", "redacted_thinking", "tool_use", "tool_result", "image", "opaque")
+
+
+class RecordError(ValueError):
+    """A value handed to the recorder is not what reasonlog expects; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One piece of a message: text, thinking, a tool call, a tool result, an image or an opaque block."""
+
+    kind: str
+    text: str = ""
+    tool_use_id: str | None = None
+    name: str | None = None
+    input: Any = None
+    is_error: bool = False
+    data: Any = None  # the provider's block, kept whole for opaque and image parts
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """The Anthropic-shaped block for this part."""
+        if self.kind == "text":
+            return {"type": "text", "text": self.text}
+        if self.kind == "thinking":
+            return {"type": "thinking", "thinking": self.text, **self.extra}
+        if self.kind == "redacted_thinking":
+            return {"type": "redacted_thinking", "data": self.data}
+        if self.kind == "tool_use":
+            return {"type": "tool_use", "id": self.tool_use_id, "name": self.name, "input": self.input}
+        if self.kind == "tool_result":
+            return {"type": "tool_result", "tool_use_id": self.tool_use_id, "content": self.text,
+                    "is_error": self.is_error}
+        return dict(self.data) if isinstance(self.data, dict) else {"type": self.kind, "data": self.data}
+
+
+def text_part(text: str) -> Part:
+    return Part("text", text=text)
+
+
+def tool_use_part(tool_use_id: str, name: str, input: Any) -> Part:
+    return Part("tool_use", tool_use_id=tool_use_id, name=name, input=input)
+
+
+def check_block(block: Any, where: str) -> dict:
+    """Validate one content block given to the recorder; unknown kinds must be wrapped as opaque."""
+    if isinstance(block, Part):
+        return block.to_dict()
+    if isinstance(block, str):
+        return {"type": "text", "text": block}
+    if not isinstance(block, dict):
+        raise RecordError(f"{where}: expected a Part, a str or a content-block dict, got {type(block).__name__}")
+    kind = block.get("type")
+    if kind not in _BLOCK_TYPES:
+        raise RecordError(f"{where}: unknown part kind {kind!r}; expected one of "
+                          f"{', '.join(sorted(_BLOCK_TYPES))}, or wrap a provider block as "
+                          f"Part('opaque', data=block)")
+    return block
+
+
+# Block types accepted as-is in a response: ours plus the provider blocks we know to keep opaque.
+_BLOCK_TYPES = {
+    "text", "thinking", "redacted_thinking", "tool_use", "tool_result", "image", "document",
+    "server_tool_use", "web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result",
+    "bash_code_execution_tool_result", "text_editor_code_execution_tool_result", "mcp_tool_use",
+    "mcp_tool_result", "container_upload", "tool_search_tool_result", "opaque",
+}
+
+
+def parts_of(message: Any) -> list[Part]:
+    """Normalise one message (Anthropic, OpenAI Chat, OpenAI Responses item, or plain text) to parts."""
+    if isinstance(message, str):
+        return [text_part(message)]
+    if not isinstance(message, dict):
+        return [Part("opaque", data=message)]
+    if "role" not in message and "type" in message:
+        return _parts_of_block(message)
+    parts = _parts_of_content(message.get("content"))
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        parts.insert(0, Part("thinking", text=reasoning))
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        parts.append(tool_use_part(call.get("id"), fn.get("name"), _json_or_text(fn.get("arguments"))))
+    if message.get("role") == "tool":
+        text = "".join(p.text for p in parts)
+        return [Part("tool_result", tool_use_id=message.get("tool_call_id"), text=text)]
+    return parts
+
+
+def _parts_of_content(content: Any) -> list[Part]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [text_part(content)] if content else []
+    if isinstance(content, list):
+        return [p for block in content for p in _parts_of_block(block)]
+    return [Part("opaque", data=content)]
+
+
+def _parts_of_block(block: Any) -> list[Part]:
+    if isinstance(block, str):
+        return [text_part(block)]
+    if not isinstance(block, dict):
+        return [Part("opaque", data=block)]
+    kind = block.get("type")
+    if kind in ("text", "input_text", "output_text"):
+        return [text_part(block.get("text", ""))]
+    if kind == "thinking":
+        extra = {"signature": block["signature"]} if "signature" in block else {}
+        return [Part("thinking", text=block.get("thinking", ""), extra=extra)]
+    if kind == "redacted_thinking":
+        return [Part("redacted_thinking", data=block.get("data"))]
+    if kind == "reasoning":  # OpenAI Responses reasoning item
+        summary = "\n".join(s.get("text", "") for s in block.get("summary") or () if isinstance(s, dict))
+        return [Part("thinking", text=summary, data=block)]
+    if kind == "tool_use":
+        return [tool_use_part(block.get("id"), block.get("name"), block.get("input"))]
+    if kind == "function_call":  # OpenAI Responses
+        return [tool_use_part(block.get("call_id"), block.get("name"), _json_or_text(block.get("arguments")))]
+    if kind == "function_call_output":
+        return [Part("tool_result", tool_use_id=block.get("call_id"), text=_as_text(block.get("output")))]
+    if kind == "tool_result":
+        return [Part("tool_result", tool_use_id=block.get("tool_use_id"), text=_as_text(block.get("content")),
+                     is_error=bool(block.get("is_error")))]
+    if kind == "message":  # OpenAI Responses output message
+        return _parts_of_content(block.get("content"))
+    if kind in ("image", "image_url", "input_image"):
+        return [Part("image", data=block)]
+    return [Part("opaque", name=kind, data=block)]
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(p.text for b in value for p in _parts_of_block(b) if p.text)
+    return orjson.dumps(value).decode()
+
+
+def _json_or_text(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+# Keys whose string values are identifiers or encodings, not words anyone searches for.
+_UNSEARCHED_KEYS = frozenset({
+    "type", "id", "tool_use_id", "tool_call_id", "call_id", "role", "signature", "data", "media_type",
+    "encrypted_content", "cache_control", "source", "image_url", "status",
+})
+
+
+def searchable_text(value: Any) -> str:
+    """Every human-readable string inside a message, joined by newlines, for the full-text index."""
+    out: list[str] = []
+    _collect_text(value, out)
+    return "\n".join(out)
+
+
+def _collect_text(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in _UNSEARCHED_KEYS:
+                _collect_text(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _collect_text(item, out)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out.append(str(value))

@@ -1,0 +1,81 @@
+"""The `Store` seam: where recorded events go and where every reader gets them back.
+
+Two implementations share one contract: SQLite (embedded default) and, later, PostgreSQL.
+Capture hands batches of events to `write_batch`; query, io, server and cli read through the
+other methods and never hold SQL themselves.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Protocol
+
+from ..model import Event
+
+
+class StoreError(RuntimeError):
+    """The store cannot do what was asked (missing id, newer schema, unreadable file)."""
+
+
+@dataclass(frozen=True)
+class SessionFilter:
+    """Which sessions a reader wants. Empty fields do not filter."""
+
+    run: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    status: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    since: str | None = None   # ISO date or instant, inclusive
+    until: str | None = None   # ISO date or instant, inclusive when a date
+    limit: int | None = 50
+
+
+class Store(Protocol):
+    """What every backend provides.
+
+    `write_batch` applies a list of events in order in ONE transaction: all of them are
+    written or none is, and it raises on failure (the writer then spills the batch).
+    Readers return plain dicts and lists in the JSON form documented in docs/architecture.md.
+    """
+
+    url: str
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> None: ...
+    def list_sessions(self, flt: SessionFilter) -> list[dict]: ...
+    def get_session(self, session_id: str) -> dict: ...
+    def get_call(self, call_id: str) -> dict: ...
+    def replay_call(self, call_id: str) -> dict: ...
+    def search(self, text: str, flt: SessionFilter, limit: int = 50) -> list[dict]: ...
+    def call_rows(self, flt: SessionFilter) -> Iterator[dict]: ...
+    def resolve_id(self, kind: str, prefix: str) -> str: ...
+    def export_records(self, session_ids: Iterable[str] | None = None) -> Iterator[dict]: ...
+    def import_records(self, records: Iterable[dict]) -> int: ...
+    def status(self) -> dict: ...
+    def upgrade(self) -> list[int]: ...
+    def close(self) -> None: ...
+
+
+def default_db_path() -> Path:
+    """$REASONLOG_DB, else `reasonlog.db` in the per-user data folder."""
+    env = os.environ.get("REASONLOG_DB")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("reasonlog", appauthor=False)) / "reasonlog.db"
+
+
+def open_store(target: str | os.PathLike | None = None, **options: Any) -> Store:
+    """Open a store from a path or URL (`sqlite:///path`, a bare path, or None for the default)."""
+    from .sqlite import SQLiteStore
+
+    if target is None:
+        return SQLiteStore(default_db_path(), **options)
+    text = os.fspath(target)
+    if text.startswith(("postgresql://", "postgres://")):
+        raise StoreError("PostgreSQL stores are not available yet; use a SQLite path")
+    if text.startswith("sqlite:///"):
+        text = text[len("sqlite:///"):]
+    return SQLiteStore(Path(text).expanduser(), **options)

@@ -1,0 +1,203 @@
+"""Reading rows back as the JSON-shaped dicts every reader uses. Dialect-neutral (`?` placeholders)."""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import orjson
+
+from . import SessionFilter, StoreError
+from .content import decode_context, decompress, decompress_against, canonical
+from .writing import join_request
+
+SESSION_COLUMNS = ("id", "run", "agent", "model", "provider", "labels_json", "parent_session_id", "parent_call_id",
+                   "external_id", "host", "pid", "started_at", "ended_at", "status", "summary", "error_json")
+CALL_COLUMNS = ("id", "session_id", "idx", "exchange_id", "provider", "model", "started_at", "latency_ms", "ttft_ms",
+                "status", "stop_reason", "error_json", "input_tokens", "output_tokens", "cache_read_tokens",
+                "cache_write_tokens", "cache_write_1h_tokens", "reasoning_tokens", "cost_usd", "cost_source",
+                "provider_message_id", "request_id", "params_json", "shape_json", "system_id", "tools_json",
+                "context_json", "context_len", "response_id", "context_facts_json")
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else orjson.loads(text)
+
+
+def row_dict(columns: tuple[str, ...], row) -> dict:
+    """A row as a dict, with `*_json` columns parsed and renamed without the suffix."""
+    out = {}
+    for name, value in zip(columns, row):
+        if name.endswith("_json"):
+            out[name[:-5]] = loads(value)
+        else:
+            out[name] = value
+    return out
+
+
+def filter_sql(flt: SessionFilter, alias: str = "s") -> tuple[str, list]:
+    """WHERE clause (without the keyword) and parameters for a session filter."""
+    where, args = [], []
+    for column in ("run", "agent", "model", "status"):
+        value = getattr(flt, column)
+        if value is not None:
+            where.append(f"{alias}.{column} = ?")
+            args.append(value)
+    if flt.since:
+        where.append(f"{alias}.started_at >= ?")
+        args.append(flt.since)
+    if flt.until:
+        where.append(f"{alias}.started_at < ?")
+        args.append(_exclusive_end(flt.until))
+    for key, value in flt.labels.items():
+        where.append(f"{alias}.id IN (SELECT session_id FROM session_labels WHERE key = ? AND value = ?)")
+        args += [key, value]
+    return (" AND ".join(where) or "1=1"), args
+
+
+def _exclusive_end(until: str) -> str:
+    # A bare date means the whole day: everything before the next one. ISO text sorts as time.
+    if len(until) == 10:
+        from datetime import date, timedelta
+
+        return (date.fromisoformat(until) + timedelta(days=1)).isoformat()
+    return until
+
+
+def list_sessions(cur, flt: SessionFilter) -> list[dict]:
+    where, args = filter_sql(flt)
+    limit = f" LIMIT {int(flt.limit)}" if flt.limit else ""
+    rows = cur.execute(f"SELECT {', '.join('s.' + c for c in SESSION_COLUMNS)} FROM sessions s WHERE {where}"
+                       f" ORDER BY s.started_at DESC, s.id DESC{limit}", args).fetchall()
+    sessions = [row_dict(SESSION_COLUMNS, r) for r in rows]
+    if sessions:
+        _attach_totals(cur, sessions)
+    return sessions
+
+
+def _attach_totals(cur, sessions: list[dict]) -> None:
+    marks = ",".join("?" * len(sessions))
+    totals = {r[0]: r[1:] for r in cur.execute(
+        "SELECT session_id, COUNT(*), SUM(status = 'error'), SUM(input_tokens), SUM(output_tokens),"
+        " SUM(cache_read_tokens), SUM(cache_write_tokens), SUM(cost_usd), MAX(started_at)"
+        f" FROM calls WHERE session_id IN ({marks}) GROUP BY session_id", [s["id"] for s in sessions])}
+    for s in sessions:
+        calls, errors, inp, out, cr, cw, cost, last = totals.get(s["id"], (0, 0, 0, 0, 0, 0, None, None))
+        s.update(calls=calls, errors=errors or 0, input_tokens=inp or 0, output_tokens=out or 0,
+                 cache_read_tokens=cr or 0, cache_write_tokens=cw or 0, cost_usd=cost, last_call_at=last)
+
+
+class ContentReader:
+    """Fetches and decodes contents by id, memoised for one read."""
+
+    def __init__(self, cur):
+        self.cur = cur
+        self.memo: dict[int, Any] = {}
+
+    def load(self, ids) -> None:
+        wanted = [i for i in set(ids) if i is not None and i not in self.memo]
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            for cid, codec, data in self.cur.execute(
+                    f"SELECT id, codec, data FROM contents WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                self.memo[cid] = orjson.loads(decompress(codec, data))
+
+    def get(self, cid: int) -> Any:
+        if cid not in self.memo:
+            self.load([cid])
+        if cid not in self.memo:
+            raise StoreError(f"content {cid} is missing from the store")
+        return self.memo[cid]
+
+
+def get_session(cur, session_id: str) -> dict:
+    row = cur.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise StoreError(f"no session {session_id!r}")
+    session = row_dict(SESSION_COLUMNS, row)
+    _attach_totals(cur, [session])
+    calls = [row_dict(CALL_COLUMNS, r) for r in cur.execute(
+        f"SELECT {', '.join(CALL_COLUMNS)} FROM calls WHERE session_id = ? ORDER BY idx", (session_id,))]
+    messages = cur.execute("SELECT idx, role, content_id, call_id, at FROM messages WHERE session_id = ? ORDER BY idx",
+                           (session_id,)).fetchall()
+    reader = ContentReader(cur)
+    reader.load(m[2] for m in messages)
+    session["messages"] = [{"idx": i, "role": role, "call_id": call, "at": at, "content": reader.get(cid)}
+                           for i, role, cid, call, at in messages]
+    for c in calls:
+        for key in ("shape", "context", "tools", "system_id", "response_id"):
+            del c[key]  # store-internal references; get_call() resolves them
+    session["calls"] = calls
+    session["exchanges"] = [row_dict(("id", "idx", "input_json", "result_json", "status", "stats_json", "started_at",
+                                      "ended_at"), r) for r in cur.execute(
+        "SELECT id, idx, input_json, result_json, status, stats_json, started_at, ended_at FROM exchanges"
+        " WHERE session_id = ? ORDER BY idx", (session_id,))]
+    session["tool_results"] = [row_dict(("id", "tool_use_id", "name", "input_json", "content_json", "is_error",
+                                         "duration_ms", "at", "message_idx"), r) for r in cur.execute(
+        "SELECT id, tool_use_id, name, input_json, content_json, is_error, duration_ms, at, message_idx"
+        " FROM tool_results WHERE session_id = ? ORDER BY message_idx, at, id", (session_id,))]
+    for t in session["tool_results"]:
+        t["is_error"] = bool(t["is_error"])
+    session["outcomes"] = [row_dict(("id", "kind", "payload_json", "call_id", "at", "message_idx"), r)
+                           for r in cur.execute("SELECT id, kind, payload_json, call_id, at, message_idx FROM outcomes"
+                                                " WHERE session_id = ? ORDER BY message_idx, at, id", (session_id,))]
+    return session
+
+
+def get_call_row(cur, call_id: str) -> dict:
+    row = cur.execute(f"SELECT {', '.join(CALL_COLUMNS)}, raw, raw_format FROM calls WHERE id = ?",
+                      (call_id,)).fetchone()
+    if row is None:
+        raise StoreError(f"no call {call_id!r}")
+    call = row_dict(CALL_COLUMNS, row[:-2])
+    call["_raw"], call["raw_format"] = row[-2], row[-1]
+    return call
+
+
+def context_ids(cur, call: dict) -> list[int]:
+    """The content ids of a call's context, decoded along the session's chain of calls."""
+    ids: list[int] | None = None
+    for (context_json,) in cur.execute("SELECT context_json FROM calls WHERE session_id = ? AND idx <= ? ORDER BY idx",
+                                       (call["session_id"], call["idx"])):
+        ids = decode_context(orjson.loads(context_json), ids)
+    return ids or []
+
+
+def get_call(cur, call_id: str) -> dict:
+    """A call with its full request rebuilt, its response and its raw payload."""
+    call = get_call_row(cur, call_id)
+    ids = context_ids(cur, call)
+    reader = ContentReader(cur)
+    reader.load([*ids, call["system_id"], call["response_id"], *(call["tools"] or ())])
+    messages = [reader.get(i) for i in ids]
+    system = reader.get(call["system_id"]) if call["system_id"] is not None else None
+    tools = None if call["tools"] is None else [reader.get(i) for i in call["tools"]]
+    has_system = call["system_id"] is not None
+    call["request"] = join_request(call["params"], call["shape"], system, has_system, messages, tools)
+    call["context_ids"] = ids
+    call["response"] = reader.get(call["response_id"]) if call["response_id"] is not None else None
+    raw = call.pop("_raw")
+    if raw is not None:
+        reference = canonical(call["response"]) if call["response"] is not None else None
+        data = decompress_against(raw, reference)
+        call["raw"] = orjson.loads(data) if call["raw_format"] == "json" else data.decode("utf-8", "replace")
+    else:
+        call["raw"] = None
+    return call
+
+
+def iter_call_rows(cur, flt: SessionFilter) -> Iterator[dict]:
+    """Every call of the filtered sessions, with its session's run and agent, for statistics."""
+    sflt = SessionFilter(**{**flt.__dict__, "since": None, "until": None, "limit": None})
+    where, args = filter_sql(sflt)
+    if flt.since:
+        where += " AND c.started_at >= ?"
+        args.append(flt.since)
+    if flt.until:
+        where += " AND c.started_at < ?"
+        args.append(_exclusive_end(flt.until))
+    columns = ("session_id", "started_at", "model", "status", "latency_ms", "input_tokens", "output_tokens",
+               "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens", "reasoning_tokens", "cost_usd",
+               "cost_source")
+    sql = (f"SELECT {', '.join('c.' + c for c in columns)}, s.run, s.agent FROM calls c JOIN sessions s"
+           f" ON s.id = c.session_id WHERE {where} ORDER BY c.started_at")
+    for row in cur.execute(sql, args):
+        yield dict(zip(columns + ("run", "agent"), row))

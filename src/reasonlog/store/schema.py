@@ -1,0 +1,160 @@
+"""Numbered migrations. Each runs in one transaction together with its bookkeeping row.
+
+Every migration opens with a comment saying what changes and what NULL means. Never edit a
+migration that has shipped: add the next number.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Migration:
+    number: int
+    name: str
+    sql: str
+
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "first schema", """
+-- The first schema: sessions, exchanges, calls, the message timeline, tool results, outcomes,
+-- content-addressed contents with a full-text index, and recorder counters.
+-- NULL means "not reported": a NULL token count is unknown, not zero; a NULL ended_at is a
+-- session or exchange still open (or interrupted, see status).
+CREATE TABLE contents (
+    id INTEGER PRIMARY KEY,
+    hash BLOB NOT NULL UNIQUE,          -- BLAKE2b-128 of the canonical JSON
+    kind TEXT NOT NULL,                 -- message | system | tool
+    size INTEGER NOT NULL,              -- bytes of the canonical JSON
+    codec INTEGER NOT NULL,             -- 0 plain, 1 zstd
+    data BLOB NOT NULL
+);
+-- Contentless and without positions: the text lives compressed in `contents`; phrases are
+-- checked against it after the index narrows the candidates.
+CREATE VIRTUAL TABLE contents_fts USING fts5(text, content='', detail=none);
+
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    run TEXT,
+    agent TEXT,
+    model TEXT,
+    provider TEXT,
+    labels_json TEXT NOT NULL DEFAULT '{}',
+    parent_session_id TEXT,
+    parent_call_id TEXT,
+    external_id TEXT,                   -- the id the agent or provider gave the session
+    host TEXT,
+    pid INTEGER,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    status TEXT NOT NULL DEFAULT 'open',   -- open | completed | failed | interrupted
+    summary TEXT,
+    error_json TEXT
+);
+CREATE INDEX sessions_started ON sessions(started_at);
+CREATE INDEX sessions_run ON sessions(run, started_at);
+CREATE INDEX sessions_agent ON sessions(agent, started_at);
+CREATE INDEX sessions_model ON sessions(model, started_at);
+CREATE INDEX sessions_status ON sessions(status, started_at);
+CREATE INDEX sessions_external ON sessions(external_id);
+
+CREATE TABLE session_labels (
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    PRIMARY KEY (key, value, session_id)
+) WITHOUT ROWID;
+
+CREATE TABLE exchanges (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    input_json TEXT,
+    result_json TEXT,
+    status TEXT NOT NULL DEFAULT 'open',
+    stats_json TEXT,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    UNIQUE (session_id, idx)
+);
+
+CREATE TABLE calls (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    exchange_id TEXT,
+    provider TEXT,
+    model TEXT,
+    started_at TEXT NOT NULL,
+    latency_ms REAL,
+    ttft_ms REAL,
+    status TEXT NOT NULL,               -- ok | error | partial
+    stop_reason TEXT,
+    error_json TEXT,
+    input_tokens INTEGER,               -- uncached input only
+    output_tokens INTEGER,              -- includes reasoning_tokens
+    cache_read_tokens INTEGER,
+    cache_write_tokens INTEGER,         -- 5-minute and 1-hour writes together
+    cache_write_1h_tokens INTEGER,      -- the 1-hour part of cache_write_tokens
+    reasoning_tokens INTEGER,
+    cost_usd REAL,                      -- NULL: unknown (see cost_source)
+    cost_source TEXT,                   -- reported | computed@<table version> | unknown_model
+    provider_message_id TEXT,
+    request_id TEXT,
+    params_json TEXT NOT NULL,          -- the request without its messages, system and tools
+    shape_json TEXT,                    -- NULL: the request keys are messages/system/tools
+    system_id INTEGER,                  -- NULL: the request had no system prompt
+    tools_json TEXT,                    -- content ids of the tool schemas; NULL: no tools key
+    context_json TEXT NOT NULL,         -- runs into the previous call's context + new content ids
+    context_len INTEGER NOT NULL,
+    response_id INTEGER,                -- content id of the assistant message; NULL: no response
+    raw BLOB,                           -- zstd of the raw payload, against the response message
+    raw_format TEXT,                    -- json | text; NULL: no raw payload
+    context_facts_json TEXT,
+    UNIQUE (session_id, idx)
+);
+CREATE INDEX calls_started ON calls(started_at);
+
+CREATE TABLE messages (
+    session_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    role TEXT,
+    content_id INTEGER NOT NULL,
+    call_id TEXT,                       -- the call that first sent or produced it
+    at TEXT NOT NULL,
+    PRIMARY KEY (session_id, idx)
+) WITHOUT ROWID;
+CREATE INDEX messages_content ON messages(content_id);
+
+CREATE TABLE tool_results (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    tool_use_id TEXT,
+    name TEXT,
+    input_json TEXT,
+    content_json TEXT,
+    is_error INTEGER NOT NULL DEFAULT 0,
+    duration_ms REAL,
+    at TEXT NOT NULL,
+    message_idx INTEGER NOT NULL        -- messages in the timeline before it
+);
+CREATE INDEX tool_results_session ON tool_results(session_id, message_idx);
+
+CREATE TABLE outcomes (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    payload_json TEXT,
+    call_id TEXT,
+    at TEXT NOT NULL,
+    message_idx INTEGER NOT NULL        -- messages in the timeline before it
+);
+CREATE INDEX outcomes_session ON outcomes(session_id, message_idx);
+CREATE INDEX outcomes_kind ON outcomes(kind, at);
+
+CREATE TABLE counters (
+    name TEXT PRIMARY KEY,              -- dropped | rejected | spilled_batches | replayed_batches
+    value INTEGER NOT NULL
+);
+"""),
+)

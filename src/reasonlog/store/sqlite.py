@@ -1,0 +1,288 @@
+"""The embedded default store: one SQLite file (stdlib sqlite3, WAL, FTS5)."""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from ..model import Event
+from ..parts import searchable_text
+from . import SessionFilter, StoreError
+from . import reading, transfer
+from .schema import SQLITE_MIGRATIONS
+from .writing import Applier
+
+MIGRATIONS_TABLE = "_reasonlog_migrations"
+
+
+def spill_dir(db_path: Path) -> Path:
+    """Where batches that could not be written wait for the next open."""
+    return db_path.with_name(db_path.name + ".spill")
+
+
+class SQLiteStore:
+    """A reasonlog database in one SQLite file. One connection, guarded by a lock."""
+
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 5000, upgrade: bool = True, price_table: Any = None):
+        self.path = Path(path)
+        self.url = f"sqlite:///{self.path}"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None,
+                                     check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.execute("PRAGMA foreign_keys=OFF")
+        self._applier = Applier(self._insert_content, self._find_content, self._index_text, price_table)
+        if upgrade:
+            self.upgrade()
+            self.mark_interrupted()
+
+    # ------------------------------------------------------------ migrations
+
+    def schema_version(self) -> int:
+        exists = self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (MIGRATIONS_TABLE,)).fetchone()
+        if not exists:
+            return 0
+        return self._conn.execute(f"SELECT COALESCE(MAX(number), 0) FROM {MIGRATIONS_TABLE}").fetchone()[0]
+
+    def upgrade(self) -> list[int]:
+        """Apply pending migrations, each in its own transaction with its bookkeeping row."""
+        applied = []
+        with self._lock:
+            self._conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (number INTEGER PRIMARY KEY,"
+                               " name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+            current = self.schema_version()
+            latest = SQLITE_MIGRATIONS[-1].number
+            if current > latest:
+                raise StoreError(f"{self.path}: schema {current} is newer than this reasonlog knows ({latest});"
+                                 " upgrade reasonlog")
+            for m in SQLITE_MIGRATIONS:
+                if m.number <= current:
+                    continue
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if self.schema_version() >= m.number:  # another process got there first
+                        self._conn.execute("ROLLBACK")
+                        continue
+                    for statement in _statements(m.sql):
+                        self._conn.execute(statement)
+                    self._conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%fZ'))",
+                                       (m.number, m.name))
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                applied.append(m.number)
+        return applied
+
+    def mark_interrupted(self) -> int:
+        """Mark open sessions whose recording process on this host is gone as interrupted."""
+        host = socket.gethostname()
+        with self._lock:
+            rows = self._conn.execute("SELECT id, pid FROM sessions WHERE status = 'open' AND host = ?",
+                                      (host,)).fetchall()
+            dead = [sid for sid, pid in rows if pid and not _alive(pid)]
+            if dead:
+                self._conn.executemany("UPDATE sessions SET status = 'interrupted' WHERE id = ? AND status = 'open'",
+                                       [(sid,) for sid in dead])
+        return len(dead)
+
+    # ------------------------------------------------------------ writing
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> None:
+        """Apply events in order in one transaction; on any error roll back and raise."""
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                for event in events:
+                    self._applier.apply(cur, event)
+                self._add_counters(cur, counters)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                self._applier.reset()
+                raise
+
+    def add_counters(self, counters: dict[str, int]) -> None:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._add_counters(self._conn, counters)
+            self._conn.execute("COMMIT")
+
+    @staticmethod
+    def _add_counters(cur, counters: dict[str, int] | None) -> None:
+        for name, value in (counters or {}).items():
+            if value:
+                cur.execute("INSERT INTO counters (name, value) VALUES (?, ?)"
+                            " ON CONFLICT (name) DO UPDATE SET value = value + excluded.value", (name, value))
+
+    @staticmethod
+    def _find_content(cur, digest: bytes) -> int | None:
+        row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
+        return row[0] if row else None
+
+    @staticmethod
+    def _insert_content(cur, digest: bytes, data: bytes, kind: str, codec: int, blob: bytes) -> int:
+        cur.execute("INSERT INTO contents (hash, kind, size, codec, data) VALUES (?,?,?,?,?)",
+                    (digest, kind, len(data), codec, blob))
+        return cur.lastrowid
+
+    @staticmethod
+    def _index_text(cur, content_id: int, text: str) -> None:
+        if text:
+            cur.execute("INSERT INTO contents_fts (rowid, text) VALUES (?, ?)", (content_id, text))
+
+    # ------------------------------------------------------------ reading
+
+    def _read(self, fn, *args):
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN")
+            try:
+                return fn(cur, *args)
+            finally:
+                cur.execute("COMMIT")
+
+    def list_sessions(self, flt: SessionFilter) -> list[dict]:
+        return self._read(reading.list_sessions, flt)
+
+    def get_session(self, session_id: str) -> dict:
+        return self._read(reading.get_session, session_id)
+
+    def get_call(self, call_id: str) -> dict:
+        return self._read(reading.get_call, call_id)
+
+    def replay_call(self, call_id: str) -> dict:
+        return self.get_call(call_id)["request"]
+
+    def call_rows(self, flt: SessionFilter) -> Iterator[dict]:
+        return iter(self._read(lambda cur: list(reading.iter_call_rows(cur, flt))))
+
+    def search(self, text: str, flt: SessionFilter, limit: int = 50) -> list[dict]:
+        """Messages whose text contains `text` (case-insensitive), newest sessions first."""
+        tokens = re.findall(r"[^\W_]+", text.lower())
+        if not tokens:
+            return []
+        match = " AND ".join(f'"{t}"*' for t in tokens)
+        where, args = reading.filter_sql(SessionFilter(**{**flt.__dict__, "limit": None}))
+        sql = ("SELECT m.session_id, m.idx, m.role, m.call_id, m.at, m.content_id FROM contents_fts f"
+               " JOIN messages m ON m.content_id = f.rowid JOIN sessions s ON s.id = m.session_id"
+               f" WHERE contents_fts MATCH ? AND {where} ORDER BY s.started_at DESC, s.id, m.idx")
+        return self._read(_verified_hits, sql, [match, *args], text.lower(), limit)
+
+    def resolve_id(self, kind: str, prefix: str) -> str:
+        """A full session or call id from an id, a unique prefix, or (sessions) an external id."""
+        table = {"session": "sessions", "call": "calls"}[kind]
+        with self._lock:
+            rows = self._conn.execute(f"SELECT id FROM {table} WHERE id >= ? AND id < ? LIMIT 2",
+                                      (prefix, prefix + "\U0010ffff")).fetchall()
+            if not rows and kind == "session":
+                rows = self._conn.execute("SELECT id FROM sessions WHERE external_id = ? LIMIT 2", (prefix,)).fetchall()
+        if len(rows) == 1:
+            return rows[0][0]
+        if not rows:
+            raise StoreError(f"no {kind} matches {prefix!r}")
+        raise StoreError(f"{prefix!r} matches more than one {kind}; give more characters")
+
+    # ------------------------------------------------------------ transfer
+
+    def export_records(self, session_ids: Iterable[str] | None = None) -> Iterator[dict]:
+        return iter(self._read(lambda cur: list(transfer.export_records(cur, session_ids))))
+
+    def import_records(self, records: Iterable[dict]) -> int:
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                n = transfer.import_records(cur, records, self._applier)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                self._applier.reset()
+                raise
+            self._applier.reset()
+            return n
+
+    # ------------------------------------------------------------ status
+
+    def status(self) -> dict:
+        with self._lock:
+            counts = {t: self._conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                      for t in ("sessions", "calls", "messages", "contents", "outcomes")}
+            counters = dict(self._conn.execute("SELECT name, value FROM counters").fetchall())
+            content_bytes = self._conn.execute("SELECT COALESCE(SUM(size), 0) FROM contents").fetchone()[0]
+        files = [self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")]
+        pending = sorted(spill_dir(self.path).glob("*.spill")) if spill_dir(self.path).exists() else []
+        return {
+            "path": str(self.path), "url": self.url,
+            "schema_version": self.schema_version(), "latest_schema_version": SQLITE_MIGRATIONS[-1].number,
+            "bytes_on_disk": sum(f.stat().st_size for f in files if f.exists()) + sum(p.stat().st_size for p in pending),
+            "unique_content_bytes": content_bytes, "counts": counts,
+            "dropped_records": counters.get("dropped", 0), "rejected_records": counters.get("rejected", 0),
+            "spilled_batches": counters.get("spilled_batches", 0),
+            "replayed_batches": counters.get("replayed_batches", 0),
+            "pending_spill_files": [str(p) for p in pending],
+        }
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the database file (so its size on disk is the data's)."""
+        with self._lock:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._conn.execute("PRAGMA optimize")
+            except sqlite3.Error:
+                pass
+            self._conn.close()
+
+
+def _verified_hits(cur, sql: str, args: list, needle: str, limit: int) -> list[dict]:
+    hits, verdict = [], {}
+    reader = reading.ContentReader(cur)
+    for session_id, idx, role, call_id, at, cid in cur.execute(sql, args).fetchall():
+        if cid not in verdict:
+            text = searchable_text(reader.get(cid))
+            pos = text.lower().find(needle)
+            verdict[cid] = None if pos < 0 else _snippet(text, pos, len(needle))
+        if verdict[cid] is not None:
+            hits.append({"session_id": session_id, "message_idx": idx, "role": role, "call_id": call_id, "at": at,
+                         "snippet": verdict[cid]})
+            if len(hits) >= limit:
+                break
+    return hits
+
+
+def _snippet(text: str, pos: int, length: int, around: int = 60) -> str:
+    start, end = max(0, pos - around), min(len(text), pos + length + around)
+    return ("…" if start else "") + text[start:end].replace("\n", " ") + ("…" if end < len(text) else "")
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration into statements, letting SQLite say where each one is complete."""
+    out, pending = [], ""
+    for line in sql.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            out.append(pending.strip())
+            pending = ""
+    if pending.strip() and not all(ln.strip().startswith("--") or not ln.strip() for ln in pending.splitlines()):
+        raise StoreError(f"migration ends with an incomplete statement: {pending.strip()[:80]}")
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

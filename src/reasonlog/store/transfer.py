@@ -1,0 +1,177 @@
+"""reasonlog's own JSONL form of a store: every row, with contents by hash, in a fixed order.
+
+Export then import into an empty database then export again gives the same bytes: rows are
+written in a stable order, contents appear once (before their first use), ids are kept, and
+raw payloads travel as their exact text.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator
+
+import orjson
+
+from . import StoreError
+from .content import canonical, compress, content_hash, decompress, decompress_against, compress_against
+from .reading import CALL_COLUMNS, SESSION_COLUMNS
+
+FORMAT = "reasonlog"
+VERSION = 1
+EXCHANGE_COLUMNS = ("id", "session_id", "idx", "input_json", "result_json", "status", "stats_json", "started_at",
+                    "ended_at")
+MESSAGE_COLUMNS = ("session_id", "idx", "role", "content_id", "call_id", "at")
+TOOL_COLUMNS = ("id", "session_id", "tool_use_id", "name", "input_json", "content_json", "is_error", "duration_ms",
+                "at", "message_idx")
+OUTCOME_COLUMNS = ("id", "session_id", "kind", "payload_json", "call_id", "at", "message_idx")
+_CALL_SELECT = CALL_COLUMNS + ("raw", "raw_format")
+
+
+def _rows(cur, table: str, columns: tuple[str, ...], session_id: str, order: str) -> list[dict]:
+    sql = f"SELECT {', '.join(columns)} FROM {table} WHERE session_id = ? ORDER BY {order}"
+    return [dict(zip(columns, r)) for r in cur.execute(sql, (session_id,))]
+
+
+def export_records(cur, session_ids: Iterable[str] | None = None) -> Iterator[dict]:
+    """Yield the export records, session by session (oldest first)."""
+    yield {"type": FORMAT, "version": VERSION}
+    if session_ids is None:
+        session_ids = [r[0] for r in cur.execute("SELECT id FROM sessions ORDER BY started_at, id")]
+    hashes: dict[int, str] = {}  # content id -> hex hash, for contents already written
+    for sid in session_ids:
+        row = cur.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?", (sid,)).fetchone()
+        if row is None:
+            raise StoreError(f"no session {sid!r}")
+        yield {"type": "session", **dict(zip(SESSION_COLUMNS, row))}
+        for ex in _rows(cur, "exchanges", EXCHANGE_COLUMNS, sid, "idx"):
+            yield {"type": "exchange", **ex}
+        for call in _rows(cur, "calls", _CALL_SELECT, sid, "idx"):
+            yield from _export_call(cur, call, hashes)
+        for msg in _rows(cur, "messages", MESSAGE_COLUMNS, sid, "idx"):
+            yield from _content_records(cur, [msg["content_id"]], hashes)
+            msg["content"] = hashes[msg.pop("content_id")]
+            yield {"type": "message", **msg}
+        for tool in _rows(cur, "tool_results", TOOL_COLUMNS, sid, "message_idx, at, id"):
+            yield {"type": "tool_result", **tool}
+        for outcome in _rows(cur, "outcomes", OUTCOME_COLUMNS, sid, "message_idx, at, id"):
+            yield {"type": "outcome", **outcome}
+    counters = dict(cur.execute("SELECT name, value FROM counters ORDER BY name").fetchall())
+    yield {"type": "counters", "values": counters}
+
+
+def _export_call(cur, call: dict, hashes: dict[int, str]) -> Iterator[dict]:
+    context = orjson.loads(call["context_json"])
+    tools = orjson.loads(call["tools_json"]) if call["tools_json"] else None
+    refs = [i for i in context if not isinstance(i, list)] + (tools or []) + [call["system_id"], call["response_id"]]
+    yield from _content_records(cur, [r for r in refs if r is not None], hashes)
+    raw = call.pop("raw")
+    if raw is not None:
+        reference = _content_bytes(cur, call["response_id"]) if call["response_id"] is not None else None
+        call["raw"] = decompress_against(raw, reference).decode("utf-8", "surrogateescape")
+    call["context_json"] = orjson.dumps([i if isinstance(i, list) else hashes[i] for i in context]).decode()
+    call["tools_json"] = None if tools is None else orjson.dumps([hashes[i] for i in tools]).decode()
+    call["system_id"] = hashes.get(call["system_id"])
+    call["response_id"] = hashes.get(call["response_id"])
+    yield {"type": "call", **call}
+
+
+def _content_bytes(cur, cid: int) -> bytes:
+    codec, data = cur.execute("SELECT codec, data FROM contents WHERE id = ?", (cid,)).fetchone()
+    return decompress(codec, data)
+
+
+def _content_records(cur, ids: list[int], hashes: dict[int, str]) -> Iterator[dict]:
+    for cid in ids:
+        if cid in hashes:
+            continue
+        digest, kind, codec, data = cur.execute("SELECT hash, kind, codec, data FROM contents WHERE id = ?",
+                                                (cid,)).fetchone()
+        hashes[cid] = bytes(digest).hex()
+        yield {"type": "content", "hash": hashes[cid], "kind": kind, "value": orjson.loads(decompress(codec, data))}
+
+
+def import_records(cur, records: Iterable[dict], applier) -> int:
+    """Insert exported records into the store behind `cur` (in its open transaction)."""
+    ids: dict[str, int] = {}  # hex hash -> local content id
+    n = 0
+    for lineno, record in enumerate(records, 1):
+        kind = record.get("type") if isinstance(record, dict) else None
+        handler = _IMPORTERS.get(kind)
+        if handler is None:
+            raise StoreError(f"record {lineno}: unknown type {kind!r}; expected one of {sorted(_IMPORTERS)}")
+        try:
+            handler(cur, {k: v for k, v in record.items() if k != "type"}, ids, applier)
+        except (KeyError, TypeError) as exc:
+            raise StoreError(f"record {lineno} ({kind}): missing or malformed field {exc}") from None
+        n += 1
+    return n
+
+
+def _import_header(cur, rec, ids, applier) -> None:
+    if rec.get("version") != VERSION:
+        raise StoreError(f"export version {rec.get('version')!r}; this reasonlog reads version {VERSION}")
+
+
+def _import_content(cur, rec, ids, applier) -> None:
+    data = canonical(rec["value"])
+    digest = content_hash(data)
+    if digest.hex() != rec["hash"]:
+        raise StoreError(f"content {rec['hash']}: its value does not hash to it")
+    cid, _ = applier.content_id(cur, rec["value"], rec["kind"])
+    ids[rec["hash"]] = cid
+
+
+_COLUMNS = {"sessions": SESSION_COLUMNS, "exchanges": EXCHANGE_COLUMNS, "messages": MESSAGE_COLUMNS,
+            "tool_results": TOOL_COLUMNS, "outcomes": OUTCOME_COLUMNS, "calls": _CALL_SELECT}
+
+
+def _insert(cur, table: str, rec: dict) -> None:
+    cols = list(rec)
+    unknown = set(cols) - set(_COLUMNS[table])
+    if unknown:
+        raise StoreError(f"{table}: unknown field(s) {sorted(unknown)}")
+    cur.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [rec[c] for c in cols])
+
+
+def _import_session(cur, rec, ids, applier) -> None:
+    _insert(cur, "sessions", rec)
+    labels = orjson.loads(rec.get("labels_json") or "{}")
+    cur.executemany("INSERT INTO session_labels (key, value, session_id) VALUES (?,?,?) ON CONFLICT DO NOTHING",
+                    [(str(k), str(v), rec["id"]) for k, v in labels.items()])
+
+
+def _import_call(cur, rec, ids, applier) -> None:
+    context = orjson.loads(rec["context_json"])
+    rec["context_json"] = orjson.dumps([i if isinstance(i, list) else ids[i] for i in context]).decode()
+    if rec.get("tools_json"):
+        rec["tools_json"] = orjson.dumps([ids[h] for h in orjson.loads(rec["tools_json"])]).decode()
+    rec["system_id"] = ids[rec["system_id"]] if rec.get("system_id") else None
+    response = rec["response_id"] = ids[rec["response_id"]] if rec.get("response_id") else None
+    raw = rec.pop("raw", None)
+    if raw is not None:
+        reference = _content_bytes(cur, response) if response is not None else None
+        rec["raw"] = compress_against(raw.encode("utf-8", "surrogateescape"), reference)
+    _insert(cur, "calls", rec)
+
+
+def _import_message(cur, rec, ids, applier) -> None:
+    rec["content_id"] = ids[rec.pop("content")]
+    _insert(cur, "messages", rec)
+
+
+def _import_counters(cur, rec, ids, applier) -> None:
+    for name, value in rec["values"].items():
+        cur.execute("INSERT INTO counters (name, value) VALUES (?, ?)"
+                    " ON CONFLICT (name) DO UPDATE SET value = value + excluded.value", (name, value))
+
+
+_IMPORTERS = {
+    FORMAT: _import_header,
+    "content": _import_content,
+    "session": _import_session,
+    "exchange": lambda cur, rec, ids, a: _insert(cur, "exchanges", rec),
+    "call": _import_call,
+    "message": _import_message,
+    "tool_result": lambda cur, rec, ids, a: _insert(cur, "tool_results", rec),
+    "outcome": lambda cur, rec, ids, a: _insert(cur, "outcomes", rec),
+    "counters": _import_counters,
+}

@@ -1,0 +1,259 @@
+"""Turning events into rows: content addressing, context encoding and the session timeline.
+
+Dialect-neutral: it speaks DB-API with `?` placeholders and asks its backend for the two
+things dialects do differently (indexing text, inserting a content and getting its id).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import orjson
+
+from ..model import (CallRecorded, Event, ExchangeEnded, ExchangeStarted, OutcomeRecorded, SessionEnded,
+                     SessionStarted, ToolResultRecorded)
+from ..parts import searchable_text
+from .content import (canonical, compress, compress_against, content_hash, encode_context, decode_context,
+                      new_in_timeline)
+
+# Keys under which a request carries its context, by API. The first that holds a list wins.
+MESSAGE_KEYS = ("messages", "input", "contents")
+SYSTEM_KEYS = ("system", "instructions", "system_instruction")
+TOOLS_KEY = "tools"
+DEFAULT_SHAPE = {"messages": "messages", "system": "system"}
+# Cached canonical bytes -> content id, across sessions; cleared past this many bytes.
+CONTENT_CACHE_BYTES = 256 << 20
+
+
+def dumps(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+@dataclass
+class SessionState:
+    """What the writer must remember of a session to encode its next call."""
+
+    next_call: int = 0
+    next_message: int = 0
+    next_exchange: int = 0
+    context: list[int] | None = None
+    response: int | None = None
+    system: int | None = None
+
+
+@dataclass
+class Split:
+    params: dict
+    system: Any
+    messages: list
+    tools: list | None
+    shape: dict | None
+    has_system: bool = False
+
+
+def split_request(request: dict) -> Split:
+    """Separate a request body into what is stored by reference and the parameters kept inline."""
+    msg_key = next((k for k in MESSAGE_KEYS if isinstance(request.get(k), list)), "messages")
+    sys_key = next((k for k in SYSTEM_KEYS if k in request), "system")
+    tools = request.get(TOOLS_KEY)
+    tools = tools if isinstance(tools, list) else None
+    taken = {msg_key, sys_key} | ({TOOLS_KEY} if tools is not None else set())
+    params = {k: v for k, v in request.items() if k not in taken}
+    shape = {"messages": msg_key, "system": sys_key}
+    if msg_key not in request:
+        shape["no_messages"] = True
+    return Split(params, request.get(sys_key), request.get(msg_key) or [], tools,
+                 None if shape == DEFAULT_SHAPE else shape, has_system=sys_key in request)
+
+
+def join_request(params: dict, shape: dict | None, system: Any, has_system: bool, messages: list,
+                 tools: list | None) -> dict:
+    """Inverse of `split_request`."""
+    shape = shape or DEFAULT_SHAPE
+    out = dict(params)
+    if not shape.get("no_messages"):
+        out[shape["messages"]] = messages
+    if has_system:
+        out[shape["system"]] = system
+    if tools is not None:
+        out[TOOLS_KEY] = tools
+    return out
+
+
+@dataclass
+class Applier:
+    """Applies events to an open transaction. One per store; not thread-safe."""
+
+    insert_content: Callable[[Any, bytes, bytes, str, int, bytes], int]  # (cur, hash, data, kind, codec, blob)
+    find_content: Callable[[Any, bytes], int | None]
+    index_text: Callable[[Any, int, str], None]
+    price_table: Any = None
+    sessions: dict[str, SessionState] = field(default_factory=dict)
+    cache: dict[bytes, int] = field(default_factory=dict)
+    cache_bytes: int = 0
+
+    def reset(self) -> None:
+        """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
+        self.sessions.clear()
+        self.cache.clear()
+        self.cache_bytes = 0
+
+    def apply(self, cur, event: Event) -> None:
+        handler = getattr(self, "_apply_" + event.kind)
+        handler(cur, event)
+
+    # -------------------------------------------------------------- contents
+
+    def content_id(self, cur, value: Any, kind: str) -> tuple[int, bool]:
+        """The id of a content, inserting it when new; also says whether it was new."""
+        data = canonical(value)
+        cid = self.cache.get(data)
+        if cid is not None:
+            return cid, False
+        digest = content_hash(data)
+        cid = self.find_content(cur, digest)
+        created = cid is None
+        if created:
+            codec, blob = compress(data)
+            cid = self.insert_content(cur, digest, data, kind, codec, blob)
+            if kind != "tool":
+                self.index_text(cur, cid, searchable_text(value))
+        if self.cache_bytes > CONTENT_CACHE_BYTES:
+            self.cache.clear()
+            self.cache_bytes = 0
+        self.cache[data] = cid
+        self.cache_bytes += len(data)
+        return cid, created
+
+    # -------------------------------------------------------------- sessions
+
+    def state(self, cur, session_id: str) -> SessionState:
+        st = self.sessions.get(session_id)
+        if st is None:
+            st = self.sessions[session_id] = self._load_state(cur, session_id)
+        return st
+
+    def _load_state(self, cur, session_id: str) -> SessionState:
+        st = SessionState()
+        rows = cur.execute("SELECT idx, context_json, response_id, system_id FROM calls WHERE session_id = ? "
+                           "ORDER BY idx", (session_id,)).fetchall()
+        for idx, context_json, response_id, system_id in rows:
+            st.context = decode_context(orjson.loads(context_json), st.context)
+            st.response, st.system, st.next_call = response_id, system_id, idx + 1
+        st.next_message = cur.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM messages WHERE session_id = ?",
+                                      (session_id,)).fetchone()[0]
+        st.next_exchange = cur.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM exchanges WHERE session_id = ?",
+                                       (session_id,)).fetchone()[0]
+        return st
+
+    def _apply_session_started(self, cur, ev: SessionStarted) -> None:
+        cur.execute(
+            "INSERT INTO sessions (id, run, agent, model, provider, labels_json, parent_session_id, parent_call_id,"
+            " external_id, host, pid, started_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+            " ON CONFLICT (id) DO UPDATE SET status = 'open', ended_at = NULL",
+            (ev.session_id, ev.run, ev.agent, ev.model, ev.provider, dumps(ev.labels or {}), ev.parent_session_id,
+             ev.parent_call_id, ev.external_id, ev.host, ev.pid, ev.started_at))
+        cur.executemany("INSERT INTO session_labels (key, value, session_id) VALUES (?,?,?) ON CONFLICT DO NOTHING",
+                        [(str(k), str(v), ev.session_id) for k, v in (ev.labels or {}).items()])
+
+    def _apply_session_ended(self, cur, ev: SessionEnded) -> None:
+        cur.execute("UPDATE sessions SET ended_at = ?, status = ?, summary = COALESCE(?, summary), error_json = ?"
+                    " WHERE id = ?", (ev.ended_at, ev.status, ev.summary, dumps(ev.error), ev.session_id))
+        self.sessions.pop(ev.session_id, None)
+
+    def _apply_exchange_started(self, cur, ev: ExchangeStarted) -> None:
+        st = self.state(cur, ev.session_id)
+        cur.execute("INSERT INTO exchanges (id, session_id, idx, input_json, started_at) VALUES (?,?,?,?,?)",
+                    (ev.exchange_id, ev.session_id, st.next_exchange, dumps(ev.input), ev.started_at))
+        st.next_exchange += 1
+
+    def _apply_exchange_ended(self, cur, ev: ExchangeEnded) -> None:
+        cur.execute("UPDATE exchanges SET ended_at = ?, result_json = ?, status = ?, stats_json = ? WHERE id = ?",
+                    (ev.ended_at, dumps(ev.result), ev.status, dumps(ev.stats), ev.exchange_id))
+
+    # -------------------------------------------------------------- calls
+
+    def _apply_call(self, cur, ev: CallRecorded) -> None:
+        st = self.state(cur, ev.session_id)
+        split = split_request(ev.request)
+        ids = [self.content_id(cur, m, "message")[0] for m in split.messages]
+        system_id = self.content_id(cur, split.system, "system")[0] if split.has_system else None
+        tool_ids = None if split.tools is None else [self.content_id(cur, t, "tool")[0] for t in split.tools]
+        response_id = None if ev.response is None else self.content_id(cur, ev.response, "message")[0]
+
+        timeline = []
+        if system_id is not None and system_id != st.system and split.system:
+            timeline.append(("system", system_id))
+        roles = {cid: m.get("role") if isinstance(m, dict) else None for cid, m in zip(ids, split.messages)}
+        timeline += [(roles[cid], cid) for cid in new_in_timeline(ids, st.context, st.response)]
+        if response_id is not None:
+            timeline.append(("assistant", response_id))
+        cur.executemany("INSERT INTO messages (session_id, idx, role, content_id, call_id, at) VALUES (?,?,?,?,?,?)",
+                        [(ev.session_id, st.next_message + i, role, cid, ev.call_id, ev.started_at)
+                         for i, (role, cid) in enumerate(timeline)])
+        st.next_message += len(timeline)
+
+        cur.execute(_INSERT_CALL, self._call_row(ev, st, split, ids, system_id, tool_ids, response_id))
+        st.next_call += 1
+        st.context, st.response = ids, response_id
+        if system_id is not None:
+            st.system = system_id
+
+    def _call_row(self, ev: CallRecorded, st: SessionState, split: Split, ids, system_id, tool_ids,
+                  response_id) -> tuple:
+        u = ev.usage
+        cost_usd, cost_source = self._cost(ev)
+        raw, raw_format = self._raw(ev)
+        return (ev.call_id, ev.session_id, st.next_call, ev.exchange_id, ev.provider, ev.model, ev.started_at,
+                ev.latency_ms, ev.ttft_ms, ev.status, ev.stop_reason, dumps(ev.error),
+                *((u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens,
+                   u.cache_write_1h_tokens, u.reasoning_tokens) if u else (None,) * 6),
+                cost_usd, cost_source, ev.provider_message_id, ev.request_id, dumps(split.params),
+                dumps(split.shape), system_id, dumps(tool_ids),
+                dumps(encode_context(ids, st.context)), len(ids), response_id, raw, raw_format,
+                dumps(ev.context_facts))
+
+    def _cost(self, ev: CallRecorded) -> tuple[float | None, str | None]:
+        if ev.cost_usd is not None:
+            return ev.cost_usd, "reported"
+        if ev.usage is None:
+            return None, None
+        from ..pricing import load_price_table  # the table loads once, on the first priced call
+
+        table = self.price_table or load_price_table()
+        cost = table.cost(ev.model or "", ev.usage)
+        return cost.usd, cost.source
+
+    def _raw(self, ev: CallRecorded) -> tuple[bytes | None, str | None]:
+        if ev.raw is None:
+            return None, None
+        if isinstance(ev.raw, (bytes, str)):
+            data, fmt = (ev.raw.encode() if isinstance(ev.raw, str) else bytes(ev.raw)), "text"
+        else:
+            data, fmt = orjson.dumps(ev.raw, option=orjson.OPT_NON_STR_KEYS), "json"
+        reference = canonical(ev.response) if ev.response is not None else None
+        return compress_against(data, reference), fmt
+
+    # -------------------------------------------------------------- tools and outcomes
+
+    def _apply_tool_result(self, cur, ev: ToolResultRecorded) -> None:
+        st = self.state(cur, ev.session_id)
+        cur.execute("INSERT INTO tool_results (id, session_id, tool_use_id, name, input_json, content_json, is_error,"
+                    " duration_ms, at, message_idx) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (ev.tool_result_id, ev.session_id, ev.tool_use_id, ev.name, dumps(ev.input), dumps(ev.content),
+                     int(bool(ev.is_error)), ev.duration_ms, ev.at, st.next_message))
+
+    def _apply_outcome(self, cur, ev: OutcomeRecorded) -> None:
+        st = self.state(cur, ev.session_id)
+        cur.execute("INSERT INTO outcomes (id, session_id, kind, payload_json, call_id, at, message_idx)"
+                    " VALUES (?,?,?,?,?,?,?)",
+                    (ev.outcome_id, ev.session_id, ev.outcome_kind, dumps(ev.payload), ev.call_id, ev.at,
+                     st.next_message))
+
+
+_INSERT_CALL = (
+    "INSERT INTO calls (id, session_id, idx, exchange_id, provider, model, started_at, latency_ms, ttft_ms, status,"
+    " stop_reason, error_json, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
+    " cache_write_1h_tokens, reasoning_tokens, cost_usd, cost_source, provider_message_id, request_id, params_json,"
+    " shape_json, system_id, tools_json, context_json, context_len, response_id, raw, raw_format,"
+    " context_facts_json) VALUES (" + ",".join("?" * 32) + ")")
