@@ -207,6 +207,7 @@ class BackgroundWriter(_Base):
                 self._thread.start()
 
     def _run(self) -> None:
+        self.replay_spill()  # what an earlier process could not write goes first
         while True:
             self._wake.wait(self.interval)
             self._wake.clear()

@@ -81,7 +81,7 @@ def _attach_totals(cur, sessions: list[dict]) -> None:
         f" FROM calls WHERE session_id IN ({marks}) GROUP BY session_id", [s["id"] for s in sessions])}
     for s in sessions:
         calls, errors, inp, out, cr, cw, cost, last = totals.get(s["id"], (0, 0, 0, 0, 0, 0, None, None))
-        s.update(calls=calls, errors=errors or 0, input_tokens=inp or 0, output_tokens=out or 0,
+        s.update(call_count=calls, error_count=errors or 0, input_tokens=inp or 0, output_tokens=out or 0,
                  cache_read_tokens=cr or 0, cache_write_tokens=cw or 0, cost_usd=cost, last_call_at=last)
 
 

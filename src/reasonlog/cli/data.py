@@ -1,0 +1,116 @@
+"""Commands that move data or look after the database: demo, export, import, db."""
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from ..io import jsonl
+from ..store import StoreError
+from .main import cli, console, emit_json, json_option
+
+
+@cli.command()
+@click.option("--sessions", "n_exchanges", type=int, default=3, show_default=True,
+              help="Exchanges per agent in the scripted run.")
+@click.pass_obj
+def demo(obj, n_exchanges):
+    """Record a scripted two-agent trading run (offline, no API key) and say how to look at it."""
+    from ..demo import run_demo
+
+    result = run_demo(obj.path, exchanges=n_exchanges)
+    console.print(Text(f"Recorded run {result['run']}: {result['sessions']} sessions, {result['calls']} calls "
+                       f"({result['failed_calls']} failed), {result['outcomes']} outcomes.", style="bold"))
+    console.print(Text(f"Database: {obj.path}"))
+    db = f" --db {obj.path}" if obj.db else ""
+    console.print("Look at it with:")
+    for command in (f"reasonlog{db} sessions --run {result['run']}", f"reasonlog{db} show {result['first_session']}",
+                    f"reasonlog{db} stats --by agent"):
+        console.print(Text("  " + command, style="cyan"))
+
+
+@cli.command("export")
+@click.argument("sessions", nargs=-1)
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "exchange-jsonl"]), default="jsonl", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="File to write (default: stdout).")
+@click.pass_obj
+def export_(obj, sessions, fmt, output):
+    """Export sessions (default: all) as reasonlog JSONL, or one session as exchange JSONL."""
+    store = obj.store
+    ids = [store.resolve_id("session", s) for s in sessions] or None
+    out = open(output, "wb") if output else sys.stdout.buffer
+    try:
+        if fmt == "exchange-jsonl":
+            if not ids or len(ids) != 1:
+                raise click.UsageError("--format exchange-jsonl exports exactly one SESSION")
+            from ..io.exchange_jsonl import export_exchange_jsonl
+
+            for line in export_exchange_jsonl(store, ids[0]):
+                out.write(line.encode() if isinstance(line, str) else line)
+        else:
+            jsonl.write_export(store, out, ids)
+    finally:
+        if output:
+            out.close()
+
+
+@cli.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.pass_obj
+def import_(obj, file):
+    """Import a reasonlog JSONL export (all or nothing: a bad line writes nothing)."""
+    stream = sys.stdin.buffer if file == "-" else None
+    try:
+        n = jsonl.import_file(obj.store, file, stream)
+    except StoreError as exc:
+        raise StoreError(f"{file}: {exc}" if not str(exc).startswith(str(file)) else str(exc)) from None
+    console.print(f"imported {n} records from {file}")
+
+
+@cli.group()
+def db():
+    """Where the database is, its state, and its schema upgrades."""
+
+
+@db.command("path")
+@click.pass_obj
+def db_path(obj):
+    """Print the database file's path."""
+    click.echo(str(obj.path))
+
+
+@db.command("status")
+@json_option
+@click.pass_obj
+def db_status(obj, as_json):
+    """Schema version, sizes, counts, spilled batches and dropped records."""
+    status = obj.store.status()
+    if as_json:
+        return emit_json(status)
+    table = Table(show_header=False)
+    for key in ("path", "schema_version", "latest_schema_version", "bytes_on_disk", "unique_content_bytes"):
+        table.add_row(key, Text(str(status[key])))
+    for key, value in status["counts"].items():
+        table.add_row(key, str(value))
+    for key in ("dropped_records", "rejected_records", "spilled_batches", "replayed_batches"):
+        table.add_row(key, str(status[key]))
+    table.add_row("pending spill files", str(len(status["pending_spill_files"])))
+    console.print(table)
+
+
+@db.command("upgrade")
+@click.pass_obj
+def db_upgrade(obj):
+    """Apply pending schema migrations and write any spilled batches."""
+    from ..store.sqlite import SQLiteStore, spill_dir
+    from ..capture.writer import SyncWriter
+
+    store = SQLiteStore(obj.path, upgrade=False)
+    applied = store.upgrade()
+    store.close()
+    writer = SyncWriter(lambda: SQLiteStore(obj.path), spill_dir(obj.path))
+    remaining = writer.replay_spill()
+    writer.close()
+    console.print(f"schema: applied {applied or 'nothing'}; spill files left: {remaining}")

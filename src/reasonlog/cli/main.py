@@ -1,0 +1,73 @@
+"""The `reasonlog` command: one entry point over the same functions the Python API uses."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import orjson
+from rich.console import Console
+
+from ..store import StoreError, default_db_path, open_store
+
+console = Console(highlight=False)
+
+
+class Context:
+    """What every command needs: where the database is, opened on first use."""
+
+    def __init__(self, db: str | None):
+        self.db = db
+        self._store = None
+
+    @property
+    def path(self) -> Path:
+        return Path(self.db).expanduser() if self.db else default_db_path()
+
+    @property
+    def store(self):
+        if self._store is None:
+            self._store = open_store(self.path)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+def emit_json(value) -> None:
+    """Print JSON for `--json`: indented, UTF-8, stable key order."""
+    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+                                         | orjson.OPT_NON_STR_KEYS) + b"\n")
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+class Group(click.Group):
+    """Turns store errors (missing ids, bad files) into one clear line and exit code 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except StoreError as exc:
+            console.print(f"error: {exc}", style="red", markup=False)
+            sys.exit(1)
+
+
+@click.group(cls=Group)
+@click.option("--db", envvar="REASONLOG_DB", metavar="PATH",
+              help="Database file (default: $REASONLOG_DB, else a per-user data file).")
+@click.version_option(package_name="reasonlog")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None) -> None:
+    """reasonlog: a flight recorder for LLM agents."""
+    ctx.obj = Context(db)
+    ctx.call_on_close(ctx.obj.close)
+
+
+def main() -> None:
+    cli()
+
+
+from . import data, read  # noqa: E402,F401  (registers the commands on `cli`)

@@ -1,0 +1,208 @@
+"""What a model call cost, from the bundled, versioned price table (prices.json).
+
+The table is made by scripts/gen_prices.py from LiteLLM's price data; its `version` is stamped
+on every computed cost, so a stored cost can always be traced to the prices that made it.
+Nothing is read at import time: the bundled table loads on first use and is cached.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, fields, replace
+from functools import lru_cache
+from importlib import resources
+from types import MappingProxyType
+from typing import Any, Mapping
+
+__all__ = ["Cost", "ModelPrice", "PriceTable", "load_price_table", "REPORTED", "UNKNOWN_MODEL"]
+
+REPORTED = "reported"  # the provider said what the call cost
+UNKNOWN_MODEL = "unknown_model"  # no price for the model: usd is None, not 0, so totals can show it
+
+_BASE = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
+_PREFIXES = ("anthropic/", "openai/", "models/", "gemini/", "google/", "vertex_ai/")
+_DATE_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
+_CLAUDE_DOT = re.compile(r"(?<=\d)\.(?=\d)")
+_CLAUDE_ALIAS = re.compile(r"-(latest|0)$")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    """USD per token for one model; the `*_above` tier applies past `threshold_tokens` of prompt."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write_5m: float
+    cache_write_1h: float
+    threshold_tokens: int | None = None
+    input_above: float | None = None
+    output_above: float | None = None
+    cache_read_above: float | None = None
+    cache_write_5m_above: float | None = None
+    cache_write_1h_above: float | None = None
+
+    def tier(self, prompt_tokens: int) -> ModelPrice:
+        """The prices in force for a request whose prompt has `prompt_tokens` tokens."""
+        # Anthropic's rule, which Google and OpenAI share: past the threshold, the whole request
+        # (output included) is billed at the long-context prices, not just the excess.
+        if self.threshold_tokens is None or prompt_tokens <= self.threshold_tokens:
+            return self
+        above = {f: getattr(self, f + "_above") for f in _BASE}
+        return replace(self, **{f: v for f, v in above.items() if v is not None}, threshold_tokens=None)
+
+    def usd(self, usage: Any) -> float:
+        """The cost of `usage`, each token priced exactly once."""
+        n = _Tokens.of(usage)
+        p = self.tier(n.input + n.cache_read + n.cache_write)
+        write_1h = min(n.cache_write_1h, n.cache_write)
+        return (n.input * p.input + n.cache_read * p.cache_read + n.output * p.output
+                + (n.cache_write - write_1h) * p.cache_write_5m + write_1h * p.cache_write_1h)
+
+
+@dataclass(frozen=True, slots=True)
+class _Tokens:
+    input: int
+    output: int
+    cache_read: int
+    cache_write: int
+    cache_write_1h: int
+
+    @classmethod
+    def of(cls, usage: Any) -> _Tokens:
+        # Reasoning tokens are already inside output_tokens, so they are not read here at all.
+        return cls(*(_count(usage, n) for n in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                                 "cache_write_tokens", "cache_write_1h_tokens")))
+
+
+def _count(usage: Any, name: str) -> int:
+    """A token counter of `usage`; absent or None counts as 0 (older records lack some)."""
+    return int(getattr(usage, name, 0) or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """A call's cost in USD and where it came from.
+
+    `source` is `reported` (the provider's figure), `computed@<table version>`, or
+    `unknown_model`; for an unknown model `usd` is None rather than 0.0, so a sum over calls
+    can tell "free" from "not priced" and say how many calls it left out.
+    """
+
+    usd: float | None
+    source: str
+
+
+class PriceTable:
+    """A versioned set of model prices, looked up by exact or normalised model name."""
+
+    __slots__ = ("version", "_models", "_overrides")
+
+    def __init__(self, version: str, models: Mapping[str, ModelPrice],
+                 overrides: Mapping[str, ModelPrice] | None = None) -> None:
+        self.version = version
+        self._models = MappingProxyType(dict(models))
+        self._overrides = MappingProxyType(dict(overrides or {}))
+
+    def __repr__(self) -> str:
+        return f"PriceTable(version={self.version!r}, models={len(self._models)})"
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    @property
+    def models(self) -> Mapping[str, ModelPrice]:
+        """The bundled prices by model name (overrides not included)."""
+        return self._models
+
+    def get(self, model: str) -> ModelPrice | None:
+        """The price of `model`, or None; any override that matches wins over the table."""
+        names = _candidates(model)
+        # Overrides first, so overriding claude-haiku-4-5 also reprices claude-haiku-4-5-20251001.
+        for prices in (self._overrides, self._models):
+            found = next((prices[n] for n in names if n in prices), None)
+            if found is not None:
+                return found
+        return None
+
+    def cost(self, model: str, usage: Any) -> Cost:
+        """What a call of `model` with token counts `usage` cost, by this table."""
+        price = self.get(model)
+        if price is None:
+            return Cost(None, UNKNOWN_MODEL)
+        return Cost(price.usd(usage), f"computed@{self.version}")
+
+    def with_overrides(self, mapping: Mapping[str, Mapping[str, Any]]) -> PriceTable:
+        """A copy whose prices for the named models are replaced field by field."""
+        overrides = dict(self._overrides)
+        for name, changes in mapping.items():
+            overrides[name] = _overridden(self.get(name), name, changes)
+        version = self.version if self.version.endswith("+overrides") else f"{self.version}+overrides"
+        return PriceTable(version, self._models, overrides)
+
+
+def _candidates(model: str) -> list[str]:
+    """Names to try for `model`, most exact first; never a fuzzy or substring match."""
+    name = _normalise(model)
+    return list(dict.fromkeys([model, name, _DATE_SUFFIX.sub("", name)]))
+
+
+def _normalise(model: str) -> str:
+    """`model` lowercased, without provider prefix, Vertex `@version`, or Claude spelling variants."""
+    name = model.strip().lower()
+    while name.startswith(_PREFIXES):
+        name = name.split("/", 1)[1]
+    name = name.split("@", 1)[0]  # Vertex pins versions as claude-sonnet-4-5@20250929
+    if name.startswith("claude-"):
+        name = _CLAUDE_DOT.sub("-", name)  # claude-3.7-sonnet is claude-3-7-sonnet
+        name = _CLAUDE_ALIAS.sub("", name)  # Anthropic's own aliases: ...-latest, claude-sonnet-4-0
+    return name
+
+
+_FIELDS = {f.name for f in fields(ModelPrice)}
+
+
+def _overridden(base: ModelPrice | None, name: str, changes: Mapping[str, Any]) -> ModelPrice:
+    """`base` with `changes` applied; a model new to the table needs at least input and output."""
+    unknown = set(changes) - _FIELDS
+    if unknown:
+        raise ValueError(f"price override for {name!r}: unknown fields {sorted(unknown)}")
+    if base is None:
+        if "input" not in changes or "output" not in changes:
+            raise ValueError(f"price override for {name!r}: a new model needs input and output")
+        # Without better knowledge, cached tokens cost what uncached ones do.
+        base = ModelPrice(**{f: changes["input"] for f in _BASE[2:]}, input=0.0, output=0.0)
+    return _checked(replace(base, **changes), name)
+
+
+def _checked(price: ModelPrice, name: str) -> ModelPrice:
+    """`price`, if every figure in it is a finite, non-negative number."""
+    for f in fields(price):
+        value = getattr(price, f.name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"price for {name!r}: {f.name} must be a non-negative number, got {value!r}")
+    return price
+
+
+def _parse(doc: Mapping[str, Any]) -> PriceTable:
+    """A PriceTable from the prices.json document."""
+    models = {
+        name: _checked(ModelPrice(**{k: v for k, v in entry.items() if k in _FIELDS}), name)
+        for name, entry in doc["models"].items()
+    }
+    return PriceTable(str(doc["version"]), models)
+
+
+@lru_cache(maxsize=8)
+def load_price_table(path: str | None = None) -> PriceTable:
+    """The price table at `path`, or the bundled one; loaded once and cached."""
+    if path is None:
+        text = resources.files("reasonlog").joinpath("prices.json").read_text(encoding="utf-8")
+    else:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    return _parse(json.loads(text))

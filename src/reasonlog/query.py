@@ -1,0 +1,202 @@
+"""Questions people ask of a store: the conversation of a session, statistics, what changed between calls."""
+from __future__ import annotations
+
+import difflib
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from .parts import Part, parts_of, searchable_text
+from .store import SessionFilter, Store
+
+STAT_KEYS = ("day", "model", "agent", "run")
+TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens",
+                "reasoning_tokens")
+
+
+# ---------------------------------------------------------------------------- timeline
+
+
+def timeline(session: dict) -> list[dict]:
+    """The session in order: messages with their parts, tool results paired to their calls, outcomes in place.
+
+    Items: {"kind": "exchange"|"message"|"outcome", ...}. A tool_use part carries its `result`
+    (from the agent's recorded tool result, else from the tool_result sent back in a later
+    message); a message made only of results already shown that way is left out.
+    """
+    results = _results_by_tool_use(session)
+    shown: set[str] = set()
+    items: list[dict] = []
+    outcomes = defaultdict(list)
+    for o in session["outcomes"]:
+        outcomes[o["message_idx"]].append(o)
+    exchanges_by_call = {c["id"]: c["exchange_id"] for c in session["calls"]}
+    call_idx = {c["id"]: c["idx"] for c in session["calls"]}
+    failed = [c for c in session["calls"] if c["status"] == "error"]
+    exchanges = {e["id"]: e for e in session["exchanges"]}
+    current_exchange = None
+    for m in session["messages"]:
+        items += [_outcome_item(o) for o in outcomes.pop(m["idx"], ())]
+        while failed and failed[0]["idx"] < call_idx.get(m["call_id"], -1):
+            items.append(_failed_item(failed.pop(0)))
+        ex_id = exchanges_by_call.get(m["call_id"])
+        if ex_id and ex_id != current_exchange and ex_id in exchanges:
+            current_exchange = ex_id
+            items.append({"kind": "exchange", **exchanges[ex_id]})
+        parts = parts_of(m["content"]) if m["role"] != "system" else [Part("text", text=_system_text(m["content"]))]
+        if parts and all(p.kind == "tool_result" and p.tool_use_id in shown for p in parts):
+            continue
+        rendered = []
+        for p in parts:
+            part = _part_dict(p)
+            if p.kind == "tool_use" and p.tool_use_id in results:
+                part["result"] = results[p.tool_use_id]
+                shown.add(p.tool_use_id)
+            rendered.append(part)
+        items.append({"kind": "message", "idx": m["idx"], "role": m["role"], "call_id": m["call_id"], "at": m["at"],
+                      "parts": rendered})
+    items += [_failed_item(c) for c in failed]
+    for idx in sorted(outcomes):
+        items += [_outcome_item(o) for o in outcomes[idx]]
+    return items
+
+
+def _failed_item(call: dict) -> dict:
+    return {"kind": "failed_call", "call_id": call["id"], "at": call["started_at"], "error": call["error"],
+            "latency_ms": call["latency_ms"]}
+
+
+def _outcome_item(outcome: dict) -> dict:
+    return {**outcome, "kind": "outcome", "outcome_kind": outcome["kind"]}
+
+
+def _results_by_tool_use(session: dict) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    for m in session["messages"]:
+        for p in parts_of(m["content"]) if m["role"] != "system" else ():
+            if p.kind == "tool_result" and p.tool_use_id:
+                found.setdefault(p.tool_use_id, {"content": p.text, "is_error": p.is_error, "duration_ms": None})
+    for t in session["tool_results"]:  # what the agent recorded itself knows the duration: it wins
+        if t["tool_use_id"]:
+            content = t["content"] if isinstance(t["content"], str) else searchable_text(t["content"])
+            found[t["tool_use_id"]] = {"content": content, "is_error": t["is_error"], "duration_ms": t["duration_ms"]}
+    return found
+
+
+def _system_text(content: Any) -> str:
+    return content if isinstance(content, str) else searchable_text(content)
+
+
+def _part_dict(p: Part) -> dict:
+    out: dict[str, Any] = {"kind": p.kind}
+    if p.text:
+        out["text"] = p.text
+    if p.kind in ("tool_use", "tool_result"):
+        out["tool_use_id"] = p.tool_use_id
+    if p.kind == "tool_use":
+        out.update(name=p.name, input=p.input)
+    if p.kind == "tool_result":
+        out["is_error"] = p.is_error
+    if p.kind in ("opaque", "image", "redacted_thinking"):
+        out["data"] = p.data
+    return out
+
+
+# ---------------------------------------------------------------------------- stats
+
+
+def stats(store: Store, by: str, flt: SessionFilter) -> list[dict]:
+    """Calls, errors, tokens by kind, cost and latency, grouped by day (UTC), model, agent or run."""
+    if by not in STAT_KEYS:
+        raise ValueError(f"by: expected one of {', '.join(STAT_KEYS)}, got {by!r}")
+    groups: dict[Any, list[dict]] = defaultdict(list)
+    for row in store.call_rows(flt):
+        key = row["started_at"][:10] if by == "day" else row[by]
+        groups[key].append(row)
+    return [_summarise(by, key, rows) for key, rows in sorted(groups.items(), key=lambda kv: str(kv[0]))]
+
+
+def _summarise(by: str, key: Any, rows: list[dict]) -> dict:
+    latencies = [r["latency_ms"] for r in rows if r["latency_ms"] is not None]
+    costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
+    out = {by: key, "calls": len(rows), "errors": sum(r["status"] == "error" for r in rows)}
+    for f in TOKEN_FIELDS:
+        out[f] = sum(r[f] or 0 for r in rows)
+    out["cost_usd"] = round(sum(costs), 10) if costs else None
+    out["calls_without_cost"] = sum(r["cost_usd"] is None and r["input_tokens"] is not None for r in rows)
+    out["latency_ms_p50"] = statistics.median(latencies) if latencies else None
+    out["latency_ms_mean"] = round(statistics.fmean(latencies), 3) if latencies else None
+    return out
+
+
+# ---------------------------------------------------------------------------- diff
+
+
+def diff_calls(store: Store, call_a: str, call_b: str) -> dict:
+    """What changed in the context window from call A to call B."""
+    a, b = store.get_call(call_a), store.get_call(call_b)
+    msgs_a, msgs_b = _messages(a), _messages(b)
+    ops = difflib.SequenceMatcher(a=a["context_ids"], b=b["context_ids"], autojunk=False).get_opcodes()
+    added, trimmed, edited = [], [], []
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "insert":
+            added += [_brief(j, msgs_b[j]) for j in range(j1, j2)]
+        elif tag == "delete":
+            trimmed += [_brief(i, msgs_a[i]) for i in range(i1, i2)]
+        elif tag == "replace":
+            edited += _replacements(msgs_a, msgs_b, i1, i2, j1, j2, added, trimmed)
+    system_a, system_b = _system_of(a), _system_of(b)
+    return {
+        "call_a": a["id"], "call_b": b["id"], "messages_a": len(msgs_a), "messages_b": len(msgs_b),
+        "kept": sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == "equal"),
+        "added": added, "trimmed": trimmed, "edited": edited,
+        "system_changed": system_a != system_b,
+        "system_diff": _text_diff(system_a, system_b) if system_a != system_b else None,
+        "tools": _tool_changes(a["request"].get("tools"), b["request"].get("tools")),
+        "params": _param_changes(a["params"], b["params"]),
+    }
+
+
+def _messages(call: dict) -> list:
+    req = call["request"]
+    return next((req[k] for k in ("messages", "input", "contents") if isinstance(req.get(k), list)), [])
+
+
+def _system_of(call: dict) -> str:
+    req = call["request"]
+    value = next((req[k] for k in ("system", "instructions", "system_instruction") if k in req), None)
+    return "" if value is None else _system_text(value)
+
+
+def _brief(index: int, message: Any) -> dict:
+    text = searchable_text(message)
+    role = message.get("role") if isinstance(message, dict) else None
+    return {"index": index, "role": role, "text": text[:200] + ("…" if len(text) > 200 else "")}
+
+
+def _replacements(msgs_a, msgs_b, i1, i2, j1, j2, added, trimmed) -> list[dict]:
+    pairs = min(i2 - i1, j2 - j1)
+    edited = [{"index_a": i1 + k, "index_b": j1 + k, "role": _brief(j1 + k, msgs_b[j1 + k])["role"],
+               "diff": _text_diff(searchable_text(msgs_a[i1 + k]), searchable_text(msgs_b[j1 + k]))}
+              for k in range(pairs)]
+    trimmed += [_brief(i, msgs_a[i]) for i in range(i1 + pairs, i2)]
+    added += [_brief(j, msgs_b[j]) for j in range(j1 + pairs, j2)]
+    return edited
+
+
+def _text_diff(a: str, b: str) -> list[str]:
+    return [line for line in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=1)][2:]
+
+
+def _tool_changes(tools_a: list | None, tools_b: list | None) -> dict:
+    def by_name(tools):
+        return {(t.get("name") or (t.get("function") or {}).get("name") or str(i)): t
+                for i, t in enumerate(tools or ()) if isinstance(t, dict)}
+    a, b = by_name(tools_a), by_name(tools_b)
+    return {"added": sorted(set(b) - set(a)), "removed": sorted(set(a) - set(b)),
+            "changed": sorted(n for n in set(a) & set(b) if a[n] != b[n])}
+
+
+def _param_changes(a: dict, b: dict) -> dict:
+    keys = sorted(set(a) | set(b))
+    return {k: {"a": a.get(k), "b": b.get(k)} for k in keys if a.get(k) != b.get(k)}

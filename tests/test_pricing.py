@@ -1,0 +1,172 @@
+"""Costs a user would check by hand against the bundled price table."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+
+import pytest
+
+from reasonlog.pricing import Cost, ModelPrice, PriceTable, load_price_table
+
+
+@dataclass
+class U:
+    """Token counts shaped like reasonlog.model.Usage, without its validation."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+@pytest.fixture(scope="module")
+def table() -> PriceTable:
+    return load_price_table()
+
+
+def by_hand(p: ModelPrice, u: U) -> float:
+    return (u.input_tokens * p.input + u.output_tokens * p.output + u.cache_read_tokens * p.cache_read
+            + (u.cache_write_tokens - u.cache_write_1h_tokens) * p.cache_write_5m
+            + u.cache_write_1h_tokens * p.cache_write_1h)
+
+
+def test_real_anthropic_call_matches_hand_arithmetic(table):
+    u = U(input_tokens=1657, output_tokens=1818, cache_write_tokens=71658, cache_read_tokens=622375)
+    p = table.get("claude-haiku-4-5")
+    expected = 1657 * p.input + 1818 * p.output + 71658 * p.cache_write_5m + 622375 * p.cache_read
+    assert table.cost("claude-haiku-4-5", u).usd == pytest.approx(expected, rel=1e-12)
+    # Anthropic's published Haiku 4.5 prices, $ per million: 1 in, 5 out, 1.25 write, 0.10 read.
+    assert expected == pytest.approx(0.162557, rel=1e-9)
+
+
+def test_one_hour_cache_writes_use_the_one_hour_rate(table):
+    p = table.get("claude-sonnet-4-5")
+    assert p.cache_write_1h == pytest.approx(2 * p.input)
+    assert p.cache_write_5m == pytest.approx(1.25 * p.input)
+    u = U(input_tokens=10, output_tokens=20, cache_write_tokens=5000, cache_write_1h_tokens=3000)
+    expected = 10 * p.input + 20 * p.output + 2000 * p.cache_write_5m + 3000 * p.cache_write_1h
+    assert table.cost("claude-sonnet-4-5", u).usd == pytest.approx(expected, rel=1e-12)
+
+
+def test_reasoning_tokens_are_not_priced_twice(table):
+    plain = table.cost("gpt-5", U(input_tokens=100, output_tokens=1000)).usd
+    reasoning = table.cost("gpt-5", U(input_tokens=100, output_tokens=1000, reasoning_tokens=900)).usd
+    assert plain == reasoning
+
+
+def test_long_context_tier_prices_the_whole_request(table):
+    model = "gemini-2.5-pro"
+    p = table.get(model)
+    assert p.threshold_tokens == 200_000 and p.input_above > p.input
+    at = U(input_tokens=150_000, cache_read_tokens=50_000, output_tokens=1000)  # exactly 200k: base
+    assert table.cost(model, at).usd == pytest.approx(by_hand(p, at))
+    above = U(input_tokens=150_000, cache_read_tokens=50_001, output_tokens=1000)
+    expected = 150_000 * p.input_above + 50_001 * p.cache_read_above + 1000 * p.output_above
+    assert table.cost(model, above).usd == pytest.approx(expected, rel=1e-12)
+
+
+def test_cache_writes_count_toward_the_long_context_threshold(table):
+    p = table.get("claude-sonnet-4")
+    assert p.threshold_tokens == 200_000
+    u = U(input_tokens=10, cache_write_tokens=200_000, cache_write_1h_tokens=200_000, output_tokens=5)
+    expected = 10 * p.input_above + 200_000 * p.cache_write_1h_above + 5 * p.output_above
+    assert table.cost("claude-sonnet-4", u).usd == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", [
+    "claude-sonnet-4-5-20250929", "anthropic/claude-sonnet-4-5", "anthropic/claude-sonnet-4-5-20250929",
+    "claude-sonnet-4-5@20250929", "Claude-Sonnet-4-5", "claude-sonnet-4.5",
+])
+def test_dated_and_prefixed_ids_resolve(table, name):
+    assert table.get(name) == table.get("claude-sonnet-4-5")
+
+
+@pytest.mark.parametrize("name, canonical", [
+    ("claude-3.7-sonnet", "claude-3-7-sonnet"), ("claude-3-7-sonnet-20250219", "claude-3-7-sonnet"),
+    ("openai/gpt-5-2025-08-07", "gpt-5"), ("models/gemini-2.5-flash", "gemini-2.5-flash"),
+    ("gemini/gemini-2.5-flash", "gemini-2.5-flash"),
+])
+def test_spelling_variants_resolve(table, name, canonical):
+    assert table.get(name) is not None and table.get(name) == table.get(canonical)
+
+
+@pytest.mark.parametrize("name", ["no-such-model", "claude", "gpt", "sonnet-4-5", "my-claude-sonnet-4-5", ""])
+def test_no_fuzzy_matching(table, name):
+    assert table.get(name) is None
+
+
+def test_unknown_model_costs_none_not_zero(table):
+    cost = table.cost("acme-llm-9000", U(input_tokens=1000, output_tokens=1000))
+    assert cost == Cost(None, "unknown_model")
+
+
+def test_computed_source_names_the_table_version(table):
+    assert table.version.startswith("20") and "-litellm-" in table.version
+    assert table.cost("gpt-5-mini", U(input_tokens=1)).source == f"computed@{table.version}"
+
+
+def test_overrides_change_price_and_version(table):
+    custom = table.with_overrides({"claude-haiku-4-5": {"input": 2e-6}, "acme-llm": {"input": 1e-6, "output": 3e-6}})
+    assert custom.version == f"{table.version}+overrides"
+    u = U(input_tokens=1000, output_tokens=100)
+    assert custom.cost("claude-haiku-4-5", u).usd == pytest.approx(1000 * 2e-6 + 100 * table.get("claude-haiku-4-5").output)
+    assert custom.cost("acme-llm", u) == Cost(pytest.approx(1000 * 1e-6 + 100 * 3e-6), f"computed@{table.version}+overrides")
+    assert custom.cost("anthropic/claude-haiku-4-5", u).usd == custom.cost("claude-haiku-4-5", u).usd
+    assert table.get("claude-haiku-4-5").input == pytest.approx(1e-6)  # the original is untouched
+
+
+def test_override_of_an_alias_covers_its_dated_ids(table):
+    custom = table.with_overrides({"claude-haiku-4-5": {"output": 1e-3}})
+    assert custom.get("claude-haiku-4-5-20251001").output == 1e-3
+
+
+def test_bad_overrides_are_refused(table):
+    with pytest.raises(ValueError):
+        table.with_overrides({"gpt-5": {"inptu": 1e-6}})
+    with pytest.raises(ValueError):
+        table.with_overrides({"gpt-5": {"input": -1.0}})
+    with pytest.raises(ValueError):
+        table.with_overrides({"brand-new": {"input": 1e-6}})
+
+
+def test_openai_cached_tokens_priced_at_cache_read_only(table):
+    p = table.get("gpt-5")
+    assert p.cache_read < p.input and p.cache_write_5m == 0.0
+    # OpenAI reports 10k prompt tokens, 8k of them cached: input_tokens holds the uncached 2k.
+    u = U(input_tokens=2000, cache_read_tokens=8000, output_tokens=500)
+    expected = 2000 * p.input + 8000 * p.cache_read + 500 * p.output
+    assert table.cost("gpt-5", u).usd == pytest.approx(expected, rel=1e-12)
+    assert table.cost("gpt-5", u).usd < table.cost("gpt-5", U(input_tokens=10_000, output_tokens=500)).usd
+
+
+@pytest.mark.parametrize("name", [
+    "claude-sonnet-4-5", "claude-sonnet-4-5-20250929", "claude-haiku-4-5", "claude-opus-4-6",
+    "claude-3-7-sonnet", "gpt-5", "gpt-5-mini", "gpt-4.1-nano", "gemini-2.5-flash",
+])
+def test_promised_models_are_in_the_table(table, name):
+    assert name in table.models
+
+
+def test_bundled_file_is_sorted_and_sane():
+    text = resources.files("reasonlog").joinpath("prices.json").read_text(encoding="utf-8")
+    doc = json.loads(text)
+    assert list(doc) == sorted(doc) and list(doc["models"]) == sorted(doc["models"])
+    assert text == json.dumps(doc, indent=1, sort_keys=True) + "\n"  # the generator's exact layout
+    for name, entry in doc["models"].items():
+        assert list(entry) == sorted(entry), name
+        prices = {k: v for k, v in entry.items() if isinstance(v, (int, float)) and k != "threshold_tokens"}
+        assert {"input", "output", "cache_read", "cache_write_5m", "cache_write_1h"} <= set(prices), name
+        assert all(v >= 0 for v in prices.values()), name
+
+
+def test_load_price_table_is_cached_and_reads_a_path(tmp_path):
+    assert load_price_table() is load_price_table()
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"version": "test-1", "models": {"m": {
+        "input": 1.0, "output": 2.0, "cache_read": 0.5, "cache_write_5m": 1.5, "cache_write_1h": 3.0}}}))
+    custom = load_price_table(str(path))
+    assert custom.version == "test-1" and custom.cost("m", U(input_tokens=1, output_tokens=1)).usd == 3.0
