@@ -124,7 +124,8 @@ def tier_prices(entry: dict, base: dict, derived: list[str]) -> dict:
         return {}
     suffix = f"_above_{thresholds[0]}k_tokens"
     ratio = entry["input_cost_per_token" + suffix] / base["input"] if base["input"] else 1.0
-    listed = {f + "_above": entry[k + suffix] for f, k in FIELDS.items() if isinstance(entry.get(k + suffix), (int, float))}
+    listed = {f + "_above": entry[k + suffix] for f, k in FIELDS.items()
+              if isinstance(entry.get(k + suffix), (int, float))}
     if entry["litellm_provider"] == "anthropic":
         drop_wrong_1h(listed, "_above")
     out: dict = {"threshold_tokens": thresholds[0] * 1000}
@@ -141,13 +142,15 @@ def tier_prices(entry: dict, base: dict, derived: list[str]) -> dict:
 def model_record(entry: dict, rev: str | None) -> dict:
     """One model's record for prices.json."""
     derived: list[str] = []
-    if entry["litellm_provider"] != "anthropic" and entry["litellm_provider"] != "openai":
+    provider = entry["litellm_provider"]
+    if provider not in ("anthropic", "openai"):
         # Gemini bills cache writes as input; LiteLLM's stray Vertex write tiers contradict that.
         entry = {k: v for k, v in entry.items() if not k.startswith("cache_creation")}
+        provider = "gemini"
     base = base_prices(entry, derived)
     record = {**base, **tier_prices(entry, base, derived)}
     record = {k: (num(v) if isinstance(v, float) else v) for k, v in record.items()}
-    record["provider"] = "gemini" if entry["litellm_provider"].startswith(("gemini", "vertex")) else entry["litellm_provider"]
+    record["provider"] = provider
     if derived:
         record["derived"] = sorted(derived)  # fields computed here, not read from LiteLLM
     if rev:
@@ -165,7 +168,8 @@ def add_anthropic_aliases(models: dict) -> None:
 
 def listed_names(data: dict) -> set[str]:
     """Every bare name the file lists for our providers, in any mode."""
-    return {bare_name(k) for k, v in data.items() if isinstance(v, dict) and v.get("litellm_provider") in PROVIDER_RANK}
+    return {bare_name(k) for k, v in data.items()
+            if isinstance(v, dict) and v.get("litellm_provider") in PROVIDER_RANK}
 
 
 def build_models(data: dict, rev: str | None = None) -> dict:

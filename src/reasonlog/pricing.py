@@ -109,9 +109,6 @@ class PriceTable:
     def __repr__(self) -> str:
         return f"PriceTable(version={self.version!r}, models={len(self._models)})"
 
-    def __len__(self) -> int:
-        return len(self._models)
-
     @property
     def models(self) -> Mapping[str, ModelPrice]:
         """The bundled prices by model name (overrides not included)."""

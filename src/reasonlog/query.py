@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import statistics
+from datetime import datetime, timedelta
 from collections import defaultdict
 from typing import Any
 
@@ -55,15 +56,15 @@ def timeline(session: dict) -> list[dict]:
             rendered.append(part)
         items.append({"kind": "message", "idx": m["idx"], "role": m["role"], "call_id": m["call_id"], "at": m["at"],
                       "parts": rendered})
-    items += [_failed_item(c) for c in failed]
-    for idx in sorted(outcomes):
-        items += [_outcome_item(o) for o in outcomes[idx]]
-    return items
+    tail = [_failed_item(c) for c in failed] + [_outcome_item(o) for idx in sorted(outcomes) for o in outcomes[idx]]
+    return items + sorted(tail, key=lambda item: item.get("ended_at") or item["at"])
 
 
 def _failed_item(call: dict) -> dict:
-    return {"kind": "failed_call", "call_id": call["id"], "at": call["started_at"], "error": call["error"],
-            "latency_ms": call["latency_ms"]}
+    ended = datetime.fromisoformat(call["started_at"].replace("Z", "+00:00")) + timedelta(
+        milliseconds=call["latency_ms"] or 0)
+    return {"kind": "failed_call", "call_id": call["id"], "at": call["started_at"],
+            "ended_at": ended.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "error": call["error"], "latency_ms": call["latency_ms"]}
 
 
 def _outcome_item(outcome: dict) -> dict:

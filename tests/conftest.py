@@ -1,0 +1,49 @@
+"""Shared fixtures: a fresh database per test, recorders on it, and the shared real data."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import reasonlog
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+FIXTURES = SHARED / "fixtures" / "real"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "test.db"
+
+
+@pytest.fixture
+def recorder(db_path: Path):
+    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+    yield rec
+    rec.close()
+
+
+@pytest.fixture
+def store_of(db_path: Path):
+    """Open the test database for reading (after the recorder has written)."""
+    opened = []
+
+    def open_():
+        store = reasonlog.open_store(db_path)
+        opened.append(store)
+        return store
+
+    yield open_
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture(scope="session")
+def workload():
+    """The deterministic agent-session generator shared with the benchmarks."""
+    sys.path.insert(0, str(SHARED / "bench"))
+    import workload as module
+
+    return module

@@ -1,0 +1,113 @@
+"""Contexts stored once, exact replay, search, filters and diffs, on a real SQLite file."""
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import reasonlog
+from reasonlog.store import SessionFilter, StoreError
+from reasonlog.store.content import canonical
+
+from helpers import record_workload
+
+
+@pytest.fixture(scope="module")
+def small(workload, tmp_path_factory):
+    calls = list(workload.generate("small"))
+    path = tmp_path_factory.mktemp("small") / "small.db"
+    rec = reasonlog.Recorder(path)  # the background writer, as agents use it
+    ids = record_workload(rec, calls)
+    assert rec.flush(30)
+    rec.close()
+    store = reasonlog.open_store(path)
+    yield calls, ids, store, path
+    store.close()
+
+
+def test_replay_rebuilds_every_request_byte_identical(small):
+    calls, _, store, _ = small
+    for c in calls:
+        assert canonical(store.replay_call(c["call_id"])) == canonical(c["request"]), c["call_id"]
+
+
+def test_each_distinct_content_is_stored_once(small, workload):
+    calls, _, _, path = small
+    truth = workload.truths(calls)
+    with sqlite3.connect(path) as db:
+        messages = db.execute("SELECT COUNT(*) FROM contents WHERE kind = 'message'").fetchone()[0]
+        tools = db.execute("SELECT COUNT(*) FROM contents WHERE kind = 'tool'").fetchone()[0]
+        stored = db.execute("SELECT SUM(LENGTH(data)) FROM contents").fetchone()[0]
+    assert messages == truth["unique_messages"]
+    assert tools == len(workload.TOOLS)
+    # resent history is not stored again: stored content is far below what the calls sent
+    assert stored < truth["unique_content_bytes"] < truth["logical_bytes"] / 4
+
+
+def test_storage_grows_linearly_with_the_session(tmp_path):
+    """Doubling a session's calls roughly doubles its bytes, where naive logs quadruple."""
+    def size_after(n_calls: int) -> int:
+        path = tmp_path / f"s{n_calls}.db"
+        rec = reasonlog.Recorder(path, writer="sync")
+        history = []
+        with rec.session(agent="a") as s:
+            for i in range(n_calls):
+                history.append({"role": "user", "content": f"question {i} " + "lorem ipsum dolor " * 40})
+                reply = {"role": "assistant", "content": [{"type": "text", "text": f"answer {i} " + "sit amet " * 60}]}
+                s.call(system="sys", messages=history, response=reply)
+                history.append(reply)
+        rec.close()
+        with sqlite3.connect(path) as db:
+            return db.execute("SELECT SUM(LENGTH(data)) + (SELECT SUM(LENGTH(context_json)) FROM calls)"
+                              " FROM contents").fetchone()[0]
+
+    small, large = size_after(50), size_after(100)
+    assert large / small < 2.3
+
+
+def test_session_reads_back_in_order(small, workload):
+    calls, ids, store, _ = small
+    truth = workload.truths(calls)
+    for wid, last in list(truth["last_call"].items())[:5]:
+        session = store.get_session(ids[wid])
+        conv = workload.conversation_of(last)
+        assert session["messages"][0]["role"] == "system"
+        assert session["messages"][0]["content"] == conv["system"]
+        assert [m["content"] for m in session["messages"][1:]] == conv["messages"]
+        assert [m["idx"] for m in session["messages"]] == list(range(len(session["messages"])))
+
+
+def test_search_matches_ground_truth(small, workload):
+    calls, ids, store, _ = small
+    external = {v: k for k, v in ids.items()}
+    for term, expected in workload.search_terms(calls, n=6):
+        hits = store.search(term, SessionFilter(limit=None), limit=10_000)
+        assert {external[h["session_id"]] for h in hits} == expected, term
+        assert all(term in h["snippet"] for h in hits)
+
+
+def test_search_of_an_absent_phrase_finds_nothing(small):
+    _, _, store, _ = small
+    assert store.search("zebra quantum teapot", SessionFilter()) == []
+
+
+def test_filters_select_the_right_sessions(small, workload):
+    calls, ids, store, _ = small
+    truth = workload.truths(calls)
+    external = {v: k for k, v in ids.items()}
+    for (model, day), expected in list(truth["by_model_date"].items())[:6]:
+        rows = store.list_sessions(SessionFilter(model=model, since=day, until=day, limit=None))
+        assert {external[r["id"]] for r in rows} == expected
+    user = calls[0]["user_id"]
+    rows = store.list_sessions(SessionFilter(labels={"user": user}, limit=None))
+    assert rows and {external[r["id"]] for r in rows} == {c["session_id"] for c in calls if c["user_id"] == user}
+    starts = [r["started_at"] for r in store.list_sessions(SessionFilter(limit=None))]
+    assert starts == sorted(starts, reverse=True)
+
+
+def test_unknown_ids_give_clear_errors(small):
+    _, _, store, _ = small
+    with pytest.raises(StoreError, match="no session"):
+        store.get_session("nope")
+    with pytest.raises(StoreError, match="no call matches"):
+        store.resolve_id("call", "zzz")
