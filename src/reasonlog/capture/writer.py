@@ -83,7 +83,7 @@ class _Base:
 
     def count(self, name: str, n: int = 1) -> None:
         self.counts[name] += n
-        if name in ("dropped", "rejected", "spilled_batches"):
+        if name in ("dropped", "rejected"):  # spilled batches are counted when replayed
             self._unsaved[name] += n
 
     def _write(self, batch: list[Event]) -> None:
@@ -105,7 +105,7 @@ class _Base:
     def _replay_spill(self) -> None:
         for path in self.spill.pending():
             events = Spill.read(path)
-            self.store.write_batch(events, {"replayed_batches": 1})
+            self.store.write_batch(events, {"spilled_batches": 1, "replayed_batches": 1})
             path.unlink()
 
     def replay_spill(self) -> int:

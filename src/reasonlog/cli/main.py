@@ -51,7 +51,7 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except StoreError as exc:
-            console.print(f"error: {exc}", style="red", markup=False)
+            click.echo(f"error: {exc}", err=True)
             sys.exit(1)
 
 

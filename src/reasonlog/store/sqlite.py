@@ -225,7 +225,7 @@ class SQLiteStore:
             "bytes_on_disk": sum(f.stat().st_size for f in files if f.exists()) + sum(p.stat().st_size for p in pending),
             "unique_content_bytes": content_bytes, "counts": counts,
             "dropped_records": counters.get("dropped", 0), "rejected_records": counters.get("rejected", 0),
-            "spilled_batches": counters.get("spilled_batches", 0),
+            "spilled_batches": counters.get("spilled_batches", 0) + len(pending),
             "replayed_batches": counters.get("replayed_batches", 0),
             "pending_spill_files": [str(p) for p in pending],
         }

@@ -1,0 +1,99 @@
+"""Nothing lost: spill when the database refuses a batch; schema upgrades in one transaction each."""
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import reasonlog
+from reasonlog.store import schema, sqlite as sqlite_store
+from reasonlog.store.schema import Migration
+
+
+def test_a_locked_database_spills_and_the_next_open_writes_it_in_order(db_path, store_of):
+    reasonlog.open_store(db_path).close()  # create the schema
+    blocker = sqlite3.connect(db_path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    rec = reasonlog.Recorder(db_path, writer="sync")
+    rec._writer._store_factory = lambda: reasonlog.open_store(db_path, busy_timeout_ms=50)
+    with rec.session(agent="locked-out") as s:
+        for i in range(3):
+            s.call(messages=[{"role": "user", "content": f"q{i}"}], response=f"a{i}")
+    rec.close()
+    assert rec.stats()["spilled_batches"] >= 5 and rec.stats()["dropped"] == 0
+    spilled = sqlite_store.spill_dir(db_path)
+    assert len(list(spilled.glob("*.spill"))) >= 5
+    blocker.execute("ROLLBACK")
+    blocker.close()
+
+    rec2 = reasonlog.Recorder(db_path)  # the next recorder writes what waited, before anything new
+    with rec2.session(agent="after") as s2:
+        s2.call(messages=[{"role": "user", "content": "later"}], response="ok")
+    rec2.close()
+    store = store_of()
+    status = store.status()
+    assert status["pending_spill_files"] == [] and status["spilled_batches"] >= 5
+    session = next(x for x in store.list_sessions(reasonlog.SessionFilter()) if x["agent"] == "locked-out")
+    texts = [m["content"]["content"] for m in store.get_session(session["id"])["messages"] if m["role"] == "user"]
+    assert texts == ["q0", "q1", "q2"]
+    assert store.get_session(session["id"])["status"] == "completed"
+
+
+def test_a_read_only_database_spills_instead_of_raising(db_path, tmp_path):
+    reasonlog.open_store(db_path).close()
+    rec = reasonlog.Recorder(db_path, writer="sync")
+    rec._writer._store = _ReadOnly(db_path)
+    with rec.session(agent="ro") as s:
+        s.call(messages=[{"role": "user", "content": "x"}], response="y")
+    rec.close()
+    assert rec.stats()["spilled_batches"] >= 1
+    assert "readonly" in rec.stats()["last_error"].lower()
+
+
+class _ReadOnly(sqlite_store.SQLiteStore):
+    """A store over a database opened read-only, as when the file's permissions forbid writing."""
+
+    def __init__(self, path):
+        super().__init__(path, upgrade=False)
+        self._conn.close()
+        self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+
+
+def test_an_old_database_upgrades_and_keeps_its_data(db_path, monkeypatch, store_of):
+    rec = reasonlog.Recorder(db_path, writer="sync")
+    with rec.session(agent="old") as s:
+        call = s.call(messages=[{"role": "user", "content": "from schema 1"}], response="kept")
+    rec.close()
+    extra = Migration(2, "test: sessions get a note", """
+-- Adds sessions.note; NULL means no note was written.
+ALTER TABLE sessions ADD COLUMN note TEXT;
+""")
+    monkeypatch.setattr(sqlite_store, "SQLITE_MIGRATIONS", schema.SQLITE_MIGRATIONS + (extra,))
+    store = store_of()
+    assert store.schema_version() == 2
+    assert store.get_call(call)["response"]["content"][0]["text"] == "kept"
+    names = [r[1] for r in store._conn.execute("PRAGMA table_info(sessions)")]
+    assert "note" in names
+
+
+def test_a_failing_migration_leaves_the_schema_and_its_record_untouched(db_path, monkeypatch):
+    reasonlog.open_store(db_path).close()
+    broken = Migration(2, "broken", """
+-- Adds a table, then fails: neither the table nor the record may remain.
+CREATE TABLE half_done (x INTEGER);
+INSERT INTO no_such_table VALUES (1);
+""")
+    monkeypatch.setattr(sqlite_store, "SQLITE_MIGRATIONS", schema.SQLITE_MIGRATIONS + (broken,))
+    with pytest.raises(sqlite3.OperationalError):
+        reasonlog.open_store(db_path)
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("SELECT MAX(number) FROM _reasonlog_migrations").fetchone()[0] == 1
+        assert db.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchone() is None
+
+
+def test_a_database_from_a_newer_reasonlog_is_refused_clearly(db_path):
+    reasonlog.open_store(db_path).close()
+    with sqlite3.connect(db_path) as db:
+        db.execute("INSERT INTO _reasonlog_migrations VALUES (99, 'future', 'x')")
+    with pytest.raises(reasonlog.store.StoreError, match="newer than this reasonlog"):
+        reasonlog.open_store(db_path)
