@@ -20,6 +20,7 @@ from typing import Any
 from ..model import (CallRecorded, Event, ExchangeEnded, ExchangeStarted, OutcomeRecorded, SessionEnded, SessionStarted,
                      ToolResultRecorded, Usage, format_instant, new_id)
 from ..parts import RecordError, check_block
+from .redact import Redactor
 from .writer import BackgroundWriter, SyncWriter
 
 log = logging.getLogger("reasonlog")
@@ -49,11 +50,13 @@ class Recorder:
     `db`: a path or `sqlite:///` URL; default `$REASONLOG_DB`, else a per-user data file.
     `writer`: "background" (default; batches on a thread) or "sync" (durable when each call returns).
     `strict`: raise bad input at the call site instead of counting and logging it as rejected.
+    `redact`: mask API keys, tokens and private keys before anything is written (default True);
+    False turns it off, a list or dict of regexes adds the user's own patterns.
     """
 
     def __init__(self, db: str | os.PathLike | None = None, *, writer: str = "background", strict: bool = False,
                  max_queue: int = 100_000, batch_size: int = 2_000, flush_interval: float = 0.25,
-                 price_table: Any = None):
+                 price_table: Any = None, redact: bool | list | dict = True):
         from ..store import default_db_path, open_store
         from ..store.sqlite import spill_dir
 
@@ -62,17 +65,19 @@ class Recorder:
         self.db_path = os.path.abspath(os.path.expanduser(path))
         self.strict = strict
 
+        self._redact = _redactor(redact)
+
         def factory():
-            return open_store(self.db_path, price_table=price_table)
+            return open_store(self.db_path, price_table=price_table, redactor=_redactor(redact))
 
         from pathlib import Path
 
         spill = spill_dir(Path(self.db_path))
         if writer == "background":
             self._writer = BackgroundWriter(factory, spill, max_queue=max_queue, batch_size=batch_size,
-                                            interval=flush_interval)
+                                            interval=flush_interval, redactor=self._redact)
         elif writer == "sync":
-            self._writer = SyncWriter(factory, spill)
+            self._writer = SyncWriter(factory, spill, redactor=self._redact)
         else:
             raise ValueError(f"writer: expected 'background' or 'sync', got {writer!r}")
         self._sessions: dict[str, SessionRecorder] = {}
@@ -119,7 +124,8 @@ class Recorder:
         if self.strict:
             raise exc
         self._writer.count("rejected")
-        log.warning("reasonlog rejected a record: %s", exc)
+        message = str(exc)
+        log.warning("reasonlog rejected a record: %s", self._redact.text(message) if self._redact else message)
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         """Wait until everything recorded so far is in the database (or spilled)."""
@@ -286,6 +292,14 @@ class ExchangeRecorder:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.end(status="failed" if exc else "completed")
+
+
+def _redactor(redact: bool | list | dict):
+    if redact is False or redact is None:
+        return None
+    if redact is True:
+        return Redactor()
+    return Redactor.with_extra(redact)
 
 
 def _build_request(model, messages, system, tools, params) -> dict:

@@ -28,10 +28,11 @@ log = logging.getLogger("reasonlog")
 
 
 class Spill:
-    """Spill files: one batch per file, JSON lines of events, replayed oldest first."""
+    """Spill files: one batch per file, JSON lines of events (secrets masked), replayed oldest first."""
 
-    def __init__(self, directory: Path | None):
+    def __init__(self, directory: Path | None, redactor=None):
         self.directory = directory
+        self.redactor = redactor
 
     def pending(self) -> list[Path]:
         if self.directory is None or not self.directory.exists():
@@ -47,7 +48,8 @@ class Spill:
             tmp = path.with_suffix(".tmp")
             with open(tmp, "wb") as f:
                 for ev in events:
-                    f.write(orjson.dumps(ev.to_dict(), option=orjson.OPT_NON_STR_KEYS) + b"\n")
+                    line = orjson.dumps(ev.to_dict(), option=orjson.OPT_NON_STR_KEYS)
+                    f.write((self.redactor.bytes(line) if self.redactor else line) + b"\n")
                 f.flush()
                 os.fsync(f.fileno())
             tmp.rename(path)
@@ -62,10 +64,10 @@ class Spill:
 
 
 class _Base:
-    def __init__(self, store_factory: Callable, spill_dir: Path | None):
+    def __init__(self, store_factory: Callable, spill_dir: Path | None, redactor=None):
         self._store_factory = store_factory
         self._store = None
-        self.spill = Spill(spill_dir)
+        self.spill = Spill(spill_dir, redactor)
         self.counts = collections.Counter()  # submitted, written, dropped, spilled_batches, failed
         self._unsaved = collections.Counter()  # counters not yet added to the store's own
 
@@ -96,7 +98,7 @@ class _Base:
             self._unsaved.clear()
             self.counts["written"] += len(batch)
         except Exception as exc:  # the store failed: keep the batch on disk
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.last_error = self._mask(f"{type(exc).__name__}: {exc}")
             if self.spill.write(batch):
                 self.count("spilled_batches")
             else:
@@ -113,8 +115,11 @@ class _Base:
         try:
             self._replay_spill()
         except Exception as exc:
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.last_error = self._mask(f"{type(exc).__name__}: {exc}")
         return len(self.spill.pending())
+
+    def _mask(self, text: str) -> str:
+        return self.spill.redactor.text(text) if self.spill.redactor else text
 
     def _save_counters(self) -> None:
         if self._unsaved:
@@ -136,8 +141,8 @@ class _Base:
 class SyncWriter(_Base):
     """Writes each event before `submit` returns: durable per call, for tests and careful callers."""
 
-    def __init__(self, store_factory: Callable, spill_dir: Path | None = None):
-        super().__init__(store_factory, spill_dir)
+    def __init__(self, store_factory: Callable, spill_dir: Path | None = None, redactor=None):
+        super().__init__(store_factory, spill_dir, redactor)
         self._lock = threading.Lock()
 
     def submit(self, event: Event) -> None:
@@ -164,8 +169,8 @@ class BackgroundWriter(_Base):
     """
 
     def __init__(self, store_factory: Callable, spill_dir: Path | None = None, *, max_queue: int = 100_000,
-                 batch_size: int = 2_000, interval: float = 0.25):
-        super().__init__(store_factory, spill_dir)
+                 batch_size: int = 2_000, interval: float = 0.25, redactor=None):
+        super().__init__(store_factory, spill_dir, redactor)
         self.max_queue, self.batch_size, self.interval = max_queue, batch_size, interval
         self._init_threading()
         ref = weakref.ref(self)

@@ -27,7 +27,8 @@ def spill_dir(db_path: Path) -> Path:
 class SQLiteStore:
     """A reasonlog database in one SQLite file. One connection, guarded by a lock."""
 
-    def __init__(self, path: Path, *, busy_timeout_ms: int = 5000, upgrade: bool = True, price_table: Any = None):
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 5000, upgrade: bool = True, price_table: Any = None,
+                 redactor: Any = None):
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -37,7 +38,7 @@ class SQLiteStore:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.execute("PRAGMA foreign_keys=OFF")
-        self._applier = Applier(self._insert_content, self._find_content, self._index_text, price_table)
+        self._applier = Applier(self._insert_content, self._find_content, self._index_text, price_table, redactor)
         if upgrade:
             self.upgrade()
             self.mark_interrupted()
@@ -99,13 +100,17 @@ class SQLiteStore:
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
+            masked = self._applier.redactor.masked
             try:
                 for event in events:
                     self._applier.apply(cur, event)
+                counters = dict(counters or {})
+                counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
                 self._add_counters(cur, counters)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
+                self._applier.redactor.masked = masked
                 self._applier.reset()
                 raise
 
@@ -225,6 +230,7 @@ class SQLiteStore:
             "bytes_on_disk": sum(f.stat().st_size for f in files if f.exists()) + sum(p.stat().st_size for p in pending),
             "unique_content_bytes": content_bytes, "counts": counts,
             "dropped_records": counters.get("dropped", 0), "rejected_records": counters.get("rejected", 0),
+            "redacted_secrets": counters.get("redacted", 0),
             "spilled_batches": counters.get("spilled_batches", 0) + len(pending),
             "replayed_batches": counters.get("replayed_batches", 0),
             "pending_spill_files": [str(p) for p in pending],

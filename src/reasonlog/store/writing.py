@@ -29,6 +29,20 @@ def dumps(value: Any) -> str | None:
     return None if value is None else orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
+class _Plain:
+    """The redactor used when none is configured: masks nothing."""
+
+    masked = 0
+
+    @staticmethod
+    def bytes(data: bytes) -> bytes:
+        return data
+
+    @staticmethod
+    def text(text: str) -> str:
+        return text
+
+
 @dataclass
 class SessionState:
     """What the writer must remember of a session to encode its next call."""
@@ -88,9 +102,22 @@ class Applier:
     find_content: Callable[[Any, bytes], int | None]
     index_text: Callable[[Any, int, str], None]
     price_table: Any = None
+    redactor: Any = None  # masks secrets in everything written; see capture/redact.py
     sessions: dict[str, SessionState] = field(default_factory=dict)
     cache: dict[bytes, int] = field(default_factory=dict)
     cache_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        self.redactor = self.redactor or _Plain()
+
+    def dumps(self, value: Any) -> str | None:
+        """A JSON text column, with secrets masked."""
+        if value is None:
+            return None
+        return self.redactor.bytes(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)).decode()
+
+    def mask_text(self, text: str | None) -> str | None:
+        return None if text is None else self.redactor.bytes(text.encode()).decode()
 
     def reset(self) -> None:
         """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
@@ -110,6 +137,9 @@ class Applier:
         cid = self.cache.get(data)
         if cid is not None:
             return cid, False
+        key, data = data, self.redactor.bytes(data)
+        if data is not key:
+            value = orjson.loads(data)
         digest = content_hash(data)
         cid = self.find_content(cur, digest)
         created = cid is None
@@ -121,8 +151,8 @@ class Applier:
         if self.cache_bytes > CONTENT_CACHE_BYTES:
             self.cache.clear()
             self.cache_bytes = 0
-        self.cache[data] = cid
-        self.cache_bytes += len(data)
+        self.cache[key] = cid
+        self.cache_bytes += len(key)
         return cid, created
 
     # -------------------------------------------------------------- sessions
@@ -151,25 +181,26 @@ class Applier:
             "INSERT INTO sessions (id, run, agent, model, provider, labels_json, parent_session_id, parent_call_id,"
             " external_id, host, pid, started_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
             " ON CONFLICT (id) DO UPDATE SET status = 'open', ended_at = NULL",
-            (ev.session_id, ev.run, ev.agent, ev.model, ev.provider, dumps(ev.labels or {}), ev.parent_session_id,
+            (ev.session_id, ev.run, ev.agent, ev.model, ev.provider, self.dumps(ev.labels or {}), ev.parent_session_id,
              ev.parent_call_id, ev.external_id, ev.host, ev.pid, ev.started_at))
         cur.executemany("INSERT INTO session_labels (key, value, session_id) VALUES (?,?,?) ON CONFLICT DO NOTHING",
-                        [(str(k), str(v), ev.session_id) for k, v in (ev.labels or {}).items()])
+                        [(str(k), self.mask_text(str(v)), ev.session_id) for k, v in (ev.labels or {}).items()])
 
     def _apply_session_ended(self, cur, ev: SessionEnded) -> None:
         cur.execute("UPDATE sessions SET ended_at = ?, status = ?, summary = COALESCE(?, summary), error_json = ?"
-                    " WHERE id = ?", (ev.ended_at, ev.status, ev.summary, dumps(ev.error), ev.session_id))
+                    " WHERE id = ?", (ev.ended_at, ev.status, self.mask_text(ev.summary), self.dumps(ev.error),
+                                   ev.session_id))
         self.sessions.pop(ev.session_id, None)
 
     def _apply_exchange_started(self, cur, ev: ExchangeStarted) -> None:
         st = self.state(cur, ev.session_id)
         cur.execute("INSERT INTO exchanges (id, session_id, idx, input_json, started_at) VALUES (?,?,?,?,?)",
-                    (ev.exchange_id, ev.session_id, st.next_exchange, dumps(ev.input), ev.started_at))
+                    (ev.exchange_id, ev.session_id, st.next_exchange, self.dumps(ev.input), ev.started_at))
         st.next_exchange += 1
 
     def _apply_exchange_ended(self, cur, ev: ExchangeEnded) -> None:
         cur.execute("UPDATE exchanges SET ended_at = ?, result_json = ?, status = ?, stats_json = ? WHERE id = ?",
-                    (ev.ended_at, dumps(ev.result), ev.status, dumps(ev.stats), ev.exchange_id))
+                    (ev.ended_at, self.dumps(ev.result), ev.status, self.dumps(ev.stats), ev.exchange_id))
 
     # -------------------------------------------------------------- calls
 
@@ -205,13 +236,13 @@ class Applier:
         cost_usd, cost_source = self._cost(ev)
         raw, raw_format = self._raw(ev)
         return (ev.call_id, ev.session_id, st.next_call, ev.exchange_id, ev.provider, ev.model, ev.started_at,
-                ev.latency_ms, ev.ttft_ms, ev.status, ev.stop_reason, dumps(ev.error),
+                ev.latency_ms, ev.ttft_ms, ev.status, ev.stop_reason, self.dumps(ev.error),
                 *((u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens,
                    u.cache_write_1h_tokens, u.reasoning_tokens) if u else (None,) * 6),
-                cost_usd, cost_source, ev.provider_message_id, ev.request_id, dumps(split.params),
-                dumps(split.shape), system_id, dumps(tool_ids),
-                dumps(encode_context(ids, st.context)), len(ids), response_id, raw, raw_format,
-                dumps(ev.context_facts))
+                cost_usd, cost_source, ev.provider_message_id, ev.request_id, self.dumps(split.params),
+                self.dumps(split.shape), system_id, self.dumps(tool_ids),
+                self.dumps(encode_context(ids, st.context)), len(ids), response_id, raw, raw_format,
+                self.dumps(ev.context_facts))
 
     def _cost(self, ev: CallRecorded) -> tuple[float | None, str | None]:
         if ev.cost_usd is not None:
@@ -231,8 +262,12 @@ class Applier:
             data, fmt = (ev.raw.encode() if isinstance(ev.raw, str) else bytes(ev.raw)), "text"
         else:
             data, fmt = orjson.dumps(ev.raw, option=orjson.OPT_NON_STR_KEYS), "json"
-        reference = canonical(ev.response) if ev.response is not None else None
-        return compress_against(data, reference), fmt
+        reference = self._stored_bytes(ev.response)
+        return compress_against(self.redactor.bytes(data), reference), fmt
+
+    def _stored_bytes(self, value: Any) -> bytes | None:
+        """The bytes a content is stored as (masked), which readers will have to decompress against."""
+        return None if value is None else self.redactor.bytes(canonical(value))
 
     # -------------------------------------------------------------- tools and outcomes
 
@@ -240,14 +275,14 @@ class Applier:
         st = self.state(cur, ev.session_id)
         cur.execute("INSERT INTO tool_results (id, session_id, tool_use_id, name, input_json, content_json, is_error,"
                     " duration_ms, at, message_idx) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (ev.tool_result_id, ev.session_id, ev.tool_use_id, ev.name, dumps(ev.input), dumps(ev.content),
+                    (ev.tool_result_id, ev.session_id, ev.tool_use_id, ev.name, self.dumps(ev.input), self.dumps(ev.content),
                      int(bool(ev.is_error)), ev.duration_ms, ev.at, st.next_message))
 
     def _apply_outcome(self, cur, ev: OutcomeRecorded) -> None:
         st = self.state(cur, ev.session_id)
         cur.execute("INSERT INTO outcomes (id, session_id, kind, payload_json, call_id, at, message_idx)"
                     " VALUES (?,?,?,?,?,?,?)",
-                    (ev.outcome_id, ev.session_id, ev.outcome_kind, dumps(ev.payload), ev.call_id, ev.at,
+                    (ev.outcome_id, ev.session_id, ev.outcome_kind, self.dumps(ev.payload), ev.call_id, ev.at,
                      st.next_message))
 
 
