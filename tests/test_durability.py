@@ -1,13 +1,17 @@
 """Nothing lost: spill when the database refuses a batch; schema upgrades in one transaction each."""
 from __future__ import annotations
 
+import shutil
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 import reasonlog
 from reasonlog.store import schema, sqlite as sqlite_store
 from reasonlog.store.schema import Migration
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_a_locked_database_spills_and_the_next_open_writes_it_in_order(db_path, store_of):
@@ -59,26 +63,50 @@ class _ReadOnly(sqlite_store.SQLiteStore):
         self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
 
 
-def test_an_old_database_upgrades_and_keeps_its_data(db_path, monkeypatch, store_of):
+def test_a_database_made_by_the_first_schema_upgrades_and_keeps_its_data(tmp_path):
+    """tests/fixtures/schema1.db was written by `reasonlog demo` at schema 1 (commit 'README with the two set-up commands')."""
+    path = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "schema1.db", path)
+    store = reasonlog.open_store(path)
+    assert store.schema_version() == schema.SQLITE_MIGRATIONS[-1].number
+    sessions = store.list_sessions(reasonlog.SessionFilter())
+    assert len(sessions) == 2 and sum(s["call_count"] for s in sessions) == 10
+    for s in sessions:
+        full = store.get_session(s["id"])
+        assert full["xml_tool_tags"] is None and len(full["outcomes"]) == 2
+        for call in full["calls"]:
+            assert store.replay_call(call["id"])["system"].startswith("You are a trading agent")
+    store.close()
+    rec = reasonlog.Recorder(path, writer="sync")  # and it takes new recordings
+    with rec.session(agent="new", xml_tools=["search"]) as s:
+        s.call(messages=[{"role": "user", "content": "q"}], response="<search>x</search>")
+    rec.close()
+    assert reasonlog.open_store(path).status()["counts"]["sessions"] == 3
+
+
+def test_a_new_migration_applies_once_with_its_record(db_path, monkeypatch, store_of):
     rec = reasonlog.Recorder(db_path, writer="sync")
     with rec.session(agent="old") as s:
         call = s.call(messages=[{"role": "user", "content": "from schema 1"}], response="kept")
     rec.close()
-    extra = Migration(2, "test: sessions get a note", """
+    latest = schema.SQLITE_MIGRATIONS[-1].number
+    extra = Migration(latest + 1, "test: sessions get a note", """
 -- Adds sessions.note; NULL means no note was written.
 ALTER TABLE sessions ADD COLUMN note TEXT;
 """)
     monkeypatch.setattr(sqlite_store, "SQLITE_MIGRATIONS", schema.SQLITE_MIGRATIONS + (extra,))
     store = store_of()
-    assert store.schema_version() == 2
+    assert store.schema_version() == latest + 1
     assert store.get_call(call)["response"]["content"][0]["text"] == "kept"
     names = [r[1] for r in store._conn.execute("PRAGMA table_info(sessions)")]
     assert "note" in names
+    assert store.upgrade() == []
 
 
 def test_a_failing_migration_leaves_the_schema_and_its_record_untouched(db_path, monkeypatch):
     reasonlog.open_store(db_path).close()
-    broken = Migration(2, "broken", """
+    latest = schema.SQLITE_MIGRATIONS[-1].number
+    broken = Migration(latest + 1, "broken", """
 -- Adds a table, then fails: neither the table nor the record may remain.
 CREATE TABLE half_done (x INTEGER);
 INSERT INTO no_such_table VALUES (1);
@@ -87,7 +115,7 @@ INSERT INTO no_such_table VALUES (1);
     with pytest.raises(sqlite3.OperationalError):
         reasonlog.open_store(db_path)
     with sqlite3.connect(db_path) as db:
-        assert db.execute("SELECT MAX(number) FROM _reasonlog_migrations").fetchone()[0] == 1
+        assert db.execute("SELECT MAX(number) FROM _reasonlog_migrations").fetchone()[0] == latest
         assert db.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchone() is None
 
 

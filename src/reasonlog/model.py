@@ -158,6 +158,7 @@ class SessionStarted(Event):
     external_id: str | None = None
     host: str | None = None
     pid: int | None = None
+    xml_tool_tags: list | None = None
 
 
 @dataclass(slots=True)

@@ -7,6 +7,7 @@ Anthropic content-block shape, which most agent loops already use.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import re
 from typing import Any
 
 import orjson
@@ -80,8 +81,46 @@ _BLOCK_TYPES = {
 }
 
 
-def parts_of(message: Any) -> list[Part]:
-    """Normalise one message (Anthropic, OpenAI Chat, OpenAI Responses item, or plain text) to parts."""
+def parts_of(message: Any, xml_tools: tuple[str, ...] | list[str] = (), call_id: str | None = None) -> list[Part]:
+    """Normalise one message (Anthropic, OpenAI Chat, OpenAI Responses item, or plain text) to parts.
+
+    `xml_tools` names tags that a model writes inside its text to call tools
+    (`<semantic_search>…</semantic_search>`); those become tool_use parts (see `xml_tool_calls`).
+    """
+    parts = _parts_of_message(message)
+    if not xml_tools:
+        return parts
+    seen: dict[str, int] = {}
+    return [q for p in parts
+            for q in (xml_tool_calls(p.text, xml_tools, call_id, seen) if p.kind == "text" else [p])]
+
+
+def xml_tool_calls(text: str, tags, call_id: str | None = None, seen: dict | None = None) -> list[Part]:
+    """Split text into text parts and tool_use parts for each `<tag …>…</tag>` of the named tags.
+
+    The input is the element's child elements as a dict when it has some, else `{"text": inner}`.
+    Ids are `<call_id>:<tag>:<n>`, counting that tag's calls in the response from 0, so an agent
+    can record their results with `session.tool_result(id, ...)`.
+    """
+    pattern = re.compile(r"<(%s)(?:\s[^>]*)?>(.*?)</\1\s*>" % "|".join(re.escape(t) for t in tags), re.DOTALL)
+    out, pos, seen = [], 0, {} if seen is None else seen
+    for m in pattern.finditer(text):
+        if text[pos:m.start()].strip():
+            out.append(text_part(text[pos:m.start()]))
+        tag, inner = m.group(1), m.group(2)
+        n = seen[tag] = seen.get(tag, -1) + 1
+        children = dict(_CHILD.findall(inner))
+        out.append(tool_use_part(f"{call_id or ''}:{tag}:{n}", tag, children or {"text": inner.strip()}))
+        pos = m.end()
+    if text[pos:].strip() or not out:
+        out.append(text_part(text[pos:]))
+    return out
+
+
+_CHILD = re.compile(r"<([A-Za-z_][\w.-]*)(?:\s[^>]*)?>(.*?)</\1\s*>", re.DOTALL)
+
+
+def _parts_of_message(message: Any) -> list[Part]:
     if isinstance(message, str):
         return [text_part(message)]
     if not isinstance(message, dict):

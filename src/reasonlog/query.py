@@ -26,6 +26,7 @@ def timeline(session: dict) -> list[dict]:
     message); a message made only of results already shown that way is left out.
     """
     results = _results_by_tool_use(session)
+    xml_tags = session.get("xml_tool_tags") or ()
     shown: set[str] = set()
     items: list[dict] = []
     outcomes = defaultdict(list)
@@ -44,7 +45,8 @@ def timeline(session: dict) -> list[dict]:
         if ex_id and ex_id != current_exchange and ex_id in exchanges:
             current_exchange = ex_id
             items.append({"kind": "exchange", **exchanges[ex_id]})
-        parts = parts_of(m["content"]) if m["role"] != "system" else [Part("text", text=_system_text(m["content"]))]
+        parts = (parts_of(m["content"], xml_tags, m["call_id"]) if m["role"] != "system"
+                 else [Part("text", text=_system_text(m["content"]))])
         if parts and all(p.kind == "tool_result" and p.tool_use_id in shown for p in parts):
             continue
         rendered = []

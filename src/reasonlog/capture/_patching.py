@@ -26,8 +26,10 @@ _SCALARS = (str, int, float, bool, type(None))
 class Router:
     """Chooses where a call lands: the session given, else the current one, else one per client."""
 
-    def __init__(self, recorder: Recorder | None, session: SessionRecorder | None, agent: str, provider: str):
+    def __init__(self, recorder: Recorder | None, session: SessionRecorder | None, agent: str, provider: str,
+                 labels: dict | None = None):
         self.recorder, self.fixed, self.agent, self.provider = recorder, session, agent, provider
+        self.labels = labels
         self.auto: SessionRecorder | None = None
         self._lock = threading.Lock()
 
@@ -42,7 +44,7 @@ class Router:
             if self.auto is None or self.auto.ended:
                 if self.recorder is None:
                     self.recorder = Recorder()
-                self.auto = self.recorder.session(agent=self.agent, provider=self.provider)
+                self.auto = self.recorder.session(agent=self.agent, provider=self.provider, labels=self.labels)
                 # Registered after the recorder's own exit hook, so it runs first: a process that
                 # exits normally ends this session as completed rather than interrupted.
                 ref = weakref.ref(self.auto)
@@ -196,6 +198,13 @@ class Tap:
     def add(self, event: Any) -> None:
         raise NotImplementedError
 
+    def watch(self, event: Any) -> None:
+        """`add`, but an event we cannot read never reaches the caller as an error."""
+        try:
+            self.add(event)
+        except Exception:
+            log.warning("reasonlog could not read a stream event %r", getattr(event, "type", None), exc_info=True)
+
     def fields(self) -> dict:
         raise NotImplementedError
 
@@ -252,7 +261,7 @@ class StreamProxy:
         except Exception as exc:
             self._tap.finish(False, exc)
             raise
-        self._tap.add(event)
+        self._tap.watch(event)
         return event
 
     def __enter__(self):
@@ -288,7 +297,7 @@ class AsyncStreamProxy(StreamProxy):
         except Exception as exc:
             self._tap.finish(False, exc)
             raise
-        self._tap.add(event)
+        self._tap.watch(event)
         return event
 
     async def __aenter__(self):

@@ -90,8 +90,13 @@ class Recorder:
     def session(self, *, agent: str | None = None, run: str | None = None, model: str | None = None,
                 provider: str | None = None, labels: dict | None = None, id: str | None = None,
                 external_id: str | None = None, parent: "SessionRecorder | str | None" = None,
-                parent_call: str | None = None, started_at: Any = None) -> "SessionRecorder":
-        """Start a session; use it as a context manager, or call `end()` yourself."""
+                parent_call: str | None = None, started_at: Any = None,
+                xml_tools: list[str] | None = None) -> "SessionRecorder":
+        """Start a session; use it as a context manager, or call `end()` yourself.
+
+        `parent`/`parent_call` link a sub-agent's session to the session and call that spawned it.
+        `xml_tools` names tags the model writes in its text to call tools (`<semantic_search>`).
+        """
         sid = id or new_id()
         try:
             if labels is not None and not isinstance(labels, dict):
@@ -100,11 +105,14 @@ class Recorder:
                 if value is not None and not isinstance(value, str):
                     raise RecordError(f"{name}: expected a str, got {type(value).__name__}")
             parent_id = parent.id if isinstance(parent, SessionRecorder) else parent
+            if xml_tools is not None and (not isinstance(xml_tools, (list, tuple))
+                                          or not all(isinstance(t, str) and t for t in xml_tools)):
+                raise RecordError(f"xml_tools: expected a list of tag names, got {xml_tools!r}")
             event = SessionStarted(sid, _instant(started_at, "started_at") if started_at else _now(), agent, run,
                                    model, provider, dict(labels or {}), parent_id, parent_call, external_id,
-                                   _HOST, os.getpid())
+                                   _HOST, os.getpid(), list(xml_tools) if xml_tools else None)
         except RecordError as exc:
-            self._reject(exc)
+            self.reject(exc)
             event = None
         session = SessionRecorder(self, sid, model, provider)
         if event is not None:
@@ -120,7 +128,8 @@ class Recorder:
             return
         self._writer.submit(event)
 
-    def _reject(self, exc: Exception) -> None:
+    def reject(self, exc: Exception) -> None:
+        """Count and log bad input (or raise it, in strict mode); adapters call this for what they cannot record."""
         if self.strict:
             raise exc
         self._writer.count("rejected")
@@ -190,7 +199,7 @@ class SessionRecorder:
                                      stop_reason, usage, cost_usd, latency_ms, ttft_ms, started_at,
                                      provider_message_id, request_id, raw, error, partial, context_facts, id)
         except (RecordError, TypeError) as exc:
-            self.recorder._reject(exc if isinstance(exc, RecordError) else RecordError(str(exc)))
+            self.recorder.reject(exc if isinstance(exc, RecordError) else RecordError(str(exc)))
             return None
         self.recorder._emit(event)
         return event.call_id
@@ -233,17 +242,24 @@ class SessionRecorder:
             event = ToolResultRecorded(new_id(), self.id, _instant(at, "at") if at else _now(), tool_use_id, content,
                                        name, input, bool(is_error), duration_ms)
         except RecordError as exc:
-            return self.recorder._reject(exc)
+            return self.recorder.reject(exc)
         self.recorder._emit(event)
+
+    def tool(self, name: str, input: Any = None, *, tool_use_id: str | None = None) -> "ToolRun":
+        """Time a tool execution: `with s.tool("get_price", args, tool_use_id=tu["id"]) as t: t.result = ...`.
+
+        An exception inside the block is recorded as a failed result and then re-raised.
+        """
+        return ToolRun(self, name, input, tool_use_id)
 
     def outcome(self, kind: str, payload: Any = None, *, call_id: str | None = None, at: Any = None) -> None:
         """Record a domain event the agent caused: a trade, a game move, a file written."""
         if not isinstance(kind, str) or not kind:
-            return self.recorder._reject(RecordError(f"outcome kind: expected a non-empty str, got {kind!r}"))
+            return self.recorder.reject(RecordError(f"outcome kind: expected a non-empty str, got {kind!r}"))
         try:
             event = OutcomeRecorded(new_id(), self.id, _instant(at, "at") if at else _now(), kind, payload, call_id)
         except RecordError as exc:
-            return self.recorder._reject(exc)
+            return self.recorder.reject(exc)
         self.recorder._emit(event)
 
     def exchange(self, input: Any = None) -> "ExchangeRecorder":
@@ -265,12 +281,32 @@ class SessionRecorder:
         if self.ended:
             return
         if status not in ("completed", "failed", "interrupted"):
-            return self.recorder._reject(RecordError(f"status: expected completed, failed or interrupted, "
+            return self.recorder.reject(RecordError(f"status: expected completed, failed or interrupted, "
                                                      f"got {status!r}"))
         self._end_exchange(None, status, None)
         self.ended = True
         self.recorder._sessions.pop(self.id, None)
         self.recorder._emit(SessionEnded(self.id, _now(), status, summary, _error(error)))
+
+
+class ToolRun:
+    """One tool execution being timed; set `result` inside the `with` block."""
+
+    def __init__(self, session: SessionRecorder, name: str, input: Any, tool_use_id: str | None):
+        self.session, self.name, self.input, self.tool_use_id = session, name, input, tool_use_id
+        self.result: Any = None
+        self.is_error = False
+
+    def __enter__(self) -> "ToolRun":
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        duration = (time.perf_counter() - self._start) * 1000
+        if exc is not None:
+            self.result, self.is_error = f"{exc_type.__name__}: {exc}", True
+        self.session.tool_result(self.tool_use_id, self.result, name=self.name, input=self.input,
+                                 is_error=self.is_error, duration_ms=round(duration, 3))
 
 
 class ExchangeRecorder:

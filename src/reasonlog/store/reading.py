@@ -10,7 +10,8 @@ from .content import decode_context, decompress, decompress_against, canonical
 from .writing import join_request
 
 SESSION_COLUMNS = ("id", "run", "agent", "model", "provider", "labels_json", "parent_session_id", "parent_call_id",
-                   "external_id", "host", "pid", "started_at", "ended_at", "status", "summary", "error_json")
+                   "external_id", "host", "pid", "started_at", "ended_at", "status", "summary", "error_json",
+                   "xml_tool_tags_json")
 CALL_COLUMNS = ("id", "session_id", "idx", "exchange_id", "provider", "model", "started_at", "latency_ms", "ttft_ms",
                 "status", "stop_reason", "error_json", "input_tokens", "output_tokens", "cache_read_tokens",
                 "cache_write_tokens", "cache_write_1h_tokens", "reasoning_tokens", "cost_usd", "cost_source",
@@ -122,6 +123,7 @@ def get_session(cur, session_id: str) -> dict:
     reader.load(m[2] for m in messages)
     session["messages"] = [{"idx": i, "role": role, "call_id": call, "at": at, "content": reader.get(cid)}
                            for i, role, cid, call, at in messages]
+    _derive_window_facts(calls, messages)
     for c in calls:
         for key in ("shape", "context", "tools", "system_id", "response_id"):
             del c[key]  # store-internal references; get_call() resolves them
@@ -140,6 +142,29 @@ def get_session(cur, session_id: str) -> dict:
                            for r in cur.execute("SELECT id, kind, payload_json, call_id, at, message_idx FROM outcomes"
                                                 " WHERE session_id = ? ORDER BY message_idx, at, id", (session_id,))]
     return session
+
+
+def _derive_window_facts(calls: list[dict], messages: list) -> None:
+    """Fill sliding-window facts the agent did not state, from the stored contexts.
+
+    turns_in_context: messages the call sent; turns_removed: messages of the conversation so
+    far (its timeline, without system prompts and this call's reply) that the call left out;
+    tokens_in_session: input tokens of all calls so far, cached ones included.
+    """
+    seen, tokens = 0, 0
+    by_call: dict[str, int] = {}
+    for _, role, _, call_id, _ in messages:
+        if role != "system":
+            by_call[call_id] = by_call.get(call_id, 0) + 1
+    for c in calls:
+        produced = by_call.get(c["id"], 0)
+        seen += produced - (1 if c["response_id"] is not None and produced else 0)
+        tokens += (c["input_tokens"] or 0) + (c["cache_read_tokens"] or 0) + (c["cache_write_tokens"] or 0)
+        derived = {"turns_in_context": c["context_len"], "turns_removed": max(0, seen - c["context_len"]),
+                   "tokens_in_session": tokens, "derived": True}
+        c["context_facts"] = {**derived, **c["context_facts"], "derived": False} if c["context_facts"] else derived
+        if c["response_id"] is not None and produced:
+            seen += 1
 
 
 def get_call_row(cur, call_id: str) -> dict:

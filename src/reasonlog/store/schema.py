@@ -157,4 +157,9 @@ CREATE TABLE counters (
     value INTEGER NOT NULL
 );
 """),
+    Migration(2, "tags that call tools inside text", """
+-- Sessions can name XML-like tags that their model writes inside its text to call tools.
+-- NULL means the session named none: its text is only text.
+ALTER TABLE sessions ADD COLUMN xml_tool_tags_json TEXT;
+"""),
 )

@@ -1,0 +1,143 @@
+"""Export a session as exchange-based JSONL: a `session_start` line, one `exchange` line per
+exchange, a `session_end` line.
+
+The field names follow the session loggers people write for the Claude Agent SDK (for example
+d-gangz/claude-agents-ts `lib/session-logger.ts`), so the file drops in where such logs are read:
+
+    {"type": "session_start", "session_id", "ts", "model", "cwd", "tools_available", "permission_mode"}
+    {"type": "exchange", "session_id", "exchange": 1, "ts_start", "ts_end", "user_input",
+     "messages": [{"source": "assistant", "type": "text" | "tool_use", ...},
+                  {"source": "tool", "type": "result", "tool_use_id", "is_error", "output", "ts"}],
+     "stats": {"num_turns", "duration_ms", "duration_api_ms", "tokens_in", "tokens_out",
+               "cache_creation", "cache_read", "cost_usd"}}
+    {"type": "session_end", "session_id", "ts", "total_exchanges", "total_duration_ms",
+     "total_duration_api_ms", "total_cost_usd", "total_tokens": {...}, "tools_used": {name: count}}
+
+Exchange figures come from the exchange's recorded stats (the Claude Agent SDK logger stores
+per-exchange differences of the SDK's running totals), else from the exchange's calls. Session
+totals add up those per-exchange figures, so the cost equals the SDK's last running total.
+"""
+from __future__ import annotations
+
+import collections
+from datetime import datetime
+from typing import Any, Iterator
+
+import orjson
+
+_TOKENS = (("tokens_in", "input_tokens"), ("tokens_out", "output_tokens"),
+           ("cache_creation", "cache_write_tokens"), ("cache_read", "cache_read_tokens"))
+
+
+def export_exchange_jsonl(store, session_id: str) -> Iterator[str]:
+    """The session's lines, each a JSON object ending in a newline."""
+    for record in exchange_records(store.get_session(session_id)):
+        yield orjson.dumps(record).decode() + "\n"
+
+
+def exchange_records(session: dict) -> Iterator[dict]:
+    """The records of the export, from a session as `Store.get_session` returns it."""
+    sid = session.get("external_id") or session["id"]
+    labels = session.get("labels") or {}
+    yield {"type": "session_start", "session_id": sid, "ts": session["started_at"], "model": session.get("model"),
+           "cwd": labels.get("cwd"), "tools_available": [t for t in (labels.get("tools") or "").split(",") if t],
+           "permission_mode": labels.get("permission_mode", "default")}
+    items = _items_by_exchange(session)
+    tools_used: collections.Counter = collections.Counter()
+    exchanges = []
+    for number, exchange in enumerate(session["exchanges"], 1):
+        messages = items.get(exchange["id"], [])
+        tools_used.update(m["name"] for m in messages if m["type"] == "tool_use")
+        record = {"type": "exchange", "session_id": sid, "exchange": number, "ts_start": exchange["started_at"],
+                  "ts_end": exchange["ended_at"], "user_input": _text(exchange.get("input")),
+                  "messages": messages, "stats": _stats(exchange, session["calls"])}
+        exchanges.append(record)
+        yield record
+    yield _session_end(session, sid, exchanges, tools_used)
+
+
+def _session_end(session: dict, sid: str, exchanges: list[dict], tools_used: collections.Counter) -> dict:
+    stats = [e["stats"] for e in exchanges]
+    costs = [s["cost_usd"] for s in stats if s["cost_usd"] is not None]
+    return {"type": "session_end", "session_id": sid, "ts": session.get("ended_at") or session.get("last_call_at"),
+            "total_exchanges": len(exchanges),
+            "total_duration_ms": sum(s["duration_ms"] or 0 for s in stats),
+            "total_duration_api_ms": sum(s["duration_api_ms"] or 0 for s in stats),
+            "total_cost_usd": round(sum(costs), 12) if costs else None,
+            "total_tokens": {"input": sum(s["tokens_in"] for s in stats), "output": sum(s["tokens_out"] for s in stats),
+                             "cache_creation": sum(s["cache_creation"] for s in stats),
+                             "cache_read": sum(s["cache_read"] for s in stats)},
+            "tools_used": dict(tools_used)}
+
+
+def _stats(exchange: dict, calls: list[dict]) -> dict:
+    recorded = exchange.get("stats") or {}
+    mine = [c for c in calls if c["exchange_id"] == exchange["id"]]
+    out = {"num_turns": recorded.get("num_turns", len(mine)),
+           "duration_ms": recorded.get("duration_ms", _duration_ms(exchange)),
+           "duration_api_ms": recorded.get("duration_api_ms", _api_ms(mine))}
+    for name, column in _TOKENS:
+        value = recorded.get(column)
+        out[name] = value if value is not None else sum(c[column] or 0 for c in mine)
+    cost = recorded.get("cost_usd")
+    if cost is None and any(c["cost_usd"] is not None for c in mine):
+        cost = round(sum(c["cost_usd"] or 0 for c in mine), 12)
+    out["cost_usd"] = cost
+    return out
+
+
+def _items_by_exchange(session: dict) -> dict[str, list[dict]]:
+    """Assistant text and tool calls, and tool results, grouped by the exchange they happened in."""
+    exchange_of_call = {c["id"]: c["exchange_id"] for c in session["calls"]}
+    call_at = {m["idx"]: m["call_id"] for m in session["messages"]}
+    timeline: list[tuple[int, int, str | None, dict]] = []
+    for m in session["messages"]:
+        if m["role"] == "assistant":
+            exchange = exchange_of_call.get(m["call_id"])
+            timeline += [(m["idx"], 0, exchange, item) for item in _assistant_items(m)]
+    for t in session["tool_results"]:
+        # A tool result follows the message before it in the timeline, so it joins that message's exchange.
+        before = t["message_idx"] - 1
+        exchange = exchange_of_call.get(call_at.get(before))
+        timeline.append((before, 1, exchange, {"source": "tool", "type": "result", "tool_use_id": t["tool_use_id"],
+                                               "is_error": t["is_error"], "output": _text(t["content"]),
+                                               "ts": t["at"]}))
+    grouped: dict[str, list[dict]] = collections.defaultdict(list)
+    for _, _, exchange, item in sorted(timeline, key=lambda x: (x[0], x[1], x[3]["ts"])):
+        if exchange is not None:
+            grouped[exchange].append(item)
+    return grouped
+
+
+def _assistant_items(message: dict) -> list[dict]:
+    content = (message["content"] or {}).get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    out = []
+    for block in blocks:
+        if block.get("type") == "text" and block.get("text"):
+            out.append({"source": "assistant", "type": "text", "text": block["text"], "ts": message["at"]})
+        elif block.get("type") == "tool_use":
+            out.append({"source": "assistant", "type": "tool_use", "tool_use_id": block.get("id"),
+                        "name": block.get("name"), "input": block.get("input"), "ts": message["at"]})
+    return out
+
+
+def _text(value: Any) -> Any:
+    """Text content as a string; structured content as JSON text, as the loggers write it."""
+    if value is None or isinstance(value, str):
+        return value if value is not None else ""
+    if isinstance(value, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in value):
+        return "\n".join(b.get("text", "") for b in value)
+    return orjson.dumps(value).decode()
+
+
+def _duration_ms(exchange: dict) -> int | None:
+    if not exchange.get("started_at") or not exchange.get("ended_at"):
+        return None
+    start, end = (datetime.fromisoformat(exchange[k].replace("Z", "+00:00")) for k in ("started_at", "ended_at"))
+    return round((end - start).total_seconds() * 1000)
+
+
+def _api_ms(calls: list[dict]) -> int | None:
+    latencies = [c["latency_ms"] for c in calls if c["latency_ms"] is not None]
+    return round(sum(latencies)) if latencies else None
