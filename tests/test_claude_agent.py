@@ -63,6 +63,8 @@ def test_cumulative_costs_are_differenced_per_exchange(monkeypatch, recorder, st
     assert ex1["stats"]["cost_usd"] == pytest.approx(first["total_cost_usd"])
     assert ex2["stats"]["cost_usd"] == pytest.approx(last["total_cost_usd"] - first["total_cost_usd"])
     assert ex1["stats"]["cost_usd"] + ex2["stats"]["cost_usd"] == pytest.approx(last["total_cost_usd"])
+    # The session's cost, as `reasonlog sessions` shows it, is the SDK's last running total.
+    assert s["cost_usd"] == pytest.approx(last["total_cost_usd"])
     # Tokens too: the second exchange made one call (7 uncached in, 6 out), not the process total.
     assert (ex2["stats"]["input_tokens"], ex2["stats"]["output_tokens"]) == (7, 6)
     assert ex2["stats"]["model_usage"] == last["modelUsage"]  # the running totals are kept raw

@@ -75,15 +75,32 @@ def list_sessions(cur, flt: SessionFilter) -> list[dict]:
 
 
 def _attach_totals(cur, sessions: list[dict]) -> None:
+    """Calls, errors, tokens and cost per session.
+
+    An exchange whose stats carry a `cost_usd` the agent's SDK reported (the Claude Agent SDK
+    does) counts that cost instead of the sum of its calls' computed costs.
+    """
     marks = ",".join("?" * len(sessions))
-    totals = {r[0]: r[1:] for r in cur.execute(
-        "SELECT session_id, COUNT(*), SUM(status = 'error'), SUM(input_tokens), SUM(output_tokens),"
+    ids = [s["id"] for s in sessions]
+    rows = cur.execute(
+        "SELECT session_id, exchange_id, COUNT(*), SUM(status = 'error'), SUM(input_tokens), SUM(output_tokens),"
         " SUM(cache_read_tokens), SUM(cache_write_tokens), SUM(cost_usd), MAX(started_at)"
-        f" FROM calls WHERE session_id IN ({marks}) GROUP BY session_id", [s["id"] for s in sessions])}
+        f" FROM calls WHERE session_id IN ({marks}) GROUP BY session_id, exchange_id", ids).fetchall()
+    reported = {ex: (loads(stats) or {}).get("cost_usd") for ex, stats in cur.execute(
+        f"SELECT id, stats_json FROM exchanges WHERE session_id IN ({marks}) AND stats_json IS NOT NULL", ids)}
+    totals: dict[str, list] = {}
+    for sid, exchange, *values in rows:
+        if reported.get(exchange) is not None:
+            values[6] = reported[exchange]
+        acc = totals.setdefault(sid, [0, 0, 0, 0, 0, 0, None, None])
+        for i in range(6):
+            acc[i] += values[i] or 0
+        acc[6] = values[6] if acc[6] is None else acc[6] + (values[6] or 0)
+        acc[7] = max(acc[7] or "", values[7] or "") or None
     for s in sessions:
         calls, errors, inp, out, cr, cw, cost, last = totals.get(s["id"], (0, 0, 0, 0, 0, 0, None, None))
-        s.update(call_count=calls, error_count=errors or 0, input_tokens=inp or 0, output_tokens=out or 0,
-                 cache_read_tokens=cr or 0, cache_write_tokens=cw or 0, cost_usd=cost, last_call_at=last)
+        s.update(call_count=calls, error_count=errors, input_tokens=inp, output_tokens=out,
+                 cache_read_tokens=cr, cache_write_tokens=cw, cost_usd=cost, last_call_at=last)
 
 
 class ContentReader:
