@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 # Key formats published by each provider; the lengths keep ordinary words from matching.
+# Each default pattern needs one of LITERALS to match: a substring test (fast, in C) over the
+# bytes decides whether the regex (slow, in Python's engine) runs at all.
+LITERALS = (b"sk-", b"AIza", b"AKIA", b"ASIA", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_",
+            b"xox", b"hf_", b"gsk_", b"xai-", b"k_live_", b"k_test_", b"eyJ", b"earer", b"EARER", b"PRIVATE KEY")
 DEFAULT_PATTERNS: dict[str, str] = {
     "anthropic_key": r"sk-ant-[A-Za-z0-9_\-]{20,}",
     "openai_key": r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
@@ -34,6 +38,7 @@ class Redactor:
 
     patterns: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_PATTERNS))
     masked: int = 0
+    literals: tuple[bytes, ...] | None = LITERALS  # None: the user's patterns need the regex on everything
 
     def __post_init__(self) -> None:
         for name, pattern in self.patterns.items():
@@ -52,10 +57,12 @@ class Redactor:
         patterns = dict(DEFAULT_PATTERNS)
         items = extra.items() if isinstance(extra, dict) else ((f"custom_{i}", p) for i, p in enumerate(extra))
         patterns.update(items)
-        return cls(patterns)
+        return cls(patterns, literals=None)
 
     def bytes(self, data: bytes) -> bytes:
         """Mask secrets in serialised bytes (JSON or text)."""
+        if self.literals is not None and not any(lit in data for lit in self.literals):
+            return data
         if not self._bytes.search(data):
             return data
         return self._bytes.sub(self._bytes_mask, data)
