@@ -116,3 +116,21 @@ def _handler(server: FixtureServer) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+def serve_default(fixture: str) -> None:
+    """Answer every request with one recorded JSON payload; print the URL, serve until killed.
+
+    The benchmark runs this in its own process so the server never shares a GIL with the client.
+    """
+    folder, name = fixture.split("/", 1)
+    server = FixtureServer()
+    server.default = Reply(200, json.dumps(load_json(folder, name)).encode(), "application/json")
+    print(server.url, flush=True)
+    server._httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    import sys
+
+    serve_default(sys.argv[1])

@@ -78,8 +78,9 @@ def test_sessions_filters(demo, run):
 
 
 def test_show_prints_the_conversation(demo, run):
-    sid = demo[0]["id"]
-    out = run("show", sid[:12]).output
+    sid, other = demo[0]["id"], demo[1]["id"]
+    unique = next(sid[:n] for n in range(8, 27) if not other.startswith(sid[:n]))
+    out = run("show", unique).output
     assert "→ get_price" in out and "← result" in out and "outcome trade" in out and "failed" in out
     data = json.loads(run("show", sid, "--json").output)
     assert [i["kind"] for i in data["timeline"]].count("exchange") == 3

@@ -7,6 +7,8 @@ HTTP as their `to_dict()` form, and a store turns them into rows.
 from __future__ import annotations
 
 import os
+import random
+import re
 import threading
 import time
 from dataclasses import dataclass, field, fields
@@ -16,32 +18,49 @@ from typing import Any, ClassVar
 from .parts import RecordError
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # 10 bits -> two digits, in one lookup
 _id_lock = threading.Lock()
-_last_id = [0, 0]  # last millisecond, last random part: keeps ids monotonic within a millisecond
+_last_id = [0, 0, ""]  # last millisecond, last random part, the millisecond's 10 digits
+_random = random.Random(os.urandom(16))
 
 
 def new_id() -> str:
     """A 26-character, time-sortable id (ULID layout: 48-bit milliseconds, 80 random bits)."""
     ms = time.time_ns() // 1_000_000
     with _id_lock:
-        if ms <= _last_id[0]:
-            ms, rand = _last_id[0], _last_id[1] + 1
+        if ms <= _last_id[0]:  # same millisecond (or the clock stepped back): count up, stay sorted
+            rand = _last_id[1] = _last_id[1] + 1
         else:
-            rand = int.from_bytes(os.urandom(10), "big") >> 1
-        _last_id[0], _last_id[1] = ms, rand
-    n = (ms << 80) | (rand & ((1 << 80) - 1))
-    return "".join(_CROCKFORD[(n >> shift) & 31] for shift in range(125, -1, -5))
+            rand = _random.getrandbits(79)
+            stamp = "".join(_PAIRS[(ms >> s) & 1023] for s in (40, 30, 20, 10, 0))
+            _last_id[:] = [ms, rand, stamp]
+        stamp = _last_id[2]
+    p = _PAIRS
+    return (stamp + p[(rand >> 70) & 1023] + p[(rand >> 60) & 1023] + p[(rand >> 50) & 1023] + p[(rand >> 40) & 1023]
+            + p[(rand >> 30) & 1023] + p[(rand >> 20) & 1023] + p[(rand >> 10) & 1023] + p[rand & 1023])
 
 
 def utc_now() -> str:
     """Now, as the ISO-8601 UTC text every `*_at` column holds."""
-    return format_instant(datetime.now(timezone.utc))
+    return _iso(datetime.now(timezone.utc))
+
+
+def _iso(value: datetime) -> str:
+    # isoformat() is C and fast; it drops the fraction when it is zero, which the columns keep.
+    text = value.isoformat(timespec="microseconds")
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+_UTC_TEXT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.(\d{1,6}))?Z")
 
 
 def format_instant(value: datetime | str | float | None) -> str | None:
     """Normalise a datetime, an epoch-seconds float or an ISO string to `YYYY-MM-DDTHH:MM:SS.ffffffZ`."""
     if value is None:
         return None
+    if isinstance(value, str) and _UTC_TEXT.fullmatch(value):  # already UTC text: only pad the fraction
+        fraction = value[20:-1] if len(value) > 20 else ""
+        return f"{value[:19]}.{fraction:0<6}Z"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = datetime.fromtimestamp(value, timezone.utc)
     elif isinstance(value, str):
@@ -50,7 +69,7 @@ def format_instant(value: datetime | str | float | None) -> str | None:
         raise RecordError(f"expected a datetime, epoch seconds or ISO-8601 text, got {type(value).__name__}")
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return _iso(value.astimezone(timezone.utc))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +89,12 @@ class Usage:
     reasoning_tokens: int = 0
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise RecordError(f"usage.{f.name}: expected a non-negative int, got {value!r}")
+        values = (self.input_tokens, self.output_tokens, self.cache_read_tokens, self.cache_write_tokens,
+                  self.cache_write_1h_tokens, self.reasoning_tokens)
+        if set(map(type, values)) != {int} or min(values) < 0:  # the common case costs two C calls
+            for f, value in zip(fields(self), values):
+                if type(value) is not int or value < 0:
+                    raise RecordError(f"usage.{f.name}: expected a non-negative int, got {value!r}")
         if self.cache_write_1h_tokens > self.cache_write_tokens:
             raise RecordError("usage.cache_write_1h_tokens: larger than cache_write_tokens, of which it is a part")
         if self.reasoning_tokens > self.output_tokens:

@@ -98,13 +98,14 @@ class Cost:
 class PriceTable:
     """A versioned set of model prices, looked up by exact or normalised model name."""
 
-    __slots__ = ("version", "_models", "_overrides")
+    __slots__ = ("version", "_models", "_overrides", "_resolved")
 
     def __init__(self, version: str, models: Mapping[str, ModelPrice],
                  overrides: Mapping[str, ModelPrice] | None = None) -> None:
         self.version = version
         self._models = MappingProxyType(dict(models))
         self._overrides = MappingProxyType(dict(overrides or {}))
+        self._resolved: dict[str, ModelPrice | None] = {}  # model name -> price, as get() found it
 
     def __repr__(self) -> str:
         return f"PriceTable(version={self.version!r}, models={len(self._models)})"
@@ -116,6 +117,12 @@ class PriceTable:
 
     def get(self, model: str) -> ModelPrice | None:
         """The price of `model`, or None; any override that matches wins over the table."""
+        if model in self._resolved:  # a recorder prices the same few models all day long
+            return self._resolved[model]
+        self._resolved[model] = found = self._find(model)
+        return found
+
+    def _find(self, model: str) -> ModelPrice | None:
         names = _candidates(model)
         # Overrides first, so overriding claude-haiku-4-5 also reprices claude-haiku-4-5-20251001.
         for prices in (self._overrides, self._models):

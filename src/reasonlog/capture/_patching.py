@@ -145,7 +145,7 @@ def plain(value: Any) -> Any:
         return value if same else items
     dump = getattr(value, "model_dump", None)
     if dump is not None:
-        return dump(mode="json", exclude_unset=True)
+        return dump(mode="json", exclude_unset=True, warnings=False)  # SDK models hold block types newer than their unions
     return str(value)
 
 

@@ -94,7 +94,7 @@ def _observe(result: Any, router: Router, request: dict, start: float, proxy: ty
 
 
 def _message_fields(message: Any, request: dict, start: float) -> dict:
-    raw = message.model_dump(mode="json", exclude_unset=True)
+    raw = message.model_dump(mode="json", exclude_unset=True, warnings=False)
     return {"request": request, "response": {"role": "assistant", "content": raw.get("content") or []},
             "model": raw.get("model") or request.get("model"), "provider": PROVIDER,
             "stop_reason": raw.get("stop_reason"), "usage": Usage.from_anthropic(raw.get("usage") or {}),
@@ -129,10 +129,10 @@ class MessageTap(Tap):
         if kind == "content_block_delta":
             self._delta(event.index, event.delta)
         elif kind == "content_block_start" and self.message is not None:
-            self.message["content"].append(event.content_block.model_dump(mode="json", exclude_unset=True))
+            self.message["content"].append(event.content_block.model_dump(mode="json", exclude_unset=True, warnings=False))
             self.first_at = self.first_at or time.perf_counter()
         elif kind == "message_start":
-            self.message = event.message.model_dump(mode="json", exclude_unset=True)
+            self.message = event.message.model_dump(mode="json", exclude_unset=True, warnings=False)
             self.message["content"] = []
         elif kind == "message_delta" and self.message is not None:
             self._message_delta(event)
@@ -154,7 +154,7 @@ class MessageTap(Tap):
         elif kind == "input_json_delta":
             self.json_parts.setdefault(index, []).append(delta.partial_json)
         elif kind == "citations_delta":
-            block.setdefault("citations", []).append(delta.citation.model_dump(mode="json", exclude_unset=True))
+            block.setdefault("citations", []).append(delta.citation.model_dump(mode="json", exclude_unset=True, warnings=False))
 
     def _parse_input(self, index: int) -> None:
         text = "".join(self.json_parts.pop(index, ()))
@@ -162,10 +162,10 @@ class MessageTap(Tap):
             self.message["content"][index]["input"] = _parse_json(text)
 
     def _message_delta(self, event: Any) -> None:
-        delta = event.delta.model_dump(mode="json", exclude_unset=True)
+        delta = event.delta.model_dump(mode="json", exclude_unset=True, warnings=False)
         self.message.update({k: v for k, v in delta.items() if v is not None or k.startswith("stop_")})
         usage = self.message.setdefault("usage", {})
-        for key, value in event.usage.model_dump(mode="json", exclude_unset=True).items():
+        for key, value in event.usage.model_dump(mode="json", exclude_unset=True, warnings=False).items():
             if value is not None:
                 usage[key] = value
 

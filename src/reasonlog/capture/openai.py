@@ -113,7 +113,7 @@ def _observe(result: Any, router: Router, request: dict, start: float, api: _Api
 
     final = openai.types.chat.ChatCompletion if api is CHAT else openai.types.responses.Response
     if isinstance(result, final):
-        raw = result.model_dump(mode="json", exclude_unset=True)
+        raw = result.model_dump(mode="json", exclude_unset=True, warnings=False)
         fields = api.fields(raw)
         fields.update(request=request, provider=PROVIDER, latency_ms=(time.perf_counter() - start) * 1000,
                       request_id=getattr(result, "_request_id", None))
@@ -149,7 +149,7 @@ class ChatTap(Tap):
         if not self.head:
             self.head = {k: getattr(chunk, k, None) for k in ("id", "created", "model", "system_fingerprint")}
         if chunk.usage is not None:
-            self.usage = chunk.usage.model_dump(mode="json", exclude_unset=True)
+            self.usage = chunk.usage.model_dump(mode="json", exclude_unset=True, warnings=False)
         for choice in chunk.choices:
             if choice.index == 0:
                 self._delta(choice.delta)
@@ -217,13 +217,13 @@ class ResponsesTap(Tap):
             self.first_at = self.first_at or time.perf_counter()
             self._delta(kind, event)
         elif kind in ("response.output_item.added", "response.output_item.done"):
-            self.items[event.output_index] = event.item.model_dump(mode="json", exclude_unset=True)
+            self.items[event.output_index] = event.item.model_dump(mode="json", exclude_unset=True, warnings=False)
         elif kind == "response.content_part.added":
-            self._slot(event, "content", event.content_index, event.part.model_dump(mode="json"))
+            self._slot(event, "content", event.content_index, event.part.model_dump(mode="json", warnings=False))
         elif kind == "response.reasoning_summary_part.added":
-            self._slot(event, "summary", event.summary_index, event.part.model_dump(mode="json"))
+            self._slot(event, "summary", event.summary_index, event.part.model_dump(mode="json", warnings=False))
         elif kind in self._TERMINAL or kind in ("response.created", "response.in_progress"):
-            self.response = event.response.model_dump(mode="json", exclude_unset=True)
+            self.response = event.response.model_dump(mode="json", exclude_unset=True, warnings=False)
             self.ended = kind in self._TERMINAL
 
     def _slot(self, event: Any, key: str, index: int, value: dict) -> dict:

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..model import (CallRecorded, Event, ExchangeEnded, ExchangeStarted, OutcomeRecorded, SessionEnded, SessionStarted,
-                     ToolResultRecorded, Usage, format_instant, new_id)
+                     ToolResultRecorded, Usage, format_instant, new_id, utc_now)
 from ..parts import RecordError, check_block
 from .redact import Redactor
 from .writer import BackgroundWriter, SyncWriter
@@ -34,7 +34,7 @@ def current_session() -> "SessionRecorder | None":
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_now()
 
 
 def _instant(value: Any, field: str) -> str:

@@ -14,11 +14,45 @@ import zstandard
 
 CODEC_PLAIN = 0
 CODEC_ZSTD = 1
+CODEC_ZSTD_DICT = 2  # zstd with the database's trained dictionary `dict_id`
 # Below this many bytes zstd's frame header costs more than it saves.
 COMPRESS_MIN_BYTES = 96
+# A dictionary is trained once this many contents (and bytes) have been seen without one.
+DICT_TRAIN_SAMPLES = 500
+DICT_TRAIN_MIN_BYTES = 128 << 10
+DICT_SIZE = 64 << 10
 
 _compressor = zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False)
 _decompressor = zstandard.ZstdDecompressor()
+
+
+class Dictionaries:
+    """The zstd dictionaries of one database, loaded once each. Small contents compress about
+    twice as well with a dictionary trained on the database's own first contents."""
+
+    def __init__(self):
+        self._by_id: dict[int, tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]] = {}
+
+    def get(self, cur, dict_id: int):
+        if dict_id not in self._by_id:
+            row = cur.execute("SELECT data FROM zstd_dicts WHERE id = ?", (dict_id,)).fetchone()
+            if row is None:
+                raise ValueError(f"zstd dictionary {dict_id} is missing")
+            d = zstandard.ZstdCompressionDict(bytes(row[0]))
+            self._by_id[dict_id] = (zstandard.ZstdCompressor(level=3, dict_data=d, write_checksum=False),
+                                    zstandard.ZstdDecompressor(dict_data=d))
+        return self._by_id[dict_id]
+
+    def forget(self, dict_id: int | None) -> None:
+        self._by_id.pop(dict_id, None)
+
+
+def train_dictionary(samples: list[bytes]) -> bytes | None:
+    """A zstd dictionary from sample contents, or None when zstd finds too little to learn from."""
+    try:
+        return zstandard.train_dictionary(DICT_SIZE, samples).as_bytes()
+    except zstandard.ZstdError:
+        return None
 
 
 def canonical(value: Any) -> bytes:
@@ -34,38 +68,79 @@ def content_hash(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
-def compress(data: bytes) -> tuple[int, bytes]:
-    """Return (codec, stored bytes)."""
+def compress(data: bytes, compressor=None) -> tuple[int, bytes]:
+    """Return (codec, stored bytes); `compressor` is a dictionary's, when there is one."""
     if len(data) < COMPRESS_MIN_BYTES:
         return CODEC_PLAIN, data
-    packed = _compressor.compress(data)
-    return (CODEC_ZSTD, packed) if len(packed) < len(data) else (CODEC_PLAIN, data)
+    packed = (compressor or _compressor).compress(data)
+    if len(packed) >= len(data):
+        return CODEC_PLAIN, data
+    return (CODEC_ZSTD_DICT if compressor else CODEC_ZSTD), packed
 
 
-def decompress(codec: int, data: bytes) -> bytes:
+def decompress(codec: int, data: bytes, decompressor=None) -> bytes:
     if codec == CODEC_PLAIN:
         return bytes(data)
     if codec == CODEC_ZSTD:
         return _decompressor.decompress(data)
-    raise ValueError(f"unknown content codec {codec}")
+    if codec == CODEC_ZSTD_DICT and decompressor is not None:
+        return decompressor.decompress(data)
+    raise ValueError(f"unknown content codec {codec} (or its dictionary is missing)")
 
 
-def compress_against(data: bytes, reference: bytes | None) -> bytes:
-    """Compress `data` with `reference` as a raw-content dictionary.
+# ------------------------------------------------------------------ raw payloads
 
-    A raw response payload repeats the response message it carries; compressing it against
-    that message (already stored) makes the repeated part nearly free.
+RESPONSE_REF = {"$reasonlog": "response"}
+CONTENT_REF = {"$reasonlog": "response.content"}
+
+
+def raw_skeleton(raw: Any, response: dict | None, depth: int = 3) -> Any:
+    """The raw payload with the response message (or its content) replaced by a reference.
+
+    A provider's payload repeats the message that is already stored as the call's response;
+    the skeleton keeps everything else (ids, usage, metadata) at a few hundred bytes.
     """
-    if not reference:
-        return _compressor.compress(data)
-    dictionary = zstandard.ZstdCompressionDict(reference, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-    return zstandard.ZstdCompressor(level=3, dict_data=dictionary).compress(data)
+    if response is None or depth < 0:
+        return raw
+    if raw == response:
+        return RESPONSE_REF
+    if "content" in response and raw == response["content"] and raw:
+        return CONTENT_REF
+    if isinstance(raw, dict):
+        return {k: raw_skeleton(v, response, depth - 1) for k, v in raw.items()}
+    if isinstance(raw, list):
+        return [raw_skeleton(v, response, depth - 1) for v in raw]
+    return raw
 
 
-def decompress_against(data: bytes, reference: bytes | None) -> bytes:
-    if not reference:
+def fill_skeleton(skeleton: Any, response: dict | None) -> Any:
+    """Inverse of `raw_skeleton`, given the stored response."""
+    if skeleton == RESPONSE_REF:
+        return response
+    if skeleton == CONTENT_REF:
+        return (response or {}).get("content")
+    if isinstance(skeleton, dict):
+        return {k: fill_skeleton(v, response) for k, v in skeleton.items()}
+    if isinstance(skeleton, list):
+        return [fill_skeleton(v, response) for v in skeleton]
+    return skeleton
+
+
+def pack_raw(data: bytes) -> bytes:
+    return _compressor.compress(data)
+
+
+def unpack_raw(data: bytes, fmt: str, response_bytes: bytes | None = None) -> bytes:
+    """The stored bytes of a raw payload.
+
+    Formats `skeleton` and `bytes` are plain zstd. Databases written before schema 3 hold
+    `json` and `text`, compressed with the response message as a raw-content dictionary.
+    """
+    if fmt in ("skeleton", "bytes"):
         return _decompressor.decompress(data)
-    dictionary = zstandard.ZstdCompressionDict(reference, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+    if not response_bytes:
+        return _decompressor.decompress(data)
+    dictionary = zstandard.ZstdCompressionDict(response_bytes, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
     return zstandard.ZstdDecompressor(dict_data=dictionary).decompress(data)
 
 

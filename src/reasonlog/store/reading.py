@@ -6,7 +6,7 @@ from typing import Any, Iterator
 import orjson
 
 from . import SessionFilter, StoreError
-from .content import decode_context, decompress, decompress_against, canonical
+from .content import Dictionaries, canonical, decode_context, decompress, fill_skeleton, unpack_raw
 from .writing import join_request
 
 SESSION_COLUMNS = ("id", "run", "agent", "model", "provider", "labels_json", "parent_session_id", "parent_call_id",
@@ -106,17 +106,21 @@ def _attach_totals(cur, sessions: list[dict]) -> None:
 class ContentReader:
     """Fetches and decodes contents by id, memoised for one read."""
 
-    def __init__(self, cur):
-        self.cur = cur
+    def __init__(self, cur, dicts: Dictionaries):
+        self.cur, self.dicts = cur, dicts
         self.memo: dict[int, Any] = {}
 
     def load(self, ids) -> None:
         wanted = [i for i in set(ids) if i is not None and i not in self.memo]
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
-            for cid, codec, data in self.cur.execute(
-                    f"SELECT id, codec, data FROM contents WHERE id IN ({','.join('?' * len(chunk))})", chunk):
-                self.memo[cid] = orjson.loads(decompress(codec, data))
+            rows = self.cur.execute(f"SELECT id, codec, dict_id, data FROM contents"
+                                    f" WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+            for cid, codec, dict_id, data in rows:
+                self.memo[cid] = orjson.loads(self.bytes_of(codec, dict_id, data))
+
+    def bytes_of(self, codec: int, dict_id: int | None, data: bytes) -> bytes:
+        return decompress(codec, data, self.dicts.get(self.cur, dict_id)[1] if dict_id is not None else None)
 
     def get(self, cid: int) -> Any:
         if cid not in self.memo:
@@ -126,7 +130,7 @@ class ContentReader:
         return self.memo[cid]
 
 
-def get_session(cur, session_id: str) -> dict:
+def get_session(cur, session_id: str, dicts: Dictionaries) -> dict:
     row = cur.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?", (session_id,)).fetchone()
     if row is None:
         raise StoreError(f"no session {session_id!r}")
@@ -136,7 +140,7 @@ def get_session(cur, session_id: str) -> dict:
         f"SELECT {', '.join(CALL_COLUMNS)} FROM calls WHERE session_id = ? ORDER BY idx", (session_id,))]
     messages = cur.execute("SELECT idx, role, content_id, call_id, at FROM messages WHERE session_id = ? ORDER BY idx",
                            (session_id,)).fetchall()
-    reader = ContentReader(cur)
+    reader = ContentReader(cur, dicts)
     reader.load(m[2] for m in messages)
     session["messages"] = [{"idx": i, "role": role, "call_id": call, "at": at, "content": reader.get(cid)}
                            for i, role, cid, call, at in messages]
@@ -203,11 +207,11 @@ def context_ids(cur, call: dict) -> list[int]:
     return ids or []
 
 
-def get_call(cur, call_id: str) -> dict:
+def get_call(cur, call_id: str, dicts: Dictionaries) -> dict:
     """A call with its full request rebuilt, its response and its raw payload."""
     call = get_call_row(cur, call_id)
     ids = context_ids(cur, call)
-    reader = ContentReader(cur)
+    reader = ContentReader(cur, dicts)
     reader.load([*ids, call["system_id"], call["response_id"], *(call["tools"] or ())])
     messages = [reader.get(i) for i in ids]
     system = reader.get(call["system_id"]) if call["system_id"] is not None else None
@@ -217,13 +221,16 @@ def get_call(cur, call_id: str) -> dict:
     call["context_ids"] = ids
     call["response"] = reader.get(call["response_id"]) if call["response_id"] is not None else None
     raw = call.pop("_raw")
-    if raw is not None:
-        reference = canonical(call["response"]) if call["response"] is not None else None
-        data = decompress_against(raw, reference)
-        call["raw"] = orjson.loads(data) if call["raw_format"] == "json" else data.decode("utf-8", "replace")
-    else:
-        call["raw"] = None
+    call["raw"] = None if raw is None else read_raw(raw, call["raw_format"], call["response"])
     return call
+
+
+def read_raw(blob: bytes, fmt: str, response: Any) -> Any:
+    """A call's raw payload: parsed JSON with the response put back, or text."""
+    data = unpack_raw(blob, fmt, None if response is None else canonical(response))
+    if fmt in ("skeleton", "json"):
+        return fill_skeleton(orjson.loads(data), response)
+    return data.decode("utf-8", "replace")
 
 
 def iter_call_rows(cur, flt: SessionFilter) -> Iterator[dict]:

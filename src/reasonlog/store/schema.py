@@ -162,4 +162,14 @@ CREATE TABLE counters (
 -- NULL means the session named none: its text is only text.
 ALTER TABLE sessions ADD COLUMN xml_tool_tags_json TEXT;
 """),
+    Migration(3, "zstd dictionaries for contents", """
+-- Contents may be compressed with a zstd dictionary trained on the database's first contents
+-- (codec 2). NULL dict_id means the content was stored without one (codec 0 or 1).
+CREATE TABLE zstd_dicts (
+    id INTEGER PRIMARY KEY,
+    data BLOB NOT NULL,
+    trained_at TEXT NOT NULL
+);
+ALTER TABLE contents ADD COLUMN dict_id INTEGER;
+"""),
 )

@@ -14,9 +14,12 @@ from ..parts import searchable_text
 from . import SessionFilter, StoreError
 from . import reading, transfer
 from .schema import SQLITE_MIGRATIONS
+from .content import Dictionaries
+from .contents import ContentWriter
 from .writing import Applier
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
+PAGE_SIZE = 16384
 
 
 def spill_dir(db_path: Path) -> Path:
@@ -35,10 +38,13 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None,
                                      check_same_thread=False)
+        # Contents are blobs of a few KB: larger pages waste less of each page. Only a new file can choose.
+        self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.execute("PRAGMA foreign_keys=OFF")
-        self._applier = Applier(self._insert_content, self._find_content, self._index_text, price_table, redactor)
+        self._dicts = Dictionaries()
+        self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)
         if upgrade:
             self.upgrade()
             self.mark_interrupted()
@@ -104,6 +110,7 @@ class SQLiteStore:
             try:
                 for event in events:
                     self._applier.apply(cur, event)
+                self._applier.finish(cur)
                 counters = dict(counters or {})
                 counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
                 self._add_counters(cur, counters)
@@ -127,21 +134,33 @@ class SQLiteStore:
                 cur.execute("INSERT INTO counters (name, value) VALUES (?, ?)"
                             " ON CONFLICT (name) DO UPDATE SET value = value + excluded.value", (name, value))
 
+    # The dialect's part of writing contents (see store/contents.py: ContentBackend).
+
     @staticmethod
-    def _find_content(cur, digest: bytes) -> int | None:
+    def find_content(cur, digest: bytes) -> int | None:
         row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
         return row[0] if row else None
 
     @staticmethod
-    def _insert_content(cur, digest: bytes, data: bytes, kind: str, codec: int, blob: bytes) -> int:
-        cur.execute("INSERT INTO contents (hash, kind, size, codec, data) VALUES (?,?,?,?,?)",
-                    (digest, kind, len(data), codec, blob))
+    def insert_content(cur, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
+                       blob: bytes) -> int:
+        cur.execute("INSERT INTO contents (hash, kind, size, codec, dict_id, data) VALUES (?,?,?,?,?,?)",
+                    (digest, kind, size, codec, dict_id, blob))
         return cur.lastrowid
 
     @staticmethod
-    def _index_text(cur, content_id: int, text: str) -> None:
-        if text:
-            cur.execute("INSERT INTO contents_fts (rowid, text) VALUES (?, ?)", (content_id, text))
+    def index_texts(cur, rows: list[tuple[int, str]]) -> None:
+        cur.executemany("INSERT INTO contents_fts (rowid, text) VALUES (?, ?)", rows)
+
+    @staticmethod
+    def insert_dictionary(cur, data: bytes) -> int:
+        cur.execute("INSERT INTO zstd_dicts (data, trained_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ'))",
+                    (data,))
+        return cur.lastrowid
+
+    @staticmethod
+    def latest_dictionary(cur) -> int | None:
+        return cur.execute("SELECT MAX(id) FROM zstd_dicts").fetchone()[0]
 
     # ------------------------------------------------------------ reading
 
@@ -158,10 +177,10 @@ class SQLiteStore:
         return self._read(reading.list_sessions, flt)
 
     def get_session(self, session_id: str) -> dict:
-        return self._read(reading.get_session, session_id)
+        return self._read(reading.get_session, session_id, self._dicts)
 
     def get_call(self, call_id: str) -> dict:
-        return self._read(reading.get_call, call_id)
+        return self._read(reading.get_call, call_id, self._dicts)
 
     def replay_call(self, call_id: str) -> dict:
         return self.get_call(call_id)["request"]
@@ -179,7 +198,7 @@ class SQLiteStore:
         sql = ("SELECT m.session_id, m.idx, m.role, m.call_id, m.at, m.content_id FROM contents_fts f"
                " JOIN messages m ON m.content_id = f.rowid JOIN sessions s ON s.id = m.session_id"
                f" WHERE contents_fts MATCH ? AND {where} ORDER BY s.started_at DESC, s.id, m.idx")
-        return self._read(_verified_hits, sql, [match, *args], text.lower(), limit)
+        return self._read(_verified_hits, sql, [match, *args], text.lower(), limit, self._dicts)
 
     def resolve_id(self, kind: str, prefix: str) -> str:
         """A full session or call id from an id, a unique prefix, or (sessions) an external id."""
@@ -198,7 +217,7 @@ class SQLiteStore:
     # ------------------------------------------------------------ transfer
 
     def export_records(self, session_ids: Iterable[str] | None = None) -> Iterator[dict]:
-        return iter(self._read(lambda cur: list(transfer.export_records(cur, session_ids))))
+        return iter(self._read(lambda cur: list(transfer.export_records(cur, session_ids, self._dicts))))
 
     def import_records(self, records: Iterable[dict]) -> int:
         with self._lock:
@@ -206,6 +225,7 @@ class SQLiteStore:
             cur.execute("BEGIN IMMEDIATE")
             try:
                 n = transfer.import_records(cur, records, self._applier)
+                self._applier.finish(cur)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
@@ -250,9 +270,9 @@ class SQLiteStore:
             self._conn.close()
 
 
-def _verified_hits(cur, sql: str, args: list, needle: str, limit: int) -> list[dict]:
+def _verified_hits(cur, sql: str, args: list, needle: str, limit: int, dicts) -> list[dict]:
     hits, verdict = [], {}
-    reader = reading.ContentReader(cur)
+    reader = reading.ContentReader(cur, dicts)
     for session_id, idx, role, call_id, at, cid in cur.execute(sql, args).fetchall():
         if cid not in verdict:
             text = searchable_text(reader.get(cid))

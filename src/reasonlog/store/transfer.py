@@ -11,7 +11,8 @@ from typing import Any, Iterable, Iterator
 import orjson
 
 from . import StoreError
-from .content import canonical, compress, content_hash, decompress, decompress_against, compress_against
+from .content import canonical, content_hash, pack_raw, unpack_raw
+from .reading import ContentReader
 from .reading import CALL_COLUMNS, SESSION_COLUMNS
 
 FORMAT = "reasonlog"
@@ -30,12 +31,13 @@ def _rows(cur, table: str, columns: tuple[str, ...], session_id: str, order: str
     return [dict(zip(columns, r)) for r in cur.execute(sql, (session_id,))]
 
 
-def export_records(cur, session_ids: Iterable[str] | None = None) -> Iterator[dict]:
+def export_records(cur, session_ids: Iterable[str] | None, dicts) -> Iterator[dict]:
     """Yield the export records, session by session (oldest first)."""
     yield {"type": FORMAT, "version": VERSION}
     if session_ids is None:
         session_ids = [r[0] for r in cur.execute("SELECT id FROM sessions ORDER BY started_at, id")]
     hashes: dict[int, str] = {}  # content id -> hex hash, for contents already written
+    reader = ContentReader(cur, dicts)
     for sid in session_ids:
         row = cur.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?", (sid,)).fetchone()
         if row is None:
@@ -44,9 +46,9 @@ def export_records(cur, session_ids: Iterable[str] | None = None) -> Iterator[di
         for ex in _rows(cur, "exchanges", EXCHANGE_COLUMNS, sid, "idx"):
             yield {"type": "exchange", **ex}
         for call in _rows(cur, "calls", _CALL_SELECT, sid, "idx"):
-            yield from _export_call(cur, call, hashes)
+            yield from _export_call(cur, call, hashes, reader)
         for msg in _rows(cur, "messages", MESSAGE_COLUMNS, sid, "idx"):
-            yield from _content_records(cur, [msg["content_id"]], hashes)
+            yield from _content_records(cur, [msg["content_id"]], hashes, reader)
             msg["content"] = hashes[msg.pop("content_id")]
             yield {"type": "message", **msg}
         for tool in _rows(cur, "tool_results", TOOL_COLUMNS, sid, "message_idx, at, id"):
@@ -57,15 +59,17 @@ def export_records(cur, session_ids: Iterable[str] | None = None) -> Iterator[di
     yield {"type": "counters", "values": counters}
 
 
-def _export_call(cur, call: dict, hashes: dict[int, str]) -> Iterator[dict]:
+def _export_call(cur, call: dict, hashes: dict[int, str], reader: ContentReader) -> Iterator[dict]:
     context = orjson.loads(call["context_json"])
     tools = orjson.loads(call["tools_json"]) if call["tools_json"] else None
     refs = [i for i in context if not isinstance(i, list)] + (tools or []) + [call["system_id"], call["response_id"]]
-    yield from _content_records(cur, [r for r in refs if r is not None], hashes)
+    yield from _content_records(cur, [r for r in refs if r is not None], hashes, reader)
     raw = call.pop("raw")
-    if raw is not None:
-        reference = _content_bytes(cur, call["response_id"]) if call["response_id"] is not None else None
-        call["raw"] = decompress_against(raw, reference).decode("utf-8", "surrogateescape")
+    if raw is not None:  # as stored: a JSON skeleton that refers to the response, or text
+        response = reader.get(call["response_id"]) if call["response_id"] is not None else None
+        data = unpack_raw(raw, call["raw_format"], None if response is None else canonical(response))
+        call["raw"] = data.decode("utf-8", "surrogateescape")
+        call["raw_format"] = {"json": "skeleton", "text": "bytes"}.get(call["raw_format"], call["raw_format"])
     call["context_json"] = orjson.dumps([i if isinstance(i, list) else hashes[i] for i in context]).decode()
     call["tools_json"] = None if tools is None else orjson.dumps([hashes[i] for i in tools]).decode()
     call["system_id"] = hashes.get(call["system_id"])
@@ -73,19 +77,15 @@ def _export_call(cur, call: dict, hashes: dict[int, str]) -> Iterator[dict]:
     yield {"type": "call", **call}
 
 
-def _content_bytes(cur, cid: int) -> bytes:
-    codec, data = cur.execute("SELECT codec, data FROM contents WHERE id = ?", (cid,)).fetchone()
-    return decompress(codec, data)
-
-
-def _content_records(cur, ids: list[int], hashes: dict[int, str]) -> Iterator[dict]:
+def _content_records(cur, ids: list[int], hashes: dict[int, str], reader: ContentReader) -> Iterator[dict]:
     for cid in ids:
         if cid in hashes:
             continue
-        digest, kind, codec, data = cur.execute("SELECT hash, kind, codec, data FROM contents WHERE id = ?",
-                                                (cid,)).fetchone()
+        digest, kind, codec, dict_id, data = cur.execute(
+            "SELECT hash, kind, codec, dict_id, data FROM contents WHERE id = ?", (cid,)).fetchone()
         hashes[cid] = bytes(digest).hex()
-        yield {"type": "content", "hash": hashes[cid], "kind": kind, "value": orjson.loads(decompress(codec, data))}
+        value = orjson.loads(reader.bytes_of(codec, dict_id, data))
+        yield {"type": "content", "hash": hashes[cid], "kind": kind, "value": value}
 
 
 def import_records(cur, records: Iterable[dict], applier) -> int:
@@ -115,7 +115,7 @@ def _import_content(cur, rec, ids, applier) -> None:
     digest = content_hash(data)
     if digest.hex() != rec["hash"]:
         raise StoreError(f"content {rec['hash']}: its value does not hash to it")
-    cid, _ = applier.content_id(cur, rec["value"], rec["kind"])
+    cid = applier.content_id(cur, rec["value"], rec["kind"])
     ids[rec["hash"]] = cid
 
 
@@ -145,11 +145,10 @@ def _import_call(cur, rec, ids, applier) -> None:
     if rec.get("tools_json"):
         rec["tools_json"] = orjson.dumps([ids[h] for h in orjson.loads(rec["tools_json"])]).decode()
     rec["system_id"] = ids[rec["system_id"]] if rec.get("system_id") else None
-    response = rec["response_id"] = ids[rec["response_id"]] if rec.get("response_id") else None
+    rec["response_id"] = ids[rec["response_id"]] if rec.get("response_id") else None
     raw = rec.pop("raw", None)
     if raw is not None:
-        reference = _content_bytes(cur, response) if response is not None else None
-        rec["raw"] = compress_against(raw.encode("utf-8", "surrogateescape"), reference)
+        rec["raw"] = pack_raw(raw.encode("utf-8", "surrogateescape"))
     _insert(cur, "calls", rec)
 
 

@@ -12,35 +12,18 @@ import orjson
 
 from ..model import (CallRecorded, Event, ExchangeEnded, ExchangeStarted, OutcomeRecorded, SessionEnded,
                      SessionStarted, ToolResultRecorded)
-from ..parts import searchable_text
-from .content import (canonical, compress, compress_against, content_hash, encode_context, decode_context,
-                      new_in_timeline)
+from .content import decode_context, encode_context, new_in_timeline, pack_raw, raw_skeleton
+from .contents import ContentWriter
 
 # Keys under which a request carries its context, by API. The first that holds a list wins.
 MESSAGE_KEYS = ("messages", "input", "contents")
 SYSTEM_KEYS = ("system", "instructions", "system_instruction")
 TOOLS_KEY = "tools"
 DEFAULT_SHAPE = {"messages": "messages", "system": "system"}
-# Cached canonical bytes -> content id, across sessions; cleared past this many bytes.
-CONTENT_CACHE_BYTES = 256 << 20
 
 
 def dumps(value: Any) -> str | None:
     return None if value is None else orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-
-
-class _Plain:
-    """The redactor used when none is configured: masks nothing."""
-
-    masked = 0
-
-    @staticmethod
-    def bytes(data: bytes) -> bytes:
-        return data
-
-    @staticmethod
-    def text(text: str) -> str:
-        return text
 
 
 @dataclass
@@ -98,17 +81,13 @@ def join_request(params: dict, shape: dict | None, system: Any, has_system: bool
 class Applier:
     """Applies events to an open transaction. One per store; not thread-safe."""
 
-    insert_content: Callable[[Any, bytes, bytes, str, int, bytes], int]  # (cur, hash, data, kind, codec, blob)
-    find_content: Callable[[Any, bytes], int | None]
-    index_text: Callable[[Any, int, str], None]
+    contents: ContentWriter
     price_table: Any = None
-    redactor: Any = None  # masks secrets in everything written; see capture/redact.py
     sessions: dict[str, SessionState] = field(default_factory=dict)
-    cache: dict[bytes, int] = field(default_factory=dict)
-    cache_bytes: int = 0
 
-    def __post_init__(self) -> None:
-        self.redactor = self.redactor or _Plain()
+    @property
+    def redactor(self):
+        return self.contents.redactor
 
     def dumps(self, value: Any) -> str | None:
         """A JSON text column, with secrets masked."""
@@ -117,43 +96,23 @@ class Applier:
         return self.redactor.bytes(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)).decode()
 
     def mask_text(self, text: str | None) -> str | None:
-        return None if text is None else self.redactor.bytes(text.encode()).decode()
+        return None if text is None else self.redactor.text(text)
 
     def reset(self) -> None:
         """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
         self.sessions.clear()
-        self.cache.clear()
-        self.cache_bytes = 0
+        self.contents.reset()
 
     def apply(self, cur, event: Event) -> None:
         handler = getattr(self, "_apply_" + event.kind)
         handler(cur, event)
 
-    # -------------------------------------------------------------- contents
+    def finish(self, cur) -> None:
+        """Work deferred to the end of a batch; call before commit."""
+        self.contents.finish(cur)
 
-    def content_id(self, cur, value: Any, kind: str) -> tuple[int, bool]:
-        """The id of a content, inserting it when new; also says whether it was new."""
-        data = canonical(value)
-        cid = self.cache.get(data)
-        if cid is not None:
-            return cid, False
-        key, data = data, self.redactor.bytes(data)
-        if data is not key:
-            value = orjson.loads(data)
-        digest = content_hash(data)
-        cid = self.find_content(cur, digest)
-        created = cid is None
-        if created:
-            codec, blob = compress(data)
-            cid = self.insert_content(cur, digest, data, kind, codec, blob)
-            if kind != "tool":
-                self.index_text(cur, cid, searchable_text(value))
-        if self.cache_bytes > CONTENT_CACHE_BYTES:
-            self.cache.clear()
-            self.cache_bytes = 0
-        self.cache[key] = cid
-        self.cache_bytes += len(key)
-        return cid, created
+    def content_id(self, cur, value: Any, kind: str) -> int:
+        return self.contents.id_of(cur, value, kind)
 
     # -------------------------------------------------------------- sessions
 
@@ -207,10 +166,10 @@ class Applier:
     def _apply_call(self, cur, ev: CallRecorded) -> None:
         st = self.state(cur, ev.session_id)
         split = split_request(ev.request)
-        ids = [self.content_id(cur, m, "message")[0] for m in split.messages]
-        system_id = self.content_id(cur, split.system, "system")[0] if split.has_system else None
-        tool_ids = None if split.tools is None else [self.content_id(cur, t, "tool")[0] for t in split.tools]
-        response_id = None if ev.response is None else self.content_id(cur, ev.response, "message")[0]
+        ids = [self.content_id(cur, m, "message") for m in split.messages]
+        system_id = self.content_id(cur, split.system, "system") if split.has_system else None
+        tool_ids = None if split.tools is None else [self.content_id(cur, t, "tool") for t in split.tools]
+        response_id = None if ev.response is None else self.content_id(cur, ev.response, "message")
 
         timeline = []
         if system_id is not None and system_id != st.system and split.system:
@@ -256,18 +215,15 @@ class Applier:
         return cost.usd, cost.source
 
     def _raw(self, ev: CallRecorded) -> tuple[bytes | None, str | None]:
+        """The raw payload, without the response message it repeats (see `raw_skeleton`)."""
         if ev.raw is None:
             return None, None
         if isinstance(ev.raw, (bytes, str)):
-            data, fmt = (ev.raw.encode() if isinstance(ev.raw, str) else bytes(ev.raw)), "text"
+            data, fmt = (ev.raw.encode() if isinstance(ev.raw, str) else bytes(ev.raw)), "bytes"
         else:
-            data, fmt = orjson.dumps(ev.raw, option=orjson.OPT_NON_STR_KEYS), "json"
-        reference = self._stored_bytes(ev.response)
-        return compress_against(self.redactor.bytes(data), reference), fmt
-
-    def _stored_bytes(self, value: Any) -> bytes | None:
-        """The bytes a content is stored as (masked), which readers will have to decompress against."""
-        return None if value is None else self.redactor.bytes(canonical(value))
+            skeleton = raw_skeleton(ev.raw, ev.response)
+            data, fmt = orjson.dumps(skeleton, option=orjson.OPT_NON_STR_KEYS), "skeleton"
+        return pack_raw(self.redactor.bytes(data)), fmt
 
     # -------------------------------------------------------------- tools and outcomes
 

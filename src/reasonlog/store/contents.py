@@ -1,0 +1,124 @@
+"""Writing contents: each distinct message, system prompt or tool schema once, compressed and indexed.
+
+Dialect-neutral: the backend supplies the few statements that differ (see `ContentBackend`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from ..parts import searchable_text
+from .content import (DICT_TRAIN_MIN_BYTES, DICT_TRAIN_SAMPLES, COMPRESS_MIN_BYTES, Dictionaries, canonical,
+                      compress, content_hash, train_dictionary)
+
+# Canonical bytes -> content id, across sessions; cleared past this many bytes.
+CACHE_BYTES = 256 << 20
+
+
+class ContentBackend(Protocol):
+    def find_content(self, cur, digest: bytes) -> int | None: ...
+    def insert_content(self, cur, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
+                       blob: bytes) -> int: ...
+    def index_texts(self, cur, rows: list[tuple[int, str]]) -> None: ...
+    def insert_dictionary(self, cur, data: bytes) -> int: ...
+    def latest_dictionary(self, cur) -> int | None: ...
+
+
+class _Plain:
+    """The redactor used when none is configured: masks nothing."""
+
+    masked = 0
+
+    @staticmethod
+    def bytes(data: bytes) -> bytes:
+        return data
+
+    @staticmethod
+    def text(text: str) -> str:
+        return text
+
+
+@dataclass
+class ContentWriter:
+    """Turns values into content ids inside a write transaction.
+
+    Resent history costs one serialisation and one dict lookup per message: the canonical
+    bytes of every content written are remembered with its id. Only new contents are masked,
+    hashed, compressed and indexed. Index rows wait in `pending_text` until `finish()`, so
+    the full-text index gets one `executemany` per batch.
+    """
+
+    backend: ContentBackend
+    redactor: Any = None
+    dicts: Dictionaries = field(default_factory=Dictionaries)
+    cache: dict[bytes, int] = field(default_factory=dict)
+    cache_bytes: int = 0
+    pending_text: list[tuple[int, str]] = field(default_factory=list)
+    _dict_id: int | None = None
+    _dict_checked: bool = False
+    _samples: list[bytes] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.redactor = self.redactor or _Plain()
+
+    def reset(self) -> None:
+        """Forget everything learnt in a transaction that rolled back."""
+        self.cache.clear()
+        self.cache_bytes = 0
+        self.pending_text.clear()
+        self.dicts.forget(self._dict_id)
+        self._dict_id, self._dict_checked = None, False
+
+    def id_of(self, cur, value: Any, kind: str) -> int:
+        """The id of a content, inserting it when new."""
+        data = canonical(value)
+        cid = self.cache.get(data)
+        if cid is not None:
+            return cid
+        key, data = data, self.redactor.bytes(data)
+        if data is not key:
+            value = orjson.loads(data)
+        digest = content_hash(data)
+        cid = self.backend.find_content(cur, digest)
+        if cid is None:
+            cid = self._insert(cur, digest, data, kind)
+            if kind != "tool":
+                self.pending_text.append((cid, searchable_text(value)))
+        if self.cache_bytes > CACHE_BYTES:
+            self.cache.clear()
+            self.cache_bytes = 0
+        self.cache[key] = cid
+        self.cache_bytes += len(key)
+        return cid
+
+    def stored_bytes(self, value: Any) -> bytes:
+        """The bytes a value is stored as: canonical JSON with secrets masked."""
+        return self.redactor.bytes(canonical(value))
+
+    def finish(self, cur) -> None:
+        """Index the texts of this batch's new contents (call before commit)."""
+        if self.pending_text:
+            self.backend.index_texts(cur, [(cid, text) for cid, text in self.pending_text if text])
+            self.pending_text.clear()
+
+    def _insert(self, cur, digest: bytes, data: bytes, kind: str) -> int:
+        dict_id = self._dictionary(cur, data)
+        compressor = self.dicts.get(cur, dict_id)[0] if dict_id is not None else None
+        codec, blob = compress(data, compressor)
+        return self.backend.insert_content(cur, digest, len(data), kind, codec,
+                                           dict_id if codec == 2 else None, blob)
+
+    def _dictionary(self, cur, data: bytes) -> int | None:
+        """The dictionary to compress with; trains one from the first contents of a database."""
+        if not self._dict_checked:
+            self._dict_id, self._dict_checked = self.backend.latest_dictionary(cur), True
+        if self._dict_id is None and len(data) >= COMPRESS_MIN_BYTES:
+            self._samples.append(data)
+            if len(self._samples) >= DICT_TRAIN_SAMPLES and sum(map(len, self._samples)) >= DICT_TRAIN_MIN_BYTES:
+                trained = train_dictionary(self._samples)
+                self._samples = [] if trained else self._samples[-DICT_TRAIN_SAMPLES:]
+                if trained:
+                    self._dict_id = self.backend.insert_dictionary(cur, trained)
+        return self._dict_id
