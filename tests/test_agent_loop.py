@@ -87,3 +87,22 @@ def test_several_agents_in_one_run_and_a_linked_sub_agent(recorder, store_of):
     assert set(by_agent) == {"tech_lead", "developer", "qa"}
     assert by_agent["developer"]["parent_session_id"] == by_agent["tech_lead"]["id"]
     assert by_agent["developer"]["parent_call_id"] == spawn
+
+
+def test_responses_api_items_resent_one_by_one_are_not_shown_twice(recorder, store_of):
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "need the price"}]}
+    call = {"type": "function_call", "call_id": "fc_1", "name": "get_price", "arguments": '{"symbol": "NVDA"}'}
+    output = {"type": "function_call_output", "call_id": "fc_1", "output": "180.5"}
+    answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "NVDA is 180.5"}]}
+    user = {"role": "user", "content": "Price of NVDA?"}
+    with recorder.session(agent="responses") as s:
+        s.call(request={"model": "gpt-5", "input": [user]}, response={"role": "assistant", "content": [reasoning, call]})
+        s.call(request={"model": "gpt-5", "input": [user, reasoning, call, output]},
+               response={"role": "assistant", "content": [answer]})
+        sid = s.id
+    session = store_of().get_session(sid)
+    assert [m["role"] for m in session["messages"]] == ["user", "assistant", None, "assistant"]
+    assert session["messages"][2]["content"] == output
+    items = timeline(session)
+    tool = next(p for p in items[1]["parts"] if p["kind"] == "tool_use")
+    assert tool["result"]["content"] == "180.5"

@@ -5,7 +5,6 @@ module, so other clients in the process and other libraries that share the SDK a
 """
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
 import time
@@ -44,11 +43,8 @@ class Router:
             if self.auto is None or self.auto.ended:
                 if self.recorder is None:
                     self.recorder = Recorder()
-                self.auto = self.recorder.session(agent=self.agent, provider=self.provider, labels=self.labels)
-                # Registered after the recorder's own exit hook, so it runs first: a process that
-                # exits normally ends this session as completed rather than interrupted.
-                ref = weakref.ref(self.auto)
-                atexit.register(lambda: (s := ref()) and s.end("completed"))
+                self.auto = self.recorder.session(agent=self.agent, provider=self.provider, labels=self.labels,
+                                                  on_close="completed")
             return self.auto
 
     def end(self) -> None:
@@ -168,10 +164,11 @@ def record(router: Router, fields: dict) -> None:
     try:
         session = router.session()
         session.call(**fields)
-    except Exception:
-        if session is not None and session.recorder.strict:
-            raise
-        log.warning("reasonlog could not record a call", exc_info=True)
+    except Exception as exc:
+        if session is None:
+            log.warning("reasonlog could not open a session for a call: %s", type(exc).__name__)
+            return
+        session.recorder.reject(exc)  # counted, logged with secrets masked; raised in strict mode
 
 
 def record_error(router: Router, request: dict, start: float, exc: BaseException, provider: str) -> None:

@@ -91,11 +91,13 @@ class Recorder:
                 provider: str | None = None, labels: dict | None = None, id: str | None = None,
                 external_id: str | None = None, parent: "SessionRecorder | str | None" = None,
                 parent_call: str | None = None, started_at: Any = None,
-                xml_tools: list[str] | None = None) -> "SessionRecorder":
+                xml_tools: list[str] | None = None, on_close: str = "interrupted") -> "SessionRecorder":
         """Start a session; use it as a context manager, or call `end()` yourself.
 
         `parent`/`parent_call` link a sub-agent's session to the session and call that spawned it.
         `xml_tools` names tags the model writes in its text to call tools (`<semantic_search>`).
+        `on_close`: the status the session ends with if the recorder closes while it is open
+        ("interrupted"; automatic sessions of instrumented clients use "completed").
         """
         sid = id or new_id()
         try:
@@ -115,6 +117,7 @@ class Recorder:
             self.reject(exc)
             event = None
         session = SessionRecorder(self, sid, model, provider)
+        session.on_close = on_close
         if event is not None:
             self._emit(event)
             self._sessions[sid] = session
@@ -145,7 +148,7 @@ class Recorder:
         if self._closed:
             return True
         for session in list(self._sessions.values()):
-            session.end(status="interrupted")
+            session.end(status=session.on_close)
         self._closed = True
         return self._writer.close(timeout)
 
@@ -169,6 +172,7 @@ class SessionRecorder:
         self.model, self.provider = model, provider
         self.exchange_id: str | None = None
         self.ended = False
+        self.on_close = "interrupted"
         self._token = None
 
     def __enter__(self) -> "SessionRecorder":

@@ -12,7 +12,7 @@ import orjson
 
 from ..model import (CallRecorded, Event, ExchangeEnded, ExchangeStarted, OutcomeRecorded, SessionEnded,
                      SessionStarted, ToolResultRecorded)
-from .content import decode_context, encode_context, new_in_timeline, pack_raw, raw_skeleton
+from .content import canonical, decode_context, encode_context, new_in_timeline, pack_raw, raw_skeleton
 from .contents import ContentWriter
 
 # Keys under which a request carries its context, by API. The first that holds a list wins.
@@ -35,6 +35,7 @@ class SessionState:
     next_exchange: int = 0
     context: list[int] | None = None
     response: int | None = None
+    response_items: frozenset[bytes] = frozenset()  # canonical bytes of the response's items
     system: int | None = None
 
 
@@ -175,7 +176,9 @@ class Applier:
         if system_id is not None and system_id != st.system and split.system:
             timeline.append(("system", system_id))
         roles = {cid: m.get("role") if isinstance(m, dict) else None for cid, m in zip(ids, split.messages)}
-        timeline += [(roles[cid], cid) for cid in new_in_timeline(ids, st.context, st.response)]
+        items = {cid for cid, m in zip(ids, split.messages)
+                 if st.response_items and canonical(m) in st.response_items}
+        timeline += [(roles[cid], cid) for cid in new_in_timeline(ids, st.context, st.response, items)]
         if response_id is not None:
             timeline.append(("assistant", response_id))
         cur.executemany("INSERT INTO messages (session_id, idx, role, content_id, call_id, at) VALUES (?,?,?,?,?,?)",
@@ -186,6 +189,7 @@ class Applier:
         cur.execute(_INSERT_CALL, self._call_row(ev, st, split, ids, system_id, tool_ids, response_id))
         st.next_call += 1
         st.context, st.response = ids, response_id
+        st.response_items = _items_of(ev.response)
         if system_id is not None:
             st.system = system_id
 
@@ -240,6 +244,21 @@ class Applier:
                     " VALUES (?,?,?,?,?,?,?)",
                     (ev.outcome_id, ev.session_id, ev.outcome_kind, self.dumps(ev.payload), ev.call_id, ev.at,
                      st.next_message))
+
+
+def _items_of(response: dict | None) -> frozenset[bytes]:
+    """The response's content items as the next request may resend them, one message each."""
+    content = response.get("content") if isinstance(response, dict) else None
+    if not isinstance(content, list):
+        return frozenset()
+    return frozenset(canonical(item) for item in content if isinstance(item, dict) and "role" not in item
+                     and item.get("type") in RESPONSES_ITEM_TYPES)
+
+
+# Output items of the OpenAI Responses API, which agents append to `input` one by one.
+RESPONSES_ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "web_search_call", "file_search_call",
+                                  "code_interpreter_call", "computer_call", "image_generation_call",
+                                  "local_shell_call", "mcp_call", "custom_tool_call"})
 
 
 _INSERT_CALL = (
