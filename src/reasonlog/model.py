@@ -121,15 +121,15 @@ class Usage:
     @classmethod
     def from_anthropic(cls, usage: dict) -> "Usage":
         """From an Anthropic Messages `usage` object (input excludes cache reads and writes)."""
-        write = usage.get("cache_creation_input_tokens") or 0
-        split = usage.get("cache_creation") or {}
-        write_1h = split.get("ephemeral_1h_input_tokens") or 0
-        details = usage.get("output_tokens_details") or {}
-        output = usage.get("output_tokens") or 0
-        return cls(input_tokens=usage.get("input_tokens") or 0, output_tokens=output,
-                   cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
-                   cache_write_tokens=max(write, write_1h), cache_write_1h_tokens=write_1h,
-                   reasoning_tokens=min(details.get("thinking_tokens") or 0, output))
+        get = usage.get  # on the recording thread: plain lookups, no intermediate dicts
+        write = get("cache_creation_input_tokens") or 0
+        split = get("cache_creation")
+        write_1h = (split.get("ephemeral_1h_input_tokens") or 0) if split else 0
+        details = get("output_tokens_details")
+        output = get("output_tokens") or 0
+        reasoning = (details.get("thinking_tokens") or 0) if details else 0
+        return cls(get("input_tokens") or 0, output, get("cache_read_input_tokens") or 0,
+                   write if write >= write_1h else write_1h, write_1h, reasoning if reasoning <= output else output)
 
     @classmethod
     def from_openai(cls, usage: dict) -> "Usage":

@@ -217,11 +217,9 @@ class SessionRecorder:
         elif type(request) is not dict:
             raise RecordError(f"request: expected a dict, got {type(request).__name__}")
         else:
-            request = {k: (list(v) if k in ("messages", "input") and type(v) is list else v)
-                       for k, v in request.items()}
-        for name, value in (("latency_ms", latency_ms), ("ttft_ms", ttft_ms), ("cost_usd", cost_usd)):
-            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
-                raise RecordError(f"{name}: expected a non-negative number, got {value!r}")
+            request = _snapshot(request)
+        if latency_ms is not None or ttft_ms is not None or cost_usd is not None:
+            _check_amounts(latency_ms=latency_ms, ttft_ms=ttft_ms, cost_usd=cost_usd)
         if usage is not None and type(usage) is not Usage:
             usage = _usage(usage)
         if started_at is None:
@@ -361,6 +359,22 @@ def _build_request(model, messages, system, tools, params) -> dict:
         request["tools"] = list(tools)
     request["messages"] = list(messages)
     return request
+
+
+def _snapshot(request: dict) -> dict:
+    """A copy of the request whose message list the agent may go on appending to."""
+    request = request.copy()
+    for key in ("messages", "input"):
+        value = request.get(key)
+        if type(value) is list:
+            request[key] = value.copy()
+    return request
+
+
+def _check_amounts(**amounts) -> None:
+    for name, value in amounts.items():
+        if value is not None and (type(value) not in (int, float) or value < 0):
+            raise RecordError(f"{name}: expected a non-negative number, got {value!r}")
 
 
 def _response_message(response: Any) -> dict | None:
