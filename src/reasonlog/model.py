@@ -147,6 +147,20 @@ class Usage:
                    reasoning_tokens=min(reasoning, completion))
 
 
+def jsonable(value: Any) -> Any:
+    """orjson's `default`: SDK models (pydantic) as the SDKs put them on the wire.
+
+    Requests may hold the SDK's own objects (an assistant reply appended to the history);
+    turning them into JSON on the writer thread keeps that walk off the agent's thread.
+    """
+    dump = getattr(value, "model_dump", None)
+    if dump is not None:
+        return dump(mode="json", exclude_unset=True, warnings=False)
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
 # ---------------------------------------------------------------------------------- events
 
 

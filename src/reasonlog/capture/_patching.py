@@ -107,8 +107,12 @@ def materialise(kwargs: dict, key: str) -> None:
 
 
 def request_body(kwargs: dict) -> dict:
-    """The request body as sent: SDK sentinels and transport options dropped, SDK models dumped."""
-    body = {k: plain(v) for k, v in kwargs.items() if k not in _TRANSPORT_KWARGS and not _is_sentinel(v)}
+    """The request body as sent, SDK sentinels and transport options dropped.
+
+    SDK objects inside (a reply appended to the history) stay as they are: the store turns them
+    into JSON on the writer thread (`model.jsonable`), so long histories cost no walk here.
+    """
+    body = {k: v for k, v in kwargs.items() if k not in _TRANSPORT_KWARGS and not _is_sentinel(v)}
     extra = kwargs.get("extra_body")
     if isinstance(extra, dict):
         body.update(plain(extra))

@@ -22,7 +22,7 @@ from typing import Callable
 
 import orjson
 
-from ..model import Event, event_from_dict, new_id
+from ..model import Event, event_from_dict, jsonable, new_id
 
 log = logging.getLogger("reasonlog")
 
@@ -48,7 +48,7 @@ class Spill:
             tmp = path.with_suffix(".tmp")
             with open(tmp, "wb") as f:
                 for ev in events:
-                    line = orjson.dumps(ev.to_dict(), option=orjson.OPT_NON_STR_KEYS)
+                    line = orjson.dumps(ev.to_dict(), default=jsonable, option=orjson.OPT_NON_STR_KEYS)
                     f.write((self.redactor.bytes(line) if self.redactor else line) + b"\n")
                 f.flush()
                 os.fsync(f.fileno())

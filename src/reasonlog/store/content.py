@@ -12,6 +12,8 @@ from typing import Any
 import orjson
 import zstandard
 
+from ..model import jsonable
+
 CODEC_PLAIN = 0
 CODEC_ZSTD = 1
 CODEC_ZSTD_DICT = 2  # zstd with the database's trained dictionary `dict_id`
@@ -58,7 +60,7 @@ def train_dictionary(samples: list[bytes]) -> bytes | None:
 def canonical(value: Any) -> bytes:
     """Canonical JSON: sorted keys, no whitespace, UTF-8. Equal values give equal bytes."""
     try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+        return orjson.dumps(value, default=jsonable, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     except TypeError as exc:
         raise TypeError(f"not JSON-serialisable: {exc}") from None
 

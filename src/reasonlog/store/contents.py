@@ -78,8 +78,7 @@ class ContentWriter:
         if cid is not None:
             return cid
         key, data = data, self.redactor.bytes(data)
-        if data is not key:
-            value = orjson.loads(data)
+        value = orjson.loads(data)  # what is stored: masked, and plain JSON where SDK objects were given
         digest = content_hash(data)
         cid = self.backend.find_content(cur, digest)
         if cid is None:

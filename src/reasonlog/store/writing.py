@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import orjson
 
+from ..model import jsonable
 from ..model import (CallRecorded, Event, ExchangeEnded, ExchangeStarted, OutcomeRecorded, SessionEnded,
                      SessionStarted, ToolResultRecorded)
 from .content import canonical, decode_context, encode_context, new_in_timeline, pack_raw, raw_skeleton
@@ -20,10 +21,6 @@ MESSAGE_KEYS = ("messages", "input", "contents")
 SYSTEM_KEYS = ("system", "instructions", "system_instruction")
 TOOLS_KEY = "tools"
 DEFAULT_SHAPE = {"messages": "messages", "system": "system"}
-
-
-def dumps(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 @dataclass
@@ -94,7 +91,7 @@ class Applier:
         """A JSON text column, with secrets masked."""
         if value is None:
             return None
-        return self.redactor.bytes(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)).decode()
+        return self.redactor.bytes(orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS)).decode()
 
     def mask_text(self, text: str | None) -> str | None:
         return None if text is None else self.redactor.text(text)
@@ -225,7 +222,8 @@ class Applier:
         if isinstance(ev.raw, (bytes, str)):
             data, fmt = (ev.raw.encode() if isinstance(ev.raw, str) else bytes(ev.raw)), "bytes"
         else:
-            skeleton = raw_skeleton(ev.raw, ev.response)
+            response = None if ev.response is None else orjson.loads(canonical(ev.response))  # SDK objects, plain
+            skeleton = raw_skeleton(orjson.loads(orjson.dumps(ev.raw, default=jsonable)), response)
             data, fmt = orjson.dumps(skeleton, option=orjson.OPT_NON_STR_KEYS), "skeleton"
         return pack_raw(self.redactor.bytes(data)), fmt
 
