@@ -168,3 +168,12 @@ def test_first_readme_command_works_from_a_shell(tmp_path):
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert str(tmp_path / "fresh.db") in out.stdout and "reasonlog" in out.stdout and "show" in out.stdout
+
+
+def test_export_exchange_jsonl_of_one_session(demo, run):
+    lines = [json.loads(line) for line in run("export", "--format", "exchange-jsonl", demo[0]["id"]).output.splitlines()]
+    assert lines[0]["type"] == "session_start" and lines[-1]["type"] == "session_end"
+    exchanges = [line for line in lines if line["type"] == "exchange"]
+    assert len(exchanges) == 3 and all("stats" in e and "user_input" in e for e in exchanges)
+    assert lines[-1]["tools_used"] == {"get_price": 3}
+    assert run("export", "--format", "exchange-jsonl", ok=False).exit_code != 0

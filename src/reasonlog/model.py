@@ -121,26 +121,30 @@ class Usage:
     @classmethod
     def from_anthropic(cls, usage: dict) -> "Usage":
         """From an Anthropic Messages `usage` object (input excludes cache reads and writes)."""
-        get = usage.get  # on the recording thread: plain lookups, no intermediate dicts
+        get = _getter(usage)  # a dict, or the SDK's usage object itself (no dump on the agent's thread)
         write = get("cache_creation_input_tokens") or 0
         split = get("cache_creation")
-        write_1h = (split.get("ephemeral_1h_input_tokens") or 0) if split else 0
+        write_1h = (_getter(split)("ephemeral_1h_input_tokens") or 0) if split else 0
         details = get("output_tokens_details")
         output = get("output_tokens") or 0
-        reasoning = (details.get("thinking_tokens") or 0) if details else 0
+        reasoning = (_getter(details)("thinking_tokens") or 0) if details else 0
         return cls(get("input_tokens") or 0, output, get("cache_read_input_tokens") or 0,
                    write if write >= write_1h else write_1h, write_1h, reasoning if reasoning <= output else output)
 
     @classmethod
-    def from_openai(cls, usage: dict) -> "Usage":
-        """From OpenAI Chat (`prompt_tokens`) or Responses (`input_tokens`) usage; cached tokens are split off."""
-        prompt = usage.get("prompt_tokens", usage.get("input_tokens")) or 0
-        completion = usage.get("completion_tokens", usage.get("output_tokens")) or 0
-        in_details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
-        out_details = usage.get("completion_tokens_details") or usage.get("output_tokens_details") or {}
-        cached = in_details.get("cached_tokens") or 0
-        reasoning = out_details.get("reasoning_tokens") or 0
-        total = usage.get("total_tokens")
+    def from_openai(cls, usage: Any) -> "Usage":
+        """From OpenAI Chat (`prompt_tokens`) or Responses (`input_tokens`) usage, a dict or the SDK's object.
+
+        Cached tokens are split off from input; reasoning is counted inside output exactly once.
+        """
+        get = _getter(usage)
+        prompt = _first(get("prompt_tokens"), get("input_tokens")) or 0
+        completion = _first(get("completion_tokens"), get("output_tokens")) or 0
+        in_details = get("prompt_tokens_details") or get("input_tokens_details")
+        out_details = get("completion_tokens_details") or get("output_tokens_details")
+        cached = (_getter(in_details)("cached_tokens") or 0) if in_details else 0
+        reasoning = (_getter(out_details)("reasoning_tokens") or 0) if out_details else 0
+        total = get("total_tokens")
         if total is not None and reasoning and total == prompt + completion + reasoning:
             completion += reasoning  # the server counted reasoning beside completion, not inside it
         return cls(input_tokens=max(prompt - cached, 0), output_tokens=completion, cache_read_tokens=cached,
@@ -159,6 +163,16 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return list(value)
     raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def _first(a: Any, b: Any) -> Any:
+    return b if a is None else a
+
+
+def _getter(value: Any):
+    if type(value) is dict:
+        return value.get
+    return lambda name: getattr(value, name, None)
 
 
 # ---------------------------------------------------------------------------------- events

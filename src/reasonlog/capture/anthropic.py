@@ -94,12 +94,13 @@ def _observe(result: Any, router: Router, request: dict, start: float, proxy: ty
 
 
 def _message_fields(message: Any, request: dict, start: float) -> dict:
-    raw = message.model_dump(mode="json", exclude_unset=True, warnings=False)
-    return {"request": request, "response": {"role": "assistant", "content": raw.get("content") or []},
-            "model": raw.get("model") or request.get("model"), "provider": PROVIDER,
-            "stop_reason": raw.get("stop_reason"), "usage": Usage.from_anthropic(raw.get("usage") or {}),
-            "latency_ms": (time.perf_counter() - start) * 1000, "provider_message_id": raw.get("id"),
-            "request_id": getattr(message, "_request_id", None), "raw": raw}
+    # The SDK's objects go to the recorder as they are: the writer thread dumps them to JSON
+    # (model.jsonable), so the agent's thread pays for no model_dump.
+    return {"request": request, "response": {"role": "assistant", "content": list(message.content or ())},
+            "model": message.model or request.get("model"), "provider": PROVIDER,
+            "stop_reason": message.stop_reason, "usage": Usage.from_anthropic(message.usage) if message.usage else None,
+            "latency_ms": (time.perf_counter() - start) * 1000, "provider_message_id": message.id,
+            "request_id": getattr(message, "_request_id", None), "raw": message}
 
 
 def _header_request_id(stream: Any) -> str | None:

@@ -52,6 +52,15 @@ def _chat_fields(raw: dict) -> dict:
             "raw": raw}
 
 
+def _chat_object_fields(result: Any) -> dict:
+    """Like `_chat_fields`, from the SDK's objects; the writer thread dumps them to JSON."""
+    choice = result.choices[0] if result.choices else None
+    return {"response": None if choice is None else choice.message,
+            "stop_reason": None if choice is None else choice.finish_reason,
+            "usage": None if result.usage is None else Usage.from_openai(result.usage), "model": result.model,
+            "provider_message_id": result.id, "raw": result}
+
+
 def _responses_fields(raw: dict) -> dict:
     output = raw.get("output") or []
     return {"response": {"role": "assistant", "content": output}, "stop_reason": _responses_stop(raw, output),
@@ -113,8 +122,10 @@ def _observe(result: Any, router: Router, request: dict, start: float, api: _Api
 
     final = openai.types.chat.ChatCompletion if api is CHAT else openai.types.responses.Response
     if isinstance(result, final):
-        raw = result.model_dump(mode="json", exclude_unset=True, warnings=False)
-        fields = api.fields(raw)
+        if api is CHAT:  # the common call: no model_dump on the agent's thread (see _chat_object_fields)
+            fields = _chat_object_fields(result)
+        else:
+            fields = api.fields(result.model_dump(mode="json", exclude_unset=True, warnings=False))
         fields.update(request=request, provider=PROVIDER, latency_ms=(time.perf_counter() - start) * 1000,
                       request_id=getattr(result, "_request_id", None))
         fields["model"] = fields["model"] or request.get("model")

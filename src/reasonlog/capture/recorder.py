@@ -381,6 +381,8 @@ def _response_message(response: Any) -> dict | None:
     """The assistant message as the agent will append it to its history."""
     if response is None or (type(response) is dict and "role" in response):
         return response
+    if hasattr(response, "model_dump"):  # an SDK message object: the writer thread turns it into JSON
+        return response
     if isinstance(response, str):
         return {"role": "assistant", "content": [{"type": "text", "text": response}]}
     if isinstance(response, (list, tuple)):
