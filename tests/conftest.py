@@ -26,6 +26,21 @@ def recorder(db_path: Path):
 
 
 @pytest.fixture
+def rec(recorder):
+    """The strict, synchronous recorder, under the short name the SDK tests use."""
+    return recorder
+
+
+@pytest.fixture
+def server():
+    """A local HTTP server on 127.0.0.1 answering with the recorded provider payloads."""
+    from sdk_server import FixtureServer
+
+    with FixtureServer() as s:
+        yield s
+
+
+@pytest.fixture
 def store_of(db_path: Path):
     """Open the test database for reading (after the recorder has written)."""
     opened = []

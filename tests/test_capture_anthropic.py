@@ -9,25 +9,12 @@ import pytest
 import reasonlog
 from reasonlog.capture.anthropic import instrument_anthropic
 from reasonlog.parts import parts_of
-from sdk_server import FIXTURES, FixtureServer, load_chunks, load_json
+from sdk_server import FIXTURES, load_chunks, load_json
 
 FOLDER = "anthropic-messages"
 JSON_FIXTURES = sorted(p.name for p in (FIXTURES / FOLDER).glob("*.json"))
 STREAM_FIXTURES = sorted(p.name for p in (FIXTURES / FOLDER).glob("*.chunks.txt"))
 ASK = {"model": "claude-test-model", "max_tokens": 1024, "messages": [{"role": "user", "content": "Hello"}]}
-
-
-@pytest.fixture
-def server():
-    with FixtureServer() as s:
-        yield s
-
-
-@pytest.fixture
-def rec(tmp_path):
-    r = reasonlog.Recorder(tmp_path / "log.db", writer="sync", strict=True)
-    yield r
-    r.close()
 
 
 def client_for(server, cls=anthropic.Anthropic):

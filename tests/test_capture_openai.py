@@ -11,7 +11,7 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 import reasonlog
 from reasonlog.capture.openai import instrument_openai
 from reasonlog.parts import parts_of
-from sdk_server import FIXTURES, FixtureServer, load_chunks, load_json, split_streams
+from sdk_server import FIXTURES, load_chunks, load_json, split_streams
 
 CHAT, RESPONSES = "openai-chat", "openai-responses"
 ASK = {"model": "test-model", "messages": [{"role": "system", "content": "Be brief."},
@@ -27,19 +27,6 @@ CHAT_TOKENS = {
     "openai-text.json": (16, 0, 363, 0),
 }
 RESPONSE_FIXTURES = sorted(p.name for p in (FIXTURES / RESPONSES).glob("*.json") if "error" not in p.name)
-
-
-@pytest.fixture
-def server():
-    with FixtureServer() as s:
-        yield s
-
-
-@pytest.fixture
-def rec(tmp_path):
-    r = reasonlog.Recorder(tmp_path / "log.db", writer="sync", strict=True)
-    yield r
-    r.close()
 
 
 def client_for(server, cls=openai.OpenAI):

@@ -125,3 +125,29 @@ def test_a_database_from_a_newer_reasonlog_is_refused_clearly(db_path):
         db.execute("INSERT INTO _reasonlog_migrations VALUES (99, 'future', 'x')")
     with pytest.raises(reasonlog.store.StoreError, match="newer than this reasonlog"):
         reasonlog.open_store(db_path)
+
+
+class NotJSON:
+    """Something an agent might put in a message by mistake."""
+
+
+def test_an_event_that_cannot_be_stored_is_rejected_alone(db_path, store_of, caplog):
+    rec = reasonlog.Recorder(db_path, flush_interval=60)  # one batch holds everything below
+    with rec.session(agent="mixed") as s:
+        first = s.call(messages=[{"role": "user", "content": "fine"}], response="ok")
+        s.call(messages=[{"role": "user", "content": NotJSON()}], response="never stored")
+        s.call(messages=[{"role": "user", "content": "dup"}], response="x", id=first)  # same id again
+        s.call(messages=[{"role": "user", "content": "when?"}], response="x", started_at="yesterday")
+        last = s.call(messages=[{"role": "user", "content": "fine"}, {"role": "assistant", "content": "ok"},
+                                {"role": "user", "content": "still fine"}], response="ok again")
+        sid = s.id
+    rec.close()
+    assert rec.stats()["spilled_batches"] == 0
+    store = store_of()
+    session = store.get_session(sid)
+    assert [c["id"] for c in session["calls"]] == [first, last] and session["status"] == "completed"
+    assert store.replay_call(last)["messages"][-1]["content"] == "still fine"
+    assert store.status()["rejected_records"] == 3 and store.status()["pending_spill_files"] == []
+    assert "could not store" in caplog.text
+    assert [m["content"]["content"] if isinstance(m["content"], dict) else m["content"]
+            for m in session["messages"]][-2:] == ["still fine", [{"type": "text", "text": "ok again"}]]

@@ -21,7 +21,7 @@ import reasonlog
 from reasonlog.capture.langchain import usage_from_metadata
 from reasonlog.langchain import ReasonlogCallback
 from reasonlog.parts import parts_of
-from sdk_server import FixtureServer, load_chunks, load_json
+from sdk_server import load_chunks, load_json
 
 CHAT, MESSAGES = "openai-chat", "anthropic-messages"
 ASK = [SystemMessage("Be brief."), HumanMessage("Weather in San Francisco?")]
@@ -38,19 +38,6 @@ def weather(location: str) -> str:
 def broken(location: str) -> str:
     """A tool whose backend is down."""
     raise ToolException("quote service unavailable")
-
-
-@pytest.fixture
-def server():
-    with FixtureServer() as s:
-        yield s
-
-
-@pytest.fixture
-def rec(tmp_path):
-    r = reasonlog.Recorder(tmp_path / "log.db", writer="sync", strict=True)
-    yield r
-    r.close()
 
 
 def openai_model(server, **kwargs) -> ChatOpenAI:

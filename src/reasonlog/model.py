@@ -89,12 +89,16 @@ class Usage:
     reasoning_tokens: int = 0
 
     def __post_init__(self) -> None:
-        values = (self.input_tokens, self.output_tokens, self.cache_read_tokens, self.cache_write_tokens,
-                  self.cache_write_1h_tokens, self.reasoning_tokens)
-        if set(map(type, values)) != {int} or min(values) < 0:  # the common case costs two C calls
-            for f, value in zip(fields(self), values):
-                if type(value) is not int or value < 0:
-                    raise RecordError(f"usage.{f.name}: expected a non-negative int, got {value!r}")
+        i, o, r, w, w1, t = values = (self.input_tokens, self.output_tokens, self.cache_read_tokens,
+                                      self.cache_write_tokens, self.cache_write_1h_tokens, self.reasoning_tokens)
+        # One chained test for the common case: it runs on the agent's thread for every call.
+        if (type(i) is int and type(o) is int and type(r) is int and type(w) is int and type(w1) is int
+                and type(t) is int and i >= 0 and o >= 0 and r >= 0 and w >= 0 and w1 >= 0 and t >= 0
+                and w1 <= w and t <= o):
+            return
+        for f, value in zip(fields(self), values):
+            if type(value) is not int or value < 0:
+                raise RecordError(f"usage.{f.name}: expected a non-negative int, got {value!r}")
         if self.cache_write_1h_tokens > self.cache_write_tokens:
             raise RecordError("usage.cache_write_1h_tokens: larger than cache_write_tokens, of which it is a part")
         if self.reasoning_tokens > self.output_tokens:
@@ -248,7 +252,7 @@ class CallRecorded(Event):
     call_id: str
     session_id: str
     exchange_id: str | None
-    started_at: str
+    started_at: Any  # as given (epoch seconds, datetime, ISO text); the store normalises it
     request: dict  # the request body; its `messages`, `system` and `tools` are stored by reference
     response: dict | None  # the assistant message as the agent appends it to its history
     model: str | None = None

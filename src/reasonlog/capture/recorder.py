@@ -223,9 +223,8 @@ class SessionRecorder:
         if usage is not None and type(usage) is not Usage:
             usage = _usage(usage)
         if started_at is None:
-            now = time.time()
-            started_at = format_instant(now - latency_ms / 1000 if latency_ms else now)
-        else:
+            started_at = time.time() - (latency_ms / 1000 if latency_ms else 0)  # formatted on the writer thread
+        elif self.recorder.strict:
             started_at = _instant(started_at, "started_at")
         status = "error" if error is not None else "partial" if partial else "ok"
         return CallRecorded(call_id or new_id(), self.id, self.exchange_id, started_at, request,

@@ -59,6 +59,7 @@ class ContentWriter:
     _dict_id: int | None = None
     _dict_checked: bool = False
     _samples: list[bytes] = field(default_factory=list)
+    _added: list[bytes] | None = None  # cache keys since the last checkpoint, while events are isolated
 
     def __post_init__(self) -> None:
         self.redactor = self.redactor or _Plain()
@@ -70,6 +71,21 @@ class ContentWriter:
         self.pending_text.clear()
         self.dicts.forget(self._dict_id)
         self._dict_id, self._dict_checked = None, False
+
+    def checkpoint(self) -> tuple[int, int | None]:
+        self._added: list[bytes] = []
+        return len(self.pending_text), self._dict_id
+
+    def rollback_to(self, mark: tuple[int, int | None]) -> None:
+        """Undo what one event added, after its savepoint was rolled back."""
+        pending, dict_id = mark
+        for key in self._added:
+            self.cache.pop(key, None)
+        del self.pending_text[pending:]
+        if self._dict_id != dict_id:
+            self.dicts.forget(self._dict_id)
+            self._dict_id = dict_id
+        self._added = []
 
     def id_of(self, cur, value: Any, kind: str) -> int:
         """The id of a content, inserting it when new."""
@@ -90,6 +106,8 @@ class ContentWriter:
             self.cache_bytes = 0
         self.cache[key] = cid
         self.cache_bytes += len(key)
+        if self._added is not None:
+            self._added.append(key)
         return cid
 
     def stored_bytes(self, value: Any) -> bytes:
@@ -101,6 +119,7 @@ class ContentWriter:
         if self.pending_text:
             self.backend.index_texts(cur, [(cid, text) for cid, text in self.pending_text if text])
             self.pending_text.clear()
+        self._added = None
 
     def _insert(self, cur, digest: bytes, data: bytes, kind: str) -> int:
         dict_id = self._dictionary(cur, data)

@@ -1,6 +1,7 @@
 """The embedded default store: one SQLite file (stdlib sqlite3, WAL, FTS5)."""
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..model import Event
+from ..parts import RecordError
 from ..parts import searchable_text
 from . import SessionFilter, StoreError
 from . import reading, transfer
@@ -19,6 +21,9 @@ from .contents import ContentWriter
 from .writing import Applier
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
+# Errors that say an event's own data cannot be stored, as opposed to the store failing.
+DATA_ERRORS = (TypeError, ValueError, OverflowError, RecordError, sqlite3.IntegrityError)
+log = logging.getLogger("reasonlog")
 PAGE_SIZE = 16384
 
 
@@ -102,16 +107,30 @@ class SQLiteStore:
     # ------------------------------------------------------------ writing
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> None:
-        """Apply events in order in one transaction; on any error roll back and raise."""
+        """Apply events in order in one transaction; on a store error roll back and raise.
+
+        An event whose own data cannot be stored (not JSON, a duplicate id) must not take its
+        batch with it, nor every batch after it: the batch is then written again with each event
+        in a savepoint, and the events that fail are counted as rejected and left out.
+        """
+        try:
+            self._write_batch(events, counters, isolate=False)
+        except DATA_ERRORS:
+            self._write_batch(events, counters, isolate=True)
+
+    def _write_batch(self, events: list[Event], counters: dict[str, int] | None, isolate: bool) -> None:
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             masked = self._applier.redactor.masked
+            counters = dict(counters or {})
             try:
                 for event in events:
-                    self._applier.apply(cur, event)
+                    if isolate:
+                        counters["rejected"] = counters.get("rejected", 0) + self._apply_alone(cur, event)
+                    else:
+                        self._applier.apply(cur, event)
                 self._applier.finish(cur)
-                counters = dict(counters or {})
                 counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
                 self._add_counters(cur, counters)
                 cur.execute("COMMIT")
@@ -120,6 +139,22 @@ class SQLiteStore:
                 self._applier.redactor.masked = masked
                 self._applier.reset()
                 raise
+
+    def _apply_alone(self, cur, event: Event) -> int:
+        """Apply one event in a savepoint; 1 if it was rejected, else 0."""
+        mark = self._applier.checkpoint()
+        cur.execute("SAVEPOINT event")
+        try:
+            self._applier.apply(cur, event)
+        except DATA_ERRORS as exc:
+            cur.execute("ROLLBACK TO event")
+            cur.execute("RELEASE event")
+            self._applier.rollback_to(mark, getattr(event, "session_id", None))
+            log.warning("reasonlog rejected a %s event it could not store: %s",
+                        event.kind, self._applier.redactor.text(f"{type(exc).__name__}: {exc}"))
+            return 1
+        cur.execute("RELEASE event")
+        return 0
 
     def add_counters(self, counters: dict[str, int]) -> None:
         with self._lock:

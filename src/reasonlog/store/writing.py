@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import orjson
 
-from ..model import jsonable
+from ..model import format_instant, jsonable
 from ..model import (CallRecorded, Event, ExchangeEnded, ExchangeStarted, OutcomeRecorded, SessionEnded,
                      SessionStarted, ToolResultRecorded)
 from .content import canonical, decode_context, encode_context, new_in_timeline, pack_raw, raw_skeleton
@@ -96,6 +96,15 @@ class Applier:
     def mask_text(self, text: str | None) -> str | None:
         return None if text is None else self.redactor.text(text)
 
+    def checkpoint(self):
+        """A mark to return to with `rollback_to` when one event is rolled back to a savepoint."""
+        return self.contents.checkpoint()
+
+    def rollback_to(self, mark, session_id: str | None) -> None:
+        """Forget what the rolled-back event taught: its contents and its session's state."""
+        self.contents.rollback_to(mark)
+        self.sessions.pop(session_id, None)
+
     def reset(self) -> None:
         """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
         self.sessions.clear()
@@ -162,6 +171,7 @@ class Applier:
     # -------------------------------------------------------------- calls
 
     def _apply_call(self, cur, ev: CallRecorded) -> None:
+        ev.started_at = format_instant(ev.started_at)  # a bad instant rejects this event alone
         st = self.state(cur, ev.session_id)
         split = split_request(ev.request)
         ids = [self.content_id(cur, m, "message") for m in split.messages]
