@@ -228,7 +228,9 @@ class SQLiteStore:
         tokens = re.findall(r"[^\W_]+", text.lower())
         if not tokens:
             return []
-        match = " AND ".join(f'"{t}"*' for t in tokens)
+        # Inner words of a phrase are whole tokens; only the last may continue (search "batch" finds
+        # "batches"). Exact tokens are cheaper for FTS5 than prefixes of common words.
+        match = " AND ".join([f'"{t}"' for t in tokens[:-1]] + [f'"{tokens[-1]}"*'])
         where, args = reading.filter_sql(SessionFilter(**{**flt.__dict__, "limit": None}))
         sql = ("SELECT m.session_id, m.idx, m.role, m.call_id, m.at, m.content_id FROM contents_fts f"
                " JOIN messages m ON m.content_id = f.rowid JOIN sessions s ON s.id = m.session_id"
