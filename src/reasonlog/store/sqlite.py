@@ -25,6 +25,7 @@ MIGRATIONS_TABLE = "_reasonlog_migrations"
 DATA_ERRORS = (TypeError, ValueError, OverflowError, RecordError, sqlite3.IntegrityError)
 log = logging.getLogger("reasonlog")
 PAGE_SIZE = 16384
+CACHE_KIB = 32768
 
 
 def spill_dir(db_path: Path) -> Path:
@@ -47,6 +48,7 @@ class SQLiteStore:
         self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")  # the full-text index's merges stay in memory
         self._conn.execute("PRAGMA foreign_keys=OFF")
         self._dicts = Dictionaries()
         self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)

@@ -232,9 +232,8 @@ class Applier:
         if isinstance(ev.raw, (bytes, str)):
             data, fmt = (ev.raw.encode() if isinstance(ev.raw, str) else bytes(ev.raw)), "bytes"
         else:
-            response = None if ev.response is None else orjson.loads(canonical(ev.response))  # SDK objects, plain
-            skeleton = raw_skeleton(orjson.loads(orjson.dumps(ev.raw, default=jsonable)), response)
-            data, fmt = orjson.dumps(skeleton, option=orjson.OPT_NON_STR_KEYS), "skeleton"
+            skeleton = raw_skeleton(_plain(ev.raw), _plain(ev.response))
+            data, fmt = orjson.dumps(skeleton, default=jsonable, option=orjson.OPT_NON_STR_KEYS), "skeleton"
         return pack_raw(self.redactor.bytes(data)), fmt
 
     # -------------------------------------------------------------- tools and outcomes
@@ -252,6 +251,17 @@ class Applier:
                     " VALUES (?,?,?,?,?,?,?)",
                     (ev.outcome_id, ev.session_id, ev.outcome_kind, self.dumps(ev.payload), ev.call_id, ev.at,
                      st.next_message))
+
+
+def _plain(value: Any) -> Any:
+    """`value` as plain JSON data: SDK objects (which adapters hand over as they are) are dumped."""
+    if value is None or (type(value) is dict and all(type(v) in _PLAIN for v in value.values())
+                         and all(type(b) is dict for b in value.get("content") or () if type(value.get("content")) is list)):
+        return value
+    return orjson.loads(orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS))
+
+
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 
 
 def _items_of(response: dict | None) -> frozenset[bytes]:
