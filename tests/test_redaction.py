@@ -4,7 +4,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 
-import orjson
 import pytest
 
 import reasonlog

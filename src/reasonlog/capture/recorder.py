@@ -14,7 +14,6 @@ import os
 import socket
 import time
 import weakref
-from datetime import datetime, timezone
 from typing import Any
 
 from ..model import (CallRecorded, Event, ExchangeEnded, ExchangeStarted, OutcomeRecorded, SessionEnded, SessionStarted,

@@ -110,10 +110,6 @@ class ContentWriter:
             self._added.append(key)
         return cid
 
-    def stored_bytes(self, value: Any) -> bytes:
-        """The bytes a value is stored as: canonical JSON with secrets masked."""
-        return self.redactor.bytes(canonical(value))
-
     def finish(self, cur) -> None:
         """Index the texts of this batch's new contents (call before commit)."""
         if self.pending_text:

@@ -1,18 +1,17 @@
-"""Turning events into rows: content addressing, context encoding and the session timeline.
+"""Turning events into rows: the context encoding, the session timeline, cost and raw payloads.
 
-Dialect-neutral: it speaks DB-API with `?` placeholders and asks its backend for the two
-things dialects do differently (indexing text, inserting a content and getting its id).
+Dialect-neutral: it speaks DB-API with `?` placeholders; contents go through `ContentWriter`,
+whose backend supplies the statements that differ between dialects.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
-from ..model import format_instant, jsonable
 from ..model import (CallRecorded, Event, ExchangeEnded, ExchangeStarted, OutcomeRecorded, SessionEnded,
-                     SessionStarted, ToolResultRecorded)
+                     SessionStarted, ToolResultRecorded, format_instant, jsonable)
 from .content import canonical, decode_context, encode_context, new_in_timeline, pack_raw, raw_skeleton
 from .contents import ContentWriter
 
