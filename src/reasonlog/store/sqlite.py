@@ -148,6 +148,7 @@ class SQLiteStore:
         cur.execute("SAVEPOINT event")
         try:
             self._applier.apply(cur, event)
+            self._applier.flush_rows(cur)  # inside the savepoint, so a duplicate id fails this event alone
         except DATA_ERRORS as exc:
             cur.execute("ROLLBACK TO event")
             cur.execute("RELEASE event")

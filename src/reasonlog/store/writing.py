@@ -81,6 +81,7 @@ class Applier:
     contents: ContentWriter
     price_table: Any = None
     sessions: dict[str, SessionState] = field(default_factory=dict)
+    rows: dict[str, list[tuple]] = field(default_factory=dict)  # statement -> rows waiting for one executemany
 
     @property
     def redactor(self):
@@ -103,10 +104,12 @@ class Applier:
         """Forget what the rolled-back event taught: its contents and its session's state."""
         self.contents.rollback_to(mark)
         self.sessions.pop(session_id, None)
+        self.rows.clear()
 
     def reset(self) -> None:
         """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
         self.sessions.clear()
+        self.rows.clear()
         self.contents.reset()
 
     def apply(self, cur, event: Event) -> None:
@@ -115,7 +118,18 @@ class Applier:
 
     def finish(self, cur) -> None:
         """Work deferred to the end of a batch; call before commit."""
+        self.flush_rows(cur)
         self.contents.finish(cur)
+
+    def flush_rows(self, cur) -> None:
+        """Insert the rows queued by `queue`: one executemany per statement, not one per event."""
+        for sql, rows in self.rows.items():
+            if rows:
+                cur.executemany(sql, rows)
+        self.rows.clear()
+
+    def queue(self, sql: str, rows: list[tuple]) -> None:
+        self.rows.setdefault(sql, []).extend(rows)
 
     def content_id(self, cur, value: Any, kind: str) -> int:
         return self.contents.id_of(cur, value, kind)
@@ -129,6 +143,7 @@ class Applier:
         return st
 
     def _load_state(self, cur, session_id: str) -> SessionState:
+        self.flush_rows(cur)  # what this batch queued must be visible to the queries below
         st = SessionState()
         rows = cur.execute("SELECT idx, context_json, response_id, system_id FROM calls WHERE session_id = ? "
                            "ORDER BY idx", (session_id,)).fetchall()
@@ -187,12 +202,11 @@ class Applier:
         timeline += [(roles[cid], cid) for cid in new_in_timeline(ids, st.context, st.response, items)]
         if response_id is not None:
             timeline.append(("assistant", response_id))
-        cur.executemany("INSERT INTO messages (session_id, idx, role, content_id, call_id, at) VALUES (?,?,?,?,?,?)",
-                        [(ev.session_id, st.next_message + i, role, cid, ev.call_id, ev.started_at)
-                         for i, (role, cid) in enumerate(timeline)])
+        self.queue(_INSERT_MESSAGE, [(ev.session_id, st.next_message + i, role, cid, ev.call_id, ev.started_at)
+                                     for i, (role, cid) in enumerate(timeline)])
         st.next_message += len(timeline)
 
-        cur.execute(_INSERT_CALL, self._call_row(ev, st, split, ids, system_id, tool_ids, response_id))
+        self.queue(_INSERT_CALL, [self._call_row(ev, st, split, ids, system_id, tool_ids, response_id)])
         st.next_call += 1
         st.context, st.response = ids, response_id
         st.response_items = _items_of(ev.response)
@@ -209,8 +223,8 @@ class Applier:
                 *((u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens,
                    u.cache_write_1h_tokens, u.reasoning_tokens) if u else (None,) * 6),
                 cost_usd, cost_source, ev.provider_message_id, ev.request_id, self.dumps(split.params),
-                self.dumps(split.shape), system_id, self.dumps(tool_ids),
-                self.dumps(encode_context(ids, st.context)), len(ids), response_id, raw, raw_format,
+                _ours(split.shape), system_id, _ours(tool_ids), _ours(encode_context(ids, st.context)), len(ids),
+                response_id, raw, raw_format,
                 self.dumps(ev.context_facts))
 
     def _cost(self, ev: CallRecorded) -> tuple[float | None, str | None]:
@@ -252,6 +266,11 @@ class Applier:
                      st.next_message))
 
 
+def _ours(value: Any) -> str | None:
+    """JSON of what reasonlog itself made (ids, key names): nothing recorded, so nothing to mask."""
+    return None if value is None else orjson.dumps(value).decode()
+
+
 def _plain(value: Any) -> Any:
     """`value` as plain JSON data: SDK objects (which adapters hand over as they are) are dumped."""
     if value is None or (type(value) is dict and all(type(v) in _PLAIN for v in value.values())
@@ -278,6 +297,7 @@ RESPONSES_ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "web_
                                   "local_shell_call", "mcp_call", "custom_tool_call"})
 
 
+_INSERT_MESSAGE = "INSERT INTO messages (session_id, idx, role, content_id, call_id, at) VALUES (?,?,?,?,?,?)"
 _INSERT_CALL = (
     "INSERT INTO calls (id, session_id, idx, exchange_id, provider, model, started_at, latency_ms, ttft_ms, status,"
     " stop_reason, error_json, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
