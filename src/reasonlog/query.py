@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import difflib
 import statistics
-from datetime import datetime, timedelta
 from collections import defaultdict
+from datetime import datetime, timedelta
 from typing import Any
+
+import orjson
 
 from .parts import Part, parts_of, searchable_text
 from .store import SessionFilter, Store
@@ -172,9 +174,20 @@ def _system_of(call: dict) -> str:
 
 
 def _brief(index: int, message: Any) -> dict:
-    text = searchable_text(message)
+    """A message in one line: its text, its tool calls as `→ name(args)`, its results as `← …`."""
+    text = " ".join(_one_line(p) for p in parts_of(message) if _one_line(p))
     role = message.get("role") if isinstance(message, dict) else None
     return {"index": index, "role": role, "text": text[:200] + ("…" if len(text) > 200 else "")}
+
+
+def _one_line(part: Part) -> str:
+    if part.kind == "tool_use":
+        return f"→ {part.name}({orjson.dumps(part.input).decode()})"
+    if part.kind == "tool_result":
+        return f"← {' '.join(part.text.split())}"
+    if part.kind == "thinking":
+        return f"(thinking: {' '.join(part.text.split())})"
+    return " ".join(part.text.split())
 
 
 def _replacements(msgs_a, msgs_b, i1, i2, j1, j2, added, trimmed) -> list[dict]:

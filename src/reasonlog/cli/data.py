@@ -94,7 +94,7 @@ def db_status(obj, as_json):
         table.add_row(key, Text(str(status[key])))
     for key, value in status["counts"].items():
         table.add_row(key, str(value))
-    for key in ("dropped_records", "rejected_records", "spilled_batches", "replayed_batches"):
+    for key in ("dropped_records", "rejected_records", "spilled_batches", "replayed_batches", "redacted_secrets"):
         table.add_row(key, str(status[key]))
     table.add_row("pending spill files", str(len(status["pending_spill_files"])))
     console.print(table)
