@@ -5,11 +5,11 @@ import asyncio
 
 import anthropic
 import pytest
+from sdk_server import FIXTURES, load_chunks, load_json
 
 import reasonlog
 from reasonlog.capture.anthropic import instrument_anthropic
 from reasonlog.parts import parts_of
-from sdk_server import FIXTURES, load_chunks, load_json
 
 FOLDER = "anthropic-messages"
 JSON_FIXTURES = sorted(p.name for p in (FIXTURES / FOLDER).glob("*.json"))

@@ -7,11 +7,11 @@ import json
 import openai
 import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
+from sdk_server import FIXTURES, load_chunks, load_json, split_streams
 
 import reasonlog
 from reasonlog.capture.openai import instrument_openai
 from reasonlog.parts import parts_of
-from sdk_server import FIXTURES, load_chunks, load_json, split_streams
 
 CHAT, RESPONSES = "openai-chat", "openai-responses"
 ASK = {"model": "test-model", "messages": [{"role": "system", "content": "Be brief."},

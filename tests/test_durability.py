@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import reasonlog
-from reasonlog.store import schema, sqlite as sqlite_store
+from reasonlog.store import schema
+from reasonlog.store import sqlite as sqlite_store
 from reasonlog.store.schema import Migration
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -16,12 +16,12 @@ from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import ToolException, tool
 from langchain_openai import ChatOpenAI
+from sdk_server import load_chunks, load_json
 
 import reasonlog
 from reasonlog.capture.langchain import usage_from_metadata
 from reasonlog.langchain import ReasonlogCallback
 from reasonlog.parts import parts_of
-from sdk_server import load_chunks, load_json
 
 CHAT, MESSAGES = "openai-chat", "anthropic-messages"
 ASK = [SystemMessage("Be brief."), HumanMessage("Weather in San Francisco?")]

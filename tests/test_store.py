@@ -4,12 +4,11 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from helpers import record_workload
 
 import reasonlog
 from reasonlog.store import SessionFilter, StoreError
 from reasonlog.store.content import canonical
-
-from helpers import record_workload
 
 
 @pytest.fixture(scope="module")

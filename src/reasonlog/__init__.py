@@ -1,6 +1,12 @@
 """reasonlog: a flight recorder for LLM agents."""
-from .capture import (ExchangeRecorder, Recorder, SessionRecorder, current_session, instrument_anthropic,
-                      instrument_openai)
+from .capture import (
+                      ExchangeRecorder,
+                      Recorder,
+                      SessionRecorder,
+                      current_session,
+                      instrument_anthropic,
+                      instrument_openai,
+)
 from .model import Usage
 from .parts import Part, RecordError
 from .store import SessionFilter, open_store

@@ -6,8 +6,8 @@ Anthropic content-block shape, which most agent loops already use.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson

@@ -14,8 +14,18 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..model import Usage
-from ._patching import AsyncStreamProxy, Handle, Router, StreamProxy, Tap, install, materialise, record, \
-    record_error, request_body
+from ._patching import (
+    AsyncStreamProxy,
+    Handle,
+    Router,
+    StreamProxy,
+    Tap,
+    install,
+    materialise,
+    record,
+    record_error,
+    request_body,
+)
 from .recorder import Recorder, SessionRecorder
 
 PROVIDER = "openai"

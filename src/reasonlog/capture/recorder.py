@@ -16,8 +16,20 @@ import time
 import weakref
 from typing import Any
 
-from ..model import (CallRecorded, Event, ExchangeEnded, ExchangeStarted, OutcomeRecorded, SessionEnded, SessionStarted,
-                     ToolResultRecorded, Usage, format_instant, new_id, utc_now)
+from ..model import (
+    CallRecorded,
+    Event,
+    ExchangeEnded,
+    ExchangeStarted,
+    OutcomeRecorded,
+    SessionEnded,
+    SessionStarted,
+    ToolResultRecorded,
+    Usage,
+    format_instant,
+    new_id,
+    utc_now,
+)
 from ..parts import RecordError, check_block
 from .redact import Redactor
 from .writer import BackgroundWriter, SyncWriter

@@ -104,8 +104,8 @@ def db_status(obj, as_json):
 @click.pass_obj
 def db_upgrade(obj):
     """Apply pending schema migrations and write any spilled batches."""
-    from ..store.sqlite import SQLiteStore, spill_dir
     from ..capture.writer import SyncWriter
+    from ..store.sqlite import SQLiteStore, spill_dir
 
     store = SQLiteStore(obj.path, upgrade=False)
     applied = store.upgrade()

@@ -10,8 +10,16 @@ from typing import Any, Protocol
 import orjson
 
 from ..parts import searchable_text
-from .content import (DICT_TRAIN_MIN_BYTES, DICT_TRAIN_SAMPLES, COMPRESS_MIN_BYTES, Dictionaries, canonical,
-                      compress, content_hash, train_dictionary)
+from .content import (
+    COMPRESS_MIN_BYTES,
+    DICT_TRAIN_MIN_BYTES,
+    DICT_TRAIN_SAMPLES,
+    Dictionaries,
+    canonical,
+    compress,
+    content_hash,
+    train_dictionary,
+)
 
 # Canonical bytes -> content id, across sessions; cleared past this many bytes.
 CACHE_BYTES = 256 << 20

@@ -6,7 +6,14 @@ from typing import Any, Iterator
 import orjson
 
 from . import SessionFilter, StoreError
-from .content import Dictionaries, canonical, decode_context, decompress, fill_skeleton, unpack_raw
+from .content import (
+    Dictionaries,
+    canonical,
+    decode_context,
+    decompress,
+    fill_skeleton,
+    unpack_raw,
+)
 from .writing import join_request
 
 SESSION_COLUMNS = ("id", "run", "agent", "model", "provider", "labels_json", "parent_session_id", "parent_call_id",

@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..model import Event
-from ..parts import RecordError
-from ..parts import searchable_text
-from . import SessionFilter, StoreError
-from . import reading, transfer
-from .schema import SQLITE_MIGRATIONS
+from ..parts import RecordError, searchable_text
+from . import SessionFilter, StoreError, reading, transfer
 from .content import Dictionaries
 from .contents import ContentWriter
+from .schema import SQLITE_MIGRATIONS
 from .writing import Applier
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"

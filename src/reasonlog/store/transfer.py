@@ -12,8 +12,7 @@ import orjson
 
 from . import StoreError
 from .content import canonical, content_hash, pack_raw, unpack_raw
-from .reading import ContentReader
-from .reading import CALL_COLUMNS, SESSION_COLUMNS
+from .reading import CALL_COLUMNS, SESSION_COLUMNS, ContentReader
 
 FORMAT = "reasonlog"
 VERSION = 1

@@ -10,9 +10,26 @@ from typing import Any
 
 import orjson
 
-from ..model import (CallRecorded, Event, ExchangeEnded, ExchangeStarted, OutcomeRecorded, SessionEnded,
-                     SessionStarted, ToolResultRecorded, format_instant, jsonable)
-from .content import canonical, decode_context, encode_context, new_in_timeline, pack_raw, raw_skeleton
+from ..model import (
+    CallRecorded,
+    Event,
+    ExchangeEnded,
+    ExchangeStarted,
+    OutcomeRecorded,
+    SessionEnded,
+    SessionStarted,
+    ToolResultRecorded,
+    format_instant,
+    jsonable,
+)
+from .content import (
+    canonical,
+    decode_context,
+    encode_context,
+    new_in_timeline,
+    pack_raw,
+    raw_skeleton,
+)
 from .contents import ContentWriter
 
 # Keys under which a request carries its context, by API. The first that holds a list wins.
@@ -232,7 +249,9 @@ class Applier:
             return ev.cost_usd, "reported"
         if ev.usage is None:
             return None, None
-        from ..pricing import load_price_table  # the table loads once, on the first priced call
+        from ..pricing import (
+            load_price_table,  # the table loads once, on the first priced call
+        )
 
         table = self.price_table or load_price_table()
         cost = table.cost(ev.model or "", ev.usage)
