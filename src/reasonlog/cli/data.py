@@ -1,6 +1,8 @@
 """Commands that move data or look after the database: demo, export, import, db."""
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 
 import click
@@ -25,10 +27,23 @@ def demo(obj, n_exchanges):
                        f"({result['failed_calls']} failed), {result['outcomes']} outcomes.", style="bold"))
     console.print(Text(f"Database: {obj.path}"))
     db = f" --db {obj.path}" if obj.db else ""
+    prog = _invocation()
     console.print("Look at it with:")
-    for command in (f"reasonlog{db} sessions --run {result['run']}", f"reasonlog{db} show {result['first_session']}",
-                    f"reasonlog{db} stats --by agent"):
+    for command in (f"{prog}{db} sessions --run {result['run']}", f"{prog}{db} show {result['first_session']}",
+                    f"{prog}{db} stats --by agent"):
         console.print(Text("  " + command, style="cyan"))
+
+
+def _invocation() -> str:
+    """How the user can run this command again: `reasonlog` when it is on PATH, else its path."""
+    argv0 = sys.argv[0]
+    if argv0.endswith("__main__.py"):
+        return "python -m reasonlog"
+    found = shutil.which("reasonlog")
+    if found and os.path.realpath(found) == os.path.realpath(argv0):
+        return "reasonlog"
+    path = os.path.relpath(argv0) if os.path.realpath(argv0).startswith(os.getcwd()) else argv0
+    return path if os.sep in path else "reasonlog"
 
 
 @cli.command("export")
