@@ -139,6 +139,11 @@ def test_export_import_round_trip_is_byte_identical(demo, run, tmp_path):
     assert runner.invoke(cli, ["--db", str(other), "export", "-o", str(second)]).exit_code == 0
     assert first.read_bytes() == second.read_bytes()
     assert len(first.read_bytes().splitlines()) > 50
+    again = runner.invoke(cli, ["--db", str(other), "import", str(first)])  # the same file twice
+    assert again.exit_code == 0 and "2 session(s) already present were skipped" in again.output
+    third = tmp_path / "third.jsonl"
+    runner.invoke(cli, ["--db", str(other), "export", "-o", str(third)])
+    assert third.read_bytes() == first.read_bytes()
 
 
 def test_import_of_a_bad_file_names_the_line_and_writes_nothing(run, tmp_path, db_path):

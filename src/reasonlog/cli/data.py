@@ -81,7 +81,8 @@ def import_(obj, file):
         n = jsonl.import_file(obj.store, file, stream)
     except StoreError as exc:
         raise StoreError(f"{file}: {exc}" if not str(exc).startswith(str(file)) else str(exc)) from None
-    console.print(f"imported {n} records from {file}")
+    skipped = f"; {n['sessions_skipped']} session(s) already present were skipped" if n["sessions_skipped"] else ""
+    click.echo(f"imported {n['records']} records from {file}{skipped}")
 
 
 @cli.group()

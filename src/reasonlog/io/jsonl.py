@@ -37,7 +37,7 @@ def read_records(path: str | Path, stream: IO[bytes]) -> Iterator[dict]:
         yield record
 
 
-def import_file(store: Store, path: str | Path, stream: IO[bytes] | None = None) -> int:
+def import_file(store: Store, path: str | Path, stream: IO[bytes] | None = None) -> dict:
     """Import an export into `store` in one transaction; nothing is written if any line is bad."""
     if stream is not None:
         return store.import_records(read_records(path, stream))

@@ -257,7 +257,7 @@ class SQLiteStore:
     def export_records(self, session_ids: Iterable[str] | None = None) -> Iterator[dict]:
         return iter(self._read(lambda cur: list(transfer.export_records(cur, session_ids, self._dicts))))
 
-    def import_records(self, records: Iterable[dict]) -> int:
+    def import_records(self, records: Iterable[dict]) -> dict:
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")

@@ -87,21 +87,42 @@ def _content_records(cur, ids: list[int], hashes: dict[int, str], reader: Conten
         yield {"type": "content", "hash": hashes[cid], "kind": kind, "value": value}
 
 
-def import_records(cur, records: Iterable[dict], applier) -> int:
-    """Insert exported records into the store behind `cur` (in its open transaction)."""
+def import_records(cur, records: Iterable[dict], applier) -> dict:
+    """Insert exported records into the store behind `cur` (in its open transaction).
+
+    Sessions the store already holds are skipped with all their records, so importing the same
+    file twice changes nothing. The recorder counters travel only into an empty store, where
+    they cannot be counted twice. Returns counts of records imported and sessions skipped.
+    """
     ids: dict[str, int] = {}  # hex hash -> local content id
+    present: set[str] = set()  # sessions the store already had
+    empty = cur.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is None
     n = 0
     for lineno, record in enumerate(records, 1):
         kind = record.get("type") if isinstance(record, dict) else None
         handler = _IMPORTERS.get(kind)
         if handler is None:
             raise StoreError(f"record {lineno}: unknown type {kind!r}; expected one of {sorted(_IMPORTERS)}")
+        if kind == "session" and _exists(cur, record.get("id")):
+            present.add(record["id"])
+        if record.get("session_id", record.get("id") if kind == "session" else None) in present:
+            continue
+        if kind == "counters" and not empty:
+            continue
         try:
             handler(cur, {k: v for k, v in record.items() if k != "type"}, ids, applier)
         except (KeyError, TypeError) as exc:
             raise StoreError(f"record {lineno} ({kind}): missing or malformed field {exc}") from None
+        except Exception as exc:
+            if type(exc).__name__ != "IntegrityError":
+                raise
+            raise StoreError(f"record {lineno} ({kind}): {exc}; the database already holds it") from None
         n += 1
-    return n
+    return {"records": n, "sessions_skipped": len(present)}
+
+
+def _exists(cur, session_id: Any) -> bool:
+    return cur.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
 
 
 def _import_header(cur, rec, ids, applier) -> None:
