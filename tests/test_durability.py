@@ -152,3 +152,17 @@ def test_an_event_that_cannot_be_stored_is_rejected_alone(db_path, store_of, cap
     assert "could not store" in caplog.text
     assert [m["content"]["content"] if isinstance(m["content"], dict) else m["content"]
             for m in session["messages"]][-2:] == ["still fine", [{"type": "text", "text": "ok again"}]]
+
+
+def test_an_unreadable_spill_file_is_set_aside_and_does_not_block_writing(db_path, store_of):
+    reasonlog.open_store(db_path).close()
+    spilled = sqlite_store.spill_dir(db_path)
+    spilled.mkdir()
+    (spilled / "0001.spill").write_text('{"event": "call", "truncated')
+    rec = reasonlog.Recorder(db_path, writer="sync")
+    with rec.session(agent="after-crash") as s:
+        s.call(messages=[{"role": "user", "content": "hi"}], response="hello")
+    rec.close()
+    status = store_of().status()
+    assert status["counts"]["calls"] == 1 and status["pending_spill_files"] == []
+    assert [p.endswith("0001.bad") for p in status["unreadable_spill_files"]] == [True]

@@ -106,7 +106,13 @@ class _Base:
 
     def _replay_spill(self) -> None:
         for path in self.spill.pending():
-            events = Spill.read(path)
+            try:
+                events = Spill.read(path)
+            except (OSError, ValueError, TypeError) as exc:  # unreadable: set it aside, never block the rest
+                path.rename(path.with_suffix(".bad"))
+                self.last_error = self._mask(f"{path.name}: {type(exc).__name__}: {exc}")
+                log.warning("reasonlog set aside an unreadable spill file %s: %s", path.name, type(exc).__name__)
+                continue
             self.store.write_batch(events, {"spilled_batches": 1, "replayed_batches": 1})
             path.unlink()
 

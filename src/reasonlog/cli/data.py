@@ -113,6 +113,8 @@ def db_status(obj, as_json):
     for key in ("dropped_records", "rejected_records", "spilled_batches", "replayed_batches", "redacted_secrets"):
         table.add_row(key, str(status[key]))
     table.add_row("pending spill files", str(len(status["pending_spill_files"])))
+    if status["unreadable_spill_files"]:
+        table.add_row("unreadable spill files", Text(", ".join(status["unreadable_spill_files"])))
     console.print(table)
 
 

@@ -281,7 +281,9 @@ class SQLiteStore:
             counters = dict(self._conn.execute("SELECT name, value FROM counters").fetchall())
             content_bytes = self._conn.execute("SELECT COALESCE(SUM(size), 0) FROM contents").fetchone()[0]
         files = [self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")]
-        pending = sorted(spill_dir(self.path).glob("*.spill")) if spill_dir(self.path).exists() else []
+        spilled = spill_dir(self.path)
+        pending = sorted(spilled.glob("*.spill")) if spilled.exists() else []
+        unreadable = sorted(spilled.glob("*.bad")) if spilled.exists() else []
         return {
             "path": str(self.path), "url": self.url,
             "schema_version": self.schema_version(), "latest_schema_version": SQLITE_MIGRATIONS[-1].number,
@@ -292,6 +294,7 @@ class SQLiteStore:
             "spilled_batches": counters.get("spilled_batches", 0) + len(pending),
             "replayed_batches": counters.get("replayed_batches", 0),
             "pending_spill_files": [str(p) for p in pending],
+            "unreadable_spill_files": [str(p) for p in unreadable],
         }
 
     def checkpoint(self) -> None:
