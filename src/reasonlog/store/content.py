@@ -57,10 +57,13 @@ def train_dictionary(samples: list[bytes]) -> bytes | None:
         return None
 
 
+CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
 def canonical(value: Any) -> bytes:
     """Canonical JSON: sorted keys, no whitespace, UTF-8. Equal values give equal bytes."""
     try:
-        return orjson.dumps(value, default=jsonable, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+        return orjson.dumps(value, default=jsonable, option=CANONICAL)
     except TypeError as exc:
         raise TypeError(f"not JSON-serialisable: {exc}") from None
 

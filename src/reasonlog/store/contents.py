@@ -9,8 +9,10 @@ from typing import Any, Protocol
 
 import orjson
 
+from ..model import jsonable
 from ..parts import searchable_text
 from .content import (
+    CANONICAL,
     COMPRESS_MIN_BYTES,
     DICT_TRAIN_MIN_BYTES,
     DICT_TRAIN_SAMPLES,
@@ -97,7 +99,10 @@ class ContentWriter:
 
     def id_of(self, cur, value: Any, kind: str) -> int:
         """The id of a content, inserting it when new."""
-        data = canonical(value)
+        try:
+            data = orjson.dumps(value, default=jsonable, option=CANONICAL)  # canonical(), inlined: hot
+        except TypeError:
+            data = canonical(value)  # raises with the message that names what is not JSON
         cid = self.cache.get(data)
         if cid is not None:
             return cid

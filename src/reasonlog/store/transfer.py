@@ -6,7 +6,7 @@ raw payloads travel as their exact text.
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import orjson
 

@@ -205,7 +205,8 @@ class Applier:
         ev.started_at = format_instant(ev.started_at)  # a bad instant rejects this event alone
         st = self.state(cur, ev.session_id)
         split = split_request(ev.request)
-        ids = [self.content_id(cur, m, "message") for m in split.messages]
+        id_of = self.contents.id_of  # called for every message of every call: the writer's hottest line
+        ids = [id_of(cur, m, "message") for m in split.messages]
         system_id = self.content_id(cur, split.system, "system") if split.has_system else None
         tool_ids = None if split.tools is None else [self.content_id(cur, t, "tool") for t in split.tools]
         response_id = None if ev.response is None else self.content_id(cur, ev.response, "message")
@@ -214,8 +215,8 @@ class Applier:
         if system_id is not None and system_id != st.system and split.system:
             timeline.append(("system", system_id))
         roles = {cid: m.get("role") if isinstance(m, dict) else None for cid, m in zip(ids, split.messages)}
-        items = {cid for cid, m in zip(ids, split.messages)
-                 if st.response_items and canonical(m) in st.response_items}
+        items = ({cid for cid, m in zip(ids, split.messages) if canonical(m) in st.response_items}
+                 if st.response_items else set())
         timeline += [(roles[cid], cid) for cid in new_in_timeline(ids, st.context, st.response, items)]
         if response_id is not None:
             timeline.append(("assistant", response_id))
