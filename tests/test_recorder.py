@@ -145,14 +145,17 @@ def test_a_forked_child_records_its_own_calls(db_path, store_of):
     rec = reasonlog.Recorder(db_path)
     s = rec.session(agent="parent")
     s.call(messages=[{"role": "user", "content": "before fork"}], response="p")
+    assert rec.flush(10)
     pid = os.fork()
     if pid == 0:
         child = rec.session(agent="child")
         child.call(messages=[{"role": "user", "content": "in child"}], response="c")
         child.end()
-        rec.close(timeout=10)
+        rec.close(timeout=10)  # must not end the parent's session
         os._exit(0)
     os.waitpid(pid, 0)
+    parent = store_of().get_session(s.id)
+    assert parent["status"] == "open" and parent["ended_at"] is None
     s.end()
     rec.close()
     agents = sorted(x["agent"] for x in store_of().list_sessions(reasonlog.SessionFilter()))

@@ -95,6 +95,8 @@ class Recorder:
         self._closed = False
         ref = weakref.ref(self)
         atexit.register(lambda: (r := ref()) and r.close(timeout=5.0))
+        # A forked child must not end the parent's open sessions when it closes or exits.
+        os.register_at_fork(after_in_child=lambda: (r := ref()) and r._sessions.clear())
 
     # ------------------------------------------------------------------ sessions
 

@@ -12,6 +12,7 @@ Contract shared by both writers:
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import os
 import threading
@@ -187,7 +188,8 @@ class BackgroundWriter(_Base):
         self._wake = threading.Event()
         self._done = threading.Condition()
         self._finished = 0  # events written, spilled or dropped by the thread
-        self._submitted = 0
+        self._submitted = 0  # the number of the last event queued
+        self._numbers = itertools.count(1)  # next() is atomic: agents may record from several threads
         self._closed = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -206,7 +208,7 @@ class BackgroundWriter(_Base):
             self.count("dropped")
             return
         self._queue.append(event)
-        self._submitted += 1
+        self._submitted = next(self._numbers)
         self.counts["submitted"] += 1
         if len(self._queue) >= self.batch_size:
             self._wake.set()
