@@ -240,3 +240,17 @@ def test_async_client_create_stream_and_helper(server, rec):
     assert tool_ids(calls[0]["response"]["content"]) == ["toolu_01Q9ExVZnzZj7E2QQYHYtNUa"]
     assert calls[1]["output_tokens"] == calls[2]["output_tokens"] == 30
     assert calls[2]["response"]["content"] == [{"type": "text", "text": text}]
+
+
+def test_a_response_handed_over_as_sdk_objects_is_searchable(server, rec):
+    payload = load_json(FOLDER, "anthropic-text.json")
+    server.reply_json(payload)
+    client = client_for(server)
+    instrument_anthropic(client, rec)
+    with rec.session(agent="t") as s:
+        client.messages.create(**ASK)
+    rec.flush()
+    text = next(b["text"] for b in payload["content"] if b["type"] == "text")
+    phrase = " ".join(text.split()[:3])
+    hits = reasonlog.open_store(rec.db_path).search(phrase, reasonlog.SessionFilter())
+    assert [(h["session_id"], h["role"]) for h in hits] == [(s.id, "assistant")]

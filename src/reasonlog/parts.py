@@ -227,3 +227,5 @@ def _collect_text(value: Any, out: list[str]) -> None:
             _collect_text(item, out)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         out.append(str(value))
+    elif hasattr(value, "model_dump"):  # an SDK object handed to the recorder as it was
+        _collect_text(value.model_dump(mode="json", exclude_unset=True, warnings=False), out)

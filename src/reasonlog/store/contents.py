@@ -107,7 +107,8 @@ class ContentWriter:
         if cid is not None:
             return cid
         key, data = data, self.redactor.bytes(data)
-        value = orjson.loads(data)  # what is stored: masked, and plain JSON where SDK objects were given
+        if data is not key:  # masked: index what is stored, not what was given
+            value = orjson.loads(data)
         digest = content_hash(data)
         cid = self.backend.find_content(cur, digest)
         if cid is None:
