@@ -19,7 +19,6 @@ from langchain_openai import ChatOpenAI
 from sdk_server import load_chunks, load_json
 
 import reasonlog
-from reasonlog.capture.langchain import usage_from_metadata
 from reasonlog.langchain import ReasonlogCallback
 from reasonlog.parts import parts_of
 
@@ -187,7 +186,7 @@ def test_chat_openai_records_fixture_usage_stop_reason_and_tool_calls(server, re
     choice = payload["choices"][0]
     assert tokens(call) == CHAT_TOKENS[name]
     # Streams carry only LangChain's usage_metadata: it must give the same counts.
-    assert usage_from_metadata(reply.usage_metadata) == reasonlog.Usage.from_openai(payload["usage"])
+    assert reasonlog.Usage.from_langchain(reply.usage_metadata) == reasonlog.Usage.from_openai(payload["usage"])
     assert (call["stop_reason"], call["provider_message_id"], call["model"]) == \
         (choice["finish_reason"], payload["id"], payload["model"])
     assert [t[0] for t in tool_uses(call["response"])] == [t["id"] for t in choice["message"].get("tool_calls") or ()]

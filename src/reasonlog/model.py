@@ -104,13 +104,6 @@ class Usage:
         if self.reasoning_tokens > self.output_tokens:
             raise RecordError("usage.reasoning_tokens: larger than output_tokens, of which it is a part")
 
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
-
-    def __add__(self, other: "Usage") -> "Usage":
-        return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
-
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
@@ -148,11 +141,21 @@ class Usage:
         out_details = get("completion_tokens_details") or get("output_tokens_details")
         cached = (_getter(in_details)("cached_tokens") or 0) if in_details else 0
         reasoning = (_getter(out_details)("reasoning_tokens") or 0) if out_details else 0
-        total = get("total_tokens")
-        if total is not None and reasoning and total == prompt + completion + reasoning:
-            completion += reasoning  # the server counted reasoning beside completion, not inside it
+        completion = _with_reasoning(completion, reasoning, prompt, get("total_tokens"))
         return cls(input_tokens=max(prompt - cached, 0), output_tokens=completion, cache_read_tokens=cached,
                    reasoning_tokens=min(reasoning, completion))
+
+    @classmethod
+    def from_langchain(cls, usage: dict) -> "Usage":
+        """From LangChain's `UsageMetadata`, whose input tokens include cache reads and writes."""
+        details, out_details = usage.get("input_token_details") or {}, usage.get("output_token_details") or {}
+        prompt = usage.get("input_tokens") or 0
+        read, write = details.get("cache_read") or 0, details.get("cache_creation") or 0
+        write_1h, reasoning = details.get("ephemeral_1h_input_tokens") or 0, out_details.get("reasoning") or 0
+        output = _with_reasoning(usage.get("output_tokens") or 0, reasoning, prompt, usage.get("total_tokens"))
+        return cls(input_tokens=max(prompt - read - write, 0), output_tokens=output, cache_read_tokens=read,
+                   cache_write_tokens=max(write, write_1h), cache_write_1h_tokens=write_1h,
+                   reasoning_tokens=min(reasoning, output))
 
 
 def jsonable(value: Any) -> Any:
@@ -167,6 +170,17 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return list(value)
     raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def _with_reasoning(output: int, reasoning: int, prompt: int, total: int | None) -> int:
+    """Output tokens including reasoning exactly once.
+
+    Servers that speak the OpenAI protocol disagree: OpenAI and DeepSeek count reasoning inside
+    the completion tokens, xAI beside them. The total tells which one a server did.
+    """
+    if total is not None and reasoning and total == prompt + output + reasoning:
+        return output + reasoning
+    return output
 
 
 def _first(a: Any, b: Any) -> Any:

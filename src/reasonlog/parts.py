@@ -12,8 +12,6 @@ from typing import Any
 
 import orjson
 
-PART_KINDS = ("text", "thinking", "redacted_thinking", "tool_use", "tool_result", "image", "opaque")
-
 
 class RecordError(ValueError):
     """A value handed to the recorder is not what reasonlog expects; the message names the field."""

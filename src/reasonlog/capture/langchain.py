@@ -242,22 +242,7 @@ def usage_of(message: AIMessage, provider: str | None) -> Usage | None:
         return Usage.from_openai(meta["token_usage"])
     if provider == "anthropic" and isinstance(meta.get("usage"), dict):
         return Usage.from_anthropic(meta["usage"])
-    return usage_from_metadata(message.usage_metadata)
-
-
-def usage_from_metadata(usage: dict | None) -> Usage | None:
-    """From LangChain's `UsageMetadata`, whose input tokens include cache reads and writes."""
-    if not usage:
-        return None
-    details, out_details = usage.get("input_token_details") or {}, usage.get("output_token_details") or {}
-    read, write = details.get("cache_read") or 0, details.get("cache_creation") or 0
-    write_1h, output = details.get("ephemeral_1h_input_tokens") or 0, usage.get("output_tokens") or 0
-    reasoning = out_details.get("reasoning") or 0
-    if reasoning and usage.get("total_tokens") == (usage.get("input_tokens") or 0) + output + reasoning:
-        output += reasoning  # the server counted reasoning beside the output (xAI), as Usage.from_openai handles
-    return Usage(input_tokens=max((usage.get("input_tokens") or 0) - read - write, 0), output_tokens=output,
-                 cache_read_tokens=read, cache_write_tokens=max(write, write_1h), cache_write_1h_tokens=write_1h,
-                 reasoning_tokens=min(reasoning, output))
+    return Usage.from_langchain(message.usage_metadata) if message.usage_metadata else None
 
 
 def tool_output(output: Any) -> tuple[Any, bool]:

@@ -44,10 +44,6 @@ def current_session() -> "SessionRecorder | None":
     return _current.get()
 
 
-def _now() -> str:
-    return utc_now()
-
-
 def _instant(value: Any, field: str) -> str:
     try:
         return format_instant(value)
@@ -123,7 +119,7 @@ class Recorder:
             if xml_tools is not None and (not isinstance(xml_tools, (list, tuple))
                                           or not all(isinstance(t, str) and t for t in xml_tools)):
                 raise RecordError(f"xml_tools: expected a list of tag names, got {xml_tools!r}")
-            event = SessionStarted(sid, _instant(started_at, "started_at") if started_at else _now(), agent, run,
+            event = SessionStarted(sid, _instant(started_at, "started_at") if started_at else utc_now(), agent, run,
                                    model, provider, dict(labels or {}), parent_id, parent_call, external_id,
                                    _HOST, os.getpid(), list(xml_tools) if xml_tools else None)
         except RecordError as exc:
@@ -253,7 +249,7 @@ class SessionRecorder:
         try:
             if duration_ms is not None and (not isinstance(duration_ms, (int, float)) or duration_ms < 0):
                 raise RecordError(f"duration_ms: expected a non-negative number, got {duration_ms!r}")
-            event = ToolResultRecorded(new_id(), self.id, _instant(at, "at") if at else _now(), tool_use_id, content,
+            event = ToolResultRecorded(new_id(), self.id, _instant(at, "at") if at else utc_now(), tool_use_id, content,
                                        name, input, bool(is_error), duration_ms)
         except RecordError as exc:
             return self.recorder.reject(exc)
@@ -271,7 +267,7 @@ class SessionRecorder:
         if not isinstance(kind, str) or not kind:
             return self.recorder.reject(RecordError(f"outcome kind: expected a non-empty str, got {kind!r}"))
         try:
-            event = OutcomeRecorded(new_id(), self.id, _instant(at, "at") if at else _now(), kind, payload, call_id)
+            event = OutcomeRecorded(new_id(), self.id, _instant(at, "at") if at else utc_now(), kind, payload, call_id)
         except RecordError as exc:
             return self.recorder.reject(exc)
         self.recorder._emit(event)
@@ -281,13 +277,13 @@ class SessionRecorder:
         if self.exchange_id is not None:
             self._end_exchange(None, "completed", None)
         self.exchange_id = new_id()
-        self.recorder._emit(ExchangeStarted(self.exchange_id, self.id, _now(), input))
+        self.recorder._emit(ExchangeStarted(self.exchange_id, self.id, utc_now(), input))
         return ExchangeRecorder(self, self.exchange_id)
 
     def _end_exchange(self, result: Any, status: str, stats: dict | None) -> None:
         if self.exchange_id is None:
             return
-        self.recorder._emit(ExchangeEnded(self.exchange_id, self.id, _now(), result, status, stats))
+        self.recorder._emit(ExchangeEnded(self.exchange_id, self.id, utc_now(), result, status, stats))
         self.exchange_id = None
 
     def end(self, status: str = "completed", summary: str | None = None, error: Any = None) -> None:
@@ -300,7 +296,7 @@ class SessionRecorder:
         self._end_exchange(None, status, None)
         self.ended = True
         self.recorder._sessions.pop(self.id, None)
-        self.recorder._emit(SessionEnded(self.id, _now(), status, summary, _error(error)))
+        self.recorder._emit(SessionEnded(self.id, utc_now(), status, summary, _error(error)))
 
 
 class ToolRun:

@@ -123,12 +123,13 @@ def db_status(obj, as_json):
 def db_upgrade(obj):
     """Apply pending schema migrations and write any spilled batches."""
     from ..capture.writer import SyncWriter
-    from ..store.sqlite import SQLiteStore, spill_dir
+    from ..store import open_store
+    from ..store.sqlite import spill_dir
 
-    store = SQLiteStore(obj.path, upgrade=False)
+    store = open_store(obj.path, upgrade=False)
     applied = store.upgrade()
     store.close()
-    writer = SyncWriter(lambda: SQLiteStore(obj.path), spill_dir(obj.path))
+    writer = SyncWriter(lambda: open_store(obj.path), spill_dir(obj.path))
     remaining = writer.replay_spill()
     writer.close()
     console.print(f"schema: applied {applied or 'nothing'}; spill files left: {remaining}")

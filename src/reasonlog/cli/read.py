@@ -1,6 +1,8 @@
 """Reading commands: sessions, show, stats, replay, diff, search. Recorded text is always printed as text."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 import orjson
 from rich.table import Table
@@ -149,7 +151,7 @@ def _fold(text: str, full: bool) -> str:
 def stats(obj, by, as_json, **filters):
     """Calls, errors, tokens by kind, cost and latency, grouped by day, model, agent or run."""
     flt = make_filter(**filters)
-    rows = query.stats(obj.store, by, SessionFilter(**{**flt.__dict__, "limit": None}))
+    rows = query.stats(obj.store, by, replace(flt, limit=None))
     if as_json:
         return emit_json(rows)
     table = Table(by, "calls", "errors", "input", "output", "reasoning", "cache read", "cache write", "cost",

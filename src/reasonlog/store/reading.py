@@ -1,6 +1,7 @@
 """Reading rows back as the JSON-shaped dicts every reader uses. Dialect-neutral (`?` placeholders)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Iterator
 
 import orjson
@@ -242,7 +243,7 @@ def read_raw(blob: bytes, fmt: str, response: Any) -> Any:
 
 def iter_call_rows(cur, flt: SessionFilter) -> Iterator[dict]:
     """Every call of the filtered sessions, with its session's run and agent, for statistics."""
-    sflt = SessionFilter(**{**flt.__dict__, "since": None, "until": None, "limit": None})
+    sflt = replace(flt, since=None, until=None, limit=None)
     where, args = filter_sql(sflt)
     if flt.since:
         where += " AND c.started_at >= ?"

@@ -7,6 +7,7 @@ import re
 import socket
 import sqlite3
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -232,7 +233,7 @@ class SQLiteStore:
         # Inner words of a phrase are whole tokens; only the last may continue (search "batch" finds
         # "batches"). Exact tokens are cheaper for FTS5 than prefixes of common words.
         match = " AND ".join([f'"{t}"' for t in tokens[:-1]] + [f'"{tokens[-1]}"*'])
-        where, args = reading.filter_sql(SessionFilter(**{**flt.__dict__, "limit": None}))
+        where, args = reading.filter_sql(replace(flt, limit=None))
         sql = ("SELECT m.session_id, m.idx, m.role, m.call_id, m.at, m.content_id FROM contents_fts f"
                " JOIN messages m ON m.content_id = f.rowid JOIN sessions s ON s.id = m.session_id"
                f" WHERE contents_fts MATCH ? AND {where} ORDER BY s.started_at DESC, s.id, m.idx")
