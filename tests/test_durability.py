@@ -19,8 +19,7 @@ def test_a_locked_database_spills_and_the_next_open_writes_it_in_order(db_path, 
     reasonlog.open_store(db_path).close()  # create the schema
     blocker = sqlite3.connect(db_path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-    rec = reasonlog.Recorder(db_path, writer="sync")
-    rec._writer._store_factory = lambda: reasonlog.open_store(db_path, busy_timeout_ms=50)
+    rec = reasonlog.Recorder(db_path, writer="sync", store_options={"busy_timeout_ms": 50})
     with rec.session(agent="locked-out") as s:
         for i in range(3):
             s.call(messages=[{"role": "user", "content": f"q{i}"}], response=f"a{i}")

@@ -59,11 +59,12 @@ class Recorder:
     `strict`: raise bad input at the call site instead of counting and logging it as rejected.
     `redact`: mask API keys, tokens and private keys before anything is written (default True);
     False turns it off, a list or dict of regexes adds the user's own patterns.
+    `store_options`: passed to `open_store` (for SQLite: `busy_timeout_ms`; tests use it to provoke faults).
     """
 
     def __init__(self, db: str | os.PathLike | None = None, *, writer: str = "background", strict: bool = False,
                  max_queue: int = 100_000, batch_size: int = 2_000, flush_interval: float = 0.25,
-                 price_table: Any = None, redact: bool | list | dict = True):
+                 price_table: Any = None, redact: bool | list | dict = True, store_options: dict | None = None):
         from ..store import default_db_path, open_store
         from ..store.sqlite import spill_dir
 
@@ -75,7 +76,8 @@ class Recorder:
         self._redact = _redactor(redact)
 
         def factory():
-            return open_store(self.db_path, price_table=price_table, redactor=_redactor(redact))
+            return open_store(self.db_path, price_table=price_table, redactor=_redactor(redact),
+                              **(store_options or {}))
 
         from pathlib import Path
 

@@ -6,12 +6,11 @@ import shutil
 import sys
 
 import click
-from rich.table import Table
 from rich.text import Text
 
 from ..io import jsonl
 from ..store import StoreError
-from .main import cli, console, emit_json, json_option
+from .main import cli, console
 
 
 @cli.command()
@@ -83,53 +82,3 @@ def import_(obj, file):
         raise StoreError(f"{file}: {exc}" if not str(exc).startswith(str(file)) else str(exc)) from None
     skipped = f"; {n['sessions_skipped']} session(s) already present were skipped" if n["sessions_skipped"] else ""
     click.echo(f"imported {n['records']} records from {file}{skipped}")
-
-
-@cli.group()
-def db():
-    """Where the database is, its state, and its schema upgrades."""
-
-
-@db.command("path")
-@click.pass_obj
-def db_path(obj):
-    """Print the database file's path."""
-    click.echo(str(obj.path))
-
-
-@db.command("status")
-@json_option
-@click.pass_obj
-def db_status(obj, as_json):
-    """Schema version, sizes, counts, spilled batches and dropped records."""
-    status = obj.store.status()
-    if as_json:
-        return emit_json(status)
-    table = Table(show_header=False)
-    for key in ("path", "schema_version", "latest_schema_version", "bytes_on_disk", "unique_content_bytes"):
-        table.add_row(key, Text(str(status[key])))
-    for key, value in status["counts"].items():
-        table.add_row(key, str(value))
-    for key in ("dropped_records", "rejected_records", "spilled_batches", "replayed_batches", "redacted_secrets"):
-        table.add_row(key, str(status[key]))
-    table.add_row("pending spill files", str(len(status["pending_spill_files"])))
-    if status["unreadable_spill_files"]:
-        table.add_row("unreadable spill files", Text(", ".join(status["unreadable_spill_files"])))
-    console.print(table)
-
-
-@db.command("upgrade")
-@click.pass_obj
-def db_upgrade(obj):
-    """Apply pending schema migrations and write any spilled batches."""
-    from ..capture.writer import SyncWriter
-    from ..store import open_store
-    from ..store.sqlite import spill_dir
-
-    store = open_store(obj.path, upgrade=False)
-    applied = store.upgrade()
-    store.close()
-    writer = SyncWriter(lambda: open_store(obj.path), spill_dir(obj.path))
-    remaining = writer.replay_spill()
-    writer.close()
-    console.print(f"schema: applied {applied or 'nothing'}; spill files left: {remaining}")

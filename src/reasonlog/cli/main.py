@@ -70,4 +70,4 @@ def main() -> None:
     cli()
 
 
-from . import data, read  # noqa: E402,F401  (registers the commands on `cli`)
+from . import data, database, read  # noqa: E402,F401  (registers the commands on `cli`)
