@@ -1,0 +1,294 @@
+"""Faults on purpose: recording processes, the faults a database meets, and the check that nothing was lost.
+
+Shared by `tests/test_fault_matrix.py` (which asserts) and `benchmarks/fault_matrix.py` (which prints the
+figures in docs/reliability.md). A recording child (`recording_child.py`) records sessions whose every call
+can be rebuilt from its tag, recorder and index, so `verify` can say, for each call that should exist,
+whether it is there exactly once and replays byte for byte.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+import reasonlog
+
+CHILD = Path(__file__).with_name("recording_child.py")
+SYSTEM = "You are a careful agent. Answer briefly."
+WINDOW = 20  # exchanges an agent keeps in its window
+
+
+def question(tag: str, k: int, i: int) -> str:
+    return f"{tag}-{k} question {i}: what is {i} squared?"
+
+
+def answer(tag: str, k: int, i: int) -> str:
+    return f"{tag}-{k} answer {i}: {i * i}"
+
+
+def expected_request(tag: str, k: int, i: int) -> dict:
+    """The request call i of recorder k sends: the last WINDOW exchanges (a sliding window), then the question."""
+    history: list[dict] = []
+    for j in range(max(0, i - WINDOW), i):
+        history.append({"role": "user", "content": question(tag, k, j)})
+        history.append({"role": "assistant", "content": [{"type": "text", "text": answer(tag, k, j)}]})
+    history.append({"role": "user", "content": question(tag, k, i)})
+    return {"model": "claude-sonnet-4-5", "max_tokens": 256, "system": SYSTEM, "messages": history}
+
+
+def child_command(db: Path, tag: str, calls: int, *, rate: float = 0, recorders: int = 1, busy_ms: int | None = None,
+                  close_timeout: float | None = None, progress: bool = False) -> list[str]:
+    cmd = [sys.executable, str(CHILD), "--db", str(db), "--tag", tag, "--calls", str(calls), "--rate", str(rate),
+           "--recorders", str(recorders)]
+    if busy_ms is not None:
+        cmd += ["--busy-ms", str(busy_ms)]
+    if close_timeout is not None:
+        cmd += ["--close-timeout", str(close_timeout)]
+    return cmd + (["--progress"] if progress else [])
+
+
+def start_child(cmd: list[str], *, env: dict | None = None) -> subprocess.Popen:
+    """Start a recording child with the package importable and `env` added."""
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(reasonlog.__file__).parents[1]),
+                                                           full_env.get("PYTHONPATH")]))
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, text=True)
+
+
+def finish_child(proc: subprocess.Popen, timeout: float = 120) -> dict:
+    out, err = proc.communicate(timeout=timeout)
+    if proc.returncode != 0:
+        raise AssertionError(f"recording child failed ({proc.returncode}):\n{err[-3000:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@dataclass
+class Found:
+    """What a database holds of the calls recorded under one tag."""
+
+    present: dict[tuple[int, int], int] = field(default_factory=dict)  # (recorder, index) -> copies
+    wrong_replays: list[tuple[int, int]] = field(default_factory=list)
+    statuses: dict[int, str] = field(default_factory=dict)  # recorder -> session status
+
+    def count(self) -> int:
+        return sum(self.present.values())
+
+    def duplicates(self) -> int:
+        return sum(n - 1 for n in self.present.values() if n > 1)
+
+    def missing(self, recorders: int, calls: int) -> int:
+        return sum(1 for k in range(recorders) for i in range(calls) if (k, i) not in self.present)
+
+    def prefix_lengths(self, recorders: int) -> list[int]:
+        """For each recorder, how many calls from the first are all present (holes end a prefix)."""
+        out = []
+        for k in range(recorders):
+            n = 0
+            while (k, n) in self.present:
+                n += 1
+            out.append(n)
+        return out
+
+
+def verify(db: Path, tag: str) -> Found:
+    """Find every call recorded under `tag`, count copies, and replay each against what was sent."""
+    found = Found()
+    store = reasonlog.open_store(db)
+    try:
+        flt = reasonlog.SessionFilter(run=tag, limit=None)
+        for s in store.list_sessions(flt):
+            k = int(s["agent"].rsplit("-", 1)[1])
+            found.statuses[k] = s["status"]
+            for call in store.get_session(s["id"])["calls"]:
+                request = store.replay_call(call["id"])
+                i = int(request["messages"][-1]["content"].split(":")[0].rsplit(" ", 1)[1])
+                found.present[(k, i)] = found.present.get((k, i), 0) + 1
+                if canonical(request) != canonical(expected_request(tag, k, i)):
+                    found.wrong_replays.append((k, i))
+    finally:
+        store.close()
+    return found
+
+
+def canonical(value) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def integrity(db: Path) -> str:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+# ----------------------------------------------------------------------------- scenarios
+# Each returns the figures docs/reliability.md reports: records written, found, lost, duplicated,
+# replays that differ, and the agent's longest wait in one `s.call`.
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    written: int
+    found: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    wrong_replays: int = 0
+    longest_wait_ms: float = 0.0
+    integrity: str = ""
+    statuses: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def row(self) -> dict:
+        return dict(self.__dict__)
+
+
+def tally(name: str, db: Path, tags: list[str], recorders: int, calls: int, waits: list[float]) -> Outcome:
+    out = Outcome(name, written=len(tags) * recorders * calls, longest_wait_ms=round(max(waits, default=0), 1))
+    for tag in tags:
+        f = verify(db, tag)
+        out.found += f.count() - f.duplicates()
+        out.lost += f.missing(recorders, calls)
+        out.duplicates += f.duplicates()
+        out.wrong_replays += len(f.wrong_replays)
+        out.statuses += [f.statuses[k] for k in sorted(f.statuses)]
+    out.integrity = integrity(db)
+    return out
+
+
+def settle(db: Path) -> None:
+    """What a user does after a fault: `reasonlog db upgrade` writes what waited in spill files."""
+    subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "db", "upgrade"], check=True,
+                   capture_output=True, env={**os.environ, "PYTHONPATH": str(Path(reasonlog.__file__).parents[1])})
+
+
+def many_processes(tmp: Path, processes: int = 8, recorders: int = 2, calls: int = 60) -> Outcome:
+    db = tmp / "shared.db"
+    reasonlog.open_store(db).close()
+    tags = [f"p{n}" for n in range(processes)]
+    procs = [start_child(child_command(db, tag, calls, recorders=recorders)) for tag in tags]
+    waits = [finish_child(p)["max_wait_ms"] for p in procs]
+    settle(db)
+    return tally(f"{processes} processes x {recorders} recorders", db, tags, recorders, calls, waits)
+
+
+def lock_held(tmp: Path, hold_s: float = 1.5, calls: int = 100, rate: float = 50, busy_ms: int = 100) -> Outcome:
+    import sqlite3
+    import threading
+
+    db = tmp / "locked.db"
+    reasonlog.open_store(db).close()
+    blocker = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    blocker.execute("BEGIN IMMEDIATE")
+    threading.Timer(hold_s, lambda: (blocker.execute("ROLLBACK"), blocker.close())).start()
+    result = finish_child(start_child(child_command(db, "lock", calls, rate=rate, busy_ms=busy_ms)))
+    settle(db)
+    return tally(f"database locked {hold_s} s (busy timeout {busy_ms} ms)", db, ["lock"], 1, calls,
+                 [result["max_wait_ms"]])
+
+
+def read_only_file(tmp: Path, calls: int = 60, rate: float = 100) -> Outcome:
+    """The database file may not be written (immutable, which binds root too); then it may again."""
+    db = tmp / "ro.db"
+    reasonlog.open_store(db).close()
+    subprocess.run(["chattr", "+i", str(db)], check=True)
+    try:
+        result = finish_child(start_child(child_command(db, "rofile", calls, rate=rate)))
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
+    settle(db)
+    return tally("database file read-only", db, ["rofile"], 1, calls, [result["max_wait_ms"]])
+
+
+def read_only_folder(tmp: Path, calls: int = 60, rate: float = 100) -> Outcome:
+    """The database's folder is a read-only mount (no -wal, no spill beside it); later it is writable."""
+    folder = tmp / "rodir"
+    folder.mkdir()
+    db = folder / "ro.db"
+    reasonlog.open_store(db).close()
+    env = {"XDG_DATA_HOME": str(tmp / "data-home")}
+    subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True)
+        result = finish_child(start_child(child_command(db, "rodir", calls, rate=rate), env=env))
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+    settle_as(db, env)
+    return tally("database folder read-only", db, ["rodir"], 1, calls, [result["max_wait_ms"]])
+
+
+def settle_as(db: Path, env: dict) -> None:
+    subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "db", "upgrade"], check=True,
+                   capture_output=True,
+                   env={**os.environ, **env, "PYTHONPATH": str(Path(reasonlog.__file__).parents[1])})
+
+
+def full_disk(tmp: Path, calls: int = 150, rate: float = 200, size_kib: int = 1024) -> Outcome:
+    """The database lives on a small tmpfs that fills up mid-session; then it is made larger."""
+    mount = tmp / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(mount)], check=True)
+    try:
+        db = mount / "full.db"
+        reasonlog.open_store(db).close()
+        data_home = tmp / "data-home"
+        env = {"XDG_DATA_HOME": str(data_home)}
+        result = finish_child(start_child(child_command(db, "full", calls, rate=rate), env=env))
+        subprocess.run(["mount", "-o", "remount,size=64m", str(mount)], check=True)
+        settle_as(db, env)
+        return tally(f"disk full ({size_kib} KiB tmpfs)", db, ["full"], 1, calls, [result["max_wait_ms"]])
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def can_mount_tmpfs() -> bool:
+    if os.geteuid() != 0:
+        return False
+    probe = Path("/tmp") / f"reasonlog-probe-{os.getpid()}"
+    probe.mkdir(exist_ok=True)
+    mount = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)]
+    ok = subprocess.run(mount, capture_output=True).returncode == 0
+    if ok:
+        subprocess.run(["umount", str(probe)], check=False)
+    probe.rmdir()
+    return ok
+
+
+def killed(tmp: Path, rate: float, kill_after_s: float, calls: int = 10**7) -> tuple[Outcome, float]:
+    """SIGKILL a recording process `kill_after_s` after its first call; returns the outcome and how long
+    before the kill the oldest lost call was sent (the loss window, in seconds)."""
+    import signal
+    import time
+
+    db = tmp / f"killed-{int(rate)}.db"
+    reasonlog.open_store(db).close()
+    proc = start_child(child_command(db, "kill", calls, rate=rate, progress=True))
+    sent_at: dict[int, float] = {}
+    assert proc.stdout is not None
+    first = None
+    for line in proc.stdout:
+        now = time.monotonic()
+        sent_at[int(line.split()[2])] = now
+        first = first or now
+        if now - first >= kill_after_s:
+            break
+    proc.send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    proc.wait()
+    sent = len(sent_at)
+    reasonlog.Recorder(db).close()  # the next recorder on this database: replays spills, marks the dead
+    found = verify(db, "kill")
+    prefix = found.prefix_lengths(1)[0]
+    lost = [i for i in range(sent) if (0, i) not in found.present]
+    window = killed_at - min((sent_at[i] for i in lost), default=killed_at)
+    out = Outcome(f"SIGKILL at {'flat out' if not rate else f'{rate:g} calls/s'}", written=sent,
+                  found=found.count() - found.duplicates(), lost=len(lost), duplicates=found.duplicates(),
+                  wrong_replays=len(found.wrong_replays), integrity=integrity(db),
+                  statuses=[found.statuses.get(0, "missing")],
+                  note=f"first {prefix} calls all present; loss window {window:.2f} s")
+    return out, window
