@@ -1,6 +1,8 @@
 """Commands that move data or look after the database: demo, export, import, db."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import sys
@@ -48,37 +50,51 @@ def _invocation() -> str:
 @cli.command("export")
 @click.argument("sessions", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "exchange-jsonl"]), default="jsonl", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="File to write (default: stdout).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="File to write (default: stdout).")
 @click.pass_obj
 def export_(obj, sessions, fmt, output):
     """Export sessions (default: all) as reasonlog JSONL, or one session as exchange JSONL."""
+    if fmt == "exchange-jsonl" and len(sessions) != 1:
+        raise click.UsageError("--format exchange-jsonl exports exactly one SESSION")
     store = obj.store
     ids = [store.resolve_id("session", s) for s in sessions] or None
-    out = open(output, "wb") if output else sys.stdout.buffer
+    if not output:
+        return _write_export(store, fmt, ids, sys.stdout.buffer)
+    # Written beside the target and renamed into place: a failed export never leaves a file that looks whole.
+    partial = f"{output}.partial"
     try:
-        if fmt == "exchange-jsonl":
-            if not ids or len(ids) != 1:
-                raise click.UsageError("--format exchange-jsonl exports exactly one SESSION")
-            from ..io.exchange_jsonl import export_exchange_jsonl
+        with open(partial, "wb") as out:
+            _write_export(store, fmt, ids, out)
+        os.replace(partial, output)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise StoreError(f"{output}: cannot write it ({exc.strerror or exc})") from None
 
-            for line in export_exchange_jsonl(store, ids[0]):
-                out.write(line.encode() if isinstance(line, str) else line)
-        else:
-            jsonl.write_export(store, out, ids)
-    finally:
-        if output:
-            out.close()
+
+def _write_export(store, fmt: str, ids: list[str] | None, out) -> None:
+    if fmt == "exchange-jsonl":
+        from ..io.exchange_jsonl import export_exchange_jsonl
+
+        for line in export_exchange_jsonl(store, ids[0] if ids else ""):
+            out.write(line.encode() if isinstance(line, str) else line)
+    else:
+        jsonl.write_export(store, out, ids)
 
 
 @cli.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.argument("file", type=click.Path(allow_dash=True))
 @click.pass_obj
 def import_(obj, file):
-    """Import a reasonlog JSONL export (all or nothing: a bad line writes nothing)."""
-    stream = sys.stdin.buffer if file == "-" else None
-    try:
-        n = jsonl.import_file(obj.store, file, stream)
-    except StoreError as exc:
-        raise StoreError(f"{file}: {exc}" if not str(exc).startswith(str(file)) else str(exc)) from None
+    """Import a reasonlog JSONL export (all or nothing: a bad or incomplete file writes nothing)."""
+    # Read stdin once, so it can be checked before the database is opened and then imported.
+    stream = io.BytesIO(sys.stdin.buffer.read()) if file == "-" else None
+    # Checked first without a database: a file refused here never creates or touches one.
+    warnings = jsonl.check_file(file, stream)
+    for warning in warnings:
+        click.echo(f"warning: {file}: {warning}", err=True)
+    if stream is not None:
+        stream.seek(0)
+    n = jsonl.import_file(obj.store, file, stream)
     skipped = f"; {n['sessions_skipped']} session(s) already present were skipped" if n["sessions_skipped"] else ""
     click.echo(f"imported {n['records']} records from {file}{skipped}")

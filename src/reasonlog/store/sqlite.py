@@ -259,12 +259,15 @@ class SQLiteStore:
         return iter(self._read(lambda cur: list(transfer.export_records(cur, session_ids, self._dicts))))
 
     def import_records(self, records: Iterable[dict]) -> dict:
+        """Import export records in one transaction, committed only once every session reads back."""
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
-                n = transfer.import_records(cur, records, self._applier)
+                importer = transfer.Importer(cur, self._applier)
+                n = importer.run(records)
                 self._applier.finish(cur)
+                importer.verify(self._dicts)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")

@@ -6,16 +6,16 @@ raw payloads travel as their exact text.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
 
 import orjson
 
-from . import StoreError
+from . import StoreError, reading
 from .content import canonical, content_hash, pack_raw, unpack_raw
 from .reading import CALL_COLUMNS, SESSION_COLUMNS, ContentReader
+from .transfer_checks import END, FORMAT, RECORD_KINDS, VERSION, BadRecord, RecordChecker
 
-FORMAT = "reasonlog"
-VERSION = 1
 EXCHANGE_COLUMNS = ("id", "session_id", "idx", "input_json", "result_json", "status", "stats_json", "started_at",
                     "ended_at")
 MESSAGE_COLUMNS = ("session_id", "idx", "role", "content_id", "call_id", "at")
@@ -27,11 +27,23 @@ _CALL_SELECT = CALL_COLUMNS + ("raw", "raw_format")
 
 def _rows(cur, table: str, columns: tuple[str, ...], session_id: str, order: str) -> list[dict]:
     sql = f"SELECT {', '.join(columns)} FROM {table} WHERE session_id = ? ORDER BY {order}"
-    return [dict(zip(columns, r)) for r in cur.execute(sql, (session_id,))]
+    return [dict(zip(columns, r, strict=True)) for r in cur.execute(sql, (session_id,))]
 
 
 def export_records(cur, session_ids: Iterable[str] | None, dicts) -> Iterator[dict]:
-    """Yield the export records, session by session (oldest first)."""
+    """Yield the export records, session by session (oldest first), then an end record counting them.
+
+    The end record is how an import tells a whole file from one cut short at a line boundary.
+    """
+    counts: Counter[str] = Counter()
+    for record in _export_body(cur, session_ids, dicts):
+        counts[record["type"]] += 1
+        yield record
+    yield {"type": END, "records": sum(counts.values()),
+           "counts": {kind: counts[kind] for kind in RECORD_KINDS}}
+
+
+def _export_body(cur, session_ids: Iterable[str] | None, dicts) -> Iterator[dict]:
     yield {"type": FORMAT, "version": VERSION}
     if session_ids is None:
         session_ids = [r[0] for r in cur.execute("SELECT id FROM sessions ORDER BY started_at, id")]
@@ -41,7 +53,7 @@ def export_records(cur, session_ids: Iterable[str] | None, dicts) -> Iterator[di
         row = cur.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?", (sid,)).fetchone()
         if row is None:
             raise StoreError(f"no session {sid!r}")
-        yield {"type": "session", **dict(zip(SESSION_COLUMNS, row))}
+        yield {"type": "session", **dict(zip(SESSION_COLUMNS, row, strict=True))}
         for ex in _rows(cur, "exchanges", EXCHANGE_COLUMNS, sid, "idx"):
             yield {"type": "exchange", **ex}
         for call in _rows(cur, "calls", _CALL_SELECT, sid, "idx"):
@@ -87,54 +99,83 @@ def _content_records(cur, ids: list[int], hashes: dict[int, str], reader: Conten
         yield {"type": "content", "hash": hashes[cid], "kind": kind, "value": value}
 
 
-def import_records(cur, records: Iterable[dict], applier) -> dict:
-    """Insert exported records into the store behind `cur` (in its open transaction).
+class Importer:
+    """Inserts exported records into the store behind `cur`, inside the caller's open transaction.
 
-    Sessions the store already holds are skipped with all their records, so importing the same
-    file twice changes nothing. The recorder counters travel only into an empty store, where
-    they cannot be counted twice. Returns counts of records imported and sessions skipped.
+    Every record is checked (`RecordChecker`) before it is written. Sessions the store already
+    holds are skipped with all their records, so importing the same file twice changes nothing.
+    The recorder counters travel only into an empty store, where they cannot be counted twice.
     """
-    ids: dict[str, int] = {}  # hex hash -> local content id
-    present: set[str] = set()  # sessions the store already had
-    empty = cur.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is None
-    n = 0
-    for lineno, record in enumerate(records, 1):
-        kind = record.get("type") if isinstance(record, dict) else None
-        handler = _IMPORTERS.get(kind)
-        if handler is None:
-            raise StoreError(f"record {lineno}: unknown type {kind!r}; expected one of {sorted(_IMPORTERS)}")
-        if kind == "session" and _exists(cur, record.get("id")):
-            present.add(record["id"])
-        if record.get("session_id", record.get("id") if kind == "session" else None) in present:
-            continue
-        if kind == "counters" and not empty:
-            continue
+
+    def __init__(self, cur, applier):
+        self.cur, self.applier = cur, applier
+        self.checker = RecordChecker()
+        self.ids: dict[str, int] = {}  # hex hash -> local content id
+        self.present: set[str] = set()  # sessions the store already had
+        self.sessions: dict[str, int] = {}  # imported session id -> position of its record
+        self.calls: dict[str, int] = {}  # imported call id -> position of its record
+        self.empty = cur.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is None
+        self.records = 0
+
+    def run(self, records: Iterable[dict]) -> dict:
+        """Import every record; the counts of what was imported and skipped, and any warnings."""
+        for index, record in enumerate(records, 1):
+            self.add(index, record)
+        warnings = self.checker.finish()
+        return {"records": self.records, "sessions_skipped": len(self.present), "warnings": warnings}
+
+    def add(self, index: int, record: dict) -> None:
+        kind = self.checker.check(index, record)
+        if kind == "session" and _exists(self.cur, record["id"]):
+            self.present.add(record["id"])
+        sid = record["id"] if kind == "session" else record.get("session_id")
+        if kind == END or sid in self.present or (kind == "counters" and not self.empty):
+            return
         try:
-            handler(cur, {k: v for k, v in record.items() if k != "type"}, ids, applier)
-        except (KeyError, TypeError) as exc:
-            raise StoreError(f"record {lineno} ({kind}): missing or malformed field {exc}") from None
+            _IMPORTERS[kind](self.cur, {k: v for k, v in record.items() if k != "type"}, self.ids, self.applier)
+        except (TypeError, ValueError, OverflowError, KeyError) as exc:
+            raise BadRecord(index, f"{kind} record: cannot be stored: {exc}") from None
         except Exception as exc:
-            if type(exc).__name__ != "IntegrityError":
+            if type(exc).__name__ != "IntegrityError":  # dialect-neutral: each driver names it so
                 raise
-            raise StoreError(f"record {lineno} ({kind}): {exc}; the database already holds it") from None
-        n += 1
-    return {"records": n, "sessions_skipped": len(present)}
+            raise BadRecord(index, f"{kind} record: the database already holds it ({exc})") from None
+        if kind in ("session", "call"):
+            (self.sessions if kind == "session" else self.calls)[record["id"]] = index
+        self.records += 1
+
+    def verify(self, dicts) -> None:
+        """Read back every imported session and replay every imported call, as `show` and `replay` would.
+
+        Call before commit: a record that is well formed but does not read back (a context run
+        past the previous call's end, a raw payload that does not parse) fails here, by its line.
+        """
+        for sid, index in self.sessions.items():
+            try:
+                reading.get_session(self.cur, sid, dicts)
+            except Exception as exc:  # whatever reading trips on, the record is at fault, not the store
+                raise BadRecord(index, f"session {sid!r} does not read back after import ({exc})") from None
+        for cid, index in self.calls.items():
+            self._verify_call(cid, index, dicts)
+
+    def _verify_call(self, cid: str, index: int, dicts) -> None:
+        try:
+            call = reading.get_call(self.cur, cid, dicts)
+        except Exception as exc:  # as above: the record is at fault
+            raise BadRecord(index, f"call {cid!r} does not read back or replay ({exc})") from None
+        if len(call["context_ids"]) != call["context_len"]:
+            raise BadRecord(index, f"call {cid!r} does not replay as recorded: its context decodes to"
+                                   f" {len(call['context_ids'])} messages, but context_len says {call['context_len']}")
 
 
-def _exists(cur, session_id: Any) -> bool:
+def _exists(cur, session_id: str) -> bool:
     return cur.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
-
-
-def _import_header(cur, rec, ids, applier) -> None:
-    if rec.get("version") != VERSION:
-        raise StoreError(f"export version {rec.get('version')!r}; this reasonlog reads version {VERSION}")
 
 
 def _import_content(cur, rec, ids, applier) -> None:
     data = canonical(rec["value"])
     digest = content_hash(data)
     if digest.hex() != rec["hash"]:
-        raise StoreError(f"content {rec['hash']}: its value does not hash to it")
+        raise ValueError(f"its value does not hash to {rec['hash']}")
     cid = applier.content_id(cur, rec["value"], rec["kind"])
     ids[rec["hash"]] = cid
 
@@ -184,7 +225,7 @@ def _import_counters(cur, rec, ids, applier) -> None:
 
 
 _IMPORTERS = {
-    FORMAT: _import_header,
+    FORMAT: lambda cur, rec, ids, a: None,  # checked by RecordChecker
     "content": _import_content,
     "session": _import_session,
     "exchange": lambda cur, rec, ids, a: _insert(cur, "exchanges", rec),

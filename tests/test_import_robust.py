@@ -1,0 +1,250 @@
+"""`reasonlog import` is all or nothing in effect: a file that is incomplete, duplicated, mistyped or
+that would not read back is refused with its file and line, and nothing is written."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+import reasonlog
+from reasonlog.cli.main import cli
+from reasonlog.demo import run_demo
+from reasonlog.io import jsonl
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> list[bytes]:
+    """The lines of a small real export: two agents with tools, outcomes, exchanges and raw payloads."""
+    folder = tmp_path_factory.mktemp("source")
+    run_demo(folder / "source.db", exchanges=1)
+    store = reasonlog.open_store(folder / "source.db")
+    try:
+        return list(jsonl.dump_lines(store))
+    finally:
+        store.close()
+
+
+def _import(db: Path, path: Path | str):
+    """`reasonlog import`, letting any exception escape: a traceback fails the test."""
+    return CliRunner().invoke(cli, ["--db", str(db), "import", str(path)], catch_exceptions=False)
+
+
+def _refused(tmp_path: Path, lines: list[bytes], *fragments: str, read_back: bool = False) -> str:
+    """Import `lines` into a database that does not exist yet: it must be refused and never created.
+
+    With `read_back` the file is well formed and fails only when read back after inserting, so the
+    database exists, but it must hold nothing.
+    """
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"".join(lines))
+    db = tmp_path / "new.db"
+    result = _import(db, path)
+    assert result.exit_code == 1, result.output
+    assert result.output.count("\n") == 1 and result.output.startswith(f"error: {path}:"), result.output
+    for fragment in fragments:
+        assert fragment in result.output
+    if read_back:
+        store = reasonlog.open_store(db)
+        assert store.status()["counts"] == {"sessions": 0, "calls": 0, "messages": 0, "contents": 0, "outcomes": 0}
+        store.close()
+    else:
+        assert not db.exists()
+    return result.output
+
+
+def _records(lines: list[bytes]) -> list[dict]:
+    return [orjson.loads(line) for line in lines]
+
+
+def _line(record: dict) -> bytes:
+    return json.dumps(record, sort_keys=True).encode() + b"\n"  # json, not orjson: it writes 2 ** 64 too
+
+
+def _first(lines: list[bytes], kind: str, nth: int = 0) -> int:
+    """The 0-based position of the nth record of a kind."""
+    return [i for i, r in enumerate(_records(lines)) if r["type"] == kind][nth]
+
+
+def _with(lines: list[bytes], kind: str, changes: dict) -> tuple[list[bytes], int]:
+    """The lines with the first record of `kind` changed; also its 1-based line number."""
+    i = _first(lines, kind)
+    record = {**orjson.loads(lines[i]), **changes}
+    return lines[:i] + [_line(record)] + lines[i + 1:], i + 1
+
+
+def test_an_export_ends_with_its_counts(exported):
+    records = _records(exported)
+    assert records[0] == {"type": "reasonlog", "version": 2}
+    assert records[-1] == {"type": "end", "records": 34, "counts": {
+        "session": 2, "exchange": 2, "call": 4, "message": 10, "tool_result": 2, "outcome": 2, "content": 10,
+        "counters": 1}}
+
+
+@pytest.mark.parametrize("keep", [1, 2, 9, 20, 33, 34])
+def test_a_file_cut_at_a_line_boundary_is_refused_as_incomplete(exported, tmp_path, keep):
+    _refused(tmp_path, exported[:keep], "incomplete")
+
+
+def test_a_file_cut_inside_a_line_is_refused_as_incomplete(exported, tmp_path):
+    data = b"".join(exported)
+    _refused(tmp_path, [data[:len(data) // 2]], "incomplete")
+
+
+def test_counts_that_disagree_are_refused(exported, tmp_path):
+    end = orjson.loads(exported[-1])
+    end["counts"]["call"] = 5
+    output = _refused(tmp_path, exported[:-1] + [_line(end)], "incomplete", "5 call")
+    assert f":{len(exported)}:" in output
+
+
+def test_a_version_1_file_without_counts_is_imported_with_a_warning(exported, tmp_path):
+    lines = [_line({"type": "reasonlog", "version": 1})] + exported[1:-1]
+    path = tmp_path / "v1.jsonl"
+    path.write_bytes(b"".join(lines))
+    result = _import(tmp_path / "db", path)
+    assert result.exit_code == 0, result.output
+    assert "imported 34 records" in result.stdout
+    assert "version-1 export" in result.stderr and "cannot tell" in result.stderr
+    store = reasonlog.open_store(tmp_path / "db")
+    assert store.status()["counts"]["calls"] == 4
+    store.close()
+
+
+def test_a_version_1_file_that_carries_counts_is_refused(exported, tmp_path):
+    lines = [_line({"type": "reasonlog", "version": 1})] + exported[1:]
+    _refused(tmp_path, lines, f":{len(exported)}:", "version 1")
+
+
+@pytest.mark.parametrize("kind", ["session", "call", "content", "message", "exchange", "tool_result", "outcome"])
+def test_a_duplicated_record_names_both_lines(exported, tmp_path, kind):
+    i = _first(exported, kind)
+    lines = exported[:i + 1] + [exported[i]] + exported[i + 1:]
+    _refused(tmp_path, lines, f"in.jsonl:{i + 2}:", f"line {i + 1}")
+
+
+def test_a_message_index_twice_names_both_lines(exported, tmp_path):
+    first, second = _first(exported, "message", 0), _first(exported, "message", 1)
+    record = {**orjson.loads(exported[second]), "idx": orjson.loads(exported[first])["idx"]}
+    lines = exported[:second] + [_line(record)] + exported[second + 1:]
+    _refused(tmp_path, lines, f"in.jsonl:{second + 1}:", f"line {first + 1}", "message")
+
+
+@pytest.mark.parametrize(("kind", "field", "value", "expected"), [
+    ("call", "input_tokens", "lots", "an integer"),
+    ("call", "input_tokens", 2 ** 64, "an integer"),
+    ("call", "input_tokens", True, "an integer"),
+    ("call", "latency_ms", "fast", "a number"),
+    ("message", "idx", "x", "an integer"),
+    ("message", "content", None, "a content hash"),
+    ("session", "labels_json", 5, "JSON text of an object"),
+    ("session", "labels_json", "[1, 2]", "JSON text of an object"),
+    ("session", "started_at", None, "text"),
+    ("session", "id", ["s"], "text"),
+    ("call", "params_json", "{not json", "JSON text of an object"),
+    ("call", "context_json", "[[0, \"x\"]]", "a list of content hashes"),
+    ("call", "context_len", None, "an integer"),
+    ("exchange", "stats_json", "[]", "JSON text of an object"),
+    ("tool_result", "is_error", "no", "0 or 1"),
+    ("outcome", "message_idx", {"a": 1}, "an integer"),
+    ("content", "kind", 3, "one of"),
+    ("counters", "values", [1], "an object of integers"),
+])
+def test_a_field_of_the_wrong_type_names_file_line_and_field(exported, tmp_path, kind, field, value, expected):
+    lines, lineno = _with(exported, kind, {field: value})
+    _refused(tmp_path, lines, f"in.jsonl:{lineno}:", repr(field), expected)
+
+
+def test_a_record_that_is_a_list_is_refused_with_its_line(exported, tmp_path):
+    _refused(tmp_path, exported[:3] + [b"[1, 2]\n"] + exported[3:], "in.jsonl:4:", "JSON object")
+
+
+def test_an_unknown_field_is_refused_with_its_line(exported, tmp_path):
+    lines, lineno = _with(exported, "outcome", {"colour": "red"})
+    _refused(tmp_path, lines, f"in.jsonl:{lineno}:", "'colour'")
+
+
+def test_a_call_whose_context_does_not_decode_is_refused_at_that_call(exported, tmp_path):
+    i = _first(exported, "call", 1)
+    record = orjson.loads(exported[i])
+    record["context_json"] = orjson.dumps([[0, 99]] + json.loads(record["context_json"])).decode()
+    lines = exported[:i] + [_line(record)] + exported[i + 1:]
+    _refused(tmp_path, lines, f"in.jsonl:{i + 1}:", "replay", read_back=True)
+
+
+def test_a_call_whose_raw_payload_does_not_read_back_is_refused_at_that_call(exported, tmp_path):
+    lines, lineno = _with(exported, "call", {"raw": "{not json"})
+    _refused(tmp_path, lines, f"in.jsonl:{lineno}:", "replay", read_back=True)
+
+
+def test_a_refused_import_leaves_a_database_as_it_was(exported, tmp_path):
+    db = tmp_path / "full.db"
+    source = tmp_path / "source.db"
+    assert _import(source, _write(tmp_path / "all.jsonl", exported)).exit_code == 0
+    good = tmp_path / "first-session.jsonl"
+    first_id = _records(exported)[1]["id"]
+    assert CliRunner().invoke(cli, ["--db", str(source), "export", first_id, "-o", str(good)]).exit_code == 0
+    assert _import(db, good).exit_code == 0
+    before = CliRunner().invoke(cli, ["--db", str(db), "export"]).stdout_bytes
+    bad = exported[:-3] + exported[-2:]  # the second session loses its last outcome
+    result = _import(db, _write(tmp_path / "bad.jsonl", bad))
+    assert result.exit_code == 1 and "incomplete" in result.output
+    assert CliRunner().invoke(cli, ["--db", str(db), "export"]).stdout_bytes == before
+
+
+def _write(path: Path, lines: list[bytes]) -> Path:
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+@pytest.mark.parametrize(("name", "content", "fragment"), [
+    ("empty.jsonl", b"", "empty"),
+    ("blank.jsonl", b"\n\n", "empty"),
+    ("noheader.jsonl", b'{"type": "session", "id": "s"}\n', "header"),
+    ("garbage.bin", bytes(range(256)) * 4, "not valid JSON"),
+    ("latin1.jsonl", b'{"type": "reasonlog", "version": "caf\xe9"}\n', "UTF-8"),
+    ("scalar.jsonl", b"42\n", "JSON object"),
+    ("newer.jsonl", b'{"type": "reasonlog", "version": 3}\n', "version 3"),
+])
+def test_hostile_files_are_one_line_and_create_nothing(tmp_path, name, content, fragment):
+    path = _write(tmp_path / name, [content])
+    db = tmp_path / "new.db"
+    result = _import(db, path)
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"error: {path}:1: ") and fragment in result.output, result.output
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("target", ["missing.jsonl", "."])
+def test_a_missing_file_or_a_directory_is_one_line_and_creates_nothing(tmp_path, target):
+    db = tmp_path / "new.db"
+    result = _import(db, tmp_path / target)
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith("error: ") and str(tmp_path) in result.output
+    assert not db.exists()
+
+
+def test_import_without_a_file_is_a_usage_error(tmp_path):
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "db"), "import"], catch_exceptions=False)
+    assert result.exit_code == 2
+
+
+def test_import_from_stdin_checks_the_same(exported, tmp_path):
+    db = tmp_path / "new.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "-"], input=b"".join(exported[:-1]),
+                                catch_exceptions=False)
+    assert result.exit_code == 1 and result.output.startswith("error: -:34: ") and "incomplete" in result.output
+    assert not db.exists()
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "-"], input=b"".join(exported),
+                                catch_exceptions=False)
+    assert result.exit_code == 0 and "imported 34 records" in result.output
+
+
+def test_export_to_a_folder_that_does_not_exist_is_one_line(exported, tmp_path):
+    db = tmp_path / "db"
+    assert _import(db, _write(tmp_path / "all.jsonl", exported)).exit_code == 0
+    result = CliRunner().invoke(cli, ["--db", str(db), "export", "-o", str(tmp_path / "no" / "x.jsonl")],
+                                catch_exceptions=False)
+    assert result.exit_code == 1 and result.output.count("\n") == 1 and "x.jsonl" in result.output
