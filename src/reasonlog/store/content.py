@@ -7,6 +7,8 @@ call's context plus the ids that are new, so storage grows with the session, not
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import orjson
@@ -24,35 +26,54 @@ DICT_TRAIN_SAMPLES = 500
 DICT_TRAIN_MIN_BYTES = 128 << 10
 DICT_SIZE = 64 << 10
 
-_compressor = zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False)
-_decompressor = zstandard.ZstdDecompressor()
+# zstd contexts are not thread-safe and release the GIL while they work: two stores (or two
+# threads of one) sharing a context crashed the process. Every thread gets its own contexts.
+_local = threading.local()
+
+
+def _plain() -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
+    """This thread's compressor and decompressor without a dictionary."""
+    pair = getattr(_local, "plain", None)
+    if pair is None:
+        pair = _local.plain = (zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False),
+                               zstandard.ZstdDecompressor())
+    return pair
 
 
 class Dictionaries:
-    """The zstd dictionaries of one database, loaded once each. Small contents compress about
-    twice as well with a dictionary trained on the database's own first contents."""
+    """The zstd dictionaries of one database: their bytes loaded once, their contexts per thread.
+
+    Small contents compress about twice as well with a dictionary trained on the database's own
+    first contents. A dictionary's id is the database's, so contexts are per store as well.
+    """
 
     def __init__(self):
-        self._by_id: dict[int, tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]] = {}
+        self._data: dict[int, bytes] = {}
+        self._local = threading.local()
 
-    def get(self, cur, dict_id: int):
-        if dict_id not in self._by_id:
+    def get(self, cur, dict_id: int) -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
+        data = self._data.get(dict_id)
+        if data is None:
             row = cur.execute("SELECT data FROM zstd_dicts WHERE id = ?", (dict_id,)).fetchone()
             if row is None:
                 raise ValueError(f"zstd dictionary {dict_id} is missing")
-            d = zstandard.ZstdCompressionDict(bytes(row[0]))
-            self._by_id[dict_id] = (zstandard.ZstdCompressor(level=3, dict_data=d, write_checksum=False),
-                                    zstandard.ZstdDecompressor(dict_data=d))
-        return self._by_id[dict_id]
+            data = self._data[dict_id] = bytes(row[0])
+        mine = self._local.__dict__.setdefault("contexts", {})
+        cached = mine.get(dict_id)
+        if cached is None or cached[0] is not data:  # a forgotten id may come back with other bytes
+            d = zstandard.ZstdCompressionDict(data)
+            cached = mine[dict_id] = (data, zstandard.ZstdCompressor(level=3, dict_data=d, write_checksum=False),
+                                      zstandard.ZstdDecompressor(dict_data=d))
+        return cached[1], cached[2]
 
     def forget(self, dict_id: int | None) -> None:
-        self._by_id.pop(dict_id, None)
+        self._data.pop(dict_id, None)  # type: ignore[arg-type]
 
 
 def train_dictionary(samples: list[bytes]) -> bytes | None:
     """A zstd dictionary from sample contents, or None when zstd finds too little to learn from."""
     try:
-        return zstandard.train_dictionary(DICT_SIZE, samples).as_bytes()
+        return zstandard.train_dictionary(DICT_SIZE, list[Any](samples)).as_bytes()
     except zstandard.ZstdError:
         return None
 
@@ -77,7 +98,7 @@ def compress(data: bytes, compressor=None) -> tuple[int, bytes]:
     """Return (codec, stored bytes); `compressor` is a dictionary's, when there is one."""
     if len(data) < COMPRESS_MIN_BYTES:
         return CODEC_PLAIN, data
-    packed = (compressor or _compressor).compress(data)
+    packed = (compressor or _plain()[0]).compress(data)
     if len(packed) >= len(data):
         return CODEC_PLAIN, data
     return (CODEC_ZSTD_DICT if compressor else CODEC_ZSTD), packed
@@ -87,7 +108,7 @@ def decompress(codec: int, data: bytes, decompressor=None) -> bytes:
     if codec == CODEC_PLAIN:
         return bytes(data)
     if codec == CODEC_ZSTD:
-        return _decompressor.decompress(data)
+        return _plain()[1].decompress(data)
     if codec == CODEC_ZSTD_DICT and decompressor is not None:
         return decompressor.decompress(data)
     raise ValueError(f"unknown content codec {codec} (or its dictionary is missing)")
@@ -132,7 +153,7 @@ def fill_skeleton(skeleton: Any, response: dict | None) -> Any:
 
 
 def pack_raw(data: bytes) -> bytes:
-    return _compressor.compress(data)
+    return _plain()[0].compress(data)
 
 
 def unpack_raw(data: bytes, fmt: str, response_bytes: bytes | None = None) -> bytes:
@@ -141,10 +162,8 @@ def unpack_raw(data: bytes, fmt: str, response_bytes: bytes | None = None) -> by
     Formats `skeleton` and `bytes` are plain zstd. Databases written before schema 3 hold
     `json` and `text`, compressed with the response message as a raw-content dictionary.
     """
-    if fmt in ("skeleton", "bytes"):
-        return _decompressor.decompress(data)
-    if not response_bytes:
-        return _decompressor.decompress(data)
+    if fmt in ("skeleton", "bytes") or not response_bytes:
+        return _plain()[1].decompress(data)
     dictionary = zstandard.ZstdCompressionDict(response_bytes, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
     return zstandard.ZstdDecompressor(dict_data=dictionary).decompress(data)
 
@@ -198,7 +217,7 @@ def decode_context(encoded: list, previous: list[int] | None) -> list[int]:
 
 
 def new_in_timeline(ids: list[int], previous: list[int] | None, previous_response: int | None,
-                    response_items: set[int] = frozenset()) -> list[int]:
+                    response_items: AbstractSet[int] = frozenset()) -> list[int]:
     """The messages of a context that the session's timeline has not shown yet.
 
     They are what follows the previous response (or the end of the previous context) in

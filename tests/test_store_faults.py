@@ -1,0 +1,101 @@
+"""Faults of the store itself: threads sharing compressors, and a disk that fills up.
+
+The concurrency test runs in a child process: a crash there (SIGSEGV, "double free") must fail
+the test, not kill pytest.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import reasonlog
+from reasonlog.store.content import canonical
+
+TESTS = Path(__file__).resolve().parent
+BENCH = TESTS.parent.parent / "shared" / "bench"
+SEEDS_PER_WRITER = 4  # 4 × 240 calls per recorder
+
+
+def _writer_seeds(i: int) -> range:
+    return range(i * 10, i * 10 + SEEDS_PER_WRITER)
+
+
+def _workloads(seeds: range) -> list[list[dict]]:
+    sys.path.insert(0, str(BENCH))
+    import workload
+
+    return [list(workload.generate("small", seed=seed)) for seed in seeds]
+
+
+def _record(path: Path, workloads: list[list[dict]], errors: list | None = None, **options) -> None:
+    sys.path.insert(0, str(TESTS))
+    from helpers import record_workload
+
+    rec = reasonlog.Recorder(path, **options)
+    for calls in workloads:
+        record_workload(rec, calls)
+    rec.close(timeout=60)
+    if errors is not None and rec.stats()["last_error"] is not None:
+        errors.append(f"{path.name}: {rec.stats()['last_error']}")
+
+
+def _read_until(path: Path, expected: dict[str, bytes], stop: threading.Event, errors: list[str]) -> None:
+    """Replay every call of `path` over and over, as a dashboard would, until told to stop."""
+    store = reasonlog.open_store(path)
+    try:
+        while not stop.is_set():
+            for session in store.list_sessions(reasonlog.SessionFilter(limit=None)):
+                store.get_session(session["id"])
+            for call_id, request in expected.items():
+                if canonical(store.replay_call(call_id)) != request:
+                    errors.append(f"replay of {call_id} differs")
+    except Exception as exc:  # noqa: BLE001  (reported to the parent, which fails the test)
+        errors.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        store.close()
+
+
+def _child(tmp: Path) -> None:
+    """Two recorders on two files and two readers of a third, all at once, in this process."""
+    read_db = tmp / "read.db"
+    readable = _workloads(range(100, 101))
+    _record(read_db, readable)
+    expected = {c["call_id"]: canonical(c["request"]) for calls in readable for c in calls}
+    stop, errors = threading.Event(), []
+    readers = [threading.Thread(target=_read_until, args=(read_db, expected, stop, errors)) for _ in range(2)]
+    writers = [threading.Thread(target=_record, args=(tmp / f"w{i}.db", _workloads(_writer_seeds(i)), errors),
+                                kwargs={"batch_size": 40, "flush_interval": 0.01}) for i in range(2)]
+    for t in readers + writers:
+        t.start()
+    for t in writers:
+        t.join()
+    stop.set()
+    for t in readers:
+        t.join()
+    print(json.dumps({"errors": errors}))
+
+
+def test_two_recorders_and_two_readers_in_one_process_neither_crash_nor_lose_calls(tmp_path):
+    child = subprocess.run([sys.executable, __file__, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, f"child died ({child.returncode}): {child.stderr[-2000:]}"
+    assert json.loads(child.stdout.splitlines()[-1]) == {"errors": []}  # no store error, no wrong replay
+    for i in range(2):
+        workloads = _workloads(_writer_seeds(i))
+        path = tmp_path / f"w{i}.db"
+        store = reasonlog.open_store(path)
+        try:
+            status = store.status()
+            assert status["counts"]["calls"] == 240 * SEEDS_PER_WRITER
+            # Batches the writer could not keep up with may spill and come back; none may fail or wait.
+            assert (status["pending_spill_files"], status["dropped_records"], status["rejected_records"]) == ([], 0, 0)
+            for c in (c for calls in workloads for c in calls):
+                assert canonical(store.replay_call(c["call_id"])) == canonical(c["request"]), c["call_id"]
+        finally:
+            store.close()
+
+
+if __name__ == "__main__":
+    _child(Path(sys.argv[1]))
