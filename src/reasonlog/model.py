@@ -12,7 +12,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from .parts import RecordError
@@ -42,7 +42,7 @@ def new_id() -> str:
 
 def utc_now() -> str:
     """Now, as the ISO-8601 UTC text every `*_at` column holds."""
-    return _iso(datetime.now(timezone.utc))
+    return _iso(datetime.now(UTC))
 
 
 def _iso(value: datetime) -> str:
@@ -61,15 +61,22 @@ def format_instant(value: datetime | str | float | None) -> str | None:
     if isinstance(value, str) and _UTC_TEXT.fullmatch(value):  # already UTC text: only pad the fraction
         fraction = value[20:-1] if len(value) > 20 else ""
         return f"{value[:19]}.{fraction:0<6}Z"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = datetime.fromtimestamp(value, timezone.utc)
-    elif isinstance(value, str):
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if not isinstance(value, datetime):
-        raise RecordError(f"expected a datetime, epoch seconds or ISO-8601 text, got {type(value).__name__}")
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return _iso(value.astimezone(timezone.utc))
+    try:  # out of range epochs and dates fail in three ways; all are bad input, never a store failure
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = datetime.fromtimestamp(value, UTC)
+        elif isinstance(value, str):
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if not isinstance(value, datetime):
+            raise RecordError(f"expected a datetime, epoch seconds or ISO-8601 text, got {type(value).__name__}")
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return _iso(value.astimezone(UTC))
+    except (ValueError, OverflowError, OSError) as exc:
+        raise RecordError(str(exc) if isinstance(exc, RecordError) else f"not an instant: {exc}") from None
+
+
+# No real call comes near this; the bound keeps per-session sums far from SQLite's 64-bit limit.
+MAX_TOKENS = 10**12
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +101,13 @@ class Usage:
         # One chained test for the common case: it runs on the agent's thread for every call.
         if (type(i) is int and type(o) is int and type(r) is int and type(w) is int and type(w1) is int
                 and type(t) is int and i >= 0 and o >= 0 and r >= 0 and w >= 0 and w1 >= 0 and t >= 0
-                and w1 <= w and t <= o):
+                and w1 <= w and t <= o and i + o + r + w <= MAX_TOKENS):
             return
-        for f, value in zip(fields(self), values):
-            if type(value) is not int or value < 0:
-                raise RecordError(f"usage.{f.name}: expected a non-negative int, got {value!r}")
+        for f, value in zip(fields(self), values, strict=True):
+            if type(value) is not int or not 0 <= value <= MAX_TOKENS:
+                raise RecordError(f"usage.{f.name}: expected an int from 0 to {MAX_TOKENS:,}, got {value!r}")
+        if i + o + r + w > MAX_TOKENS:
+            raise RecordError(f"usage: more than {MAX_TOKENS:,} tokens in one call")
         if self.cache_write_1h_tokens > self.cache_write_tokens:
             raise RecordError("usage.cache_write_1h_tokens: larger than cache_write_tokens, of which it is a part")
         if self.reasoning_tokens > self.output_tokens:
@@ -139,11 +148,13 @@ class Usage:
         completion = _first(get("completion_tokens"), get("output_tokens")) or 0
         in_details = get("prompt_tokens_details") or get("input_tokens_details")
         out_details = get("completion_tokens_details") or get("output_tokens_details")
-        cached = (_getter(in_details)("cached_tokens") or 0) if in_details else 0
+        # DeepSeek reports cache hits beside prompt_tokens, without prompt_tokens_details.
+        cached = (_getter(in_details)("cached_tokens") or 0) if in_details else get("prompt_cache_hit_tokens") or 0
+        written = (_getter(in_details)("cache_write_tokens") or 0) if in_details else 0
         reasoning = (_getter(out_details)("reasoning_tokens") or 0) if out_details else 0
         completion = _with_reasoning(completion, reasoning, prompt, get("total_tokens"))
-        return cls(input_tokens=max(prompt - cached, 0), output_tokens=completion, cache_read_tokens=cached,
-                   reasoning_tokens=min(reasoning, completion))
+        return cls(input_tokens=max(prompt - cached - written, 0), output_tokens=completion,
+                   cache_read_tokens=cached, cache_write_tokens=written, reasoning_tokens=min(reasoning, completion))
 
     @classmethod
     def from_langchain(cls, usage: dict) -> "Usage":
@@ -324,3 +335,95 @@ def event_from_dict(data: dict) -> Event:
     if cls is CallRecorded and data.get("usage") is not None:
         data["usage"] = Usage.from_dict(data["usage"])
     return cls(**data)
+
+
+# ---------------------------------------------------------------------------------- validation
+# The recorder checks its arguments at the call site; the store checks every event again, since
+# events also come from spill files (and, later, HTTP). A wrongly typed field must fail as a
+# data error that rejects its event alone: reaching SQLite, it would fail as a store error, and
+# the batch, its replay and every later batch would spill behind it.
+
+MAX_AMOUNT = 2**63 - 1  # SQLite's largest INTEGER; also bounds floats (and excludes inf; NaN fails any comparison)
+STATUSES = ("completed", "failed", "interrupted")
+CALL_STATUSES = ("ok", "error", "partial")
+
+
+def is_amount(value: Any) -> bool:
+    """A measurement or price: a finite, non-negative int or float (not a bool)."""
+    return value is None or (type(value) in (int, float) and 0 <= value <= MAX_AMOUNT)
+
+
+def _text(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _id(v: Any) -> bool:
+    return isinstance(v, str) and v != ""
+
+
+def _instant(v: Any) -> bool:
+    return isinstance(v, str) and _UTC_TEXT.fullmatch(v) is not None
+
+
+def _dict(v: Any) -> bool:
+    return v is None or isinstance(v, dict)
+
+
+def _message(v: Any) -> bool:
+    return v is None or isinstance(v, dict) or hasattr(v, "model_dump")
+
+
+def _tags(v: Any) -> bool:
+    return v is None or (isinstance(v, list) and all(isinstance(t, str) and t for t in v))
+
+
+def _pid(v: Any) -> bool:
+    return v is None or (type(v) is int and 0 <= v <= MAX_AMOUNT)
+
+
+def _stats(v: Any) -> bool:
+    """Exchange stats: readers add up a reported `cost_usd`, so it must be a number."""
+    return v is None or (isinstance(v, dict) and is_amount(v.get("cost_usd")))
+
+
+def _one_of(choices: tuple[str, ...]):
+    return lambda v: isinstance(v, str) and v in choices
+
+
+TEXT, ID, INSTANT = (_text, "a str or None"), (_id, "a non-empty str"), (_instant, "UTC text YYYY-MM-DDTHH:MM:SSZ")
+DICT, AMOUNT = (_dict, "a dict or None"), (is_amount, "a non-negative number or None")
+_SESSION = (("session_id", *ID),)
+_CHECKS: dict[type, tuple[tuple[str, Any, str], ...]] = {
+    SessionStarted: (*_SESSION, ("started_at", *INSTANT), ("agent", *TEXT), ("run", *TEXT), ("model", *TEXT),
+                     ("provider", *TEXT), ("labels", _dict, "a dict"), ("parent_session_id", *TEXT),
+                     ("parent_call_id", *TEXT), ("external_id", *TEXT), ("host", *TEXT), ("pid", _pid, "an int"),
+                     ("xml_tool_tags", _tags, "a list of tag names or None")),
+    SessionEnded: (*_SESSION, ("ended_at", *INSTANT), ("status", _one_of(STATUSES), " or ".join(STATUSES)),
+                   ("summary", *TEXT), ("error", *DICT)),
+    ExchangeStarted: (("exchange_id", *ID), *_SESSION, ("started_at", *INSTANT)),
+    ExchangeEnded: (("exchange_id", *ID), *_SESSION, ("ended_at", *INSTANT),
+                    ("status", _one_of(STATUSES), " or ".join(STATUSES)),
+                    ("stats", _stats, "a dict whose cost_usd is a non-negative number, or None")),
+    CallRecorded: (("call_id", *ID), *_SESSION, ("exchange_id", *TEXT),
+                   ("request", lambda v: isinstance(v, dict), "a dict"),
+                   ("response", _message, "a message dict or None"), ("model", *TEXT), ("provider", *TEXT),
+                   ("stop_reason", *TEXT), ("usage", lambda v: v is None or type(v) is Usage, "a Usage or None"),
+                   ("cost_usd", *AMOUNT), ("latency_ms", *AMOUNT), ("ttft_ms", *AMOUNT),
+                   ("provider_message_id", *TEXT), ("request_id", *TEXT), ("error", *DICT),
+                   ("status", _one_of(CALL_STATUSES), " or ".join(CALL_STATUSES)), ("context_facts", *DICT)),
+    ToolResultRecorded: (("tool_result_id", *ID), *_SESSION, ("at", *INSTANT), ("tool_use_id", *TEXT),
+                         ("name", *TEXT), ("is_error", lambda v: type(v) is bool, "a bool"),
+                         ("duration_ms", *AMOUNT)),
+    OutcomeRecorded: (("outcome_id", *ID), *_SESSION, ("at", *INSTANT), ("outcome_kind", *ID), ("call_id", *TEXT)),
+}
+
+
+def check_event(event: Any) -> None:
+    """Raise `RecordError` naming the first field of `event` whose type the store cannot hold."""
+    checks = _CHECKS.get(type(event))
+    if checks is None:
+        raise RecordError(f"event: expected one of {sorted(EVENT_TYPES)}, got {type(event).__name__}")
+    for name, ok, expected in checks:
+        value = getattr(event, name)
+        if not ok(value):
+            raise RecordError(f"{name}: expected {expected}, got {type(value).__name__}")

@@ -50,8 +50,8 @@ def text_part(text: str) -> Part:
     return Part("text", text=text)
 
 
-def tool_use_part(tool_use_id: str, name: str, input: Any) -> Part:
-    return Part("tool_use", tool_use_id=tool_use_id, name=name, input=input)
+def tool_use_part(tool_use_id: Any, name: Any, input: Any) -> Part:
+    return Part("tool_use", tool_use_id=_ident(tool_use_id), name=_ident(name), input=input)
 
 
 def check_block(block: Any, where: str) -> dict:
@@ -100,7 +100,7 @@ def xml_tool_calls(text: str, tags, call_id: str | None = None, seen: dict | Non
     Ids are `<call_id>:<tag>:<n>`, counting that tag's calls in the response from 0, so an agent
     can record their results with `session.tool_result(id, ...)`.
     """
-    pattern = re.compile(r"<(%s)(?:\s[^>]*)?>(.*?)</\1\s*>" % "|".join(re.escape(t) for t in tags), re.DOTALL)
+    pattern = re.compile(r"<({})(?:\s[^>]*)?>(.*?)</\1\s*>".format("|".join(re.escape(t) for t in tags)), re.DOTALL)
     out, pos, seen = [], 0, {} if seen is None else seen
     for m in pattern.finditer(text):
         if text[pos:m.start()].strip():
@@ -129,12 +129,14 @@ def _parts_of_message(message: Any) -> list[Part]:
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
         parts.insert(0, Part("thinking", text=reasoning))
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        parts.append(tool_use_part(call.get("id"), fn.get("name"), _json_or_text(fn.get("arguments"))))
+    for call in _list(message.get("tool_calls")):
+        fn = call.get("function") if isinstance(call, dict) else None
+        fn = fn if isinstance(fn, dict) else {}
+        parts.append(tool_use_part(call.get("id") if isinstance(call, dict) else None, fn.get("name"),
+                                   _json_or_text(fn.get("arguments"))))
     if message.get("role") == "tool":
         text = "".join(p.text for p in parts)
-        return [Part("tool_result", tool_use_id=message.get("tool_call_id"), text=text)]
+        return [Part("tool_result", tool_use_id=_ident(message.get("tool_call_id")), text=text)]
     return parts
 
 
@@ -155,29 +157,41 @@ def _parts_of_block(block: Any) -> list[Part]:
         return [Part("opaque", data=block)]
     kind = block.get("type")
     if kind in ("text", "input_text", "output_text"):
-        return [text_part(block.get("text", ""))]
+        return [text_part(_as_text(block.get("text")))]
     if kind == "thinking":
         extra = {"signature": block["signature"]} if "signature" in block else {}
-        return [Part("thinking", text=block.get("thinking", ""), extra=extra)]
+        return [Part("thinking", text=_as_text(block.get("thinking")), extra=extra)]
     if kind == "redacted_thinking":
         return [Part("redacted_thinking", data=block.get("data"))]
     if kind == "reasoning":  # OpenAI Responses reasoning item
-        summary = "\n".join(s.get("text", "") for s in block.get("summary") or () if isinstance(s, dict))
+        summary = "\n".join(_as_text(s.get("text")) for s in _list(block.get("summary")) if isinstance(s, dict))
         return [Part("thinking", text=summary, data=block)]
     if kind == "tool_use":
         return [tool_use_part(block.get("id"), block.get("name"), block.get("input"))]
     if kind == "function_call":  # OpenAI Responses
         return [tool_use_part(block.get("call_id"), block.get("name"), _json_or_text(block.get("arguments")))]
     if kind == "function_call_output":
-        return [Part("tool_result", tool_use_id=block.get("call_id"), text=_as_text(block.get("output")))]
+        return [Part("tool_result", tool_use_id=_ident(block.get("call_id")), text=_as_text(block.get("output")))]
     if kind == "tool_result":
-        return [Part("tool_result", tool_use_id=block.get("tool_use_id"), text=_as_text(block.get("content")),
+        return [Part("tool_result", tool_use_id=_ident(block.get("tool_use_id")), text=_as_text(block.get("content")),
                      is_error=bool(block.get("is_error")))]
     if kind == "message":  # OpenAI Responses output message
         return _parts_of_content(block.get("content"))
     if kind in ("image", "image_url", "input_image"):
         return [Part("image", data=block)]
-    return [Part("opaque", name=kind, data=block)]
+    return [Part("opaque", name=_ident(kind), data=block)]
+
+
+# Stored messages are any JSON the agent sent; reading must never fail on one, whatever its shape.
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _ident(value: Any) -> str | None:
+    """An id or a name as text: readers pair tool calls by it, so it must be hashable and printable."""
+    return value if value is None or isinstance(value, str) else _as_text(value)
 
 
 def _as_text(value: Any) -> str:

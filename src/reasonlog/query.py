@@ -65,10 +65,17 @@ def timeline(session: dict) -> list[dict]:
 
 
 def _failed_item(call: dict) -> dict:
-    ended = datetime.fromisoformat(call["started_at"].replace("Z", "+00:00")) + timedelta(
-        milliseconds=call["latency_ms"] or 0)
-    return {"kind": "failed_call", "call_id": call["id"], "at": call["started_at"],
-            "ended_at": ended.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "error": call["error"], "latency_ms": call["latency_ms"]}
+    return {"kind": "failed_call", "call_id": call["id"], "at": call["started_at"], "ended_at": _ended_at(call),
+            "error": call["error"], "latency_ms": call["latency_ms"]}
+
+
+def _ended_at(call: dict) -> str:
+    try:
+        ended = datetime.fromisoformat(call["started_at"].replace("Z", "+00:00")) + timedelta(
+            milliseconds=call["latency_ms"] or 0)
+    except OverflowError:  # a stored latency that would end past the year 9999
+        return call["started_at"]
+    return ended.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _outcome_item(outcome: dict) -> dict:

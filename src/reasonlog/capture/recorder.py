@@ -14,9 +14,11 @@ import os
 import socket
 import time
 import weakref
+from datetime import datetime
 from typing import Any
 
 from ..model import (
+    STATUSES,
     CallRecorded,
     Event,
     ExchangeEnded,
@@ -27,6 +29,7 @@ from ..model import (
     ToolResultRecorded,
     Usage,
     format_instant,
+    is_amount,
     new_id,
     utc_now,
 )
@@ -110,28 +113,20 @@ class Recorder:
         `on_close`: the status the session ends with if the recorder closes while it is open
         ("interrupted"; automatic sessions of instrumented clients use "completed").
         """
-        sid = id or new_id()
+        sid = id if isinstance(id, str) and id else new_id()
         try:
-            if labels is not None and not isinstance(labels, dict):
-                raise RecordError(f"labels: expected a dict, got {type(labels).__name__}")
-            for name, value in (("agent", agent), ("run", run), ("model", model), ("provider", provider)):
-                if value is not None and not isinstance(value, str):
-                    raise RecordError(f"{name}: expected a str, got {type(value).__name__}")
-            parent_id = parent.id if isinstance(parent, SessionRecorder) else parent
-            if xml_tools is not None and (not isinstance(xml_tools, (list, tuple))
-                                          or not all(isinstance(t, str) and t for t in xml_tools)):
-                raise RecordError(f"xml_tools: expected a list of tag names, got {xml_tools!r}")
-            event = SessionStarted(sid, _instant(started_at, "started_at") if started_at else utc_now(), agent, run,
-                                   model, provider, dict(labels or {}), parent_id, parent_call, external_id,
-                                   _HOST, os.getpid(), list(xml_tools) if xml_tools else None)
+            event = _session_event(sid, agent, run, model, provider, labels, id, external_id, parent, parent_call,
+                                   started_at, xml_tools, on_close)
         except RecordError as exc:
             self.reject(exc)
             event = None
-        session = SessionRecorder(self, sid, model, provider)
+        session = SessionRecorder(self, sid, model if event else None, provider if event else None)
+        if event is None:  # its records are rejected too: stored alone, they would be orphans no reader shows
+            session.refuse(f"session {sid} was rejected")
+            return session
         session.on_close = on_close
-        if event is not None:
-            self._emit(event)
-            self._sessions[sid] = session
+        self._emit(event)
+        self._sessions[sid] = session
         return session
 
     # ------------------------------------------------------------------ plumbing
@@ -185,6 +180,14 @@ class SessionRecorder:
         self.ended = False
         self.on_close = "interrupted"
         self._token = None
+        self._refused: str | None = None
+
+    def refuse(self, reason: str) -> None:
+        """Reject every later record of this session (its start was rejected), naming `reason`."""
+        self._refused = reason
+
+    def _reject_refused(self, what: str) -> None:
+        self.recorder.reject(RecordError(f"{self._refused}; its {what} is rejected too"))
 
     def __enter__(self) -> "SessionRecorder":
         self._token = _current.set(self)
@@ -208,7 +211,13 @@ class SessionRecorder:
              ttft_ms: float | None = None, started_at: Any = None, provider_message_id: str | None = None,
              request_id: str | None = None, raw: Any = None, error: Any = None, partial: bool = False,
              context_facts: dict | None = None, id: str | None = None) -> str | None:
-        """Record one model call: the context it sent and what came back. Returns the call id."""
+        """Record one model call: the context it sent and what came back. Returns the call id.
+
+        A measurement that is not a finite, non-negative number (`latency_ms`, `ttft_ms`,
+        `cost_usd`) is dropped and counted as a rejection; the call is kept.
+        """
+        if self._refused:
+            return self._reject_refused("call")
         try:
             event = self._call_event(messages, system, tools, params, request, response, model, provider,
                                      stop_reason, usage, cost_usd, latency_ms, ttft_ms, started_at,
@@ -222,6 +231,12 @@ class SessionRecorder:
     def _call_event(self, messages, system, tools, params, request, response, model, provider, stop_reason, usage,
                     cost_usd, latency_ms, ttft_ms, started_at, provider_message_id, request_id, raw, error, partial,
                     context_facts, call_id) -> CallRecorded:
+        t = _TEXT  # one chained test for the common case: it runs on the agent's thread for every call
+        if not (type(model) in t and type(provider) in t and type(stop_reason) in t and type(call_id) in t
+                and type(provider_message_id) in t and type(request_id) in t and type(partial) is bool
+                and (context_facts is None or type(context_facts) is dict)):
+            _check_call_fields(model, provider, stop_reason, provider_message_id, request_id, call_id, partial,
+                               context_facts)
         model = model or self.model
         if request is None:
             request = _build_request(model, messages, system, tools, params)
@@ -230,29 +245,47 @@ class SessionRecorder:
         else:
             request = _snapshot(request)
         if latency_ms is not None or ttft_ms is not None or cost_usd is not None:
-            _check_amounts(latency_ms=latency_ms, ttft_ms=ttft_ms, cost_usd=cost_usd)
+            latency_ms, ttft_ms, cost_usd = (self._amount("latency_ms", latency_ms),
+                                             self._amount("ttft_ms", ttft_ms), self._amount("cost_usd", cost_usd))
         if usage is not None and type(usage) is not Usage:
             usage = _usage(usage)
-        if started_at is None:
-            started_at = time.time() - (latency_ms / 1000 if latency_ms else 0)  # formatted on the writer thread
-        elif self.recorder.strict:
-            started_at = _instant(started_at, "started_at")
+        started_at = self._started_at(started_at, latency_ms)
         status = "error" if error is not None else "partial" if partial else "ok"
         return CallRecorded(call_id or new_id(), self.id, self.exchange_id, started_at, request,
                             _response_message(response), model, provider or self.provider, stop_reason, usage,
                             cost_usd, latency_ms, ttft_ms, provider_message_id, request_id, raw, _error(error),
                             status, context_facts)
 
+    def _amount(self, name: str, value: Any) -> Any:
+        """`value` if it is a measurement the store can hold; else drop it and count the rejection."""
+        if is_amount(value):
+            return value
+        self.recorder.reject(RecordError(f"{name}: expected a non-negative number, got {value!r}; dropped"))
+        return None
+
+    def _started_at(self, value: Any, latency_ms: Any) -> Any:
+        if value is None:
+            return time.time() - (latency_ms / 1000 if latency_ms else 0)  # formatted on the writer thread
+        if self.recorder.strict:
+            return _instant(value, "started_at")
+        if type(value) not in _INSTANT_TYPES:  # the writer parses it; a value out of range rejects the call there
+            raise RecordError(f"started_at: expected a datetime, epoch seconds or ISO-8601 text, "
+                              f"got {type(value).__name__}")
+        return value
+
     # ------------------------------------------------------------------ the rest
 
     def tool_result(self, tool_use_id: str | None, content: Any, *, name: str | None = None, input: Any = None,
-                    is_error: bool = False, duration_ms: float | None = None, at: Any = None) -> None:
+                    is_error: bool | None = False, duration_ms: float | None = None, at: Any = None) -> None:
         """Record what a tool returned for the tool call `tool_use_id`."""
+        if self._refused:
+            return self._reject_refused("tool result")
         try:
-            if duration_ms is not None and (not isinstance(duration_ms, (int, float)) or duration_ms < 0):
-                raise RecordError(f"duration_ms: expected a non-negative number, got {duration_ms!r}")
-            event = ToolResultRecorded(new_id(), self.id, _instant(at, "at") if at else utc_now(), tool_use_id, content,
-                                       name, input, bool(is_error), duration_ms)
+            _check_texts(tool_use_id=tool_use_id, name=name)
+            if is_error is not None and type(is_error) is not bool:
+                raise RecordError(f"is_error: expected a bool, got {type(is_error).__name__}")
+            event = ToolResultRecorded(new_id(), self.id, _instant(at, "at") if at else utc_now(), tool_use_id,
+                                       content, name, input, bool(is_error), self._amount("duration_ms", duration_ms))
         except RecordError as exc:
             return self.recorder.reject(exc)
         self.recorder._emit(event)
@@ -260,15 +293,27 @@ class SessionRecorder:
     def tool(self, name: str, input: Any = None, *, tool_use_id: str | None = None) -> "ToolRun":
         """Time a tool execution: `with s.tool("get_price", args, tool_use_id=tu["id"]) as t: t.result = ...`.
 
-        An exception inside the block is recorded as a failed result and then re-raised.
+        An exception inside the block is recorded as a failed result and then re-raised. A bad
+        `name` or `tool_use_id` is rejected here, before the block runs; the block runs anyway.
         """
-        return ToolRun(self, name, input, tool_use_id)
+        run = ToolRun(self, name, input, tool_use_id)
+        try:
+            if not isinstance(name, str) or not name:
+                raise RecordError(f"name: expected a non-empty str, got {type(name).__name__}")
+            _check_texts(tool_use_id=tool_use_id)
+        except RecordError as exc:
+            run.discard()
+            self.recorder.reject(exc)
+        return run
 
     def outcome(self, kind: str, payload: Any = None, *, call_id: str | None = None, at: Any = None) -> None:
         """Record a domain event the agent caused: a trade, a game move, a file written."""
-        if not isinstance(kind, str) or not kind:
-            return self.recorder.reject(RecordError(f"outcome kind: expected a non-empty str, got {kind!r}"))
+        if self._refused:
+            return self._reject_refused("outcome")
         try:
+            if not isinstance(kind, str) or not kind:
+                raise RecordError(f"outcome kind: expected a non-empty str, got {kind!r}")
+            _check_texts(call_id=call_id)
             event = OutcomeRecorded(new_id(), self.id, _instant(at, "at") if at else utc_now(), kind, payload, call_id)
         except RecordError as exc:
             return self.recorder.reject(exc)
@@ -279,26 +324,33 @@ class SessionRecorder:
         if self.exchange_id is not None:
             self._end_exchange(None, "completed", None)
         self.exchange_id = new_id()
-        self.recorder._emit(ExchangeStarted(self.exchange_id, self.id, utc_now(), input))
+        if self._refused:
+            self._reject_refused("exchange")
+        else:
+            self.recorder._emit(ExchangeStarted(self.exchange_id, self.id, utc_now(), input))
         return ExchangeRecorder(self, self.exchange_id)
 
     def _end_exchange(self, result: Any, status: str, stats: dict | None) -> None:
         if self.exchange_id is None:
             return
-        self.recorder._emit(ExchangeEnded(self.exchange_id, self.id, utc_now(), result, status, stats))
+        if not self._refused:  # the exchange's start was counted as rejected already
+            self.recorder._emit(ExchangeEnded(self.exchange_id, self.id, utc_now(), result, status, stats))
         self.exchange_id = None
 
     def end(self, status: str = "completed", summary: str | None = None, error: Any = None) -> None:
         """End the session. Status: completed, failed or interrupted."""
         if self.ended:
             return
-        if status not in ("completed", "failed", "interrupted"):
-            return self.recorder.reject(RecordError(f"status: expected completed, failed or interrupted, "
-                                                     f"got {status!r}"))
+        try:
+            _check_status("status", status)
+            _check_texts(summary=summary)
+        except RecordError as exc:
+            return self.recorder.reject(exc)
         self._end_exchange(None, status, None)
         self.ended = True
         self.recorder._sessions.pop(self.id, None)
-        self.recorder._emit(SessionEnded(self.id, utc_now(), status, summary, _error(error)))
+        if not self._refused:  # a rejected session has nothing to end; its rejection was counted once
+            self.recorder._emit(SessionEnded(self.id, utc_now(), status, summary, _error(error)))
 
 
 class ToolRun:
@@ -308,6 +360,11 @@ class ToolRun:
         self.session, self.name, self.input, self.tool_use_id = session, name, input, tool_use_id
         self.result: Any = None
         self.is_error = False
+        self._record = True
+
+    def discard(self) -> None:
+        """Time the block but record nothing (its name was rejected, and counted, already)."""
+        self._record = False
 
     def __enter__(self) -> "ToolRun":
         self._start = time.perf_counter()
@@ -317,8 +374,9 @@ class ToolRun:
         duration = (time.perf_counter() - self._start) * 1000
         if exc is not None:
             self.result, self.is_error = f"{exc_type.__name__}: {exc}", True
-        self.session.tool_result(self.tool_use_id, self.result, name=self.name, input=self.input,
-                                 is_error=self.is_error, duration_ms=round(duration, 3))
+        if self._record:
+            self.session.tool_result(self.tool_use_id, self.result, name=self.name, input=self.input,
+                                     is_error=self.is_error, duration_ms=round(duration, 3))
 
 
 class ExchangeRecorder:
@@ -332,8 +390,18 @@ class ExchangeRecorder:
         return self.session.call(**kwargs)
 
     def end(self, result: Any = None, *, status: str = "completed", stats: dict | None = None) -> None:
-        if self.session.exchange_id == self.id:
-            self.session._end_exchange(result if result is not None else self.result, status, stats)
+        """End the exchange; `stats` may carry the `cost_usd` an agent SDK reported for it."""
+        if self.session.exchange_id != self.id:
+            return
+        try:
+            _check_status("status", status)
+            if stats is not None and not isinstance(stats, dict):
+                raise RecordError(f"stats: expected a dict or None, got {type(stats).__name__}")
+            if stats and not is_amount(stats.get("cost_usd")):
+                raise RecordError(f"stats.cost_usd: expected a non-negative number, got {stats['cost_usd']!r}")
+        except RecordError as exc:
+            return self.session.recorder.reject(exc)
+        self.session._end_exchange(result if result is not None else self.result, status, stats)
 
     def __enter__(self) -> "ExchangeRecorder":
         return self
@@ -350,12 +418,69 @@ def _redactor(redact: bool | list | dict):
     return Redactor.with_extra(redact)
 
 
+# ---------------------------------------------------------------------- checking arguments
+
+_TEXT = frozenset({str, type(None)})
+_INSTANT_TYPES = frozenset({str, int, float, datetime})
+
+
+def _check_texts(**values: Any) -> None:
+    for name, value in values.items():
+        if value is not None and not isinstance(value, str):
+            raise RecordError(f"{name}: expected a str or None, got {type(value).__name__}")
+
+
+def _check_storable(**values: Any) -> None:
+    """Text SQLite can hold: a lone surrogate (from a bad decode) fails only when the row is written."""
+    _check_texts(**values)
+    for name, value in values.items():
+        if value is not None and not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                raise RecordError(f"{name}: expected text without lone surrogates, got {value!r}") from None
+
+
+def _check_status(name: str, status: Any) -> None:
+    if not isinstance(status, str) or status not in STATUSES:
+        raise RecordError(f"{name}: expected completed, failed or interrupted, got {status!r}")
+
+
+def _check_call_fields(model, provider, stop_reason, provider_message_id, request_id, call_id, partial,
+                       context_facts) -> None:
+    """The slow path of `_call_event`'s test: name the field that failed it."""
+    _check_texts(model=model, provider=provider, stop_reason=stop_reason, provider_message_id=provider_message_id,
+                 request_id=request_id, id=call_id)
+    if type(partial) is not bool:
+        raise RecordError(f"partial: expected a bool, got {type(partial).__name__}")
+    if context_facts is not None and not isinstance(context_facts, dict):
+        raise RecordError(f"context_facts: expected a dict or None, got {type(context_facts).__name__}")
+
+
+def _session_event(sid, agent, run, model, provider, labels, id, external_id, parent, parent_call, started_at,
+                   xml_tools, on_close) -> SessionStarted:
+    """The session's start, every argument checked (sessions are rare, so text is checked to the character)."""
+    parent_id = parent.id if isinstance(parent, SessionRecorder) else parent
+    _check_storable(agent=agent, run=run, model=model, provider=provider, id=id, external_id=external_id,
+                    parent=parent_id, parent_call=parent_call)
+    _check_status("on_close", on_close)
+    if labels is not None and not isinstance(labels, dict):
+        raise RecordError(f"labels: expected a dict, got {type(labels).__name__}")
+    _check_storable(**{f"labels[{k!r}]": v for k, v in (labels or {}).items() if isinstance(v, str)})
+    if xml_tools is not None and (not isinstance(xml_tools, (list, tuple))
+                                  or not all(isinstance(t, str) and t for t in xml_tools)):
+        raise RecordError(f"xml_tools: expected a list of tag names, got {xml_tools!r}")
+    return SessionStarted(sid, _instant(started_at, "started_at") if started_at else utc_now(), agent, run,
+                          model, provider, dict(labels or {}), parent_id, parent_call, external_id,
+                          _HOST, os.getpid(), list(xml_tools) if xml_tools else None)
+
+
 def _build_request(model, messages, system, tools, params) -> dict:
     if messages is None:
         messages = []
-    elif type(messages) is not list:
-        if isinstance(messages, (str, bytes, dict)) or not hasattr(messages, "__iter__"):
-            raise RecordError(f"messages: expected a list of messages, got {type(messages).__name__}")
+    elif type(messages) is not list and type(messages) is not tuple:
+        # Any other iterable is refused: a generator would be used up here, and a str is not a message list.
+        raise RecordError(f"messages: expected a list of messages, got {type(messages).__name__}")
     if params is not None and not isinstance(params, dict):
         raise RecordError(f"params: expected a dict, got {type(params).__name__}")
     request = dict(params) if params else {}
@@ -364,7 +489,7 @@ def _build_request(model, messages, system, tools, params) -> dict:
     if system is not None:
         request["system"] = system
     if tools is not None:
-        if not isinstance(tools, list):
+        if not isinstance(tools, (list, tuple)):
             raise RecordError(f"tools: expected a list of tool schemas, got {type(tools).__name__}")
         request["tools"] = list(tools)
     request["messages"] = list(messages)
@@ -379,12 +504,6 @@ def _snapshot(request: dict) -> dict:
         if type(value) is list:
             request[key] = value.copy()
     return request
-
-
-def _check_amounts(**amounts) -> None:
-    for name, value in amounts.items():
-        if value is not None and (type(value) not in (int, float) or value < 0):
-            raise RecordError(f"{name}: expected a non-negative number, got {value!r}")
 
 
 def _response_message(response: Any) -> dict | None:

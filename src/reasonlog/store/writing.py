@@ -19,9 +19,11 @@ from ..model import (
     SessionEnded,
     SessionStarted,
     ToolResultRecorded,
+    check_event,
     format_instant,
     jsonable,
 )
+from ..parts import RecordError
 from .content import (
     canonical,
     decode_context,
@@ -64,16 +66,18 @@ class Split:
 
 def split_request(request: dict) -> Split:
     """Separate a request body into what is stored by reference and the parameters kept inline."""
-    msg_key = next((k for k in MESSAGE_KEYS if isinstance(request.get(k), list)), "messages")
+    found = next((k for k in MESSAGE_KEYS if isinstance(request.get(k), list)), None)
+    msg_key = found or "messages"
     sys_key = next((k for k in SYSTEM_KEYS if k in request), "system")
     tools = request.get(TOOLS_KEY)
     tools = tools if isinstance(tools, list) else None
-    taken = {msg_key, sys_key} | ({TOOLS_KEY} if tools is not None else set())
+    # A `messages` that is not a list (a str, a tuple) stays a parameter, so replay gives it back as sent.
+    taken = {sys_key} | ({found} if found else set()) | ({TOOLS_KEY} if tools is not None else set())
     params = {k: v for k, v in request.items() if k not in taken}
     shape = {"messages": msg_key, "system": sys_key}
-    if msg_key not in request:
+    if found is None:
         shape["no_messages"] = True
-    return Split(params, request.get(sys_key), request.get(msg_key) or [], tools,
+    return Split(params, request.get(sys_key), request[found] if found else [], tools,
                  None if shape == DEFAULT_SHAPE else shape, has_system=sys_key in request)
 
 
@@ -130,6 +134,7 @@ class Applier:
         self.contents.reset()
 
     def apply(self, cur, event: Event) -> None:
+        check_event(event)  # a wrongly typed field is a data error of this event, not a store failure
         handler = getattr(self, "_apply_" + event.kind)
         handler(cur, event)
 
@@ -161,6 +166,9 @@ class Applier:
 
     def _load_state(self, cur, session_id: str) -> SessionState:
         self.flush_rows(cur)  # what this batch queued must be visible to the queries below
+        if cur.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+            # Its start was rejected or lost: an orphan would be invisible to every reader.
+            raise RecordError(f"session_id: no session {session_id!r} in the store")
         st = SessionState()
         rows = cur.execute("SELECT idx, context_json, response_id, system_id FROM calls WHERE session_id = ? "
                            "ORDER BY idx", (session_id,)).fetchall()
@@ -214,10 +222,10 @@ class Applier:
         timeline = []
         if system_id is not None and system_id != st.system and split.system:
             timeline.append(("system", system_id))
-        roles = {cid: m.get("role") if isinstance(m, dict) else None for cid, m in zip(ids, split.messages)}
-        items = ({cid for cid, m in zip(ids, split.messages) if canonical(m) in st.response_items}
+        roles = {cid: m.get("role") if isinstance(m, dict) else None for cid, m in zip(ids, split.messages, strict=True)}
+        items = ({cid for cid, m in zip(ids, split.messages, strict=True) if canonical(m) in st.response_items}
                  if st.response_items else set())
-        timeline += [(roles[cid], cid) for cid in new_in_timeline(ids, st.context, st.response, items)]
+        timeline += [(_role(roles[cid]), cid) for cid in new_in_timeline(ids, st.context, st.response, items)]
         if response_id is not None:
             timeline.append(("assistant", response_id))
         self.queue(_INSERT_MESSAGE, [(ev.session_id, st.next_message + i, role, cid, ev.call_id, ev.started_at)
@@ -284,6 +292,11 @@ class Applier:
                     " VALUES (?,?,?,?,?,?,?)",
                     (ev.outcome_id, ev.session_id, ev.outcome_kind, self.dumps(ev.payload), ev.call_id, ev.at,
                      st.next_message))
+
+
+def _role(role: Any) -> str | None:
+    """The timeline's role column: a role that is not text (the message keeps it) would fail the row."""
+    return role if role is None or isinstance(role, str) else None
 
 
 def _ours(value: Any) -> str | None:
