@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import runpy
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
+from reasonlog.model import Usage
 from reasonlog.pricing import Cost, ModelPrice, PriceTable, load_price_table
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -113,8 +118,10 @@ def test_overrides_change_price_and_version(table):
     custom = table.with_overrides({"claude-haiku-4-5": {"input": 2e-6}, "acme-llm": {"input": 1e-6, "output": 3e-6}})
     assert custom.version == f"{table.version}+overrides"
     u = U(input_tokens=1000, output_tokens=100)
-    assert custom.cost("claude-haiku-4-5", u).usd == pytest.approx(1000 * 2e-6 + 100 * table.get("claude-haiku-4-5").output)
-    assert custom.cost("acme-llm", u) == Cost(pytest.approx(1000 * 1e-6 + 100 * 3e-6), f"computed@{table.version}+overrides")
+    haiku_out = table.get("claude-haiku-4-5").output
+    assert custom.cost("claude-haiku-4-5", u).usd == pytest.approx(1000 * 2e-6 + 100 * haiku_out)
+    expected = Cost(pytest.approx(1000 * 1e-6 + 100 * 3e-6), f"computed@{table.version}+overrides")
+    assert custom.cost("acme-llm", u) == expected
     assert custom.cost("anthropic/claude-haiku-4-5", u).usd == custom.cost("claude-haiku-4-5", u).usd
     assert table.get("claude-haiku-4-5").input == pytest.approx(1e-6)  # the original is untouched
 
@@ -135,7 +142,7 @@ def test_bad_overrides_are_refused(table):
 
 def test_openai_cached_tokens_priced_at_cache_read_only(table):
     p = table.get("gpt-5")
-    assert p.cache_read < p.input and p.cache_write_5m == 0.0
+    assert p.cache_read < p.input
     # OpenAI reports 10k prompt tokens, 8k of them cached: input_tokens holds the uncached 2k.
     u = U(input_tokens=2000, cache_read_tokens=8000, output_tokens=500)
     expected = 2000 * p.input + 8000 * p.cache_read + 500 * p.output
@@ -170,3 +177,84 @@ def test_load_price_table_is_cached_and_reads_a_path(tmp_path):
         "input": 1.0, "output": 2.0, "cache_read": 0.5, "cache_write_5m": 1.5, "cache_write_1h": 3.0}}}))
     custom = load_price_table(str(path))
     assert custom.version == "test-1" and custom.cost("m", U(input_tokens=1, output_tokens=1)).usd == 3.0
+
+
+# ------------------------------------------------------------------ issue 8: every chat model, one rule
+
+# LiteLLM v1.109.1 entries, copied by hand: (input, output, cache read, cache write) in $ per token.
+LITELLM = {
+    "deepseek-reasoner": (2.8e-07, 4.2e-07, 2.8e-08, None),
+    "mistral/mistral-large-latest": (5e-07, 1.5e-06, 5e-08, None),
+    "xai/grok-4.3": (1.25e-06, 2.5e-06, 2e-07, None),
+    "groq/openai/gpt-oss-120b": (1.5e-07, 6e-07, 7.5e-08, None),
+    "minimax/MiniMax-M2": (3e-07, 1.2e-06, 3e-08, 3.75e-07),
+    "dashscope/qwen-max": (1.6e-06, 6.4e-06, None, None),
+    "us.anthropic.claude-sonnet-4-5-20250929-v1:0": (3.3e-06, 1.65e-05, 3.3e-07, 4.125e-06),
+}
+
+
+@pytest.mark.parametrize("name, listed", [
+    ("deepseek-reasoner", "deepseek-reasoner"), ("deepseek/deepseek-reasoner", "deepseek-reasoner"),
+    ("DeepSeek-Reasoner", "deepseek-reasoner"), ("mistral-large-latest", "mistral/mistral-large-latest"),
+    ("mistral/mistral-large-latest", "mistral/mistral-large-latest"), ("grok-4.3", "xai/grok-4.3"),
+    ("xai/grok-4.3", "xai/grok-4.3"), ("groq/openai/gpt-oss-120b", "groq/openai/gpt-oss-120b"),
+    ("MiniMax-M2", "minimax/MiniMax-M2"), ("qwen-max", "dashscope/qwen-max"),
+    ("bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+])
+def test_other_providers_are_priced_with_and_without_prefix(table, name, listed):
+    inp, out, read, write = LITELLM[listed]
+    u = U(input_tokens=1000, output_tokens=100, cache_read_tokens=4000, cache_write_tokens=2000)
+    # No listed cache price: cached tokens cost what input does (no invented discount).
+    expected = 1000 * inp + 100 * out + 4000 * (read if read is not None else inp) + 2000 * (write or inp)
+    assert table.cost(name, u).usd == pytest.approx(expected, rel=1e-12)
+
+
+def test_deepseek_call_costs_what_deepseek_bills(table):
+    usage = Usage.from_openai({"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500,
+                               "prompt_cache_hit_tokens": 800, "prompt_cache_miss_tokens": 200})
+    # 200 uncached at $0.28/M, 800 cached at $0.028/M, 500 out at $0.42/M.
+    assert table.cost("deepseek-reasoner", usage).usd == pytest.approx(0.0000560 + 0.0000224 + 0.00021, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["acme/no-such-model", "deepseek/no-such-model", "gpt-oss-120b-but-not"])
+def test_models_the_table_does_not_know_stay_unpriced(table, name):
+    assert table.cost(name, U(input_tokens=1000, output_tokens=10)) == Cost(None, "unknown_model")
+
+
+def test_deepseek_cache_hit_tokens_are_split_off_input():
+    usage = Usage.from_openai({"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050,
+                               "prompt_cache_hit_tokens": 800, "prompt_cache_miss_tokens": 200})
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens) == (200, 800, 50)
+
+
+def test_openai_cache_write_tokens_are_kept_and_priced_as_writes(table):
+    usage = Usage.from_openai({"input_tokens": 10_000, "output_tokens": 100, "total_tokens": 10_100,
+                               "input_tokens_details": {"cached_tokens": 3000, "cache_write_tokens": 5000}})
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (2000, 3000, 5000)
+    # MiniMax lists a write price ($0.375/M); 2000 in at $0.30/M, 3000 read at $0.03/M, 100 out at $1.20/M.
+    assert table.cost("MiniMax-M2", usage).usd == pytest.approx(0.0006 + 0.00009 + 0.001875 + 0.00012, rel=1e-12)
+    # gpt-5 lists none: the written tokens cost what input does, as OpenAI bills them ($1.25/M).
+    assert table.cost("gpt-5", usage).usd == pytest.approx(7000 * 1.25e-06 + 3000 * 1.25e-07 + 100 * 1e-05, rel=1e-12)
+
+
+def test_generator_takes_the_makers_price_and_never_guesses_between_resellers(tmp_path):
+    gen = runpy.run_path(str(ROOT / "scripts" / "gen_prices.py"))
+    chat = {"mode": "chat", "input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06}
+    source = tmp_path / "litellm.json"
+    source.write_text(json.dumps({
+        "deepseek/deepseek-chat": {**chat, "litellm_provider": "deepseek"},
+        "together_ai/deepseek-ai/deepseek-chat": {**chat, "litellm_provider": "together_ai",
+                                                  "input_cost_per_token": 9e-06},
+        "hostA/llama-x": {**chat, "litellm_provider": "hostA"},
+        "hostB/llama-x": {**chat, "litellm_provider": "hostB", "output_cost_per_token": 3e-06},
+        "hostA/only-here": {**chat, "litellm_provider": "hostA"},
+        "ollama/free-looking": {**chat, "litellm_provider": "ollama", "input_cost_per_token": 0,
+                                "output_cost_per_token": 0},
+    }))
+    doc = gen["generate"](source, "test", "2026-01-01", [])
+    models = doc["models"]
+    assert models["deepseek-chat"]["input"] == 1e-06
+    assert models["together_ai/deepseek-ai/deepseek-chat"]["input"] == 9e-06
+    assert "llama-x" not in models and models["hostb/llama-x"]["output"] == 3e-06  # they disagree: no bare name
+    assert models["only-here"]["input"] == 1e-06
+    assert "free-looking" not in models and "ollama/free-looking" not in models  # 0 means unknown to LiteLLM

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["Cost", "ModelPrice", "PriceTable", "load_price_table", "REPORTED", "UNKNOWN_MODEL"]
 
@@ -22,7 +23,7 @@ REPORTED = "reported"  # the provider said what the call cost
 UNKNOWN_MODEL = "unknown_model"  # no price for the model: usd is None, not 0, so totals can show it
 
 _BASE = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
-_PREFIXES = ("anthropic/", "openai/", "models/", "gemini/", "google/", "vertex_ai/")
+_VERTEX_PIN = re.compile(r"@[^/]*$")  # claude-sonnet-4-5@20250929; not cloudflare/@cf/...
 _DATE_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
 _CLAUDE_DOT = re.compile(r"(?<=\d)\.(?=\d)")
 _CLAUDE_ALIAS = re.compile(r"-(latest|0)$")
@@ -148,21 +149,25 @@ class PriceTable:
 
 
 def _candidates(model: str) -> list[str]:
-    """Names to try for `model`, most exact first; never a fuzzy or substring match."""
-    name = _normalise(model)
-    return list(dict.fromkeys([model, name, _DATE_SUFFIX.sub("", name)]))
+    """Names to try for `model`, most exact first; never a fuzzy or substring match.
+
+    Provider prefixes are dropped one path segment at a time (`openrouter/deepseek/deepseek-r1`,
+    then `deepseek/deepseek-r1`, then `deepseek-r1`), so the most specific price listed wins.
+    """
+    names = [model]
+    tail = model.strip().lower()
+    while True:
+        names += [tail, pinless := _VERTEX_PIN.sub("", tail), claude := _claude(pinless), _DATE_SUFFIX.sub("", claude)]
+        if "/" not in tail:
+            return list(dict.fromkeys(names))
+        tail = tail.split("/", 1)[1]
 
 
-def _normalise(model: str) -> str:
-    """`model` lowercased, without provider prefix, Vertex `@version`, or Claude spelling variants."""
-    name = model.strip().lower()
-    while name.startswith(_PREFIXES):
-        name = name.split("/", 1)[1]
-    name = name.split("@", 1)[0]  # Vertex pins versions as claude-sonnet-4-5@20250929
-    if name.startswith("claude-"):
-        name = _CLAUDE_DOT.sub("-", name)  # claude-3.7-sonnet is claude-3-7-sonnet
-        name = _CLAUDE_ALIAS.sub("", name)  # Anthropic's own aliases: ...-latest, claude-sonnet-4-0
-    return name
+def _claude(name: str) -> str:
+    """Anthropic's spelling variants: claude-3.7-sonnet is claude-3-7-sonnet; -latest and -0 are aliases."""
+    if not name.startswith("claude-"):
+        return name
+    return _CLAUDE_ALIAS.sub("", _CLAUDE_DOT.sub("-", name))
 
 
 _FIELDS = {f.name for f in fields(ModelPrice)}
