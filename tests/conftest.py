@@ -1,12 +1,16 @@
 """Shared fixtures: a fresh database per test, recorders on it, and the shared real data."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 import reasonlog
+
+# reasonlog's own errors inside capture are logged and counted in production; here they fail the test.
+os.environ.setdefault("REASONLOG_RAISE_INTERNAL_ERRORS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -25,10 +29,12 @@ def recorder(db_path: Path):
     rec.close()
 
 
-@pytest.fixture
-def rec(recorder):
-    """The strict, synchronous recorder, under the short name the SDK tests use."""
-    return recorder
+@pytest.fixture(params=["strict", "default"])
+def rec(request, db_path: Path):
+    """A synchronous recorder for the SDK tests, strict and in the default mode users run."""
+    rec = reasonlog.Recorder(db_path, writer="sync", strict=request.param == "strict")
+    yield rec
+    rec.close()
 
 
 @pytest.fixture

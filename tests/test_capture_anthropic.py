@@ -176,10 +176,10 @@ def test_instrumenting_twice_does_nothing_and_undo_restores(server, rec):
 
 def test_only_the_instrumented_client_is_patched(server, rec):
     client, other = client_for(server), client_for(server)
-    class_create = anthropic.resources.Messages.create
+    class_request = anthropic.Anthropic.request
     instrument_anthropic(client, rec)
-    assert "create" in vars(client.messages) and "create" not in vars(other.messages)
-    assert anthropic.resources.Messages.create is class_create
+    assert "request" in vars(client) and "request" not in vars(other)
+    assert anthropic.Anthropic.request is class_request
 
 
 def test_calls_without_a_session_land_in_one_session_per_client(server, rec):
@@ -254,3 +254,127 @@ def test_a_response_handed_over_as_sdk_objects_is_searchable(server, rec):
     phrase = " ".join(text.split()[:3])
     hits = reasonlog.open_store(rec.db_path).search(phrase, reasonlog.SessionFilter())
     assert [(h["session_id"], h["role"]) for h in hits] == [(s.id, "assistant")]
+
+
+# ---------------------------------------------------------------------- every way of calling a client
+# Each way gets one reply and must leave exactly one call whose request is the body the server got.
+# anthropic-text.json: 12 in, 29 out, end_turn; anthropic-text.chunks.txt: 12 in, 30 out, end_turn.
+
+def _final(stream):
+    with stream as s:
+        return s.get_final_message()
+
+
+SYNC_WAYS = {
+    "create": lambda c: c.messages.create(**ASK),
+    "with_raw_response.create": lambda c: c.messages.with_raw_response.create(**ASK).parse(),
+    "with_options(...).create": lambda c: c.with_options(timeout=20).messages.create(**ASK),
+    "beta.messages.create": lambda c: c.beta.messages.create(**ASK),
+    "copy of a copy": lambda c: c.with_options(timeout=20).copy(max_retries=0).messages.create(**ASK),
+}
+SYNC_STREAMS = {
+    "create(stream=True)": lambda c: list(c.messages.create(**ASK, stream=True)),
+    "with_raw_response.create(stream=True)": lambda c: list(c.messages.with_raw_response.create(
+        **ASK, stream=True).parse()),
+    "messages.stream": lambda c: _final(c.messages.stream(**ASK)),
+    "beta.messages.stream": lambda c: _final(c.beta.messages.stream(**ASK)),
+    "with_options(...).messages.stream": lambda c: _final(c.with_options(timeout=20).messages.stream(**ASK)),
+}
+
+
+async def _afinal(manager):
+    async with manager as s:
+        return await s.get_final_message()
+
+
+async def _alist(stream):
+    return [e async for e in stream]
+
+
+async def _araw_stream(c):
+    raw = await c.messages.with_raw_response.create(**ASK, stream=True)
+    return await _alist(await raw.parse())
+
+
+async def _araw(c):
+    return await (await c.messages.with_raw_response.create(**ASK)).parse()
+
+
+ASYNC_WAYS = {
+    "create": lambda c: c.messages.create(**ASK),
+    "with_raw_response.create": _araw,
+    "with_options(...).create": lambda c: c.with_options(timeout=20).messages.create(**ASK),
+    "beta.messages.create": lambda c: c.beta.messages.create(**ASK),
+}
+ASYNC_STREAMS = {
+    "create(stream=True)": lambda c: _alist_of(c.messages.create(**ASK, stream=True)),
+    "with_raw_response.create(stream=True)": _araw_stream,
+    "messages.stream": lambda c: _afinal(c.messages.stream(**ASK)),
+    "beta.messages.stream": lambda c: _afinal(c.beta.messages.stream(**ASK)),
+    "with_options(...).messages.stream": lambda c: _afinal(c.with_options(timeout=20).messages.stream(**ASK)),
+}
+
+
+async def _alist_of(pending):
+    return await _alist(await pending)
+
+
+def _run_way(server, rec, way, is_async: bool, streamed: bool):
+    if streamed:
+        server.reply_stream(load_chunks(FOLDER, "anthropic-text.chunks.txt"), named=True)
+    else:
+        server.reply_json(load_json(FOLDER, "anthropic-text.json"))
+    client = client_for(server, anthropic.AsyncAnthropic if is_async else anthropic.Anthropic)
+    instrument_anthropic(client, rec)
+    with rec.session(agent="ways") as s:
+        asyncio.run(way(client)) if is_async else way(client)
+    return only_call(rec, s.id)
+
+
+@pytest.mark.parametrize("is_async,name,streamed", [
+    *((False, n, False) for n in SYNC_WAYS), *((False, n, True) for n in SYNC_STREAMS),
+    *((True, n, False) for n in ASYNC_WAYS), *((True, n, True) for n in ASYNC_STREAMS)])
+def test_every_way_of_calling_is_recorded(server, rec, is_async, name, streamed):
+    ways = (ASYNC_STREAMS if streamed else ASYNC_WAYS) if is_async else (SYNC_STREAMS if streamed else SYNC_WAYS)
+    call = _run_way(server, rec, ways[name], is_async, streamed)
+    assert call["status"] == "ok" and call["provider"] == "anthropic"
+    assert call["request"] == server.requests[-1]["body"]  # replays exactly what was sent
+    assert (call["input_tokens"], call["output_tokens"], call["stop_reason"]) == (12, 30 if streamed else 29,
+                                                                                  "end_turn")
+    assert call["model"] == "claude-sonnet-4-5-20250929"
+    assert call["request_id"] == "req_000000"
+    text = call["response"]["content"][0]["text"]
+    assert call["response"]["role"] == "assistant" and text.startswith("Hello")
+
+
+def test_calls_do_not_reach_the_recorder_for_other_endpoints(server, rec):
+    server.reply_json({"input_tokens": 12})
+    client = client_for(server)
+    instrument_anthropic(client, rec)
+    with rec.session() as s:
+        assert client.messages.count_tokens(**{k: v for k, v in ASK.items() if k != "max_tokens"}).input_tokens == 12
+    rec.flush()
+    assert reasonlog.open_store(rec.db_path).get_session(s.id)["calls"] == []
+
+
+def test_copies_stop_recording_on_undo(server, rec):
+    client = client_for(server)
+    handle = instrument_anthropic(client, rec)
+    copy = client.with_options(timeout=20)
+    handle.undo()
+    server.reply_json(load_json(FOLDER, "anthropic-text.json"))
+    with rec.session() as s:
+        copy.messages.create(**ASK)
+    rec.flush()
+    assert reasonlog.open_store(rec.db_path).get_session(s.id)["calls"] == []
+
+
+def test_automatic_session_shows_the_model_of_its_first_call(server, rec):
+    client = client_for(server)
+    handle = instrument_anthropic(client, rec)
+    server.reply_json(load_json(FOLDER, "anthropic-text.json"))
+    client.messages.create(**ASK)
+    handle.undo()
+    rec.flush()
+    sessions = reasonlog.open_store(rec.db_path).list_sessions(reasonlog.SessionFilter(agent="anthropic-client"))
+    assert [s["model"] for s in sessions] == ["claude-sonnet-4-5-20250929"]  # as the call records it

@@ -158,7 +158,7 @@ def test_responses_stream_matches_its_completed_event(server, rec):
                 if item["type"] == "function_call":
                     history.append({"type": "function_call_output", "call_id": item["call_id"], "output": "ok"})
     calls = calls_of(rec, s.id)
-    for call, events in zip(calls, streams):
+    for call, events in zip(calls, streams, strict=False):
         completed = events[-1]["response"]
         assert call["status"] == "ok" and call["raw"]["usage"] == completed["usage"]
         assert call["output_tokens"] == completed["usage"]["output_tokens"]

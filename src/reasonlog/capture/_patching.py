@@ -1,24 +1,30 @@
-"""Shared machinery of the SDK adapters: undo handles, session routing, request bodies, stream taps.
+"""Shared machinery of the SDK adapters: one patch point per client, undo handles, session routing, stream taps.
 
-Adapters patch one client *instance* (attributes set on its resource objects), never a class or a
-module, so other clients in the process and other libraries that share the SDK are untouched.
+Both SDKs send every API call of a client through the client object's public `request` method
+(`SyncAPIClient.request` / `AsyncAPIClient.request`): `create`, `with_raw_response`, the `beta`
+resources, `parse` and the stream helpers alike. An adapter replaces `request` on one client
+*instance*, never on a class or a module, so other clients in the process are untouched. The
+SDKs' `copy` / `with_options` build a new client; those are patched on the instance too, so a
+copy made after instrumenting records into the same place.
+
+Our own code runs inside `try`; what fails there goes to `log_internal_error` (logged and
+counted, or re-raised under the test suite), never into the agent.
 """
 from __future__ import annotations
 
-import logging
+import inspect
 import threading
 import time
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from .internal import log_internal_error
 from .recorder import Recorder, SessionRecorder, current_session
 
-log = logging.getLogger("reasonlog")
 _ABSENT = object()
 _handles: "weakref.WeakKeyDictionary[Any, Handle]" = weakref.WeakKeyDictionary()
 _handles_lock = threading.Lock()
-# Keyword arguments that shape the HTTP exchange, not the model's input; `extra_body` is merged instead.
-_TRANSPORT_KWARGS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -32,10 +38,11 @@ class Router:
         self.auto: SessionRecorder | None = None
         self._lock = threading.Lock()
 
-    def session(self) -> SessionRecorder:
-        return self.fixed or current_session() or self._auto_session()
+    def session(self, model: str | None = None) -> SessionRecorder:
+        """The session for a call; an automatic one is labelled with the model of its first call."""
+        return self.fixed or current_session() or self._auto_session(model)
 
-    def _auto_session(self) -> SessionRecorder:
+    def _auto_session(self, model: str | None) -> SessionRecorder:
         auto = self.auto
         if auto is not None and not auto.ended:
             return auto
@@ -44,8 +51,14 @@ class Router:
                 if self.recorder is None:
                     self.recorder = Recorder()
                 self.auto = self.recorder.session(agent=self.agent, provider=self.provider, labels=self.labels,
+                                                  model=model if isinstance(model, str) else None,
                                                   on_close="completed")
             return self.auto
+
+    def error_recorder(self) -> Recorder | None:
+        """Where an internal error is counted."""
+        session = self.fixed or current_session() or self.auto
+        return self.recorder or (session.recorder if session is not None else None)
 
     def end(self) -> None:
         if self.auto is not None:
@@ -53,16 +66,24 @@ class Router:
 
 
 class Handle:
-    """Undo handle of one instrumented client: `undo()` puts back every attribute it replaced."""
+    """Undo handle of one instrumented client: `undo()` puts back every attribute it replaced.
 
-    def __init__(self, client: Any, router: Router):
-        self.router = router
+    Copies of the client made while it was instrumented (`with_options`) are undone with it.
+    """
+
+    def __init__(self, client: Any, router: Router, owns_router: bool = True):
+        self.router, self.owns_router = router, owns_router
         self._client = weakref.ref(client)
         self._patches: list[tuple[Any, str, Any]] = []
+        self._copies: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
     @property
     def active(self) -> bool:
         return bool(self._patches)
+
+    def adopt(self, copy: Any) -> None:
+        """Undo `copy`'s patches with this client's (held weakly: a copy per call must not pile up)."""
+        self._copies.add(copy)
 
     def patch(self, owner: Any, name: str, wrap: Callable[[Callable], Callable]) -> None:
         """Replace `owner.name` on this instance only with `wrap(original)`."""
@@ -71,32 +92,218 @@ class Handle:
         self._patches.append((owner, name, previous))
 
     def undo(self) -> None:
-        """Restore the client as it was; calls already recorded stay recorded. Safe to call twice."""
+        """Restore the client (and its copies) as it was; calls recorded stay recorded. Safe to call twice."""
         while self._patches:
             owner, name, previous = self._patches.pop()
             if previous is _ABSENT:
                 vars(owner).pop(name, None)
             else:
                 setattr(owner, name, previous)
+        for copy in list(self._copies):
+            copy_handle = _handles.get(copy)
+            if copy_handle is not None:
+                copy_handle.undo()
         with _handles_lock:
             client = self._client()
             if client is not None and _handles.get(client) is self:
                 del _handles[client]
-        self.router.end()
+        if self.owns_router:  # a copy's undo leaves the automatic session to the client it came from
+            self.router.end()
 
 
-def install(client: Any, router: Router, patch: Callable[[Handle], None]) -> Handle:
+def install(client: Any, router: Router, patch: Callable[[Handle], None], owns_router: bool = True) -> Handle:
     """Instrument `client` once; a second call returns the first handle and changes nothing."""
     with _handles_lock:
         handle = _handles.get(client)
         if handle is None:
-            handle = Handle(client, router)
+            handle = Handle(client, router, owns_router)
             patch(handle)
             _handles[client] = handle
     return handle
 
 
+class Api:
+    """One model API of a provider: where its context goes in the body, how a result becomes a call.
+
+    `fields(result)` reads the SDK's response object, `fields_of_json(dict)` the payload as JSON
+    (a raw response), and `tap` folds a stream of its events.
+    """
+
+    def __init__(self, context_key: str, fields: Callable, fields_of_json: Callable, tap: "type[Tap]"):
+        self.context_key, self.fields, self.fields_of_json, self.tap = context_key, fields, fields_of_json, tap
+
+
+class Adapter:
+    """What one SDK needs: its provider name, the APIs by request path, its stream classes and request-id header."""
+
+    def __init__(self, provider: str, apis: dict[str, Api], streams: tuple, request_id_header: str):
+        self.provider, self.apis, self.streams, self.request_id_header = provider, apis, streams, request_id_header
+
+
+def hook_client(handle: Handle, client: Any, adapter: Adapter, is_async: bool) -> None:
+    """Patch `client.request` (every API call) and `copy` / `with_options` (copies record too)."""
+    wrap = _wrap_async_request if is_async else _wrap_request
+    handle.patch(client, "request", lambda f: wrap(f, handle.router, adapter))
+    for name in ("copy", "with_options"):
+        handle.patch(client, name, lambda f: _wrap_copy(f, handle, adapter, is_async))
+
+
+def _wrap_copy(copy: Callable, handle: Handle, adapter: Adapter, is_async: bool) -> Callable:
+    def copy_recorded(*args, **kwargs):
+        new = copy(*args, **kwargs)
+        try:
+            install(new, handle.router, lambda h: hook_client(h, new, adapter, is_async), owns_router=False)
+            handle.adopt(new)
+        except Exception:
+            log_internal_error(handle.router.error_recorder(), "instrumenting a client copy")
+        return new
+
+    copy_recorded.__wrapped__ = copy  # type: ignore[attr-defined]
+    return copy_recorded
+
+
+def _wrap_request(request: Callable, router: Router, adapter: Adapter) -> Callable:
+    def request_recorded(*args, **kwargs):
+        call = Call.begin(router, adapter, args, kwargs)
+        if call is None:
+            return request(*args, **kwargs)
+        try:
+            result = request(*args, **kwargs)
+        except Exception as exc:
+            call.failed(exc)
+            raise
+        return call.observe(result, StreamProxy)
+
+    request_recorded.__wrapped__ = request  # type: ignore[attr-defined]
+    return request_recorded
+
+
+def _wrap_async_request(request: Callable, router: Router, adapter: Adapter) -> Callable:
+    async def request_recorded(*args, **kwargs):
+        call = Call.begin(router, adapter, args, kwargs)
+        if call is None:
+            return await request(*args, **kwargs)
+        try:
+            result = await request(*args, **kwargs)
+        except Exception as exc:
+            call.failed(exc)
+            raise
+        return call.observe(result, AsyncStreamProxy)
+
+    request_recorded.__wrapped__ = request  # type: ignore[attr-defined]
+    return request_recorded
+
+
+# ---------------------------------------------------------------------- one call
+
+
+class Call:
+    """One model call on its way through the SDK's `request`: recorded once it has a result."""
+
+    __slots__ = ("router", "adapter", "api", "request", "start")
+
+    def __init__(self, router: Router, adapter: Adapter, api: Api, request: dict):
+        self.router, self.adapter, self.api, self.request = router, adapter, api, request
+        self.start = time.perf_counter()
+
+    @classmethod
+    def begin(cls, router: Router, adapter: Adapter, args: tuple, kwargs: dict) -> "Call | None":
+        """A `Call` for a model API's request (`request(cast_to, options, ...)`); None for any other."""
+        try:
+            options = args[1] if len(args) > 1 else kwargs["options"]
+            api = adapter.apis.get(options.url)
+            if api is None or options.method.lower() != "post":
+                return None
+            return cls(router, adapter, api, request_of(options, api))
+        except Exception:
+            log_internal_error(router.error_recorder(), f"{adapter.provider} request")
+            return None
+
+    def failed(self, exc: BaseException) -> None:
+        try:
+            record_error(self.router, self.request, self.start, exc, self.adapter.provider)
+        except Exception:
+            log_internal_error(self.router.error_recorder(), f"{self.adapter.provider} error")
+
+    def observe(self, result: Any, proxy: type) -> Any:
+        """Record a finished response now; hand back a stream or raw response that records as it is read."""
+        try:
+            if isinstance(result, self.adapter.streams):
+                return proxy(result, self.tap(getattr(result, "response", None)))
+            if hasattr(result, "http_response") and hasattr(result, "parse"):
+                return self._raw(result, proxy)
+            if hasattr(result, "model_dump"):
+                self.finish(self.api.fields(result), getattr(result, "_request_id", None))
+        except Exception:
+            log_internal_error(self.router.error_recorder(), f"{self.adapter.provider} response")
+        return result
+
+    def _raw(self, raw: Any, proxy: type) -> Any:
+        """`with_raw_response` (body read: recorded now) or a stream / `with_streaming_response` (on parse)."""
+        http = raw.http_response
+        if http.is_closed and not self.request.get("stream"):
+            self.finish(self.api.fields_of_json(http.json()), http.headers.get(self.adapter.request_id_header))
+            return raw
+        return RawResponseProxy(raw, self, proxy)
+
+    def tap(self, response: Any) -> "Tap":
+        request_id = None if response is None else response.headers.get(self.adapter.request_id_header)
+        return self.api.tap(self.router, self.request, self.start, request_id)
+
+    def finish(self, fields: dict, request_id: str | None) -> None:
+        fields.update(request=self.request, provider=self.adapter.provider, request_id=request_id,
+                      latency_ms=(time.perf_counter() - self.start) * 1000)
+        fields["model"] = fields.get("model") or self.request.get("model")
+        record(self.router, fields)
+
+
+class RawResponseProxy:
+    """Stands in for a raw response whose body is read later: what `parse()` gives is recorded once."""
+
+    def __init__(self, inner: Any, call: Call, proxy: type):
+        self._inner, self._call, self._proxy = inner, call, proxy
+        self._parsed: Any = _ABSENT
+
+    @property  # type: ignore[misc]
+    def __class__(self):  # noqa: D401 - mimics the wrapped response for isinstance()
+        return type(self._inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def parse(self, *args, **kwargs) -> Any:
+        parsed = self._inner.parse(*args, **kwargs)
+        if inspect.isawaitable(parsed):  # the async SDK's APIResponse.parse is a coroutine
+            return self._parse_later(parsed)
+        return self._seen(parsed)
+
+    async def _parse_later(self, pending: Any) -> Any:
+        return self._seen(await pending)
+
+    def _seen(self, parsed: Any) -> Any:
+        if self._parsed is _ABSENT:
+            self._parsed = self._call.observe(parsed, self._proxy)
+        return self._parsed
+
+
 # ---------------------------------------------------------------------- request bodies
+
+
+def request_of(options: Any, api: Api) -> dict:
+    """The body as the SDK will send it: its own dict, sentinels dropped, `extra_body` merged.
+
+    SDK objects inside (a reply appended to the history) stay as they are: the store turns them
+    into JSON on the writer thread (`model.jsonable`), so long histories cost no walk here.
+    """
+    body = options.json_data
+    if not isinstance(body, dict):
+        return {}
+    materialise(body, api.context_key)  # the SDK built this dict for this call; a generator must be read once
+    out = {k: v for k, v in body.items() if not _is_sentinel(v)}
+    extra = getattr(options, "extra_json", None)
+    if isinstance(extra, dict):
+        out.update(plain(extra))
+    return out
 
 
 def materialise(kwargs: dict, key: str) -> None:
@@ -104,19 +311,6 @@ def materialise(kwargs: dict, key: str) -> None:
     value = kwargs.get(key)
     if value is not None and not isinstance(value, (list, str, dict)):
         kwargs[key] = list(value)
-
-
-def request_body(kwargs: dict) -> dict:
-    """The request body as sent, SDK sentinels and transport options dropped.
-
-    SDK objects inside (a reply appended to the history) stay as they are: the store turns them
-    into JSON on the writer thread (`model.jsonable`), so long histories cost no walk here.
-    """
-    body = {k: v for k, v in kwargs.items() if k not in _TRANSPORT_KWARGS and not _is_sentinel(v)}
-    extra = kwargs.get("extra_body")
-    if isinstance(extra, dict):
-        body.update(plain(extra))
-    return body
 
 
 def _is_sentinel(value: Any) -> bool:
@@ -141,11 +335,12 @@ def plain(value: Any) -> Any:
         return value if out is None else out
     if isinstance(value, (list, tuple)):
         items = [plain(v) for v in value]
-        same = type(value) is list and all(a is b for a, b in zip(items, value))
+        same = type(value) is list and all(a is b for a, b in zip(items, value, strict=False))
         return value if same else items
     dump = getattr(value, "model_dump", None)
     if dump is not None:
-        return dump(mode="json", exclude_unset=True, warnings=False)  # SDK models hold block types newer than their unions
+        # warnings off: SDK models hold block types newer than their unions
+        return dump(mode="json", exclude_unset=True, warnings=False)
     return str(value)
 
 
@@ -163,16 +358,11 @@ def error_info(exc: BaseException) -> dict:
 
 
 def record(router: Router, fields: dict) -> None:
-    """Record one call; capture errors are logged, never raised into the agent (unless strict)."""
-    session = None
+    """Record one call; reasonlog's own failures go to `log_internal_error`, never into the agent."""
     try:
-        session = router.session()
-        session.call(**fields)
-    except Exception as exc:
-        if session is None:
-            log.warning("reasonlog could not open a session for a call: %s", type(exc).__name__)
-            return
-        session.recorder.reject(exc)  # counted, logged with secrets masked; raised in strict mode
+        router.session(fields.get("model")).call(**fields)
+    except Exception:
+        log_internal_error(router.error_recorder(), "recording a call")
 
 
 def record_error(router: Router, request: dict, start: float, exc: BaseException, provider: str) -> None:
@@ -204,7 +394,7 @@ class Tap:
         try:
             self.add(event)
         except Exception:
-            log.warning("reasonlog could not read a stream event %r", getattr(event, "type", None), exc_info=True)
+            log_internal_error(self.router.error_recorder(), f"{self.provider} stream event")
 
     def fields(self) -> dict:
         raise NotImplementedError
@@ -218,7 +408,7 @@ class Tap:
         try:
             fields = self.fields()
         except Exception:  # a stream cut anywhere must still leave a record
-            log.warning("reasonlog could not read a stream's content", exc_info=True)
+            log_internal_error(self.router.error_recorder(), f"{self.provider} stream content")
             fields = {}
         fields.setdefault("model", self.request.get("model"))
         fields.update(request=self.request, provider=self.provider, request_id=self.request_id,
@@ -243,7 +433,7 @@ class StreamProxy:
     def __init__(self, inner: Any, tap: Tap):
         self._inner, self._tap = inner, tap
 
-    @property
+    @property  # type: ignore[misc]
     def __class__(self):  # noqa: D401 - mimics the wrapped stream for isinstance()
         return type(self._inner)
 
@@ -307,7 +497,7 @@ class AsyncStreamProxy(StreamProxy):
     async def __aexit__(self, *exc_info) -> None:
         await self.close()
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # type: ignore[override]
         try:
             await self._inner.close()
         finally:

@@ -1,11 +1,13 @@
 """Record every Chat Completions and Responses call of one `openai.OpenAI` / `openai.AsyncOpenAI` client.
 
-`instrument_openai(client)` wraps that client's `chat.completions.create` and `responses.create`,
-plain and `stream=True`. It works the same against servers that speak the OpenAI protocol
+`instrument_openai(client)` patches that client's `request` method, through which the SDK sends
+every call: `chat.completions.create` / `.parse` / `.stream(...)` (also under `beta`),
+`responses.create` / `.parse` / `.stream(...)`, `with_raw_response`, and copies made with
+`with_options(...)`. It works the same against servers that speak the OpenAI protocol
 (DeepSeek, Groq, xAI, Mistral, vLLM, Ollama): usage goes through `Usage.from_openai`, which
 keeps output and reasoning tokens from being counted twice, and the raw usage stays in the raw
 payload. The request id is `_request_id`, which the SDK documents as public, or the
-`x-request-id` header of a stream's public `response`.
+`x-request-id` header.
 """
 from __future__ import annotations
 
@@ -14,18 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..model import Usage
-from ._patching import (
-    AsyncStreamProxy,
-    Handle,
-    Router,
-    StreamProxy,
-    Tap,
-    install,
-    materialise,
-    record,
-    record_error,
-    request_body,
-)
+from ._patching import Adapter, Api, Handle, Router, Tap, hook_client, install
 from .recorder import Recorder, SessionRecorder
 
 PROVIDER = "openai"
@@ -33,7 +24,7 @@ PROVIDER = "openai"
 
 def instrument_openai(client: Any, recorder: Recorder | None = None, *,
                       session: SessionRecorder | None = None) -> Handle:
-    """Record this client's chat.completions and responses calls; `undo()` on the handle restores it.
+    """Record this client's (and its copies') chat.completions and responses calls; `undo()` restores it.
 
     Calls land in `session` if given, else in the session of the enclosing `with rec.session()`,
     else in a session started for this client on its first call (agent "openai-client", labelled
@@ -44,12 +35,9 @@ def instrument_openai(client: Any, recorder: Recorder | None = None, *,
     host = urlsplit(str(client.base_url)).hostname or ""
     router = Router(recorder, session, "openai-client", PROVIDER, labels={"host": host})
     is_async = isinstance(client, openai.AsyncOpenAI)
-
-    def patch(handle: Handle) -> None:
-        handle.patch(client.chat.completions, "create", lambda f: _wrap(f, router, is_async, CHAT))
-        handle.patch(client.responses, "create", lambda f: _wrap(f, router, is_async, RESPONSES))
-
-    return install(client, router, patch)
+    adapter = Adapter(PROVIDER, {"/chat/completions": CHAT, "/responses": RESPONSES},
+                      (openai.Stream, openai.AsyncStream), "x-request-id")
+    return install(client, router, lambda handle: hook_client(handle, client, adapter, is_async))
 
 
 # ---------------------------------------------------------------------- the two APIs
@@ -89,63 +77,8 @@ def _usage(usage: dict | None) -> Usage | None:
     return None if not usage else Usage.from_openai(usage)
 
 
-class _Api:
-    def __init__(self, context_key: str, fields, tap: type[Tap]):
-        self.context_key, self.fields, self.tap = context_key, fields, tap
-
-
-# ---------------------------------------------------------------------- wrapping
-
-
-def _wrap(create, router: Router, is_async: bool, api: _Api):
-    if is_async:
-        async def create_recorded(*args, **kwargs):
-            request, start = _prepare(kwargs, api), time.perf_counter()
-            try:
-                result = await create(*args, **kwargs)
-            except Exception as exc:
-                record_error(router, request, start, exc, PROVIDER)
-                raise
-            return _observe(result, router, request, start, api, AsyncStreamProxy)
-    else:
-        def create_recorded(*args, **kwargs):
-            request, start = _prepare(kwargs, api), time.perf_counter()
-            try:
-                result = create(*args, **kwargs)
-            except Exception as exc:
-                record_error(router, request, start, exc, PROVIDER)
-                raise
-            return _observe(result, router, request, start, api, StreamProxy)
-
-    create_recorded.__wrapped__ = create
-    return create_recorded
-
-
-def _prepare(kwargs: dict, api: _Api) -> dict:
-    materialise(kwargs, api.context_key)
-    return request_body(kwargs)
-
-
-def _observe(result: Any, router: Router, request: dict, start: float, api: _Api, proxy: type) -> Any:
-    """Record a finished response now; wrap a stream so it is recorded when it ends."""
-    import openai
-
-    final = openai.types.chat.ChatCompletion if api is CHAT else openai.types.responses.Response
-    if isinstance(result, final):
-        if api is CHAT:  # the common call: no model_dump on the agent's thread (see _chat_object_fields)
-            fields = _chat_object_fields(result)
-        else:
-            fields = api.fields(result.model_dump(mode="json", exclude_unset=True, warnings=False))
-        fields.update(request=request, provider=PROVIDER, latency_ms=(time.perf_counter() - start) * 1000,
-                      request_id=getattr(result, "_request_id", None))
-        fields["model"] = fields["model"] or request.get("model")
-        record(router, fields)
-        return result
-    if isinstance(result, (openai.Stream, openai.AsyncStream)):
-        response = getattr(result, "response", None)
-        request_id = None if response is None else response.headers.get("x-request-id")
-        return proxy(result, api.tap(router, request, start, request_id))
-    return result  # a raw-response wrapper (`with_raw_response`) or something newer: pass it through
+def _responses_object_fields(result: Any) -> dict:
+    return _responses_fields(result.model_dump(mode="json", exclude_unset=True, warnings=False))
 
 
 # ---------------------------------------------------------------------- streams
@@ -271,5 +204,5 @@ class ResponsesTap(Tap):
         return _responses_fields(raw)
 
 
-CHAT = _Api("messages", _chat_fields, ChatTap)
-RESPONSES = _Api("input", _responses_fields, ResponsesTap)
+CHAT = Api("messages", _chat_object_fields, _chat_fields, ChatTap)
+RESPONSES = Api("input", _responses_object_fields, _responses_fields, ResponsesTap)
