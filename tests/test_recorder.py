@@ -98,7 +98,7 @@ def test_default_mode_counts_rejections_and_keeps_what_was_recorded(db_path, sto
 
 
 def test_background_writer_flushes_and_counts_drops(db_path, store_of):
-    rec = reasonlog.Recorder(db_path, max_queue=5, flush_interval=60)
+    rec = reasonlog.Recorder(db_path, max_queue=5, flush_interval=60, on_full="drop")  # dropping is explicit
     with rec.session(agent="a") as s:
         for i in range(20):
             s.call(messages=[{"role": "user", "content": f"q{i}"}], response=f"a{i}")

@@ -237,6 +237,7 @@ class SessionStarted(Event):
     host: str | None = None
     pid: int | None = None
     xml_tool_tags: list | None = None
+    live_token: str | None = None  # the recording process's liveness lock (store/liveness.py)
 
 
 @dataclass(slots=True)

@@ -35,6 +35,7 @@ from ..model import (
 )
 from ..parts import RecordError, check_block
 from .redact import Redactor
+from .sinks import SpillingSink, StoreSink
 from .writer import BackgroundWriter, SyncWriter
 
 log = logging.getLogger("reasonlog")
@@ -66,38 +67,46 @@ class Recorder:
     """
 
     def __init__(self, db: str | os.PathLike | None = None, *, writer: str = "background", strict: bool = False,
-                 max_queue: int = 100_000, batch_size: int = 2_000, flush_interval: float = 0.25,
-                 price_table: Any = None, redact: bool | list | dict = True, store_options: dict | None = None):
-        from ..store import default_db_path, open_store
-        from ..store.sqlite import spill_dir
+                 max_queue: int = 100_000, batch_size: int = 2_000, flush_interval: float = 0.2,
+                 on_full: str = "block", price_table: Any = None, redact: bool | list | dict = True,
+                 store_options: dict | None = None, sink: Any = None):
+        from ..store import default_db_path
 
         path = default_db_path() if db is None else os.fspath(db)
         path = str(path)[len("sqlite:///"):] if str(path).startswith("sqlite:///") else path
         self.db_path = os.path.abspath(os.path.expanduser(path))
         self.strict = strict
-
         self._redact = _redactor(redact)
-
-        def factory():
-            return open_store(self.db_path, price_table=price_table, redactor=_redactor(redact),
-                              **(store_options or {}))
-
-        from pathlib import Path
-
-        spill = spill_dir(Path(self.db_path))
+        if sink is None:
+            sink = self._default_sink(price_table, redact, store_options)
         if writer == "background":
-            self._writer = BackgroundWriter(factory, spill, max_queue=max_queue, batch_size=batch_size,
-                                            interval=flush_interval, redactor=self._redact)
+            self._writer: BackgroundWriter | SyncWriter = BackgroundWriter(
+                sink, max_queue=max_queue, batch_size=batch_size, interval=flush_interval, on_full=on_full,
+                redactor=self._redact)
         elif writer == "sync":
-            self._writer = SyncWriter(factory, spill, redactor=self._redact)
+            self._writer = SyncWriter(sink, redactor=self._redact)
         else:
             raise ValueError(f"writer: expected 'background' or 'sync', got {writer!r}")
         self._sessions: dict[str, SessionRecorder] = {}
         self._closed = False
         ref = weakref.ref(self)
-        atexit.register(lambda: (r := ref()) and r.close(timeout=5.0))
+        atexit.register(lambda: (r := ref()) and r.close(timeout=5.0))  # what is not written in time spills
         # A forked child must not end the parent's open sessions when it closes or exits.
         os.register_at_fork(after_in_child=lambda: (r := ref()) and r._sessions.clear())
+
+    def _default_sink(self, price_table: Any, redact: bool | list | dict, store_options: dict | None) -> Any:
+        """The local database, with spill files beside it for what it cannot take."""
+        from pathlib import Path
+
+        from ..store import open_store
+        from ..store.sqlite import spill_dir
+
+        def factory():
+            return open_store(self.db_path, price_table=price_table, redactor=_redactor(redact),
+                              **(store_options or {}))
+
+        # The spill file's own redactor: its count of masked secrets travels in the file.
+        return SpillingSink(StoreSink(factory), spill_dir(Path(self.db_path)), _redactor(redact))
 
     # ------------------------------------------------------------------ sessions
 
@@ -135,6 +144,8 @@ class Recorder:
         if self._closed:
             self._writer.count("dropped")
             return
+        if type(event) is SessionStarted:  # liveness: the session is open while this process holds the lock
+            event.live_token = _live_token(self.db_path)
         self._writer.submit(event)
 
     def reject(self, exc: Exception) -> None:
@@ -145,12 +156,15 @@ class Recorder:
         message = str(exc)
         log.warning("reasonlog rejected a record: %s", self._redact.text(message) if self._redact else message)
 
-    def flush(self, timeout: float | None = 10.0) -> bool:
-        """Wait until everything recorded so far is in the database (or spilled)."""
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything recorded so far is in the database (or spilled); by default as long as it takes."""
         return self._writer.flush(timeout)
 
-    def close(self, timeout: float | None = 10.0) -> bool:
-        """End sessions left open (as interrupted), flush and stop the writer. Safe to call twice."""
+    def close(self, timeout: float | None = None) -> bool:
+        """End sessions left open (as interrupted), flush and stop the writer. Safe to call twice.
+
+        With a `timeout`, what is not written by then is spilled (and replayed by the next writer).
+        """
         if self._closed:
             return True
         for session in list(self._sessions.values()):
@@ -159,7 +173,7 @@ class Recorder:
         return self._writer.close(timeout)
 
     def stats(self) -> dict:
-        """Counts of submitted, written, dropped, rejected records and spilled batches."""
+        """Counts of submitted, written, dropped, rejected, spilled and set-aside records; queue bound and batch."""
         return self._writer.stats()
 
     def __enter__(self) -> "Recorder":
@@ -408,6 +422,14 @@ class ExchangeRecorder:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.end(status="failed" if exc else "completed")
+
+
+def _live_token(db_path: str) -> str | None:
+    from pathlib import Path
+
+    from ..store.liveness import hold
+
+    return hold(Path(db_path))
 
 
 def _redactor(redact: bool | list | dict):

@@ -1,13 +1,19 @@
-"""Writers: how recorded events reach a store.
+"""Writers: when recorded events reach a sink (see `sinks.py` for where).
 
 Contract shared by both writers:
-- `submit(event)` never raises and never blocks on the store; what cannot be queued is counted
-  as dropped.
-- `flush(timeout)` returns True once everything submitted before it is written or spilled.
-- `close(timeout)` flushes, stops and closes the store; it is safe to call twice.
-- A batch the store refuses (locked past its timeout, read-only, disk full) goes to a spill
-  file beside the database and is written before anything newer on the next chance or open.
-  While spill files wait, newer batches spill too, so a session's order is never broken.
+- `submit(event)` never raises. The background writer's queue is bounded by count and by time
+  (about one second of the writer's measured throughput, at least `QUEUE_FLOOR` events). When
+  it is full the caller waits at most `MAX_WAIT` seconds; then the event is queued anyway and
+  the writer spills the overflow to files (order kept), unless `on_full="drop"`, which drops
+  and counts it. Nothing else drops, except events submitted after `close()`.
+- Batches are sized by time (about `BATCH_SECONDS` of writing each), and the writer wakes at
+  least every `interval` seconds, so something is committed at least every 200 ms under load.
+- `flush(timeout=None)` returns True once everything submitted before it is written or spilled;
+  on a timeout it logs how much is still pending and returns False.
+- `close(timeout=None)` flushes, stops and closes the sink; on a timeout it spills what is still
+  queued instead of losing it. Safe to call twice.
+- Every event that never reaches the sink is counted (`dropped`, `rejected`), under a lock, and
+  the counts travel to the database with the next batch, a spill file or a counters file.
 """
 from __future__ import annotations
 
@@ -18,144 +24,123 @@ import os
 import threading
 import time
 import weakref
-from pathlib import Path
-from typing import Callable
+from typing import Any
 
-import orjson
-
-from ..model import Event, event_from_dict, jsonable, new_id
+from ..model import Event, new_id
 
 log = logging.getLogger("reasonlog")
 
-
-class Spill:
-    """Spill files: one batch per file, JSON lines of events (secrets masked), replayed oldest first."""
-
-    def __init__(self, directory: Path | None, redactor=None):
-        self.directory = directory
-        self.redactor = redactor
-
-    def pending(self) -> list[Path]:
-        if self.directory is None or not self.directory.exists():
-            return []
-        return sorted(self.directory.glob("*.spill"))
-
-    def write(self, events: list[Event]) -> bool:
-        if self.directory is None:
-            return False
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            path = self.directory / f"{new_id()}.spill"
-            tmp = path.with_suffix(".tmp")
-            with open(tmp, "wb") as f:
-                for ev in events:
-                    line = orjson.dumps(ev.to_dict(), default=jsonable, option=orjson.OPT_NON_STR_KEYS)
-                    f.write((self.redactor.bytes(line) if self.redactor else line) + b"\n")
-                f.flush()
-                os.fsync(f.fileno())
-            tmp.rename(path)
-            return True
-        except (OSError, TypeError):
-            return False
-
-    @staticmethod
-    def read(path: Path) -> list[Event]:
-        with open(path, "rb") as f:
-            return [event_from_dict(orjson.loads(line)) for line in f if line.strip()]
+MAX_WAIT = 0.1  # seconds a caller waits for room in a full queue before the overflow spills
+BATCH_SECONDS = 0.1  # a batch holds about this much of the writer's work
+QUEUE_SECONDS = 1.0  # the queue holds about this much of the writer's work: what a SIGKILL can lose
+QUEUE_FLOOR = 1_000  # the queue bound never goes below this (a slow or still-opening store)
+FIRST_BATCH = 50  # events in a batch before the writer's speed is measured
 
 
 class _Base:
-    def __init__(self, store_factory: Callable, spill_dir: Path | None, redactor=None):
-        self._store_factory = store_factory
-        self._store = None
-        self.spill = Spill(spill_dir, redactor)
-        self.counts = collections.Counter()  # submitted, written, dropped, spilled_batches, failed
-        self._unsaved = collections.Counter()  # counters not yet added to the store's own
+    def __init__(self, sink: Any, redactor: Any = None):
+        self.sink = sink
+        self.redactor = redactor
+        self._init_counts()
+        self.last_error: str | None = None
 
-    @property
-    def store(self):
-        if self._store is None:
-            self._store = self._store_factory()
-        return self._store
-
-    last_error: str | None = None
-
-    def stats(self) -> dict:
-        return {"submitted": 0, "written": 0, "dropped": 0, "rejected": 0, "spilled_batches": 0, **self.counts,
-                "last_error": self.last_error}
+    def _init_counts(self) -> None:
+        self._count_lock = threading.Lock()  # callers count while the writer's thread takes the unsaved part
+        self._counts: collections.Counter = collections.Counter()
+        self._unsaved: collections.Counter = collections.Counter()  # not yet handed to the sink
 
     def count(self, name: str, n: int = 1) -> None:
-        self.counts[name] += n
-        if name in ("dropped", "rejected"):  # spilled batches are counted when replayed
+        with self._count_lock:
+            self._counts[name] += n
             self._unsaved[name] += n
 
-    def _write(self, batch: list[Event]) -> None:
-        """Write one batch after any waiting spill files, or spill it; never raises."""
-        try:
-            self._replay_spill()
-            if self.spill.pending():
-                raise RuntimeError("older spilled batches are still waiting")
-            self.store.write_batch(batch, dict(self._unsaved))
+    def _take_unsaved(self) -> dict[str, int]:
+        with self._count_lock:
+            unsaved = dict(self._unsaved)
             self._unsaved.clear()
-            self.counts["written"] += len(batch)
-        except Exception as exc:  # the store failed: keep the batch on disk
-            self.last_error = self._mask(f"{type(exc).__name__}: {exc}")
-            if self.spill.write(batch):
-                self.count("spilled_batches")
-            else:
-                self.count("dropped", len(batch))
+        return unsaved
 
-    def _replay_spill(self) -> None:
-        for path in self.spill.pending():
-            try:
-                events = Spill.read(path)
-            except (OSError, ValueError, TypeError) as exc:  # unreadable: set it aside, never block the rest
-                path.rename(path.with_suffix(".bad"))
-                self.last_error = self._mask(f"{path.name}: {type(exc).__name__}: {exc}")
-                log.warning("reasonlog set aside an unreadable spill file %s: %s", path.name, type(exc).__name__)
-                continue
-            self.store.write_batch(events, {"spilled_batches": 1, "replayed_batches": 1})
-            path.unlink()
+    def _give_back(self, counters: dict[str, int]) -> None:
+        with self._count_lock:
+            self._unsaved.update(counters)
+
+    def _write(self, batch: list[Event], name: str | None = None) -> None:
+        """Hand one batch to the sink with the unsaved counters; what it cannot take is counted dropped."""
+        counters = self._take_unsaved()
+        try:
+            kwargs = {"name": name} if name is not None and hasattr(self.sink, "spill") else {}
+            outcome = self.sink.write_batch(batch, counters, **kwargs)
+        except Exception as exc:
+            self._failed(exc)
+            self._give_back(counters)
+            self.count("dropped", len(batch))
+            return
+        if outcome != "spilled":
+            with self._count_lock:
+                self._counts["written"] += len(batch)
+
+    def _spill(self, batch: list[Event], name: str | None) -> None:
+        """Spill without trying the sink (overflow, close timeout); dropped and counted if it cannot."""
+        spill = getattr(self.sink, "spill", None)
+        counters = self._take_unsaved()
+        if spill is None or not spill(batch, counters, name):
+            self._give_back(counters)
+            self.count("dropped", len(batch))
+
+    def _failed(self, exc: BaseException) -> None:
+        text = f"{type(exc).__name__}: {exc}"
+        self.last_error = self.redactor.text(text) if self.redactor else text
 
     def replay_spill(self) -> int:
         """Write waiting spill files now; returns how many remain."""
-        try:
-            self._replay_spill()
-        except Exception as exc:
-            self.last_error = self._mask(f"{type(exc).__name__}: {exc}")
-        return len(self.spill.pending())
-
-    def _mask(self, text: str) -> str:
-        return self.spill.redactor.text(text) if self.spill.redactor else text
+        replay = getattr(self.sink, "replay", None)
+        return replay() if replay is not None else 0
 
     def _save_counters(self) -> None:
-        if self._unsaved:
-            try:
-                self.store.add_counters(dict(self._unsaved))
-                self._unsaved.clear()
-            except Exception:
-                pass
+        counters = self._take_unsaved()
+        try:
+            self.sink.add_counters(counters)
+        except Exception as exc:
+            self._failed(exc)
+            self._give_back(counters)
+            log.warning("reasonlog could not keep its loss counters anywhere: %s", dict(counters))
 
-    def _close_store(self) -> None:
-        if self._store is not None:
-            self._save_counters()
-            try:
-                self._store.close()
-            finally:
-                self._store = None
+    def _close_sink(self, replay: bool = True) -> None:
+        if replay:  # waiting files (overflow, earlier processes) are written now, unless time is up
+            self.replay_spill()
+        self._save_counters()
+        self.sink.close()
+
+    def stats(self) -> dict:
+        sink: dict[str, int] = getattr(self.sink, "stats", dict)()
+        with self._count_lock:
+            counts = dict(self._counts)
+        out: dict[str, Any] = {"submitted": self._submitted_count(), "written": 0, "dropped": 0, "rejected": 0,
+               "spilled_batches": 0, "spilled_events": 0, "replayed_batches": 0, "set_aside": 0}
+        for key, value in list(counts.items()) + list(sink.items()):
+            out[key] = out.get(key, 0) + value
+        out["last_error"] = self.last_error or getattr(self.sink, "last_error", None)
+        return out
+
+    def _submitted_count(self) -> int:
+        raise NotImplementedError
 
 
 class SyncWriter(_Base):
     """Writes each event before `submit` returns: durable per call, for tests and careful callers."""
 
-    def __init__(self, store_factory: Callable, spill_dir: Path | None = None, redactor=None):
-        super().__init__(store_factory, spill_dir, redactor)
+    def __init__(self, sink: Any, redactor: Any = None):
+        super().__init__(sink, redactor)
         self._lock = threading.Lock()
+        self._submitted = 0
 
     def submit(self, event: Event) -> None:
         with self._lock:
-            self.counts["submitted"] += 1
+            self._submitted += 1
             self._write([event])
+
+    def _submitted_count(self) -> int:
+        return self._submitted
 
     def flush(self, timeout: float | None = None) -> bool:
         with self._lock:
@@ -164,60 +149,88 @@ class SyncWriter(_Base):
 
     def close(self, timeout: float | None = None) -> bool:
         with self._lock:
-            self._close_store()
+            self._close_sink()
         return True
 
 
 class BackgroundWriter(_Base):
-    """A bounded queue drained by one daemon thread, one transaction per batch.
+    """A queue drained by one daemon thread, one transaction per batch.
 
     The recording thread only appends to a deque; serialising, hashing, compressing and SQL
-    all happen on the writer thread.
+    all happen on the writer thread. The thread starts with the writer, so spill files left by
+    an earlier process are replayed even if nothing new is recorded.
     """
 
-    def __init__(self, store_factory: Callable, spill_dir: Path | None = None, *, max_queue: int = 100_000,
-                 batch_size: int = 2_000, interval: float = 0.25, redactor=None):
-        super().__init__(store_factory, spill_dir, redactor)
-        self.max_queue, self.batch_size, self.interval = max_queue, batch_size, interval
+    def __init__(self, sink: Any, *, max_queue: int = 100_000, batch_size: int = 2_000, interval: float = 0.2,
+                 on_full: str = "block", redactor: Any = None):
+        if on_full not in ("block", "drop"):
+            raise ValueError(f"on_full: expected 'block' or 'drop', got {on_full!r}")
+        super().__init__(sink, redactor)
+        self.max_queue, self.batch_size, self.interval, self.on_full = max_queue, batch_size, interval, on_full
         self._init_threading()
         ref = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: (w := ref()) and w._after_fork())
+        os.register_at_fork(after_in_child=lambda: _after_fork(ref))
+        self._start()
 
     def _init_threading(self) -> None:
         self._queue: collections.deque = collections.deque()
         self._wake = threading.Event()
-        self._done = threading.Condition()
+        self._done = threading.Condition()  # notified when the thread takes or finishes a batch
+        self._take_lock = threading.Lock()  # a batch and its spill-file name are taken together
         self._finished = 0  # events written, spilled or dropped by the thread
         self._submitted = 0  # the number of the last event queued
         self._numbers = itertools.count(1)  # next() is atomic: agents may record from several threads
         self._closed = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._rate = 0.0  # events per second of writing, measured
+        self._bound = min(self.max_queue, max(QUEUE_FLOOR, 10 * FIRST_BATCH))
+        self._batch_n = min(self.batch_size, FIRST_BATCH)
 
     def _after_fork(self) -> None:
         # The child has no writer thread and must not write the parent's queue or use its connection.
         self._init_threading()
-        self._store = None
-        self.counts = collections.Counter()
-        self._unsaved = collections.Counter()
+        self._init_counts()
+        getattr(self.sink, "after_fork", lambda: None)()
+
+    def _submitted_count(self) -> int:
+        return self._submitted
+
+    # ------------------------------------------------------------ the caller's side
 
     def submit(self, event: Event) -> None:
-        if self._thread is None:
+        queue = self._queue
+        if self._thread is None:  # a forked child starts its own thread on its first event
             self._start()
-        if self._closed or len(self._queue) >= self.max_queue:
-            self.count("dropped")
+        if len(queue) >= self._bound and not self._room():
             return
-        self._queue.append(event)
+        queue.append(event)
         self._submitted = next(self._numbers)
-        self.counts["submitted"] += 1
-        if len(self._queue) >= self.batch_size:
+        if len(queue) >= self._batch_n:
             self._wake.set()
+
+    def _room(self) -> bool:
+        """Wait a bounded time for room; False when the event is dropped (closed, or on_full="drop")."""
+        if self._closed or self.on_full == "drop":
+            self.count("dropped")
+            return False
+        self._wake.set()
+        deadline = time.monotonic() + MAX_WAIT
+        with self._done:
+            while len(self._queue) >= self._bound and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._done.wait(left)
+        return True  # queued beyond the bound when time is up: the writer spills the overflow
 
     def _start(self) -> None:
         with self._start_lock:
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._run, name="reasonlog-writer", daemon=True)
                 self._thread.start()
+
+    # ------------------------------------------------------------ the writer's thread
 
     def _run(self) -> None:
         self.replay_spill()  # what an earlier process could not write goes first
@@ -227,19 +240,46 @@ class BackgroundWriter(_Base):
             self._drain()
             if self._closed and not self._queue:
                 return
+            if not self._queue and getattr(self.sink, "_maybe_pending", False):
+                self.sink.replay(limit=1)  # idle: catch up on overflow spilled earlier, a file at a time
 
     def _drain(self) -> None:
-        queue = self._queue
-        while queue:
-            n = min(len(queue), self.batch_size)
-            batch = [queue.popleft() for _ in range(n)]
-            self._write(batch)
+        while self._queue:
+            batch, name, over = self._take()
+            if not batch:
+                return
+            started = time.perf_counter()
+            if over:
+                self._spill(batch, name)
+            else:
+                self._write(batch, name)
+                self._measure(len(batch), time.perf_counter() - started)
             with self._done:
-                self._finished += n
+                self._finished += len(batch)
                 self._done.notify_all()
 
-    def flush(self, timeout: float | None = 10.0) -> bool:
-        """Wait until everything submitted so far is written (or spilled); False on timeout."""
+    def _take(self) -> tuple[list[Event], str, bool]:
+        queue = self._queue
+        with self._take_lock:
+            over = len(queue) > self._bound
+            n = min(len(queue), self._batch_n)
+            batch = [queue.popleft() for _ in range(n)]
+            name = new_id()  # reserved now: a file spilled by close() meanwhile sorts after this batch
+        with self._done:
+            self._done.notify_all()  # room for waiting callers
+        return batch, name, over
+
+    def _measure(self, n: int, seconds: float) -> None:
+        """Size the next batch and the queue bound by the writer's measured speed."""
+        rate = n / max(seconds, 1e-6)
+        self._rate = rate if not self._rate else 0.7 * self._rate + 0.3 * rate
+        self._batch_n = max(1, min(self.batch_size, int(self._rate * BATCH_SECONDS)))
+        self._bound = max(min(self.max_queue, QUEUE_FLOOR), min(self.max_queue, int(self._rate * QUEUE_SECONDS)))
+
+    # ------------------------------------------------------------ flush and close
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything submitted so far is written (or spilled); False, with a warning, on timeout."""
         target = self._submitted
         if self._thread is None:
             return True
@@ -249,24 +289,46 @@ class BackgroundWriter(_Base):
             while self._finished < target:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
+                    log.warning("reasonlog: %d recorded events still pending after %.1f s",
+                                target - self._finished, timeout)
                     return False
                 self._done.wait(left)
         return True
 
-    def close(self, timeout: float | None = 10.0) -> bool:
-        """Flush, stop the thread and close the store; what is still queued at the timeout stays counted."""
+    def close(self, timeout: float | None = None) -> bool:
+        """Flush, stop the thread and close the sink; on a timeout, what is still queued is spilled."""
         if self._closed:
             return True
         ok = self.flush(timeout)
         self._closed = True
         self._wake.set()
+        if not ok:
+            self._spill_rest()
         if self._thread is not None:
-            self._thread.join(timeout if ok else 0.1)
+            self._thread.join(None if ok else 0.1)
         if self._thread is None or not self._thread.is_alive():
-            self._close_store()
+            self._close_sink(replay=ok)
         else:
-            self.count("dropped", len(self._queue))
+            log.warning("reasonlog: a batch was still being written at close; it commits or spills on its own")
         return ok
 
+    def _spill_rest(self) -> None:
+        with self._take_lock:
+            rest = list(self._queue)
+            self._queue.clear()
+            name = new_id()
+        if rest:
+            self._spill(rest, name)
+            with self._done:
+                self._finished += len(rest)
+                self._done.notify_all()
+
     def stats(self) -> dict:
-        return {**super().stats(), "queued": len(self._queue)}
+        return {**super().stats(), "queued": len(self._queue), "queue_bound": self._bound,
+                "batch_size": self._batch_n}
+
+
+def _after_fork(ref: weakref.ref) -> None:
+    writer = ref()
+    if writer is not None:
+        writer._after_fork()

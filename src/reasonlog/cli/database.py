@@ -33,9 +33,12 @@ def db_status(obj, as_json):
         table.add_row(key, Text(str(status[key])))
     for key, value in status["counts"].items():
         table.add_row(key, str(value))
-    for key in ("dropped_records", "rejected_records", "spilled_batches", "replayed_batches", "redacted_secrets"):
+    for key in ("dropped_records", "rejected_records", "set_aside_records", "spilled_batches", "replayed_batches",
+                "redacted_secrets"):
         table.add_row(key, str(status[key]))
     table.add_row("pending spill files", str(len(status["pending_spill_files"])))
+    if status["set_aside_file"]:
+        table.add_row("set-aside events", Text(status["set_aside_file"]))
     if status["unreadable_spill_files"]:
         table.add_row("unreadable spill files", Text(", ".join(status["unreadable_spill_files"])))
     console.print(table)
@@ -45,14 +48,15 @@ def db_status(obj, as_json):
 @click.pass_obj
 def db_upgrade(obj):
     """Apply pending schema migrations and write any spilled batches."""
-    from ..capture.writer import SyncWriter
+    from ..capture.redact import Redactor
+    from ..capture.sinks import SpillingSink, StoreSink
     from ..store import open_store
     from ..store.sqlite import spill_dir
 
     store = open_store(obj.path, upgrade=False)
     applied = store.upgrade()
     store.close()
-    writer = SyncWriter(lambda: open_store(obj.path), spill_dir(obj.path))
-    remaining = writer.replay_spill()
-    writer.close()
+    sink = SpillingSink(StoreSink(lambda: open_store(obj.path)), spill_dir(obj.path), Redactor())
+    remaining = sink.replay()
+    sink.close()
     console.print(f"schema: applied {applied or 'nothing'}; spill files left: {remaining}")

@@ -178,4 +178,11 @@ ALTER TABLE contents ADD COLUMN dict_id INTEGER;
 -- No column changes; nothing becomes NULL.
 INSERT INTO contents_fts (contents_fts, rank) VALUES ('automerge', 8);
 """),
+    Migration(5, "liveness by lock", """
+-- An open session names the liveness lock its recording process holds (<db>.live/<token>.lock):
+-- when that lock can be taken, the recorder is gone and the session is marked interrupted,
+-- whatever its pid now belongs to. NULL means the session was recorded before schema 5 (or
+-- where no lock file could be made): its liveness falls back to host and pid.
+ALTER TABLE sessions ADD COLUMN live_token TEXT;
+"""),
 )

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Iterator
 
 from ..model import Event
 from ..parts import RecordError, searchable_text
-from . import SessionFilter, StoreError, reading, transfer
+from . import SessionFilter, StoreError, liveness, reading, transfer
 from .content import Dictionaries
 from .contents import ContentWriter
 from .schema import SQLITE_MIGRATIONS
@@ -93,16 +93,27 @@ class SQLiteStore:
                 applied.append(m.number)
         return applied
 
+    @staticmethod
+    def is_store_failure(exc: BaseException) -> bool:
+        """Whether `exc` says the database failed (locked, read-only, full, schema), not an event's data."""
+        return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError)
+
     def mark_interrupted(self) -> int:
-        """Mark open sessions whose recording process on this host is gone as interrupted."""
-        host = socket.gethostname()
+        """Mark open sessions whose recording process is gone as interrupted.
+
+        A session with a liveness token is alive while its lock is held (on any host or pid
+        namespace sharing this file system); one without (before schema 5) while its pid lives
+        on this host. A read-only database is left as it is.
+        """
         with self._lock:
-            rows = self._conn.execute("SELECT id, pid FROM sessions WHERE status = 'open' AND host = ?",
-                                      (host,)).fetchall()
-            dead = [sid for sid, pid in rows if pid and not _alive(pid)]
+            rows = self._conn.execute("SELECT id, host, pid, live_token FROM sessions WHERE status = 'open'").fetchall()
+            dead = [(sid,) for sid, host, pid, token in rows if _gone(self.path, host, pid, token)]
             if dead:
-                self._conn.executemany("UPDATE sessions SET status = 'interrupted' WHERE id = ? AND status = 'open'",
-                                       [(sid,) for sid in dead])
+                try:
+                    self._conn.executemany("UPDATE sessions SET status = 'interrupted'"
+                                           " WHERE id = ? AND status = 'open'", dead)
+                except sqlite3.OperationalError:  # read-only or locked: the next writer's open does it
+                    return 0
         return len(dead)
 
     # ------------------------------------------------------------ writing
@@ -288,6 +299,7 @@ class SQLiteStore:
         spilled = spill_dir(self.path)
         pending = sorted(spilled.glob("*.spill")) if spilled.exists() else []
         unreadable = sorted(spilled.glob("*.bad")) if spilled.exists() else []
+        aside = spilled / "set-aside.jsonl"
         return {
             "path": str(self.path), "url": self.url,
             "schema_version": self.schema_version(), "latest_schema_version": SQLITE_MIGRATIONS[-1].number,
@@ -299,6 +311,8 @@ class SQLiteStore:
             "replayed_batches": counters.get("replayed_batches", 0),
             "pending_spill_files": [str(p) for p in pending],
             "unreadable_spill_files": [str(p) for p in unreadable],
+            "set_aside_records": counters.get("set_aside", 0),
+            "set_aside_file": str(aside) if aside.exists() else None,
         }
 
     def checkpoint(self) -> None:
@@ -347,6 +361,12 @@ def _statements(sql: str) -> list[str]:
     if pending.strip() and not all(ln.strip().startswith("--") or not ln.strip() for ln in pending.splitlines()):
         raise StoreError(f"migration ends with an incomplete statement: {pending.strip()[:80]}")
     return out
+
+
+def _gone(db_path: Path, host: str | None, pid: int | None, token: str | None) -> bool:
+    if token:
+        return not liveness.is_held(db_path, token)
+    return host == socket.gethostname() and bool(pid) and not _alive(pid)  # type: ignore[arg-type]
 
 
 def _alive(pid: int) -> bool:

@@ -184,10 +184,11 @@ class Applier:
     def _apply_session_started(self, cur, ev: SessionStarted) -> None:
         cur.execute(
             "INSERT INTO sessions (id, run, agent, model, provider, labels_json, parent_session_id, parent_call_id,"
-            " external_id, host, pid, started_at, xml_tool_tags_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
-            " ON CONFLICT (id) DO UPDATE SET status = 'open', ended_at = NULL",
+            " external_id, host, pid, started_at, xml_tool_tags_json, live_token) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            " ON CONFLICT (id) DO UPDATE SET status = 'open', ended_at = NULL, live_token = excluded.live_token",
             (ev.session_id, ev.run, ev.agent, ev.model, ev.provider, self.dumps(ev.labels or {}), ev.parent_session_id,
-             ev.parent_call_id, ev.external_id, ev.host, ev.pid, ev.started_at, self.dumps(ev.xml_tool_tags)))
+             ev.parent_call_id, ev.external_id, ev.host, ev.pid, ev.started_at, self.dumps(ev.xml_tool_tags),
+             ev.live_token))
         cur.executemany("INSERT INTO session_labels (key, value, session_id) VALUES (?,?,?) ON CONFLICT DO NOTHING",
                         [(str(k), self.mask_text(str(v)), ev.session_id) for k, v in (ev.labels or {}).items()])
 

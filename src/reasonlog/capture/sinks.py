@@ -1,0 +1,237 @@
+"""Sinks: where a writer's batches go. The writer decides *when*, the sink decides *where*.
+
+The sink contract (the OpenTelemetry split between a processor and an exporter):
+- `write_batch(events, counters)`: write the events in order, all or none, together with the
+  counters (name -> amount to add); raise if that failed. It may return "spilled" when the
+  batch was kept elsewhere for later instead of written.
+- `add_counters(counters)`: add counters alone; raise if that failed.
+- `close()`: release what the sink holds; safe to call twice.
+Optional: `probe()` raises if the destination cannot be written now; `after_fork()` forgets
+connections a forked child must not use.
+
+`StoreSink` writes to a `Store`, opened lazily. `SpillingSink` wraps any sink: a batch the inner
+sink refuses goes to a spill file (one file per batch, JSON lines, secrets masked, fsynced) and
+is replayed, event by event when need be, before anything newer (see `capture/spill.py` notes in
+`SpillFiles`). Tests and, later, the HTTP client inject their own sink with `Recorder(sink=...)`.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import model
+from ..model import Event
+from .spillfiles import SpillFiles, claimed, dump_event
+
+log = logging.getLogger("reasonlog")
+
+
+class StoreSink:
+    """A sink over a `Store`, opened on first use (so a recorder that records nothing opens nothing)."""
+
+    def __init__(self, store_factory: Callable[[], Any]):
+        self._factory = store_factory
+        self._store: Any = None
+
+    @property
+    def store(self) -> Any:
+        if self._store is None:
+            self._store = self._factory()
+        return self._store
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> Any:
+        return self.store.write_batch(events, counters)
+
+    def add_counters(self, counters: dict[str, int]) -> None:
+        if counters:
+            self.store.add_counters(counters)
+
+    def is_store_failure(self, exc: BaseException) -> bool:
+        check = getattr(self._store, "is_store_failure", None)
+        return bool(check and check(exc)) or isinstance(exc, OSError) and self._store is None
+
+    def probe(self) -> None:
+        self.store.add_counters({"probes": 0})  # takes and releases the write lock: raises if it cannot
+
+    def after_fork(self) -> None:
+        self._store = None  # the parent's connection is the parent's
+
+    def close(self) -> None:
+        if self._store is not None:
+            try:
+                self._store.close()
+            finally:
+                self._store = None
+
+
+class SpillingSink:
+    """Spilling around any sink: what `inner` refuses waits in files and goes first when it can."""
+
+    def __init__(self, inner: Any, directory: Path | None, redactor: Any = None):
+        self.inner = inner
+        self.files = SpillFiles(directory, redactor)
+        self.redactor = redactor
+        self._maybe_pending = True  # files of an earlier process may wait; checked on the first batch
+        self._count_lock = threading.Lock()  # the closing thread may spill while the writer's thread writes
+        self.counts: collections.Counter = collections.Counter()
+        self.last_error: str | None = None
+
+    # ------------------------------------------------------------ the sink contract
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, name: str | None = None):
+        """Write after the oldest waiting file, else spill (so order never breaks); raise if both fail."""
+        if self._maybe_pending and self.replay(limit=1):
+            return self._spill_or_raise(events, counters, name, None)
+        try:
+            self.inner.write_batch(events, counters)
+        except Exception as exc:
+            return self._spill_or_raise(events, counters, name, exc)
+        return "written"
+
+    def add_counters(self, counters: dict[str, int]) -> None:
+        """Add counters to the inner sink, else keep them in a counters file beside the spill files."""
+        if not counters:
+            return
+        try:
+            self.inner.add_counters(counters)
+        except Exception as exc:
+            self._note(exc)
+            if not self.files.write_counters(counters):
+                raise
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def after_fork(self) -> None:
+        getattr(self.inner, "after_fork", lambda: None)()
+        self._count_lock = threading.Lock()
+
+    # ------------------------------------------------------------ spilling
+
+    def spill(self, events: list[Event], counters: dict[str, int] | None = None, name: str | None = None) -> bool:
+        """Keep a batch in a file (secrets masked); events no JSON form can hold are rejected alone."""
+        result = self.files.write(events, counters or {}, name)
+        if result is None:
+            return False
+        self._maybe_pending = True
+        self._add({"spilled_batches": 1, "spilled_events": len(events) - result, "rejected": result})
+        return True
+
+    def _spill_or_raise(self, events, counters, name, exc) -> str:
+        if exc is not None:
+            self._note(exc)
+        if self.spill(events, counters, name):
+            return "spilled"
+        raise exc if exc is not None else OSError(f"cannot write spill files in {self.files.directory}")
+
+    # ------------------------------------------------------------ replaying
+
+    def replay(self, limit: int | None = None) -> int:
+        """Write up to `limit` waiting files (all by default), oldest first; returns how many still wait."""
+        self.files.clean_stale()
+        self._merge_counter_files()
+        done = 0
+        for path in self.files.pending():
+            if limit is not None and done >= limit:
+                break
+            try:
+                self._replay_file(path)
+            except Exception as exc:  # the inner sink failed: the file waits for the next chance
+                self._note(exc)
+                break
+            done += 1
+        left = len(self.files.pending())
+        self._maybe_pending = left > 0
+        return left
+
+    def _replay_file(self, path: Path) -> None:
+        with claimed(path) as fd:
+            if fd is None:  # another process is replaying it, or has just finished
+                return
+            header, events, aside = self.files.read(fd, path)
+            events = [ev for ev in events if self._checked(ev, path, aside)]
+            counters = dict(header, spilled_batches=1, replayed_batches=1)
+            try:
+                self.inner.write_batch(events, _plus(counters, "set_aside", len(aside)))
+            except Exception as exc:
+                self.inner_probe(exc)  # raises when the sink itself is failing: keep the file
+                self._write_parts(events, path, aside)  # some event of the file is at fault
+                self.inner.add_counters(_plus(counters, "set_aside", len(aside)))
+            self.files.set_aside(aside)
+            path.unlink()
+            self._add({"replayed_batches": 1, "set_aside": len(aside)})
+
+    def _checked(self, ev: Event, path: Path, aside: list) -> bool:
+        try:
+            _check_event(ev)
+            dump_event(ev)
+        except Exception as exc:
+            aside.append(self.files.aside_entry(path, ev, exc))
+            return False
+        return True
+
+    def _write_parts(self, events: list[Event], path: Path, aside: list) -> None:
+        """Write halves until the events that fail alone (on a writable sink) are found and set aside."""
+        if not events:
+            return
+        try:
+            self.inner.write_batch(events, None)
+            return
+        except Exception as exc:
+            if len(events) == 1:
+                self.inner_probe(exc)
+                aside.append(self.files.aside_entry(path, events[0], exc))
+                return
+        mid = len(events) // 2
+        self._write_parts(events[:mid], path, aside)
+        self._write_parts(events[mid:], path, aside)
+
+    def inner_probe(self, exc: Exception) -> None:
+        """Raise `exc` again when it is the inner sink failing, not the events; else return."""
+        if getattr(self.inner, "is_store_failure", lambda e: False)(exc):
+            raise exc
+        probe = getattr(self.inner, "probe", None)
+        if probe is not None:
+            probe()
+
+    def _merge_counter_files(self) -> None:
+        for path in self.files.counter_files():
+            with claimed(path) as fd:
+                if fd is None:
+                    continue
+                counters = self.files.read_counters(fd)
+                try:
+                    self.inner.add_counters(counters)
+                except Exception as exc:
+                    self._note(exc)
+                    return
+                path.unlink()
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def _add(self, amounts: dict[str, int]) -> None:
+        with self._count_lock:
+            self.counts.update(amounts)
+
+    def _note(self, exc: BaseException) -> None:
+        text = f"{type(exc).__name__}: {exc}"
+        self.last_error = self.redactor.text(text) if self.redactor else text
+
+    def stats(self) -> dict:
+        with self._count_lock:
+            return dict(self.counts)
+
+
+def _check_event(ev: Event) -> None:
+    """The store's own field checks, when this reasonlog has them (model.check_event): a file may be old or foreign."""
+    check = getattr(model, "check_event", None)
+    if check is not None:
+        check(ev)
+
+
+def _plus(counters: dict[str, int], name: str, n: int) -> dict[str, int]:
+    return {**counters, name: counters.get(name, 0) + n} if n else counters

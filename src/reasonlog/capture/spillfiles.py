@@ -1,0 +1,217 @@
+"""Spill files: batches a sink refused, kept beside the database until they can be written.
+
+Layout of `<db>.spill/`:
+- `<ulid>.spill`: one batch. The first line is a header `{"$reasonlog": "spill", "counters": {...}}`
+  carrying the counters that travel with the batch (drops, rejections, masked secrets: the
+  text is masked before it is written, so the store that replays it counts nothing); then one
+  JSON line per event. Names sort in the order the batches were taken from the queue.
+- `<ulid>.tmp`: a file being written, locked by its writer; one that can be locked is stale.
+- `counters-<ulid>.json`: counters that could reach neither the database nor a spill file's
+  header (kept when the database could not be written at close).
+- `set-aside.jsonl`: events that could not be replayed (one JSON line each: the event or its
+  line, the error, the file it came from). Nothing reads it back; people inspect it.
+- `*.bad`: a whole file that could not be read (from reasonlog before schema 5).
+A file is claimed with `flock` before it is replayed or merged, so two processes never write
+the same file twice.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..model import Event, event_from_dict, jsonable, new_id
+
+SET_ASIDE = "set-aside.jsonl"
+_BYTES, _INT = "$reasonlog.bytes", "$reasonlog.int"
+_OPTS = orjson.OPT_NON_STR_KEYS
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {_BYTES: base64.b64encode(bytes(value)).decode()}
+    return jsonable(value)
+
+
+def _tagged(value: Any) -> Any:
+    """`value` with integers beyond 64 bits as tagged text: orjson refuses them before any `default`."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -2 ** 63 <= value < 2 ** 64:
+        return {_INT: str(value)}
+    if isinstance(value, dict):
+        return {k: _tagged(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_tagged(v) for v in value]
+    return value
+
+
+def dump_event(ev: Event) -> bytes:
+    """One event as a JSON line whose bytes and big integers come back as they were."""
+    data = ev.to_dict()
+    try:
+        return orjson.dumps(data, default=_default, option=_OPTS)
+    except TypeError:  # rare: a big integer somewhere; the slow walk only then
+        return orjson.dumps(_tagged(data), default=_default, option=_OPTS)
+
+
+def _untagged(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1 and _BYTES in value:
+            return base64.b64decode(value[_BYTES])
+        if len(value) == 1 and _INT in value:
+            return int(value[_INT])
+        return {k: _untagged(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_untagged(v) for v in value]
+    return value
+
+
+def load_event(line: bytes) -> Event:
+    data = orjson.loads(line)
+    if b'"$reasonlog.' in line:
+        data = _untagged(data)
+    return event_from_dict(data)
+
+
+@contextlib.contextmanager
+def claimed(path: Path) -> Iterator[int | None]:
+    """An exclusively locked descriptor of `path`, or None if another process holds it or it is gone."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        yield None
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield None
+            return
+        yield None if os.fstat(fd).st_nlink == 0 else fd  # unlinked: its replayer has finished
+    finally:
+        os.close(fd)
+
+
+class SpillFiles:
+    """The spill folder of one database."""
+
+    def __init__(self, directory: Path | None, redactor: Any = None):
+        self.directory = directory
+        self.redactor = redactor
+
+    def _glob(self, pattern: str) -> list[Path]:
+        if self.directory is None or not self.directory.exists():
+            return []
+        return sorted(self.directory.glob(pattern))
+
+    def pending(self) -> list[Path]:
+        return self._glob("*.spill")
+
+    def counter_files(self) -> list[Path]:
+        return self._glob("counters-*.json")
+
+    # ------------------------------------------------------------ writing
+
+    def write(self, events: list[Event], counters: dict[str, int], name: str | None = None) -> int | None:
+        """Spill a batch; the number of events rejected (no JSON form), or None if nothing could be written."""
+        lines, rejected = [], 0
+        masked = self.redactor.masked if self.redactor else 0
+        for ev in events:
+            try:
+                line = dump_event(ev)
+            except (TypeError, ValueError, OverflowError):
+                rejected += 1  # this event alone: its neighbours are kept
+                continue
+            lines.append(self.redactor.bytes(line) if self.redactor else line)
+        counters = dict(counters)
+        for key, n in (("rejected", rejected), ("redacted", (self.redactor.masked if self.redactor else 0) - masked)):
+            if n:
+                counters[key] = counters.get(key, 0) + n
+        header = orjson.dumps({"$reasonlog": "spill", "counters": counters})
+        return rejected if self._write_file(f"{name or new_id()}.spill", [header, *lines]) else None
+
+    def write_counters(self, counters: dict[str, int]) -> bool:
+        return self._write_file(f"counters-{new_id()}.json", [orjson.dumps(counters)])
+
+    def _write_file(self, name: str, lines: list[bytes]) -> bool:
+        if self.directory is None:
+            return False
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            path = self.directory / name
+            tmp = path.with_suffix(".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # a cleaner that can lock a .tmp knows its writer is gone
+                os.write(fd, b"\n".join(lines) + b"\n")
+                os.fsync(fd)
+                os.rename(tmp, path)
+            finally:
+                os.close(fd)
+            return True
+        except OSError:
+            return False
+
+    def set_aside(self, entries: list[bytes]) -> None:
+        if entries and self.directory is not None:
+            with open(self.directory / SET_ASIDE, "ab") as f:
+                f.write(b"".join(e + b"\n" for e in entries))
+                f.flush()
+                os.fsync(f.fileno())
+
+    def aside_entry(self, path: Path, what: Event | bytes, exc: BaseException) -> bytes:
+        error = f"{type(exc).__name__}: {exc}"
+        entry: dict[str, Any] = {"file": path.name, "error": self.redactor.text(error) if self.redactor else error}
+        if isinstance(what, bytes):
+            entry["line"] = what.decode("utf-8", "replace")
+        else:
+            try:
+                entry["event"] = orjson.loads(dump_event(what))
+            except (TypeError, ValueError):
+                entry["line"] = repr(what)
+        return orjson.dumps(entry)
+
+    # ------------------------------------------------------------ reading
+
+    def read(self, fd: int, path: Path) -> tuple[dict[str, int], list[Event], list[bytes]]:
+        """The header's counters, the events, and the lines set aside because they do not parse."""
+        with open(fd, "rb", closefd=False) as f:
+            lines = [ln for ln in f.read().split(b"\n") if ln.strip()]
+        counters: dict[str, int] = {}
+        if lines and lines[0].startswith(b'{"$reasonlog":"spill"'):
+            counters = orjson.loads(lines.pop(0)).get("counters") or {}
+        events, aside = [], []
+        for line in lines:
+            try:
+                events.append(load_event(line))
+            except Exception as exc:  # a torn or foreign line: set aside, never block the rest
+                aside.append(self.aside_entry(path, line, exc))
+        return counters, events, aside
+
+    @staticmethod
+    def read_counters(fd: int) -> dict[str, int]:
+        with open(fd, "rb", closefd=False) as f:
+            try:
+                data = orjson.loads(f.read())
+            except orjson.JSONDecodeError:
+                return {}
+        return {k: v for k, v in data.items() if isinstance(v, int)} if isinstance(data, dict) else {}
+
+    def clean_stale(self) -> None:
+        """Remove `.tmp` files whose writer is gone and empty spill files."""
+        for path in self._glob("*.tmp") + [p for p in self.pending() if _empty(p)]:
+            with claimed(path) as fd:
+                if fd is not None:
+                    path.unlink()
+
+
+def _empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return False
