@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from . import StoreError
+from .content import canonical, content_hash
 
 FORMAT = "reasonlog"
 VERSION = 2  # 2: the file ends with an `end` record that counts its records
@@ -66,14 +67,22 @@ def _hash(v: Any) -> bool:
 
 def _context(v: Any) -> bool:
     """Content hashes and `[start, end]` runs into the previous call's context."""
-    if not _json_text(list)(v):
-        return False
-    return all(_hash(i) or (isinstance(i, list) and len(i) == 2 and all(_int(n) and n >= 0 for n in i))
-               for i in orjson.loads(v))
+    items = _loads_list(v)
+    return items is not None and all(
+        _hash(i) or (isinstance(i, list) and len(i) == 2 and all(_int(n) and n >= 0 for n in i)) for i in items)
 
 
 def _hashes(v: Any) -> bool:
-    return _json_text(list)(v) and all(_hash(i) for i in orjson.loads(v))
+    items = _loads_list(v)
+    return items is not None and all(_hash(i) for i in items)
+
+
+def _loads_list(v: Any) -> list | None:
+    try:
+        parsed = orjson.loads(v) if isinstance(v, str) else None
+    except orjson.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, list) else None
 
 
 def _counters(v: Any) -> bool:
@@ -93,6 +102,7 @@ TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "kind": (lambda v: v in ("message", "system", "tool"), "one of 'message', 'system', 'tool'"),
     "counters": (_counters, "an object of integers"),
     "any": (lambda v: True, "any JSON value"),
+    "raw_format": (lambda v: v in ("skeleton", "bytes"), "'skeleton' or 'bytes'"),
     "version": (_int, "an integer"),
 }
 
@@ -113,7 +123,7 @@ FIELDS: dict[str, dict[str, str]] = {
              "reasoning_tokens": "int", "cost_usd": "num", "cost_source": "str", "provider_message_id": "str",
              "request_id": "str", "params_json": "obj!", "shape_json": "obj", "system_id": "hash",
              "tools_json": "hashes", "context_json": "context!", "context_len": "int!", "response_id": "hash",
-             "context_facts_json": "obj", "raw": "str", "raw_format": "str"},
+             "context_facts_json": "obj", "raw": "str", "raw_format": "raw_format"},
     "message": {"session_id": "str!", "idx": "int!", "role": "str", "content": "hash!", "call_id": "str",
                 "at": "str!"},
     "tool_result": {"id": "str!", "session_id": "str!", "tool_use_id": "str", "name": "str", "input_json": "json",
@@ -127,20 +137,28 @@ FIELDS: dict[str, dict[str, str]] = {
 }
 
 
+def _compile(spec: dict[str, str]) -> list[tuple[str, Callable[[Any], bool], str, str]]:
+    """Field, test, what is expected, and "!" (required), "=" (required unless absent) or "" (nullable)."""
+    return [(name, *TYPES[typ.rstrip("!=")], typ[-1] if typ[-1] in "!=" else "") for name, typ in spec.items()]
+
+
+_COMPILED = {kind: _compile(spec) for kind, spec in FIELDS.items()}  # checked per record: keep it cheap
+
+
 def check_fields(index: int, kind: str, record: dict) -> None:
     """Every field known, present when required, and of its type."""
-    spec = FIELDS[kind]
-    unknown = sorted(set(record) - set(spec) - {"type"})
-    if unknown:
+    if len(record) - 1 > len(FIELDS[kind]) or not record.keys() - {"type"} <= FIELDS[kind].keys():
+        unknown = sorted(set(record) - set(FIELDS[kind]) - {"type"})
         raise BadRecord(index, f"{kind} record: unknown field(s) {', '.join(map(repr, unknown))}")
-    for name, typ in spec.items():
-        value, required, typ = record.get(name), typ[-1] in "!=", typ.rstrip("!=")
-        if value is None and not (required and (name in record or spec[name].endswith("!"))):
-            continue
-        valid, expected = TYPES[typ]
-        if value is None or not valid(value):
-            got = "nothing" if name not in record else f"{type(value).__name__} {_brief(value)}"
-            raise BadRecord(index, f"{kind} record: field {name!r}: expected {expected}, got {got}")
+    for name, valid, expected, need in _COMPILED[kind]:
+        value = record.get(name)
+        if value is None:
+            if need == "!" or (need == "=" and name in record):
+                raise BadRecord(index, f"{kind} record: field {name!r}: expected {expected},"
+                                       f" got {'nothing' if name not in record else 'null'}")
+        elif not valid(value):
+            raise BadRecord(index, f"{kind} record: field {name!r}: expected {expected},"
+                                   f" got {type(value).__name__} {_brief(value)}")
 
 
 def _brief(value: Any) -> str:
@@ -178,7 +196,7 @@ class RecordChecker:
         if self.version is None and kind != FORMAT:
             raise BadRecord(index, f'expected the header {{"type": "reasonlog", "version": {VERSION}}} first,'
                                    f" got a record of type {_brief(kind)}")
-        if kind not in FIELDS:
+        if not isinstance(kind, str) or kind not in FIELDS:
             raise BadRecord(index, f"unknown record type {_brief(kind)}; expected one of {', '.join(sorted(FIELDS))}")
 
     def finish(self) -> list[str]:
@@ -236,6 +254,8 @@ class RecordChecker:
         refs = [i for i in orjson.loads(record["context_json"]) if isinstance(i, str)]
         refs += orjson.loads(record["tools_json"]) if record.get("tools_json") else []
         self._use(index, refs + [record[k] for k in ("system_id", "response_id") if record.get(k)])
+        if (record.get("raw") is None) != (record.get("raw_format") is None):
+            raise BadRecord(index, "call record: fields 'raw' and 'raw_format' must both be null or both be set")
 
     def _message(self, index: int, record: dict) -> None:
         self._in_session(index, record)
@@ -252,6 +272,12 @@ class RecordChecker:
 
     def _content(self, index: int, record: dict) -> None:
         self._once(index, ("content", record["hash"]), f"content {record['hash']}")
+        try:
+            digest = content_hash(canonical(record["value"])).hex()
+        except (TypeError, ValueError) as exc:  # orjson refuses what JSON does not have (integers past 64 bits)
+            raise BadRecord(index, f"content record: field 'value' cannot be stored ({exc})") from None
+        if digest != record["hash"]:
+            raise BadRecord(index, f"content record: its value does not hash to {record['hash']}")
         self.unused[record["hash"]] = index
 
     def _counters(self, index: int, record: dict) -> None:
