@@ -260,3 +260,132 @@ def test_async_client(server, rec):
     assert [tokens(c) for c in calls] == [(63, 244, 281, 255), (19, 320, 83, 39), (34, 0, 28, 0)]
     assert [tool_ids(c["response"]) for c in calls] == [["call_46427107"], ["call_00_ioIn7yN9p1ZOMNpDLwd4MgAF"],
                                                        ["call_parallel"]]
+
+
+# ---------------------------------------------------------------------- every way of calling a client
+# Each way gets one reply and must leave exactly one call whose request is the body the server got.
+# kind -> (reply, (uncached input, cache read, output, reasoning), stop reason)
+USAGE = {"include_usage": True}
+KINDS = {
+    "chat": (lambda s: s.reply_json(load_json(CHAT, "openai-text.json")), (16, 0, 363, 0), "stop"),
+    "chat-stream": (lambda s: s.reply_stream(load_chunks(CHAT, "openai-text.chunks.txt"), named=False, done=True),
+                    (16, 0, 300, 0), "stop"),
+    "responses": (lambda s: s.reply_json(load_json(RESPONSES, "parallel-tool-call-wrapper.1.json")),
+                  (34, 0, 28, 0), "tool_calls"),
+    "responses-stream": (lambda s: s.reply_stream(split_streams(load_chunks(
+        RESPONSES, "openai-reasoning-encrypted-content.1.chunks.txt"), "response.created")[0], named=True),
+        (134, 0, 28, 0), "tool_calls"),
+}
+
+
+def _final_chat(manager):
+    with manager as stream:
+        return stream.get_final_completion()
+
+
+def _final_response(manager):
+    with manager as stream:
+        return stream.get_final_response()
+
+
+SYNC_WAYS = {
+    "chat.completions.create": ("chat", lambda c: c.chat.completions.create(**ASK)),
+    "chat.completions.with_raw_response.create": ("chat", lambda c: c.chat.completions.with_raw_response.create(
+        **ASK).parse()),
+    "with_options(...).chat.completions.create": ("chat", lambda c: c.with_options(timeout=20).chat.completions
+                                                  .create(**ASK)),
+    "chat.completions.parse": ("chat", lambda c: c.chat.completions.parse(**ASK)),
+    "beta.chat.completions.parse": ("chat", lambda c: c.beta.chat.completions.parse(**ASK)),
+    "chat.completions.create(stream=True)": ("chat-stream", lambda c: list(c.chat.completions.create(
+        **ASK, stream=True, stream_options=USAGE))),
+    "chat.completions.with_raw_response.create(stream=True)": ("chat-stream", lambda c: list(
+        c.chat.completions.with_raw_response.create(**ASK, stream=True, stream_options=USAGE).parse())),
+    "chat.completions.stream": ("chat-stream", lambda c: _final_chat(c.chat.completions.stream(
+        **ASK, stream_options=USAGE))),
+    "beta.chat.completions.stream": ("chat-stream", lambda c: _final_chat(c.beta.chat.completions.stream(
+        **ASK, stream_options=USAGE))),
+    "responses.create": ("responses", lambda c: c.responses.create(model="test-model", input=INPUT)),
+    "responses.with_raw_response.create": ("responses", lambda c: c.responses.with_raw_response.create(
+        model="test-model", input=INPUT).parse()),
+    "responses.parse": ("responses", lambda c: c.responses.parse(model="test-model", input=INPUT)),
+    "responses.create(stream=True)": ("responses-stream", lambda c: list(c.responses.create(
+        model="test-model", input=INPUT, stream=True))),
+    "responses.stream": ("responses-stream", lambda c: _final_response(c.responses.stream(
+        model="test-model", input=INPUT))),
+    "with_options(...).responses.stream": ("responses-stream", lambda c: _final_response(
+        c.with_options(max_retries=0).responses.stream(model="test-model", input=INPUT))),
+}
+
+
+async def _alist(pending):
+    return [e async for e in await pending]
+
+
+async def _araw(pending):
+    raw = await pending
+    parsed = raw.parse()  # openai's async raw response parses synchronously (a coroutine in a later major)
+    return [e async for e in parsed] if hasattr(parsed, "__aiter__") else parsed
+
+
+async def _afinal_chat(manager):
+    async with manager as stream:
+        return await stream.get_final_completion()
+
+
+async def _afinal_response(manager):
+    async with manager as stream:
+        return await stream.get_final_response()
+
+
+ASYNC_WAYS = {
+    "chat.completions.create": ("chat", lambda c: c.chat.completions.create(**ASK)),
+    "chat.completions.with_raw_response.create": ("chat", lambda c: _araw(
+        c.chat.completions.with_raw_response.create(**ASK))),
+    "with_options(...).chat.completions.create": ("chat", lambda c: c.with_options(timeout=20).chat.completions
+                                                  .create(**ASK)),
+    "chat.completions.parse": ("chat", lambda c: c.chat.completions.parse(**ASK)),
+    "beta.chat.completions.parse": ("chat", lambda c: c.beta.chat.completions.parse(**ASK)),
+    "chat.completions.create(stream=True)": ("chat-stream", lambda c: _alist(c.chat.completions.create(
+        **ASK, stream=True, stream_options=USAGE))),
+    "chat.completions.with_raw_response.create(stream=True)": ("chat-stream", lambda c: _araw(
+        c.chat.completions.with_raw_response.create(**ASK, stream=True, stream_options=USAGE))),
+    "chat.completions.stream": ("chat-stream", lambda c: _afinal_chat(c.chat.completions.stream(
+        **ASK, stream_options=USAGE))),
+    "beta.chat.completions.stream": ("chat-stream", lambda c: _afinal_chat(c.beta.chat.completions.stream(
+        **ASK, stream_options=USAGE))),
+    "responses.create": ("responses", lambda c: c.responses.create(model="test-model", input=INPUT)),
+    "responses.parse": ("responses", lambda c: c.responses.parse(model="test-model", input=INPUT)),
+    "responses.create(stream=True)": ("responses-stream", lambda c: _alist(c.responses.create(
+        model="test-model", input=INPUT, stream=True))),
+    "responses.stream": ("responses-stream", lambda c: _afinal_response(c.responses.stream(
+        model="test-model", input=INPUT))),
+}
+
+
+@pytest.mark.parametrize("is_async,name", [*((False, n) for n in SYNC_WAYS), *((True, n) for n in ASYNC_WAYS)])
+def test_every_way_of_calling_is_recorded(server, rec, is_async, name):
+    kind, way = (ASYNC_WAYS if is_async else SYNC_WAYS)[name]
+    reply, expected_tokens, stop = KINDS[kind]
+    reply(server)
+    client = client_for(server, openai.AsyncOpenAI if is_async else openai.OpenAI)
+    instrument_openai(client, rec)
+    with rec.session() as s:
+        asyncio.run(way(client)) if is_async else way(client)
+    call = only_call(rec, s.id)
+    assert call["status"] == "ok" and call["provider"] == "openai"
+    assert call["request"] == server.requests[-1]["body"]  # replays exactly what was sent
+    assert (tokens(call), call["stop_reason"]) == (expected_tokens, stop)
+    assert call["request_id"] == "req_000000"
+    if kind.startswith("chat"):
+        assert call["response"]["role"] == "assistant" and call["response"]["content"].startswith("**Holiday Name:**")
+    else:
+        assert [item["type"] for item in call["response"]["content"]][-1] == "function_call"
+
+
+def test_other_endpoints_are_not_recorded(server, rec):
+    server.reply_json({"object": "list", "data": []})
+    client = client_for(server)
+    instrument_openai(client, rec)
+    with rec.session() as s:
+        client.chat.completions.update("chatcmpl-1", metadata={"k": "v"})
+    assert calls_of(rec, s.id) == []
