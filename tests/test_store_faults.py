@@ -6,10 +6,15 @@ the test, not kill pytest.
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
+
+import pytest
 
 import reasonlog
 from reasonlog.store.content import canonical
@@ -95,6 +100,79 @@ def test_two_recorders_and_two_readers_in_one_process_neither_crash_nor_lose_cal
                 assert canonical(store.replay_call(c["call_id"])) == canonical(c["request"]), c["call_id"]
         finally:
             store.close()
+
+
+
+# ------------------------------------------------------------------ a full disk
+
+EMPTY_PAGES = 43  # 16 KiB pages of a new database's schema
+FULL_AT = 55  # pages: the first 40 calls of the workload need 66, so the disk fills part way through
+
+
+def _check_everything_arrived_once(path: Path, calls: list[dict]) -> None:
+    store = reasonlog.open_store(path)
+    try:
+        status = store.status()
+        assert (status["counts"]["calls"], status["pending_spill_files"]) == (len(calls), [])
+        for c in calls:
+            assert canonical(store.replay_call(c["call_id"])) == canonical(c["request"]), c["call_id"]
+        sessions = store.list_sessions(reasonlog.SessionFilter(limit=None))
+        assert sum(len(store.get_session(s["id"])["calls"]) for s in sessions) == len(calls)
+        exported = [r for r in store.export_records() if r["type"] == "call"]
+        assert sorted(r["id"] for r in exported) == sorted(c["call_id"] for c in calls)
+    finally:
+        store.close()
+
+
+def test_a_full_disk_then_free_space_leaves_every_call_stored_once_and_replaying_exactly(db_path):
+    calls = _workloads(range(7, 8))[0][:60]
+    reasonlog.open_store(db_path).close()
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA page_count").fetchone()[0] == EMPTY_PAGES
+    full = _record_stats(db_path, calls[:40], store_options={"max_page_count": FULL_AT})
+    assert full["spilled_batches"] > 0 and "full" in full["last_error"]  # the disk did fill
+    _record_stats(db_path, calls[40:])  # space again: what waited is written first, then the rest
+    _check_everything_arrived_once(db_path, calls)
+
+
+
+def _can_mount_tmpfs() -> bool:
+    if os.geteuid() != 0:
+        return False
+    with tempfile.TemporaryDirectory() as probe:
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", probe], capture_output=True).returncode:
+            return False
+        subprocess.run(["umount", probe], check=False)
+    return True
+
+
+@pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs root and tmpfs mounts")
+def test_a_real_full_disk_then_more_space_leaves_every_call_stored_once_and_replaying_exactly(tmp_path):
+    calls = _workloads(range(7, 8))[0][:60]
+    mount, spilled = tmp_path / "small", tmp_path / "spill"
+    mount.mkdir(), spilled.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3072k", "tmpfs", str(mount)], check=True)
+    try:
+        db = mount / "full.db"
+        (mount / "full.db.spill").symlink_to(spilled)  # spill files wait on a disk with room
+        reasonlog.open_store(db).close()
+        full = _record_stats(db, calls[:40])
+        assert full["spilled_batches"] > 0 and "full" in full["last_error"]  # the disk did fill
+        subprocess.run(["mount", "-o", "remount,size=64m", str(mount)], check=True)
+        _record_stats(db, calls[40:])
+        _check_everything_arrived_once(db, calls)
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _record_stats(path: Path, calls: list[dict], **options) -> dict:
+    sys.path.insert(0, str(TESTS))
+    from helpers import record_workload
+
+    rec = reasonlog.Recorder(path, writer="sync", **options)
+    record_workload(rec, calls)
+    rec.close()
+    return rec.stats()
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ class SQLiteStore:
     """A reasonlog database in one SQLite file. One connection, guarded by a lock."""
 
     def __init__(self, path: Path, *, busy_timeout_ms: int = 5000, upgrade: bool = True, price_table: Any = None,
-                 redactor: Any = None):
+                 redactor: Any = None, max_page_count: int | None = None):
+        """`max_page_count` caps the file at that many pages: a test seam that makes the disk "full"."""
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,10 +46,15 @@ class SQLiteStore:
                                      check_same_thread=False)
         # Contents are blobs of a few KB: larger pages waste less of each page. Only a new file can choose.
         self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        # `prune` hands freed pages back with incremental_vacuum; like page_size, only a new file takes this
+        # at once (an older one on its first VACUUM).
+        self._conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")  # the full-text index's merges stay in memory
         self._conn.execute("PRAGMA foreign_keys=OFF")
+        if max_page_count is not None:
+            self._conn.execute(f"PRAGMA max_page_count={int(max_page_count)}")
         self._dicts = Dictionaries()
         self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)
         if upgrade:
@@ -88,7 +94,7 @@ class SQLiteStore:
                                        (m.number, m.name))
                     self._conn.execute("COMMIT")
                 except BaseException:
-                    self._conn.execute("ROLLBACK")
+                    self._abandon()  # a full disk has rolled back already: raise its error, not ROLLBACK's
                     raise
                 applied.append(m.number)
         return applied
@@ -147,10 +153,24 @@ class SQLiteStore:
                 self._add_counters(cur, counters)
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
                 self._applier.redactor.masked = masked
-                self._applier.reset()
+                self._abandon()
                 raise
+
+    def _abandon(self) -> None:
+        """After a failed transaction, make the database and the writer's caches agree again.
+
+        SQLite has already rolled back after SQLITE_FULL (and some I/O errors), so a ROLLBACK then
+        fails; the caches must be forgotten all the same, or later calls would refer to contents
+        and contexts that were never stored.
+        """
+        try:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the error that brought us here is the one worth raising
+        finally:
+            self._applier.reset()
 
     def _apply_alone(self, cur, event: Event) -> int:
         """Apply one event in a savepoint; 1 if it was rejected, else 0."""
@@ -160,6 +180,8 @@ class SQLiteStore:
             self._applier.apply(cur, event)
             self._applier.flush_rows(cur)  # inside the savepoint, so a duplicate id fails this event alone
         except DATA_ERRORS as exc:
+            if not self._conn.in_transaction:  # SQLite gave up the whole transaction: the batch fails
+                raise
             cur.execute("ROLLBACK TO event")
             cur.execute("RELEASE event")
             self._applier.rollback_to(mark, getattr(event, "session_id", None))
@@ -172,8 +194,12 @@ class SQLiteStore:
     def add_counters(self, counters: dict[str, int]) -> None:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
-            self._add_counters(self._conn, counters)
-            self._conn.execute("COMMIT")
+            try:
+                self._add_counters(self._conn, counters)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._abandon()  # else the open transaction would make every later BEGIN fail
+                raise
 
     @staticmethod
     def _add_counters(cur, counters: dict[str, int] | None) -> None:
@@ -281,8 +307,7 @@ class SQLiteStore:
                 importer.verify(self._dicts)
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
-                self._applier.reset()
+                self._abandon()
                 raise
             self._applier.reset()
             return n
