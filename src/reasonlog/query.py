@@ -9,12 +9,12 @@ from typing import Any
 
 import orjson
 
+from . import accounting
 from .parts import Part, parts_of, searchable_text
 from .store import SessionFilter, Store
 
 STAT_KEYS = ("day", "model", "agent", "run")
-TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens",
-                "reasoning_tokens")
+TOKEN_FIELDS = accounting.TOKENS
 
 
 # ---------------------------------------------------------------------------- timeline
@@ -118,7 +118,10 @@ def _part_dict(p: Part) -> dict:
 
 
 def stats(store: Store, by: str, flt: SessionFilter) -> list[dict]:
-    """Calls, errors, tokens by kind, cost and latency, grouped by day (UTC), model, agent or run."""
+    """Calls, errors, tokens by kind, cost and latency, grouped by day (UTC), model, agent or run.
+
+    Tokens and cost follow `reasonlog.accounting`: an exchange's SDK-reported figures replace its calls'.
+    """
     if by not in STAT_KEYS:
         raise ValueError(f"by: expected one of {', '.join(STAT_KEYS)}, got {by!r}")
     groups: dict[Any, list[dict]] = defaultdict(list)
@@ -129,13 +132,11 @@ def stats(store: Store, by: str, flt: SessionFilter) -> list[dict]:
 
 
 def _summarise(by: str, key: Any, rows: list[dict]) -> dict:
-    latencies = [r["latency_ms"] for r in rows if r["latency_ms"] is not None]
-    costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
-    out = {by: key, "calls": len(rows), "errors": sum(r["status"] == "error" for r in rows)}
-    for f in TOKEN_FIELDS:
-        out[f] = sum(r[f] or 0 for r in rows)
-    out["cost_usd"] = round(sum(costs), 10) if costs else None
-    out["calls_without_cost"] = sum(r["cost_usd"] is None and r["input_tokens"] is not None for r in rows)
+    latencies = [r["latency_ms"] for r in rows if r["kind"] == "call" and r["latency_ms"] is not None]
+    t = accounting.totals(rows)
+    out = {by: key, "calls": t["calls"], "errors": t["errors"], **{f: t[f] for f in TOKEN_FIELDS}}
+    out["cost_usd"] = t["cost_usd"]
+    out["calls_without_cost"] = t["calls_without_cost"]
     out["latency_ms_p50"] = statistics.median(latencies) if latencies else None
     out["latency_ms_mean"] = round(statistics.fmean(latencies), 3) if latencies else None
     return out

@@ -13,20 +13,23 @@ d-gangz/claude-agents-ts `lib/session-logger.ts`), so the file drops in where su
     {"type": "session_end", "session_id", "ts", "total_exchanges", "total_duration_ms",
      "total_duration_api_ms", "total_cost_usd", "total_tokens": {...}, "tools_used": {name: count}}
 
-Exchange figures come from the exchange's recorded stats (the Claude Agent SDK logger stores
-per-exchange differences of the SDK's running totals), else from the exchange's calls. Session
-totals add up those per-exchange figures, so the cost equals the SDK's last running total.
+Tokens and cost follow `reasonlog.accounting`, the rule every reader uses: an exchange counts
+the figures its SDK reported (the Claude Agent SDK logger stores them per exchange), else its
+calls'. `session_end` carries the session's own totals, as `reasonlog sessions` shows them.
 """
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterator
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any
 
 import orjson
 
 _TOKENS = (("tokens_in", "input_tokens"), ("tokens_out", "output_tokens"),
            ("cache_creation", "cache_write_tokens"), ("cache_read", "cache_read_tokens"))
+_TOTALS = (("input", "input_tokens"), ("output", "output_tokens"), ("cache_creation", "cache_write_tokens"),
+           ("cache_read", "cache_read_tokens"))
 
 
 def export_exchange_jsonl(store, session_id: str) -> Iterator[str]:
@@ -57,16 +60,15 @@ def exchange_records(session: dict) -> Iterator[dict]:
 
 
 def _session_end(session: dict, sid: str, exchanges: list[dict], tools_used: collections.Counter) -> dict:
+    # Totals are the session's own (reasonlog.accounting), so they match `reasonlog sessions`,
+    # also for calls outside any exchange and for sub-agents billed in their parent's cost.
     stats = [e["stats"] for e in exchanges]
-    costs = [s["cost_usd"] for s in stats if s["cost_usd"] is not None]
     return {"type": "session_end", "session_id": sid, "ts": session.get("ended_at") or session.get("last_call_at"),
             "total_exchanges": len(exchanges),
             "total_duration_ms": sum(s["duration_ms"] or 0 for s in stats),
             "total_duration_api_ms": sum(s["duration_api_ms"] or 0 for s in stats),
-            "total_cost_usd": round(sum(costs), 12) if costs else None,
-            "total_tokens": {"input": sum(s["tokens_in"] for s in stats), "output": sum(s["tokens_out"] for s in stats),
-                             "cache_creation": sum(s["cache_creation"] for s in stats),
-                             "cache_read": sum(s["cache_read"] for s in stats)},
+            "total_cost_usd": session.get("cost_usd"),
+            "total_tokens": {name: session.get(column) or 0 for name, column in _TOTALS},
             "tools_used": dict(tools_used)}
 
 
@@ -76,13 +78,10 @@ def _stats(exchange: dict, calls: list[dict]) -> dict:
     out = {"num_turns": recorded.get("num_turns", len(mine)),
            "duration_ms": recorded.get("duration_ms", _duration_ms(exchange)),
            "duration_api_ms": recorded.get("duration_api_ms", _api_ms(mine))}
+    totals = exchange.get("totals") or {}  # the accounting rule's figures, as every reader counts them
     for name, column in _TOKENS:
-        value = recorded.get(column)
-        out[name] = value if value is not None else sum(c[column] or 0 for c in mine)
-    cost = recorded.get("cost_usd")
-    if cost is None and any(c["cost_usd"] is not None for c in mine):
-        cost = round(sum(c["cost_usd"] or 0 for c in mine), 12)
-    out["cost_usd"] = cost
+        out[name] = totals.get(column) or 0
+    out["cost_usd"] = totals.get("cost_usd")
     return out
 
 

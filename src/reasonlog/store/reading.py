@@ -1,11 +1,13 @@
 """Reading rows back as the JSON-shaped dicts every reader uses. Dialect-neutral (`?` placeholders)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any, Iterator
+from typing import Any
 
 import orjson
 
+from .. import accounting
 from . import SessionFilter, StoreError
 from .content import (
     Dictionaries,
@@ -34,7 +36,7 @@ def loads(text: str | None) -> Any:
 def row_dict(columns: tuple[str, ...], row) -> dict:
     """A row as a dict, with `*_json` columns parsed and renamed without the suffix."""
     out = {}
-    for name, value in zip(columns, row):
+    for name, value in zip(columns, row, strict=True):
         if name.endswith("_json"):
             out[name[:-5]] = loads(value)
         else:
@@ -82,33 +84,53 @@ def list_sessions(cur, flt: SessionFilter) -> list[dict]:
     return sessions
 
 
-def _attach_totals(cur, sessions: list[dict]) -> None:
-    """Calls, errors, tokens and cost per session.
+def _attach_totals(cur, sessions: list[dict]) -> list[dict]:
+    """Calls, errors, tokens and cost per session, by the one rule of `reasonlog.accounting`.
 
-    An exchange whose stats carry a `cost_usd` the agent's SDK reported (the Claude Agent SDK
-    does) counts that cost instead of the sum of its calls' computed costs.
+    Returns the sessions' ledger entries, for readers that group them further.
     """
     marks = ",".join("?" * len(sessions))
-    ids = [s["id"] for s in sessions]
-    rows = cur.execute(
-        "SELECT session_id, exchange_id, COUNT(*), SUM(status = 'error'), SUM(input_tokens), SUM(output_tokens),"
-        " SUM(cache_read_tokens), SUM(cache_write_tokens), SUM(cost_usd), MAX(started_at)"
-        f" FROM calls WHERE session_id IN ({marks}) GROUP BY session_id, exchange_id", ids).fetchall()
-    reported = {ex: (loads(stats) or {}).get("cost_usd") for ex, stats in cur.execute(
-        f"SELECT id, stats_json FROM exchanges WHERE session_id IN ({marks}) AND stats_json IS NOT NULL", ids)}
-    totals: dict[str, list] = {}
-    for sid, exchange, *values in rows:
-        if reported.get(exchange) is not None:
-            values[6] = reported[exchange]
-        acc = totals.setdefault(sid, [0, 0, 0, 0, 0, 0, None, None])
-        for i in range(6):
-            acc[i] += values[i] or 0
-        acc[6] = values[6] if acc[6] is None else acc[6] + (values[6] or 0)
-        acc[7] = max(acc[7] or "", values[7] or "") or None
+    entries = _ledger(cur, f"s.id IN ({marks})", [s["id"] for s in sessions])
+    by_session: dict[str, list[dict]] = {}
+    for e in entries:
+        by_session.setdefault(e["session_id"], []).append(e)
     for s in sessions:
-        calls, errors, inp, out, cr, cw, cost, last = totals.get(s["id"], (0, 0, 0, 0, 0, 0, None, None))
-        s.update(call_count=calls, error_count=errors, input_tokens=inp, output_tokens=out,
-                 cache_read_tokens=cr, cache_write_tokens=cw, cost_usd=cost, last_call_at=last)
+        mine = by_session.get(s["id"], [])
+        t = accounting.totals(mine)
+        s.update(call_count=t["calls"], error_count=t["errors"], **{k: t[k] for k in accounting.TOKENS},
+                 cost_usd=t["cost_usd"], calls_without_cost=t["calls_without_cost"],
+                 last_call_at=max((e["started_at"] for e in mine if e["kind"] == "call"), default=None))
+    return entries
+
+
+LEDGER_CALL_COLUMNS = ("id", "session_id", "exchange_id", "started_at", "model", "status", "latency_ms",
+                       *accounting.TOKENS, "cost_usd", "cost_source")
+
+
+def _ledger(cur, where: str, args: list) -> list[dict]:
+    """Accounting entries of the sessions (alias `s`) that `where` selects."""
+    columns = LEDGER_CALL_COLUMNS + ("run", "agent")
+    calls = [dict(zip(columns, r, strict=True)) for r in cur.execute(
+        f"SELECT {', '.join('c.' + c for c in LEDGER_CALL_COLUMNS)}, s.run, s.agent FROM calls c"
+        f" JOIN sessions s ON s.id = c.session_id WHERE {where} ORDER BY c.started_at, c.id", args)]
+    exchanges = [{"id": i, "session_id": sid, "started_at": at, "stats": loads(stats), "model": model, "run": run,
+                  "agent": agent} for i, sid, at, stats, model, run, agent in cur.execute(
+        "SELECT e.id, e.session_id, e.started_at, e.stats_json, s.model, s.run, s.agent FROM exchanges e"
+        f" JOIN sessions s ON s.id = e.session_id WHERE {where} AND e.stats_json IS NOT NULL", args)]
+    return accounting.ledger(calls, exchanges, _cover(cur))
+
+
+def _cover(cur) -> dict[str, str]:
+    """Sessions spawned inside an exchange whose reported figures include them (any depth)."""
+    parents = cur.execute("SELECT s.id, c.session_id, c.exchange_id FROM sessions s"
+                          " JOIN calls c ON c.id = s.parent_call_id").fetchall()
+    if not parents:
+        return {}
+    reporting = {eid for eid, stats in cur.execute(
+        "SELECT e.id, e.stats_json FROM exchanges e WHERE e.stats_json IS NOT NULL AND e.id IN"
+        " (SELECT c.exchange_id FROM sessions s JOIN calls c ON c.id = s.parent_call_id)")
+        if accounting.reported_cost(loads(stats)) is not None}
+    return accounting.covering(parents, reporting)
 
 
 class ContentReader:
@@ -143,7 +165,7 @@ def get_session(cur, session_id: str, dicts: Dictionaries) -> dict:
     if row is None:
         raise StoreError(f"no session {session_id!r}")
     session = row_dict(SESSION_COLUMNS, row)
-    _attach_totals(cur, [session])
+    entries = _attach_totals(cur, [session])
     calls = [row_dict(CALL_COLUMNS, r) for r in cur.execute(
         f"SELECT {', '.join(CALL_COLUMNS)} FROM calls WHERE session_id = ? ORDER BY idx", (session_id,))]
     messages = cur.execute("SELECT idx, role, content_id, call_id, at FROM messages WHERE session_id = ? ORDER BY idx",
@@ -161,6 +183,8 @@ def get_session(cur, session_id: str, dicts: Dictionaries) -> dict:
                                       "ended_at"), r) for r in cur.execute(
         "SELECT id, idx, input_json, result_json, status, stats_json, started_at, ended_at FROM exchanges"
         " WHERE session_id = ? ORDER BY idx", (session_id,))]
+    for e in session["exchanges"]:  # what the exchange counts by the accounting rule
+        e["totals"] = accounting.totals(x for x in entries if x["exchange_id"] == e["id"])
     session["tool_results"] = [row_dict(("id", "tool_use_id", "name", "input_json", "content_json", "is_error",
                                          "duration_ms", "at", "message_idx"), r) for r in cur.execute(
         "SELECT id, tool_use_id, name, input_json, content_json, is_error, duration_ms, at, message_idx"
@@ -242,19 +266,13 @@ def read_raw(blob: bytes, fmt: str, response: Any) -> Any:
 
 
 def iter_call_rows(cur, flt: SessionFilter) -> Iterator[dict]:
-    """Every call of the filtered sessions, with its session's run and agent, for statistics."""
-    sflt = replace(flt, since=None, until=None, limit=None)
-    where, args = filter_sql(sflt)
-    if flt.since:
-        where += " AND c.started_at >= ?"
-        args.append(flt.since)
-    if flt.until:
-        where += " AND c.started_at < ?"
-        args.append(_exclusive_end(flt.until))
-    columns = ("session_id", "started_at", "model", "status", "latency_ms", "input_tokens", "output_tokens",
-               "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens", "reasoning_tokens", "cost_usd",
-               "cost_source")
-    sql = (f"SELECT {', '.join('c.' + c for c in columns)}, s.run, s.agent FROM calls c JOIN sessions s"
-           f" ON s.id = c.session_id WHERE {where} ORDER BY c.started_at")
-    for row in cur.execute(sql, args):
-        yield dict(zip(columns + ("run", "agent"), row))
+    """Accounting entries of the filtered sessions (`reasonlog.accounting.ledger`), for statistics.
+
+    Entries of kind `call` are calls, with their session's run and agent; entries of kind
+    `reported` carry an exchange's SDK-reported figures. Dates filter on the entry's instant.
+    """
+    where, args = filter_sql(replace(flt, since=None, until=None, limit=None))
+    until = _exclusive_end(flt.until) if flt.until else None
+    for entry in _ledger(cur, where, args):
+        if (not flt.since or entry["started_at"] >= flt.since) and (until is None or entry["started_at"] < until):
+            yield entry
