@@ -389,3 +389,40 @@ def test_other_endpoints_are_not_recorded(server, rec):
     with rec.session() as s:
         client.chat.completions.update("chatcmpl-1", metadata={"k": "v"})
     assert calls_of(rec, s.id) == []
+
+
+def _hostile_tool_name_stream() -> list[dict]:
+    """A recorded stream whose first tool-call delta names its function with a number, not text."""
+    events = load_chunks(CHAT, "deepseek-tool-call.chunks.txt")
+    for event in events:
+        for choice in event["choices"]:
+            for call in choice["delta"].get("tool_calls") or ():
+                if call.get("function", {}).get("name"):
+                    call["function"]["name"] = 5
+                    return events
+    raise AssertionError("the fixture has no named tool call")
+
+
+def test_internal_error_is_counted_not_raised_in_default_mode(server, db_path, monkeypatch):
+    monkeypatch.delenv("REASONLOG_RAISE_INTERNAL_ERRORS")
+    events = _hostile_tool_name_stream()
+    server.reply_stream(events, named=False, done=True)
+    rec = reasonlog.Recorder(db_path, writer="sync")
+    client = client_for(server)
+    instrument_openai(client, rec)
+    with rec.session() as s:
+        chunks = list(client.chat.completions.create(**ASK, stream=True, stream_options={"include_usage": True}))
+    assert len(chunks) == len(events)  # the program saw every chunk
+    call = only_call(rec, s.id)
+    assert call["status"] == "ok" and tokens(call) == (19, 320, 83, 39)  # the rest of the stream was recorded
+    assert rec.stats()["rejected"] == 1
+    rec.close()
+
+
+def test_internal_error_is_raised_under_the_test_switch(server, rec):
+    server.reply_stream(_hostile_tool_name_stream(), named=False, done=True)
+    client = client_for(server)
+    instrument_openai(client, rec)
+    with rec.session():
+        with pytest.raises(TypeError):
+            list(client.chat.completions.create(**ASK, stream=True))
