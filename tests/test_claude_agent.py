@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import reasonlog
+from reasonlog import query
 from reasonlog.claude_agent import ClaudeAgentLogger
 
 HERE = Path(__file__).resolve().parent
@@ -201,3 +202,62 @@ def test_messages_before_init_are_rejected_not_raised(db_path, store_of):
     logger.log(object())
     assert rec.stats()["rejected"] == 2
     rec.close()
+
+
+# ------------------------------------------------------------------ issue 8: one number per question
+
+def _result(session_id: str, total: float, model_usage: dict, **extra) -> dict:
+    return {"type": "result", "subtype": "success", "session_id": session_id, "total_cost_usd": total,
+            "modelUsage": model_usage, "num_turns": 1, "is_error": False, "result": "ok", **extra}
+
+
+def _init(session_id: str, socket: str = "/tmp/cc-socks/1.sock") -> dict:
+    return {"type": "system", "subtype": "init", "session_id": session_id, "model": "claude-sonnet-4-5",
+            "messaging_socket_path": socket}
+
+
+def _reply(msg_id: str, text: str, parent: str | None = None) -> dict:
+    return {"type": "assistant", "parent_tool_use_id": parent, "message": {
+        "id": msg_id, "role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": text}],
+        "usage": {"input_tokens": 3, "output_tokens": 1}}}
+
+
+def _usage(inp: int, out: int, cost: float) -> dict:
+    return {"inputTokens": inp, "outputTokens": out, "cacheReadInputTokens": 0, "cacheCreationInputTokens": 0,
+            "costUSD": cost}
+
+
+def test_exchange_tokens_and_cost_come_from_model_usage_per_model(recorder, store_of):
+    with ClaudeAgentLogger(recorder, run="m") as logger:
+        logger.log_user_input("go")
+        for m in (_init("s1"), _reply("msg_1", "done")):
+            logger.log(m)
+        logger.log(_result("s1", 0.0123, {"claude-sonnet-4-5": _usage(1000, 200, 0.012),
+                                          "claude-haiku-4-5": _usage(100, 20, 0.0003)},
+                           usage={"input_tokens": 1000, "output_tokens": 200}))
+    store = store_of()
+    (ex,) = only_session(store)["exchanges"]
+    # Tokens and cost from modelUsage (both models); `usage` (the main model only) stays raw.
+    assert (ex["stats"]["input_tokens"], ex["stats"]["output_tokens"], ex["stats"]["cost_usd"]) == (1100, 220, 0.0123)
+    assert ex["stats"]["usage"] == {"input_tokens": 1000, "output_tokens": 200}
+    by_model = {r["model"]: (r["input_tokens"], r["output_tokens"], r["cost_usd"])
+                for r in query.stats(store, "model", reasonlog.SessionFilter(run="m"))}
+    assert by_model == {"claude-sonnet-4-5": (1000, 200, 0.012), "claude-haiku-4-5": (100, 20, 0.0003)}
+
+
+def test_a_new_sdk_session_gets_its_own_prompt_and_the_old_one_no_extra_exchange(recorder, store_of):
+    with ClaudeAgentLogger(recorder) as logger:
+        logger.log_user_input("first")
+        for m in (_init("s1"), _reply("msg_1", "one"), _result("s1", 0.10, {"claude-sonnet-4-5": _usage(10, 5, 0.10)})):
+            logger.log(m)
+        logger.log_user_input("after /clear")
+        # Same CLI process, new SDK session: its running totals start again (0.15 is all its own).
+        for m in (_init("s2"), _reply("msg_2", "two"), _result("s2", 0.15, {"claude-sonnet-4-5": _usage(7, 3, 0.15)})):
+            logger.log(m)
+    store = store_of()
+    by_external = {s["external_id"]: store.get_session(s["id"]) for s in store.list_sessions(reasonlog.SessionFilter())}
+    old, new = by_external["s1"], by_external["s2"]
+    assert [(e["input"], e["status"]) for e in old["exchanges"]] == [("first", "completed")]
+    assert [(e["input"], e["status"]) for e in new["exchanges"]] == [("after /clear", "completed")]
+    assert (old["cost_usd"], new["cost_usd"]) == (0.10, 0.15)
+    assert (new["input_tokens"], new["output_tokens"]) == (7, 3)

@@ -14,7 +14,9 @@ dataclasses), or the same messages as JSON dicts from the TypeScript SDK. Mappin
 
 `result.total_cost_usd` and `modelUsage` are totals for the CLI process so far (in streaming-
 input mode one process serves every exchange; anthropics/claude-code#83239): an exchange's cost
-and tokens are the difference from the previous result, never a sum of totals.
+and tokens are the difference from the previous result of the same process and SDK session,
+never a sum of totals. Both come from `modelUsage` (tokens and `costUSD` per model); the other
+figures (`total_cost_usd`, `usage`) are kept raw in the exchange's stats.
 """
 from __future__ import annotations
 
@@ -77,10 +79,12 @@ class ClaudeAgentLogger:
             self.recorder.reject(RecordError(f"claude agent message: {exc!r}"))
 
     def log_user_input(self, text: Any) -> None:
-        """Start an exchange with what the user sent (call before or after sending it to the SDK)."""
+        """Start an exchange with what the user sent (call before or after sending it to the SDK).
+
+        The exchange opens with the next message the SDK yields, so that a prompt the CLI answers
+        in a new SDK session (fork, `/clear`) goes to that session, not to the one before.
+        """
         self._inputs.append(text)
-        if self.main is not None and self._exchange is None:
-            self._start_exchange()
 
     def close(self, error: BaseException | None = None) -> None:
         """Write what was seen and end the session; an open exchange ends as interrupted (or failed)."""
@@ -119,8 +123,8 @@ class ClaudeAgentLogger:
             self.main.history = []  # the CLI rewrote the window; what follows starts a new context
 
     def _on_init(self, data: dict) -> None:
-        self._totals.see_process(data.get("messaging_socket_path"))
         external = data.get("session_id")
+        self._totals.see(data.get("messaging_socket_path"), external)
         if self.main is not None and external == self.external_id:
             self.main.model = data.get("model") or self.main.model
             return
@@ -288,16 +292,22 @@ class ClaudeAgentLogger:
 
 
 class _Totals:
-    """Turns the per-process running totals of result messages into per-exchange figures."""
+    """Turns the running totals of result messages into per-exchange figures.
+
+    Tokens and cost come from one source: the per-model figures (`model_usage_since_last_result`
+    when the CLI writes it, else the difference of `modelUsage`), with `costUSD` beside the
+    tokens it prices. Only without them: the difference of `total_cost_usd`, and `usage`.
+    Running totals are differenced only within one CLI process and one SDK session id.
+    """
 
     def __init__(self):
-        self.process: str | None = None
+        self.key: tuple | None = None
         self.cost = 0.0
         self.models: dict[str, dict] = {}
 
-    def see_process(self, key: str | None) -> None:
-        if key and key != self.process:  # a new CLI process starts its totals from zero
-            self.process, self.cost, self.models = key, 0.0, {}
+    def see(self, process: str | None, session: str | None) -> None:
+        if (process, session) != self.key:  # a new process or a new session starts from zero
+            self.key, self.cost, self.models = (process, session), 0.0, {}
 
     def exchange_stats(self, data: dict) -> dict:
         total = data.get("total_cost_usd")
@@ -306,8 +316,13 @@ class _Totals:
             self.cost, self.models = 0.0, {}
         stats = {k: data.get(k) for k in ("num_turns", "duration_ms", "duration_api_ms", "is_error", "subtype",
                                           "stop_reason")}
-        stats |= _tokens(models, self.models) if models else _usage_tokens(data.get("usage") or {})
-        stats["cost_usd"] = None if total is None else round(total - self.cost, 12)
+        since = data.get("model_usage_since_last_result")
+        by_model = _by_model(since, {}) if since else _by_model(models, self.models) if models else None
+        if by_model is not None:
+            stats |= _sum_models(by_model) | {"by_model": by_model}
+        else:
+            stats |= _usage_tokens(data.get("usage") or {})
+            stats["cost_usd"] = None if total is None else round(total - self.cost, 12)
         stats |= {"total_cost_usd": total, "usage": data.get("usage"), "model_usage": models or None}
         if total is not None:
             self.cost = total
@@ -325,13 +340,25 @@ def _shrank(now: dict, before: dict) -> bool:
     return False
 
 
-def _tokens(now: dict, before: dict) -> dict:
-    out = dict.fromkeys(("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"), 0)
+_STAT_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+def _by_model(now: dict, before: dict) -> dict[str, dict]:
+    """Per-model tokens and cost of this exchange: `now` less `before` (both in modelUsage's shape)."""
+    out = {}
     for model, figures in now.items():
         old = before.get(model) or {}
-        for key, name in _MODEL_FIELDS.items():
-            if name in out:
-                out[name] += (figures.get(key) or 0) - (old.get(key) or 0)
+        delta = {name: (figures.get(key) or 0) - (old.get(key) or 0) for key, name in _MODEL_FIELDS.items()}
+        delta["cost_usd"] = round(delta["cost_usd"], 12) if figures.get("costUSD") is not None else None
+        if any(delta.values()):
+            out[model] = delta
+    return out
+
+
+def _sum_models(by_model: dict[str, dict]) -> dict:
+    out: dict = {name: sum(m[name] for m in by_model.values()) for name in _STAT_TOKENS}
+    costs = [m["cost_usd"] for m in by_model.values()]
+    out["cost_usd"] = None if None in costs else round(sum(costs), 12)
     return out
 
 
