@@ -76,3 +76,32 @@ def test_a_hand_recorded_session_gets_stats_from_its_calls(recorder, store_of):
                                   "output": '{"price":190}', "ts": ex1["messages"][1]["ts"]}
     assert ex1["messages"][2]["text"] == "Hold."
     assert end["tools_used"] == {"quote": 1} and end["total_cost_usd"] == pytest.approx(0.03)
+
+
+def test_a_session_recorded_through_an_sdk_adapter_exports_its_calls(server, recorder, store_of):
+    import anthropic
+    from sdk_server import load_json
+
+    from reasonlog.capture.anthropic import instrument_anthropic
+
+    server.reply_json(load_json("anthropic-messages", "anthropic-tool-no-args.json"))
+    server.reply_json(load_json("anthropic-messages", "anthropic-text.json"))
+    client = anthropic.Anthropic(base_url=server.url, api_key="k", max_retries=0)
+    instrument_anthropic(client, recorder)
+    ask = {"model": "claude-test-model", "max_tokens": 100, "messages": [{"role": "user", "content": "Update"}]}
+    with recorder.session(agent="sdk") as s:  # no model given, no exchanges: only the adapter's calls
+        client.messages.create(**ask)
+        client.messages.create(**ask)
+    store = store_of()
+    start, exchange, end = exported(store, s.id)
+    calls = store.get_session(s.id)["calls"]
+    api_ms = round(sum(c["latency_ms"] for c in calls))
+    assert start["model"] == "claude-3-opus-20240229"  # the first call's model
+    assert [m["type"] for m in exchange["messages"]] == ["text", "tool_use", "text"]
+    assert exchange["messages"][1]["name"] == "updateIssueList"
+    assert exchange["stats"]["num_turns"] == 2 and exchange["user_input"] == "Update"
+    assert (exchange["stats"]["tokens_in"], exchange["stats"]["tokens_out"]) == (calls[0]["input_tokens"] + 12,
+                                                                                 calls[0]["output_tokens"] + 29)
+    assert exchange["stats"]["duration_api_ms"] == exchange["stats"]["duration_ms"] == api_ms > 0
+    assert (end["total_exchanges"], end["tools_used"]) == (1, {"updateIssueList": 1})
+    assert end["total_duration_ms"] == end["total_duration_api_ms"] == api_ms

@@ -28,6 +28,7 @@ import orjson
 
 _TOKENS = (("tokens_in", "input_tokens"), ("tokens_out", "output_tokens"),
            ("cache_creation", "cache_write_tokens"), ("cache_read", "cache_read_tokens"))
+_OUTSIDE = ""  # the exchange key of calls recorded outside any exchange (SDK adapters)
 _TOTALS = (("input", "input_tokens"), ("output", "output_tokens"), ("cache_creation", "cache_write_tokens"),
            ("cache_read", "cache_read_tokens"))
 
@@ -42,13 +43,14 @@ def exchange_records(session: dict) -> Iterator[dict]:
     """The records of the export, from a session as `Store.get_session` returns it."""
     sid = session.get("external_id") or session["id"]
     labels = session.get("labels") or {}
-    yield {"type": "session_start", "session_id": sid, "ts": session["started_at"], "model": session.get("model"),
+    model = session.get("model") or next((c["model"] for c in session["calls"] if c.get("model")), None)
+    yield {"type": "session_start", "session_id": sid, "ts": session["started_at"], "model": model,
            "cwd": labels.get("cwd"), "tools_available": [t for t in (labels.get("tools") or "").split(",") if t],
            "permission_mode": labels.get("permission_mode", "default")}
     items = _items_by_exchange(session)
     tools_used: collections.Counter = collections.Counter()
     exchanges = []
-    for number, exchange in enumerate(session["exchanges"], 1):
+    for number, exchange in enumerate(_exchanges(session), 1):
         messages = items.get(exchange["id"], [])
         tools_used.update(m["name"] for m in messages if m["type"] == "tool_use")
         record = {"type": "exchange", "session_id": sid, "exchange": number, "ts_start": exchange["started_at"],
@@ -65,18 +67,38 @@ def _session_end(session: dict, sid: str, exchanges: list[dict], tools_used: col
     stats = [e["stats"] for e in exchanges]
     return {"type": "session_end", "session_id": sid, "ts": session.get("ended_at") or session.get("last_call_at"),
             "total_exchanges": len(exchanges),
-            "total_duration_ms": sum(s["duration_ms"] or 0 for s in stats),
-            "total_duration_api_ms": sum(s["duration_api_ms"] or 0 for s in stats),
+            "total_duration_ms": _sum(s["duration_ms"] for s in stats),
+            "total_duration_api_ms": _sum(s["duration_api_ms"] for s in stats),
             "total_cost_usd": session.get("cost_usd"),
             "total_tokens": {name: session.get(column) or 0 for name, column in _TOTALS},
             "tools_used": dict(tools_used)}
 
 
+def _exchanges(session: dict) -> list[dict]:
+    """The session's exchanges; calls recorded outside any (an SDK adapter's) make one more, in time order."""
+    outside = [c for c in session["calls"] if c["exchange_id"] is None]
+    if not outside:
+        return session["exchanges"]
+    first_user = next((m for m in session["messages"] if m["role"] == "user"), None)
+    extra = {"id": _OUTSIDE, "started_at": outside[0]["started_at"], "ended_at": None,
+             "input": None if first_user is None else (first_user["content"] or {}).get("content"),
+             "totals": {k: _sum(c.get(k) for c in outside) for k in (*(col for _, col in _TOKENS), "cost_usd")}}
+    return sorted([*session["exchanges"], extra], key=lambda e: e["started_at"] or "")
+
+
+def _sum(values: Any) -> Any:
+    """The sum of the figures that were recorded; None when none was (never a zero beside a real figure)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
 def _stats(exchange: dict, calls: list[dict]) -> dict:
     recorded = exchange.get("stats") or {}
-    mine = [c for c in calls if c["exchange_id"] == exchange["id"]]
+    mine = [c for c in calls if (c["exchange_id"] or _OUTSIDE) == exchange["id"]]
+    # with no end recorded, the time of its calls is what is known of its duration
+    wall_ms = _duration_ms(exchange) if exchange["ended_at"] else _api_ms(mine)
     out = {"num_turns": recorded.get("num_turns", len(mine)),
-           "duration_ms": recorded.get("duration_ms", _duration_ms(exchange)),
+           "duration_ms": recorded.get("duration_ms", wall_ms),
            "duration_api_ms": recorded.get("duration_api_ms", _api_ms(mine))}
     totals = exchange.get("totals") or {}  # the accounting rule's figures, as every reader counts them
     for name, column in _TOKENS:
@@ -87,7 +109,7 @@ def _stats(exchange: dict, calls: list[dict]) -> dict:
 
 def _items_by_exchange(session: dict) -> dict[str, list[dict]]:
     """Assistant text and tool calls, and tool results, grouped by the exchange they happened in."""
-    exchange_of_call = {c["id"]: c["exchange_id"] for c in session["calls"]}
+    exchange_of_call = {c["id"]: c["exchange_id"] or _OUTSIDE for c in session["calls"]}
     call_at = {m["idx"]: m["call_id"] for m in session["messages"]}
     timeline: list[tuple[int, int, str | None, dict]] = []
     for m in session["messages"]:
