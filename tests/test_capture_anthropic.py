@@ -378,3 +378,15 @@ def test_automatic_session_shows_the_model_of_its_first_call(server, rec):
     rec.flush()
     sessions = reasonlog.open_store(rec.db_path).list_sessions(reasonlog.SessionFilter(agent="anthropic-client"))
     assert [s["model"] for s in sessions] == ["claude-sonnet-4-5-20250929"]  # as the call records it
+
+
+def test_with_streaming_response_is_recorded_when_parsed(server, rec):
+    server.reply_json(load_json(FOLDER, "anthropic-text.json"))
+    client = client_for(server)
+    instrument_anthropic(client, rec)
+    with rec.session() as s:
+        with client.messages.with_streaming_response.create(**ASK) as response:
+            message = response.parse()
+    call = only_call(rec, s.id)
+    assert (call["status"], call["output_tokens"], call["provider_message_id"]) == ("ok", 29, message.id)
+    assert call["request"] == server.requests[-1]["body"]
