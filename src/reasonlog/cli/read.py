@@ -213,13 +213,20 @@ def diff(obj, call_a, call_b, as_json):
 @json_option
 @click.pass_obj
 def search(obj, text, as_json, limit, **filters):
-    """Full-text search over every message; prints each hit's session and position."""
-    flt = make_filter(limit=None, **filters)
-    hits = obj.store.search(text, flt, limit=limit or 10_000)
+    """Find TEXT in every message, tool result and outcome (any part of a word, any case); prints where each is."""
+    if not text.strip():
+        raise click.UsageError("nothing to search for: give some text, e.g. reasonlog search \"timed out\"")
+    hits = obj.store.search(text, make_filter(limit=None, **filters), limit=None)  # all: the count is of matches
+    shown = hits[:limit] if limit else hits
     if as_json:
-        return emit_json(hits)
-    table = Table("session", "message", "role", "snippet")
-    for h in hits:
-        table.add_row(Text(h["session_id"]), str(h["message_idx"]), Text(h["role"] or ""), Text(h["snippet"]))
+        return emit_json(shown)
+    if not hits:
+        console.print(Text(f"no message, tool result or outcome contains {text!r}"), style="dim")
+        return
+    table = Table("session", "at", "kind", "role / name", "call", "snippet")
+    for h in shown:
+        table.add_row(Text(h["session_id"]), str(h["message_idx"]), h["kind"], Text(h["name"] or h["role"] or ""),
+                      Text(h["call_id"] or ""), Text(h["snippet"]))
     console.print(table)
-    console.print(f"{len(hits)} hit(s)", style="dim")
+    more = f"; showing the first {len(shown)} (--limit 0 shows all)" if len(shown) < len(hits) else ""
+    console.print(f"{len(hits)} match{'es' if len(hits) != 1 else ''}{more}", style="dim")

@@ -5,7 +5,11 @@ migration that has shipped: add the next number.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from . import search
 
 
 @dataclass(frozen=True)
@@ -13,6 +17,9 @@ class Migration:
     number: int
     name: str
     sql: str
+    # Runs after `sql`, in the same transaction, with a cursor: for what SQL alone cannot do
+    # (decompressing contents to index their text).
+    python: Callable[[Any], None] | None = None
 
 
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
@@ -185,4 +192,19 @@ INSERT INTO contents_fts (contents_fts, rank) VALUES ('automerge', 8);
 -- where no lock file could be made): its liveness falls back to host and pid.
 ALTER TABLE sessions ADD COLUMN live_token TEXT;
 """),
+    Migration(6, "search finds any part of any recorded text", """
+-- Search finds substrings (the middle of a word, CJK words inside a run), tool results and
+-- outcomes: the word index contents_fts gives way to trigram indexes over lowercased text, one
+-- per kind of record (see store/search.py). Contentless, rowids only (detail=none), no per-row
+-- sizes (columnsize=0): the stored text is checked after the index narrows the candidates.
+-- Python fills them from the existing records in this same transaction. No column changes.
+DROP TABLE contents_fts;
+CREATE VIRTUAL TABLE contents_search USING fts5(text, content='', detail=none, columnsize=0,
+    tokenize='trigram case_sensitive 1');
+CREATE VIRTUAL TABLE tool_results_search USING fts5(text, content='', detail=none, columnsize=0,
+    tokenize='trigram case_sensitive 1');
+CREATE VIRTUAL TABLE outcomes_search USING fts5(text, content='', detail=none, columnsize=0,
+    tokenize='trigram case_sensitive 1');
+INSERT INTO contents_search (contents_search, rank) VALUES ('automerge', 8);
+""", python=search.rebuild),
 )

@@ -3,17 +3,15 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import socket
 import sqlite3
 import threading
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..model import Event
-from ..parts import RecordError, searchable_text
-from . import SessionFilter, StoreError, liveness, reading, transfer
+from ..parts import RecordError
+from . import SessionFilter, StoreError, liveness, reading, search, transfer
 from .content import Dictionaries
 from .contents import ContentWriter
 from .schema import SQLITE_MIGRATIONS
@@ -90,6 +88,8 @@ class SQLiteStore:
                         continue
                     for statement in _statements(m.sql):
                         self._conn.execute(statement)
+                    if m.python is not None:
+                        m.python(self._conn.cursor())
                     self._conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%fZ'))",
                                        (m.number, m.name))
                     self._conn.execute("COMMIT")
@@ -143,12 +143,14 @@ class SQLiteStore:
             masked = self._applier.redactor.masked
             counters = dict(counters or {})
             try:
+                marks = search.record_marks(cur)
                 for event in events:
                     if isolate:
                         counters["rejected"] = counters.get("rejected", 0) + self._apply_alone(cur, event)
                     else:
                         self._applier.apply(cur, event)
                 self._applier.finish(cur)
+                search.index_records_since(cur, marks)
                 counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
                 self._add_counters(cur, counters)
                 cur.execute("COMMIT")
@@ -224,7 +226,7 @@ class SQLiteStore:
 
     @staticmethod
     def index_texts(cur, rows: list[tuple[int, str]]) -> None:
-        cur.executemany("INSERT INTO contents_fts (rowid, text) VALUES (?, ?)", rows)
+        search.index_contents(cur, rows)
 
     @staticmethod
     def insert_dictionary(cur, data: bytes) -> int:
@@ -262,19 +264,9 @@ class SQLiteStore:
     def call_rows(self, flt: SessionFilter) -> Iterator[dict]:
         return iter(self._read(lambda cur: list(reading.iter_call_rows(cur, flt))))
 
-    def search(self, text: str, flt: SessionFilter, limit: int = 50) -> list[dict]:
-        """Messages whose text contains `text` (case-insensitive), newest sessions first."""
-        tokens = re.findall(r"[^\W_]+", text.lower())
-        if not tokens:
-            return []
-        # Inner words of a phrase are whole tokens; only the last may continue (search "batch" finds
-        # "batches"). Exact tokens are cheaper for FTS5 than prefixes of common words.
-        match = " AND ".join([f'"{t}"' for t in tokens[:-1]] + [f'"{tokens[-1]}"*'])
-        where, args = reading.filter_sql(replace(flt, limit=None))
-        sql = ("SELECT m.session_id, m.idx, m.role, m.call_id, m.at, m.content_id FROM contents_fts f"
-               " JOIN messages m ON m.content_id = f.rowid JOIN sessions s ON s.id = m.session_id"
-               f" WHERE contents_fts MATCH ? AND {where} ORDER BY s.started_at DESC, s.id, m.idx")
-        return self._read(_verified_hits, sql, [match, *args], text.lower(), limit, self._dicts)
+    def search(self, text: str, flt: SessionFilter, limit: int | None = 50) -> list[dict]:
+        """Messages, tool results and outcomes whose text contains `text` (see store/search.py); None: all."""
+        return self._read(search.search, self._dicts, text, flt, limit)
 
     def resolve_id(self, kind: str, prefix: str) -> str:
         """A full session or call id from an id, a unique prefix, or (sessions) an external id."""
@@ -301,9 +293,11 @@ class SQLiteStore:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
+                marks = search.record_marks(cur)
                 importer = transfer.Importer(cur, self._applier)
                 n = importer.run(records)
                 self._applier.finish(cur)
+                search.index_records_since(cur, marks)
                 importer.verify(self._dicts)
                 cur.execute("COMMIT")
             except BaseException:
@@ -352,27 +346,6 @@ class SQLiteStore:
             except sqlite3.Error:
                 pass
             self._conn.close()
-
-
-def _verified_hits(cur, sql: str, args: list, needle: str, limit: int, dicts) -> list[dict]:
-    hits, verdict = [], {}
-    reader = reading.ContentReader(cur, dicts)
-    for session_id, idx, role, call_id, at, cid in cur.execute(sql, args).fetchall():
-        if cid not in verdict:
-            text = searchable_text(reader.get(cid))
-            pos = text.lower().find(needle)
-            verdict[cid] = None if pos < 0 else _snippet(text, pos, len(needle))
-        if verdict[cid] is not None:
-            hits.append({"session_id": session_id, "message_idx": idx, "role": role, "call_id": call_id, "at": at,
-                         "snippet": verdict[cid]})
-            if len(hits) >= limit:
-                break
-    return hits
-
-
-def _snippet(text: str, pos: int, length: int, around: int = 60) -> str:
-    start, end = max(0, pos - around), min(len(text), pos + length + around)
-    return ("…" if start else "") + text[start:end].replace("\n", " ") + ("…" if end < len(text) else "")
 
 
 def _statements(sql: str) -> list[str]:

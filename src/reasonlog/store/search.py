@@ -1,0 +1,225 @@
+"""Full-text search: trigram indexes narrow the candidates, the stored text decides.
+
+Three contentless FTS5 tables (schema 6), one per kind of record: `contents_search` (messages and
+system prompts, by content id), `tool_results_search` and `outcomes_search` (by the row's rowid).
+They index `index_form(text)`: the text lowercased in Python, so that the index, the query and the
+final check fold case the same way (`str.lower`: Ä→ä, ẞ→ß; ß is not expanded to "ss").
+
+The trigram tokenizer finds any substring of three or more characters, across word boundaries and
+inside CJK runs. Two-character CJK words are indexed as extra trigrams "<bigram><SENTINEL>". Other
+queries of one or two characters scan every record. With `detail=none` the index holds rowids
+only, so a query is the AND of its trigrams and every candidate is checked against its text:
+answers are exact.
+
+A contentless table deletes a row only when told the text it indexed: `unindex_contents`,
+`unindex_tool_results` and `unindex_outcomes` recompute it from what is stored.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from ..parts import searchable_text
+from . import SessionFilter, StoreError, reading
+from .content import Dictionaries
+
+SENTINEL = "\ue000"  # a private-use character: recorded text practically never holds it
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
+MAX_TRIGRAMS = 16  # more only narrows the candidates a little further, at the cost of a slower query
+RECORD_TABLES = {"tool_results": "tool_results_search", "outcomes": "outcomes_search"}
+
+
+# ------------------------------------------------------------------ what is indexed
+
+
+def index_form(text: str) -> str:
+    """The text as the trigram index sees it: lowercased, plus the bigrams of its CJK runs."""
+    low = text.lower()
+    runs = _CJK_RUN.findall(low)
+    if not runs:
+        return low
+    return low + "\n" + "".join(run[i:i + 2] + SENTINEL for run in runs for i in range(len(run) - 1))
+
+
+def record_text(name: str | None, input_json: str | None, body_json: str | None) -> str:
+    """The searchable text of a tool result (name, input, content) or an outcome (kind, payload), as stored."""
+    values = [name, *(orjson.loads(j) for j in (input_json, body_json) if j is not None)]
+    return searchable_text([v for v in values if v is not None])
+
+
+_RECORD_COLUMNS = {"tool_results": "rowid, name, input_json, content_json",
+                   "outcomes": "rowid, kind, NULL, payload_json"}
+
+
+# ------------------------------------------------------------------ writing and deleting
+
+
+def index_contents(cur, rows: list[tuple[int, str]]) -> None:
+    """Index new contents: (content id, `searchable_text` of the stored value)."""
+    cur.executemany("INSERT INTO contents_search (rowid, text) VALUES (?, ?)",
+                    [(cid, index_form(text)) for cid, text in rows if text])
+
+
+def unindex_contents(cur, rows: list[tuple[int, Any]]) -> None:
+    """Remove contents from the index: (content id, the stored value as read back). Call before deleting them."""
+    texts = [(cid, index_form(searchable_text(value))) for cid, value in rows]
+    cur.executemany("INSERT INTO contents_search (contents_search, rowid, text) VALUES ('delete', ?, ?)",
+                    [(cid, text) for cid, text in texts if text])
+
+
+def unindex_tool_results(cur, rowids: Iterable[int]) -> None:
+    """Remove tool results (by rowid) from the index. Call before deleting their rows."""
+    _unindex_records(cur, "tool_results", list(rowids))
+
+
+def unindex_outcomes(cur, rowids: Iterable[int]) -> None:
+    """Remove outcomes (by rowid) from the index. Call before deleting their rows."""
+    _unindex_records(cur, "outcomes", list(rowids))
+
+
+def _unindex_records(cur, table: str, rowids: list[int]) -> None:
+    for start in range(0, len(rowids), 500):
+        chunk = rowids[start:start + 500]
+        rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} WHERE rowid IN"
+                           f" ({','.join('?' * len(chunk))})", chunk).fetchall()
+        cur.executemany(f"INSERT INTO {RECORD_TABLES[table]} ({RECORD_TABLES[table]}, rowid, text)"
+                        " VALUES ('delete', ?, ?)", _record_rows(rows))
+
+
+def record_marks(cur) -> dict[str, int]:
+    """The last rowid of each record table; rows after it are new (see `index_records_since`)."""
+    return {t: cur.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {t}").fetchone()[0] for t in RECORD_TABLES}
+
+
+def index_records_since(cur, marks: dict[str, int]) -> None:
+    """Index the tool results and outcomes written after `marks`, from their stored (masked) columns.
+
+    Reading them back at the end of a batch keeps the dialect-neutral writer free of index SQL,
+    and indexes exactly what the transaction keeps (events rolled back to a savepoint are gone).
+    """
+    for table, index in RECORD_TABLES.items():
+        rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} WHERE rowid > ?",
+                           (marks[table],)).fetchall()
+        if rows:
+            cur.executemany(f"INSERT INTO {index} (rowid, text) VALUES (?, ?)", _record_rows(rows))
+
+
+def _record_rows(rows) -> list[tuple[int, str]]:
+    texts = [(rowid, index_form(record_text(name, input_json, body_json))) for rowid, name, input_json, body_json
+             in rows]
+    return [(rowid, text) for rowid, text in texts if text]
+
+
+def rebuild(cur) -> None:
+    """Fill the indexes from everything stored (migration 6, inside its transaction)."""
+    reader = reading.ContentReader(cur.connection.cursor(), Dictionaries())
+    batch: list[tuple[int, str]] = []
+    for cid, codec, dict_id, data in cur.execute("SELECT id, codec, dict_id, data FROM contents WHERE kind != 'tool'"):
+        batch.append((cid, searchable_text(orjson.loads(reader.bytes_of(codec, dict_id, data)))))
+        if len(batch) >= 1000:
+            index_contents(cur.connection, batch)
+            batch = []
+    index_contents(cur.connection, batch)
+    index_records_since(cur, {t: 0 for t in RECORD_TABLES})
+
+
+# ------------------------------------------------------------------ searching
+
+
+def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int | None) -> list[dict]:
+    """Messages, tool results and outcomes whose text contains `text` (case-insensitive), newest sessions first.
+
+    Within a session hits follow the timeline; a tool result or outcome comes before the message
+    at its position. `limit=None` returns every match.
+    """
+    needle = text.lower()
+    if not needle.strip():
+        return []
+    match = match_query(needle)
+    where, args = reading.filter_sql(replace(flt, limit=None))
+    sql = (f"SELECT h.* FROM ({_candidates(match is not None)}) h JOIN sessions s ON s.id = h.session_id"
+           f" WHERE {where} ORDER BY s.started_at DESC, s.id, h.pos, h.rank, h.at")
+    rows = cur.execute(sql, [*([match] * 3 if match else []), *args])
+    return _verified(rows, _Texts(reading.ContentReader(cur.connection.cursor(), dicts)), needle, limit)
+
+
+def match_query(needle: str) -> str | None:
+    """The FTS5 query that every record containing `needle` (lowercased) matches; None: scan instead."""
+    if len(needle) == 2 and len(_CJK_RUN.findall(needle)) == 1:
+        grams = [needle + SENTINEL]
+    elif len(needle) >= 3:
+        # Every third trigram (and the last) covers every character; distinct ones suffice for a superset.
+        grams = list(dict.fromkeys([needle[i:i + 3] for i in range(0, len(needle) - 2, 3)] + [needle[-3:]]))
+        grams = grams[:MAX_TRIGRAMS]
+    else:
+        return None
+    return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
+
+
+def _candidates(indexed: bool) -> str:
+    """One SELECT per kind of record, with the same columns; with `indexed`, each takes one MATCH argument."""
+    def source(table: str, alias: str, index: str) -> str:
+        if not indexed:
+            return f"{table} {alias}"
+        return f"{index} JOIN {table} {alias} ON {alias}.{_KEY[table]} = {index}.rowid AND {index} MATCH ?"
+
+    return " UNION ALL ".join([
+        "SELECT 'message' AS kind, m.session_id, m.idx AS pos, 1 AS rank, m.role, m.call_id, m.at,"
+        " m.content_id AS ref, NULL AS tool_use_id, NULL AS name, NULL AS input_json, NULL AS body_json"
+        f" FROM {source('messages', 'm', 'contents_search')}",
+        "SELECT 'tool_result', t.session_id, t.message_idx, 0, 'tool', (SELECT call_id FROM messages p"
+        " WHERE p.session_id = t.session_id AND p.idx = t.message_idx - 1), t.at, t.rowid, t.tool_use_id, t.name,"
+        f" t.input_json, t.content_json FROM {source('tool_results', 't', 'tool_results_search')}",
+        "SELECT 'outcome', o.session_id, o.message_idx, 0, NULL, o.call_id, o.at, o.rowid, NULL, o.kind, NULL,"
+        f" o.payload_json FROM {source('outcomes', 'o', 'outcomes_search')}",
+    ])
+
+
+_KEY = {"messages": "content_id", "tool_results": "rowid", "outcomes": "rowid"}
+
+
+class _Texts:
+    """The searchable text of each candidate; a content's text is made once however many messages share it."""
+
+    def __init__(self, reader: reading.ContentReader):
+        self.reader = reader
+        self.memo: dict[int, str | None] = {}
+
+    def of(self, kind: str, ref: int, name, input_json, body_json) -> str | None:
+        if kind != "message":
+            return record_text(name, input_json, body_json)
+        if ref not in self.memo:
+            try:
+                self.memo[ref] = searchable_text(self.reader.get(ref))
+            except StoreError:  # a content pruned meanwhile: nothing to find in it
+                self.memo[ref] = None
+        return self.memo[ref]
+
+
+def _verified(rows, texts: _Texts, needle: str, limit: int | None) -> list[dict]:
+    hits: list[dict] = []
+    for kind, session_id, pos, _rank, role, call_id, at, ref, tool_use_id, name, input_json, body_json in rows:
+        text = texts.of(kind, ref, name, input_json, body_json)
+        snippet = None if text is None else snippet_of(text, needle)
+        if snippet is None:
+            continue
+        hits.append({"kind": kind, "session_id": session_id, "message_idx": pos, "role": role, "call_id": call_id,
+                     "at": at, "tool_use_id": tool_use_id, "name": name, "snippet": snippet})
+        if limit is not None and len(hits) >= limit:
+            break
+    return hits
+
+
+def snippet_of(text: str, needle: str, around: int = 60) -> str | None:
+    """The text around the first place `needle` (lowercased) occurs in it, or None when it does not."""
+    low = text.lower()
+    pos = low.find(needle)
+    if pos < 0:
+        return None
+    shown = text if len(low) == len(text) else low  # lowering changed lengths: positions hold only in `low`
+    start, end = max(0, pos - around), min(len(shown), pos + len(needle) + around)
+    return ("…" if start else "") + shown[start:end].replace("\n", " ") + ("…" if end < len(shown) else "")
