@@ -117,6 +117,23 @@ class Applier:
     def mask_text(self, text: str | None) -> str | None:
         return None if text is None else self.redactor.text(text)
 
+    def ident(self, value: Any) -> Any:
+        """An identifier or name column, secrets masked. A caller can paste a key into any of them.
+
+        Masking is a pure function of the text, so an id masks the same wherever it appears (a session's
+        id and a call's `session_id`, a tool_use block and its result) and references still meet. The
+        spill file masks the same text the same way, so a replayed batch stores the same ids.
+        """
+        return self.redactor.text(value) if type(value) is str else value
+
+    def again(self, value: Any) -> Any:
+        """`ident` of a value this event has already counted: a secret is counted once per field of an event,
+        as the spill file counts it, not once per row or lookup that repeats it."""
+        masked = self.redactor.masked
+        value = self.ident(value)
+        self.redactor.masked = masked
+        return value
+
     def checkpoint(self):
         """A mark to return to with `rollback_to` when one event is rolled back to a savepoint."""
         return self.contents.checkpoint()
@@ -161,7 +178,7 @@ class Applier:
     def state(self, cur, session_id: str) -> SessionState:
         st = self.sessions.get(session_id)
         if st is None:
-            st = self.sessions[session_id] = self._load_state(cur, session_id)
+            st = self.sessions[session_id] = self._load_state(cur, self.again(session_id))
         return st
 
     def _load_state(self, cur, session_id: str) -> SessionState:
@@ -186,27 +203,30 @@ class Applier:
             "INSERT INTO sessions (id, run, agent, model, provider, labels_json, parent_session_id, parent_call_id,"
             " external_id, host, pid, started_at, xml_tool_tags_json, live_token) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
             " ON CONFLICT (id) DO UPDATE SET status = 'open', ended_at = NULL, live_token = excluded.live_token",
-            (ev.session_id, ev.run, ev.agent, ev.model, ev.provider, self.dumps(ev.labels or {}), ev.parent_session_id,
-             ev.parent_call_id, ev.external_id, ev.host, ev.pid, ev.started_at, self.dumps(ev.xml_tool_tags),
-             ev.live_token))
+            (*map(self.ident, (ev.session_id, ev.run, ev.agent, ev.model, ev.provider)), self.dumps(ev.labels or {}),
+             *map(self.ident, (ev.parent_session_id, ev.parent_call_id, ev.external_id)), ev.host, ev.pid,
+             ev.started_at, self.dumps(ev.xml_tool_tags), ev.live_token))
         cur.executemany("INSERT INTO session_labels (key, value, session_id) VALUES (?,?,?) ON CONFLICT DO NOTHING",
-                        [(str(k), self.mask_text(str(v)), ev.session_id) for k, v in (ev.labels or {}).items()])
+                        [(self.again(str(k)), self.again(str(v)), self.again(ev.session_id))
+                         for k, v in (ev.labels or {}).items()])
 
     def _apply_session_ended(self, cur, ev: SessionEnded) -> None:
         cur.execute("UPDATE sessions SET ended_at = ?, status = ?, summary = COALESCE(?, summary), error_json = ?"
                     " WHERE id = ?", (ev.ended_at, ev.status, self.mask_text(ev.summary), self.dumps(ev.error),
-                                   ev.session_id))
+                                   self.ident(ev.session_id)))
         self.sessions.pop(ev.session_id, None)
 
     def _apply_exchange_started(self, cur, ev: ExchangeStarted) -> None:
         st = self.state(cur, ev.session_id)
         cur.execute("INSERT INTO exchanges (id, session_id, idx, input_json, started_at) VALUES (?,?,?,?,?)",
-                    (ev.exchange_id, ev.session_id, st.next_exchange, self.dumps(ev.input), ev.started_at))
+                    (self.ident(ev.exchange_id), self.ident(ev.session_id), st.next_exchange, self.dumps(ev.input),
+                     ev.started_at))
         st.next_exchange += 1
 
     def _apply_exchange_ended(self, cur, ev: ExchangeEnded) -> None:
         cur.execute("UPDATE exchanges SET ended_at = ?, result_json = ?, status = ?, stats_json = ? WHERE id = ?",
-                    (ev.ended_at, self.dumps(ev.result), ev.status, self.dumps(ev.stats), ev.exchange_id))
+                    (ev.ended_at, self.dumps(ev.result), self.ident(ev.status), self.dumps(ev.stats),
+                     self.ident(ev.exchange_id)))
 
     # -------------------------------------------------------------- calls
 
@@ -229,7 +249,8 @@ class Applier:
         timeline += [(_role(roles[cid]), cid) for cid in new_in_timeline(ids, st.context, st.response, items)]
         if response_id is not None:
             timeline.append(("assistant", response_id))
-        self.queue(_INSERT_MESSAGE, [(ev.session_id, st.next_message + i, role, cid, ev.call_id, ev.started_at)
+        session_id, call_id = self.ident(ev.session_id), self.ident(ev.call_id)
+        self.queue(_INSERT_MESSAGE, [(session_id, st.next_message + i, role, cid, call_id, ev.started_at)
                                      for i, (role, cid) in enumerate(timeline)])
         st.next_message += len(timeline)
 
@@ -245,11 +266,13 @@ class Applier:
         u = ev.usage
         cost_usd, cost_source = self._cost(ev)
         raw, raw_format = self._raw(ev)
-        return (ev.call_id, ev.session_id, st.next_call, ev.exchange_id, ev.provider, ev.model, ev.started_at,
-                ev.latency_ms, ev.ttft_ms, ev.status, ev.stop_reason, self.dumps(ev.error),
+        ident, again = self.ident, self.again
+        return (again(ev.call_id), again(ev.session_id), st.next_call, ident(ev.exchange_id), ident(ev.provider),
+                ident(ev.model), ev.started_at, ev.latency_ms, ev.ttft_ms, ev.status, ident(ev.stop_reason),
+                self.dumps(ev.error),
                 *((u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens,
                    u.cache_write_1h_tokens, u.reasoning_tokens) if u else (None,) * 6),
-                cost_usd, cost_source, ev.provider_message_id, ev.request_id, self.dumps(split.params),
+                cost_usd, cost_source, ident(ev.provider_message_id), ident(ev.request_id), self.dumps(split.params),
                 _ours(split.shape), system_id, _ours(tool_ids), _ours(encode_context(ids, st.context)), len(ids),
                 response_id, raw, raw_format,
                 self.dumps(ev.context_facts))
@@ -284,14 +307,16 @@ class Applier:
         st = self.state(cur, ev.session_id)
         cur.execute("INSERT INTO tool_results (id, session_id, tool_use_id, name, input_json, content_json, is_error,"
                     " duration_ms, at, message_idx) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (ev.tool_result_id, ev.session_id, ev.tool_use_id, ev.name, self.dumps(ev.input), self.dumps(ev.content),
+                    (*map(self.ident, (ev.tool_result_id, ev.session_id, ev.tool_use_id, ev.name)),
+                     self.dumps(ev.input), self.dumps(ev.content),
                      int(bool(ev.is_error)), ev.duration_ms, ev.at, st.next_message))
 
     def _apply_outcome(self, cur, ev: OutcomeRecorded) -> None:
         st = self.state(cur, ev.session_id)
         cur.execute("INSERT INTO outcomes (id, session_id, kind, payload_json, call_id, at, message_idx)"
                     " VALUES (?,?,?,?,?,?,?)",
-                    (ev.outcome_id, ev.session_id, ev.outcome_kind, self.dumps(ev.payload), ev.call_id, ev.at,
+                    (*map(self.ident, (ev.outcome_id, ev.session_id, ev.outcome_kind)), self.dumps(ev.payload),
+                     self.ident(ev.call_id), ev.at,
                      st.next_message))
 
 
