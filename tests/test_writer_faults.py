@@ -35,7 +35,8 @@ def _run(code: str, db: Path, *, wait: bool = True, **kw):
     args = [sys.executable, "-c", textwrap.dedent(code)]
     env = {**os.environ, "REASONLOG_DB": str(db)}
     if not wait:
-        return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)  # stdin stays open: the child waits on it
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=60, **kw)
 
 
@@ -171,7 +172,7 @@ def test_stale_and_empty_spill_files_are_cleaned_up(db_path, store_of):
     (folder / "01J0000000000000000000000B.tmp").write_bytes(b'{"event": "session_st')  # a writer died mid-file
     (folder / "01J0000000000000000000000C.spill").write_bytes(b"")
     reasonlog.Recorder(db_path).close()
-    assert sorted(p.name for p in folder.iterdir()) == []
+    assert sorted(p.name for p in folder.iterdir()) == [".replay.lock"]
     assert store_of().status()["unreadable_spill_files"] == []
 
 
@@ -300,7 +301,9 @@ def test_a_process_killed_while_recording_flat_out_loses_at_most_the_queue_bound
     recorded, bound, batch = (int(x) for x in out.stdout.split())
     reasonlog.Recorder(db_path).close()  # the restart: what overflowed into spill files is written
     stored = store_of().status()["counts"]["calls"]
-    assert 0 < recorded - stored <= bound + batch, (recorded, stored, bound, batch)
+    # The queue bound, the batch being committed, and one event per MAX_WAIT (0.1 s) a caller waited in
+    # vain (queued beyond the bound until the writer spills it): 15 in 1.5 s.
+    assert 0 < recorded - stored <= bound + batch + 15, (recorded, stored, bound, batch)
     assert store_of().list_sessions(reasonlog.SessionFilter())[0]["status"] == "interrupted"
 
 

@@ -84,7 +84,9 @@ class SpillingSink:
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, name: str | None = None):
         """Write after the oldest waiting file, else spill (so order never breaks); raise if both fail."""
-        if self._maybe_pending and self.replay(limit=1):
+        # Every waiting file first: under back-pressure the callers wait meanwhile, and what overflows
+        # in that time is taken as one file, so the writer catches up instead of spilling forever.
+        if self._maybe_pending and self.replay():
             return self._spill_or_raise(events, counters, name, None)
         try:
             self.inner.write_batch(events, counters)
@@ -132,6 +134,14 @@ class SpillingSink:
 
     def replay(self, limit: int | None = None) -> int:
         """Write up to `limit` waiting files (all by default), oldest first; returns how many still wait."""
+        with self.files.replaying() as alone:
+            if alone:
+                self._replay(limit)
+        left = len(self.files.pending())
+        self._maybe_pending = left > 0
+        return left
+
+    def _replay(self, limit: int | None) -> None:
         self.files.clean_stale()
         self._merge_counter_files()
         done = 0
@@ -144,9 +154,6 @@ class SpillingSink:
                 self._note(exc)
                 break
             done += 1
-        left = len(self.files.pending())
-        self._maybe_pending = left > 0
-        return left
 
     def _replay_file(self, path: Path) -> None:
         with claimed(path) as fd:

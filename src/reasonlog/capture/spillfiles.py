@@ -109,6 +109,28 @@ class SpillFiles:
             return []
         return sorted(self.directory.glob(pattern))
 
+    @contextlib.contextmanager
+    def replaying(self) -> Iterator[bool]:
+        """True while this process alone replays: files must be written in order, so one replayer at a time."""
+        if self.directory is None or not self.directory.exists():
+            yield False
+            return
+        try:
+            fd = os.open(self.directory / ".replay.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            yield False
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            os.close(fd)
+
     def pending(self) -> list[Path]:
         return self._glob("*.spill")
 

@@ -31,9 +31,10 @@ from ..model import Event, new_id
 log = logging.getLogger("reasonlog")
 
 MAX_WAIT = 0.1  # seconds a caller waits for room in a full queue before the overflow spills
-BATCH_SECONDS = 0.1  # a batch holds about this much of the writer's work
+BATCH_SECONDS = 0.05  # a batch's share of writing: well under MAX_WAIT, so a waiting caller gets room in time
 QUEUE_SECONDS = 1.0  # the queue holds about this much of the writer's work: what a SIGKILL can lose
 QUEUE_FLOOR = 1_000  # the queue bound never goes below this (a slow or still-opening store)
+MIN_BATCH = 32  # per-transaction costs (fsync) must not dominate on a slow disk
 FIRST_BATCH = 50  # events in a batch before the writer's speed is measured
 
 
@@ -241,7 +242,7 @@ class BackgroundWriter(_Base):
             if self._closed and not self._queue:
                 return
             if not self._queue and getattr(self.sink, "_maybe_pending", False):
-                self.sink.replay(limit=1)  # idle: catch up on overflow spilled earlier, a file at a time
+                self.sink.replay()  # idle: catch up on the overflow spilled earlier
 
     def _drain(self) -> None:
         while self._queue:
@@ -249,11 +250,13 @@ class BackgroundWriter(_Base):
             if not batch:
                 return
             started = time.perf_counter()
+            replaying = getattr(self.sink, "_maybe_pending", False)  # a file goes first: not a clean measure
             if over:
                 self._spill(batch, name)
             else:
                 self._write(batch, name)
-                self._measure(len(batch), time.perf_counter() - started)
+                if not replaying:
+                    self._measure(len(batch), time.perf_counter() - started)
             with self._done:
                 self._finished += len(batch)
                 self._done.notify_all()
@@ -262,7 +265,7 @@ class BackgroundWriter(_Base):
         queue = self._queue
         with self._take_lock:
             over = len(queue) > self._bound
-            n = min(len(queue), self._batch_n)
+            n = min(len(queue), max(self._batch_n, len(queue) - self._bound if over else 0))  # overflow: one file
             batch = [queue.popleft() for _ in range(n)]
             name = new_id()  # reserved now: a file spilled by close() meanwhile sorts after this batch
         with self._done:
@@ -273,7 +276,7 @@ class BackgroundWriter(_Base):
         """Size the next batch and the queue bound by the writer's measured speed."""
         rate = n / max(seconds, 1e-6)
         self._rate = rate if not self._rate else 0.7 * self._rate + 0.3 * rate
-        self._batch_n = max(1, min(self.batch_size, int(self._rate * BATCH_SECONDS)))
+        self._batch_n = max(min(MIN_BATCH, self.batch_size), min(self.batch_size, int(self._rate * BATCH_SECONDS)))
         self._bound = max(min(self.max_queue, QUEUE_FLOOR), min(self.max_queue, int(self._rate * QUEUE_SECONDS)))
 
     # ------------------------------------------------------------ flush and close
