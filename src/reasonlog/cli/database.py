@@ -1,6 +1,13 @@
 """`reasonlog db`: where the database is, its state, its upgrades and its care."""
 from __future__ import annotations
 
+import re
+import sqlite3
+import sys
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import NoReturn
+
 import click
 from rich.table import Table
 from rich.text import Text
@@ -29,7 +36,8 @@ def db_status(obj, as_json):
     if as_json:
         return emit_json(status)
     table = Table(show_header=False)
-    for key in ("path", "schema_version", "latest_schema_version", "bytes_on_disk", "unique_content_bytes"):
+    for key in ("path", "schema_version", "latest_schema_version", "bytes_on_disk", "unique_content_bytes",
+                "free_bytes", "wal_bytes"):
         table.add_row(key, Text(str(status[key])))
     for key, value in status["counts"].items():
         table.add_row(key, str(value))
@@ -60,3 +68,118 @@ def db_upgrade(obj):
     remaining = sink.replay()
     sink.close()
     console.print(f"schema: applied {applied or 'nothing'}; spill files left: {remaining}")
+
+
+# ------------------------------------------------------------------ care: backup, check, prune
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    """One clear line and an exit code: 2 for bad usage, 1 for a failure."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _existing_store(obj, upgrade: bool):
+    """The store at `--db`, which must already exist: these commands never create a database."""
+    from ..store import open_store
+
+    path = obj.path
+    if path.is_dir():
+        _fail(f"{path} is a directory, not a reasonlog database", 2)
+    if not path.exists():
+        _fail(f"no database at {path}")
+    try:
+        return open_store(path, upgrade=upgrade)
+    except sqlite3.DatabaseError as exc:
+        _fail(f"{path} cannot be opened as a reasonlog database: {exc}")
+
+
+@db.command("backup")
+@click.argument("dest", type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Replace DEST if it exists.")
+@click.pass_obj
+def db_backup(obj, dest: Path, force: bool):
+    """Copy the database to DEST while recorders keep writing (one consistent point in time)."""
+    store = _existing_store(obj, upgrade=False)
+    try:
+        size = store.backup(dest, force=force)
+    finally:
+        store.close()
+    click.echo(f"backed up {obj.path} to {dest} ({size} bytes)")
+
+
+@db.command("check")
+@json_option
+@click.pass_obj
+def db_check(obj, as_json: bool):
+    """Check the file and reasonlog's own invariants; exit 1 and one line per problem when any is wrong."""
+    store = _existing_store(obj, upgrade=False)
+    try:
+        if store.schema_version() != store.status()["latest_schema_version"]:
+            _fail(f"{obj.path} has schema {store.schema_version()}; run `reasonlog db upgrade` first")
+        report = store.check()
+    finally:
+        store.close()
+    if as_json:
+        emit_json(report)
+    else:
+        for problem in report["problems"]:
+            click.echo(problem)
+        counts = ", ".join(f"{n} {table}" for table, n in report["counts"].items())
+        click.echo(f"{'ok' if report['ok'] else str(len(report['problems'])) + ' problem(s)'}: {counts}")
+    sys.exit(0 if report["ok"] else 1)
+
+
+@cli.command("prune")
+@click.option("--older-than", metavar="AGE", help="Sessions last active more than AGE ago: 30d, 12h.")
+@click.option("--before", metavar="YYYY-MM-DD", help="Sessions last active before this date (UTC).")
+@click.option("--run", help="Only sessions of this run.")
+@click.option("--agent", help="Only sessions of this agent.")
+@click.option("--model", help="Only sessions of this model.")
+@click.option("--include-open", is_flag=True, help="Also sessions still open (perhaps still recording).")
+@click.option("--dry-run", is_flag=True, help="Print what would go; remove nothing.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def prune(obj, older_than, before, run, agent, model, include_open, dry_run, yes):
+    """Remove old sessions with all their rows, the contents only they used, and give the space back."""
+    from ..store.maintenance import PruneCriteria
+
+    criteria = PruneCriteria(_cutoff(older_than, before), run, agent, model, include_open)
+    if criteria == PruneCriteria(include_open=include_open):
+        _fail("say which sessions: --older-than, --before, --run, --agent or --model", 2)
+    store = _existing_store(obj, upgrade=True)
+    try:
+        plan = store.plan_prune(criteria)
+        if dry_run or not plan["sessions"]:
+            return click.echo(f"{'would remove' if plan['sessions'] else 'nothing to prune:'} {_described(plan)}")
+        if not yes and sys.stdin.isatty() and not click.confirm(f"Remove {_described(plan)}?"):
+            _fail("nothing pruned")
+        done = store.prune(criteria)
+    finally:
+        store.close()
+    how = "VACUUM rewrote the file" if done["reclaimed_by"] == "vacuum" else "freed pages returned"
+    click.echo(f"removed {_described(done)}; file {done['file_bytes_before']} -> {done['file_bytes_after']} bytes"
+               f" ({how})")
+
+
+def _described(plan: dict) -> str:
+    return (f"{plan['sessions']} sessions, {plan['calls']} calls, {plan['messages']} messages,"
+            f" {plan['contents']} contents ({plan['bytes']} bytes)")
+
+
+def _cutoff(older_than: str | None, before: str | None) -> str | None:
+    """The instant (ISO, UTC) sessions must have been last active before, from --older-than or --before."""
+    if older_than and before:
+        _fail("give --older-than or --before, not both", 2)
+    if before:
+        try:
+            return date.fromisoformat(before).isoformat()
+        except ValueError:
+            _fail(f"--before: expected a date like 2025-01-31, got {before!r}", 2)
+    if older_than:
+        match = re.fullmatch(r"(\d+)([dh])", older_than.strip())
+        if not match:
+            _fail(f"--older-than: expected a number of days or hours like 30d or 12h, got {older_than!r}", 2)
+        age = timedelta(**{"days" if match[2] == "d" else "hours": int(match[1])})
+        return (datetime.now(UTC) - age).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return None

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Iterator
 
 from ..model import Event
 from ..parts import RecordError
-from . import SessionFilter, StoreError, liveness, reading, search, transfer
+from . import SessionFilter, StoreError, liveness, maintenance, reading, search, transfer
 from .content import Dictionaries
 from .contents import ContentWriter
 from .schema import SQLITE_MIGRATIONS
@@ -55,6 +55,7 @@ class SQLiteStore:
             self._conn.execute(f"PRAGMA max_page_count={int(max_page_count)}")
         self._dicts = Dictionaries()
         self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)
+        self._generation: int | None = None  # the content generation the caches hold (see maintenance.py)
         if upgrade:
             self.upgrade()
             self.mark_interrupted()
@@ -140,6 +141,7 @@ class SQLiteStore:
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
+            self._follow_prunes(cur)
             masked = self._applier.redactor.masked
             counters = dict(counters or {})
             try:
@@ -173,6 +175,13 @@ class SQLiteStore:
             pass  # the error that brought us here is the one worth raising
         finally:
             self._applier.reset()
+
+    def _follow_prunes(self, cur) -> None:
+        """A prune, here or in another process, frees content ids this writer may have cached: forget them."""
+        generation = cur.execute("PRAGMA user_version").fetchone()[0]
+        if generation != self._generation:
+            self._applier.reset()
+            self._generation = generation
 
     def _apply_alone(self, cur, event: Event) -> int:
         """Apply one event in a savepoint; 1 if it was rejected, else 0."""
@@ -314,6 +323,7 @@ class SQLiteStore:
                       for t in ("sessions", "calls", "messages", "contents", "outcomes")}
             counters = dict(self._conn.execute("SELECT name, value FROM counters").fetchall())
             content_bytes = self._conn.execute("SELECT COALESCE(SUM(size), 0) FROM contents").fetchone()[0]
+            room = maintenance.space(self._conn, self.path)
         files = [self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")]
         spilled = spill_dir(self.path)
         pending = sorted(spilled.glob("*.spill")) if spilled.exists() else []
@@ -330,9 +340,42 @@ class SQLiteStore:
             "replayed_batches": counters.get("replayed_batches", 0),
             "pending_spill_files": [str(p) for p in pending],
             "unreadable_spill_files": [str(p) for p in unreadable],
+            **room,  # free_bytes: pages a prune freed that the file still holds; wal_bytes
             "set_aside_records": counters.get("set_aside", 0),
             "set_aside_file": str(aside) if aside.exists() else None,
         }
+
+    # ------------------------------------------------------------ care (see store/maintenance.py)
+
+    def backup(self, dest: Path, force: bool = False) -> int:
+        """A consistent copy of the database at `dest`, taken while others may write; returns its bytes."""
+        with self._lock:
+            return maintenance.backup(self._conn, Path(dest), force)
+
+    def check(self) -> dict:
+        """SQLite's integrity check and reasonlog's invariants: {"ok", "problems", "counts", ...}."""
+        return self._read(maintenance.check, self._dicts)
+
+    def plan_prune(self, criteria: maintenance.PruneCriteria) -> dict:
+        """What `prune` would remove, removing nothing."""
+        return self._read(maintenance.plan_prune, criteria)
+
+    def prune(self, criteria: maintenance.PruneCriteria) -> dict:
+        """Delete the chosen sessions and the contents only they used, then give the space back."""
+        with self._lock:
+            before = maintenance.settle(self._conn)
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                plan = maintenance.plan_prune(cur, criteria)
+                maintenance.prune(cur, self._dicts)
+                cur.execute("COMMIT")
+            except BaseException:
+                self._abandon()
+                raise
+            self._applier.reset()
+            plan["reclaimed_by"] = maintenance.reclaim(self._conn)
+        return {**plan, "file_bytes_before": before, "file_bytes_after": self.path.stat().st_size}
 
     def checkpoint(self) -> None:
         """Fold the WAL into the database file (so its size on disk is the data's)."""

@@ -1,0 +1,212 @@
+"""Keeping a database healthy: `db backup`, `db check`, `prune`, and what `db status` says about space."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import reasonlog
+from reasonlog.cli.main import cli
+from reasonlog.store.content import canonical
+
+SHARED_SYSTEM = "You are a careful research agent. Cite every source you use and say when you are unsure."
+PAGE = 16384
+
+
+def _noise(seed: str, n: int) -> str:
+    """`n` characters zstd cannot shrink, so that a pruned session frees pages we can count."""
+    out, block = [], seed.encode()
+    while sum(map(len, out)) < n:
+        block = hashlib.sha256(block).digest()
+        out.append(block.hex())
+    return "".join(out)[:n]
+
+
+def _session(rec: reasonlog.Recorder, run: str, words: str, big: int = 0) -> tuple[str, dict]:
+    """One ended session of two calls sharing SHARED_SYSTEM; returns its id and its last request."""
+    s = rec.session(agent="researcher", run=run, model="claude-sonnet-4-5")
+    history = [{"role": "user", "content": f"{words} {_noise(run, big)}"}]
+    for i in range(2):
+        s.call(system=SHARED_SYSTEM, messages=list(history), response={"role": "assistant", "content": f"{run} {i}"})
+        history += [{"role": "assistant", "content": f"{run} {i}"}, {"role": "user", "content": f"go on {run} {i}"}]
+    s.end()
+    return s.id, {"system": SHARED_SYSTEM, "messages": history[:-2]}
+
+
+def _cli(db: Path, *args: str):
+    return CliRunner().invoke(cli, ["--db", str(db), *args])
+
+
+def _file_pages(db: Path) -> tuple[int, int]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("PRAGMA page_count").fetchone()[0], conn.execute("PRAGMA freelist_count").fetchone()[0]
+
+
+def test_prune_removes_the_sessions_and_their_text_keeps_shared_contents_and_shrinks_the_file(db_path):
+    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+    _session(rec, "old", "qxjzqv marmalade", big=200_000)
+    kept_id, kept_request = _session(rec, "new", "plain words")
+    rec.close()
+    store = reasonlog.open_store(db_path)
+    assert [h["session_id"] for h in store.search("qxjzqv marmalade", reasonlog.SessionFilter())] != []
+    store.close()
+
+    dry = _cli(db_path, "prune", "--run", "old", "--dry-run")
+    assert (dry.exit_code, dry.output.split(" (")[0]) == (0, "would remove 1 sessions, 2 calls, 5 messages, 4 contents")
+    result = _cli(db_path, "prune", "--run", "old", "--yes")
+    assert result.exit_code == 0, result.output
+
+    store = reasonlog.open_store(db_path)
+    try:
+        assert store.search("qxjzqv marmalade", reasonlog.SessionFilter()) == []
+        assert [s["id"] for s in store.list_sessions(reasonlog.SessionFilter())] == [kept_id]
+        last_call = store.get_session(kept_id)["calls"][-1]["id"]
+        replayed = store.replay_call(last_call)
+        assert canonical({k: replayed[k] for k in ("system", "messages")}) == canonical(kept_request)
+        assert store.status()["free_bytes"] == 0
+    finally:
+        store.close()
+    with sqlite3.connect(db_path) as conn:  # the contentless index forgot the text, not only the rows
+        match = "SELECT COUNT(*) FROM contents_search WHERE contents_search MATCH 'qxj AND xjz AND jzq AND zqv'"
+        assert conn.execute(match).fetchone() == (0,)
+    pages, free = _file_pages(db_path)
+    before, after = (int(x) for x in result.output.split("file ")[1].split(" bytes")[0].split(" -> "))
+    assert (free, after, db_path.stat().st_size) == (0, pages * PAGE, pages * PAGE)
+    assert _file_pages(_only_the_new_session(db_path.with_name("fresh.db"))) == (pages, 0)  # as if never recorded
+    assert before > after
+    assert _cli(db_path, "db", "check").exit_code == 0
+
+
+def _only_the_new_session(path: Path) -> Path:
+    rec = reasonlog.Recorder(path, writer="sync", strict=True)
+    _session(rec, "new", "plain words")
+    rec.close()
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path
+
+
+def test_a_recorder_that_stays_open_across_a_prune_still_stores_what_replays(db_path):
+    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+    _session(rec, "old", "first")  # its system prompt is now in the writer's cache
+    assert _cli(db_path, "prune", "--run", "old", "--yes").exit_code == 0  # and gone from the database
+    kept_id, kept_request = _session(rec, "new", "second")
+    rec.close()
+    check = _cli(db_path, "db", "check")
+    assert check.exit_code == 0, check.output
+    store = reasonlog.open_store(db_path)
+    try:
+        replayed = store.replay_call(store.get_session(kept_id)["calls"][-1]["id"])
+        assert canonical({k: replayed[k] for k in ("system", "messages")}) == canonical(kept_request)
+    finally:
+        store.close()
+
+
+def test_prune_never_takes_an_open_session_unless_asked(db_path):
+    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+    s = rec.session(run="live")
+    s.call(messages=[{"role": "user", "content": "hi"}], response="hello")
+    rec.flush()
+    assert _cli(db_path, "prune", "--run", "live", "--yes").output.startswith("nothing to prune: 0 sessions")
+    result = _cli(db_path, "prune", "--run", "live", "--include-open", "--dry-run")
+    assert result.output.startswith("would remove 1 sessions, 1 calls, 2 messages")
+    rec.close()
+
+
+def test_a_backup_taken_while_another_thread_writes_holds_every_earlier_session_and_checks_clean(db_path, tmp_path):
+    rec = reasonlog.Recorder(db_path, writer="sync")
+    earlier = {_session(rec, f"before-{i}", f"words {i}")[0] for i in range(5)}
+    stop = threading.Event()
+
+    def keep_writing():
+        n = 0
+        while not stop.is_set():
+            _session(rec, f"during-{n}", "more words")
+            n += 1
+
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    try:
+        dest = tmp_path / "copy.db"
+        result = _cli(db_path, "db", "backup", str(dest))
+        again = _cli(db_path, "db", "backup", str(dest))
+    finally:
+        stop.set()
+        writer.join()
+        rec.close()
+    assert result.exit_code == 0, result.output
+    assert (again.exit_code, again.output) == (1, f"error: {dest} already exists; use --force to replace it\n")
+    assert _cli(db_path, "db", "backup", str(dest), "--force").exit_code == 0
+    check = _cli(dest, "db", "check")
+    assert check.exit_code == 0, check.output
+    copy = reasonlog.open_store(dest)
+    try:
+        ids = {s["id"] for s in copy.list_sessions(reasonlog.SessionFilter(limit=None))}
+        assert earlier <= ids
+        assert [len(copy.get_session(sid)["calls"]) for sid in sorted(earlier)] == [2] * 5
+    finally:
+        copy.close()
+
+
+def test_check_names_a_corrupt_content_and_a_missing_one(db_path, tmp_path):
+    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+    sid, _ = _session(rec, "run", "some words " * 20)
+    rec.close()
+    assert _cli(db_path, "db", "check").output.startswith("ok: 1 sessions, 0 exchanges, 2 calls")
+    broken = tmp_path / "broken.db"
+    shutil.copy(db_path, broken)
+    with sqlite3.connect(broken) as conn:
+        corrupt = conn.execute("SELECT id FROM contents WHERE codec = 1 ORDER BY id LIMIT 1").fetchone()[0]
+        conn.execute("UPDATE contents SET data = ? WHERE id = ?", (b"\x28\xb5\x2f\xfd garbage", corrupt))
+        idx, gone = conn.execute("SELECT idx, content_id FROM messages WHERE role = 'assistant' ORDER BY idx"
+                                 " LIMIT 1").fetchone()
+        conn.execute("DELETE FROM contents WHERE id = ?", (gone,))
+    result = _cli(broken, "db", "check")
+    lines = result.output.splitlines()
+    assert result.exit_code == 1
+    assert [ln for ln in lines if ln.startswith(f"content {corrupt} ")] == [
+        next(ln for ln in lines if ln.startswith(f"content {corrupt} (message): cannot be decompressed"))]
+    assert f"message {idx} of session {sid}: content {gone} is missing" in lines
+    assert any(ln.startswith("call ") and ln.endswith(f"refers to missing content {gone}") for ln in lines)
+    assert lines[-1].startswith(f"{len(lines) - 1} problem(s): ")
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["db", "check"], 1, "error: no database at {missing}"),
+    (["db", "backup", "{tmp}/copy.db"], 1, "error: no database at {missing}"),
+    (["prune", "--older-than", "30d", "--yes"], 1, "error: no database at {missing}"),
+])
+def test_care_commands_never_create_a_missing_database(tmp_path, args, code, message):
+    missing = tmp_path / "missing.db"
+    result = _cli(missing, *[a.format(tmp=tmp_path) for a in args])
+    assert (result.exit_code, result.output) == (code, message.format(missing=missing) + "\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["prune", "--older-than", "30x"], 2,
+     "error: --older-than: expected a number of days or hours like 30d or 12h, got '30x'"),
+    (["prune", "--before", "last week"], 2, "error: --before: expected a date like 2025-01-31, got 'last week'"),
+    (["prune"], 2, "error: say which sessions: --older-than, --before, --run, --agent or --model"),
+    (["prune", "--older-than", "1d", "--before", "2025-01-01"], 2, "error: give --older-than or --before, not both"),
+    (["db", "backup", "{tmp}"], 1, "error: {tmp} is a directory; give a file name for the backup"),
+])
+def test_bad_input_to_care_commands_gives_one_line(db_path, tmp_path, args, code, message):
+    reasonlog.open_store(db_path).close()
+    result = _cli(db_path, *[a.format(tmp=tmp_path) for a in args])
+    assert (result.exit_code, result.output) == (code, message.format(tmp=tmp_path) + "\n")
+
+
+def test_a_directory_or_a_file_that_is_no_database_is_refused_in_one_line(tmp_path):
+    assert (_cli(tmp_path, "db", "check").exit_code, _cli(tmp_path, "db", "check").output) == (
+        2, f"error: {tmp_path} is a directory, not a reasonlog database\n")
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database\n" * 100)
+    result = _cli(text, "db", "check")
+    assert result.exit_code == 1 and len(result.output.splitlines()) == 1
+    assert result.output.startswith(f"error: {text} cannot be opened as a reasonlog database")
