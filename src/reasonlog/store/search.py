@@ -29,7 +29,7 @@ from .content import Dictionaries
 
 SENTINEL = "\ue000"  # a private-use character: recorded text practically never holds it
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
-MAX_TRIGRAMS = 16  # more only narrows the candidates a little further, at the cost of a slower query
+MAX_TRIGRAMS = 24  # more only narrows the candidates a little further, at the cost of a slower query
 RECORD_TABLES = {"tool_results": "tool_results_search", "outcomes": "outcomes_search"}
 
 
@@ -152,9 +152,8 @@ def match_query(needle: str) -> str | None:
     if len(needle) == 2 and len(_CJK_RUN.findall(needle)) == 1:
         grams = [needle + SENTINEL]
     elif len(needle) >= 3:
-        # Every third trigram (and the last) covers every character; distinct ones suffice for a superset.
-        grams = list(dict.fromkeys([needle[i:i + 3] for i in range(0, len(needle) - 2, 3)] + [needle[-3:]]))
-        grams = grams[:MAX_TRIGRAMS]
+        # Every trigram, not every third: common ones ("han", "dle") alone let through ten times the candidates.
+        grams = list(dict.fromkeys(needle[i:i + 3] for i in range(len(needle) - 2)))[:MAX_TRIGRAMS]
     else:
         return None
     return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
