@@ -3,9 +3,10 @@
 Contract shared by both writers:
 - `submit(event)` never raises. The background writer's queue is bounded by count and by time
   (about one second of the writer's measured throughput, at least `QUEUE_FLOOR` events). When
-  it is full the caller waits at most `MAX_WAIT` seconds; then the event is queued anyway and
-  the writer spills the overflow to files (order kept), unless `on_full="drop"`, which drops
-  and counts it. Nothing else drops, except events submitted after `close()`.
+  it is full the caller waits at most `MAX_WAIT` seconds; then the event is queued anyway (the
+  writer is slow, not gone, and the wait already throttles the caller); only past `OVERFLOW`
+  times the bound does the writer spill the excess to a file (order kept). `on_full="drop"`
+  drops and counts instead. Nothing else drops, except events submitted after `close()`.
 - Batches are sized by time (about `BATCH_SECONDS` of writing each), and the writer wakes at
   least every `interval` seconds, so something is committed at least every 200 ms under load.
 - `flush(timeout=None)` returns True once everything submitted before it is written or spilled;
@@ -34,6 +35,7 @@ MAX_WAIT = 0.1  # seconds a caller waits for room in a full queue before the ove
 BATCH_SECONDS = 0.05  # a batch's share of writing: well under MAX_WAIT, so a waiting caller gets room in time
 QUEUE_SECONDS = 1.0  # the queue holds about this much of the writer's work: what a SIGKILL can lose
 QUEUE_FLOOR = 1_000  # the queue bound never goes below this (a slow or still-opening store)
+OVERFLOW = 2  # past this multiple of the bound, the excess is spilled rather than waited for
 MIN_BATCH = 32  # per-transaction costs (fsync) must not dominate on a slow disk
 FIRST_BATCH = 50  # events in a batch before the writer's speed is measured
 
@@ -223,7 +225,7 @@ class BackgroundWriter(_Base):
                 if left <= 0:
                     break
                 self._done.wait(left)
-        return True  # queued beyond the bound when time is up: the writer spills the overflow
+        return True  # time is up: queued beyond the bound (each such call cost its caller MAX_WAIT)
 
     def _start(self) -> None:
         with self._start_lock:
@@ -264,8 +266,11 @@ class BackgroundWriter(_Base):
     def _take(self) -> tuple[list[Event], str, bool]:
         queue = self._queue
         with self._take_lock:
-            over = len(queue) > self._bound
-            n = min(len(queue), max(self._batch_n, len(queue) - self._bound if over else 0))  # overflow: one file
+            # A writer that is merely slow (a long batch, a busy lock) is waited for: every event queued past
+            # the bound cost its caller MAX_WAIT, so the overflow grows slowly. Only past OVERFLOW x the bound
+            # (many threads, a stalled store) is the excess spilled, in one file, to keep memory bounded.
+            over = len(queue) > OVERFLOW * self._bound
+            n = min(len(queue), max(self._batch_n, len(queue) - self._bound if over else 0))
             batch = [queue.popleft() for _ in range(n)]
             name = new_id()  # reserved now: a file spilled by close() meanwhile sorts after this batch
         with self._done:
@@ -277,7 +282,9 @@ class BackgroundWriter(_Base):
         rate = n / max(seconds, 1e-6)
         self._rate = rate if not self._rate else 0.7 * self._rate + 0.3 * rate
         self._batch_n = max(min(MIN_BATCH, self.batch_size), min(self.batch_size, int(self._rate * BATCH_SECONDS)))
-        self._bound = max(min(self.max_queue, QUEUE_FLOOR), min(self.max_queue, int(self._rate * QUEUE_SECONDS)))
+        bound = max(min(self.max_queue, QUEUE_FLOOR), min(self.max_queue, int(self._rate * QUEUE_SECONDS)))
+        # Never below what is already queued: what waits stays within the bound a SIGKILL can lose.
+        self._bound = max(bound, min(self._bound, len(self._queue)))
 
     # ------------------------------------------------------------ flush and close
 
