@@ -33,7 +33,7 @@ def scenarios(root: bool):
         yield "rofile", lambda tmp: faultkit.read_only_file(tmp, calls=300, rate=100)
         yield "rodir", lambda tmp: faultkit.read_only_folder(tmp, calls=300, rate=100)
     if faultkit.can_mount_tmpfs():
-        yield "full", lambda tmp: faultkit.full_disk(tmp, calls=600, rate=300, size_kib=1024)
+        yield "full", lambda tmp: faultkit.full_disk(tmp, calls=400, rate=200, size_kib=3072)
     for rate in (50.0, 0.0):
         yield f"kill{rate:g}", lambda tmp, rate=rate: faultkit.killed(tmp, rate=rate, kill_after_s=2.0)[0]
 

@@ -23,33 +23,45 @@ SYSTEM = "You are a careful agent. Answer briefly."
 WINDOW = 20  # exchanges an agent keeps in its window
 
 
-def question(tag: str, k: int, i: int) -> str:
-    return f"{tag}-{k} question {i}: what is {i} squared?"
+def question(tag: str, k: int, i: int, pad: int = 0) -> str:
+    text = f"{tag}-{k} question {i}: what is {i} squared?"
+    return text + " " + _filler(f"{tag}-{k}-{i}", pad) if pad else text
+
+
+def _filler(seed: str, n: int) -> str:
+    """`n` characters of text that neither repeats nor compresses much (fills a disk quickly)."""
+    import hashlib
+
+    out, block = [], seed.encode()
+    while sum(map(len, out)) < n:
+        block = hashlib.sha256(block).digest()
+        out.append(block.hex())
+    return "".join(out)[:n]
 
 
 def answer(tag: str, k: int, i: int) -> str:
     return f"{tag}-{k} answer {i}: {i * i}"
 
 
-def expected_request(tag: str, k: int, i: int) -> dict:
+def expected_request(tag: str, k: int, i: int, pad: int = 0) -> dict:
     """The request call i of recorder k sends: the last WINDOW exchanges (a sliding window), then the question."""
     history: list[dict] = []
     for j in range(max(0, i - WINDOW), i):
-        history.append({"role": "user", "content": question(tag, k, j)})
+        history.append({"role": "user", "content": question(tag, k, j, pad)})
         history.append({"role": "assistant", "content": [{"type": "text", "text": answer(tag, k, j)}]})
-    history.append({"role": "user", "content": question(tag, k, i)})
+    history.append({"role": "user", "content": question(tag, k, i, pad)})
     return {"model": "claude-sonnet-4-5", "max_tokens": 256, "system": SYSTEM, "messages": history}
 
 
 def child_command(db: Path, tag: str, calls: int, *, rate: float = 0, recorders: int = 1, busy_ms: int | None = None,
-                  close_timeout: float | None = None, progress: bool = False) -> list[str]:
+                  close_timeout: float | None = None, progress: bool = False, pad: int = 0) -> list[str]:
     cmd = [sys.executable, str(CHILD), "--db", str(db), "--tag", tag, "--calls", str(calls), "--rate", str(rate),
            "--recorders", str(recorders)]
     if busy_ms is not None:
         cmd += ["--busy-ms", str(busy_ms)]
     if close_timeout is not None:
         cmd += ["--close-timeout", str(close_timeout)]
-    return cmd + (["--progress"] if progress else [])
+    return cmd + (["--progress"] if progress else []) + (["--pad", str(pad)] if pad else [])
 
 
 def start_child(cmd: list[str], *, env: dict | None = None) -> subprocess.Popen:
@@ -95,7 +107,7 @@ class Found:
         return out
 
 
-def verify(db: Path, tag: str) -> Found:
+def verify(db: Path, tag: str, pad: int = 0) -> Found:
     """Find every call recorded under `tag`, count copies, and replay each against what was sent."""
     found = Found()
     store = reasonlog.open_store(db)
@@ -108,7 +120,7 @@ def verify(db: Path, tag: str) -> Found:
                 request = store.replay_call(call["id"])
                 i = int(request["messages"][-1]["content"].split(":")[0].rsplit(" ", 1)[1])
                 found.present[(k, i)] = found.present.get((k, i), 0) + 1
-                if canonical(request) != canonical(expected_request(tag, k, i)):
+                if canonical(request) != canonical(expected_request(tag, k, i, pad)):
                     found.wrong_replays.append((k, i))
     finally:
         store.close()
@@ -148,10 +160,15 @@ class Outcome:
         return dict(self.__dict__)
 
 
-def tally(name: str, db: Path, tags: list[str], recorders: int, calls: int, waits: list[float]) -> Outcome:
-    out = Outcome(name, written=len(tags) * recorders * calls, longest_wait_ms=round(max(waits, default=0), 1))
+def tally(name: str, db: Path, tags: list[str], recorders: int, calls: int, children: list[dict],
+          pad: int = 0) -> Outcome:
+    """What the database holds after the children ran and the fault cleared."""
+    out = Outcome(name, written=len(tags) * recorders * calls,
+                  longest_wait_ms=round(max(c["max_wait_ms"] for c in children), 1))
+    spilled = sum(st["spilled_events"] for c in children for st in c["stats"])
+    out.note = f"{spilled} events went through spill files" if spilled else "nothing spilled"
     for tag in tags:
-        f = verify(db, tag)
+        f = verify(db, tag, pad)
         out.found += f.count() - f.duplicates()
         out.lost += f.missing(recorders, calls)
         out.duplicates += f.duplicates()
@@ -172,9 +189,9 @@ def many_processes(tmp: Path, processes: int = 8, recorders: int = 2, calls: int
     reasonlog.open_store(db).close()
     tags = [f"p{n}" for n in range(processes)]
     procs = [start_child(child_command(db, tag, calls, recorders=recorders)) for tag in tags]
-    waits = [finish_child(p)["max_wait_ms"] for p in procs]
+    children = [finish_child(p) for p in procs]
     settle(db)
-    return tally(f"{processes} processes x {recorders} recorders", db, tags, recorders, calls, waits)
+    return tally(f"{processes} processes x {recorders} recorders", db, tags, recorders, calls, children)
 
 
 def lock_held(tmp: Path, hold_s: float = 1.5, calls: int = 100, rate: float = 50, busy_ms: int = 100) -> Outcome:
@@ -189,7 +206,7 @@ def lock_held(tmp: Path, hold_s: float = 1.5, calls: int = 100, rate: float = 50
     result = finish_child(start_child(child_command(db, "lock", calls, rate=rate, busy_ms=busy_ms)))
     settle(db)
     return tally(f"database locked {hold_s} s (busy timeout {busy_ms} ms)", db, ["lock"], 1, calls,
-                 [result["max_wait_ms"]])
+                 [result])
 
 
 def read_only_file(tmp: Path, calls: int = 60, rate: float = 100) -> Outcome:
@@ -202,7 +219,7 @@ def read_only_file(tmp: Path, calls: int = 60, rate: float = 100) -> Outcome:
     finally:
         subprocess.run(["chattr", "-i", str(db)], check=True)
     settle(db)
-    return tally("database file read-only", db, ["rofile"], 1, calls, [result["max_wait_ms"]])
+    return tally("database file read-only", db, ["rofile"], 1, calls, [result])
 
 
 def read_only_folder(tmp: Path, calls: int = 60, rate: float = 100) -> Outcome:
@@ -219,7 +236,7 @@ def read_only_folder(tmp: Path, calls: int = 60, rate: float = 100) -> Outcome:
     finally:
         subprocess.run(["umount", str(folder)], check=True)
     settle_as(db, env)
-    return tally("database folder read-only", db, ["rodir"], 1, calls, [result["max_wait_ms"]])
+    return tally("database folder read-only", db, ["rodir"], 1, calls, [result])
 
 
 def settle_as(db: Path, env: dict) -> None:
@@ -228,7 +245,7 @@ def settle_as(db: Path, env: dict) -> None:
                    env={**os.environ, **env, "PYTHONPATH": str(Path(reasonlog.__file__).parents[1])})
 
 
-def full_disk(tmp: Path, calls: int = 150, rate: float = 200, size_kib: int = 1024) -> Outcome:
+def full_disk(tmp: Path, calls: int = 150, rate: float = 200, size_kib: int = 3072, pad: int = 4000) -> Outcome:
     """The database lives on a small tmpfs that fills up mid-session; then it is made larger."""
     mount = tmp / "small"
     mount.mkdir()
@@ -238,10 +255,10 @@ def full_disk(tmp: Path, calls: int = 150, rate: float = 200, size_kib: int = 10
         reasonlog.open_store(db).close()
         data_home = tmp / "data-home"
         env = {"XDG_DATA_HOME": str(data_home)}
-        result = finish_child(start_child(child_command(db, "full", calls, rate=rate), env=env))
+        result = finish_child(start_child(child_command(db, "full", calls, rate=rate, pad=pad), env=env))
         subprocess.run(["mount", "-o", "remount,size=64m", str(mount)], check=True)
         settle_as(db, env)
-        return tally(f"disk full ({size_kib} KiB tmpfs)", db, ["full"], 1, calls, [result["max_wait_ms"]])
+        return tally(f"disk full ({size_kib} KiB tmpfs)", db, ["full"], 1, calls, [result], pad)
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 

@@ -32,6 +32,7 @@ def main() -> None:
     p.add_argument("--busy-ms", type=int, default=None)
     p.add_argument("--close-timeout", type=float, default=None)
     p.add_argument("--progress", action="store_true")
+    p.add_argument("--pad", type=int, default=0, help="characters of filler in each question")
     a = p.parse_args()
     options = {"busy_timeout_ms": a.busy_ms} if a.busy_ms is not None else {}
     recs = [reasonlog.Recorder(a.db, store_options=options) for _ in range(a.recorders)]
@@ -40,7 +41,7 @@ def main() -> None:
     start = time.perf_counter()
     for i in range(a.calls):
         for k, s in enumerate(sessions):
-            request, response = faultkit.expected_request(a.tag, k, i), faultkit.answer(a.tag, k, i)
+            request, response = faultkit.expected_request(a.tag, k, i, a.pad), faultkit.answer(a.tag, k, i)
             t0 = time.perf_counter()
             s.call(request=request, response=response, usage=reasonlog.Usage(input_tokens=10 + i, output_tokens=5))
             waits.append(time.perf_counter() - t0)

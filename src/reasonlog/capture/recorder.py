@@ -99,14 +99,14 @@ class Recorder:
         from pathlib import Path
 
         from ..store import open_store
-        from ..store.sqlite import spill_dir
+        from ..store.sqlite import spill_dirs
 
         def factory():
             return open_store(self.db_path, price_table=price_table, redactor=_redactor(redact),
                               **(store_options or {}))
 
         # The spill file's own redactor: its count of masked secrets travels in the file.
-        return SpillingSink(StoreSink(factory), spill_dir(Path(self.db_path)), _redactor(redact))
+        return SpillingSink(StoreSink(factory), spill_dirs(Path(self.db_path)), _redactor(redact))
 
     # ------------------------------------------------------------------ sessions
 
@@ -251,6 +251,8 @@ class SessionRecorder:
                 and (context_facts is None or type(context_facts) is dict)):
             _check_call_fields(model, provider, stop_reason, provider_message_id, request_id, call_id, partial,
                                context_facts)
+        if call_id is not None and not call_id.isascii():  # the caller keeps this id: it must be storable
+            _check_storable(id=call_id)
         model = model or self.model
         if request is None:
             request = _build_request(model, messages, system, tools, params)
@@ -295,11 +297,12 @@ class SessionRecorder:
         if self._refused:
             return self._reject_refused("tool result")
         try:
+            duration_ms = self._amount("duration_ms", duration_ms)  # first, so a dropped duration is always counted
             _check_texts(tool_use_id=tool_use_id, name=name)
             if is_error is not None and type(is_error) is not bool:
                 raise RecordError(f"is_error: expected a bool, got {type(is_error).__name__}")
             event = ToolResultRecorded(new_id(), self.id, _instant(at, "at") if at else utc_now(), tool_use_id,
-                                       content, name, input, bool(is_error), self._amount("duration_ms", duration_ms))
+                                       content, name, input, bool(is_error), duration_ms)
         except RecordError as exc:
             return self.recorder.reject(exc)
         self.recorder._emit(event)

@@ -71,7 +71,7 @@ class StoreSink:
 class SpillingSink:
     """Spilling around any sink: what `inner` refuses waits in files and goes first when it can."""
 
-    def __init__(self, inner: Any, directory: Path | None, redactor: Any = None):
+    def __init__(self, inner: Any, directory: Path | list[Path] | None, redactor: Any = None):
         self.inner = inner
         self.files = SpillFiles(directory, redactor)
         self.redactor = redactor

@@ -98,26 +98,24 @@ def claimed(path: Path) -> Iterator[int | None]:
 
 
 class SpillFiles:
-    """The spill folder of one database."""
+    """The spill folders of one database: the first that can be written takes a batch; all are replayed,
+    in name order (names are time-sortable ids, so order holds across folders)."""
 
-    def __init__(self, directory: Path | None, redactor: Any = None):
-        self.directory = directory
+    def __init__(self, directory: Path | list[Path] | None, redactor: Any = None):
+        folders = [] if directory is None else [directory] if isinstance(directory, Path) else list(directory)
+        self.directories: list[Path] = folders
+        self.directory = folders[0] if folders else None
         self.redactor = redactor
 
     def _glob(self, pattern: str) -> list[Path]:
-        if self.directory is None or not self.directory.exists():
-            return []
-        return sorted(self.directory.glob(pattern))
+        found = [p for d in self.directories if d.exists() for p in d.glob(pattern)]
+        return sorted(found, key=lambda p: (p.name, str(p)))
 
     @contextlib.contextmanager
     def replaying(self) -> Iterator[bool]:
         """True while this process alone replays: files must be written in order, so one replayer at a time."""
-        if self.directory is None or not self.directory.exists():
-            yield False
-            return
-        try:
-            fd = os.open(self.directory / ".replay.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError:
+        fd = self._lock_file()
+        if fd is None:
             yield False
             return
         try:
@@ -130,6 +128,15 @@ class SpillFiles:
             yield True
         finally:
             os.close(fd)
+
+    def _lock_file(self) -> int | None:
+        for folder in self.directories:
+            if folder.exists():
+                try:
+                    return os.open(folder / ".replay.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                except OSError:
+                    continue
+        return None
 
     def pending(self) -> list[Path]:
         return self._glob("*.spill")
@@ -161,11 +168,13 @@ class SpillFiles:
         return self._write_file(f"counters-{new_id()}.json", [orjson.dumps(counters)])
 
     def _write_file(self, name: str, lines: list[bytes]) -> bool:
-        if self.directory is None:
-            return False
+        return any(self._write_in(folder, name, lines) for folder in self.directories)
+
+    @staticmethod
+    def _write_in(folder: Path, name: str, lines: list[bytes]) -> bool:
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            path = self.directory / name
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / name
             tmp = path.with_suffix(".tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             try:
@@ -180,11 +189,18 @@ class SpillFiles:
             return False
 
     def set_aside(self, entries: list[bytes]) -> None:
-        if entries and self.directory is not None:
-            with open(self.directory / SET_ASIDE, "ab") as f:
-                f.write(b"".join(e + b"\n" for e in entries))
-                f.flush()
-                os.fsync(f.fileno())
+        if not entries:
+            return
+        for folder in self.directories:
+            try:
+                with open(folder / SET_ASIDE, "ab") as f:
+                    f.write(b"".join(e + b"\n" for e in entries))
+                    f.flush()
+                    os.fsync(f.fileno())
+                return
+            except OSError:
+                continue
+        raise OSError(f"cannot write {SET_ASIDE} in any of {[str(d) for d in self.directories]}")
 
     def aside_entry(self, path: Path, what: Event | bytes, exc: BaseException) -> bytes:
         error = f"{type(exc).__name__}: {exc}"

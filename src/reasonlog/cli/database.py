@@ -59,12 +59,12 @@ def db_upgrade(obj):
     from ..capture.redact import Redactor
     from ..capture.sinks import SpillingSink, StoreSink
     from ..store import open_store
-    from ..store.sqlite import spill_dir
+    from ..store.sqlite import spill_dirs
 
     store = open_store(obj.path, upgrade=False)
     applied = store.upgrade()
     store.close()
-    sink = SpillingSink(StoreSink(lambda: open_store(obj.path)), spill_dir(obj.path), Redactor())
+    sink = SpillingSink(StoreSink(lambda: open_store(obj.path)), spill_dirs(obj.path), Redactor())
     remaining = sink.replay()
     sink.close()
     console.print(f"schema: applied {applied or 'nothing'}; spill files left: {remaining}")

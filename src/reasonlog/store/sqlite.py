@@ -6,8 +6,9 @@ import os
 import socket
 import sqlite3
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from ..model import Event
 from ..parts import RecordError
@@ -28,6 +29,19 @@ CACHE_KIB = 32768
 def spill_dir(db_path: Path) -> Path:
     """Where batches that could not be written wait for the next open."""
     return db_path.with_name(db_path.name + ".spill")
+
+
+def spill_dirs(db_path: Path) -> list[Path]:
+    """The spill folder beside the database, then one in the user's data folder for when the database's
+    own folder cannot be written (read-only, or the disk is full): both are replayed, in name order."""
+    import hashlib
+
+    import platformdirs
+
+    absolute = os.path.abspath(db_path)
+    key = hashlib.blake2b(absolute.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
+    fallback = Path(platformdirs.user_data_dir("reasonlog", appauthor=False)) / "spill" / f"{db_path.name}-{key}"
+    return [spill_dir(Path(absolute)), fallback]
 
 
 class SQLiteStore:
@@ -325,10 +339,10 @@ class SQLiteStore:
             content_bytes = self._conn.execute("SELECT COALESCE(SUM(size), 0) FROM contents").fetchone()[0]
             room = maintenance.space(self._conn, self.path)
         files = [self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")]
-        spilled = spill_dir(self.path)
-        pending = sorted(spilled.glob("*.spill")) if spilled.exists() else []
-        unreadable = sorted(spilled.glob("*.bad")) if spilled.exists() else []
-        aside = spilled / "set-aside.jsonl"
+        folders = [d for d in spill_dirs(self.path) if d.exists()]
+        pending = sorted((p for d in folders for p in d.glob("*.spill")), key=lambda p: p.name)
+        unreadable = sorted(p for d in folders for p in d.glob("*.bad"))
+        asides = [d / "set-aside.jsonl" for d in folders if (d / "set-aside.jsonl").exists()]
         return {
             "path": str(self.path), "url": self.url,
             "schema_version": self.schema_version(), "latest_schema_version": SQLITE_MIGRATIONS[-1].number,
@@ -342,7 +356,7 @@ class SQLiteStore:
             "unreadable_spill_files": [str(p) for p in unreadable],
             **room,  # free_bytes: pages a prune freed that the file still holds; wal_bytes
             "set_aside_records": counters.get("set_aside", 0),
-            "set_aside_file": str(aside) if aside.exists() else None,
+            "set_aside_file": ", ".join(map(str, asides)) or None,
         }
 
     # ------------------------------------------------------------ care (see store/maintenance.py)
