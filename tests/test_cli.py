@@ -124,7 +124,9 @@ def test_diff_shows_the_sliding_window_trim(demo, run, store_of):
 
 def test_search_gives_session_and_position(demo, run):
     hits = json.loads(run("search", "price feed timed out", "--json").output)
-    assert len(hits) == 2 and {h["session_id"] for h in hits} == {s["id"] for s in demo}
+    # In each session: the tool result that said so, and the message that carried it to the model.
+    assert sorted(h["kind"] for h in hits) == ["message", "message", "tool_result", "tool_result"]
+    assert {h["session_id"] for h in hits} == {s["id"] for s in demo}
     assert all(isinstance(h["message_idx"], int) for h in hits)
     assert json.loads(run("search", "GOOGL NVDA AMZN MSFT AAPL together", "--json").output) == []
 
@@ -151,7 +153,7 @@ def test_import_of_a_bad_file_names_the_line_and_writes_nothing(run, tmp_path, d
     bad.write_text('{"type": "reasonlog", "version": 1}\n{"type": "session", "id": "s1", "started_at": "x"}\nnot json\n')
     result = run("import", str(bad), ok=False)
     assert result.exit_code == 1 and "bad.jsonl:3" in result.output and "not valid JSON" in result.output
-    assert json.loads(run("sessions", "--json").output) == []
+    assert not db_path.exists()  # a refused file creates no database
 
 
 def test_db_commands(demo, run, db_path):
@@ -162,7 +164,8 @@ def test_db_commands(demo, run, db_path):
     assert "applied nothing" in run("db", "upgrade").output
 
 
-def test_unknown_session_is_one_clear_line(run):
+def test_unknown_session_is_one_clear_line(run, db_path):
+    reasonlog.open_store(db_path).close()
     result = run("show", "does-not-exist", ok=False)
     assert result.exit_code == 1 and "no session matches 'does-not-exist'" in result.output
 

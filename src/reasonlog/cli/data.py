@@ -95,6 +95,6 @@ def import_(obj, file):
         click.echo(f"warning: {file}: {warning}", err=True)
     if stream is not None:
         stream.seek(0)
-    n = jsonl.import_file(obj.store, file, stream)
+    n = jsonl.import_file(obj.writable, file, stream)
     skipped = f"; {n['sessions_skipped']} session(s) already present were skipped" if n["sessions_skipped"] else ""
     click.echo(f"imported {n['records']} records from {file}{skipped}")

@@ -1,6 +1,7 @@
 """The `reasonlog` command: one entry point over the same functions the Python API uses."""
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -26,13 +27,23 @@ class Context:
 
     @property
     def store(self):
+        """The database, read-only: reading commands never create, migrate or write it."""
         if self._store is None:
+            self._store = open_store(self.path, read_only=True)
+        return self._store
+
+    @property
+    def writable(self):
+        """The database for commands that write (import): created and migrated when needed."""
+        if self._store is None or self._store.read_only:
+            self.close()
             self._store = open_store(self.path)
         return self._store
 
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
+            self._store = None
 
 
 def emit_json(value) -> None:
@@ -52,6 +63,10 @@ class Group(click.Group):
             return super().invoke(ctx)
         except StoreError as exc:
             click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        except sqlite3.DatabaseError as exc:  # a file damaged past what opening checks
+            db = ctx.obj.path if isinstance(ctx.obj, Context) else "the database"
+            click.echo(f"error: {db}: {exc}", err=True)
             sys.exit(1)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..model import Event
 from ..parts import RecordError
-from . import SessionFilter, StoreError, liveness, maintenance, reading, search, transfer
+from . import SessionFilter, StoreError, liveness, maintenance, opening, reading, search, transfer
 from .content import Dictionaries
 from .contents import ContentWriter
 from .schema import SQLITE_MIGRATIONS
@@ -48,14 +48,32 @@ class SQLiteStore:
     """A reasonlog database in one SQLite file. One connection, guarded by a lock."""
 
     def __init__(self, path: Path, *, busy_timeout_ms: int = 5000, upgrade: bool = True, price_table: Any = None,
-                 redactor: Any = None, max_page_count: int | None = None):
-        """`max_page_count` caps the file at that many pages: a test seam that makes the disk "full"."""
+                 redactor: Any = None, max_page_count: int | None = None, read_only: bool = False):
+        """`read_only`: never create, migrate or write (reading commands); the file must be a current
+        reasonlog database. `max_page_count` caps the file at that many pages: a test seam for a full disk."""
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        opening.check_path(self.path, create=not read_only)
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None,
-                                     check_same_thread=False)
+        self._conn = opening.connect(self.path, read_only=read_only, timeout_s=busy_timeout_ms / 1000)
+        self._dicts = Dictionaries()
+        self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)
+        self._generation: int | None = None  # the content generation the caches hold (see maintenance.py)
+        try:
+            opening.check_reasonlog(self._conn, self.path, SQLITE_MIGRATIONS[-1].number, read_only=read_only)
+        except StoreError:
+            self._conn.close()
+            raise
+        if read_only:
+            self._conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+            return
+        self._configure(max_page_count)
+        if upgrade:
+            self.upgrade()
+            self.mark_interrupted()
+
+    def _configure(self, max_page_count: int | None) -> None:
         # Contents are blobs of a few KB: larger pages waste less of each page. Only a new file can choose.
         self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         # `prune` hands freed pages back with incremental_vacuum; like page_size, only a new file takes this
@@ -67,12 +85,6 @@ class SQLiteStore:
         self._conn.execute("PRAGMA foreign_keys=OFF")
         if max_page_count is not None:
             self._conn.execute(f"PRAGMA max_page_count={int(max_page_count)}")
-        self._dicts = Dictionaries()
-        self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)
-        self._generation: int | None = None  # the content generation the caches hold (see maintenance.py)
-        if upgrade:
-            self.upgrade()
-            self.mark_interrupted()
 
     # ------------------------------------------------------------ migrations
 

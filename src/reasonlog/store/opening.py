@@ -1,0 +1,74 @@
+"""Opening a SQLite file: what it must be before reasonlog touches it, and how a reader opens it.
+
+Reading never creates or alters a database: a missing path is an error, a file that is not a
+reasonlog database is refused untouched, and a readable file is opened read-only (immutable when
+even the read-only open needs files it cannot create, e.g. a read-only folder or file).
+Writing creates a new file, but never adopts a SQLite file that belongs to another program.
+"""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+from . import StoreError
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+MIGRATIONS_TABLE = "_reasonlog_migrations"
+
+
+def check_path(path: Path, *, create: bool) -> None:
+    """Refuse, with one line naming the path, what cannot be a reasonlog database."""
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory, not a database file")
+    if not path.exists():
+        if create:
+            return
+        raise StoreError(f"{path}: no such database (reading commands never create one)")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot be read ({exc.strerror})") from None
+    if head == b"" and create:
+        return  # an empty file is a database not yet written (SQLite itself starts one so)
+    if head != SQLITE_HEADER:
+        what = "an empty file" if not head else "not a SQLite file"
+        raise StoreError(f"{path}: {what}, not a reasonlog database")
+
+
+def connect(path: Path, *, read_only: bool, timeout_s: float) -> sqlite3.Connection:
+    """A connection in autocommit mode; read-only ones never write a byte to the database file."""
+    if not read_only:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return _open(str(path), timeout_s, uri=False)
+    uri = f"file:{quote(str(path.resolve()))}"
+    try:
+        conn = _open(uri + "?mode=ro", timeout_s, uri=True)
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:  # a WAL file it may not create: read the file as it stands
+        return _open(uri + "?immutable=1", timeout_s, uri=True)
+
+
+def _open(target: str, timeout_s: float, uri: bool) -> sqlite3.Connection:
+    return sqlite3.connect(target, timeout=timeout_s, isolation_level=None, check_same_thread=False, uri=uri)
+
+
+def check_reasonlog(conn: sqlite3.Connection, path: Path, latest: int, *, read_only: bool) -> int:
+    """The schema version, after refusing a foreign database (and, to a reader, an old or newer one)."""
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: not a reasonlog database ({exc})") from None
+    if MIGRATIONS_TABLE not in names:
+        if names or read_only:
+            raise StoreError(f"{path}: not a reasonlog database (it has no {MIGRATIONS_TABLE} table)")
+        return 0
+    version = conn.execute(f"SELECT COALESCE(MAX(number), 0) FROM {MIGRATIONS_TABLE}").fetchone()[0]
+    if version > latest:
+        raise StoreError(f"{path}: schema {version} is newer than this reasonlog knows ({latest}); upgrade reasonlog")
+    if read_only and version < latest:
+        raise StoreError(f"{path}: schema {version} is older than this reasonlog reads ({latest}); "
+                         "run `reasonlog db upgrade` first (reading commands never migrate)")
+    return version
