@@ -1,15 +1,21 @@
 """Bad input at the call site and in the store: rejected alone, counted, named; never a blocked database."""
 from __future__ import annotations
 
+import atexit
 import logging
 import math
+import shutil
+import tempfile
+from contextlib import closing
+from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 import reasonlog
 from reasonlog import RecordError, Usage
-from reasonlog.model import CallRecorded, SessionStarted, utc_now
+from reasonlog.model import CallRecorded, SessionStarted, format_instant, is_amount, jsonable, utc_now
 from reasonlog.query import timeline
 
 HI = [{"role": "user", "content": "hi"}]
@@ -20,12 +26,12 @@ def open_recorder(db_path, strict=False):
 
 
 def canonical(value) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(value, default=jsonable, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
 def read_everything(store) -> None:
     """What a user reads must never raise on what was stored: sessions, show and export."""
-    for row in store.list_sessions(reasonlog.SessionFilter()):
+    for row in store.list_sessions(reasonlog.SessionFilter(limit=None)):
         timeline(store.get_session(row["id"]))
     list(store.export_records())
 
@@ -241,3 +247,202 @@ def test_log_names_a_rejected_record_without_a_traceback(db_path, caplog):
     assert [r.getMessage() for r in caplog.records if "rejected" in r.getMessage()] == [
         "reasonlog rejected a record: stop_reason: expected a str or None, got list"]
     assert all(r.exc_info is None for r in caplog.records)
+
+
+# ---------------------------------------------------------------------------------- property
+# Any sequence of recording calls, with any values in any argument: each record is stored and
+# replays exactly, or it is rejected, counted and named in the log. Nothing else changes.
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+TRICKY = st.sampled_from(["", "\ud800", "a\udfffb", "2025-10-02T09:30:00Z", "completed", "end_turn", "user"])
+SCALAR = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5) | TRICKY | st.binary(max_size=2)
+JSON = st.recursive(SCALAR, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                                           max_size=3), max_leaves=6)
+ANYTHING = JSON | st.datetimes() | st.tuples(SCALAR) | st.builds(object) | st.frozensets(st.integers(), max_size=2)
+TEXT = st.none() | st.text(max_size=5) | TRICKY
+MESSAGE = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": st.text(max_size=8)})
+AMOUNT = st.none() | st.floats(min_value=0, max_value=1e6) | st.integers(min_value=0, max_value=10**6)
+
+
+def arg(valid):
+    return valid | ANYTHING
+
+
+CALL = st.fixed_dictionaries({}, optional={
+    "messages": arg(st.lists(MESSAGE | JSON, max_size=3)), "system": arg(TEXT),
+    "tools": arg(st.lists(JSON, max_size=2)),
+    "params": arg(st.dictionaries(st.text(max_size=3), JSON, max_size=2)),
+    "request": arg(st.fixed_dictionaries({"model": TEXT, "messages": st.lists(MESSAGE, max_size=2)})),
+    "response": arg(TEXT), "model": arg(TEXT), "provider": arg(TEXT), "stop_reason": arg(TEXT),
+    "usage": arg(st.fixed_dictionaries({}, optional={"input_tokens": st.integers(), "output_tokens": st.integers()})),
+    "cost_usd": arg(AMOUNT), "latency_ms": arg(AMOUNT), "ttft_ms": arg(AMOUNT),
+    "started_at": arg(st.none() | st.floats(min_value=0, max_value=4e9) | TRICKY), "provider_message_id": arg(TEXT),
+    "request_id": arg(TEXT), "raw": ANYTHING, "error": arg(TEXT), "partial": arg(st.booleans()),
+    "context_facts": arg(st.dictionaries(st.text(max_size=3), JSON, max_size=2)), "id": arg(st.none() | TRICKY)})
+TOOL = st.fixed_dictionaries({"tool_use_id": arg(TEXT), "content": ANYTHING}, optional={
+    "name": arg(TEXT), "input": ANYTHING, "is_error": arg(st.booleans()), "duration_ms": arg(AMOUNT),
+    "at": arg(st.none() | TRICKY)})
+OUTCOME = st.fixed_dictionaries({"kind": arg(TEXT)}, optional={"payload": ANYTHING, "call_id": arg(TEXT)})
+EXCHANGE = st.fixed_dictionaries({"input": ANYTHING}, optional={
+    "result": ANYTHING, "status": arg(st.sampled_from(["completed", "failed"])),
+    "stats": arg(st.none() | st.fixed_dictionaries({"cost_usd": AMOUNT}))})
+END = st.fixed_dictionaries({}, optional={"status": arg(st.sampled_from(["completed", "failed", "interrupted"])),
+                                          "summary": arg(TEXT), "error": arg(TEXT)})
+OPS = st.lists(st.tuples(st.just("call"), CALL) | st.tuples(st.just("tool_result"), TOOL)
+               | st.tuples(st.just("outcome"), OUTCOME) | st.tuples(st.just("exchange"), EXCHANGE), max_size=4)
+SESSION = st.fixed_dictionaries({}, optional={
+    "agent": arg(TEXT), "run": arg(TEXT), "model": arg(TEXT), "external_id": arg(TEXT),
+    "labels": arg(st.dictionaries(st.text(max_size=3), TEXT, max_size=2)), "started_at": arg(st.none() | TRICKY)})
+
+
+def storable(*values) -> bool:
+    """What the store's serialiser takes (and so replays); anything else it must reject, counted."""
+    try:
+        orjson.dumps(values, default=jsonable, option=orjson.OPT_NON_STR_KEYS)
+        return True
+    except TypeError:
+        return False
+
+
+def instant_ok(value) -> bool:
+    try:
+        format_instant(value)
+        return True
+    except RecordError:
+        return False
+
+
+def expected_request(kw: dict, session_model) -> dict:
+    """The request body the recorder documents for these arguments."""
+    if kw.get("request") is not None:
+        return kw["request"]
+    request = dict(kw.get("params") or {})
+    if (kw.get("model") or session_model) is not None:
+        request.setdefault("model", kw.get("model") or session_model)
+    if kw.get("system") is not None:
+        request["system"] = kw["system"]
+    if kw.get("tools") is not None:
+        request["tools"] = list(kw["tools"])
+    request["messages"] = list(kw.get("messages") or [])
+    return request
+
+
+class Recording:
+    """What one example recorded: accepted records by kind, and the rejections counted at the call site."""
+
+    def __init__(self, rec):
+        self.rec, self.calls, self.tool_results, self.outcomes, self.exchanges = rec, {}, {}, {}, {}
+        self.unstorable_ends, self.sessions = 0, {}
+
+    def rejected(self) -> int:
+        return self.rec.stats()["rejected"]
+
+    def op(self, s, model, kind: str, kw: dict) -> None:
+        before = self.rejected()
+        if kind == "call":
+            call_id = s.call(**kw)
+            if call_id is not None:
+                self.calls[call_id] = (s.id, kw, model, call_id in self.calls)
+        elif kind == "exchange":
+            ex = s.exchange(kw["input"])
+            self.exchanges[ex.id] = (s.id, storable(kw["input"]))
+            ended = self.rejected()
+            ex.end(**{k: v for k, v in kw.items() if k != "input"})
+            # An end the call site took but whose result is not JSON is rejected by the store, counted.
+            self.unstorable_ends += (s.id in self.sessions and self.rejected() == ended
+                                     and not storable(kw.get("result"), kw.get("stats")))
+        else:
+            getattr(s, kind)(**kw)
+            dropped = kind == "tool_result" and not is_amount(kw.get("duration_ms"))  # counted, the record kept
+            if self.rejected() == before + dropped:
+                ok = storable({**kw, "duration_ms": None}) and instant_ok(kw.get("at"))
+                getattr(self, kind + "s").setdefault(s.id, []).append(ok)
+
+
+def check_stored(store, recording: Recording, sessions: dict) -> int:
+    """Assert each accepted record is stored (replaying exactly) or has a cause to be rejected; count those."""
+    held = {sid for sid in sessions if holds(store, sid)}
+    missing = recording.unstorable_ends + sum(1 for sid in sessions if sid not in held)
+    for call_id, (sid, kw, model, duplicate) in recording.calls.items():
+        try:
+            replayed = store.replay_call(call_id)
+        except reasonlog.store.StoreError:
+            missing += 1
+            assert sid not in held or duplicate or not storable(kw) or not instant_ok(kw.get("started_at")), kw
+            continue
+        assert canonical(replayed) == canonical(expected_request(kw, model)), kw
+    for sid in sessions:
+        got = store.get_session(sid) if sid in held else {"tool_results": [], "outcomes": [], "exchanges": []}
+        for kind in ("tool_result", "outcome"):
+            accepted = getattr(recording, kind + "s").get(sid, [])
+            assert len(got[kind + "s"]) == (sum(accepted) if sid in held else 0)
+            missing += len(accepted) - len(got[kind + "s"])
+        exchanges = [ok for ex_sid, ok in recording.exchanges.values() if ex_sid == sid]
+        assert len(got["exchanges"]) == (sum(exchanges) if sid in held else 0)
+        missing += len(exchanges) - len(got["exchanges"])
+    return missing
+
+
+def holds(store, session_id: str) -> bool:
+    try:
+        store.get_session(session_id)
+        return True
+    except reasonlog.store.StoreError:
+        return False
+
+
+class Counter(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.rejections = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.rejections += "rejected a" in record.getMessage()
+
+
+def _fast_dir(tmp_path_factory) -> Path:
+    """A folder in memory where there is one: each example commits a dozen times, and fsync dominates."""
+    if Path("/dev/shm").is_dir():
+        folder = Path(tempfile.mkdtemp(prefix="reasonlog-prop-", dir="/dev/shm"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        return folder
+    return tmp_path_factory.mktemp("prop")
+
+
+_DB: dict[str, Any] = {}  # one database for every example: what earlier examples stored must not change
+
+
+@settings(max_examples=60, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.tuples(SESSION, OPS), min_size=1, max_size=3))
+def test_any_recording_is_stored_exactly_or_rejected_counted_and_named(tmp_path_factory, script):
+    db = _DB.setdefault("path", _fast_dir(tmp_path_factory) / "p.db")
+    counter, logger = Counter(), logging.getLogger("reasonlog")
+    logger.addHandler(counter)
+    try:
+        rec, sessions = open_recorder(db), {}
+        anchor = _DB.setdefault("anchor", rec.session(agent="anchor").call(messages=HI, response="hello"))
+        with closing(reasonlog.open_store(db)) as store:
+            before, rejected_before = store.get_call(anchor), store.status()["rejected_records"]
+        recording = Recording(rec)
+        recording.sessions = sessions
+        for session_kw, ops in script:
+            rejected = recording.rejected()
+            s = rec.session(**session_kw)
+            if recording.rejected() == rejected:
+                sessions[s.id] = session_kw
+            for kind, kw in ops:
+                recording.op(s, session_kw.get("model") if s.id in sessions else None, kind, kw)
+            s.end()
+        last = rec.session(agent="neighbour").call(messages=HI)
+        rec.close()
+        with closing(reasonlog.open_store(db)) as store:
+            missing = check_stored(store, recording, sessions)
+            rejected = store.status()["rejected_records"] - rejected_before
+            assert rejected == rec.stats()["rejected"] + missing == counter.rejections
+            assert store.get_call(anchor) == before and store.replay_call(last)["messages"] == HI
+            read_everything(store)
+    finally:
+        logger.removeHandler(counter)

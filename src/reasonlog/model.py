@@ -20,7 +20,7 @@ from .parts import RecordError
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # 10 bits -> two digits, in one lookup
 _id_lock = threading.Lock()
-_last_id = [0, 0, ""]  # last millisecond, last random part, the millisecond's 10 digits
+_last_id: list[Any] = [0, 0, ""]  # last millisecond, last random part, the millisecond's 10 digits
 _random = random.Random(os.urandom(16))
 
 
@@ -214,7 +214,7 @@ class Event:
     kind: ClassVar[str] = "event"
 
     def to_dict(self) -> dict:
-        out = {"event": self.kind}
+        out: dict[str, Any] = {"event": self.kind}
         for f in fields(self):
             value = getattr(self, f.name)
             out[f.name] = value.to_dict() if isinstance(value, Usage) else value

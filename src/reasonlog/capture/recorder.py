@@ -50,9 +50,12 @@ def current_session() -> "SessionRecorder | None":
 
 def _instant(value: Any, field: str) -> str:
     try:
-        return format_instant(value)
+        text = format_instant(value)
     except (ValueError, RecordError) as exc:
         raise RecordError(f"{field}: {exc}") from None
+    if text is None:
+        raise RecordError(f"{field}: expected a datetime, epoch seconds or ISO-8601 text, got None")
+    return text
 
 
 class Recorder:
@@ -193,7 +196,7 @@ class SessionRecorder:
         self.exchange_id: str | None = None
         self.ended = False
         self.on_close = "interrupted"
-        self._token = None
+        self._token: contextvars.Token | None = None
         self._refused: str | None = None
 
     def refuse(self, reason: str) -> None:
@@ -231,7 +234,8 @@ class SessionRecorder:
         `cost_usd`) is dropped and counted as a rejection; the call is kept.
         """
         if self._refused:
-            return self._reject_refused("call")
+            self._reject_refused("call")
+            return None
         try:
             event = self._call_event(messages, system, tools, params, request, response, model, provider,
                                      stop_reason, usage, cost_usd, latency_ms, ttft_ms, started_at,
