@@ -61,13 +61,13 @@ def test_show_pairs_tool_calls_with_results_and_places_outcomes(recorder, store_
     sid, _ = record_trade(recorder)
     items = timeline(store_of().get_session(sid))
     kinds = [i["kind"] for i in items]
-    assert kinds == ["exchange", "message", "message", "message", "message", "outcome", "failed_call"]
-    assistant = items[3]
+    assert kinds == ["exchange", "system", "message", "call", "message", "call", "message", "outcome", "failed_call"]
+    assistant = items[4]
     tool = next(p for p in assistant["parts"] if p["kind"] == "tool_use")
     assert tool["result"] == {"content": "NVDA 180.5", "is_error": False, "duration_ms": 12.5}
     assert [p["kind"] for p in assistant["parts"]] == ["thinking", "text", "tool_use"]
-    assert items[5]["payload"] == {"action": "buy", "symbol": "NVDA", "amount": 10}
-    assert items[6]["error"] == {"type": "TimeoutError", "message": "model timed out"}
+    assert items[7]["payload"] == {"action": "buy", "symbol": "NVDA", "amount": 10}
+    assert items[8]["error"] == {"type": "TimeoutError", "message": "model timed out"}
 
 
 @pytest.mark.parametrize("bad, message", [

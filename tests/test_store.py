@@ -70,10 +70,9 @@ def test_session_reads_back_in_order(small, workload):
     for wid, last in list(truth["last_call"].items())[:5]:
         session = store.get_session(ids[wid])
         conv = workload.conversation_of(last)
-        assert session["messages"][0]["role"] == "system"
-        assert session["messages"][0]["content"] == conv["system"]
-        assert [m["content"] for m in session["messages"][1:]] == conv["messages"]
-        assert [m["idx"] for m in session["messages"]] == list(range(len(session["messages"])))
+        assert [(p["idx"], p["content"]) for p in session["system_prompts"]] == [(0, conv["system"])]
+        assert [m["content"] for m in session["messages"]] == conv["messages"]
+        assert [m["idx"] for m in session["messages"]] == list(range(1, len(session["messages"]) + 1))
 
 
 def test_search_matches_ground_truth(small, workload):

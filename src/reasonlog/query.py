@@ -12,6 +12,7 @@ import orjson
 from . import accounting
 from .parts import Part, parts_of, searchable_text
 from .store import SessionFilter, Store
+from .store.content import canonical
 
 STAT_KEYS = ("day", "model", "agent", "run")
 TOKEN_FIELDS = accounting.TOKENS
@@ -21,11 +22,12 @@ TOKEN_FIELDS = accounting.TOKENS
 
 
 def timeline(session: dict) -> list[dict]:
-    """The session in order: messages with their parts, tool results paired to their calls, outcomes in place.
+    """The session in order: system prompts, messages with their parts, a line per call, outcomes in place.
 
-    Items: {"kind": "exchange"|"message"|"outcome", ...}. A tool_use part carries its `result`
-    (from the agent's recorded tool result, else from the tool_result sent back in a later
-    message); a message made only of results already shown that way is left out.
+    Items: {"kind": "exchange"|"system"|"message"|"call"|"failed_call"|"outcome", ...}. A call's
+    item comes just before its reply (see `call_item`). A tool_use part carries its `result` (from
+    the agent's recorded tool result, else from the tool_result sent back in a later message); a
+    message made only of results already shown that way is left out.
     """
     results = _results_by_tool_use(session)
     xml_tags = session.get("xml_tool_tags") or ()
@@ -34,46 +36,75 @@ def timeline(session: dict) -> list[dict]:
     outcomes = defaultdict(list)
     for o in session["outcomes"]:
         outcomes[o["message_idx"]].append(o)
+    entries = _entries(session)
+    pending = _calls_by_anchor(session["calls"], entries)
     exchanges_by_call = {c["id"]: c["exchange_id"] for c in session["calls"]}
-    call_idx = {c["id"]: c["idx"] for c in session["calls"]}
-    failed = [c for c in session["calls"] if c["status"] == "error"]
     exchanges = {e["id"]: e for e in session["exchanges"]}
     current_exchange = None
-    for m in session["messages"]:
+    for m in entries:
         items += [_outcome_item(o) for o in outcomes.pop(m["idx"], ())]
-        while failed and failed[0]["idx"] < call_idx.get(m["call_id"], -1):
-            items.append(_failed_item(failed.pop(0)))
         ex_id = exchanges_by_call.get(m["call_id"])
         if ex_id and ex_id != current_exchange and ex_id in exchanges:
             current_exchange = ex_id
             items.append({"kind": "exchange", **exchanges[ex_id]})
-        parts = (parts_of(m["content"], xml_tags, m["call_id"]) if m["role"] != "system"
-                 else [Part("text", text=_system_text(m["content"]))])
-        if parts and all(p.kind == "tool_result" and p.tool_use_id in shown for p in parts):
+        while pending and pending[0][0] <= m["idx"]:
+            items.append(call_item(pending.pop(0)[1]))
+        if m["role"] == "system prompt":
+            items.append({"kind": "system", "idx": m["idx"], "call_id": m["call_id"], "at": m["at"],
+                          "text": _system_text(m["content"])})
             continue
-        rendered = []
-        for p in parts:
-            part = _part_dict(p)
-            if p.kind == "tool_use" and p.tool_use_id in results:
-                part["result"] = results[p.tool_use_id]
-                shown.add(p.tool_use_id)
-            rendered.append(part)
-        items.append({"kind": "message", "idx": m["idx"], "role": m["role"], "call_id": m["call_id"], "at": m["at"],
-                      "parts": rendered})
-    tail = [_failed_item(c) for c in failed] + [_outcome_item(o) for idx in sorted(outcomes) for o in outcomes[idx]]
+        message = _message_item(m, xml_tags, results, shown)
+        if message is not None:
+            items.append(message)
+    tail = [call_item(c) for _, c in pending] + [_outcome_item(o) for idx in sorted(outcomes) for o in outcomes[idx]]
     return items + sorted(tail, key=lambda item: item.get("ended_at") or item["at"])
 
 
-def _failed_item(call: dict) -> dict:
-    return {"kind": "failed_call", "call_id": call["id"], "at": call["started_at"], "ended_at": _ended_at(call),
-            "error": call["error"], "latency_ms": call["latency_ms"]}
+def _entries(session: dict) -> list[dict]:
+    """Messages and system prompts (role `system prompt`) in timeline order."""
+    prompts = [{**p, "role": "system prompt"} for p in session.get("system_prompts", ())]
+    return sorted([*session["messages"], *prompts], key=lambda m: m["idx"])
+
+
+def _calls_by_anchor(calls: list[dict], entries: list[dict]) -> list[tuple[float, dict]]:
+    """Each call with the timeline position its line goes before: its reply, else just after its last input."""
+    last = {m["call_id"]: m["idx"] for m in entries}
+    anchored, at = [], -1.0
+    for c in calls:
+        after_inputs = max(at + 0.001, last.get(c["id"], -1) + 0.5)
+        at = c["response_idx"] if c.get("response_idx") is not None else after_inputs
+        anchored.append((at, c))
+    return sorted(anchored, key=lambda pair: pair[0])
+
+
+def call_item(call: dict) -> dict:
+    """One call as a line: short id (`#idx`), model, tokens, cost, latency, stop reason, window change."""
+    item = {"kind": "failed_call" if call["status"] == "error" else "call", "call_id": call["id"],
+            "ref": f"#{call['idx']}", "at": call["started_at"], "ended_at": _ended_at(call)}
+    keys = ("idx", "model", "status", "stop_reason", "error", "latency_ms", "cost_usd", *TOKEN_FIELDS, "window")
+    return {**item, **{k: call.get(k) for k in keys}}
+
+
+def _message_item(m: dict, xml_tags, results: dict, shown: set[str]) -> dict | None:
+    parts = parts_of(m["content"], xml_tags, m["call_id"])
+    if parts and all(p.kind == "tool_result" and p.tool_use_id in shown for p in parts):
+        return None
+    rendered = []
+    for p in parts:
+        part = _part_dict(p)
+        if p.kind == "tool_use" and p.tool_use_id is not None and p.tool_use_id in results:
+            part["result"] = results[p.tool_use_id]
+            shown.add(p.tool_use_id)
+        rendered.append(part)
+    return {"kind": "message", "idx": m["idx"], "role": m["role"], "call_id": m["call_id"], "at": m["at"],
+            "parts": rendered}
 
 
 def _ended_at(call: dict) -> str:
     try:
         ended = datetime.fromisoformat(call["started_at"].replace("Z", "+00:00")) + timedelta(
             milliseconds=call["latency_ms"] or 0)
-    except OverflowError:  # a stored latency that would end past the year 9999
+    except (OverflowError, ValueError):  # past the year 9999, or an instant an import brought that does not parse
         return call["started_at"]
     return ended.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -85,7 +116,7 @@ def _outcome_item(outcome: dict) -> dict:
 def _results_by_tool_use(session: dict) -> dict[str, dict]:
     found: dict[str, dict] = {}
     for m in session["messages"]:
-        for p in parts_of(m["content"]) if m["role"] != "system" else ():
+        for p in parts_of(m["content"]):
             if p.kind == "tool_result" and p.tool_use_id:
                 found.setdefault(p.tool_use_id, {"content": p.text, "is_error": p.is_error, "duration_ms": None})
     for t in session["tool_results"]:  # what the agent recorded itself knows the duration: it wins
@@ -151,13 +182,14 @@ def diff_calls(store: Store, call_a: str, call_b: str) -> dict:
     msgs_a, msgs_b = _messages(a), _messages(b)
     ops = difflib.SequenceMatcher(a=a["context_ids"], b=b["context_ids"], autojunk=False).get_opcodes()
     added, trimmed, edited = [], [], []
+    recorded = _timeline_positions(store, a, b) if any(op[0] == "replace" for op in ops) else {}
     for tag, i1, i2, j1, j2 in ops:
         if tag == "insert":
             added += [_brief(j, msgs_b[j]) for j in range(j1, j2)]
         elif tag == "delete":
             trimmed += [_brief(i, msgs_a[i]) for i in range(i1, i2)]
         elif tag == "replace":
-            edited += _replacements(msgs_a, msgs_b, i1, i2, j1, j2, added, trimmed)
+            edited += _replacements(msgs_a, msgs_b, (i1, i2, j1, j2), recorded, added, trimmed)
     system_a, system_b = _system_of(a), _system_of(b)
     return {
         "call_a": a["id"], "call_b": b["id"], "messages_a": len(msgs_a), "messages_b": len(msgs_b),
@@ -198,11 +230,27 @@ def _one_line(part: Part) -> str:
     return " ".join(part.text.split())
 
 
-def _replacements(msgs_a, msgs_b, i1, i2, j1, j2, added, trimmed) -> list[dict]:
+def _timeline_positions(store: Store, *calls: dict) -> dict[bytes, int]:
+    """Where each message of the calls' sessions sits in its timeline, by canonical bytes."""
+    positions: dict[bytes, int] = {}
+    for sid in dict.fromkeys(c["session_id"] for c in calls):
+        positions.update((canonical(m["content"]), m["idx"]) for m in store.get_session(sid)["messages"])
+    return positions
+
+
+def _replacements(msgs_a, msgs_b, span, recorded: dict[bytes, int], added, trimmed) -> list[dict]:
+    """Pair replaced messages as edits, unless both are messages of the conversation (a window that slid)."""
+    i1, i2, j1, j2 = span
+    edited = []
+    for k in range(min(i2 - i1, j2 - j1)):
+        old, new = msgs_a[i1 + k], msgs_b[j1 + k]
+        if canonical(old) in recorded and canonical(new) in recorded:
+            trimmed.append(_brief(i1 + k, old))
+            added.append(_brief(j1 + k, new))
+            continue
+        edited.append({"index_a": i1 + k, "index_b": j1 + k, "role": _brief(j1 + k, new)["role"],
+                       "diff": _text_diff(searchable_text(old), searchable_text(new))})
     pairs = min(i2 - i1, j2 - j1)
-    edited = [{"index_a": i1 + k, "index_b": j1 + k, "role": _brief(j1 + k, msgs_b[j1 + k])["role"],
-               "diff": _text_diff(searchable_text(msgs_a[i1 + k]), searchable_text(msgs_b[j1 + k]))}
-              for k in range(pairs)]
     trimmed += [_brief(i, msgs_a[i]) for i in range(i1 + pairs, i2)]
     added += [_brief(j, msgs_b[j]) for j in range(j1 + pairs, j2)]
     return edited

@@ -1,7 +1,9 @@
-"""Reading commands: sessions, show, stats, replay, diff, search. Recorded text is always printed as text."""
+"""Reading commands: sessions, stats, replay, diff, search (show is in show.py). Recorded text is printed as text."""
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
+from datetime import date
 
 import click
 import orjson
@@ -9,11 +11,33 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import query
+from ..model import format_instant
+from ..parts import RecordError
 from ..store import SessionFilter
+from . import show as _show  # noqa: F401  (registers `show`)
 from .main import cli, console, emit_json, json_option
+from .show import money
+from .tables import Column, print_table
 
-FOLD_CHARS = 700
-FOLD_LINES = 14
+
+class When(click.ParamType):
+    """A UTC day `YYYY-MM-DD`, or (unless `day_only`) an ISO-8601 instant; anything else is a usage error."""
+
+    name = "when"
+
+    def __init__(self, day_only: bool = False):
+        self.day_only = day_only
+
+    def convert(self, value, param, ctx):
+        expected = "YYYY-MM-DD" if self.day_only else "YYYY-MM-DD or an ISO-8601 instant"
+        try:
+            if len(value) == 10:
+                return date.fromisoformat(value).isoformat()
+            if not self.day_only and len(value) > 10 and value[10] == "T":
+                return format_instant(value)
+        except (ValueError, RecordError):
+            pass
+        self.fail(f"{value!r} is not a valid date; expected {expected}", param, ctx)
 
 
 def filter_options(fn):
@@ -24,9 +48,9 @@ def filter_options(fn):
         click.option("--model", help="Only this model."),
         click.option("--status", type=click.Choice(["open", "completed", "failed", "interrupted"])),
         click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Only sessions with this label."),
-        click.option("--date", help="Only sessions started on this UTC day (YYYY-MM-DD)."),
-        click.option("--since", help="Started on or after this day or instant."),
-        click.option("--until", help="Started on or before this day (inclusive) or before this instant."),
+        click.option("--date", type=When(day_only=True), help="Only sessions started on this UTC day (YYYY-MM-DD)."),
+        click.option("--since", type=When(), help="Started on or after this day or instant."),
+        click.option("--until", type=When(), help="Started on or before this day (inclusive) or before this instant."),
         click.option("--limit", type=int, default=50, show_default=True, help="At most this many (0: all)."),
     ]
     for option in reversed(options):
@@ -47,8 +71,11 @@ def make_filter(run, agent, model, status, labels, date, since, until, limit) ->
                          limit=limit or None)
 
 
-def _money(value) -> str:
-    return "—" if value is None else f"${value:,.4f}"
+SESSION_COLUMNS = [Column("started (UTC)", keep=8), Column("session", whole=True), Column("run", keep=2),
+                   Column("agent", keep=7), Column("model", keep=5), Column("status", keep=4),
+                   Column("calls", keep=6, numeric=True), Column("err", keep=1, numeric=True),
+                   Column("in", keep=3, numeric=True), Column("out", keep=3, numeric=True),
+                   Column("cache r/w", keep=0, numeric=True), Column("cost", keep=9, numeric=True)]
 
 
 @cli.command()
@@ -56,91 +83,37 @@ def _money(value) -> str:
 @json_option
 @click.pass_obj
 def sessions(obj, as_json, **filters):
-    """List sessions, newest first."""
-    rows = obj.store.list_sessions(make_filter(**filters))
+    """List sessions, newest first; says "showing N of M" when --limit leaves some out."""
+    flt = make_filter(**filters)
+    rows = obj.store.list_sessions(flt)
     if as_json:
         return emit_json(rows)
-    table = Table("started (UTC)", "session", "run", "agent", "model", "status", "calls", "err", "in", "out",
-                  "cache r/w", "cost")
-    table.columns[1].no_wrap = True
-    for s in rows:
-        table.add_row(s["started_at"][:19].replace("T", " "), Text(s["id"]), Text(s["run"] or ""),
-                      Text(s["agent"] or ""), Text(s["model"] or ""), s["status"], str(s["call_count"]), str(s["error_count"]),
-                      f"{s['input_tokens']:,}", f"{s['output_tokens']:,}",
-                      f"{s['cache_read_tokens']:,}/{s['cache_write_tokens']:,}", _money(s["cost_usd"]))
-    console.print(table)
+    print_table(SESSION_COLUMNS, [_session_row(s) for s in rows])
     if not rows:
         console.print("no sessions match", style="dim")
+    elif flt.limit is not None and len(rows) == flt.limit:
+        _say_how_many_of(len(rows), obj.store.count_sessions(flt))
 
 
-@cli.command()
-@click.argument("session")
-@click.option("--full", is_flag=True, help="Do not fold long texts.")
-@json_option
-@click.pass_obj
-def show(obj, session, full, as_json):
-    """Show a session's conversation in order, tool calls paired with their results."""
-    sid = obj.store.resolve_id("session", session)
-    data = obj.store.get_session(sid)
-    items = query.timeline(data)
-    if as_json:
-        return emit_json({"session": {k: v for k, v in data.items() if k not in ("messages",)}, "timeline": items})
-    s = data
-    console.print(Text(f"session {s['id']}  agent={s['agent']}  run={s['run']}  model={s['model']}  "
-                       f"status={s['status']}  calls={s['call_count']}  cost={_money(s['cost_usd'])}", style="bold"))
-    for item in items:
-        _print_item(item, full)
+def _session_row(s: dict) -> list:
+    return [s["started_at"][:16].replace("T", " "), Text(s["id"]), Text(s["run"] or ""), Text(s["agent"] or ""),
+            Text(s["model"] or ""), s["status"], str(s["call_count"]), str(s["error_count"]),
+            f"{s['input_tokens']:,}", f"{s['output_tokens']:,}",
+            f"{s['cache_read_tokens']:,}/{s['cache_write_tokens']:,}", money(s["cost_usd"])]
 
 
-def _print_item(item: dict, full: bool) -> None:
-    if item["kind"] == "exchange":
-        console.rule(Text(f"exchange {item['idx']}  {item['status']}"))
-        return
-    if item["kind"] == "failed_call":
-        error = item["error"] or {}
-        console.print(Text(f"✗ call {item['call_id']} failed: ", style="bold red")
-                      + Text(f"{error.get('type', '')}: {error.get('message', '')}"))
-        return
-    if item["kind"] == "outcome":
-        payload = orjson.dumps(item["payload"]).decode() if item["payload"] is not None else ""
-        console.print(Text("◆ outcome ", style="magenta") + Text(f"{item['outcome_kind']} {payload}"))
-        return
-    console.print(Text(f"[{item['idx']}] {item['role']}", style="bold cyan"))
-    for part in item["parts"]:
-        _print_part(part, full)
+def _say_how_many_of(shown: int, total: int) -> None:
+    if total > shown:
+        console.print(f"showing {shown} of {total} (--limit 0 shows all)", style="dim")
 
 
-def _print_part(part: dict, full: bool) -> None:
-    kind = part["kind"]
-    if kind == "text":
-        console.print(Text(_fold(part.get("text", ""), full)))
-    elif kind == "thinking":
-        console.print(Text("thinking: ", style="italic dim") + Text(_fold(part.get("text", ""), full), style="dim"))
-    elif kind == "tool_use":
-        args = orjson.dumps(part.get("input")).decode()
-        console.print(Text(f"→ {part.get('name')}", style="yellow") + Text(f" {_fold(args, full)}  ({part['tool_use_id']})"))
-        result = part.get("result")
-        if result is not None:
-            style = "red" if result["is_error"] else "green"
-            took = f" {result['duration_ms']:.0f} ms" if result.get("duration_ms") is not None else ""
-            label = "error" if result["is_error"] else "result"
-            console.print(Text(f"  ← {label}{took}: ", style=style) + Text(_fold(result["content"] or "", full)))
-    elif kind == "tool_result":
-        style = "red" if part.get("is_error") else "green"
-        console.print(Text(f"← result ({part.get('tool_use_id')}): ", style=style)
-                      + Text(_fold(part.get("text", ""), full)))
-    else:
-        console.print(Text(f"[{kind}] ", style="dim") + Text(_fold(orjson.dumps(part.get("data")).decode(), full)))
-
-
-def _fold(text: str, full: bool) -> str:
-    if full:
-        return text
-    lines = text.splitlines()
-    if len(text) <= FOLD_CHARS and len(lines) <= FOLD_LINES:
-        return text
-    kept = "\n".join(lines[:FOLD_LINES])[:FOLD_CHARS]
-    return f"{kept}… [{len(text) - len(kept):,} more characters; --full shows all]"
+STAT_COLUMNS = [Column("calls", keep=9, numeric=True), Column("errors", keep=4, numeric=True),
+                Column("input", keep=8, numeric=True), Column("output", keep=7, numeric=True),
+                Column("reasoning", keep=2, numeric=True), Column("cache read", keep=6, numeric=True),
+                Column("cache write", keep=5, numeric=True), Column("cost", keep=10, numeric=True),
+                Column("latency p50", keep=1, numeric=True)]
+SUMMED = ("calls", "errors", "input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens",
+          "cache_write_tokens", "calls_without_cost")
 
 
 @cli.command()
@@ -149,31 +122,40 @@ def _fold(text: str, full: bool) -> str:
 @json_option
 @click.pass_obj
 def stats(obj, by, as_json, **filters):
-    """Calls, errors, tokens by kind, cost and latency, grouped by day, model, agent or run."""
+    """Calls, errors, tokens by kind, cost and latency, grouped by day, model, agent or run, with a totals row."""
     flt = make_filter(**filters)
     rows = query.stats(obj.store, by, replace(flt, limit=None))
     if as_json:
         return emit_json(rows)
-    table = Table(by, "calls", "errors", "input", "output", "reasoning", "cache read", "cache write", "cost",
-                  "latency p50")
-    for r in rows:
-        cost = _money(r["cost_usd"]) + (f" (+{r['calls_without_cost']} unpriced)" if r["calls_without_cost"] else "")
-        table.add_row(Text(str(r[by])), str(r["calls"]), str(r["errors"]), f"{r['input_tokens']:,}",
-                      f"{r['output_tokens']:,}", f"{r['reasoning_tokens']:,}", f"{r['cache_read_tokens']:,}",
-                      f"{r['cache_write_tokens']:,}", cost,
-                      "—" if r["latency_ms_p50"] is None else f"{r['latency_ms_p50']:,.0f} ms")
-    console.print(table)
+    totals = {k: sum(r[k] for r in rows) for k in SUMMED}
+    costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
+    totals.update({by: "total", "cost_usd": sum(costs) if costs else None, "latency_ms_p50": None})
+    print_table([Column(by), *STAT_COLUMNS], [_stat_row(by, r) for r in rows], _stat_row(by, totals) if rows else None)
+
+
+def _stat_row(by: str, r: dict) -> list:
+    cost = money(r["cost_usd"]) + (f" (+{r['calls_without_cost']} unpriced)" if r["calls_without_cost"] else "")
+    return [Text(str(r[by])), f"{r['calls']:,}", f"{r['errors']:,}", f"{r['input_tokens']:,}",
+            f"{r['output_tokens']:,}", f"{r['reasoning_tokens']:,}", f"{r['cache_read_tokens']:,}",
+            f"{r['cache_write_tokens']:,}", cost,
+            "—" if r["latency_ms_p50"] is None else f"{r['latency_ms_p50']:,.0f} ms"]
 
 
 @cli.command()
-@click.argument("call")
+@click.argument("call", metavar="CALL")
+@json_option
 @click.pass_obj
-def replay(obj, call):
-    """Print the exact request a call sent, as canonical JSON."""
+def replay(obj, call, as_json):
+    """Print the exact request a call sent (CALL: an id, a prefix, or SESSION#N as `show` prints it).
+
+    Piped, or with --json, it is canonical JSON, byte for byte what was recorded; on a terminal it is indented.
+    """
     from ..store.content import canonical
 
     request = obj.store.replay_call(obj.store.resolve_id("call", call))
-    click.echo(canonical(request).decode())
+    if as_json or not sys.stdout.isatty():
+        return click.echo(canonical(request).decode())
+    emit_json(request)
 
 
 @cli.command()
@@ -182,11 +164,20 @@ def replay(obj, call):
 @json_option
 @click.pass_obj
 def diff(obj, call_a, call_b, as_json):
-    """What changed in the context window between two calls."""
-    result = query.diff_calls(obj.store, obj.store.resolve_id("call", call_a), obj.store.resolve_id("call", call_b))
+    """What changed in the context window between two calls (ids, prefixes or SESSION#N; CALL_B may be #N alone,
+    in CALL_A's session)."""
+    a = obj.store.resolve_id("call", call_a)
+    if call_b.startswith("#"):
+        call_b = obj.store.get_call(a)["session_id"] + call_b
+    result = query.diff_calls(obj.store, a, obj.store.resolve_id("call", call_b))
     if as_json:
         return emit_json(result)
-    console.print(Text(f"{result['messages_a']} → {result['messages_b']} messages; {result['kept']} kept", style="bold"))
+    _print_diff(result)
+
+
+def _print_diff(result: dict) -> None:
+    sizes = f"{result['messages_a']} → {result['messages_b']} messages; {result['kept']} kept"
+    console.print(Text(sizes, style="bold"))
     for m in result["trimmed"]:
         console.print(Text(f"- trimmed [{m['index']}] {m['role']}: ", style="red") + Text(m["text"]))
     for m in result["edited"]:
@@ -203,8 +194,9 @@ def diff(obj, call_a, call_b, as_json):
     for what in ("added", "removed", "changed"):
         if tools[what]:
             console.print(Text(f"tools {what}: {', '.join(tools[what])}", style="yellow"))
-    for key, change in result["params"].items():
-        console.print(Text(f"param {key}: {change['a']!r} → {change['b']!r}", style="yellow"))
+    for key, change in result["params"].items():  # JSON values: null, true, "text"
+        values = [orjson.dumps(change[side]).decode() for side in ("a", "b")]
+        console.print(Text(f"param {key}: {values[0]} → {values[1]}", style="yellow"))
 
 
 @cli.command()

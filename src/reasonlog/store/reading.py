@@ -45,23 +45,42 @@ def row_dict(columns: tuple[str, ...], row) -> dict:
 
 
 def filter_sql(flt: SessionFilter, alias: str = "s") -> tuple[str, list]:
-    """WHERE clause (without the keyword) and parameters for a session filter."""
+    """WHERE clause (without the keyword) and parameters for a session filter.
+
+    Model and dates match the session's own or any of its calls' (through `calls_started` and
+    one pass over the calls' models), so a session that used two models or crossed midnight is
+    found under each.
+    """
     where, args = [], []
-    for column in ("run", "agent", "model", "status"):
+    for column in ("run", "agent", "status"):
         value = getattr(flt, column)
         if value is not None:
             where.append(f"{alias}.{column} = ?")
             args.append(value)
-    if flt.since:
-        where.append(f"{alias}.started_at >= ?")
-        args.append(flt.since)
-    if flt.until:
-        where.append(f"{alias}.started_at < ?")
-        args.append(_exclusive_end(flt.until))
+    if flt.model is not None:
+        where.append(f"({alias}.model = ? OR {alias}.id IN (SELECT session_id FROM calls WHERE model = ?))")
+        args += [flt.model, flt.model]
+    if flt.since or flt.until:
+        span, span_args = _span_sql(flt)
+        where.append(f"(({span.replace('@', f'{alias}.started_at')}) OR {alias}.id IN"
+                     f" (SELECT session_id FROM calls WHERE {span.replace('@', 'started_at')}))")
+        args += span_args + span_args
     for key, value in flt.labels.items():
         where.append(f"{alias}.id IN (SELECT session_id FROM session_labels WHERE key = ? AND value = ?)")
         args += [key, value]
     return (" AND ".join(where) or "1=1"), args
+
+
+def _span_sql(flt: SessionFilter) -> tuple[str, list]:
+    """The filter's since/until as a condition on the instant column written `@`."""
+    parts, args = [], []
+    if flt.since:
+        parts.append("@ >= ?")
+        args.append(flt.since)
+    if flt.until:
+        parts.append("@ < ?")
+        args.append(_exclusive_end(flt.until))
+    return " AND ".join(parts), args
 
 
 def _exclusive_end(until: str) -> str:
@@ -74,14 +93,20 @@ def _exclusive_end(until: str) -> str:
 
 
 def list_sessions(cur, flt: SessionFilter) -> list[dict]:
+    """The filtered sessions, newest first; at most `flt.limit` (None: all). `count_sessions` says how many match."""
     where, args = filter_sql(flt)
-    limit = f" LIMIT {int(flt.limit)}" if flt.limit else ""
+    limit = f" LIMIT {int(flt.limit)}" if flt.limit is not None else ""
     rows = cur.execute(f"SELECT {', '.join('s.' + c for c in SESSION_COLUMNS)} FROM sessions s WHERE {where}"
                        f" ORDER BY s.started_at DESC, s.id DESC{limit}", args).fetchall()
     sessions = [row_dict(SESSION_COLUMNS, r) for r in rows]
     if sessions:
         _attach_totals(cur, sessions)
     return sessions
+
+
+def count_sessions(cur, flt: SessionFilter) -> int:
+    where, args = filter_sql(flt)
+    return cur.execute(f"SELECT COUNT(*) FROM sessions s WHERE {where}", args).fetchone()[0]
 
 
 def _attach_totals(cur, sessions: list[dict]) -> list[dict]:
@@ -168,13 +193,25 @@ def get_session(cur, session_id: str, dicts: Dictionaries) -> dict:
     entries = _attach_totals(cur, [session])
     calls = [row_dict(CALL_COLUMNS, r) for r in cur.execute(
         f"SELECT {', '.join(CALL_COLUMNS)} FROM calls WHERE session_id = ? ORDER BY idx", (session_id,))]
-    messages = cur.execute("SELECT idx, role, content_id, call_id, at FROM messages WHERE session_id = ? ORDER BY idx",
-                           (session_id,)).fetchall()
+    rows = cur.execute("SELECT m.idx, m.role, m.content_id, m.call_id, m.at, c.kind = 'system' FROM messages m"
+                       " JOIN contents c ON c.id = m.content_id WHERE m.session_id = ? ORDER BY m.idx",
+                       (session_id,)).fetchall()
+    messages = [r[:5] for r in rows]
     reader = ContentReader(cur, dicts)
     reader.load(m[2] for m in messages)
-    session["messages"] = [{"idx": i, "role": role, "call_id": call, "at": at, "content": reader.get(cid)}
-                           for i, role, cid, call, at in messages]
+    # A request's own system prompt is not a message of the conversation: it gets its own key, with the
+    # timeline index where it took effect (a system *message* sent in the messages list stays a message).
+    system_at = {r[0] for r in rows if r[5]}
+    timeline = [{"idx": i, "role": role, "call_id": call, "at": at, "content": reader.get(cid)}
+                for i, role, cid, call, at in messages]
+    session["messages"] = [m for m in timeline if m["idx"] not in system_at]
+    session["system_prompts"] = [{k: m[k] for k in ("idx", "call_id", "at", "content")}
+                                 for m in timeline if m["idx"] in system_at]
     _derive_window_facts(calls, messages)
+    _window_changes(calls)
+    last_of = {call: i for i, _, _, call, _ in messages}
+    for c in calls:  # the writer appends a call's reply after its inputs: the reply is its last message
+        c["response_idx"] = last_of.get(c["id"]) if c["response_id"] is not None else None
     for c in calls:
         for key in ("shape", "context", "tools", "system_id", "response_id"):
             del c[key]  # store-internal references; get_call() resolves them
@@ -218,6 +255,29 @@ def _derive_window_facts(calls: list[dict], messages: list) -> None:
         c["context_facts"] = {**derived, **c["context_facts"], "derived": False} if c["context_facts"] else derived
         if c["response_id"] is not None and produced:
             seen += 1
+
+
+def _window_changes(calls: list[dict]) -> None:
+    """Each call's `window`: how its context differs from the previous call's context and reply.
+
+    `added` and `trimmed` count messages; `compacted` says several messages were replaced by fewer
+    new ones ahead of messages that were kept (a summary), which a sliding window never does.
+    """
+    ids: list[int] | None = None
+    before: list[int] = []
+    previous: dict | None = None
+    for c in calls:
+        ids = decode_context(c["context"], ids)
+        old, new = set(before), set(ids)
+        last_kept = max((i for i, x in enumerate(ids) if x in old), default=-1)
+        inserted = sum(1 for x in ids[:last_kept] if x not in old)
+        trimmed = sum(1 for x in before if x not in new)
+        c["window"] = {"added": sum(1 for x in ids if x not in old), "trimmed": trimmed,
+                       "compacted": 0 < inserted < trimmed,
+                       "system_changed": previous is not None and c["system_id"] != previous["system_id"],
+                       "tools_changed": previous is not None and c["tools"] != previous["tools"]}
+        before = ids + ([c["response_id"]] if c["response_id"] is not None else [])
+        previous = c
 
 
 def get_call_row(cur, call_id: str) -> dict:

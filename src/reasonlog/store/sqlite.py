@@ -12,7 +12,7 @@ from typing import Any
 
 from ..model import Event
 from ..parts import RecordError
-from . import SessionFilter, StoreError, liveness, maintenance, opening, reading, search, transfer
+from . import SessionFilter, StoreError, ids, liveness, maintenance, opening, reading, search, transfer
 from .content import Dictionaries
 from .contents import ContentWriter
 from .schema import SQLITE_MIGRATIONS
@@ -304,18 +304,14 @@ class SQLiteStore:
         return self._read(search.search, self._dicts, text, flt, limit)
 
     def resolve_id(self, kind: str, prefix: str) -> str:
-        """A full session or call id from an id, a unique prefix, or (sessions) an external id."""
-        table = {"session": "sessions", "call": "calls"}[kind]
-        with self._lock:
-            rows = self._conn.execute(f"SELECT id FROM {table} WHERE id >= ? AND id < ? LIMIT 2",
-                                      (prefix, prefix + "\U0010ffff")).fetchall()
-            if not rows and kind == "session":
-                rows = self._conn.execute("SELECT id FROM sessions WHERE external_id = ? LIMIT 2", (prefix,)).fetchall()
-        if len(rows) == 1:
-            return rows[0][0]
-        if not rows:
-            raise StoreError(f"no {kind} matches {prefix!r}")
-        raise StoreError(f"{prefix!r} matches more than one {kind}; give more characters")
+        """A full session or call id from an id, a unique prefix, an external id (sessions) or `SESSION#N` (calls).
+
+        An ambiguous prefix raises a StoreError that lists the candidates (see store/ids.py)."""
+        return self._read(ids.resolve_id, kind, prefix)
+
+    def count_sessions(self, flt: SessionFilter) -> int:
+        """How many sessions the filter selects, its limit aside: `list_sessions` shows at most `flt.limit`."""
+        return self._read(reading.count_sessions, flt)
 
     # ------------------------------------------------------------ transfer
 

@@ -1,0 +1,148 @@
+"""`reasonlog show`: a session's conversation, one line per call, tool calls paired with their results."""
+from __future__ import annotations
+
+import click
+import orjson
+from rich.text import Text
+
+from .. import query
+from ..store import StoreError
+from .main import cli, console, emit_json, json_option
+
+FOLD_CHARS = 700
+FOLD_LINES = 14
+
+
+@cli.command()
+@click.argument("ref", metavar="SESSION|CALL")
+@click.option("--full", is_flag=True, help="Do not fold long texts.")
+@json_option
+@click.pass_obj
+def show(obj, ref, full, as_json):
+    """Show a session's conversation in order, tool calls paired with their results, one line per call.
+
+    Each call's line starts with its number in the session, `#N`: `SESSION#N` names that call in
+    `show`, `replay` and `diff`. Given a call, show prints only what that call added and its reply.
+    """
+    sid, call_id = _session_or_call(obj.store, ref)
+    data = obj.store.get_session(sid)
+    items = query.timeline(data)
+    if call_id is not None:
+        items = [i for i in items if i.get("call_id") == call_id]
+    if as_json:
+        hidden = ("messages", "system_prompts")
+        return emit_json({"session": {k: v for k, v in data.items() if k not in hidden}, "timeline": items})
+    _print_header(data)
+    for item in items:
+        _print_item(item, full)
+
+
+def _session_or_call(store, ref: str) -> tuple[str, str | None]:
+    """(session id, None) for a session; (its session id, call id) for a call: `SESSION#N` or a call id."""
+    if "#" not in ref:
+        try:
+            return store.resolve_id("session", ref), None
+        except StoreError as exc:
+            if not str(exc).startswith("no session"):
+                raise
+            try:
+                call_id = store.resolve_id("call", ref)
+            except StoreError:
+                raise exc from None
+            return store.get_call(call_id)["session_id"], call_id
+    call_id = store.resolve_id("call", ref)
+    return store.get_call(call_id)["session_id"], call_id
+
+
+def _print_header(s: dict) -> None:
+    console.print(Text(f"session {s['id']}  agent={s['agent']}  run={s['run']}  model={s['model']}  "
+                       f"status={s['status']}  calls={s['call_count']}  cost={money(s['cost_usd'])}", style="bold"))
+    console.print(Text(f"calls: #N is {s['id']}#N in show, replay and diff", style="dim"))
+
+
+def money(value) -> str:
+    return "—" if value is None else f"${value:,.4f}"
+
+
+def call_line(item: dict) -> str:
+    """`#3 gpt-5  in 1,200  out 34  cache 5,000/700  $0.0123  1,240 ms  tool_use  +1 message, 2 trimmed`."""
+    fields = [f"{item['ref']} {item['model'] or '?'}"]
+    if item["kind"] == "failed_call":
+        error = item["error"] or {}
+        fields.append(f"✗ failed: {error.get('type', '')}: {error.get('message', '')}")
+    else:
+        fields += [f"in {item['input_tokens'] or 0:,}", f"out {item['output_tokens'] or 0:,}",
+                   f"cache {item['cache_read_tokens'] or 0:,}/{item['cache_write_tokens'] or 0:,}",
+                   money(item["cost_usd"])]
+    if item["latency_ms"] is not None:
+        fields.append(f"{item['latency_ms']:,.0f} ms")
+    if item["stop_reason"]:
+        fields.append(item["stop_reason"])
+    return "  ".join([*fields, window_change(item["window"])])
+
+
+def window_change(w: dict | None) -> str:
+    """How a call's window changed since the previous call, in words."""
+    if not w:
+        return ""
+    said = [f"+{w['added']} message{'s' if w['added'] != 1 else ''}"] if w["added"] else []
+    said += [f"{w['trimmed']} trimmed"] if w["trimmed"] else []
+    said += [name for key, name in (("compacted", "compacted"), ("system_changed", "system changed"),
+                                    ("tools_changed", "tools changed")) if w[key]]
+    return ", ".join(said) or "same window"
+
+
+def _print_item(item: dict, full: bool) -> None:
+    kind = item["kind"]
+    if kind == "exchange":
+        console.rule(Text(f"exchange {item['idx']}  {item['status']}"))
+    elif kind in ("call", "failed_call"):
+        console.print(Text(call_line(item), style="bold red" if kind == "failed_call" else "bold"))
+    elif kind == "system":
+        console.print(Text(f"[{item['idx']}] system prompt", style="bold cyan"))
+        console.print(Text(_fold(item["text"], full), style="dim"))
+    elif kind == "outcome":
+        payload = orjson.dumps(item["payload"]).decode() if item["payload"] is not None else ""
+        console.print(Text("◆ outcome ", style="magenta") + Text(f"{item['outcome_kind']} {payload}"))
+    else:
+        console.print(Text(f"[{item['idx']}] {item['role']}", style="bold cyan"))
+        for part in item["parts"]:
+            _print_part(part, full)
+
+
+def _print_part(part: dict, full: bool) -> None:
+    kind = part["kind"]
+    if kind == "text":
+        console.print(Text(_fold(part.get("text", ""), full)))
+    elif kind == "thinking":
+        console.print(Text("thinking: ", style="italic dim") + Text(_fold(part.get("text", ""), full), style="dim"))
+    elif kind == "tool_use":
+        _print_tool_use(part, full)
+    elif kind == "tool_result":
+        style = "red" if part.get("is_error") else "green"
+        console.print(Text(f"← result ({part.get('tool_use_id')}): ", style=style)
+                      + Text(_fold(part.get("text", ""), full)))
+    else:
+        console.print(Text(f"[{kind}] ", style="dim") + Text(_fold(orjson.dumps(part.get("data")).decode(), full)))
+
+
+def _print_tool_use(part: dict, full: bool) -> None:
+    args = orjson.dumps(part.get("input")).decode()
+    console.print(Text(f"→ {part.get('name')}", style="yellow")
+                  + Text(f" {_fold(args, full)}  ({part['tool_use_id']})"))
+    result = part.get("result")
+    if result is not None:
+        style = "red" if result["is_error"] else "green"
+        took = f" {result['duration_ms']:.0f} ms" if result.get("duration_ms") is not None else ""
+        label = "error" if result["is_error"] else "result"
+        console.print(Text(f"  ← {label}{took}: ", style=style) + Text(_fold(result["content"] or "", full)))
+
+
+def _fold(text: str, full: bool) -> str:
+    if full:
+        return text
+    lines = text.splitlines()
+    if len(text) <= FOLD_CHARS and len(lines) <= FOLD_LINES:
+        return text
+    kept = "\n".join(lines[:FOLD_LINES])[:FOLD_CHARS]
+    return f"{kept}… [{len(text) - len(kept):,} more characters; --full shows all]"

@@ -1,0 +1,68 @@
+"""What a person types for a session or a call, resolved to its stored id. Dialect-neutral (`?` placeholders).
+
+Sessions: a full id, a unique prefix, or an external id. Calls: a full id, a unique prefix, or
+`SESSION#N`, the call with index N in that session (SESSION as for sessions). ULIDs of one session
+share their first 24 characters, so `SESSION#N` is the short form `show` prints.
+"""
+from __future__ import annotations
+
+from . import StoreError
+
+LISTED = 10  # candidates named when a prefix is ambiguous
+
+_CANDIDATES = {
+    "session": "SELECT s.id, s.agent, s.started_at, s.run FROM sessions s WHERE s.id >= ? AND s.id < ?"
+               " ORDER BY s.id LIMIT ?",
+    "call": "SELECT c.id, c.session_id || '#' || c.idx, s.agent, c.started_at FROM calls c"
+            " JOIN sessions s ON s.id = c.session_id WHERE c.id >= ? AND c.id < ? ORDER BY c.id LIMIT ?",
+}
+_COUNT = {"session": "SELECT COUNT(*) FROM sessions WHERE id >= ? AND id < ?",
+          "call": "SELECT COUNT(*) FROM calls WHERE id >= ? AND id < ?"}
+
+
+def resolve_id(cur, kind: str, ref: str) -> str:
+    """The one id `ref` names; a StoreError that lists the candidates when it names several."""
+    if kind == "call" and "#" in ref:
+        return _call_by_number(cur, ref)
+    bounds = (ref, ref + "\U0010ffff")
+    rows = cur.execute(_CANDIDATES[kind], (*bounds, LISTED)).fetchall()
+    if not rows and kind == "session":
+        rows = cur.execute("SELECT id, agent, started_at, run FROM sessions WHERE external_id = ? LIMIT ?",
+                           (ref, LISTED)).fetchall()
+    if len(rows) == 1:
+        return rows[0][0]
+    if not rows:
+        raise StoreError(f"no {kind} matches {ref!r}")
+    total = cur.execute(_COUNT[kind], bounds).fetchone()[0] if len(rows) == LISTED else len(rows)
+    raise StoreError(_ambiguous(kind, ref, rows, max(total, len(rows))))
+
+
+def _ambiguous(kind: str, ref: str, rows: list, total: int) -> str:
+    lines = [f"{ref!r} matches {total} {kind}s; give more characters:"]
+    lines += ["  " + "  ".join(_cell(v) for v in row) for row in rows]
+    if total > len(rows):
+        lines.append(f"  … and {total - len(rows)} more")
+    return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    text = str(value)
+    # Instants read as `2025-10-02 09:00:00`, like the sessions table.
+    return text[:19].replace("T", " ") if len(text) >= 20 and text[10:11] == "T" else text
+
+
+def _call_by_number(cur, ref: str) -> str:
+    session_ref, _, number = ref.rpartition("#")
+    if not number.isdigit():
+        raise StoreError(f"{ref!r}: expected SESSION#N, N the call's number in its session (as `show` prints it)")
+    if not session_ref:
+        raise StoreError(f"{ref!r}: name the session too, as SESSION#{number}")
+    sid = resolve_id(cur, "session", session_ref)
+    row = cur.execute("SELECT id FROM calls WHERE session_id = ? AND idx = ?", (sid, int(number))).fetchone()
+    if row is not None:
+        return row[0]
+    last = cur.execute("SELECT MAX(idx) FROM calls WHERE session_id = ?", (sid,)).fetchone()[0]
+    has = "it has no calls" if last is None else f"it has #0 to #{last}"
+    raise StoreError(f"session {sid} has no call #{number} ({has})")
