@@ -344,3 +344,25 @@ def test_a_session_of_a_live_recorder_stays_open_until_the_recorder_is_killed(db
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert store_of().get_session(sid)["status"] == "interrupted"
+
+
+class _Fatal(BaseException):
+    """What no `except Exception` catches: a sink (user code behind Recorder(sink=...)) that dies hard."""
+
+
+class _DyingSink(StoreSink):
+    def write_batch(self, events, counters=None):
+        raise _Fatal("the sink died")
+
+
+def test_flush_never_waits_for_a_writer_thread_that_died(db_path, caplog):
+    rec = reasonlog.Recorder(db_path, sink=_DyingSink(lambda: reasonlog.open_store(db_path)))
+    with rec.session(agent="orphaned") as s:
+        s.call(messages=[{"role": "user", "content": "q"}], response="a")
+    done: list[bool] = []
+    waiter = threading.Thread(target=lambda: done.append(rec.flush()), daemon=True)
+    with caplog.at_level(logging.WARNING, logger="reasonlog"):
+        waiter.start()
+        waiter.join(10)
+    assert done == [False]  # it answered, within seconds, instead of waiting for ever
+    assert "writer thread is gone; 3 recorded events are still queued" in caplog.text

@@ -224,7 +224,7 @@ class BackgroundWriter(_Base):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                self._done.wait(left)
+                self._done.wait(1.0 if left is None else min(left, 1.0))  # and look again if alive
         return True  # time is up: queued beyond the bound (each such call cost its caller MAX_WAIT)
 
     def _start(self) -> None:
@@ -251,17 +251,27 @@ class BackgroundWriter(_Base):
             batch, name, over = self._take()
             if not batch:
                 return
-            started = time.perf_counter()
-            replaying = getattr(self.sink, "_maybe_pending", False)  # a file goes first: not a clean measure
-            if over:
+            try:
+                self._handle(batch, name, over)
+            except Exception as exc:  # reasonlog's own bug: the thread must live on, and the batch with it
+                self._failed(exc)
+                log.exception("reasonlog's writer failed on a batch of %d events; spilling it", len(batch))
                 self._spill(batch, name)
-            else:
-                self._write(batch, name)
-                if not replaying:
-                    self._measure(len(batch), time.perf_counter() - started)
             with self._done:
                 self._finished += len(batch)
                 self._done.notify_all()
+
+    def _handle(self, batch: list[Event], name: str, over: bool) -> None:
+        started = time.perf_counter()
+        replaying = getattr(self.sink, "_maybe_pending", False)  # a file goes first: not a clean measure
+        if over:
+            return self._spill(batch, name)
+        self._write(batch, name)
+        if not replaying:
+            try:
+                self._measure(len(batch), time.perf_counter() - started)
+            except Exception as exc:  # only the sizing failed: the batch is written, the old sizes stand
+                self._failed(exc)
 
     def _take(self) -> tuple[list[Event], str, bool]:
         queue = self._queue
@@ -281,8 +291,8 @@ class BackgroundWriter(_Base):
         """Size the next batch and the queue bound by the writer's measured speed."""
         rate = n / max(seconds, 1e-6)
         self._rate = rate if not self._rate else 0.7 * self._rate + 0.3 * rate
-        self._batch_n = max(min(MIN_BATCH, self.batch_size), min(self.batch_size, int(self._rate * BATCH_SECONDS)))
-        bound = max(min(self.max_queue, QUEUE_FLOOR), min(self.max_queue, int(self._rate * QUEUE_SECONDS)))
+        self._batch_n = max(min(MIN_BATCH, self.batch_size), int(min(self.batch_size, self._rate * BATCH_SECONDS)))
+        bound = max(min(self.max_queue, QUEUE_FLOOR), int(min(self.max_queue, self._rate * QUEUE_SECONDS)))
         # Never below what is already queued: what waits stays within the bound a SIGKILL can lose.
         self._bound = max(bound, min(self._bound, len(self._queue)))
 
@@ -297,12 +307,16 @@ class BackgroundWriter(_Base):
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._done:
             while self._finished < target:
+                if self._thread is not None and not self._thread.is_alive():  # never wait for the dead
+                    log.warning("reasonlog: the writer thread is gone; %d recorded events are still queued",
+                                target - self._finished)
+                    return False
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     log.warning("reasonlog: %d recorded events still pending after %.1f s",
                                 target - self._finished, timeout)
                     return False
-                self._done.wait(left)
+                self._done.wait(1.0 if left is None else min(left, 1.0))  # and look again if alive
         return True
 
     def close(self, timeout: float | None = None) -> bool:
