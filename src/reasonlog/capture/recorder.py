@@ -51,8 +51,8 @@ def current_session() -> "SessionRecorder | None":
 def _instant(value: Any, field: str) -> str:
     try:
         text = format_instant(value)
-    except (ValueError, RecordError) as exc:
-        raise RecordError(f"{field}: {exc}") from None
+    except (ValueError, RecordError, OverflowError, OSError):
+        raise RecordError(f"{field}: expected a datetime, epoch seconds or ISO-8601 text, got {value!r:.80}") from None
     if text is None:
         raise RecordError(f"{field}: expected a datetime, epoch seconds or ISO-8601 text, got None")
     return text
@@ -340,26 +340,40 @@ class SessionRecorder:
             return self.recorder.reject(exc)
         self.recorder._emit(event)
 
-    def exchange(self, input: Any = None) -> "ExchangeRecorder":
-        """Start an exchange (one user input until its final result); calls made meanwhile belong to it."""
+    def exchange(self, input: Any = None, *, at: Any = None) -> "ExchangeRecorder":
+        """Start an exchange (one user input until its final result); calls made meanwhile belong to it.
+
+        `at`: when it started (a datetime, epoch seconds or ISO-8601 text), for history recorded later."""
+        when = self._when(at)
         if self.exchange_id is not None:
-            self._end_exchange(None, "completed", None)
+            self._end_exchange(None, "completed", None, when)
         self.exchange_id = new_id()
         if self._refused:
             self._reject_refused("exchange")
         else:
-            self.recorder._emit(ExchangeStarted(self.exchange_id, self.id, utc_now(), input))
+            self.recorder._emit(ExchangeStarted(self.exchange_id, self.id, when, input))
         return ExchangeRecorder(self, self.exchange_id)
 
-    def _end_exchange(self, result: Any, status: str, stats: dict | None) -> None:
+    def _when(self, at: Any) -> str:
+        """`at` as UTC text, or now; a bad instant is rejected (raised when strict) and now is used."""
+        if at is None:
+            return utc_now()
+        try:
+            return _instant(at, "at")
+        except RecordError as exc:
+            self.recorder.reject(exc)
+            return utc_now()
+
+    def _end_exchange(self, result: Any, status: str, stats: dict | None, at: str | None = None) -> None:
         if self.exchange_id is None:
             return
         if not self._refused:  # the exchange's start was counted as rejected already
-            self.recorder._emit(ExchangeEnded(self.exchange_id, self.id, utc_now(), result, status, stats))
+            self.recorder._emit(ExchangeEnded(self.exchange_id, self.id, at or utc_now(), result, status, stats))
         self.exchange_id = None
 
-    def end(self, status: str = "completed", summary: str | None = None, error: Any = None) -> None:
-        """End the session. Status: completed, failed or interrupted."""
+    def end(self, status: str = "completed", summary: str | None = None, error: Any = None, *,
+            at: Any = None) -> None:
+        """End the session. Status: completed, failed or interrupted; `at`: when, if not now."""
         if self.ended:
             return
         try:
@@ -367,11 +381,12 @@ class SessionRecorder:
             _check_texts(summary=summary)
         except RecordError as exc:
             return self.recorder.reject(exc)
-        self._end_exchange(None, status, None)
+        when = self._when(at)
+        self._end_exchange(None, status, None, when)
         self.ended = True
         self.recorder._sessions.pop(self.id, None)
         if not self._refused:  # a rejected session has nothing to end; its rejection was counted once
-            self.recorder._emit(SessionEnded(self.id, utc_now(), status, summary, _error(error)))
+            self.recorder._emit(SessionEnded(self.id, when, status, summary, _error(error)))
 
 
 class ToolRun:
@@ -410,8 +425,9 @@ class ExchangeRecorder:
     def call(self, **kwargs) -> str | None:
         return self.session.call(**kwargs)
 
-    def end(self, result: Any = None, *, status: str = "completed", stats: dict | None = None) -> None:
-        """End the exchange; `stats` may carry the `cost_usd` an agent SDK reported for it."""
+    def end(self, result: Any = None, *, status: str = "completed", stats: dict | None = None,
+            at: Any = None) -> None:
+        """End the exchange; `stats` may carry the `cost_usd` an agent SDK reported for it; `at`: when, if not now."""
         if self.session.exchange_id != self.id:
             return
         try:
@@ -422,7 +438,8 @@ class ExchangeRecorder:
                 raise RecordError(f"stats.cost_usd: expected a non-negative number, got {stats['cost_usd']!r}")
         except RecordError as exc:
             return self.session.recorder.reject(exc)
-        self.session._end_exchange(result if result is not None else self.result, status, stats)
+        when = self.session._when(at)
+        self.session._end_exchange(result if result is not None else self.result, status, stats, when)
 
     def __enter__(self) -> "ExchangeRecorder":
         return self
