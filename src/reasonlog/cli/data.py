@@ -32,7 +32,7 @@ def demo(obj, n_exchanges):
     console.print("Look at it with:")
     for command in (f"{prog}{db} sessions --run {result['run']}", f"{prog}{db} show {result['first_session']}",
                     f"{prog}{db} stats --by agent"):
-        console.print(Text("  " + command, style="cyan"))
+        console.print(Text("  " + command, style="cyan"), soft_wrap=True)  # one line: it is copied
 
 
 def _invocation() -> str:
