@@ -127,3 +127,23 @@ def test_unindexed_contents_are_no_longer_found_and_the_index_stays_sound(db_pat
 def test_answers_are_exact_phrases(recorder, store_of, query):
     _say(recorder, "keep this sentence", "this keep sentence")
     assert _found(store_of(), query) == ["keep this sentence"]
+
+
+def test_quoted_phrases_or_exclusion_and_a_trailing_star(recorder, store_of):
+    _say(recorder, "the price feed timed out", "timed out waiting for NVDA", "feed the cat", "transaction done")
+    store = store_of()
+    assert _found(store, "feed timed") == ["the price feed timed out"]  # no operator: one phrase
+    assert sorted(_found(store, '"timed out" -nvda')) == ["the price feed timed out"]
+    assert sorted(_found(store, "cat OR transaction")) == ["feed the cat", "transaction done"]
+    # feed AND (timed OR cat)
+    assert sorted(_found(store, "feed timed OR cat")) == ["feed the cat", "the price feed timed out"]
+    assert _found(store, "transac*") == ["transaction done"]
+    assert _found(store, "-> --") == []  # punctuation is text, not an exclusion
+
+
+@pytest.mark.parametrize("query,says", [("a OR", "OR needs a term on each side"), ("-nvda", "only excluded terms"),
+                                        ('"open', "quote is not closed"), ("tr*ns*", "only a trailing *")])
+def test_a_query_it_cannot_read_says_what_is_supported(recorder, db_path, query, says):
+    _say(recorder, "anything")
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "search", "--", query])  # `--`: -nvda is no option
+    assert result.exit_code == 2 and says in result.output and '"exact phrase", a OR b, -excluded' in result.output

@@ -13,7 +13,8 @@ from rich.text import Text
 from .. import query
 from ..model import format_instant
 from ..parts import RecordError
-from ..store import SessionFilter
+from ..store import SessionFilter, StoreError
+from ..store.search import Query
 from . import show as _show  # noqa: F401  (registers `show`)
 from .main import cli, console, emit_json, json_option
 from .show import money
@@ -208,6 +209,10 @@ def search(obj, text, as_json, limit, **filters):
     """Find TEXT in every message, tool result and outcome (any part of a word, any case); prints where each is."""
     if not text.strip():
         raise click.UsageError("nothing to search for: give some text, e.g. reasonlog search \"timed out\"")
+    try:
+        Query.parse(text)
+    except StoreError as exc:
+        raise click.UsageError(str(exc)) from None
     hits = obj.store.search(text, make_filter(limit=None, **filters), limit=None)  # all: the count is of matches
     shown = hits[:limit] if limit else hits
     if as_json:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -136,15 +136,107 @@ def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int |
     Within a session hits follow the timeline; a tool result or outcome comes before the message
     at its position. `limit=None` returns every match.
     """
-    needle = text.lower()
-    if not needle.strip():
+    if not text.strip():
         return []
-    match = match_query(needle)
+    query = Query.parse(text)
+    match = query.match()
     where, args = reading.filter_sql(replace(flt, limit=None))
     sql = (f"SELECT h.* FROM ({_candidates(match is not None)}) h JOIN sessions s ON s.id = h.session_id"
            f" WHERE {where} ORDER BY s.started_at DESC, s.id, h.pos, h.rank, h.at")
     rows = cur.execute(sql, [*([match] * 3 if match else []), *args])
-    return _verified(rows, _Texts(reading.ContentReader(cur.connection.cursor(), dicts)), needle, limit)
+    return _verified(rows, _Texts(reading.ContentReader(cur.connection.cursor(), dicts)), query, limit)
+
+
+_TOKEN = re.compile(r'-?"[^"]*"?|\S+')
+_EXCLUDED = re.compile(r"-\w")  # `-word` excludes; `-`, `--` and `->` alone are text
+
+
+def _is_operator(token: str) -> bool:
+    return token == "OR" or token.startswith('"') or _EXCLUDED.match(token) is not None or \
+        (token.endswith("*") and len(token) > 1)
+SYNTAX = ('a plain query is one phrase; with operators: "exact phrase", a OR b, -excluded, prefix* '
+          "(terms are ANDed; every term matches any part of a word)")
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a search asks for: every group (alternatives joined by OR) must occur, no excluded term may.
+
+    A query without operators is one phrase, so `timed out` finds exactly that text. With quotes, OR,
+    a leading `-` or a trailing `*`, it is a list of terms; a term matches any substring, so a
+    trailing `*` (a prefix) changes nothing."""
+
+    groups: tuple[tuple[str, ...], ...]
+    excluded: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> "Query":
+        tokens = _TOKEN.findall(text.strip())
+        if not any(_is_operator(t) for t in tokens):
+            return cls(((text.lower().strip(),),))
+        return cls._from_tokens(tokens)
+
+    @classmethod
+    def _from_tokens(cls, tokens: list[str]) -> "Query":
+        groups: list[list[str]] = []
+        excluded: list[str] = []
+        joining = False
+        for token in tokens:
+            if token == "OR":
+                if not groups or joining:
+                    raise StoreError(f"OR needs a term on each side; {SYNTAX}")
+                joining = True
+                continue
+            negative = _EXCLUDED.match(token) is not None
+            term = cls._term(token[1:] if negative else token)
+            if negative:
+                excluded.append(term)
+            elif joining:
+                groups[-1].append(term)
+            else:
+                groups.append([term])
+            joining = False
+        if joining:
+            raise StoreError(f"OR needs a term on each side; {SYNTAX}")
+        if not groups:
+            raise StoreError(f"nothing to find: only excluded terms; {SYNTAX}")
+        return cls(tuple(tuple(g) for g in groups), tuple(excluded))
+
+    @staticmethod
+    def _term(token: str) -> str:
+        if token.startswith('"'):
+            if len(token) < 2 or not token.endswith('"'):
+                raise StoreError(f"a quote is not closed in {token!r}; {SYNTAX}")
+            token = token[1:-1]
+        elif token.endswith("*"):
+            token = token[:-1]
+        if "*" in token and not token.startswith('"'):
+            raise StoreError(f"only a trailing * is supported, not {token!r}; {SYNTAX}")
+        if not token.strip():
+            raise StoreError(f"an empty term; {SYNTAX}")
+        return token.lower()
+
+    def match(self) -> str | None:
+        """The FTS5 expression every matching record satisfies; None when some term is too short to index."""
+        parts = []
+        for group in self.groups:
+            alternatives = [match_query(term) for term in group]
+            if any(a is None for a in alternatives):
+                return None
+            parts.append("(" + " OR ".join(f"({a})" for a in alternatives) + ")")
+        return " AND ".join(parts)
+
+    def first_in(self, low: str) -> str | None:
+        """The term to show a snippet around, when `low` (lowercased text) satisfies the query; else None."""
+        if any(term in low for term in self.excluded):
+            return None
+        shown = None
+        for group in self.groups:
+            found = next((term for term in group if term in low), None)
+            if found is None:
+                return None
+            shown = shown or found
+        return shown
 
 
 def match_query(needle: str) -> str | None:
@@ -199,11 +291,12 @@ class _Texts:
         return self.memo[ref]
 
 
-def _verified(rows, texts: _Texts, needle: str, limit: int | None) -> list[dict]:
+def _verified(rows, texts: _Texts, query: Query, limit: int | None) -> list[dict]:
     hits: list[dict] = []
     for kind, session_id, pos, _rank, role, call_id, at, ref, tool_use_id, name, input_json, body_json in rows:
         text = texts.of(kind, ref, name, input_json, body_json)
-        snippet = None if text is None else snippet_of(text, needle)
+        term = None if text is None else query.first_in(text.lower())
+        snippet = None if term is None or text is None else snippet_of(text, term)
         if snippet is None:
             continue
         hits.append({"kind": kind, "session_id": session_id, "message_idx": pos, "role": role, "call_id": call_id,
