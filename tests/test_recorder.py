@@ -161,3 +161,20 @@ def test_a_forked_child_records_its_own_calls(db_path, store_of):
     agents = sorted(x["agent"] for x in store_of().list_sessions(reasonlog.SessionFilter()))
     assert agents == ["child", "parent"]
     assert store_of().status()["counts"]["calls"] == 2
+
+
+@pytest.mark.parametrize("target", ["postgresql://u@localhost/db", "postgres://h/db", "https://reasonlog.example",
+                                    "http://127.0.0.1:8080", "mysql://x/y"])
+def test_a_target_it_cannot_write_yet_is_refused_clearly_and_creates_nothing(tmp_path, monkeypatch, target):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="not available yet|not a database reasonlog knows"):
+        reasonlog.Recorder(target)
+    with pytest.raises(reasonlog.store.StoreError, match="not available yet|not a database reasonlog knows"):
+        reasonlog.open_store(target)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sqlite_url_and_a_path_are_the_same_database(tmp_path):
+    with reasonlog.Recorder(f"sqlite:///{tmp_path}/a.db", writer="sync") as rec, rec.session(agent="url"):
+        pass
+    assert reasonlog.open_store(tmp_path / "a.db", read_only=True).count_sessions(reasonlog.SessionFilter()) == 1

@@ -73,11 +73,12 @@ class Recorder:
                  max_queue: int = 100_000, batch_size: int = 2_000, flush_interval: float = 0.2,
                  on_full: str = "block", price_table: Any = None, redact: bool | list | dict = True,
                  store_options: dict | None = None, sink: Any = None):
-        from ..store import default_db_path
+        from ..store import StoreError, sqlite_path
 
-        path = default_db_path() if db is None else os.fspath(db)
-        path = str(path)[len("sqlite:///"):] if str(path).startswith("sqlite:///") else path
-        self.db_path = os.path.abspath(os.path.expanduser(path))
+        try:
+            self.db_path = os.path.abspath(sqlite_path(db))
+        except StoreError as exc:  # a URL it cannot write yet: said at once, never taken for a file name
+            raise ValueError(str(exc)) from None
         self.strict = strict
         self._redact = _redactor(redact)
         if sink is None:
@@ -94,8 +95,13 @@ class Recorder:
         self._closed = False
         ref = weakref.ref(self)
         atexit.register(lambda: (r := ref()) and r.close(timeout=5.0))  # what is not written in time spills
+
         # A forked child must not end the parent's open sessions when it closes or exits.
-        os.register_at_fork(after_in_child=lambda: (r := ref()) and r._sessions.clear())
+        def forget_sessions() -> None:
+            if (r := ref()) is not None:
+                r._sessions.clear()
+
+        os.register_at_fork(after_in_child=forget_sessions)
 
     def _default_sink(self, price_table: Any, redact: bool | list | dict, store_options: dict | None) -> Any:
         """The local database, with spill files beside it for what it cannot take."""

@@ -7,9 +7,10 @@ other methods and never hold SQL themselves.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 from ..model import Event
 
@@ -75,15 +76,28 @@ def default_db_path() -> Path:
     return Path(platformdirs.user_data_dir("reasonlog", appauthor=False)) / "reasonlog.db"
 
 
+def sqlite_path(target: str | os.PathLike | None) -> Path:
+    """The database file a target names: a path, `sqlite:///path`, or None for the default.
+
+    Other URLs are refused rather than taken for file names: `postgresql://` and `https://` (the
+    server) are not available yet, and anything else is not a database reasonlog knows."""
+    if target is None:
+        return default_db_path()
+    text = os.fspath(target)
+    if text.startswith("sqlite:///"):
+        return Path(text[len("sqlite:///"):]).expanduser()
+    scheme = text.split("://", 1)[0] if "://" in text else None
+    if scheme in ("postgresql", "postgres", "http", "https"):
+        raise StoreError(f"{text}: {scheme}:// targets are not available yet; use a file path or sqlite:///path")
+    if scheme is not None:
+        raise StoreError(f"{text}: {scheme}:// is not a database reasonlog knows; use a file path or sqlite:///path")
+    return Path(text).expanduser()
+
+
 def open_store(target: str | os.PathLike | None = None, **options: Any) -> Store:
-    """Open a store from a path or URL (`sqlite:///path`, a bare path, or None for the default)."""
+    """Open a store from a path or URL (`sqlite:///path`, a bare path, or None for the default).
+
+    `read_only=True` opens an existing, current database without ever writing it (reading commands)."""
     from .sqlite import SQLiteStore
 
-    if target is None:
-        return SQLiteStore(default_db_path(), **options)
-    text = os.fspath(target)
-    if text.startswith(("postgresql://", "postgres://")):
-        raise StoreError("PostgreSQL stores are not available yet; use a SQLite path")
-    if text.startswith("sqlite:///"):
-        text = text[len("sqlite:///"):]
-    return SQLiteStore(Path(text).expanduser(), **options)
+    return SQLiteStore(sqlite_path(target), **options)
