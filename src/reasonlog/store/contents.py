@@ -23,8 +23,11 @@ from .content import (
     train_dictionary,
 )
 
-# Canonical bytes -> content id, across sessions; cleared past this many bytes.
-CACHE_BYTES = 256 << 20
+# Canonical bytes -> content id, across sessions; cleared past this many bytes. Resent history is that
+# of the few sessions recording now, so a small cache catches it: on the large workload 16 MiB kept the
+# recorder at 184 MB and was faster than 256 MiB (733 MB), which the allocator paid for in GC and pages
+# (benchmarks/bench_backpressure.py; docs/performance.md).
+CACHE_BYTES = 16 << 20
 
 
 class ContentBackend(Protocol):
@@ -89,7 +92,7 @@ class ContentWriter:
     def rollback_to(self, mark: tuple[int, int | None]) -> None:
         """Undo what one event added, after its savepoint was rolled back."""
         pending, dict_id = mark
-        for key in self._added:
+        for key in self._added or ():  # set by checkpoint(), which comes first
             self.cache.pop(key, None)
         del self.pending_text[pending:]
         if self._dict_id != dict_id:
