@@ -273,6 +273,13 @@ class SessionRecorder:
         if latency_ms is not None or ttft_ms is not None or cost_usd is not None:
             latency_ms, ttft_ms, cost_usd = (self._amount("latency_ms", latency_ms),
                                              self._amount("ttft_ms", ttft_ms), self._amount("cost_usd", cost_usd))
+        if type(response) is dict and ("usage" in response or "choices" in response):
+            unwrapped = _unwrap_response(response)
+            if unwrapped is not None:  # a whole provider response: its parts go where they belong
+                raw = response if raw is None else raw
+                response, found_usage, found_stop, found_id = unwrapped
+                usage = found_usage if usage is None else usage
+                stop_reason, provider_message_id = stop_reason or found_stop, provider_message_id or found_id
         if usage is not None and type(usage) is not Usage:
             usage = _usage(usage)
         started_at = self._started_at(started_at, latency_ms)
@@ -571,6 +578,23 @@ def _response_message(response: Any) -> dict | None:
     if isinstance(response, dict):
         raise RecordError("response: a dict must be a message with a 'role'; pass content blocks as a list")
     raise RecordError(f"response: expected a message dict, a list of parts or a str, got {type(response).__name__}")
+
+
+def _unwrap_response(response: dict) -> tuple[dict, Usage | None, Any, Any] | None:
+    """(message, usage, stop reason, id) of an Anthropic Message or an OpenAI chat completion; None otherwise.
+
+    Agents append the *message* to their history, so that is what the conversation holds; the
+    response's id, stop reason and usage are the call's, and the whole response is kept as raw."""
+    usage = response.get("usage")
+    if response.get("type") == "message" and "role" in response:
+        message = {"role": response["role"], "content": response.get("content")}
+        return message, Usage.from_anthropic(usage) if isinstance(usage, dict) else None, \
+            response.get("stop_reason"), response.get("id")
+    choices = response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict) and "message" in choices[0]:
+        return choices[0]["message"], Usage.from_openai(usage) if isinstance(usage, dict) else None, \
+            choices[0].get("finish_reason"), response.get("id")
+    return None
 
 
 def _usage(usage: Any) -> Usage:
