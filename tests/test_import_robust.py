@@ -27,6 +27,12 @@ def exported(tmp_path_factory) -> list[bytes]:
         store.close()
 
 
+def _rows(lines: list[bytes]) -> int:
+    """How many records of an export are rows of its sessions (what import counts as added)."""
+    kinds = [orjson.loads(line)["type"] for line in lines]
+    return sum(kinds.count(k) for k in ("session", "exchange", "call", "message", "tool_result", "outcome"))
+
+
 def _import(db: Path, path: Path | str):
     """`reasonlog import`, letting any exception escape: a traceback fails the test."""
     return CliRunner().invoke(cli, ["--db", str(db), "import", str(path)], catch_exceptions=False)
@@ -78,12 +84,13 @@ def _with(lines: list[bytes], kind: str, changes: dict) -> tuple[list[bytes], in
 def test_an_export_ends_with_its_counts(exported):
     records = _records(exported)
     assert records[0] == {"type": "reasonlog", "version": 2}
-    assert records[-1] == {"type": "end", "records": 34, "counts": {
-        "session": 2, "exchange": 2, "call": 4, "message": 10, "tool_result": 2, "outcome": 2, "content": 10,
+    # The demo's two agents: gpt-5's own system message and two function tools are 3 contents of its own.
+    assert records[-1] == {"type": "end", "records": 37, "counts": {
+        "session": 2, "exchange": 2, "call": 4, "message": 10, "tool_result": 2, "outcome": 2, "content": 13,
         "counters": 1}}
 
 
-@pytest.mark.parametrize("keep", [1, 2, 9, 20, 33, 34])
+@pytest.mark.parametrize("keep", [1, 2, 9, 20, 35, 36])
 def test_a_file_cut_at_a_line_boundary_is_refused_as_incomplete(exported, tmp_path, keep):
     _refused(tmp_path, exported[:keep], "incomplete")
 
@@ -106,7 +113,7 @@ def test_a_version_1_file_without_counts_is_imported_with_a_warning(exported, tm
     path.write_bytes(b"".join(lines))
     result = _import(tmp_path / "db", path)
     assert result.exit_code == 0, result.output
-    assert "imported 34 records" in result.stdout
+    assert f"{_rows(exported)} records added (2 session(s))" in result.stdout
     assert "version-1 export" in result.stderr and "cannot tell" in result.stderr
     store = reasonlog.open_store(tmp_path / "db")
     assert store.status()["counts"]["calls"] == 4
@@ -235,11 +242,11 @@ def test_import_from_stdin_checks_the_same(exported, tmp_path):
     db = tmp_path / "new.db"
     result = CliRunner().invoke(cli, ["--db", str(db), "import", "-"], input=b"".join(exported[:-1]),
                                 catch_exceptions=False)
-    assert result.exit_code == 1 and result.output.startswith("error: -:34: ") and "incomplete" in result.output
+    assert result.exit_code == 1 and result.output.startswith(f"error: -:{len(exported) - 1}: ") and "incomplete" in result.output
     assert not db.exists()
     result = CliRunner().invoke(cli, ["--db", str(db), "import", "-"], input=b"".join(exported),
                                 catch_exceptions=False)
-    assert result.exit_code == 0 and "imported 34 records" in result.output
+    assert result.exit_code == 0 and f"{_rows(exported)} records added (2 session(s))" in result.output
 
 
 def test_export_to_a_folder_that_does_not_exist_is_one_line(exported, tmp_path):

@@ -96,5 +96,5 @@ def import_(obj, file):
     if stream is not None:
         stream.seek(0)
     n = jsonl.import_file(obj.writable, file, stream)
-    skipped = f"; {n['sessions_skipped']} session(s) already present were skipped" if n["sessions_skipped"] else ""
-    click.echo(f"imported {n['records']} records from {file}{skipped}")
+    present = f"; {n['sessions_skipped']} session(s) already present" if n["sessions_skipped"] else ""
+    click.echo(f"{n['records']} records added ({n['sessions']} session(s)) from {file}{present}")

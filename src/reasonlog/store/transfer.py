@@ -99,6 +99,9 @@ def _content_records(cur, ids: list[int], hashes: dict[int, str], reader: Conten
         yield {"type": "content", "hash": hashes[cid], "kind": kind, "value": value}
 
 
+_ROWS_OF_SESSIONS = frozenset({"session", "exchange", "call", "message", "tool_result", "outcome"})
+
+
 class Importer:
     """Inserts exported records into the store behind `cur`, inside the caller's open transaction.
 
@@ -122,7 +125,8 @@ class Importer:
         for index, record in enumerate(records, 1):
             self.add(index, record)
         warnings = self.checker.finish()
-        return {"records": self.records, "sessions_skipped": len(self.present), "warnings": warnings}
+        return {"records": self.records, "sessions": len(self.sessions), "sessions_skipped": len(self.present),
+                "warnings": warnings}
 
     def add(self, index: int, record: dict) -> None:
         kind = self.checker.check(index, record)
@@ -141,7 +145,8 @@ class Importer:
             raise BadRecord(index, f"{kind} record: the database already holds it ({exc})") from None
         if kind in ("session", "call"):
             (self.sessions if kind == "session" else self.calls)[record["id"]] = index
-        self.records += 1
+        if kind in _ROWS_OF_SESSIONS:  # contents are shared and deduplicated; header and counters are no rows
+            self.records += 1
 
     def verify(self, dicts) -> None:
         """Read back every imported session and replay every imported call, as `show` and `replay` would.
