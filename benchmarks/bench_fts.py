@@ -4,7 +4,8 @@
 
 Indexes the text reasonlog indexes (`parts.searchable_text` of every unique message) into a
 contentless, detail=none FTS5 table, in batches of 1,400 rows as the writer does, once per
-setting, five times each (the fastest counts: the machine is noisy), and prints seconds and bytes. The default is the baseline of the same run.
+setting, five times each (the fastest counts: the machine is noisy), and prints seconds and bytes.
+The default is the baseline of the same run.
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def main() -> None:
     base = None
     for name, setup in SETTINGS.items():
         runs = []
-        for attempt in range(REPEATS):
+        for _attempt in range(REPEATS):
             with tempfile.TemporaryDirectory() as tmp:
                 runs.append(index(docs, setup, os.path.join(tmp, "fts.db")))
         seconds, size = min(r[0] for r in runs), runs[0][1]

@@ -94,7 +94,7 @@ def main() -> None:
     for label, bare, inst, added, pct in rows:
         print(f"{label:43} {bare:12.0f} {inst:14.0f} {added:9.1f} {pct:7.1f}%")
     print(f"calls per client and SDK: {args.calls}")
-    for writer, st in zip(writers, stats):
+    for writer, st in zip(writers, stats, strict=True):  # one stats per writer
         print(f"{writer} writer: written {st['written']}, dropped {st['dropped']}, rejected {st['rejected']}")
 
 

@@ -32,7 +32,6 @@ import cProfile
 import gc
 import io
 import json
-import os
 import pstats
 import random
 import shutil
@@ -447,7 +446,8 @@ def figures(tr, rl, a, b, c) -> list[dict]:
     row("durable+searchable (s) vs (c)", rl["durable_s"], c["total_s"], rl["durable_s"] / c["total_s"],
         "<= 2", rl["durable_s"] <= 2 * c["total_s"])
     row("bytes on disk vs unique content", rl["bytes_on_disk"], tr["unique_content_bytes"],
-        rl["bytes_on_disk"] / tr["unique_content_bytes"], "<= 1.1", rl["bytes_on_disk"] <= 1.1 * tr["unique_content_bytes"])
+        rl["bytes_on_disk"] / tr["unique_content_bytes"], "<= 1.1",
+        rl["bytes_on_disk"] <= 1.1 * tr["unique_content_bytes"])
     row("session read p50 (ms)", r["session_read_p50_ms"], None, None, "<= 2 ms",
         r["session_read_p50_ms"] <= 2 and r["conversations_ok"])
     row("filtered list p50 (ms), answers", r["list_p50_ms"], None, None, "<= 5 ms, exact",
@@ -506,7 +506,8 @@ def report(res: dict) -> str:
     lines.append(f"- reads: session read p99 {r['session_read_p99_ms']:.2f} ms; conversations equal to the "
                  f"workload's for {r['conversations_checked'] - len(r['conversations_bad'])}/"
                  f"{r['conversations_checked']} sessions (bad: {r['conversations_bad']}); "
-                 f"list {r['list_queries']} (model, day) queries p99 {r['list_p99_ms']:.2f} ms, wrong {r['list_wrong']}; "
+                 f"list {r['list_queries']} (model, day) queries p99 {r['list_p99_ms']:.2f} ms, "
+                 f"wrong {r['list_wrong']}; "
                  f"search terms {r['search_terms']} p99 {r['search_p99_ms']:.2f} ms, wrong {r['search_wrong']}")
     lines.append(f"- (a) total {a['total_s']:.2f} s, {a['bytes_on_disk']:,} B on disk (no fsync)")
     lines.append(f"- (b) total {b['total_s']:.2f} s, {b['bytes_on_disk']:,} B; journal_mode={b['journal_mode']}, "
@@ -519,18 +520,18 @@ def report(res: dict) -> str:
 
 
 def ratios(results: dict) -> tuple[str, dict]:
-    m, l = results["medium"], results["large"]
+    m, lg = results["medium"], results["large"]
     out = {
-        "calls_ratio": l["calls"] / m["calls"],
-        "logical_bytes_ratio": l["logical_bytes"] / m["logical_bytes"],
-        "unique_bytes_ratio": l["unique_content_bytes"] / m["unique_content_bytes"],
-        "durable_time_ratio": l["reasonlog"]["durable_s"] / m["reasonlog"]["durable_s"],
+        "calls_ratio": lg["calls"] / m["calls"],
+        "logical_bytes_ratio": lg["logical_bytes"] / m["logical_bytes"],
+        "unique_bytes_ratio": lg["unique_content_bytes"] / m["unique_content_bytes"],
+        "durable_time_ratio": lg["reasonlog"]["durable_s"] / m["reasonlog"]["durable_s"],
         "bytes_per_unique_medium": m["reasonlog"]["bytes_on_disk"] / m["unique_content_bytes"],
-        "bytes_per_unique_large": l["reasonlog"]["bytes_on_disk"] / l["unique_content_bytes"],
+        "bytes_per_unique_large": lg["reasonlog"]["bytes_on_disk"] / lg["unique_content_bytes"],
     }
     out["bytes_per_unique_ratio"] = out["bytes_per_unique_large"] / out["bytes_per_unique_medium"]
     rows = [
-        ["large/medium durable time", l["reasonlog"]["durable_s"], m["reasonlog"]["durable_s"],
+        ["large/medium durable time", lg["reasonlog"]["durable_s"], m["reasonlog"]["durable_s"],
          out["durable_time_ratio"], "<= 7", "PASS" if out["durable_time_ratio"] <= 7 else "FAIL"],
         ["bytes per unique byte, large vs medium", out["bytes_per_unique_large"], out["bytes_per_unique_medium"],
          out["bytes_per_unique_ratio"], "about equal (0.9-1.1)",
@@ -576,7 +577,8 @@ def main(argv=None) -> int:
         for r in results.values():
             r["reasonlog"].pop("writer_profile", None) if not args.profile_writer else None
         print(json.dumps(out, indent=1, default=str))
-    ok = all(x["pass"] for r in results.values() for x in r["rows"]) and out.get("large_vs_medium", {}).get("pass", True)
+    ok = (all(x["pass"] for r in results.values() for x in r["rows"])
+          and out.get("large_vs_medium", {}).get("pass", True))
     return 0 if ok else 1
 
 

@@ -20,7 +20,8 @@ def test_a_tool_loop_records_each_execution_and_the_final_action(recorder, store
             with s.tool("inspect_node", {"node": 99}, tool_use_id="call_2"):
                 raise KeyError("node 99")
         history += [{"role": "assistant", "content": ask},
-                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "6 nodes"}]}]
+                    {"role": "user",
+                     "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "6 nodes"}]}]
         final = s.call(messages=history, response='{"action": "place_settlement", "node": 20}',
                        usage=reasonlog.Usage(input_tokens=3000, output_tokens=40))
         s.outcome("move", {"action": "place_settlement", "node": 20}, call_id=final)
@@ -96,7 +97,8 @@ def test_responses_api_items_resent_one_by_one_are_not_shown_twice(recorder, sto
     answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "NVDA is 180.5"}]}
     user = {"role": "user", "content": "Price of NVDA?"}
     with recorder.session(agent="responses") as s:
-        s.call(request={"model": "gpt-5", "input": [user]}, response={"role": "assistant", "content": [reasoning, call]})
+        s.call(request={"model": "gpt-5", "input": [user]},
+               response={"role": "assistant", "content": [reasoning, call]})
         s.call(request={"model": "gpt-5", "input": [user, reasoning, call, output]},
                response={"role": "assistant", "content": [answer]})
         sid = s.id

@@ -65,7 +65,8 @@ class _ReadOnly(sqlite_store.SQLiteStore):
 
 
 def test_a_database_made_by_the_first_schema_upgrades_and_keeps_its_data(tmp_path):
-    """tests/fixtures/schema1.db was written by `reasonlog demo` at schema 1 (commit 'README with the two set-up commands')."""
+    """tests/fixtures/schema1.db was written by `reasonlog demo` at schema 1
+    (commit 'README with the two set-up commands')."""
     path = tmp_path / "old.db"
     shutil.copy(FIXTURES / "schema1.db", path)
     store = reasonlog.open_store(path)

@@ -37,7 +37,8 @@ def test_claude_agent_session_exports_like_the_sdk_loggers(recorder, store_of):
     sid = results[0]["session_id"]
     assert start == {"type": "session_start", "session_id": sid, "ts": start["ts"], "model": "claude-sonnet-4-5",
                      "cwd": "/tmp/cc/work", "tools_available": ["Bash"], "permission_mode": "default"}
-    assert (ex1["type"], ex1["exchange"], ex1["user_input"]) == ("exchange", 1, "Run echo hi and tell me what it printed.")
+    assert (ex1["type"], ex1["exchange"], ex1["user_input"]) == ("exchange", 1,
+                                                                 "Run echo hi and tell me what it printed.")
     assert [(m["source"], m["type"]) for m in ex1["messages"]] == [
         ("assistant", "text"), ("assistant", "tool_use"), ("tool", "result"), ("assistant", "text")]
     use, result = ex1["messages"][1], ex1["messages"][2]

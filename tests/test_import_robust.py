@@ -242,7 +242,8 @@ def test_import_from_stdin_checks_the_same(exported, tmp_path):
     db = tmp_path / "new.db"
     result = CliRunner().invoke(cli, ["--db", str(db), "import", "-"], input=b"".join(exported[:-1]),
                                 catch_exceptions=False)
-    assert result.exit_code == 1 and result.output.startswith(f"error: -:{len(exported) - 1}: ") and "incomplete" in result.output
+    assert (result.exit_code == 1 and result.output.startswith(f"error: -:{len(exported) - 1}: ")
+            and "incomplete" in result.output)
     assert not db.exists()
     result = CliRunner().invoke(cli, ["--db", str(db), "import", "-"], input=b"".join(exported),
                                 catch_exceptions=False)

@@ -113,7 +113,7 @@ def test_agent_loop_records_calls_tool_results_and_one_timeline(server, rec):
 
     # What LangChain put on the wire is what a replay sends, and each message is stored once.
     store = reasonlog.open_store(rec.db_path)
-    for call, sent in zip(calls, server.requests):
+    for call, sent in zip(calls, server.requests, strict=False):
         replay = store.replay_call(call["id"])
         assert replay["messages"] == sent["body"]["messages"]
         assert replay["tools"] == sent["body"]["tools"] and replay["model"] == sent["body"]["model"]

@@ -1,4 +1,5 @@
-"""Secrets placed in a prompt, a tool input and a raw payload reach neither the database, the spill file nor the logs."""
+"""Secrets placed in a prompt, a tool input and a raw payload reach neither the database, the spill file
+nor the logs."""
 from __future__ import annotations
 
 import logging
@@ -23,7 +24,8 @@ def record_secrets(rec):
     with rec.session(agent="leaky", labels={"token": OPENAI}) as s:
         s.call(system=f"Use key {ANTHROPIC} if asked.",
                messages=[{"role": "user", "content": f"my key is {OPENAI} and {CUSTOM}"}],
-               response=[{"type": "tool_use", "id": "t1", "name": "http", "input": {"headers": {"Authorization": BEARER}}}],
+               response=[{"type": "tool_use", "id": "t1", "name": "http",
+                          "input": {"headers": {"Authorization": BEARER}}}],
                raw={"echo": PRIVATE, "key": ANTHROPIC})
         s.tool_result("t1", f"server said {CUSTOM}", input={"auth": BEARER})
         s.outcome("config", {"key": OPENAI})

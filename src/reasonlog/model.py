@@ -11,6 +11,7 @@ import random
 import re
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -157,7 +158,7 @@ class Usage:
                    cache_read_tokens=cached, cache_write_tokens=written, reasoning_tokens=min(reasoning, completion))
 
     @classmethod
-    def from_langchain(cls, usage: dict) -> "Usage":
+    def from_langchain(cls, usage: Mapping[str, Any]) -> "Usage":
         """From LangChain's `UsageMetadata`, whose input tokens include cache reads and writes."""
         details, out_details = usage.get("input_token_details") or {}, usage.get("output_token_details") or {}
         prompt = usage.get("input_tokens") or 0

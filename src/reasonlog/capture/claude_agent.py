@@ -24,10 +24,13 @@ import collections
 import dataclasses
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model import Usage
 from ..parts import RecordError
+
+if TYPE_CHECKING:
+    from .recorder import ExchangeRecorder
 
 log = logging.getLogger("reasonlog")
 
@@ -45,7 +48,8 @@ class _Thread:
         self.history: list[dict] = []  # the context as the agent's next request will carry it
         self.pending: dict | None = None  # the assistant response being assembled
         self.stream_id: str | None = None  # message id of the response being streamed
-        self.exchange = None  # a subagent's one exchange: its prompt until its tool result
+        # A subagent's one exchange: its prompt until its tool result.
+        self.exchange: ExchangeRecorder | None = None
 
 
 class ClaudeAgentLogger:
@@ -56,9 +60,9 @@ class ClaudeAgentLogger:
         self.main: _Thread | None = None
         self.external_id: str | None = None
         self._threads: dict[str, _Thread] = {}  # parent_tool_use_id -> subagent thread
-        self._tool_uses: dict[str, tuple[_Thread, str | None, dict]] = {}  # id -> (thread, call id, block)
+        self._tool_uses: dict[str | None, tuple[_Thread, str | None, dict]] = {}  # id -> (thread, call id, block)
         self._inputs: collections.deque = collections.deque()
-        self._exchange = None
+        self._exchange: ExchangeRecorder | None = None
         self._totals = _Totals()
         self._resumed_history: list | None = None
         self._closed = False
@@ -104,7 +108,7 @@ class ClaudeAgentLogger:
         if self._exchange is not None:
             self._exchange.end(status=status)
             self._exchange = None
-        self.main.session.end("failed" if error is not None else "completed", error=error)
+        self._require_main().session.end("failed" if error is not None else "completed", error=error)
         self.main = None
 
     def __enter__(self) -> "ClaudeAgentLogger":
@@ -164,29 +168,35 @@ class ClaudeAgentLogger:
 
     # ------------------------------------------------------------------ exchanges
 
-    def _start_exchange(self) -> None:
+    def _start_exchange(self) -> ExchangeRecorder:
         if self._exchange is not None:
-            return
+            return self._exchange
         text = self._inputs.popleft() if self._inputs else None
-        self._exchange = self.main.session.exchange(text)
+        main = self._require_main()
+        self._exchange = exchange = main.session.exchange(text)
         if self._resumed_history is not None:
-            self.main.history, self._resumed_history = self._resumed_history, None
+            main.history, self._resumed_history = self._resumed_history, None
         if text is not None:
-            self.main.history.append({"role": "user", "content": text})
+            main.history.append({"role": "user", "content": text})
+        return exchange
 
-    def _ensure_exchange(self) -> None:
+    def _ensure_exchange(self) -> ExchangeRecorder:
+        """The open exchange, started if need be."""
+        self._require_main()
+        return self._start_exchange()
+
+    def _require_main(self) -> _Thread:
         if self.main is None:
             raise RecordError("a message came before system/init; log every message the SDK yields")
-        if self._exchange is None:
-            self._start_exchange()
+        return self.main
 
     def _on_result(self, data: dict) -> None:
-        self._ensure_exchange()
+        exchange = self._ensure_exchange()
         for thread in self._all_threads():
             self._flush(thread, stop_reason=data.get("stop_reason"))
         stats = self._totals.exchange_stats(data)
         status = "failed" if data.get("is_error") else "completed"
-        self._exchange.end(data.get("result"), status=status, stats=stats)
+        exchange.end(data.get("result"), status=status, stats=stats)
         self._exchange = None
         if self._inputs:
             self._start_exchange()
@@ -234,7 +244,8 @@ class ClaudeAgentLogger:
 
     def _record_tool_result(self, thread: _Thread, block: dict) -> None:
         tool_use_id = block.get("tool_use_id")
-        _, _, use = self._tool_uses.get(tool_use_id, (None, None, {}))
+        entry = self._tool_uses.get(tool_use_id)
+        use = entry[2] if entry is not None else {}
         thread.session.tool_result(tool_use_id, block.get("content"), name=use.get("name"), input=use.get("input"),
                                    is_error=bool(block.get("is_error")))
         if tool_use_id in self._threads:
@@ -262,7 +273,7 @@ class ClaudeAgentLogger:
 
     def _thread(self, parent_tool_use_id: str | None, model: str | None) -> _Thread:
         if parent_tool_use_id is None:
-            return self.main
+            return self._require_main()
         thread = self._threads.get(parent_tool_use_id)
         if thread is None:
             thread = self._threads[parent_tool_use_id] = self._open_child(parent_tool_use_id, model)
@@ -272,8 +283,11 @@ class ClaudeAgentLogger:
         for thread in self._all_threads():  # the spawning response is complete once its tool runs
             if thread.pending and any(b.get("id") == tool_use_id for b in thread.pending["content"]):
                 self._flush(thread)
-        parent, call_id, use = self._tool_uses.get(tool_use_id, (self.main, None, {}))
-        spec = use.get("input") if isinstance(use.get("input"), dict) else {}
+        entry = self._tool_uses.get(tool_use_id)
+        parent, call_id, use = entry if entry is not None else (self._require_main(), None, {})
+        spec = use.get("input")
+        if not isinstance(spec, dict):
+            spec = {}
         session = self.recorder.session(agent=spec.get("subagent_type") or "subagent", run=self.run,
                                         model=model or parent.model, provider=PROVIDER, labels=self.labels,
                                         parent=parent.session, parent_call=call_id)
@@ -284,7 +298,8 @@ class ClaudeAgentLogger:
     def _end_child(self, tool_use_id: str, result: Any, status: str) -> None:
         child = self._threads.pop(tool_use_id)
         self._flush(child)
-        child.exchange.end(result, status=status)
+        if child.exchange is not None:  # always set for a child (see _open_child)
+            child.exchange.end(result, status=status)
         child.session.end(status)
 
     def _all_threads(self) -> list[_Thread]:
@@ -390,6 +405,11 @@ def message_dict(message: Any) -> dict:
         return message
     if not dataclasses.is_dataclass(message):
         raise TypeError(f"expected a Claude Agent SDK message or dict, got {type(message).__name__}")
+    return _sdk_message_dict(message)
+
+
+def _sdk_message_dict(message: Any) -> dict:
+    """The JSON of a `claude_agent_sdk` dataclass, told by its class name (the SDK is not imported)."""
     name = type(message).__name__
     if hasattr(message, "subtype") and isinstance(getattr(message, "data", None), dict):
         return message.data  # SystemMessage and its subclasses keep the CLI's dict whole

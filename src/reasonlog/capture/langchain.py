@@ -38,7 +38,8 @@ from .recorder import Recorder, SessionRecorder, current_session
 # Invocation parameters that configure LangChain's client rather than the request body.
 _CLIENT_PARAMS = frozenset({"model_name", "max_retries", "default_request_timeout", "request_timeout", "timeout",
                             "streaming", "stream_usage", "default_headers", "default_query", "http_client"})
-_TYPE_PROVIDERS = {"openai-chat": "openai", "azure-openai-chat": "azure", "anthropic-chat": "anthropic"}
+_TYPE_PROVIDERS: dict[str | None, str] = {"openai-chat": "openai", "azure-openai-chat": "azure",
+                                           "anthropic-chat": "anthropic"}
 
 
 @dataclass
@@ -137,7 +138,7 @@ class ReasonlogCallback(BaseCallbackHandler):
         self._put(run_id, _ModelRun(self._session_for(provider, model), request, provider, model, time.time(),
                                     time.perf_counter()))
 
-    def on_llm_new_token(self, token: str, *, run_id: UUID, **kwargs: Any) -> None:
+    def on_llm_new_token(self, token: str | list[str | dict[str, Any]], *, run_id: UUID, **kwargs: Any) -> None:
         run = self._runs.get(run_id)  # a read without the lock: only this run's own thread writes it
         if isinstance(run, _ModelRun) and run.first_token is None:
             run.first_token = time.perf_counter()

@@ -354,7 +354,8 @@ class SQLiteStore:
         return {
             "path": str(self.path), "url": self.url,
             "schema_version": self.schema_version(), "latest_schema_version": SQLITE_MIGRATIONS[-1].number,
-            "bytes_on_disk": sum(f.stat().st_size for f in files if f.exists()) + sum(p.stat().st_size for p in pending),
+            "bytes_on_disk": (sum(f.stat().st_size for f in files if f.exists())
+                              + sum(p.stat().st_size for p in pending)),
             "unique_content_bytes": content_bytes, "counts": counts,
             "dropped_records": counters.get("dropped", 0), "rejected_records": counters.get("rejected", 0),
             "redacted_secrets": counters.get("redacted", 0),

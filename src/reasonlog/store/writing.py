@@ -74,7 +74,7 @@ def split_request(request: dict) -> Split:
     # A `messages` that is not a list (a str, a tuple) stays a parameter, so replay gives it back as sent.
     taken = {sys_key} | ({found} if found else set()) | ({TOOLS_KEY} if tools is not None else set())
     params = {k: v for k, v in request.items() if k not in taken}
-    shape = {"messages": msg_key, "system": sys_key}
+    shape: dict[str, Any] = {"messages": msg_key, "system": sys_key}
     if found is None:
         shape["no_messages"] = True
     return Split(params, request.get(sys_key), request[found] if found else [], tools,
@@ -141,7 +141,8 @@ class Applier:
     def rollback_to(self, mark, session_id: str | None) -> None:
         """Forget what the rolled-back event taught: its contents and its session's state."""
         self.contents.rollback_to(mark)
-        self.sessions.pop(session_id, None)
+        if session_id is not None:
+            self.sessions.pop(session_id, None)
         self.rows.clear()
 
     def reset(self) -> None:
@@ -240,10 +241,11 @@ class Applier:
         tool_ids = None if split.tools is None else [self.content_id(cur, t, "tool") for t in split.tools]
         response_id = None if ev.response is None else self.content_id(cur, ev.response, "message")
 
-        timeline = []
+        timeline: list[tuple[str | None, int]] = []
         if system_id is not None and system_id != st.system and split.system:
             timeline.append(("system", system_id))
-        roles = {cid: m.get("role") if isinstance(m, dict) else None for cid, m in zip(ids, split.messages, strict=True)}
+        roles = {cid: m.get("role") if isinstance(m, dict) else None
+                 for cid, m in zip(ids, split.messages, strict=True)}
         items = ({cid for cid, m in zip(ids, split.messages, strict=True) if canonical(m) in st.response_items}
                  if st.response_items else set())
         timeline += [(_role(roles[cid]), cid) for cid in new_in_timeline(ids, st.context, st.response, items)]
@@ -333,7 +335,8 @@ def _ours(value: Any) -> str | None:
 def _plain(value: Any) -> Any:
     """`value` as plain JSON data: SDK objects (which adapters hand over as they are) are dumped."""
     if value is None or (type(value) is dict and all(type(v) in _PLAIN for v in value.values())
-                         and all(type(b) is dict for b in value.get("content") or () if type(value.get("content")) is list)):
+                         and all(type(b) is dict for b in value.get("content") or ()
+                                 if type(value.get("content")) is list)):
         return value
     return orjson.loads(orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS))
 
