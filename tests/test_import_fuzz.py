@@ -45,7 +45,7 @@ def source(tmp_path_factory) -> dict:
     """
     folder = _scratch(tmp_path_factory)
     store = reasonlog.open_store(folder / "source.db")
-    assert _import(store, SOURCE.read_bytes()) == {"records": 34, "sessions_skipped": 0, "warnings": []}
+    assert _import(store, SOURCE.read_bytes()) == {"records": 22, "sessions": 2, "sessions_skipped": 0, "warnings": []}
     lines = list(jsonl.dump_lines(store))
     assert b"".join(lines) == SOURCE.read_bytes()  # still what this reasonlog exports
     first_session = list(jsonl.dump_lines(store, [orjson.loads(lines[1])["id"]]))

@@ -209,4 +209,4 @@ def test_a_directory_or_a_file_that_is_no_database_is_refused_in_one_line(tmp_pa
     text.write_text("not a database\n" * 100)
     result = _cli(text, "db", "check")
     assert result.exit_code == 1 and len(result.output.splitlines()) == 1
-    assert result.output.startswith(f"error: {text} cannot be opened as a reasonlog database")
+    assert result.output == f"error: {text}: not a SQLite file, not a reasonlog database\n"
