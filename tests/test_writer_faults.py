@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 import reasonlog
 
@@ -355,6 +356,7 @@ class _DyingSink(StoreSink):
         raise _Fatal("the sink died")
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # it dies on purpose
 def test_flush_never_waits_for_a_writer_thread_that_died(db_path, caplog):
     rec = reasonlog.Recorder(db_path, sink=_DyingSink(lambda: reasonlog.open_store(db_path)))
     with rec.session(agent="orphaned") as s:
