@@ -178,3 +178,13 @@ def test_a_sqlite_url_and_a_path_are_the_same_database(tmp_path):
     with reasonlog.Recorder(f"sqlite:///{tmp_path}/a.db", writer="sync") as rec, rec.session(agent="url"):
         pass
     assert reasonlog.open_store(tmp_path / "a.db", read_only=True).count_sessions(reasonlog.SessionFilter()) == 1
+
+
+def test_a_session_opened_without_a_model_shows_the_model_of_its_first_call(recorder, store_of):
+    with recorder.session(agent="adapter user") as s:  # as with instrument_openai inside rec.session(...)
+        s.call(request={"model": "gpt-5", "messages": [{"role": "user", "content": "hi"}]}, response="hello")
+        s.call(request={"model": "gpt-5-mini", "messages": [{"role": "user", "content": "and?"}]}, response="so")
+    with recorder.session(agent="said", model="claude-sonnet-4-5") as named:
+        named.call(request={"model": "gpt-5", "messages": []}, response="x")
+    models = {x["agent"]: x["model"] for x in store_of().list_sessions(reasonlog.SessionFilter())}
+    assert models == {"adapter user": "gpt-5", "said": "claude-sonnet-4-5"}

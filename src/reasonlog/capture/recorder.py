@@ -263,13 +263,15 @@ class SessionRecorder:
                                context_facts)
         if call_id is not None and not call_id.isascii():  # the caller keeps this id: it must be storable
             _check_storable(id=call_id)
-        model = model or self.model
         if request is None:
+            model = model or self.model
             request = _build_request(model, messages, system, tools, params)
         elif type(request) is not dict:
             raise RecordError(f"request: expected a dict, got {type(request).__name__}")
         else:
             request = _snapshot(request)
+            sent = request.get("model")  # what the body asked for is the call's model, unless told otherwise
+            model = model or (sent if type(sent) is str else None) or self.model
         if latency_ms is not None or ttft_ms is not None or cost_usd is not None:
             latency_ms, ttft_ms, cost_usd = (self._amount("latency_ms", latency_ms),
                                              self._amount("ttft_ms", ttft_ms), self._amount("cost_usd", cost_usd))

@@ -234,6 +234,9 @@ class Applier:
     def _apply_call(self, cur, ev: CallRecorded) -> None:
         ev.started_at = format_instant(ev.started_at)  # a bad instant rejects this event alone
         st = self.state(cur, ev.session_id)
+        if st.next_call == 0 and ev.model:  # a session opened without a model shows its first call's
+            cur.execute("UPDATE sessions SET model = ? WHERE id = ? AND model IS NULL",
+                        (self.again(ev.model), self.again(ev.session_id)))  # counted with the call
         split = split_request(ev.request)
         id_of = self.contents.id_of  # called for every message of every call: the writer's hottest line
         ids = [id_of(cur, m, "message") for m in split.messages]
