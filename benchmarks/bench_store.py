@@ -266,12 +266,10 @@ def run_reads(store, calls, tr) -> dict:
     bad = []
     for xsid, last in tr["last_call"].items():
         conv = workload.conversation_of(last)
-        got = store.get_session(by_ext[xsid])["messages"] if xsid in by_ext else []
-        msgs = [{k: v for k, v in m["content"].items()} if isinstance(m["content"], dict) else m["content"]
-                for m in got]
-        roles = [m["role"] for m in got]
-        ok = (len(got) == len(conv["messages"]) + 1 and roles[0] == "system" and msgs[0] == conv["system"]
-              and msgs[1:] == conv["messages"])
+        session = store.get_session(by_ext[xsid]) if xsid in by_ext else {"messages": [], "system_prompts": []}
+        msgs = [dict(m["content"]) if isinstance(m["content"], dict) else m["content"] for m in session["messages"]]
+        systems = [sp["content"] for sp in session["system_prompts"]]  # system prompts have their own key
+        ok = systems == [conv["system"]] and msgs == conv["messages"]
         if not ok:
             bad.append(xsid)
     res["conversations_checked"] = len(tr["last_call"])
