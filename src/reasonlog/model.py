@@ -6,6 +6,7 @@ HTTP as their `to_dict()` form, and a store turns them into rows.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import re
@@ -39,6 +40,24 @@ def new_id() -> str:
     p = _PAIRS
     return (stamp + p[(rand >> 70) & 1023] + p[(rand >> 60) & 1023] + p[(rand >> 50) & 1023] + p[(rand >> 40) & 1023]
             + p[(rand >> 30) & 1023] + p[(rand >> 20) & 1023] + p[(rand >> 10) & 1023] + p[rand & 1023])
+
+
+def stable_id(at: str | None, *key: Any) -> str:
+    """A time-sortable id that is the same every time for the same key (ULID layout: the milliseconds of `at`,
+    then 80 bits of a BLAKE2b hash of the key). Importers name what they import with it, so importing a file
+    again finds what the first import wrote instead of adding it twice."""
+    ms = 0
+    if at:
+        try:
+            ms = int(datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() * 1000)
+        except ValueError:
+            ms = 0
+    ms = min(max(ms, 0), 2**48 - 1)
+    digest = int.from_bytes(hashlib.blake2b("\x1f".join(map(str, key)).encode("utf-8", "surrogatepass"),
+                                            digest_size=10).digest())
+    p = _PAIRS
+    return ("".join(p[(ms >> s) & 1023] for s in (40, 30, 20, 10, 0))
+            + "".join(p[(digest >> s) & 1023] for s in (70, 60, 50, 40, 30, 20, 10, 0)))
 
 
 def utc_now() -> str:

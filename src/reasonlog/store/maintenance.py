@@ -181,6 +181,16 @@ def _choose_sessions(cur, criteria: PruneCriteria) -> None:
     cur.execute(f"INSERT INTO temp.prune_sessions SELECT s.id FROM sessions s WHERE {' AND '.join(where)}", args)
 
 
+def choose_sessions_by_id(cur, session_ids: list[str]) -> int:
+    """Choose these sessions (and the contents only they use) for `prune`; returns how many exist."""
+    cur.execute("CREATE TEMP TABLE IF NOT EXISTS prune_sessions (id TEXT PRIMARY KEY)")
+    cur.execute("DELETE FROM temp.prune_sessions")
+    cur.executemany("INSERT INTO temp.prune_sessions SELECT id FROM sessions WHERE id = ?",
+                    [(sid,) for sid in session_ids])
+    _choose_contents(cur)
+    return cur.execute("SELECT COUNT(*) FROM temp.prune_sessions").fetchone()[0]
+
+
 def _referenced_by(sessions: str) -> str:
     """SELECT of every content id the calls and messages of `sessions` (an SQL condition on session_id) name.
 

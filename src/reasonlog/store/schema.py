@@ -207,4 +207,25 @@ CREATE VIRTUAL TABLE outcomes_search USING fts5(text, content='', detail=none, c
     tokenize='trigram case_sensitive 1');
 INSERT INTO contents_search (contents_search, rank) VALUES ('automerge', 8);
 """, python=search.rebuild),
+    Migration(7, "imported files", """
+-- What `reasonlog import` and `reasonlog watch` have taken from each file, so that importing
+-- again reads only what was appended. `consumed` is the byte offset up to which the file is
+-- reflected in the database; `tail_hash` the BLAKE2b-128 (hex) of the up to 4 KiB before it,
+-- which tells an appended file (same bytes there) from a rewritten one. `state_json` is the
+-- importer's own memory between runs (open exchange, pending tool calls); `sessions_json` the
+-- sessions made from the file, removed and made again when the file was rewritten. NULL
+-- tail_hash means nothing was consumed yet; NULL state_json, no state.
+CREATE TABLE import_files (
+    path TEXT PRIMARY KEY,
+    format TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    consumed INTEGER NOT NULL,
+    tail_hash TEXT,
+    state_json TEXT,
+    sessions_json TEXT NOT NULL DEFAULT '[]',
+    skipped INTEGER NOT NULL DEFAULT 0,   -- lines or records skipped so far, with a reason each time
+    imported_at TEXT NOT NULL
+);
+"""),
 )

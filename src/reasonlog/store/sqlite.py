@@ -12,7 +12,7 @@ from typing import Any
 
 from ..model import Event
 from ..parts import RecordError
-from . import SessionFilter, StoreError, ids, liveness, maintenance, opening, reading, search, transfer
+from . import SessionFilter, StoreError, ids, imported, liveness, maintenance, opening, reading, search, transfer
 from .content import Dictionaries
 from .contents import ContentWriter
 from .schema import SQLITE_MIGRATIONS
@@ -151,19 +151,24 @@ class SQLiteStore:
 
     # ------------------------------------------------------------ writing
 
-    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> None:
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None,
+                    imports: list[dict] | None = None) -> None:
         """Apply events in order in one transaction; on a store error roll back and raise.
+
+        `imports`: rows of `import_files` (see `io/importing.py`) written in the same transaction, so
+        that what an importer consumed of a file and the events it made of it commit together.
 
         An event whose own data cannot be stored (not JSON, a duplicate id) must not take its
         batch with it, nor every batch after it: the batch is then written again with each event
         in a savepoint, and the events that fail are counted as rejected and left out.
         """
         try:
-            self._write_batch(events, counters, isolate=False)
+            self._write_batch(events, counters, imports, isolate=False)
         except DATA_ERRORS:
-            self._write_batch(events, counters, isolate=True)
+            self._write_batch(events, counters, imports, isolate=True)
 
-    def _write_batch(self, events: list[Event], counters: dict[str, int] | None, isolate: bool) -> None:
+    def _write_batch(self, events: list[Event], counters: dict[str, int] | None, imports: list[dict] | None,
+                     isolate: bool) -> None:
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
@@ -181,6 +186,8 @@ class SQLiteStore:
                 search.index_records_since(cur, marks)
                 counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
                 self._add_counters(cur, counters)
+                for row in imports or ():
+                    imported.save_file(cur, row)
                 cur.execute("COMMIT")
             except BaseException:
                 self._applier.redactor.masked = masked
@@ -337,12 +344,44 @@ class SQLiteStore:
             self._applier.reset()
             return n
 
+    # ------------------------------------------------------------ imports (see io/importing.py)
+
+    def import_file(self, path: str) -> dict | None:
+        """What earlier imports consumed of the file at `path` (absolute), or None."""
+        return self._read(imported.load_file, path)
+
+    def import_files(self) -> list[dict]:
+        """Every file imported so far, newest import first."""
+        return self._read(imported.list_files)
+
+    def existing_ids(self, kind: str, ids: Iterable[str]) -> set[str]:
+        """Which of `ids` (of sessions, calls, tool_results or outcomes) the store holds."""
+        return self._read(imported.existing_ids, kind, list(ids))
+
+    def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int:
+        """Delete sessions and the contents only they used (a rewritten file is imported again);
+        `forget_file` also drops that file's import row, in the same transaction."""
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                n = maintenance.choose_sessions_by_id(cur, list(session_ids))
+                maintenance.prune(cur, self._dicts)
+                if forget_file is not None:
+                    cur.execute("DELETE FROM import_files WHERE path = ?", (forget_file,))
+                cur.execute("COMMIT")
+            except BaseException:
+                self._abandon()
+                raise
+            self._applier.reset()
+        return n
+
     # ------------------------------------------------------------ status
 
     def status(self) -> dict:
         with self._lock:
             counts = {t: self._conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-                      for t in ("sessions", "calls", "messages", "contents", "outcomes")}
+                      for t in ("sessions", "calls", "messages", "contents", "tool_results", "outcomes")}
             counters = dict(self._conn.execute("SELECT name, value FROM counters").fetchall())
             content_bytes = self._conn.execute("SELECT COALESCE(SUM(size), 0) FROM contents").fetchone()[0]
             room = maintenance.space(self._conn, self.path)

@@ -1,0 +1,1 @@
+"""One module per importable format; each exposes `importer` (see io/importing.py for the contract)."""

@@ -1,0 +1,402 @@
+"""Importing what agents already write: the importer seam, and the loop that feeds a store.
+
+An *importer* reads one format. It names itself, recognises its files, lists the files under a
+folder, and turns a file into events, the same events the recorder makes, with the instants the
+file gives. The loop here does everything formats share, so an importer holds only its format:
+
+- **Incremental.** For each file the store remembers how far it was consumed (`import_files`),
+  the hash of the 4 KiB before that point and the importer's own state. Importing again skips a
+  file whose size and mtime did not change, reads only what was appended to one that grew, and
+  removes and imports again one that was rewritten (the bytes before the offset changed).
+- **Atomic per checkpoint.** An importer yields events and, where its state is consistent,
+  `Checkpoint`s. Events are written in batches that end at a checkpoint, in one transaction with
+  that checkpoint's offset and state: a killed import resumes where its last batch ended.
+- **Never twice.** Importers name what they import with `stable_id`, and ask `Feed.exists`
+  before emitting a call that another file may hold already.
+- **Reported.** Every line or file skipped is reported with file:line and why; nothing raises
+  past one file.
+
+The contract of an importer (`Importer`): `name`, `description`, `incremental` (reads appended
+bytes from an offset, like JSONL; else a changed file is read again whole), `detect(path)`
+(a file or folder of this format?), `sources(path)` (the files to import under it, in order) and
+`read(feed)` (events and checkpoints). Third-party importers register under the entry-point group
+`reasonlog.importers`, as an object with that shape.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from ..model import CallRecorded, Event, OutcomeRecorded, SessionStarted, ToolResultRecorded, utc_now
+
+ENTRY_POINT_GROUP = "reasonlog.importers"
+TAIL = 4096           # bytes before the consumed offset whose hash tells appended from rewritten
+BATCH_EVENTS = 2000   # a batch ends at the first checkpoint after this many events
+ADDED = ("sessions", "calls", "messages", "tool_results", "outcomes")
+_EVENT_KINDS: dict[type, tuple[str, str]] = {
+    SessionStarted: ("session", "session_id"), CallRecorded: ("call", "call_id"),
+    ToolResultRecorded: ("tool_result", "tool_result_id"), OutcomeRecorded: ("outcome", "outcome_id"),
+}
+
+
+class ImportError_(ValueError):
+    """A path or format the import cannot take (no such file, unknown format): one line for the user."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """All events yielded before it reflect the file up to byte `offset` (line `line`); `state` is what the
+    importer must know to go on from there, as JSON text (taken at once, so later changes don't leak in)."""
+
+    offset: int
+    line: int
+    state: bytes | None
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a JSONL file: its 1-based number, byte range, and parsed value (or why it has none)."""
+
+    number: int
+    start: int
+    end: int
+    value: Any = None
+    error: str | None = None
+
+
+class Importer(Protocol):
+    name: str
+    description: str
+    incremental: bool
+
+    def detect(self, path: Path) -> bool: ...
+    def sources(self, path: Path) -> Iterator[Path]: ...
+    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]: ...
+
+
+@dataclass
+class Report:
+    """What an import did: counts of what it added, and every skip with its place and reason."""
+
+    files: int = 0
+    unchanged: int = 0
+    appended: int = 0
+    rewritten: int = 0
+    added: dict[str, int] = field(default_factory=dict)   # sessions, calls, messages, tool_results, outcomes
+    rejected: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (file:line, reason)
+    failed: list[tuple[str, str]] = field(default_factory=list)   # (file, reason): files not imported at all
+
+    def to_dict(self) -> dict:
+        return {"files": self.files, "unchanged": self.unchanged, "appended": self.appended,
+                "rewritten": self.rewritten, "added": self.added, "rejected": self.rejected,
+                "skipped": [{"where": w, "reason": r} for w, r in self.skipped],
+                "failed": [{"file": f, "reason": r} for f, r in self.failed]}
+
+
+class Feed:
+    """What an importer reads one file through: its bytes from where the last import stopped, the state it
+    left, deterministic ids, and questions to the store."""
+
+    def __init__(self, path: Path, importer: Importer, store: Any, start: int, line: int, state: dict | None,
+                 report: Report, emitted: dict[str, set[str]]):
+        self.path, self.importer, self.store = path, importer, store
+        self.start, self.first_line, self.state = start, line, state
+        self.report, self._emitted = report, emitted
+        self.where = str(path)
+
+    # ---------------------------------------------------------------- reading
+
+    def lines(self) -> Iterator[Line]:
+        """The file's lines from the start offset, parsed as JSON, streaming (never the whole file in memory).
+
+        A blank line is passed over; a line that is not JSON or not UTF-8 comes with `error` set and no
+        value. A last line without its newline that does not parse is not yielded: a writer may be halfway
+        through it, and the next import reads it whole."""
+        number, offset = self.first_line, self.start
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            for raw in f:
+                number += 1
+                start, offset = offset, offset + len(raw)
+                text = raw.strip()
+                if not text:
+                    continue
+                try:
+                    value = orjson.loads(text)
+                except orjson.JSONDecodeError as exc:
+                    if not raw.endswith(b"\n"):
+                        return  # a partial last line: left for the next import
+                    yield Line(number, start, offset, error=_json_error(raw, exc))
+                    continue
+                yield Line(number, start, offset, value)
+
+    def read_bytes(self) -> bytes:
+        """The whole file (for formats that are one JSON document)."""
+        return self.path.read_bytes()
+
+    def checkpoint(self, line: Line | None, state: dict | None) -> Checkpoint:
+        """Everything yielded so far reflects the file up to the end of `line` (None: the whole file)."""
+        if line is None:
+            return Checkpoint(self.path.stat().st_size, self.first_line, _dump_state(state))
+        return Checkpoint(line.end, line.number, _dump_state(state))
+
+    def skip(self, line: Line | int | None, reason: str) -> None:
+        """Report a line (or the whole file, with None) that the import passed over, and why."""
+        number = line.number if isinstance(line, Line) else line
+        self.report.skipped.append((f"{self.where}:{number}" if number else self.where, reason))
+
+    # ---------------------------------------------------------------- ids and the store
+
+    def exists(self, kind: str, ident: str) -> bool:
+        """Whether a session, call, tool_result or outcome with this id was written (by any import) already."""
+        if ident in self._emitted[kind]:
+            return True
+        return bool(self.store.existing_ids(kind, [ident]))
+
+    def history(self, session_id: str) -> list:
+        """The conversation as the session's last stored call left it: its request's messages and its response
+        (to go on from when a file grew)."""
+        session = self.store.get_session(session_id)
+        calls = session.get("calls") or []
+        if not calls:
+            return []
+        last = self.store.get_call(calls[-1]["id"])
+        messages = list(last["request"].get("messages") or [])
+        if last.get("response") is not None:
+            messages.append(last["response"])
+        return messages
+
+
+def _json_error(raw: bytes, exc: Exception) -> str:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return f"not UTF-8 (byte {bad.start + 1})"
+    return f"not JSON ({str(exc).split(':', 1)[0]})"
+
+
+def _dump_state(state: dict | None) -> bytes | None:
+    return None if state is None else orjson.dumps(state)
+
+
+# -------------------------------------------------------------------------------------- the registry
+
+
+def importers() -> dict[str, Importer]:
+    """Every importer by name: the built-in ones, then those registered under `reasonlog.importers`."""
+    from . import builtin_importers
+
+    found: dict[str, Importer] = {imp.name: imp for imp in builtin_importers()}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in found:
+            continue
+        try:
+            imp = ep.load()
+        except Exception as exc:  # a broken plug-in must not break the built-in formats
+            found.setdefault(ep.name, _Broken(ep.name, f"cannot load {ep.value}: {exc}"))
+            continue
+        found[getattr(imp, "name", ep.name)] = imp
+    return found
+
+
+@dataclass
+class _Broken:
+    name: str
+    description: str
+    incremental: bool = False
+
+    def detect(self, path: Path) -> bool:
+        return False
+
+    def sources(self, path: Path) -> Iterator[Path]:
+        raise ImportError_(f"importer {self.name}: {self.description}")
+
+    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
+        raise ImportError_(f"importer {self.name}: {self.description}")
+
+
+def choose_importer(path: Path, name: str | None = None) -> Importer:
+    """The importer `name`, or the first whose `detect` recognises `path`."""
+    known = importers()
+    if name is not None:
+        if name not in known:
+            raise ImportError_(f"--format {name}: not a format reasonlog knows; "
+                               f"one of {', '.join(sorted(known))} (see --list-formats)")
+        return known[name]
+    for imp in known.values():
+        try:
+            if imp.detect(path):
+                return imp
+        except OSError:
+            continue
+    raise ImportError_(f"{path}: not a format reasonlog recognises; name one with --format "
+                       f"({', '.join(sorted(known))})")
+
+
+# -------------------------------------------------------------------------------------- the loop
+
+
+def plan(paths: Iterable[Path], fmt: str | None = None) -> list[tuple[Path, Importer]]:
+    """Each file to import with its importer. A missing path is an error before anything is imported."""
+    out: list[tuple[Path, Importer]] = []
+    for path in paths:
+        if not path.exists():
+            raise ImportError_(f"{path}: no such file or folder")
+        imp = choose_importer(path, fmt)
+        files = list(imp.sources(path))
+        out.extend((f, imp) for f in files)
+    return out
+
+
+def run_import(store: Any, files: list[tuple[Path, Importer]],
+               progress: Callable[[Path, int], None] | None = None) -> Report:
+    """Import `files` into `store`; every file is imported alone, so one bad file never stops the others."""
+    report = Report()
+    before = store.status()["counts"]
+    rejected = store.status().get("rejected_records", 0)
+    emitted: dict[str, set[str]] = {kind: set() for kind, _ in _EVENT_KINDS.values()}
+    for path, imp in files:
+        try:
+            _import_file(store, path.resolve(), imp, report, emitted)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            report.failed.append((str(path), f"{type(exc).__name__}: {exc}"))
+        if progress is not None:
+            progress(path, path.stat().st_size if path.exists() else 0)
+    status = store.status()
+    after = status["counts"]
+    report.added = {k: after[k] - before.get(k, 0) for k in ADDED}
+    report.rejected = status.get("rejected_records", 0) - rejected
+    return report
+
+
+def _import_file(store: Any, path: Path, imp: Importer, report: Report, emitted: dict[str, set[str]]) -> None:
+    st = path.stat()
+    key = str(path)
+    row = store.import_file(key)
+    report.files += 1
+    start, line, state = 0, 0, None
+    if row is not None:
+        if row["size"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns and row["format"] == imp.name:
+            report.unchanged += 1
+            return
+        if (imp.incremental and row["format"] == imp.name and st.st_size >= row["consumed"]
+                and _tail_hash(path, row["consumed"]) == row["tail_hash"]):
+            start, state = row["consumed"], row["state"]
+            line = (state or {}).pop("$line", 0)
+            report.appended += 1
+        else:
+            store.delete_sessions(row["sessions"], forget_file=key)
+            report.rewritten += 1
+            row = None
+    sessions = set(row["sessions"]) if row else set()
+    progress = _FileProgress(path, imp, st, sessions, row["skipped"] if row else 0, len(report.skipped))
+    feed = Feed(path, imp, store, start, line, state, report, emitted)
+    pending: list[Event] = []
+    last: Checkpoint | None = None
+    for item in imp.read(feed):
+        if isinstance(item, Checkpoint):
+            last = item
+            if len(pending) >= BATCH_EVENTS:
+                progress.write(store, pending, item, report)
+                pending = []
+            continue
+        kind, id_field = _EVENT_KINDS.get(type(item), (None, None))
+        if kind is not None:
+            emitted[kind].add(getattr(item, id_field))  # type: ignore[arg-type]
+            if kind == "session":
+                sessions.add(item.session_id)  # type: ignore[attr-defined]
+        pending.append(item)
+    if last is None:  # nothing consumed: remember the file all the same
+        last = Checkpoint(start, line, _dump_state(state))
+    progress.write(store, pending, last, report)
+
+
+@dataclass
+class _FileProgress:
+    """What goes into a file's `import_files` row with each batch."""
+
+    path: Path
+    importer: Importer
+    stat: os.stat_result
+    sessions: set[str]
+    skipped: int           # skips counted in the row so far
+    reported: int          # len(report.skipped) when they were counted
+
+    def write(self, store: Any, events: list[Event], cp: Checkpoint, report: Report) -> None:
+        self.skipped += len(report.skipped) - self.reported
+        self.reported = len(report.skipped)
+        state = orjson.loads(cp.state) if cp.state is not None else {}
+        state["$line"] = cp.line
+        store.write_batch(events, None, imports=[{
+            "path": str(self.path), "format": self.importer.name, "size": self.stat.st_size,
+            "mtime_ns": self.stat.st_mtime_ns, "consumed": cp.offset, "tail_hash": _tail_hash(self.path, cp.offset),
+            "state": state, "sessions": sorted(self.sessions), "skipped": self.skipped, "imported_at": utc_now()}])
+
+
+def _tail_hash(path: Path, offset: int) -> str | None:
+    if offset <= 0:
+        return None
+    with open(path, "rb") as f:
+        f.seek(max(0, offset - TAIL))
+        data = f.read(min(TAIL, offset))
+    if len(data) < min(TAIL, offset):
+        return None  # the file is shorter than what was consumed: it was rewritten
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def follow(store: Any, paths: list[Path], fmt: str | None, interval: float, stop: Callable[[], bool],
+           on_report: Callable[[Report], None]) -> None:
+    """Import `paths` again every `interval` seconds until `stop()` says so (reasonlog watch)."""
+    while not stop():
+        files = []
+        for p in paths:
+            if p.exists():
+                try:
+                    files.extend(plan([p], fmt))
+                except ImportError_:
+                    continue
+        report = run_import(store, files)
+        on_report(report)
+        deadline = time.monotonic() + interval
+        while time.monotonic() < deadline and not stop():
+            time.sleep(min(0.2, interval))
+
+
+# -------------------------------------------------------------------------------------- helpers for formats
+
+
+def first_values(path: Path, n: int = 5, limit: int = 1 << 20) -> list[Any]:
+    """The first `n` JSON values of a JSONL file (lines that do not parse are left out), reading at most
+    `limit` bytes: what `detect` sniffs."""
+    out: list[Any] = []
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit)
+    except OSError:
+        return out
+    for raw in data.split(b"\n"):
+        if raw.strip():
+            try:
+                out.append(orjson.loads(raw))
+            except orjson.JSONDecodeError:
+                continue
+        if len(out) >= n:
+            break
+    return out
+
+
+def walk(path: Path, pattern: str) -> Iterator[Path]:
+    """`path` itself when it is a file, else the files under it matching `pattern`, sorted (a stable order)."""
+    if path.is_file():
+        yield path
+        return
+    yield from sorted(p for p in path.rglob(pattern) if p.is_file())
