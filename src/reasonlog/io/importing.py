@@ -19,7 +19,8 @@ file gives. The loop here does everything formats share, so an importer holds on
 The contract of an importer (`Importer`): `name`, `description`, `incremental` (reads appended
 bytes from an offset, like JSONL; else a changed file is read again whole), `detect(path)`
 (a file or folder of this format?), `sources(path)` (the files to import under it, in order) and
-`read(feed)` (events and checkpoints). Third-party importers register under the entry-point group
+`read(feed)` (events and checkpoints). A format that has its own all-or-nothing import instead
+(reasonlog's export) defines `import_whole(store, path, report)` and is called with that alone. Third-party importers register under the entry-point group
 `reasonlog.importers`, as an object with that shape.
 """
 from __future__ import annotations
@@ -283,6 +284,10 @@ def _import_file(store: Any, path: Path, imp: Importer, report: Report, emitted:
     key = str(path)
     row = store.import_file(key)
     report.files += 1
+    whole = getattr(imp, "import_whole", None)
+    if whole is not None:  # a format with its own all-or-nothing import (reasonlog's export): no offsets
+        whole(store, path, report)
+        return
     start, line, state = 0, 0, None
     if row is not None:
         if row["size"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns and row["format"] == imp.name:
