@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import shutil
 import sys
@@ -80,21 +79,3 @@ def _write_export(store, fmt: str, ids: list[str] | None, out) -> None:
             out.write(line.encode() if isinstance(line, str) else line)
     else:
         jsonl.write_export(store, out, ids)
-
-
-@cli.command("import")
-@click.argument("file", type=click.Path(allow_dash=True))
-@click.pass_obj
-def import_(obj, file):
-    """Import a reasonlog JSONL export (all or nothing: a bad or incomplete file writes nothing)."""
-    # Read stdin once, so it can be checked before the database is opened and then imported.
-    stream = io.BytesIO(sys.stdin.buffer.read()) if file == "-" else None
-    # Checked first without a database: a file refused here never creates or touches one.
-    warnings = jsonl.check_file(file, stream)
-    for warning in warnings:
-        click.echo(f"warning: {file}: {warning}", err=True)
-    if stream is not None:
-        stream.seek(0)
-    n = jsonl.import_file(obj.writable, file, stream)
-    present = f"; {n['sessions_skipped']} session(s) already present" if n["sessions_skipped"] else ""
-    click.echo(f"{n['records']} records added ({n['sessions']} session(s)) from {file}{present}")

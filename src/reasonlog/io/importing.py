@@ -10,7 +10,8 @@ file gives. The loop here does everything formats share, so an importer holds on
   removes and imports again one that was rewritten (the bytes before the offset changed).
 - **Atomic per checkpoint.** An importer yields events and, where its state is consistent,
   `Checkpoint`s. Events are written in batches that end at a checkpoint, in one transaction with
-  that checkpoint's offset and state: a killed import resumes where its last batch ended.
+  that checkpoint's offset and state: a killed import resumes where its last batch ended. Events
+  yielded after the last checkpoint are not written: the next import reads those lines again.
 - **Never twice.** Importers name what they import with `stable_id`, and ask `Feed.exists`
   before emitting a call that another file may hold already.
 - **Reported.** Every line or file skipped is reported with file:line and why; nothing raises
@@ -20,8 +21,9 @@ The contract of an importer (`Importer`): `name`, `description`, `incremental` (
 bytes from an offset, like JSONL; else a changed file is read again whole), `detect(path)`
 (a file or folder of this format?), `sources(path)` (the files to import under it, in order) and
 `read(feed)` (events and checkpoints). A format that has its own all-or-nothing import instead
-(reasonlog's export) defines `import_whole(store, path, report)` and is called with that alone. Third-party importers register under the entry-point group
-`reasonlog.importers`, as an object with that shape.
+(reasonlog's export) defines `import_whole(store, path, report)` and is called with that alone.
+Third-party importers register under the entry-point group `reasonlog.importers`, as an object
+with that shape.
 """
 from __future__ import annotations
 
@@ -46,6 +48,12 @@ _EVENT_KINDS: dict[type, tuple[str, str]] = {
     SessionStarted: ("session", "session_id"), CallRecorded: ("call", "call_id"),
     ToolResultRecorded: ("tool_result", "tool_result_id"), OutcomeRecorded: ("outcome", "outcome_id"),
 }
+
+
+class ReimportFile(Exception):
+    """Raised by an importer that finds, reading what was appended, that something it imported earlier
+    has changed (a response that was still being written): the file's sessions are removed and the
+    whole file is imported again."""
 
 
 class ImportError_(ValueError):
@@ -113,6 +121,9 @@ class Feed:
         self.start, self.first_line, self.state = start, line, state
         self.report, self._emitted = report, emitted
         self.where = str(path)
+        # True under `reasonlog watch`: the file may still be being written, so an importer may leave a
+        # record that looks unfinished for the next pass instead of importing half of it.
+        self.live = False
 
     # ---------------------------------------------------------------- reading
 
@@ -259,7 +270,7 @@ def plan(paths: Iterable[Path], fmt: str | None = None) -> list[tuple[Path, Impo
 
 
 def run_import(store: Any, files: list[tuple[Path, Importer]],
-               progress: Callable[[Path, int], None] | None = None) -> Report:
+               progress: Callable[[Path, int], None] | None = None, live: bool = False) -> Report:
     """Import `files` into `store`; every file is imported alone, so one bad file never stops the others."""
     report = Report()
     before = store.status()["counts"]
@@ -267,9 +278,13 @@ def run_import(store: Any, files: list[tuple[Path, Importer]],
     emitted: dict[str, set[str]] = {kind: set() for kind, _ in _EVENT_KINDS.values()}
     for path, imp in files:
         try:
-            _import_file(store, path.resolve(), imp, report, emitted)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            report.failed.append((str(path), f"{type(exc).__name__}: {exc}"))
+            _import_file(store, path.resolve(), imp, report, emitted, live)
+        except (OSError, ImportError_) as exc:
+            report.failed.append((str(path), str(exc)))
+        except Exception as exc:  # an importer's own bug: this file fails, the others go on
+            if os.environ.get("REASONLOG_RAISE_INTERNAL_ERRORS"):
+                raise
+            report.failed.append((str(path), f"internal error ({type(exc).__name__}: {exc}); please report it"))
         if progress is not None:
             progress(path, path.stat().st_size if path.exists() else 0)
     status = store.status()
@@ -279,7 +294,8 @@ def run_import(store: Any, files: list[tuple[Path, Importer]],
     return report
 
 
-def _import_file(store: Any, path: Path, imp: Importer, report: Report, emitted: dict[str, set[str]]) -> None:
+def _import_file(store: Any, path: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
+                 live: bool = False) -> None:
     st = path.stat()
     key = str(path)
     row = store.import_file(key)
@@ -305,21 +321,34 @@ def _import_file(store: Any, path: Path, imp: Importer, report: Report, emitted:
     sessions = set(row["sessions"]) if row else set()
     progress = _FileProgress(path, imp, st, sessions, row["skipped"] if row else 0, len(report.skipped))
     feed = Feed(path, imp, store, start, line, state, report, emitted)
-    pending: list[Event] = []
+    feed.live = live
+    pending: list[Event] = []   # events up to the last checkpoint, not yet written
+    since: list[Event] = []     # events after it: written only once a checkpoint covers them
     last: Checkpoint | None = None
-    for item in imp.read(feed):
-        if isinstance(item, Checkpoint):
-            last = item
-            if len(pending) >= BATCH_EVENTS:
-                progress.write(store, pending, item, report)
-                pending = []
-            continue
-        kind, id_field = _EVENT_KINDS.get(type(item), (None, None))
-        if kind is not None:
-            emitted[kind].add(getattr(item, id_field))  # type: ignore[arg-type]
-            if kind == "session":
-                sessions.add(item.session_id)  # type: ignore[attr-defined]
-        pending.append(item)
+    try:
+        for item in imp.read(feed):
+            if isinstance(item, Checkpoint):
+                last = item
+                pending += since
+                since = []
+                if len(pending) >= BATCH_EVENTS:
+                    progress.write(store, pending, item, report)
+                    pending = []
+                continue
+            kind, id_field = _EVENT_KINDS.get(type(item), (None, None))
+            if kind is not None:
+                emitted[kind].add(getattr(item, id_field))  # type: ignore[arg-type]
+                if kind == "session":
+                    sessions.add(item.session_id)  # type: ignore[attr-defined]
+            since.append(item)
+    except ReimportFile as again:
+        if start == 0 or row is None:
+            raise ValueError(f"{path}: {again}") from None
+        store.delete_sessions(row["sessions"], forget_file=key)  # what was written of it goes, then all again
+        report.rewritten += 1
+        report.appended -= 1
+        report.files -= 1
+        return _import_file(store, path, imp, report, emitted, live)
     if last is None:  # nothing consumed: remember the file all the same
         last = Checkpoint(start, line, _dump_state(state))
     progress.write(store, pending, last, report)
@@ -369,7 +398,7 @@ def follow(store: Any, paths: list[Path], fmt: str | None, interval: float, stop
                     files.extend(plan([p], fmt))
                 except ImportError_:
                     continue
-        report = run_import(store, files)
+        report = run_import(store, files, live=True)
         on_report(report)
         deadline = time.monotonic() + interval
         while time.monotonic() < deadline and not stop():

@@ -1,0 +1,235 @@
+"""`reasonlog import` and `reasonlog watch`: take in what agents already write, and keep taking it in."""
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import click
+import orjson
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+from ..io import jsonl
+from ..io.importing import ImportError_, Report, first_values, follow, importers, plan, run_import
+from ..store import StoreError
+from .main import cli, emit_json
+
+WATCH_FILE = ".watch.json"  # beside the database: what `reasonlog watch` follows, for `db status`
+
+
+@cli.command("import")
+@click.argument("paths", nargs=-1, type=click.Path(allow_dash=True, path_type=str))
+@click.option("--format", "fmt", metavar="NAME", help="Read every PATH as this format (see --list-formats).")
+@click.option("--list-formats", is_flag=True, help="Name the formats reasonlog can import, and exit.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_obj
+def import_(obj, paths, fmt, list_formats, as_json):
+    """Import files or folders that agents wrote (Claude Code, Codex CLI, Gemini CLI, reasonlog exports, ...).
+
+    The format of each path is detected unless --format names it. Importing again adds only what is new:
+    files that did not change are skipped, files that grew are read from where the last import stopped."""
+    if list_formats:
+        return _list_formats(as_json)
+    if not paths:
+        raise click.UsageError("give at least one PATH (or --list-formats)")
+    if len(paths) == 1 and (paths[0] == "-" or fmt == "reasonlog-jsonl" or (fmt is None and _is_export(paths[0]))):
+        return _import_export(obj, paths[0])
+    try:
+        files = plan([Path(p).expanduser() for p in paths], fmt)
+    except ImportError_ as exc:
+        raise StoreError(str(exc)) from None
+    if not files:
+        raise StoreError(f"{', '.join(paths)}: no files of a format reasonlog reads")
+    report = _run_with_progress(obj.writable, files, show=not as_json)
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        _print_report(report)
+    if report.failed:
+        sys.exit(1)
+
+
+def _is_export(path: str) -> bool:
+    first = first_values(Path(path), 1) if Path(path).is_file() else []
+    return bool(first) and isinstance(first[0], dict) and first[0].get("type") == "reasonlog"
+
+
+def _import_export(obj, file: str) -> None:
+    """A reasonlog export (or stdin): checked whole before the database is opened, then imported at once."""
+    stream = io.BytesIO(sys.stdin.buffer.read()) if file == "-" else None
+    for warning in jsonl.check_file(file, stream):
+        click.echo(f"warning: {file}: {warning}", err=True)
+    if stream is not None:
+        stream.seek(0)
+    n = jsonl.import_file(obj.writable, file, stream)
+    present = f"; {n['sessions_skipped']} session(s) already present" if n["sessions_skipped"] else ""
+    click.echo(f"{n['records']} records added ({n['sessions']} session(s)) from {file}{present}")
+
+
+def _list_formats(as_json: bool) -> None:
+    found = importers()
+    rows = [{"name": name, "description": imp.description, "incremental": bool(imp.incremental),
+             "default_folders": [str(p) for p in _defaults(imp)]} for name, imp in sorted(found.items())]
+    if as_json:
+        return emit_json(rows)
+    for row in rows:
+        click.echo(f"{row['name']:<18} {row['description']}")
+
+
+def _defaults(imp) -> list[Path]:
+    find = getattr(imp, "default_folders", None)
+    return list(find()) if callable(find) else []
+
+
+def _run_with_progress(store, files, show: bool) -> Report:
+    total = sum(p.stat().st_size for p, _ in files if p.exists())
+    if not show or not sys.stderr.isatty() or total < 8 << 20:
+        return run_import(store, files)
+    columns = (TextColumn("importing"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=True, console=_stderr_console()) as bar:
+        task = bar.add_task("import", total=total)
+        return run_import(store, files, progress=lambda path, size: bar.advance(task, size))
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _print_report(report: Report) -> None:
+    added = report.added
+    files = f"{report.files} file(s)"
+    how = [f"{n} {what}" for n, what in ((report.unchanged, "unchanged"), (report.appended, "grown"),
+                                          (report.rewritten, "rewritten")) if n]
+    click.echo(f"Imported {files}{' (' + ', '.join(how) + ')' if how else ''}: "
+               f"{added.get('sessions', 0)} sessions, {added.get('calls', 0)} calls, "
+               f"{added.get('messages', 0)} messages, {added.get('tool_results', 0)} tool results, "
+               f"{added.get('outcomes', 0)} outcomes added.")
+    if report.rejected:
+        click.echo(f"{report.rejected} record(s) rejected by the store (see the log)", err=True)
+    if report.skipped:
+        click.echo(f"Skipped {len(report.skipped)} line(s) or file(s):", err=True)
+        for where, why in report.skipped[:50]:
+            click.echo(f"  {where}: {why}", err=True)
+        if len(report.skipped) > 50:
+            click.echo(f"  ... and {len(report.skipped) - 50} more (--json lists all)", err=True)
+    for path, why in report.failed:
+        click.echo(f"error: {path}: {why}", err=True)
+
+
+# ------------------------------------------------------------------------------------------ watch
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.option("--format", "fmt", metavar="NAME", help="Read every PATH as this format.")
+@click.option("--interval", type=click.FloatRange(0.2, 3600), default=2.0, show_default=True,
+              help="Seconds between two passes.")
+@click.option("--once", is_flag=True, help="One pass, then exit (for cron or a test).")
+@click.option("--install", is_flag=True, help="Write a systemd user unit (Linux) or launchd agent (macOS) that "
+              "runs this watch at login, and say where.")
+@click.pass_obj
+def watch(obj, paths, fmt, interval, once, install):
+    """Follow folders and import what agents append to them, within seconds.
+
+    Without PATH: the Claude Code, Codex CLI and Gemini CLI folders that exist. Files deleted or rotated
+    are fine: a rewritten file is imported again, a deleted one is left as it was imported."""
+    folders = [Path(p).expanduser() for p in paths] or _default_watch_folders(fmt)
+    if install:
+        return _install(obj, paths, fmt, interval)
+    if not folders:
+        raise StoreError("nothing to watch: none of the default folders exists; name a PATH")
+    for folder in folders:
+        if not folder.exists():
+            raise StoreError(f"{folder}: no such file or folder")
+    store = obj.writable
+    marker = Path(f"{obj.path}{WATCH_FILE}")
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    click.echo(f"watching {', '.join(map(str, folders))} (every {interval:g} s; Ctrl-C stops)", err=True)
+
+    def on_report(report: Report) -> None:
+        _write_marker(marker, folders)
+        if any(report.added.values()) or report.failed:
+            _print_report(report)
+        if once:
+            stopping.append(True)
+
+    try:
+        follow(store, folders, fmt, interval, lambda: bool(stopping), on_report)
+    except KeyboardInterrupt:
+        pass
+    except ImportError_ as exc:
+        raise StoreError(str(exc)) from None
+
+
+def _default_watch_folders(fmt: str | None) -> list[Path]:
+    found = importers()
+    chosen = [found[fmt]] if fmt in found else found.values()
+    return [p for imp in chosen for p in _defaults(imp) if p.exists()]
+
+
+def _write_marker(marker: Path, folders: list[Path]) -> None:
+    data = {"pid": os.getpid(), "folders": [str(f) for f in folders],
+            "last_pass_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    try:
+        tmp = marker.with_name(marker.name + ".tmp")
+        tmp.write_bytes(orjson.dumps(data))
+        os.replace(tmp, marker)
+    except OSError:
+        pass  # only `db status` reads it
+
+
+def read_marker(db_path: Path) -> dict | None:
+    """What `reasonlog watch` last said it follows, and whether that process still runs."""
+    marker = Path(f"{db_path}{WATCH_FILE}")
+    try:
+        data = orjson.loads(marker.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    try:
+        os.kill(int(data.get("pid", 0)), 0)
+        data["running"] = True
+    except (OSError, ValueError):
+        data["running"] = False
+    return data
+
+
+def _install(obj, paths, fmt, interval) -> None:
+    exe = Path(sys.argv[0]).resolve()
+    args = [str(exe), "--db", str(obj.path), "watch", *[str(Path(p).expanduser().resolve()) for p in paths],
+            *(["--format", fmt] if fmt else []), "--interval", f"{interval:g}"]
+    if sys.platform == "darwin":
+        target = Path.home() / "Library" / "LaunchAgents" / "dev.reasonlog.watch.plist"
+        program = "".join(f"<string>{_xml(a)}</string>" for a in args)
+        text = (f'<?xml version="1.0" encoding="UTF-8"?>\n<plist version="1.0"><dict>'
+                f"<key>Label</key><string>dev.reasonlog.watch</string>"
+                f"<key>ProgramArguments</key><array>{program}</array>"
+                f"<key>RunAtLoad</key><true/><key>KeepAlive</key><true/></dict></plist>\n")
+        enable = f"launchctl load -w {target}"
+    else:
+        target = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "systemd" / "user" \
+            / "reasonlog-watch.service"
+        text = ("[Unit]\nDescription=reasonlog watch: import agent transcripts as they are written\n\n"
+                f"[Service]\nExecStart={' '.join(_quote(a) for a in args)}\nRestart=on-failure\n\n"
+                "[Install]\nWantedBy=default.target\n")
+        enable = "systemctl --user daemon-reload && systemctl --user enable --now reasonlog-watch.service"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    except OSError as exc:
+        raise StoreError(f"{target}: cannot write it ({exc.strerror or exc})") from None
+    click.echo(f"wrote {target}")
+    click.echo(f"start it now and at every login with: {enable}")
+
+
+def _quote(arg: str) -> str:
+    return f'"{arg}"' if any(c in arg for c in ' "\\') else arg
+
+
+def _xml(arg: str) -> str:
+    return arg.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,421 @@
+"""Claude Code transcripts: `~/.claude/projects/<project>/<session>.jsonl` and their subagent files.
+
+How a transcript becomes reasonlog's records:
+
+- **Sessions.** One per Claude Code session id (the transcript's name), with that id as reasonlog's
+  id too, so `reasonlog show ae4a77f8` finds what Claude Code calls `ae4a77f8-…`. A subagent is a
+  child session `<agentId>@<session id>`, linked to its parent and to the call that issued the
+  Task tool. Its lines come from `subagents/agent-<id>.jsonl`, from `isSidechain` lines of the
+  parent, or only from the parent's `progress` lines (`agent_progress`): all three are real calls.
+- **Calls.** Claude Code writes one line per content block of a response, and the usage on those
+  lines grows while the response streams. The lines of one `message.id` + `requestId` (the
+  message id alone when there is no request id) become one call: its blocks in order, and the
+  usage of the line with the most tokens. The same key seen in another file (a subagent's calls
+  appear in its own file and in the parent's progress lines) is one call, counted once.
+- **The window.** A call's request is the conversation before it, rebuilt in the Messages API
+  shape, so contexts are stored once. A `compact_boundary` starts the window again: the compact
+  summary is the first message after it (and an outcome `compaction` marks the place).
+- **Exchanges.** Each prompt the user typed opens one; `turn_duration` closes it with its
+  duration. Tool results, meta lines and compact summaries are not prompts.
+- **Kept, not dropped.** `summary` lines (titles that point at a leaf message, maybe of another
+  session) and records of a type this importer does not know are kept as outcomes
+  (`claude-code:<type>`). Hook and bash progress, file-history snapshots and queue operations are
+  bookkeeping of the CLI and are passed over.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ...model import (
+    CallRecorded,
+    Event,
+    ExchangeEnded,
+    ExchangeStarted,
+    OutcomeRecorded,
+    SessionEnded,
+    SessionStarted,
+    Usage,
+    format_instant,
+    stable_id,
+)
+from ...parts import RecordError
+from ..importing import Checkpoint, Feed, Line, ReimportFile, first_values, walk
+
+NAME = "claude-code"
+TRANSCRIPT_TYPES = frozenset({"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
+                              "queue-operation", "result"})
+PASSED_OVER = frozenset({"file-history-snapshot", "queue-operation"})
+SETTLE_S = 30.0  # under watch, a response whose file changed this recently may still be streaming
+
+
+def default_folders() -> list[Path]:
+    """Where Claude Code keeps transcripts: each of `$CLAUDE_CONFIG_DIR` (comma-separated), else ~/.claude."""
+    roots = [Path(p).expanduser() for p in os.environ.get("CLAUDE_CONFIG_DIR", "").split(",") if p.strip()]
+    return [root / "projects" for root in (roots or [Path.home() / ".claude"])]
+
+
+class ClaudeCodeImporter:
+    name = NAME
+    description = "Claude Code transcripts (~/.claude/projects, or $CLAUDE_CONFIG_DIR/projects)"
+    incremental = True
+
+    def default_folders(self) -> list[Path]:
+        return default_folders()
+
+    def detect(self, path: Path) -> bool:
+        if path.is_dir():
+            return any(_looks_like_transcript(p) for p in _first_files(path))
+        return path.suffix == ".jsonl" and _looks_like_transcript(path)
+
+    def sources(self, path: Path) -> Iterator[Path]:
+        files = [p for p in walk(path, "*.jsonl") if path.is_file() or _looks_like_transcript(p)]
+        # Parents before their subagent files, so a child session finds the call that spawned it.
+        yield from sorted(files, key=lambda p: ("subagents" in p.parts, str(p)))
+
+    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
+        yield from _Reader(feed).run()
+
+
+importer = ClaudeCodeImporter()
+
+
+def _first_files(folder: Path, n: int = 5) -> list[Path]:
+    found = []
+    for p in folder.rglob("*.jsonl"):
+        found.append(p)
+        if len(found) >= n:
+            break
+    return found
+
+
+def _looks_like_transcript(path: Path) -> bool:
+    return any(isinstance(v, dict) and v.get("type") in TRANSCRIPT_TYPES
+               and ("sessionId" in v or "leafUuid" in v or "message" in v)
+               for v in first_values(path, 8))
+
+
+# ------------------------------------------------------------------------------------------ threads
+
+
+class _Thread:
+    """One conversation being rebuilt: the main session or a subagent's."""
+
+    def __init__(self, sid: str, saved: dict | None = None):
+        saved = saved or {}
+        self.sid = sid
+        self.started: bool = saved.get("started", False)
+        self.pending: list = saved.get("pending", [])       # messages since the last call's response
+        self.exchange: str | None = saved.get("exchange")
+        self.last_at: str | None = saved.get("last_at")
+        self.last_key: str | None = saved.get("last_key")   # the last call's key: a continuation must not split it
+        self.history: list | None = None if saved else []   # loaded from the store when a file grew
+        self.group: dict | None = None                      # the response whose lines are being read
+        self.results: list = []                             # tool results waiting for that response to end
+        self.touched = False
+
+    def flush_results(self) -> None:
+        if not self.results:
+            return
+        last = self.pending[-1] if self.pending else None
+        if last is not None and last["role"] == "user" and _results_only(last["content"]):
+            last["content"] = last["content"] + self.results  # not yet sent: still one message
+        else:
+            self.pending.append({"role": "user", "content": self.results})
+        self.results = []
+
+    def save(self) -> dict:
+        """What the next import needs (taken only when no response is open, so `results` is empty)."""
+        return {"started": self.started, "pending": self.pending, "exchange": self.exchange,
+                "last_at": self.last_at, "last_key": self.last_key}
+
+
+class _Reader:
+    def __init__(self, feed: Feed):
+        self.feed = feed
+        saved = feed.state or {}
+        self.threads = {sid: _Thread(sid, t) for sid, t in saved.get("threads", {}).items()}
+        self.spawns: dict[str, dict] = saved.get("spawns", {})  # Task tool_use id -> {call, agent}
+        self.main: str | None = saved.get("main")
+        self.run_name = feed.path.parent.name if "subagents" not in feed.path.parts else feed.path.parents[2].name
+        self.last_line: Line | None = None
+
+    # ----------------------------------------------------------------------------- the loop
+
+    def run(self) -> Iterator[Event | Checkpoint]:
+        for line in self.feed.lines():
+            self.last_line = line
+            if line.error is not None:
+                self.feed.skip(line, line.error)
+                continue
+            yield from self._line(line)
+        if self.feed.live and self._settling():
+            return  # a response may still be streaming: the next pass reads its lines again
+        for thread in self.threads.values():
+            yield from self._close_group(thread)
+        yield from self._end_threads()
+        yield self._checkpoint()
+
+    def _settling(self) -> bool:
+        import time
+
+        return any(t.group for t in self.threads.values()) and time.time() - self.feed.path.stat().st_mtime < SETTLE_S
+
+    def _checkpoint(self) -> Checkpoint:
+        state = {"threads": {sid: t.save() for sid, t in self.threads.items()}, "spawns": self.spawns,
+                 "main": self.main}
+        return self.feed.checkpoint(self.last_line, state)
+
+    def _line(self, line: Line) -> Iterator[Event | Checkpoint]:
+        v = line.value
+        if not isinstance(v, dict):
+            self.feed.skip(line, f"not a JSON object (a {type(v).__name__})")
+            return
+        kind = v.get("type")
+        if not isinstance(kind, str):
+            self.feed.skip(line, "no `type`: not a transcript record")
+            return
+        if kind in ("user", "assistant"):
+            yield from self._message(line, v, self._thread_of(v, line), v)
+        elif kind == "progress":
+            yield from self._progress(line, v)
+        elif kind == "system":
+            yield from self._system(line, v)
+        elif kind == "summary":
+            yield from self._keep(line, v, "summary", {"summary": v.get("summary"), "leaf_uuid": v.get("leafUuid")})
+        elif kind not in PASSED_OVER:
+            yield from self._keep(line, v, f"{NAME}:{kind}", v)
+
+    # ----------------------------------------------------------------------------- sessions
+
+    def _thread_of(self, v: dict, line: Line, agent: str | None = None) -> _Thread:
+        session = v.get("sessionId") if isinstance(v.get("sessionId"), str) else None
+        session = session or self.main or self.feed.path.stem
+        agent = agent or (v.get("agentId") if v.get("isSidechain") or "subagents" in self.feed.path.parts else None)
+        if v.get("isSidechain") and not agent:
+            agent = "sidechain"
+        sid = f"{agent}@{session}" if agent else session
+        if agent is None and self.main is None:
+            self.main = session
+        thread = self.threads.get(sid)
+        if thread is None:
+            thread = self.threads[sid] = _Thread(sid)
+            thread.started = self.feed.exists("session", sid)
+            if thread.started:
+                thread.history = None  # another file began it: go on from what is stored
+        return thread
+
+    def _start(self, thread: _Thread, v: dict, at: str, agent_type: str | None = None,
+               spawn: dict | None = None) -> Iterator[Event]:
+        if thread.started:
+            return
+        thread.started = True
+        parent = thread.sid.split("@", 1)[1] if "@" in thread.sid else None
+        labels = {"source": NAME, **{k: v[f] for k, f in (("cwd", "cwd"), ("git_branch", "gitBranch"),
+                                                          ("version", "version")) if isinstance(v.get(f), str)}}
+        yield SessionStarted(session_id=thread.sid, started_at=at, agent=agent_type or ("subagent" if parent
+                                                                                        else "claude-code"),
+                             run=self.run_name, provider="anthropic", labels=labels, parent_session_id=parent,
+                             parent_call_id=(spawn or {}).get("call"), external_id=thread.sid.split("@")[0])
+
+    def _end_threads(self) -> Iterator[Event]:
+        for thread in self.threads.values():
+            if not thread.touched or not thread.started:
+                continue
+            if thread.exchange is not None:
+                yield ExchangeEnded(exchange_id=thread.exchange, session_id=thread.sid,
+                                    ended_at=thread.last_at or _epoch(self.feed))
+            yield SessionEnded(session_id=thread.sid, ended_at=thread.last_at or _epoch(self.feed))
+
+    # ----------------------------------------------------------------------------- messages
+
+    def _message(self, line: Line, v: dict, thread: _Thread, envelope: dict,
+                 spawn: dict | None = None, agent_type: str | None = None) -> Iterator[Event | Checkpoint]:
+        message = v.get("message")
+        if not isinstance(message, dict):
+            self.feed.skip(line, "`message` is not an object")
+            return
+        at = _instant(v.get("timestamp")) or thread.last_at or _epoch(self.feed)
+        yield from self._start(thread, envelope, at, agent_type, spawn)
+        thread.touched, thread.last_at = True, at
+        if v.get("type") == "assistant" or message.get("role") == "assistant":
+            yield from self._assistant(line, v, message, thread, at)
+            return
+        content = message.get("content")
+        if content is None:
+            self.feed.skip(line, "a user message without `content`")
+            return
+        if _results_only(content):
+            # Tools run while the response still streams: its later blocks may follow their results. The
+            # results wait for the response to end, then go out as one user message, as the API takes them.
+            thread.results.extend(content)
+            if thread.group is None:
+                thread.flush_results()
+            return
+        yield from self._close_group(thread)
+        if _is_prompt(v, content):
+            yield from self._new_exchange(thread, at, _prompt_text(content), line)
+        thread.pending.append({"role": "user", "content": content})
+
+    def _assistant(self, line: Line, v: dict, message: dict, thread: _Thread, at: str) -> Iterator[Event | Checkpoint]:
+        msg_id = message.get("id") if isinstance(message.get("id"), str) else None
+        request_id = v.get("requestId") if isinstance(v.get("requestId"), str) else None
+        key = f"{msg_id}:{request_id}" if request_id else (msg_id or f"line:{v.get('uuid') or line.number}")
+        group = thread.group
+        if group is not None and group["key"] != key:
+            yield from self._close_group(thread)
+            group = None
+        if group is None:
+            if key == thread.last_key and thread.history is None:
+                # The lines of a response already imported go on in what was appended: import it all again.
+                raise ReimportFile(f"line {line.number}: the response {key} grew after it was imported")
+            group = thread.group = {"key": key, "at": at, "blocks": [], "usage": None, "total": -1,
+                                    "model": None, "stop": None, "msg_id": msg_id, "request_id": request_id,
+                                    "error": bool(v.get("isApiErrorMessage")), "line": line.number}
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else ([{"type": "text", "text": content}]
+                                                             if isinstance(content, str) else [])
+        group["blocks"].extend(b for b in blocks if isinstance(b, dict))
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            total = _total(usage)
+            if total >= group["total"]:
+                group["usage"], group["total"] = usage, total
+        group["model"] = message.get("model") if isinstance(message.get("model"), str) else group["model"]
+        group["stop"] = message.get("stop_reason") or group["stop"]
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in ("Task", "Agent"):
+                inp = block.get("input") if isinstance(block.get("input"), dict) else {}
+                self.spawns[str(block.get("id"))] = {"call": None, "agent": inp.get("subagent_type"),
+                                                     "key": key, "session": thread.sid}
+
+    def _close_group(self, thread: _Thread) -> Iterator[Event | Checkpoint]:
+        group, thread.group = thread.group, None
+        if group is None:
+            thread.flush_results()
+            return
+        response = {"role": "assistant", "content": group["blocks"]}
+        call_id = stable_id(None, NAME, group["key"])
+        for spawn in self.spawns.values():
+            if spawn["key"] == group["key"]:
+                spawn["call"] = call_id
+        history = self._history(thread)
+        request = {"model": group["model"], "messages": history + thread.pending}
+        fresh = not self.feed.exists("call", call_id)
+        if fresh:
+            try:
+                usage = Usage.from_anthropic(group["usage"]) if group["usage"] else None
+            except RecordError as exc:
+                self.feed.skip(group["line"], f"usage: {exc}")
+                usage = None
+            yield CallRecorded(call_id=call_id, session_id=thread.sid, exchange_id=thread.exchange,
+                               started_at=group["at"], request=request, response=response, model=group["model"],
+                               provider="anthropic", stop_reason=group["stop"], usage=usage,
+                               provider_message_id=group["msg_id"], request_id=group["request_id"],
+                               status="error" if group["error"] else "ok")
+        thread.history = request["messages"] + [response]
+        thread.pending, thread.last_key = [], group["key"]
+        thread.flush_results()
+        if not any(t.group for t in self.threads.values()):  # an open response is not in the saved state
+            yield self._checkpoint()
+
+    def _history(self, thread: _Thread) -> list:
+        if thread.history is None:
+            thread.history = self.feed.history(thread.sid) if thread.started else []
+        return thread.history
+
+    def _new_exchange(self, thread: _Thread, at: str, text: Any, line: Line) -> Iterator[Event]:
+        if thread.exchange is not None:
+            yield ExchangeEnded(exchange_id=thread.exchange, session_id=thread.sid, ended_at=at)
+        thread.exchange = stable_id(at, NAME, thread.sid, "exchange", line.number)
+        yield ExchangeStarted(exchange_id=thread.exchange, session_id=thread.sid, started_at=at, input=text)
+
+    # ----------------------------------------------------------------------------- other records
+
+    def _progress(self, line: Line, v: dict) -> Iterator[Event | Checkpoint]:
+        data = v.get("data")
+        if not isinstance(data, dict) or data.get("type") != "agent_progress":
+            return  # hook and bash progress: the CLI's bookkeeping
+        inner = data.get("message")
+        agent = data.get("agentId")
+        if not isinstance(inner, dict) or not isinstance(agent, str):
+            self.feed.skip(line, "agent_progress without a message or agentId")
+            return
+        spawn = self.spawns.get(str(v.get("parentToolUseID")))
+        if spawn is not None and spawn["session"] in self.threads:  # the Task call is complete: store it first
+            yield from self._close_group(self.threads[spawn["session"]])
+        thread = self._thread_of(v, line, agent=agent)
+        yield from self._message(line, inner, thread, v, spawn, (spawn or {}).get("agent"))
+
+    def _system(self, line: Line, v: dict) -> Iterator[Event | Checkpoint]:
+        subtype = v.get("subtype")
+        thread = self._thread_of(v, line)
+        at = _instant(v.get("timestamp")) or thread.last_at or _epoch(self.feed)
+        if subtype == "compact_boundary":
+            yield from self._close_group(thread)
+            yield from self._start(thread, v, at)
+            meta = v.get("compactMetadata") if isinstance(v.get("compactMetadata"), dict) else {}
+            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, thread.sid, "compaction", line.number),
+                                  session_id=thread.sid, at=at, outcome_kind="compaction",
+                                  payload={"trigger": meta.get("trigger"), "pre_tokens": meta.get("preTokens")})
+            thread.history, thread.pending, thread.touched, thread.last_at = [], [], True, at
+        elif subtype == "turn_duration" and thread.exchange is not None:
+            yield from self._close_group(thread)
+            ms = v.get("durationMs")
+            yield ExchangeEnded(exchange_id=thread.exchange, session_id=thread.sid, ended_at=at,
+                                stats={"duration_ms": ms} if isinstance(ms, (int, float)) and ms >= 0 else None)
+            thread.exchange = None
+
+    def _keep(self, line: Line, v: dict, kind: str, payload: Any) -> Iterator[Event | Checkpoint]:
+        thread = self._thread_of(v, line)
+        at = _instant(v.get("timestamp")) or thread.last_at or _epoch(self.feed)
+        yield from self._start(thread, v, at)
+        thread.touched = True
+        yield OutcomeRecorded(outcome_id=stable_id(at, NAME, thread.sid, kind, line.number), session_id=thread.sid,
+                              at=at, outcome_kind=kind, payload=payload)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _total(usage: dict) -> int:
+    return sum(n for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+               if isinstance(n := usage.get(k), int))
+
+
+def _instant(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return format_instant(value)
+    except RecordError:
+        return None
+
+
+def _epoch(feed: Feed) -> str:
+    """An instant for records with none: when the file was last written."""
+    return format_instant(feed.path.stat().st_mtime) or "1970-01-01T00:00:00.000000Z"
+
+
+def _is_prompt(v: dict, content: Any) -> bool:
+    """A message the user typed: not a tool result, not a meta line, not a compact summary."""
+    if v.get("isMeta") or v.get("isCompactSummary") or v.get("toolUseResult") is not None:
+        return False
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result"
+                                                 for b in content)
+
+
+def _results_only(content: Any) -> bool:
+    return (isinstance(content, list) and bool(content)
+            and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
+
+
+def _prompt_text(content: Any) -> Any:
+    if isinstance(content, list):
+        texts = [b.get("text") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
+        return "\n".join(texts) if texts else content
+    return content
