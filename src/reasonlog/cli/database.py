@@ -12,6 +12,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from .importing import read_marker
 from .main import cli, console, emit_json, json_option
 
 
@@ -33,6 +34,8 @@ def db_path(obj):
 def db_status(obj, as_json):
     """Schema version, sizes, counts, spilled batches and dropped records."""
     status = obj.store.status()
+    status["imports"] = _imports(obj.store.import_files())
+    status["watch"] = read_marker(obj.path)
     if as_json:
         return emit_json(status)
     table = Table(show_header=False)
@@ -49,7 +52,27 @@ def db_status(obj, as_json):
         table.add_row("set-aside events", Text(status["set_aside_file"]))
     if status["unreadable_spill_files"]:
         table.add_row("unreadable spill files", Text(", ".join(status["unreadable_spill_files"])))
+    for source in status["imports"]:
+        table.add_row(f"imported {source['format']}", Text(f"{source['files']} file(s), last at "
+                                                           f"{source['last_imported_at']}, {source['skipped']} "
+                                                           "line(s) skipped"))
+    watch = status["watch"]
+    if watch:
+        state = "running" if watch["running"] else "not running"
+        table.add_row("watch", Text(f"{', '.join(watch['folders'])} ({state}; last pass {watch['last_pass_at']})"))
     console.print(table)
+
+
+def _imports(files: list[dict]) -> list[dict]:
+    """Imported files by format: how many, when last, how many lines skipped."""
+    by: dict[str, dict] = {}
+    for f in files:
+        entry = by.setdefault(f["format"], {"format": f["format"], "files": 0, "last_imported_at": None,
+                                            "skipped": 0})
+        entry["files"] += 1
+        entry["skipped"] += f["skipped"]
+        entry["last_imported_at"] = max(entry["last_imported_at"] or "", f["imported_at"])
+    return sorted(by.values(), key=lambda e: e["format"])
 
 
 @db.command("upgrade")
