@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 from reasonlog.io.importing import plan, run_import
 from reasonlog.store import SessionFilter, open_store
-
-from conftest import FIXTURES
 
 CC = FIXTURES / "claude-code-transcripts"
 SPOTTER = CC / "spotter"
