@@ -100,8 +100,8 @@ def peak_of(cmd: list[str]) -> tuple[float, float, str]:
 
 
 def db_bytes(db: Path) -> int:
-    subprocess.run([sys.executable, "-c", f"from reasonlog.store import open_store; open_store({str(db)!r}).checkpoint()"],
-                   check=True)
+    code = f"from reasonlog.store import open_store; open_store({str(db)!r}).checkpoint()"
+    subprocess.run([sys.executable, "-c", code], check=True)
     return sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
 
 
