@@ -314,6 +314,9 @@ class CallRecorded(Event):
     error: dict | None = None
     status: str = "ok"  # ok | error | partial
     context_facts: dict | None = None
+    # The caller promises that the message objects it sends are never changed afterwards (importers build
+    # each request from the last one's objects): the store then reuses what it knows of the resent prefix.
+    stable_history: bool = False
 
 
 @dataclass(slots=True)
@@ -431,7 +434,8 @@ _CHECKS: dict[type, tuple[tuple[str, Any, str], ...]] = {
                    ("stop_reason", *TEXT), ("usage", lambda v: v is None or type(v) is Usage, "a Usage or None"),
                    ("cost_usd", *AMOUNT), ("latency_ms", *AMOUNT), ("ttft_ms", *AMOUNT),
                    ("provider_message_id", *TEXT), ("request_id", *TEXT), ("error", *DICT),
-                   ("status", _one_of(CALL_STATUSES), " or ".join(CALL_STATUSES)), ("context_facts", *DICT)),
+                   ("status", _one_of(CALL_STATUSES), " or ".join(CALL_STATUSES)), ("context_facts", *DICT),
+                   ("stable_history", lambda v: type(v) is bool, "a bool")),
     ToolResultRecorded: (("tool_result_id", *ID), *_SESSION, ("at", *INSTANT), ("tool_use_id", *TEXT),
                          ("name", *TEXT), ("is_error", lambda v: type(v) is bool, "a bool"),
                          ("duration_ms", *AMOUNT)),

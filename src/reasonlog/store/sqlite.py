@@ -356,7 +356,8 @@ class SQLiteStore:
 
     def existing_ids(self, kind: str, ids: Iterable[str]) -> set[str]:
         """Which of `ids` (of sessions, calls, tool_results or outcomes) the store holds."""
-        return self._read(imported.existing_ids, kind, list(ids))
+        with self._lock:  # one SELECT a chunk: no transaction around it (importers ask once a call)
+            return imported.existing_ids(self._conn, kind, list(ids))
 
     def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int:
         """Delete sessions and the contents only they used (a rewritten file is imported again);

@@ -5,6 +5,7 @@ whose backend supplies the statements that differ between dialects.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,7 @@ class SessionState:
     response: int | None = None
     response_items: frozenset[bytes] = frozenset()  # canonical bytes of the response's items
     system: int | None = None
+    sent: list | None = None  # the last call's message objects, kept only for `stable_history` calls
 
 
 @dataclass
@@ -239,7 +241,9 @@ class Applier:
                         (self.again(ev.model), self.again(ev.session_id)))  # counted with the call
         split = split_request(ev.request)
         id_of = self.contents.id_of  # called for every message of every call: the writer's hottest line
-        ids = [id_of(cur, m, "message") for m in split.messages]
+        known = _resent(st, split.messages) if ev.stable_history else 0
+        ids = st.context[:known] + [id_of(cur, m, "message") for m in split.messages[known:]] if known else \
+            [id_of(cur, m, "message") for m in split.messages]
         system_id = self.content_id(cur, split.system, "system") if split.has_system else None
         tool_ids = None if split.tools is None else [self.content_id(cur, t, "tool") for t in split.tools]
         response_id = None if ev.response is None else self.content_id(cur, ev.response, "message")
@@ -247,11 +251,11 @@ class Applier:
         timeline: list[tuple[str | None, int]] = []
         if system_id is not None and system_id != st.system and split.system:
             timeline.append(("system", system_id))
-        roles = {cid: m.get("role") if isinstance(m, dict) else None
-                 for cid, m in zip(ids, split.messages, strict=True)}
+        roles = {cid: m.get("role") if isinstance(m, dict) else None  # the resent prefix is never new
+                 for cid, m in zip(ids[max(known - 1, 0):], split.messages[max(known - 1, 0):], strict=True)}
         items = ({cid for cid, m in zip(ids, split.messages, strict=True) if canonical(m) in st.response_items}
                  if st.response_items else set())
-        timeline += [(_role(roles[cid]), cid) for cid in new_in_timeline(ids, st.context, st.response, items)]
+        timeline += [(_role(roles.get(cid)), cid) for cid in new_in_timeline(ids, st.context, st.response, items)]
         if response_id is not None:
             timeline.append(("assistant", response_id))
         session_id, call_id = self.ident(ev.session_id), self.ident(ev.call_id)
@@ -259,15 +263,18 @@ class Applier:
                                      for i, (role, cid) in enumerate(timeline)])
         st.next_message += len(timeline)
 
-        self.queue(_INSERT_CALL, [self._call_row(ev, st, split, ids, system_id, tool_ids, response_id)])
+        context = ([[0, known]] if known >= 2 else ids[:known]) + ids[known:] if known else \
+            encode_context(ids, st.context)
+        self.queue(_INSERT_CALL, [self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context)])
         st.next_call += 1
         st.context, st.response = ids, response_id
+        st.sent = split.messages if ev.stable_history else None
         st.response_items = _items_of(ev.response)
         if system_id is not None:
             st.system = system_id
 
     def _call_row(self, ev: CallRecorded, st: SessionState, split: Split, ids, system_id, tool_ids,
-                  response_id) -> tuple:
+                  response_id, context: list) -> tuple:
         u = ev.usage
         cost_usd, cost_source = self._cost(ev)
         raw, raw_format = self._raw(ev)
@@ -278,7 +285,7 @@ class Applier:
                 *((u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens,
                    u.cache_write_1h_tokens, u.reasoning_tokens) if u else (None,) * 6),
                 cost_usd, cost_source, ident(ev.provider_message_id), ident(ev.request_id), self.dumps(split.params),
-                _ours(split.shape), system_id, _ours(tool_ids), _ours(encode_context(ids, st.context)), len(ids),
+                _ours(split.shape), system_id, _ours(tool_ids), _ours(context), len(ids),
                 response_id, raw, raw_format,
                 self.dumps(ev.context_facts))
 
@@ -323,6 +330,14 @@ class Applier:
                     (*map(self.ident, (ev.outcome_id, ev.session_id, ev.outcome_kind)), self.dumps(ev.payload),
                      self.ident(ev.call_id), ev.at,
                      st.next_message))
+
+
+def _resent(st: SessionState, messages: list) -> int:
+    """How many of `messages` are, object for object, the messages the session's last call sent."""
+    sent = st.sent
+    if sent is None or st.context is None or len(sent) != len(st.context) or len(messages) < len(sent):
+        return 0
+    return len(sent) if all(map(operator.is_, sent, messages)) else 0
 
 
 def _role(role: Any) -> str | None:

@@ -314,7 +314,7 @@ class _Reader:
                                started_at=group["at"], request=request, response=response, model=group["model"],
                                provider="anthropic", stop_reason=group["stop"], usage=usage,
                                provider_message_id=group["msg_id"], request_id=group["request_id"],
-                               status="error" if group["error"] else "ok")
+                               status="error" if group["error"] else "ok", stable_history=True)
         thread.history = request["messages"] + [response]
         thread.pending, thread.last_key = [], group["key"]
         thread.flush_results()
