@@ -242,8 +242,7 @@ class Applier:
         split = split_request(ev.request)
         id_of = self.contents.id_of  # called for every message of every call: the writer's hottest line
         known = _resent(st, split.messages) if ev.stable_history else 0
-        ids = st.context[:known] + [id_of(cur, m, "message") for m in split.messages[known:]] if known else \
-            [id_of(cur, m, "message") for m in split.messages]
+        ids = (st.context or [])[:known] + [id_of(cur, m, "message") for m in split.messages[known:]]
         system_id = self.content_id(cur, split.system, "system") if split.has_system else None
         tool_ids = None if split.tools is None else [self.content_id(cur, t, "tool") for t in split.tools]
         response_id = None if ev.response is None else self.content_id(cur, ev.response, "message")

@@ -287,7 +287,8 @@ class _Reader:
         group["stop"] = message.get("stop_reason") or group["stop"]
         for block in blocks:
             if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in ("Task", "Agent"):
-                inp = block.get("input") if isinstance(block.get("input"), dict) else {}
+                inp = block.get("input")
+                inp = inp if isinstance(inp, dict) else {}
                 self.spawns[str(block.get("id"))] = {"call": None, "agent": inp.get("subagent_type"),
                                                      "key": key, "session": thread.sid}
 
@@ -356,7 +357,8 @@ class _Reader:
         if subtype == "compact_boundary":
             yield from self._close_group(thread)
             yield from self._start(thread, v, at)
-            meta = v.get("compactMetadata") if isinstance(v.get("compactMetadata"), dict) else {}
+            meta = v.get("compactMetadata")
+            meta = meta if isinstance(meta, dict) else {}
             yield OutcomeRecorded(outcome_id=stable_id(at, NAME, thread.sid, "compaction", line.number),
                                   session_id=thread.sid, at=at, outcome_kind="compaction",
                                   payload={"trigger": meta.get("trigger"), "pre_tokens": meta.get("preTokens")})
@@ -416,6 +418,6 @@ def _results_only(content: Any) -> bool:
 
 def _prompt_text(content: Any) -> Any:
     if isinstance(content, list):
-        texts = [b.get("text") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
+        texts = [str(b["text"]) for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
         return "\n".join(texts) if texts else content
     return content
