@@ -40,6 +40,8 @@ def import_(obj, paths, fmt, list_formats, as_json):
     try:
         files = plan([Path(p).expanduser() for p in paths], fmt)
     except ImportError_ as exc:
+        if len(paths) == 1 and fmt is None and Path(paths[0]).is_file():
+            return _import_export(obj, paths[0])  # no format claims it: say where it fails to be an export
         raise StoreError(str(exc)) from None
     if not files:
         raise StoreError(f"{', '.join(paths)}: no files of a format reasonlog reads")

@@ -273,7 +273,7 @@ def run_import(store: Any, files: list[tuple[Path, Importer]],
                progress: Callable[[Path, int], None] | None = None, live: bool = False) -> Report:
     """Import `files` into `store`; every file is imported alone, so one bad file never stops the others."""
     report = Report()
-    before = store.status()["counts"]
+    before = store.record_counts()
     rejected = store.status().get("rejected_records", 0)
     emitted: dict[str, set[str]] = {kind: set() for kind, _ in _EVENT_KINDS.values()}
     for path, imp in files:
@@ -287,10 +287,9 @@ def run_import(store: Any, files: list[tuple[Path, Importer]],
             report.failed.append((str(path), f"internal error ({type(exc).__name__}: {exc}); please report it"))
         if progress is not None:
             progress(path, path.stat().st_size if path.exists() else 0)
-    status = store.status()
-    after = status["counts"]
+    after = store.record_counts()
     report.added = {k: after[k] - before.get(k, 0) for k in ADDED}
-    report.rejected = status.get("rejected_records", 0) - rejected
+    report.rejected = store.status().get("rejected_records", 0) - rejected
     return report
 
 

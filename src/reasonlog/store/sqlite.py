@@ -359,6 +359,12 @@ class SQLiteStore:
         with self._lock:  # one SELECT a chunk: no transaction around it (importers ask once a call)
             return imported.existing_ids(self._conn, kind, list(ids))
 
+    def record_counts(self) -> dict[str, int]:
+        """Rows of each kind of record: what an import reports as added."""
+        with self._lock:
+            return {t: self._conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                    for t in ("sessions", "calls", "messages", "tool_results", "outcomes")}
+
     def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int:
         """Delete sessions and the contents only they used (a rewritten file is imported again);
         `forget_file` also drops that file's import row, in the same transaction."""
@@ -382,7 +388,7 @@ class SQLiteStore:
     def status(self) -> dict:
         with self._lock:
             counts = {t: self._conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-                      for t in ("sessions", "calls", "messages", "contents", "tool_results", "outcomes")}
+                      for t in ("sessions", "calls", "messages", "contents", "outcomes")}
             counters = dict(self._conn.execute("SELECT name, value FROM counters").fetchall())
             content_bytes = self._conn.execute("SELECT COALESCE(SUM(size), 0) FROM contents").fetchone()[0]
             room = maintenance.space(self._conn, self.path)
