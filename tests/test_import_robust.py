@@ -13,6 +13,7 @@ import reasonlog
 from reasonlog.cli.main import cli
 from reasonlog.demo import run_demo
 from reasonlog.io import jsonl
+from reasonlog.wire import row_of
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,7 @@ def _with(lines: list[bytes], kind: str, changes: dict) -> tuple[list[bytes], in
 
 def test_an_export_ends_with_its_counts(exported):
     records = _records(exported)
-    assert records[0] == {"type": "reasonlog", "version": 2}
+    assert records[0] == {"type": "reasonlog", "version": 3}
     # The demo's two agents: gpt-5's own system message and two function tools are 3 contents of its own.
     assert records[-1] == {"type": "end", "records": 37, "counts": {
         "session": 2, "exchange": 2, "call": 4, "message": 10, "tool_result": 2, "outcome": 2, "content": 13,
@@ -107,8 +108,29 @@ def test_counts_that_disagree_are_refused(exported, tmp_path):
     assert f":{len(exported)}:" in output
 
 
+def _as_rows(lines: list[bytes]) -> list[bytes]:
+    """Records as versions 1 and 2 wrote them: JSON fields as text, under their row names (`labels_json`)."""
+    return [_line(row_of(r["type"], r)) for r in _records(lines)]
+
+
+def test_a_version_2_file_still_imports(exported, tmp_path):
+    lines = [_line({"type": "reasonlog", "version": 2})] + _as_rows(exported[1:])
+    result = _import(tmp_path / "db", _write(tmp_path / "v2.jsonl", lines))
+    assert result.exit_code == 0, result.output
+    again = CliRunner().invoke(cli, ["--db", str(tmp_path / "db"), "export"]).stdout_bytes
+    assert again.splitlines(keepends=True) == exported  # read as version 2, written as version 3: the same data
+
+
+def test_version_3_fields_are_parsed_json(exported):
+    session = next(r for r in _records(exported) if r["type"] == "session")
+    call = next(r for r in _records(exported) if r["type"] == "call")
+    assert isinstance(session["labels"], dict) and "labels_json" not in session
+    assert isinstance(call["params"], dict) and isinstance(call["context"], list)
+    assert all(isinstance(h, str) and len(h) == 32 for h in call["tools"] or [])
+
+
 def test_a_version_1_file_without_counts_is_imported_with_a_warning(exported, tmp_path):
-    lines = [_line({"type": "reasonlog", "version": 1})] + exported[1:-1]
+    lines = [_line({"type": "reasonlog", "version": 1})] + _as_rows(exported[1:-1])
     path = tmp_path / "v1.jsonl"
     path.write_bytes(b"".join(lines))
     result = _import(tmp_path / "db", path)
@@ -121,7 +143,7 @@ def test_a_version_1_file_without_counts_is_imported_with_a_warning(exported, tm
 
 
 def test_a_version_1_file_that_carries_counts_is_refused(exported, tmp_path):
-    lines = [_line({"type": "reasonlog", "version": 1})] + exported[1:]
+    lines = [_line({"type": "reasonlog", "version": 1})] + _as_rows(exported[1:])
     _refused(tmp_path, lines, f":{len(exported)}:", "version 1")
 
 
@@ -146,14 +168,19 @@ def test_a_message_index_twice_names_both_lines(exported, tmp_path):
     ("call", "latency_ms", "fast", "a number"),
     ("message", "idx", "x", "an integer"),
     ("message", "content", None, "a content hash"),
-    ("session", "labels_json", 5, "JSON text of an object"),
-    ("session", "labels_json", "[1, 2]", "JSON text of an object"),
+    ("session", "labels", 5, "an object or null"),
+    ("session", "labels", [1, 2], "an object or null"),
+    ("session", "labels_json", "{}", "a version 2 name; version 3 writes 'labels'"),
+    ("session", "xml_tool_tags", [[1, 2]], "a list of tag names"),
     ("session", "started_at", None, "text"),
     ("session", "id", ["s"], "text"),
-    ("call", "params_json", "{not json", "JSON text of an object"),
-    ("call", "context_json", "[[0, \"x\"]]", "a list of content hashes"),
+    ("call", "params", "{not json", "an object or null"),
+    ("call", "params", None, "expected an object, got null"),
+    ("call", "context", [[0, "x"]], "a list of content hashes"),
+    ("call", "context", "[]", "a list or null"),
     ("call", "context_len", None, "an integer"),
-    ("exchange", "stats_json", "[]", "JSON text of an object"),
+    ("exchange", "stats", [], "an object or null"),
+    ("call", "input_tokens", 2 ** 64, "an integer"),
     ("tool_result", "is_error", "no", "0 or 1"),
     ("outcome", "message_idx", {"a": 1}, "an integer"),
     ("content", "kind", 3, "one of"),
@@ -176,7 +203,7 @@ def test_an_unknown_field_is_refused_with_its_line(exported, tmp_path):
 def test_a_call_whose_context_does_not_decode_is_refused_at_that_call(exported, tmp_path):
     i = _first(exported, "call", 1)
     record = orjson.loads(exported[i])
-    record["context_json"] = orjson.dumps([[0, 99]] + json.loads(record["context_json"])).decode()
+    record["context"] = [[0, 99]] + record["context"]
     lines = exported[:i] + [_line(record)] + exported[i + 1:]
     _refused(tmp_path, lines, f"in.jsonl:{i + 1}:", "replay", read_back=True)
 
@@ -213,7 +240,7 @@ def _write(path: Path, lines: list[bytes]) -> Path:
     ("garbage.bin", bytes(range(256)) * 4, "not valid JSON"),
     ("latin1.jsonl", b'{"type": "reasonlog", "version": "caf\xe9"}\n', "UTF-8"),
     ("scalar.jsonl", b"42\n", "JSON object"),
-    ("newer.jsonl", b'{"type": "reasonlog", "version": 3}\n', "version 3"),
+    ("newer.jsonl", b'{"type": "reasonlog", "version": 4}\n', "version 4"),
 ])
 def test_hostile_files_are_one_line_and_create_nothing(tmp_path, name, content, fragment):
     path = _write(tmp_path / name, [content])

@@ -82,7 +82,7 @@ def check_file(path: str | Path, stream: IO[bytes] | None = None) -> list[str]:
         checker = RecordChecker()
         try:
             for index, record in enumerate(source, 1):
-                checker.check(index, record)
+                checker.check(index, checker.as_row(index, record))
             return checker.finish()
         except BadRecord as exc:
             raise source.error(exc) from None

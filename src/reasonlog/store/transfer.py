@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 
 import orjson
 
+from ..wire import record_of
 from . import StoreError, reading
 from .content import canonical, content_hash, pack_raw, unpack_raw
 from .reading import CALL_COLUMNS, SESSION_COLUMNS, ContentReader
@@ -38,7 +39,7 @@ def export_records(cur, session_ids: Iterable[str] | None, dicts) -> Iterator[di
     counts: Counter[str] = Counter()
     for record in _export_body(cur, session_ids, dicts):
         counts[record["type"]] += 1
-        yield record
+        yield record_of(record["type"], record)  # the wire form: parsed fields, not JSON text
     yield {"type": END, "records": sum(counts.values()),
            "counts": {kind: counts[kind] for kind in RECORD_KINDS}}
 
@@ -129,6 +130,7 @@ class Importer:
                 "warnings": warnings}
 
     def add(self, index: int, record: dict) -> None:
+        record = self.checker.as_row(index, record)
         kind = self.checker.check(index, record)
         if kind == "session" and _exists(self.cur, record["id"]):
             self.present.add(record["id"])

@@ -1,5 +1,5 @@
 """What an export must be before any of it is written: every record's fields and types, no record
-twice, references only to what came before, and (version 2) an end record whose counts match.
+twice, references only to what came before, and (versions 2 and 3) an end record whose counts match.
 
 Needs no database, so a file can be checked before a store is even opened. Every error is a
 `BadRecord` that knows which record (and, for duplicates, which earlier record) is at fault.
@@ -13,11 +13,13 @@ from typing import Any
 
 import orjson
 
+from ..wire import EXPORT_VERSION, PARSED, WireError, row_of
 from . import StoreError
 from .content import canonical, content_hash
 
 FORMAT = "reasonlog"
-VERSION = 2  # 2: the file ends with an `end` record that counts its records
+VERSION = EXPORT_VERSION  # 2: ends with an `end` record counting its records; 3: parsed JSON fields
+COUNTED = (2, 3)  # versions that end with an `end` record
 END = "end"
 RECORD_KINDS = ("session", "exchange", "call", "message", "tool_result", "outcome", "content", "counters")
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -85,6 +87,11 @@ def _loads_list(v: Any) -> list | None:
     return parsed if isinstance(parsed, list) else None
 
 
+def _tags(v: Any) -> bool:
+    items = _loads_list(v)
+    return items is not None and all(isinstance(t, str) and t for t in items)
+
+
 def _counters(v: Any) -> bool:
     return isinstance(v, dict) and all(_int(n) for n in v.values())
 
@@ -101,6 +108,7 @@ TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "hashes": (_hashes, "JSON text of a list of content hashes"),
     "kind": (lambda v: v in ("message", "system", "tool"), "one of 'message', 'system', 'tool'"),
     "counters": (_counters, "an object of integers"),
+    "tags": (_tags, "JSON text of a list of tag names"),
     "any": (lambda v: True, "any JSON value"),
     "raw_format": (lambda v: v in ("skeleton", "bytes"), "'skeleton' or 'bytes'"),
     "version": (_int, "an integer"),
@@ -113,7 +121,7 @@ FIELDS: dict[str, dict[str, str]] = {
     "session": {"id": "str!", "run": "str", "agent": "str", "model": "str", "provider": "str", "labels_json": "obj=",
                 "parent_session_id": "str", "parent_call_id": "str", "external_id": "str", "host": "str",
                 "pid": "int", "started_at": "str!", "ended_at": "str", "status": "str=", "summary": "str",
-                "error_json": "json", "xml_tool_tags_json": "json"},
+                "error_json": "json", "xml_tool_tags_json": "tags"},
     "exchange": {"id": "str!", "session_id": "str!", "idx": "int!", "input_json": "json", "result_json": "json",
                  "status": "str=", "stats_json": "obj", "started_at": "str!", "ended_at": "str"},
     "call": {"id": "str!", "session_id": "str!", "idx": "int!", "exchange_id": "str", "provider": "str",
@@ -143,10 +151,12 @@ def _compile(spec: dict[str, str]) -> list[tuple[str, Callable[[Any], bool], str
 
 
 _COMPILED = {kind: _compile(spec) for kind, spec in FIELDS.items()}  # checked per record: keep it cheap
+WIRE_NAMES = {kind: {column: name for name, (column, _) in fields.items()} for kind, fields in PARSED.items()}
 
 
-def check_fields(index: int, kind: str, record: dict) -> None:
-    """Every field known, present when required, and of its type."""
+def check_fields(index: int, kind: str, record: dict, wire: bool = False) -> None:
+    """Every field known, present when required, and of its type. `wire`: the record came in version 3, so
+    errors name its fields as the file does (`labels`, not the row's `labels_json`)."""
     if len(record) - 1 > len(FIELDS[kind]) or not record.keys() - {"type"} <= FIELDS[kind].keys():
         unknown = sorted(set(record) - set(FIELDS[kind]) - {"type"})
         raise BadRecord(index, f"{kind} record: unknown field(s) {', '.join(map(repr, unknown))}")
@@ -154,11 +164,27 @@ def check_fields(index: int, kind: str, record: dict) -> None:
         value = record.get(name)
         if value is None:
             if need == "!" or (need == "=" and name in record):
-                raise BadRecord(index, f"{kind} record: field {name!r}: expected {expected},"
+                shown, what = _shown(kind, name, expected, wire)
+                raise BadRecord(index, f"{kind} record: field {shown!r}: expected {what},"
                                        f" got {'nothing' if name not in record else 'null'}")
         elif not valid(value):
-            raise BadRecord(index, f"{kind} record: field {name!r}: expected {expected},"
-                                   f" got {type(value).__name__} {_brief(value)}")
+            shown, what = _shown(kind, name, expected, wire)
+            got = orjson.loads(value) if shown != name else value
+            raise BadRecord(index, f"{kind} record: field {shown!r}: expected {what},"
+                                   f" got {type(got).__name__} {_brief(got)}")
+
+
+_PARSED_EXPECTED = {"JSON text of an object": "an object", "JSON text": "a JSON value",
+                    "JSON text of a list of content hashes and [start, end] runs":
+                        "a list of content hashes and [start, end] runs",
+                    "JSON text of a list of content hashes": "a list of content hashes",
+                    "JSON text of a list of tag names": "a list of tag names"}
+
+
+def _shown(kind: str, column: str, expected: str, wire: bool) -> tuple[str, str]:
+    """The field's name and expected type as a version 3 file says them."""
+    name = WIRE_NAMES.get(kind, {}).get(column) if wire else None
+    return (name, _PARSED_EXPECTED.get(expected, expected)) if name else (column, expected)
 
 
 def _brief(value: Any) -> str:
@@ -177,14 +203,25 @@ class RecordChecker:
         self.ended: int | None = None
         self.last = 0
 
+    def as_row(self, index: int, record: Any) -> Any:
+        """A version 3 record in the row form the checks and the store use (parsed fields back to JSON text)."""
+        if self.version != 3 or not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            return record
+        try:
+            return row_of(record["type"], record)
+        except WireError as exc:
+            raise BadRecord(index, f"{record['type']} record: {exc}") from None
+
     def check(self, index: int, record: Any) -> Any:
-        """The record's type, once it is known to be well formed and in its place; else BadRecord."""
+        """The record's type, once it is known to be well formed and in its place; else BadRecord.
+
+        Give a version 3 record through `as_row` first."""
         self.last = index
         if not isinstance(record, dict):
             raise BadRecord(index, f"expected a JSON object, got {type(record).__name__}")
         kind: Any = record.get("type")
         self._check_place(index, kind)
-        check_fields(index, kind, record)
+        check_fields(index, kind, record, wire=self.version == 3)
         getattr(self, "_" + kind)(index, record)
         if kind in RECORD_KINDS:
             self.counts[kind] += 1
@@ -203,7 +240,7 @@ class RecordChecker:
         """Raise BadRecord when the file was cut short or left a content unused; else any warnings."""
         if self.last == 0:
             raise BadRecord(1, "empty file: a reasonlog export starts with its header line")
-        if self.version == VERSION and self.ended is None:
+        if self.version in COUNTED and self.ended is None:
             raise BadRecord(self.last, "the export is incomplete: it ends here without its end record"
                                        " (was the file cut short?)")
         for digest, index in self.unused.items():
@@ -234,9 +271,9 @@ class RecordChecker:
         version = record["version"]
         if self.version is not None:
             raise BadRecord(index, "a second header", 1)
-        if version not in (1, VERSION):
+        if version not in (1, *COUNTED):
             newer = "; upgrade reasonlog" if version > VERSION else ""
-            raise BadRecord(index, f"export version {version}: this reasonlog reads versions 1 and {VERSION}{newer}")
+            raise BadRecord(index, f"export version {version}: this reasonlog reads versions 1 to {VERSION}{newer}")
         self.version = version
 
     def _session(self, index: int, record: dict) -> None:
@@ -284,7 +321,7 @@ class RecordChecker:
         self._once(index, ("counters",), "counters record")
 
     def _end(self, index: int, record: dict) -> None:
-        if self.version != VERSION:
+        if self.version not in COUNTED:
             raise BadRecord(index, f"an end record in a version {self.version} export, which has none"
                                    " (was its header changed?)")
         self.ended = index
