@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -46,7 +48,7 @@ def days(store) -> dict[str, tuple]:
 def test_spotter_daily_totals_equal_the_table_in_sources(tmp_path):
     store, report = imported(tmp_path / "t.db", SPOTTER)
     assert days(store) == EXPECTED_DAYS
-    assert report.added == {"sessions": 7, "calls": 243, "messages": 501, "tool_results": 0, "outcomes": 1}
+    assert report.added == {"sessions": 7, "calls": 243, "messages": 500, "tool_results": 0, "outcomes": 1}
     assert (report.files, report.failed, report.skipped) == (6, [], [])
 
 
@@ -223,7 +225,7 @@ def test_cli_import_reports_and_refuses_bad_paths(tmp_path):
                                     capture_output=True, text=True)
     out = run("import", str(SPOTTER))
     assert out.returncode == 0, out.stderr
-    assert out.stdout == "Imported 6 file(s): 7 sessions, 243 calls, 501 messages, 0 tool results, 1 outcomes added.\n"
+    assert out.stdout == "Imported 6 file(s): 7 sessions, 243 calls, 500 messages, 0 tool results, 1 outcomes added.\n"
     again = run("import", str(SPOTTER))
     assert "(6 unchanged): 0 sessions, 0 calls" in again.stdout
     missing = run("import", str(tmp_path / "nope"))
@@ -272,3 +274,65 @@ def test_watch_install_writes_a_user_unit(tmp_path, system):
     assert out.stdout.splitlines()[0] == f"wrote {unit}"
     text = unit.read_text()
     assert "watch" in text and f"--db {tmp_path / 't.db'}" in text and "WantedBy=default.target" in text
+
+
+def test_follow_survives_deleted_and_rotated_files(tmp_path):
+    from reasonlog.io.importing import follow
+
+    folder = tmp_path / "projects" / "p"
+    folder.mkdir(parents=True)
+    short = folder / "55604662-cf2a-4331-851a-ec234028f8ca.jsonl"
+    target, rest = _split_copy(tmp_path, "tool_heavy.jsonl", 20)
+    shutil.copy(SPOTTER / "short.jsonl", short)
+    heavy = folder / target.name
+    shutil.move(target, heavy)
+    store = open_store(tmp_path / "t.db")
+    passes: list = []
+
+    def after_pass(report):
+        passes.append(report)
+        if len(passes) == 1:
+            short.unlink()                                  # deleted: what it gave stays
+            with open(heavy, "ab") as f:                    # appended
+                f.write(rest)
+        elif len(passes) == 2:
+            heavy.rename(folder / "rotated.jsonl.1")        # rotated away, a new file in its place
+            shutil.copy(SPOTTER / "subagent.jsonl", new)    # just written: its last responses may still grow
+        elif len(passes) == 3:
+            os.utime(new, (time.time() - 60, time.time() - 60))  # quiet for a minute: nothing is still streaming
+
+    new = folder / "491e126e-1e71-469c-ade2-fcc8af567c74.jsonl"
+    follow(store, [tmp_path / "projects"], "claude-code", 0.01, lambda: len(passes) >= 4, after_pass)
+    assert [r.failed for r in passes] == [[], [], [], []]
+    # The third pass leaves what may still be streaming (everything after the last point where no response
+    # was open) for a pass once the file is quiet; together they are the file's 17 calls.
+    assert [r.added["calls"] for r in passes] == [1 + 2, 2, 5, 12]
+    assert {s["id"] for s in store.list_sessions(ALL)} == {
+        "55604662-cf2a-4331-851a-ec234028f8ca", "d6e0bada-1959-4eec-a9d2-0bfade768d8f",
+        "491e126e-1e71-469c-ade2-fcc8af567c74", "afb92ff@491e126e-1e71-469c-ade2-fcc8af567c74"}
+
+
+@pytest.mark.parametrize(("name", "step"), [("subagent.jsonl", 1), ("tool_heavy.jsonl", 1), (f"{MAIN}.jsonl", 397)])
+def test_any_split_then_append_equals_one_whole_import(tmp_path, name, step):
+    """Importing a transcript in two parts, cut at any line (while it is still being written, as watch does,
+    or not), gives the same calls, tokens and replays as importing it whole."""
+    whole, _ = imported(tmp_path / "whole.db", SPOTTER / name)
+    want = {c["id"]: (c["output_tokens"], c["cache_read_tokens"], json.dumps(whole.replay_call(c["id"])))
+            for c in whole.call_rows(ALL)}
+    lines = (SPOTTER / name).read_bytes().splitlines(keepends=True)
+    for cut in range(1, len(lines), step):
+        for live in (False, True):
+            folder = tmp_path / f"cut{cut}{live}"
+            target = folder / "p" / name
+            target.parent.mkdir(parents=True)
+            target.write_bytes(b"".join(lines[:cut]))
+            store = open_store(folder / "t.db")
+            run_import(store, plan([target]), live=live)
+            with open(target, "ab") as f:
+                f.write(b"".join(lines[cut:]))
+            os.utime(target, (time.time() - 60, time.time() - 60))
+            run_import(store, plan([target]), live=live)
+            got = {c["id"]: (c["output_tokens"], c["cache_read_tokens"], json.dumps(store.replay_call(c["id"])))
+                   for c in store.call_rows(ALL)}
+            assert got == want, (cut, live)
+            store.close()

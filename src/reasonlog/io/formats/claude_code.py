@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ...model import (
     CallRecorded,
     Event,
@@ -47,6 +49,7 @@ from ..importing import Checkpoint, Feed, Line, ReimportFile, first_values, walk
 NAME = "claude-code"
 TRANSCRIPT_TYPES = frozenset({"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
                               "queue-operation", "result"})
+_ENVELOPE = frozenset({"sessionId", "leafUuid", "message", "messageId", "uuid", "parentUuid"})
 PASSED_OVER = frozenset({"file-history-snapshot", "queue-operation"})
 SETTLE_S = 30.0  # under watch, a response whose file changed this recently may still be streaming
 
@@ -93,7 +96,7 @@ def _first_files(folder: Path, n: int = 5) -> list[Path]:
 
 def _looks_like_transcript(path: Path) -> bool:
     return any(isinstance(v, dict) and v.get("type") in TRANSCRIPT_TYPES
-               and ("sessionId" in v or "leafUuid" in v or "message" in v)
+               and not _ENVELOPE.isdisjoint(v)
                for v in first_values(path, 8))
 
 
@@ -140,17 +143,17 @@ class _Reader:
         self.spawns: dict[str, dict] = saved.get("spawns", {})  # Task tool_use id -> {call, agent}
         self.main: str | None = saved.get("main")
         self.run_name = feed.path.parent.name if "subagents" not in feed.path.parts else feed.path.parents[2].name
-        self.last_line: Line | None = None
+        self.done: Line | None = None  # the last line whose effects are all in the state
 
     # ----------------------------------------------------------------------------- the loop
 
     def run(self) -> Iterator[Event | Checkpoint]:
         for line in self.feed.lines():
-            self.last_line = line
             if line.error is not None:
                 self.feed.skip(line, line.error)
-                continue
-            yield from self._line(line)
+            else:
+                yield from self._line(line)  # a checkpoint in here covers the lines before this one
+            self.done = line
         if self.feed.live and self._settling():
             return  # a response may still be streaming: the next pass reads its lines again
         for thread in self.threads.values():
@@ -166,7 +169,9 @@ class _Reader:
     def _checkpoint(self) -> Checkpoint:
         state = {"threads": {sid: t.save() for sid, t in self.threads.items()}, "spawns": self.spawns,
                  "main": self.main}
-        return self.feed.checkpoint(self.last_line, state)
+        if self.done is None:
+            return Checkpoint(self.feed.start, self.feed.first_line, orjson.dumps(state))
+        return self.feed.checkpoint(self.done, state)
 
     def _line(self, line: Line) -> Iterator[Event | Checkpoint]:
         v = line.value
@@ -289,8 +294,9 @@ class _Reader:
             if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in ("Task", "Agent"):
                 inp = block.get("input")
                 inp = inp if isinstance(inp, dict) else {}
-                self.spawns[str(block.get("id"))] = {"call": None, "agent": inp.get("subagent_type"),
-                                                     "key": key, "session": thread.sid}
+                # The call's id is known before its response ends (parallel tool uses may follow the Task).
+                self.spawns[str(block.get("id"))] = {"call": stable_id(None, NAME, key),
+                                                     "agent": inp.get("subagent_type")}
 
     def _close_group(self, thread: _Thread) -> Iterator[Event | Checkpoint]:
         group, thread.group = thread.group, None
@@ -299,9 +305,6 @@ class _Reader:
             return
         response = {"role": "assistant", "content": group["blocks"]}
         call_id = stable_id(None, NAME, group["key"])
-        for spawn in self.spawns.values():
-            if spawn["key"] == group["key"]:
-                spawn["call"] = call_id
         history = self._history(thread)
         request = {"model": group["model"], "messages": history + thread.pending}
         fresh = not self.feed.exists("call", call_id)
@@ -345,8 +348,6 @@ class _Reader:
             self.feed.skip(line, "agent_progress without a message or agentId")
             return
         spawn = self.spawns.get(str(v.get("parentToolUseID")))
-        if spawn is not None and spawn["session"] in self.threads:  # the Task call is complete: store it first
-            yield from self._close_group(self.threads[spawn["session"]])
         thread = self._thread_of(v, line, agent=agent)
         yield from self._message(line, inner, thread, v, spawn, (spawn or {}).get("agent"))
 
