@@ -278,7 +278,7 @@ def run_import(store: Any, files: list[tuple[Path, Importer]],
     emitted: dict[str, set[str]] = {kind: set() for kind, _ in _EVENT_KINDS.values()}
     for path, imp in files:
         try:
-            _import_file(store, path.resolve(), imp, report, emitted, live)
+            _import_file(store, path, imp, report, emitted, live)
         except (OSError, ImportError_) as exc:
             report.failed.append((str(path), str(exc)))
         except Exception as exc:  # an importer's own bug: this file fails, the others go on
@@ -293,8 +293,11 @@ def run_import(store: Any, files: list[tuple[Path, Importer]],
     return report
 
 
-def _import_file(store: Any, path: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
+def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
                  live: bool = False) -> None:
+    """Import one file; `given` is the path as the user named it (reports say that), the store keys the
+    file by its resolved path (one file reached through two links is one file)."""
+    path = given.resolve()
     st = path.stat()
     key = str(path)
     row = store.import_file(key)
@@ -320,7 +323,7 @@ def _import_file(store: Any, path: Path, imp: Importer, report: Report, emitted:
     sessions = set(row["sessions"]) if row else set()
     progress = _FileProgress(path, imp, st, sessions, row["skipped"] if row else 0, len(report.skipped))
     feed = Feed(path, imp, store, start, line, state, report, emitted)
-    feed.live = live
+    feed.live, feed.where = live, str(given)
     pending: list[Event] = []   # events up to the last checkpoint, not yet written
     since: list[Event] = []     # events after it: written only once a checkpoint covers them
     last: Checkpoint | None = None
@@ -347,7 +350,7 @@ def _import_file(store: Any, path: Path, imp: Importer, report: Report, emitted:
         report.rewritten += 1
         report.appended -= 1
         report.files -= 1
-        return _import_file(store, path, imp, report, emitted, live)
+        return _import_file(store, given, imp, report, emitted, live)
     if last is None:  # nothing consumed: remember the file all the same
         last = Checkpoint(start, line, _dump_state(state))
     progress.write(store, pending, last, report)
