@@ -127,12 +127,13 @@ class Feed:
 
     # ---------------------------------------------------------------- reading
 
-    def lines(self) -> Iterator[Line]:
+    def lines(self, ignore: Callable[[bytes], bool] | None = None) -> Iterator[Line]:
         """The file's lines from the start offset, parsed as JSON, streaming (never the whole file in memory).
 
-        A blank line is passed over; a line that is not JSON or not UTF-8 comes with `error` set and no
-        value. A last line without its newline that does not parse is not yielded: a writer may be halfway
-        through it, and the next import reads it whole."""
+        A blank line is passed over, and so is one for which `ignore(raw bytes)` is true (a cheap test
+        for records the importer has no use for: they are not even parsed). A line that is not JSON or
+        not UTF-8 comes with `error` set and no value. A last line without its newline that does not
+        parse is not yielded: a writer may be halfway through it, and the next import reads it whole."""
         number, offset = self.first_line, self.start
         with open(self.path, "rb") as f:
             f.seek(offset)
@@ -140,7 +141,7 @@ class Feed:
                 number += 1
                 start, offset = offset, offset + len(raw)
                 text = raw.strip()
-                if not text:
+                if not text or (ignore is not None and raw.endswith(b"\n") and ignore(raw)):
                     continue
                 try:
                     value = orjson.loads(text)

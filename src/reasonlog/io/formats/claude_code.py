@@ -148,7 +148,7 @@ class _Reader:
     # ----------------------------------------------------------------------------- the loop
 
     def run(self) -> Iterator[Event | Checkpoint]:
-        for line in self.feed.lines():
+        for line in self.feed.lines(ignore=_bookkeeping):
             if line.error is not None:
                 self.feed.skip(line, line.error)
             else:
@@ -381,6 +381,12 @@ class _Reader:
 
 
 # ------------------------------------------------------------------------------------------ helpers
+
+
+def _bookkeeping(raw: bytes) -> bool:
+    """Hook and bash progress lines (most lines of a transcript), known without parsing them. A line not in
+    Claude Code's compact form is parsed and passed over later."""
+    return b'"type":"progress"' in raw and b'"type":"agent_progress"' not in raw
 
 
 def _total(usage: dict) -> int:
