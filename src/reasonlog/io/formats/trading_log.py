@@ -198,8 +198,8 @@ def _positions(feed: Feed, path: Path, quiet: bool = False) -> dict[str, list[di
     by_date: dict[str, list[dict]] = {}
     cash = None
     for record in sorted(records, key=lambda r: r["id"]):
-        positions = record.get("positions") if isinstance(record.get("positions"), dict) else {}
-        action, after = record.get("this_action"), positions.get("CASH")
+        positions = record.get("positions")
+        action, after = record.get("this_action"), positions.get("CASH") if isinstance(positions, dict) else None
         if isinstance(action, dict) and isinstance(record.get("date"), str):
             by_date.setdefault(record["date"], []).append({
                 "action_id": record["id"], "action": action.get("action"), "symbol": action.get("symbol"),
