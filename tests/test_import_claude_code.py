@@ -312,6 +312,12 @@ def test_follow_survives_deleted_and_rotated_files(tmp_path):
         "491e126e-1e71-469c-ade2-fcc8af567c74", "afb92ff@491e126e-1e71-469c-ade2-fcc8af567c74"}
 
 
+def _cuts(name: str, step: int) -> list[int]:
+    lines = (SPOTTER / name).read_bytes().splitlines()
+    around = [i for i, line in enumerate(lines) if b'"compact_boundary"' in line]  # the window starts again there
+    return sorted(set(range(1, len(lines), step)) | {i + d for i in around for d in (0, 1, 2, 3, 8)})
+
+
 @pytest.mark.parametrize(("name", "step"), [("subagent.jsonl", 1), ("tool_heavy.jsonl", 1), (f"{MAIN}.jsonl", 397)])
 def test_any_split_then_append_equals_one_whole_import(tmp_path, name, step):
     """Importing a transcript in two parts, cut at any line (while it is still being written, as watch does,
@@ -320,7 +326,7 @@ def test_any_split_then_append_equals_one_whole_import(tmp_path, name, step):
     want = {c["id"]: (c["output_tokens"], c["cache_read_tokens"], json.dumps(whole.replay_call(c["id"])))
             for c in whole.call_rows(ALL)}
     lines = (SPOTTER / name).read_bytes().splitlines(keepends=True)
-    for cut in range(1, len(lines), step):
+    for cut in _cuts(name, step):
         for live in (False, True):
             folder = tmp_path / f"cut{cut}{live}"
             target = folder / "p" / name

@@ -183,7 +183,9 @@ class Feed:
         if not calls:
             return []
         last = self.store.get_call(calls[-1]["id"])
-        messages = list(last["request"].get("messages") or [])
+        request = last["request"]
+        sent = next((request[k] for k in ("messages", "input", "contents") if isinstance(request.get(k), list)), [])
+        messages = list(sent)
         if last.get("response") is not None:
             messages.append(last["response"])
         return messages

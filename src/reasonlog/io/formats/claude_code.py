@@ -114,7 +114,9 @@ class _Thread:
         self.exchange: str | None = saved.get("exchange")
         self.last_at: str | None = saved.get("last_at")
         self.last_key: str | None = saved.get("last_key")   # the last call's key: a continuation must not split it
-        self.history: list | None = None if saved else []   # loaded from the store when a file grew
+        self.compacted: bool = saved.get("compacted", False)  # no call since a compaction: the window is new
+        # None: what the last stored call left, loaded from the store when a file grew
+        self.history: list | None = [] if not saved or self.compacted else None
         self.group: dict | None = None                      # the response whose lines are being read
         self.results: list = []                             # tool results waiting for that response to end
         self.touched = False
@@ -132,7 +134,7 @@ class _Thread:
     def save(self) -> dict:
         """What the next import needs (taken only when no response is open, so `results` is empty)."""
         return {"started": self.started, "pending": self.pending, "exchange": self.exchange,
-                "last_at": self.last_at, "last_key": self.last_key}
+                "last_at": self.last_at, "last_key": self.last_key, "compacted": self.compacted}
 
 
 class _Reader:
@@ -320,7 +322,7 @@ class _Reader:
                                provider_message_id=group["msg_id"], request_id=group["request_id"],
                                status="error" if group["error"] else "ok", stable_history=True)
         thread.history = request["messages"] + [response]
-        thread.pending, thread.last_key = [], group["key"]
+        thread.pending, thread.last_key, thread.compacted = [], group["key"], False
         thread.flush_results()
         if not any(t.group for t in self.threads.values()):  # an open response is not in the saved state
             yield self._checkpoint()
@@ -364,6 +366,7 @@ class _Reader:
                                   session_id=thread.sid, at=at, outcome_kind="compaction",
                                   payload={"trigger": meta.get("trigger"), "pre_tokens": meta.get("preTokens")})
             thread.history, thread.pending, thread.touched, thread.last_at = [], [], True, at
+            thread.compacted = True
         elif subtype == "turn_duration" and thread.exchange is not None:
             yield from self._close_group(thread)
             ms = v.get("durationMs")

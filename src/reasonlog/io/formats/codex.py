@@ -1,0 +1,296 @@
+"""Codex CLI rollouts: `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl` and `archived_sessions/`.
+
+Each line is `{timestamp, type, payload}`:
+
+- `session_meta` opens the session (its `id` is reasonlog's id too; a resumed session writes it again
+  into the same file); its `instructions` are the system prompt of every call.
+- `turn_context` names the model of the calls that follow.
+- `response_item` is an item of the conversation, in the Responses API's shape. User, developer and
+  tool-output items are what the next call is sent; the model's items (`message` from the assistant,
+  `reasoning`, `function_call`, `custom_tool_call`, `local_shell_call`, `web_search_call`) are the
+  response of the call being made.
+- `event_msg` of type `token_count` closes that call with its usage: `info.last_token_usage` is the
+  call's own (`input_tokens` includes `cached_input_tokens`; `output_tokens` includes
+  `reasoning_output_tokens`). `info.total_token_usage` is a running total and is never added up; it
+  identifies the call, so a sub-agent's file that replays its parent's `token_count` lines counts
+  them once. `info` may be null (no figures yet). `user_message` opens an exchange; `task_complete` and
+  `turn_aborted` close it.
+- `compacted` replaces the conversation with its summary (an outcome `compaction` marks the place).
+- Other line types are kept as outcomes `codex:<type>`.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ...model import (
+    CallRecorded,
+    Event,
+    ExchangeEnded,
+    ExchangeStarted,
+    OutcomeRecorded,
+    SessionEnded,
+    SessionStarted,
+    ToolResultRecorded,
+    Usage,
+    format_instant,
+    stable_id,
+)
+from ...parts import RecordError
+from ..importing import Checkpoint, Feed, Line, first_values, walk
+
+NAME = "codex"
+OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
+RESULT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
+LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+
+
+class CodexImporter:
+    name = NAME
+    description = "Codex CLI rollouts ($CODEX_HOME or ~/.codex: sessions/, archived_sessions/)"
+    incremental = True
+
+    def default_folders(self) -> list[Path]:
+        home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser()
+        return [home / "sessions", home / "archived_sessions"]
+
+    def detect(self, path: Path) -> bool:
+        if path.is_dir():
+            return any(_mine(p) for p in list(path.rglob("*.jsonl"))[:5])
+        return _mine(path)
+
+    def sources(self, path: Path) -> Iterator[Path]:
+        yield from (p for p in walk(path, "*.jsonl") if path.is_file() or _mine(p))
+
+    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
+        yield from _Reader(feed).run()
+
+
+importer = CodexImporter()
+
+
+def _mine(path: Path) -> bool:
+    return any(isinstance(v, dict) and v.get("type") in LINE_TYPES and "payload" in v and "timestamp" in v
+               for v in first_values(path, 3))
+
+
+class _Reader:
+    """One rollout file; the state between imports is small (ids, the model, the call being made)."""
+
+    def __init__(self, feed: Feed):
+        self.feed = feed
+        s = feed.state or {}
+        self.sid: str | None = s.get("sid")
+        self.model: str | None = s.get("model")
+        self.instructions: Any = s.get("instructions")
+        self.exchange: str | None = s.get("exchange")
+        self.tools: dict[str, str] = s.get("tools", {})       # call_id -> tool name, for results to name
+        self.pending: list = s.get("pending", [])             # input items since the last call
+        self.outputs: list = s.get("outputs", [])             # the model's items of the call being made
+        self.results: list = s.get("results", [])             # tool outputs that came before its figures
+        self.first_at: str | None = s.get("first_at")         # when that call's first item came
+        # None: what the last stored call left (read when needed); a compaction since then starts from []
+        self.history: list | None = [] if not self.sid or s.get("compacted") else None
+        self.last_at: str | None = s.get("last_at")
+        self.compacted: bool = s.get("compacted", False)  # no call since the last compaction
+        self.touched = False
+
+    def run(self) -> Iterator[Event | Checkpoint]:
+        for line in self.feed.lines():
+            if line.error is not None:
+                self.feed.skip(line, line.error)
+            else:
+                yield from self._line(line)
+            yield self._checkpoint(line)
+        if self.sid is not None and self.touched:
+            if self.exchange is not None:
+                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
+            yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
+            yield self._checkpoint(None)
+
+    def _checkpoint(self, line: Line | None) -> Checkpoint:
+        state = {"sid": self.sid, "model": self.model, "instructions": self.instructions, "exchange": self.exchange,
+                 "tools": self.tools, "pending": self.pending, "outputs": self.outputs, "results": self.results,
+                 "first_at": self.first_at, "last_at": self.last_at, "compacted": self.compacted}
+        return self.feed.checkpoint(line, state)
+
+    def _line(self, line: Line) -> Iterator[Event]:
+        v = line.value
+        if not isinstance(v, dict) or not isinstance(v.get("type"), str):
+            self.feed.skip(line, "expected an object with `type`, `timestamp` and `payload`")
+            return
+        at = _instant(v.get("timestamp"))
+        payload = v.get("payload")
+        if at is None or not isinstance(payload, dict):
+            self.feed.skip(line, "`timestamp` must be an ISO-8601 instant and `payload` an object")
+            return
+        kind = v["type"]
+        if kind == "session_meta":
+            yield from self._session(payload, at, line)
+            return
+        if self.sid is None:
+            self.feed.skip(line, f"a {kind} line before the session_meta line")
+            return
+        self.last_at, self.touched = at, True
+        if kind == "turn_context":
+            self.model = payload.get("model") if isinstance(payload.get("model"), str) else self.model
+        elif kind == "response_item":
+            yield from self._item(payload, at)
+        elif kind == "event_msg":
+            yield from self._event(payload, at, line)
+        elif kind == "compacted":
+            yield from self._compacted(payload, at, line)
+        else:
+            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, line.number), session_id=self.sid, at=at,
+                                  outcome_kind=f"{NAME}:{kind}", payload=payload)
+
+    def _session(self, payload: dict, at: str, line: Line) -> Iterator[Event]:
+        sid = payload.get("id")
+        if not isinstance(sid, str) or not sid:
+            self.feed.skip(line, "session_meta without an `id`")
+            return
+        self.instructions = payload.get("instructions") or self.instructions
+        self.last_at = at
+        if sid == self.sid or self.feed.exists("session", sid):
+            self.sid = sid  # resumed: the same session goes on
+            return
+        self.sid, self.history, self.touched = sid, [], True
+        labels = {"source": NAME, **{k: str(payload[k]) for k in ("cwd", "cli_version", "originator", "source")
+                                     if isinstance(payload.get(k), str)}}
+        yield SessionStarted(session_id=sid, started_at=_instant(payload.get("timestamp")) or at, agent="codex",
+                             provider="openai", labels=labels, external_id=sid)
+
+    # ------------------------------------------------------------------------------ items and calls
+
+    def _item(self, item: dict, at: str) -> Iterator[Event]:
+        kind = item.get("type")
+        if kind in OUTPUT_ITEMS or (kind == "message" and item.get("role") == "assistant"):
+            if self.results:  # the model answered tool results: the call before them ended without figures
+                yield from self._close(None, None)
+            if kind in ("function_call", "custom_tool_call", "local_shell_call") and item.get("call_id"):
+                self.tools[str(item["call_id"])] = str(item.get("name") or kind)
+            self.first_at = self.first_at or at
+            self.outputs.append(item)
+            return
+        if kind in RESULT_ITEMS:
+            call_id = str(item.get("call_id"))
+            output = item.get("output")
+            yield ToolResultRecorded(tool_result_id=stable_id(at, NAME, self.sid, "result", call_id),
+                                     session_id=self.sid or "", at=at, tool_use_id=call_id,
+                                     name=self.tools.pop(call_id, None), content=output,
+                                     is_error=_failed(output))
+            if self.outputs:  # a tool ran before the call's figures came: its result waits for them
+                self.results.append(item)
+                return
+        else:
+            yield from self._close(None, None)  # new input: a call whose figures never came has ended
+        self.pending.append(item)
+
+    def _close(self, usage: Usage | None, key: Any) -> Iterator[Event]:
+        """End the call being made: its response is the model's items since the last input."""
+        if not self.outputs:
+            self.pending += self.results
+            self.results = []
+            return
+        outputs, at = self.outputs, self.first_at or self.last_at or ""
+        self.outputs, self.first_at = [], None
+        history = self._history()
+        request: dict[str, Any] = {"model": self.model, "input": history + self.pending}
+        if self.instructions:
+            request["instructions"] = self.instructions
+        call_id = stable_id(None, NAME, key) if key is not None else stable_id(at, NAME, self.sid, len(history))
+        if not self.feed.exists("call", call_id):
+            yield CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
+                               request=request, response={"role": "assistant", "content": outputs},
+                               model=self.model, provider="openai", usage=usage, stable_history=True)
+        self.history = request["input"] + outputs
+        self.pending, self.results, self.compacted = self.results, [], False
+
+    def _history(self) -> list:
+        if self.history is None:
+            self.history = _as_items(self.feed.history(self.sid or ""))
+        return self.history
+
+    # ------------------------------------------------------------------------------ events
+
+    def _event(self, payload: dict, at: str, line: Line) -> Iterator[Event]:
+        kind = payload.get("type")
+        if kind == "token_count":
+            info = payload.get("info")
+            if not isinstance(info, dict) or not isinstance(info.get("last_token_usage"), dict):
+                return  # no figures yet
+            try:
+                usage = _usage(info["last_token_usage"])
+            except (RecordError, TypeError) as exc:
+                self.feed.skip(line, f"token_count: {exc}")
+                usage = None
+            # The running total and the instant identify the call: a sub-agent's file that replays these lines
+            # names the same call, which is then counted once.
+            key = at + orjson.dumps(info.get("total_token_usage"), option=orjson.OPT_SORT_KEYS).decode()
+            yield from self._close(usage, key)
+        elif kind == "user_message":
+            yield from self._close(None, None)
+            if self.exchange is not None:
+                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
+            self.exchange = stable_id(at, NAME, self.sid, "exchange", line.number)
+            yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
+                                  input=payload.get("message"))
+        elif kind in ("task_complete", "turn_aborted") and self.exchange is not None:
+            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at,
+                                result=payload.get("last_agent_message"),
+                                status="completed" if kind == "task_complete" else "interrupted")
+            self.exchange = None
+
+    def _compacted(self, payload: dict, at: str, line: Line) -> Iterator[Event]:
+        yield from self._close(None, None)
+        replacement = payload.get("replacement_history")
+        summary = payload.get("message")
+        self.history, self.compacted = (list(replacement) if isinstance(replacement, list) else []), True
+        self.pending = [] if isinstance(replacement, list) else [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": summary or ""}]}]
+        yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, "compaction", line.number),
+                              session_id=self.sid or "", at=at, outcome_kind="compaction",
+                              payload={"summary": summary})
+
+
+def _usage(last: dict) -> Usage:
+    total_in, cached = last.get("input_tokens") or 0, last.get("cached_input_tokens") or 0
+    output, reasoning = last.get("output_tokens") or 0, last.get("reasoning_output_tokens") or 0
+    return Usage(input_tokens=max(total_in - cached, 0), cache_read_tokens=min(cached, total_in),
+                 output_tokens=output, reasoning_tokens=min(reasoning, output))
+
+
+def _as_items(messages: list) -> list:
+    """A stored request's input and response, back as Responses items (a response is its items)."""
+    out: list = []
+    for m in messages:
+        if isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("content"), list) \
+                and "type" not in m:
+            out.extend(m["content"])
+        else:
+            out.append(m)
+    return out
+
+
+def _failed(output: Any) -> bool:
+    """A shell tool's output says its exit code; anything else is taken as a success."""
+    if isinstance(output, str) and output.startswith("{"):
+        try:
+            meta = orjson.loads(output).get("metadata") or {}
+        except (orjson.JSONDecodeError, AttributeError):
+            return False
+        return isinstance(meta, dict) and isinstance(meta.get("exit_code"), int) and meta["exit_code"] != 0
+    return False
+
+
+def _instant(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return format_instant(value)
+    except RecordError:
+        return None
