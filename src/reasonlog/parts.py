@@ -125,6 +125,8 @@ def _parts_of_message(message: Any) -> list[Part]:
         return [Part("opaque", data=message)]
     if "role" not in message and "type" in message:
         return _parts_of_block(message)
+    if isinstance(message.get("parts"), list) and "content" not in message:  # Gemini `contents` entry
+        return [p for part in message["parts"] for p in _parts_of_gemini(part)]
     parts = _parts_of_content(message.get("content"))
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
@@ -180,6 +182,21 @@ def _parts_of_block(block: Any) -> list[Part]:
     if kind in ("image", "image_url", "input_image"):
         return [Part("image", data=block)]
     return [Part("opaque", name=_ident(kind), data=block)]
+
+
+def _parts_of_gemini(part: Any) -> list[Part]:
+    """One part of a Gemini message: text (a thought when `thought` is set), functionCall, functionResponse."""
+    if not isinstance(part, dict):
+        return [Part("opaque", data=part)]
+    if isinstance(part.get("text"), str):
+        return [Part("thinking", text=part["text"]) if part.get("thought") else text_part(part["text"])]
+    call, reply = part.get("functionCall"), part.get("functionResponse")
+    if isinstance(call, dict):
+        return [tool_use_part(call.get("id"), call.get("name"), call.get("args"))]
+    if isinstance(reply, dict):
+        return [Part("tool_result", tool_use_id=_ident(reply.get("id")), name=_ident(reply.get("name")),
+                     text=_as_text(reply.get("response")))]
+    return [Part("opaque", data=part)]
 
 
 # Stored messages are any JSON the agent sent; reading must never fail on one, whatever its shape.
