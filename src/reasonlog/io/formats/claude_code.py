@@ -49,7 +49,8 @@ from ..importing import Checkpoint, Feed, Line, ReimportFile, first_values, walk
 NAME = "claude-code"
 TRANSCRIPT_TYPES = frozenset({"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
                               "queue-operation", "result"})
-_ENVELOPE = frozenset({"sessionId", "leafUuid", "message", "messageId", "uuid", "parentUuid"})
+# Claude Code's own envelope keys; the Agent SDK's messages say session_id and parent_tool_use_id instead.
+_ENVELOPE = frozenset({"sessionId", "leafUuid", "messageId", "parentUuid"})
 PASSED_OVER = frozenset({"file-history-snapshot", "queue-operation"})
 SETTLE_S = 30.0  # under watch, a response whose file changed this recently may still be streaming
 
@@ -96,7 +97,7 @@ def _first_files(folder: Path, n: int = 5) -> list[Path]:
 
 def _looks_like_transcript(path: Path) -> bool:
     return any(isinstance(v, dict) and v.get("type") in TRANSCRIPT_TYPES
-               and not _ENVELOPE.isdisjoint(v)
+               and not _ENVELOPE.isdisjoint(v) and "parent_tool_use_id" not in v
                for v in first_values(path, 8))
 
 

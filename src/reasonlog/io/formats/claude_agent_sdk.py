@@ -1,0 +1,163 @@
+"""Claude Agent SDK message dumps: the SDK's messages (system/init, assistant, user tool results, result,
+stream events) saved as one JSON array or as JSONL, as its Python or TypeScript users often keep them.
+
+They are recorded exactly as `reasonlog.claude_agent.ClaudeAgentLogger` records a live stream: the
+logger is driven with the dump's messages and what it records is imported. So sessions per SDK session id,
+sub-agents (`parent_tool_use_id`) as child sessions, the content blocks of one message id merged into one
+call, and tokens and cost taken from the `result` messages' `modelUsage`, differenced per exchange.
+
+A dump carries no times: its records are placed at the file's modification time, a microsecond apart
+in the order of the stream. The user's prompts are not in the SDK's stream, so exchanges have no input.
+A trimmed dump without its `system/init` message gets one (its session id, else one derived from the
+dump, and the first reply's model), since the session opens there.
+Ids are derived from the dump's bytes, so the same dump imported from two places is one session.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import fields
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ...model import Event, SessionStarted, format_instant, stable_id
+from ..importing import Checkpoint, Feed, first_values, walk
+
+NAME = "claude-agent-sdk"
+SDK_TYPES = frozenset({"system", "assistant", "user", "result", "stream_event"})
+_ID_FIELDS = ("session_id", "exchange_id", "call_id", "tool_result_id", "outcome_id", "parent_session_id",
+              "parent_call_id")
+_AT_FIELDS = ("started_at", "ended_at", "at")
+
+
+class ClaudeAgentSdkImporter:
+    name = NAME
+    description = "Claude Agent SDK message dumps (a JSON array or JSONL of the SDK's messages)"
+    incremental = False
+
+    def detect(self, path: Path) -> bool:
+        if path.is_dir():
+            return any(_mine(p) for p in sorted(path.rglob("*.json*"))[:5])
+        return _mine(path)
+
+    def sources(self, path: Path) -> Iterator[Path]:
+        if path.is_file():
+            yield path
+            return
+        yield from (p for pattern in ("*.json", "*.jsonl") for p in walk(path, pattern) if _mine(p))
+
+    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
+        messages = _messages(feed)
+        if messages:
+            digest = hashlib.blake2b(feed.read_bytes(), digest_size=16).hexdigest()
+            yield from _rekeyed(feed, _record(_with_init(messages, digest)), digest)
+        yield feed.checkpoint(None, None)
+
+
+importer = ClaudeAgentSdkImporter()
+
+
+def _looks_like_sdk(value: Any) -> bool:
+    """An SDK message; Claude Code transcript lines (sessionId) and Codex lines (payload) are not."""
+    return (isinstance(value, dict) and value.get("type") in SDK_TYPES
+            and ("parent_tool_use_id" in value or "session_id" in value or value.get("type") == "result")
+            and not {"sessionId", "payload"} & value.keys())
+
+
+def _mine(path: Path) -> bool:
+    if path.suffix == ".json":
+        try:
+            with open(path, "rb") as f:
+                head = f.read(1 << 16)
+        except OSError:
+            return False
+        return head.lstrip().startswith(b"[") and b'"parent_tool_use_id"' in head
+    return any(_looks_like_sdk(v) for v in first_values(path, 3))
+
+
+def _messages(feed: Feed) -> list[dict]:
+    if feed.path.suffix == ".json":
+        try:
+            data = orjson.loads(feed.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            feed.skip(None, f"not JSON ({str(exc).split(':', 1)[0]})")
+            return []
+        if not isinstance(data, list):
+            feed.skip(None, "expected a JSON array of SDK messages")
+            return []
+        items = list(enumerate(data, 1))
+    else:
+        items = []
+        for line in feed.lines():
+            if line.error is not None:
+                feed.skip(line, line.error)
+            else:
+                items.append((line.number, line.value))
+    out = []
+    for where, message in items:
+        if isinstance(message, dict) and isinstance(message.get("type"), str):
+            out.append(message)
+        else:
+            feed.skip(where if feed.path.suffix != ".json" else None,
+                      f"message {where}: expected an SDK message (an object with a `type`)")
+    return out
+
+
+def _with_init(messages: list[dict], digest: str) -> list[dict]:
+    """The stream with its system/init first: a trimmed dump may lack it, and the logger opens the session there."""
+    if any(m.get("type") == "system" and m.get("subtype") == "init" for m in messages):
+        return messages
+    model = next((m["message"].get("model") for m in messages
+                  if m.get("type") == "assistant" and isinstance(m.get("message"), dict)), None)
+    session = next((m["session_id"] for m in messages if isinstance(m.get("session_id"), str)), f"dump-{digest[:12]}")
+    return [{"type": "system", "subtype": "init", "session_id": session, "model": model}, *messages]
+
+
+def _record(messages: list[dict]) -> list[Event]:
+    """What ClaudeAgentLogger records of these messages, collected from a recorder's sink."""
+    from ...capture.recorder import Recorder
+    from ...claude_agent import ClaudeAgentLogger
+
+    sink = _Collect()
+    recorder = Recorder("/nonexistent/reasonlog-import.db", writer="sync", sink=sink, redact=False)
+    with ClaudeAgentLogger(recorder) as logger:
+        for message in messages:
+            logger.log(message)
+    recorder.close()
+    return sink.events
+
+
+class _Collect:
+    """A sink that keeps what it is given (the sink contract of capture/sinks.py)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> None:
+        self.events.extend(events)
+
+    def add_counters(self, counters: dict[str, int]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _rekeyed(feed: Feed, events: list[Event], digest: str) -> Iterator[Event]:
+    """The events with ids derived from the dump and instants from the file, in the stream's order."""
+    base = datetime.fromtimestamp(feed.path.stat().st_mtime, UTC)
+    ids: dict[str, str] = {}
+    if events and isinstance(events[0], SessionStarted) and feed.exists("session", stable_id(None, NAME, digest, 0)):
+        return  # this very dump was imported already (from another path): its first id is its session's
+    for k, event in enumerate(events):
+        at = format_instant(base + timedelta(microseconds=k))
+        for f in fields(event):
+            value = getattr(event, f.name)
+            if f.name in _ID_FIELDS and isinstance(value, str):
+                setattr(event, f.name, ids.setdefault(value, stable_id(None, NAME, digest, len(ids))))
+            elif f.name in _AT_FIELDS:
+                setattr(event, f.name, at)
+        yield event
