@@ -20,7 +20,9 @@ file gives. The loop here does everything formats share, so an importer holds on
 The contract of an importer (`Importer`): `name`, `description`, `incremental` (reads appended
 bytes from an offset, like JSONL; else a changed file is read again whole), `detect(path)`
 (a file or folder of this format?), `sources(path)` (the files to import under it, in order) and
-`read(feed)` (events and checkpoints). A format that has its own all-or-nothing import instead
+`read(feed)` (events and checkpoints). A format kept as a tree of files read through one of them
+defines `signature(path) -> (size, mtime_ns)` of the whole tree, so a change anywhere in it counts
+as a change of that file. A format that has its own all-or-nothing import instead
 (reasonlog's export) defines `import_whole(store, path, report)` and is called with that alone.
 Third-party importers register under the entry-point group `reasonlog.importers`, as an object
 with that shape.
@@ -34,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Protocol
 
 import orjson
@@ -184,7 +187,8 @@ class Feed:
             return []
         last = self.store.get_call(calls[-1]["id"])
         request = last["request"]
-        sent = next((request[k] for k in ("messages", "input", "contents") if isinstance(request.get(k), list)), [])
+        sent: list = next((request[k] for k in ("messages", "input", "contents")
+                           if isinstance(request.get(k), list)), [])
         messages = list(sent)
         if last.get("response") is not None:
             messages.append(last["response"])
@@ -309,6 +313,10 @@ def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted
     if whole is not None:  # a format with its own all-or-nothing import (reasonlog's export): no offsets
         whole(store, path, report)
         return
+    signature = getattr(imp, "signature", None)
+    if signature is not None:  # a tree read through one file: the tree's size and newest change
+        size, mtime_ns = signature(path)
+        st = SimpleNamespace(st_size=size, st_mtime_ns=mtime_ns)  # type: ignore[assignment]
     start, line, state = 0, 0, None
     if row is not None:
         if row["size"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns and row["format"] == imp.name:
@@ -365,7 +373,7 @@ class _FileProgress:
 
     path: Path
     importer: Importer
-    stat: os.stat_result
+    stat: Any  # st_size and st_mtime_ns: the file's, or its tree's (`signature`)
     sessions: set[str]
     skipped: int           # skips counted in the row so far
     reported: int          # len(report.skipped) when they were counted
