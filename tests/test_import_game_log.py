@@ -89,8 +89,8 @@ def test_a_changed_tree_is_imported_again_and_broken_files_are_named(tmp_path):
     (game / "Bob" / "responses" / "response_2.json").write_text("{broken")
     again = run_import(store, plan([game]))
     assert again.rewritten == 1
-    assert again.skipped == [(str(game / "session_metadata.json"),
-                              "Bob/responses/response_2.json: not readable JSON (unexpected character, expected a string key)")]
+    assert again.skipped == [(str(game / "session_metadata.json"), "Bob/responses/response_2.json: not readable JSON"
+                                                                   " (unexpected character, expected a string key)")]
     bob = player(store, "Bob")
     assert [c["status"] for c in bob["calls"]] == ["ok", "ok", "ok", "error"]
     assert len(store.list_sessions(ALL)) == 3

@@ -205,7 +205,8 @@ class Applier:
         cur.execute(
             "INSERT INTO sessions (id, run, agent, model, provider, labels_json, parent_session_id, parent_call_id,"
             " external_id, host, pid, started_at, xml_tool_tags_json, live_token) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-            " ON CONFLICT (id) DO UPDATE SET status = 'open', ended_at = NULL, live_token = excluded.live_token",
+            " ON CONFLICT (id) DO UPDATE SET status = 'open', ended_at = NULL, live_token = excluded.live_token,"
+            " xml_tool_tags_json = COALESCE(excluded.xml_tool_tags_json, sessions.xml_tool_tags_json)",
             (*map(self.ident, (ev.session_id, ev.run, ev.agent, ev.model, ev.provider)), self.dumps(ev.labels or {}),
              *map(self.ident, (ev.parent_session_id, ev.parent_call_id, ev.external_id)), ev.host, ev.pid,
              ev.started_at, self.dumps(ev.xml_tool_tags), ev.live_token))
