@@ -41,7 +41,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from ..model import CallRecorded, Event, OutcomeRecorded, SessionStarted, ToolResultRecorded, utc_now
+from ..model import CallRecorded, Event, OutcomeRecorded, SessionStarted, ToolResultRecorded, format_instant, utc_now
+from ..parts import RecordError
 
 ENTRY_POINT_GROUP = "reasonlog.importers"
 TAIL = 4096           # bytes before the consumed offset whose hash tells appended from rewritten
@@ -447,3 +448,14 @@ def walk(path: Path, pattern: str) -> Iterator[Path]:
         yield path
         return
     yield from sorted(p for p in path.rglob(pattern) if p.is_file())
+
+
+def instant(value: Any, numbers: bool = False) -> str | None:
+    """A file's timestamp as UTC text, or None when it is missing or not an instant (ISO text; with `numbers`,
+    epoch seconds too). Importers report or work around a missing time; they never fail on one."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float) if numbers else str):
+        return None
+    try:
+        return format_instant(value)
+    except RecordError:
+        return None

@@ -40,11 +40,10 @@ from ...model import (
     SessionEnded,
     SessionStarted,
     Usage,
-    format_instant,
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, Line, ReimportFile, first_values, walk
+from ..importing import Checkpoint, Feed, Line, ReimportFile, first_values, instant, walk
 
 NAME = "claude-code"
 TRANSCRIPT_TYPES = frozenset({"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
@@ -245,7 +244,7 @@ class _Reader:
         if not isinstance(message, dict):
             self.feed.skip(line, "`message` is not an object")
             return
-        at = _instant(v.get("timestamp")) or thread.last_at or _epoch(self.feed)
+        at = instant(v.get("timestamp")) or thread.last_at or _epoch(self.feed)
         yield from self._start(thread, envelope, at, agent_type, spawn)
         thread.touched, thread.last_at = True, at
         if v.get("type") == "assistant" or message.get("role") == "assistant":
@@ -357,7 +356,7 @@ class _Reader:
     def _system(self, line: Line, v: dict) -> Iterator[Event | Checkpoint]:
         subtype = v.get("subtype")
         thread = self._thread_of(v, line)
-        at = _instant(v.get("timestamp")) or thread.last_at or _epoch(self.feed)
+        at = instant(v.get("timestamp")) or thread.last_at or _epoch(self.feed)
         if subtype == "compact_boundary":
             yield from self._close_group(thread)
             yield from self._start(thread, v, at)
@@ -377,7 +376,7 @@ class _Reader:
 
     def _keep(self, line: Line, v: dict, kind: str, payload: Any) -> Iterator[Event | Checkpoint]:
         thread = self._thread_of(v, line)
-        at = _instant(v.get("timestamp")) or thread.last_at or _epoch(self.feed)
+        at = instant(v.get("timestamp")) or thread.last_at or _epoch(self.feed)
         yield from self._start(thread, v, at)
         thread.touched = True
         yield OutcomeRecorded(outcome_id=stable_id(at, NAME, thread.sid, kind, line.number), session_id=thread.sid,
@@ -398,18 +397,9 @@ def _total(usage: dict) -> int:
                if isinstance(n := usage.get(k), int))
 
 
-def _instant(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return format_instant(value)
-    except RecordError:
-        return None
-
-
 def _epoch(feed: Feed) -> str:
     """An instant for records with none: when the file was last written."""
-    return format_instant(feed.path.stat().st_mtime) or "1970-01-01T00:00:00.000000Z"
+    return instant(feed.path.stat().st_mtime, numbers=True) or "1970-01-01T00:00:00.000000Z"
 
 
 def _is_prompt(v: dict, content: Any) -> bool:

@@ -37,11 +37,10 @@ from ...model import (
     SessionStarted,
     ToolResultRecorded,
     Usage,
-    format_instant,
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, Line, first_values, walk
+from ..importing import Checkpoint, Feed, Line, first_values, instant, walk
 
 NAME = "codex"
 OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
@@ -123,7 +122,7 @@ class _Reader:
         if not isinstance(v, dict) or not isinstance(v.get("type"), str):
             self.feed.skip(line, "expected an object with `type`, `timestamp` and `payload`")
             return
-        at = _instant(v.get("timestamp"))
+        at = instant(v.get("timestamp"))
         payload = v.get("payload")
         if at is None or not isinstance(payload, dict):
             self.feed.skip(line, "`timestamp` must be an ISO-8601 instant and `payload` an object")
@@ -161,7 +160,7 @@ class _Reader:
         self.sid, self.history, self.touched = sid, [], True
         labels = {"source": NAME, **{k: str(payload[k]) for k in ("cwd", "cli_version", "originator", "source")
                                      if isinstance(payload.get(k), str)}}
-        yield SessionStarted(session_id=sid, started_at=_instant(payload.get("timestamp")) or at, agent="codex",
+        yield SessionStarted(session_id=sid, started_at=instant(payload.get("timestamp")) or at, agent="codex",
                              provider="openai", labels=labels, external_id=sid)
 
     # ------------------------------------------------------------------------------ items and calls
@@ -285,12 +284,3 @@ def _failed(output: Any) -> bool:
             return False
         return isinstance(meta, dict) and isinstance(meta.get("exit_code"), int) and meta["exit_code"] != 0
     return False
-
-
-def _instant(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return format_instant(value)
-    except RecordError:
-        return None

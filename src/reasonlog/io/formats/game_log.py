@@ -50,11 +50,10 @@ from ...model import (
     SessionStarted,
     ToolResultRecorded,
     Usage,
-    format_instant,
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed
+from ..importing import Checkpoint, Feed, instant
 
 NAME = "game-log"
 ANCHOR = "session_metadata.json"
@@ -289,14 +288,9 @@ def _happened(prompt: dict) -> Any:
     return happened or prompt.get("what_happened")
 
 
-def _at(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        return None
-    try:
-        return format_instant(value)
-    except RecordError:
-        return None
-
-
 def _list(value: Any) -> list:
     return value if isinstance(value, list) else []
+
+
+def _at(value: Any) -> str | None:
+    return instant(value, numbers=True)  # ISO text in most files, epoch seconds in session_summary.json

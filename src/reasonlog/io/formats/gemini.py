@@ -37,11 +37,10 @@ from ...model import (
     SessionStarted,
     ToolResultRecorded,
     Usage,
-    format_instant,
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, first_values, walk
+from ..importing import Checkpoint, Feed, first_values, instant, walk
 
 NAME = "gemini"
 NOTICES = frozenset({"info", "error", "warning"})
@@ -160,7 +159,7 @@ class _Chat:
     # ------------------------------------------------------------------------------ events
 
     def events(self) -> Iterator[Event]:
-        started = self._at(self.meta.get("startTime")) or self._first_at()
+        started = _at(self.meta.get("startTime")) or self._first_at()
         if started is None:
             self.feed.skip(None, "no instant in the chat (startTime or a message timestamp)")
             return
@@ -171,7 +170,7 @@ class _Chat:
         exchange, last = None, started
         for mid in self.order:
             record = self.final[mid]
-            at = self._at(record.get("timestamp")) or last
+            at = _at(record.get("timestamp")) or last
             last = max(last, at)
             if record["type"] == "user":
                 if exchange is not None:
@@ -187,7 +186,7 @@ class _Chat:
         if exchange is not None:
             yield ExchangeEnded(exchange_id=exchange, session_id=self.sid, ended_at=last)
         summary = self.meta.get("summary")
-        yield SessionEnded(session_id=self.sid, ended_at=self._at(self.meta.get("lastUpdated")) or last,
+        yield SessionEnded(session_id=self.sid, ended_at=_at(self.meta.get("lastUpdated")) or last,
                            summary=summary if isinstance(summary, str) else None)
 
     def _call(self, mid: str, record: dict, at: str, exchange: str | None) -> Iterator[Event]:
@@ -208,22 +207,14 @@ class _Chat:
             if isinstance(tool, dict):
                 yield ToolResultRecorded(
                     tool_result_id=stable_id(at, NAME, self.sid, mid, "tool", k), session_id=self.sid,
-                    at=self._at(tool.get("timestamp")) or at, tool_use_id=_str(tool.get("id")),
+                    at=_at(tool.get("timestamp")) or at, tool_use_id=_str(tool.get("id")),
                     name=_str(tool.get("name")), input=tool.get("args"),
                     content=tool.get("resultDisplay") if tool.get("result") is None else tool.get("result"),
                     is_error=tool.get("status") in ("error", "cancelled"))
 
     def _first_at(self) -> str | None:
-        return next((a for a in (self._at(r.get("timestamp")) for r in self.final.values()) if a), None)
+        return next((a for a in (_at(r.get("timestamp")) for r in self.final.values()) if a), None)
 
-    @staticmethod
-    def _at(value: Any) -> str | None:
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            return None
-        try:
-            return format_instant(value)
-        except RecordError:
-            return None
 
 
 def _contents(record: dict) -> list[dict]:
@@ -282,3 +273,7 @@ def _list(value: Any) -> list:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None if value is None else str(value)
+
+
+def _at(value: Any) -> str | None:
+    return instant(value, numbers=True)

@@ -105,7 +105,7 @@ def _call_events(feed: Feed, record: dict) -> Iterator[Event]:
         feed.skip(None, f"timestamp: {exc}")
         return
     meta = record["request_metadata"] if isinstance(record["request_metadata"], dict) else {}
-    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    metrics: dict = record["metrics"] if isinstance(record.get("metrics"), dict) else {}
     logged, response = str(record["session_id"]), record["llm_response"]
     sid = stable_id(None, NAME, logged)
     model = meta.get("model_id") if isinstance(meta.get("model_id"), str) else None
