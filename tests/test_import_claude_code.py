@@ -304,9 +304,9 @@ def test_follow_survives_deleted_and_rotated_files(tmp_path):
     new = folder / "491e126e-1e71-469c-ade2-fcc8af567c74.jsonl"
     follow(store, [tmp_path / "projects"], "claude-code", 0.01, lambda: len(passes) >= 4, after_pass)
     assert [r.failed for r in passes] == [[], [], [], []]
-    # The third pass leaves what may still be streaming (everything after the last point where no response
-    # was open) for a pass once the file is quiet; together they are the file's 17 calls.
-    assert [r.added["calls"] for r in passes] == [1 + 2, 2, 5, 12]
+    # The third pass leaves the responses that may still be streaming (the last one of each conversation) for
+    # a pass once the file is quiet; together they are the file's 17 calls.
+    assert [r.added["calls"] for r in passes] == [1 + 2, 2, 15, 2]
     assert {s["id"] for s in store.list_sessions(ALL)} == {
         "55604662-cf2a-4331-851a-ec234028f8ca", "d6e0bada-1959-4eec-a9d2-0bfade768d8f",
         "491e126e-1e71-469c-ade2-fcc8af567c74", "afb92ff@491e126e-1e71-469c-ade2-fcc8af567c74"}

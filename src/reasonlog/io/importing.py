@@ -29,10 +29,12 @@ with that shape.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -279,26 +281,59 @@ def plan(paths: Iterable[Path], fmt: str | None = None) -> list[tuple[Path, Impo
 
 def run_import(store: Any, files: list[tuple[Path, Importer]],
                progress: Callable[[Path, int], None] | None = None, live: bool = False) -> Report:
-    """Import `files` into `store`; every file is imported alone, so one bad file never stops the others."""
+    """Import `files` into `store`; every file is imported alone, so one bad file never stops the others.
+
+    One import at a time per database (a lock beside it): a second `reasonlog import` or `watch` waits,
+    then finds the files imported. When the database refuses a write (disk full, read-only, locked past
+    its timeout) the import stops there and says so; what was committed stays, and the next import
+    resumes from it."""
     report = Report()
-    before = store.record_counts()
-    rejected = store.status().get("rejected_records", 0)
-    emitted: dict[str, set[str]] = {kind: set() for kind, _ in _EVENT_KINDS.values()}
-    for path, imp in files:
-        try:
-            _import_file(store, path, imp, report, emitted, live)
-        except (OSError, ImportError_) as exc:
-            report.failed.append((str(path), str(exc)))
-        except Exception as exc:  # an importer's own bug: this file fails, the others go on
-            if os.environ.get("REASONLOG_RAISE_INTERNAL_ERRORS"):
-                raise
-            report.failed.append((str(path), f"internal error ({type(exc).__name__}: {exc}); please report it"))
-        if progress is not None:
-            progress(path, path.stat().st_size if path.exists() else 0)
-    after = store.record_counts()
+    with _import_lock(store):
+        before = store.record_counts()
+        rejected = store.status().get("rejected_records", 0)
+        emitted: dict[str, set[str]] = {kind: set() for kind, _ in _EVENT_KINDS.values()}
+        for path, imp in files:
+            if not _import_one(store, path, imp, report, emitted, live):
+                break
+            if progress is not None:
+                progress(path, path.stat().st_size if path.exists() else 0)
+        after = store.record_counts()
     report.added = {k: after[k] - before.get(k, 0) for k in ADDED}
     report.rejected = store.status().get("rejected_records", 0) - rejected
     return report
+
+
+def _import_one(store: Any, path: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
+                live: bool) -> bool:
+    """Import one file, reporting a failure; False when the database itself refused (stop there)."""
+    try:
+        _import_file(store, path, imp, report, emitted, live)
+    except (OSError, ImportError_) as exc:
+        report.failed.append((str(path), str(exc)))
+    except Exception as exc:
+        if getattr(store, "is_store_failure", lambda e: False)(exc):
+            report.failed.append((str(path), f"the database refused the write ({exc}); nothing of this file "
+                                              "after its last committed batch was written, import again to go on"))
+            return False
+        if os.environ.get("REASONLOG_RAISE_INTERNAL_ERRORS"):  # an importer's own bug: this file fails
+            raise
+        report.failed.append((str(path), f"internal error ({type(exc).__name__}: {exc}); please report it"))
+    return True
+
+
+@contextmanager
+def _import_lock(store: Any) -> Iterator[None]:
+    """An exclusive lock on `<db>.import.lock` while importing (none for a store without a file)."""
+    db = getattr(store, "path", None)
+    if db is None:
+        yield
+        return
+    with open(f"{db}.import.lock", "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
@@ -320,8 +355,9 @@ def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted
         st = SimpleNamespace(st_size=size, st_mtime_ns=mtime_ns)  # type: ignore[assignment]
     start, line, state = 0, 0, None
     if row is not None:
-        if row["size"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns and row["format"] == imp.name:
-            report.unchanged += 1
+        if (row["size"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns and row["format"] == imp.name
+                and (row["consumed"] >= st.st_size or not imp.incremental)):
+            report.unchanged += 1  # (an import killed half way left consumed short of the size: it goes on)
             return
         if (imp.incremental and row["format"] == imp.name and st.st_size >= row["consumed"]
                 and _tail_hash(path, row["consumed"]) == row["tail_hash"]):

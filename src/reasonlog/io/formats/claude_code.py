@@ -117,8 +117,8 @@ class _Thread:
         self.compacted: bool = saved.get("compacted", False)  # no call since a compaction: the window is new
         # None: what the last stored call left, loaded from the store when a file grew
         self.history: list | None = [] if not saved or self.compacted else None
-        self.group: dict | None = None                      # the response whose lines are being read
-        self.results: list = []                             # tool results waiting for that response to end
+        self.group: dict | None = saved.get("group")        # the response whose lines are being read
+        self.results: list = saved.get("results", [])       # tool results waiting for that response to end
         self.touched = False
 
     def flush_results(self) -> None:
@@ -132,9 +132,10 @@ class _Thread:
         self.results = []
 
     def save(self) -> dict:
-        """What the next import needs (taken only when no response is open, so `results` is empty)."""
+        """What the next import needs to go on from here, a response still open included."""
         return {"started": self.started, "pending": self.pending, "exchange": self.exchange,
-                "last_at": self.last_at, "last_key": self.last_key, "compacted": self.compacted}
+                "last_at": self.last_at, "last_key": self.last_key, "compacted": self.compacted,
+                "group": self.group, "results": self.results}
 
 
 class _Reader:
@@ -157,7 +158,8 @@ class _Reader:
                 yield from self._line(line)  # a checkpoint in here covers the lines before this one
             self.done = line
         if self.feed.live and self._settling():
-            return  # a response may still be streaming: the next pass reads its lines again
+            yield self._checkpoint()  # a response may still be streaming: it waits in the state for the next pass
+            return
         for thread in self.threads.values():
             yield from self._close_group(thread)
         yield from self._end_threads()
@@ -324,8 +326,7 @@ class _Reader:
         thread.history = request["messages"] + [response]
         thread.pending, thread.last_key, thread.compacted = [], group["key"], False
         thread.flush_results()
-        if not any(t.group for t in self.threads.values()):  # an open response is not in the saved state
-            yield self._checkpoint()
+        yield self._checkpoint()
 
     def _history(self, thread: _Thread) -> list:
         if thread.history is None:
