@@ -7,7 +7,6 @@ Nothing is read at import time: the bundled table loads on first use and is cach
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -16,6 +15,8 @@ from functools import lru_cache
 from importlib import resources
 from types import MappingProxyType
 from typing import Any
+
+import orjson
 
 __all__ = ["Cost", "ModelPrice", "PriceTable", "load_price_table", "REPORTED", "UNKNOWN_MODEL"]
 
@@ -210,8 +211,8 @@ def _parse(doc: Mapping[str, Any]) -> PriceTable:
 def load_price_table(path: str | None = None) -> PriceTable:
     """The price table at `path`, or the bundled one; loaded once and cached."""
     if path is None:
-        text = resources.files("reasonlog").joinpath("prices.json").read_text(encoding="utf-8")
+        data = resources.files("reasonlog").joinpath("prices.json").read_bytes()
     else:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    return _parse(json.loads(text))
+        with open(path, "rb") as fh:
+            data = fh.read()
+    return _parse(orjson.loads(data))  # every import and every priced call waits for this: orjson, not json

@@ -184,11 +184,10 @@ class Feed:
     def history(self, session_id: str) -> list:
         """The conversation as the session's last stored call left it: its request's messages and its response
         (to go on from when a file grew)."""
-        session = self.store.get_session(session_id)
-        calls = session.get("calls") or []
-        if not calls:
+        last_id = self.store.last_call_id(session_id)
+        if last_id is None:
             return []
-        last = self.store.get_call(calls[-1]["id"])
+        last = self.store.get_call(last_id)
         request = last["request"]
         sent: list = next((request[k] for k in ("messages", "input", "contents")
                            if isinstance(request.get(k), list)), [])

@@ -50,3 +50,8 @@ def existing_ids(cur, kind: str, ids: list[str]) -> set[str]:
         found.update(r[0] for r in cur.execute(
             f"SELECT {column} FROM {table} WHERE {column} IN ({', '.join('?' * len(chunk))})", chunk))
     return found
+
+
+def last_call(cur, session_id: str) -> str | None:
+    row = cur.execute("SELECT id FROM calls WHERE session_id = ? ORDER BY idx DESC LIMIT 1", (session_id,)).fetchone()
+    return None if row is None else row[0]

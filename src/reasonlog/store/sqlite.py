@@ -354,6 +354,11 @@ class SQLiteStore:
         """Every file imported so far, newest import first."""
         return self._read(imported.list_files)
 
+    def last_call_id(self, session_id: str) -> str | None:
+        """The id of the session's last call, or None (an importer going on from it)."""
+        with self._lock:
+            return imported.last_call(self._conn, session_id)
+
     def existing_ids(self, kind: str, ids: Iterable[str]) -> set[str]:
         """Which of `ids` (of sessions, calls, tool_results or outcomes) the store holds."""
         with self._lock:  # one SELECT a chunk: no transaction around it (importers ask once a call)
