@@ -291,11 +291,15 @@ def run_import(store: Any, files: list[tuple[Path, Importer]],
         before = store.record_counts()
         rejected = store.status().get("rejected_records", 0)
         emitted: dict[str, set[str]] = {kind: set() for kind, _ in _EVENT_KINDS.values()}
+        batched, ok = _Batched(store), True
         for path, imp in files:
-            if not _import_one(store, path, imp, report, emitted, live):
+            ok = _import_one(batched, path, imp, report, emitted, live)
+            if not ok:
                 break
             if progress is not None:
                 progress(path, path.stat().st_size if path.exists() else 0)
+        if ok and files:
+            _import_one(batched, files[-1][0], files[-1][1], report, emitted, live, flush=True)
         after = store.record_counts()
     report.added = {k: after[k] - before.get(k, 0) for k in ADDED}
     report.rejected = store.status().get("rejected_records", 0) - rejected
@@ -303,21 +307,57 @@ def run_import(store: Any, files: list[tuple[Path, Importer]],
 
 
 def _import_one(store: Any, path: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
-                live: bool) -> bool:
-    """Import one file, reporting a failure; False when the database itself refused (stop there)."""
+                live: bool, flush: bool = False) -> bool:
+    """Import one file (or, with `flush`, write what small files left waiting), reporting a failure; False
+    when the database itself refused (stop there)."""
     try:
-        _import_file(store, path, imp, report, emitted, live)
+        if flush:
+            store.flush_if(full=True)
+        else:
+            _import_file(store, path, imp, report, emitted, live)
     except (OSError, ImportError_) as exc:
         report.failed.append((str(path), str(exc)))
     except Exception as exc:
         if getattr(store, "is_store_failure", lambda e: False)(exc):
-            report.failed.append((str(path), f"the database refused the write ({exc}); nothing of this file "
-                                              "after its last committed batch was written, import again to go on"))
+            report.failed.append((str(path), f"the database refused the write ({exc}); what was not committed"
+                                              " yet (this file, maybe small ones before it) waits for the next"
+                                              " import"))
             return False
         if os.environ.get("REASONLOG_RAISE_INTERNAL_ERRORS"):  # an importer's own bug: this file fails
             raise
         report.failed.append((str(path), f"internal error ({type(exc).__name__}: {exc}); please report it"))
     return True
+
+
+class _Batched:
+    """The store, with the batches of several small files written in one transaction (a commit is an fsync).
+
+    Each file's events still commit with its own row, never apart from it. Whatever reads what was written
+    (a session's last call, a file's removal, counts) writes what waits first; `existing_ids` need not, since
+    the import remembers what it emitted."""
+
+    _READS_WRITTEN = frozenset({"get_session", "get_call", "last_call_id", "delete_sessions", "record_counts",
+                                "status", "replay_call"})
+
+    def __init__(self, store: Any):
+        self._store, self._events, self._rows = store, [], []  # type: ignore[var-annotated]
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None,
+                    imports: list[dict] | None = None) -> None:
+        self._events += events
+        self._rows += imports or []
+        self.flush_if(full=len(self._events) >= BATCH_EVENTS)
+
+    def flush_if(self, full: bool) -> None:
+        if full and (self._events or self._rows):
+            events, rows = self._events, self._rows
+            self._events, self._rows = [], []
+            self._store.write_batch(events, None, imports=rows)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._READS_WRITTEN:
+            self.flush_if(full=True)
+        return getattr(self._store, name)
 
 
 @contextmanager
