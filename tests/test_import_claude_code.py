@@ -342,3 +342,15 @@ def test_any_split_then_append_equals_one_whole_import(tmp_path, name, step):
                    for c in store.call_rows(ALL)}
             assert got == want, (cut, live)
             store.close()
+
+
+def test_a_transcript_whose_first_line_is_long_is_still_recognised(tmp_path):
+    lines = (SPOTTER / "short.jsonl").read_bytes().splitlines(keepends=True)
+    prompt = next(i for i, line in enumerate(lines) if b'"type":"user"' in line)
+    long_prompt = lines[prompt].replace(b"mix phx.server doesnt seem to start", b"x" * 300_000)
+    target = tmp_path / "p" / "55604662-cf2a-4331-851a-ec234028f8ca.jsonl"
+    target.parent.mkdir()
+    target.write_bytes(long_prompt + b"".join(lines[prompt + 1:]))
+    assert [imp.name for _, imp in plan([tmp_path / "p"])] == ["claude-code"]
+    store, report = imported(tmp_path / "t.db", tmp_path / "p")
+    assert report.added["calls"] == 1

@@ -497,24 +497,31 @@ def follow(store: Any, paths: list[Path], fmt: str | None, interval: float, stop
 # -------------------------------------------------------------------------------------- helpers for formats
 
 
-def first_values(path: Path, n: int = 5, limit: int = 1 << 20) -> list[Any]:
-    """The first `n` JSON values of a JSONL file (lines that do not parse are left out), reading at most
-    `limit` bytes: what `detect` sniffs."""
-    out: list[Any] = []
-    try:
-        with open(path, "rb") as f:
-            data = f.read(limit)
-    except OSError:
-        return out
-    for raw in data.split(b"\n"):
-        if raw.strip():
-            try:
-                out.append(orjson.loads(raw))
-            except orjson.JSONDecodeError:
-                continue
-        if len(out) >= n:
-            break
-    return out
+def first_values(path: Path, n: int = 5, limit: int = 1 << 16) -> list[Any]:
+    """The first `n` JSON values of a JSONL file (lines that do not parse are left out): what `detect` sniffs.
+
+    It reads `limit` bytes, and up to 1 MiB when no whole line fitted in them (a long first line)."""
+    for size in dict.fromkeys((limit, max(limit, 1 << 20))):
+        try:
+            with open(path, "rb") as f:
+                data = f.read(size)
+        except OSError:
+            return []
+        lines = data.split(b"\n")
+        if len(data) == size:
+            lines.pop()  # cut by the limit
+        out = []
+        for raw in lines:
+            if raw.strip():
+                try:
+                    out.append(orjson.loads(raw))
+                except orjson.JSONDecodeError:
+                    continue
+            if len(out) >= n:
+                break
+        if out or len(data) < size:
+            return out
+    return []
 
 
 def walk(path: Path, pattern: str) -> Iterator[Path]:
