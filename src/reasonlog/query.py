@@ -272,3 +272,57 @@ def _tool_changes(tools_a: list | None, tools_b: list | None) -> dict:
 def _param_changes(a: dict, b: dict) -> dict:
     keys = sorted(set(a) | set(b))
     return {k: {"a": a.get(k), "b": b.get(k)} for k in keys if a.get(k) != b.get(k)}
+
+
+# ---------------------------------------------------------------------------- the reasoning view
+
+
+class NotFound(LookupError):
+    """No session matches: the message says which filters found nothing."""
+
+
+def reasoning_sessions(store: Store, job_id: str | None = None, date: str | None = None, model: str | None = None,
+                       include_conversation: bool = False) -> list[dict]:
+    """Model-days with their positions (and, asked, their conversation), ordered by date then model.
+
+    The shape trading-simulator clients read from `GET /reasoning`: a session's `job_id` is its run, its `date`
+    its `date` label, its positions its outcomes of kind `position`. `date` must be YYYY-MM-DD (ValueError)."""
+    if date is not None:
+        try:
+            datetime.strptime(date, "%Y-%m-%d")
+        except ValueError:
+            raise ValueError(f"Invalid date format: {date}. Expected YYYY-MM-DD") from None
+    flt = SessionFilter(run=job_id, model=model, labels={"date": date} if date else {}, limit=None)
+    found = [s for s in store.list_sessions(flt) if (s.get("labels") or {}).get("date")]
+    if not found:
+        asked = ", ".join(f"{k}={v}" for k, v in (("job_id", job_id), ("date", date), ("model", model)) if v)
+        raise NotFound(f"No reasoning sessions found{' for ' + asked if asked else ''}")
+    found.sort(key=lambda s: (s["labels"]["date"], s.get("model") or s.get("agent") or "", s["started_at"]))
+    return [_reasoning_session(store.get_session(s["id"]), include_conversation) for s in found]
+
+
+def _reasoning_session(session: dict, include_conversation: bool) -> dict:
+    messages = [m for m in session["messages"] if m["role"] != "system"]
+    return {
+        "session_id": session["id"], "job_id": session.get("run"), "date": session["labels"]["date"],
+        "model": session.get("model") or session.get("agent"), "session_summary": session.get("summary"),
+        "started_at": session["started_at"], "completed_at": session.get("ended_at"),
+        "total_messages": len(messages),
+        "positions": [_position(o["payload"]) for o in session["outcomes"] if o["kind"] == "position"],
+        "conversation": [_conversation_item(n, m) for n, m in enumerate(messages)] if include_conversation else None,
+    }
+
+
+def _position(payload: Any) -> dict:
+    p = payload if isinstance(payload, dict) else {}
+    return {"action_id": p.get("action_id"), "action_type": p.get("action"), "symbol": p.get("symbol"),
+            "amount": p.get("amount"), "price": p.get("price"), "cash_after": p.get("cash_after"),
+            "portfolio_value": p.get("portfolio_value")}
+
+
+def _conversation_item(n: int, message: dict) -> dict:
+    parts = parts_of(message["content"])
+    tool = next((p for p in parts if p.kind == "tool_use"), None)
+    return {"message_index": n, "role": message["role"], "content": "".join(p.text for p in parts if p.text),
+            "summary": None, "tool_name": tool.name if tool else None, "tool_input": tool.input if tool else None,
+            "timestamp": message["at"]}

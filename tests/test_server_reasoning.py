@@ -1,0 +1,112 @@
+"""GET /reasoning over the trading simulator's imported logs (the contract its clients call), health and
+readiness, the OpenAPI schema, and `reasonlog serve` binding only to loopback."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from conftest import FIXTURES
+from fastapi.testclient import TestClient
+
+from reasonlog.io.importing import plan, run_import
+from reasonlog.server.app import create_app
+from reasonlog.store import open_store
+
+AGENT_DATA = FIXTURES / "ai-trader-agent-log" / "agent_data"
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    db = tmp_path_factory.mktemp("server") / "t.db"
+    store = open_store(db)
+    run_import(store, plan([AGENT_DATA]))
+    store.close()
+    return TestClient(create_app(lambda: open_store(db, read_only=True), "test"))
+
+
+def test_one_model_day_with_its_positions(client):
+    r = client.get("/reasoning", params={"date": "2025-10-02", "model": "gpt-5"})
+    assert r.status_code == 200
+    body = r.json()
+    assert (body["count"], body["deployment_mode"]) == (1, "test")
+    (session,) = body["sessions"]
+    assert (session["job_id"], session["date"], session["model"], session["conversation"]) == (
+        "ai-trader-agent-log", "2025-10-02", "gpt-5", None)
+    assert [(p["action_type"], p["symbol"], p["amount"], p["cash_after"]) for p in session["positions"][:2]] == [
+        ("buy", "NVDA", 10, 8104.0), ("buy", "GOOGL", 6, 6633.1)]
+    assert set(session["positions"][0]) == {"action_id", "action_type", "symbol", "amount", "price", "cash_after",
+                                            "portfolio_value"}
+    assert set(session) == {"session_id", "job_id", "date", "model", "session_summary", "started_at",
+                            "completed_at", "total_messages", "positions", "conversation"}
+
+
+def test_the_full_conversation_when_asked(client):
+    r = client.get("/reasoning", params={"date": "2025-10-02", "model": "gpt-5", "include_full_conversation": "true"})
+    (session,) = r.json()["sessions"]
+    conversation = session["conversation"]
+    assert len(conversation) == session["total_messages"] == 2
+    assert [(m["message_index"], m["role"]) for m in conversation] == [(0, "user"), (1, "assistant")]
+    assert conversation[0]["content"] == "Please analyze and update today's (2025-10-02) positions."
+    assert conversation[1]["content"].endswith("<FINISH_SIGNAL>")
+    assert set(conversation[0]) == {"message_index", "role", "content", "summary", "tool_name", "tool_input",
+                                    "timestamp"}
+
+
+def test_filters_combine_and_order_by_date_then_model(client):
+    day = client.get("/reasoning", params={"date": "2025-10-02"}).json()
+    assert [s["model"] for s in day["sessions"]] == sorted(s["model"] for s in day["sessions"])
+    assert day["count"] == 5
+    job = client.get("/reasoning", params={"job_id": "ai-trader-agent-log", "model": "qwen3-max"}).json()
+    assert job["count"] == 20
+    assert [s["date"] for s in job["sessions"]] == sorted(s["date"] for s in job["sessions"])
+    assert client.get("/reasoning").json()["count"] == 100
+
+
+def test_a_malformed_date_is_400_and_nothing_found_is_404(client):
+    bad = client.get("/reasoning", params={"date": "2025-13-45"})
+    assert (bad.status_code, bad.json()) == (400, {"detail": "Invalid date format: 2025-13-45. Expected YYYY-MM-DD"})
+    none = client.get("/reasoning", params={"date": "2024-01-01", "model": "gpt-5"})
+    assert (none.status_code, none.json()) == (404, {"detail": "No reasoning sessions found for date=2024-01-01,"
+                                                               " model=gpt-5"})
+
+
+def test_health_readiness_and_the_schema(client, tmp_path):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz").json()
+    assert (ready["status"], ready["schema_version"]) == ("ready", 7)
+    schema = client.get("/openapi.json").json()
+    params = {p["name"] for p in schema["paths"]["/reasoning"]["get"]["parameters"]}
+    assert params == {"job_id", "date", "model", "include_full_conversation"}
+    assert set(schema["paths"]["/reasoning"]["get"]["responses"]) == {"200", "400", "404", "422"}
+    down = TestClient(create_app(lambda: open_store(tmp_path / "missing.db", read_only=True)))
+    r = down.get("/readyz")
+    assert r.status_code == 503 and r.json()["status"] == "not ready"
+    assert "missing.db" in r.json()["detail"]
+
+
+def test_serve_binds_to_loopback_only(tmp_path):
+    refused = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(tmp_path / "t.db"), "serve",
+                              "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--host 0.0.0.0: reasonlog serves only on loopback" in refused.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "reasonlog", "--db", str(tmp_path / "t.db"), "serve",
+                               "--port", str(port)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                    assert r.read() == b'{"status":"ok"}'
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not answer"
+                time.sleep(0.1)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
