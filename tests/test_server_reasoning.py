@@ -2,6 +2,7 @@
 readiness, the OpenAPI schema, and `reasonlog serve` binding only to loopback."""
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -77,25 +78,62 @@ def test_a_malformed_date_is_400_and_nothing_found_is_404(client):
 def test_health_readiness_and_the_schema(client, tmp_path):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz").json()
-    assert (ready["status"], ready["schema_version"]) == ("ready", 7)
+    assert (ready["status"], ready["schema_version"]) == ("ready", 8)
     schema = client.get("/openapi.json").json()
     params = {p["name"] for p in schema["paths"]["/reasoning"]["get"]["parameters"]}
     assert params == {"job_id", "date", "model", "include_full_conversation"}
-    assert set(schema["paths"]["/reasoning"]["get"]["responses"]) == {"200", "400", "404", "422"}
+    assert set(schema["paths"]["/reasoning"]["get"]["responses"]) == {"200", "400", "401", "403", "404", "422", "503"}
     down = TestClient(create_app(lambda: open_store(tmp_path / "missing.db", read_only=True)))
     r = down.get("/readyz")
     assert r.status_code == 503 and r.json()["status"] == "not ready"
     assert "missing.db" in r.json()["detail"]
 
 
-def test_serve_binds_to_loopback_only(tmp_path):
-    refused = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(tmp_path / "t.db"), "serve",
-                              "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)
-    assert refused.returncode == 2 and "--host 0.0.0.0: reasonlog serves only on loopback" in refused.stderr
+def cli(db, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_keys_are_bearer_tokens_with_scopes(tmp_path):
+    db = tmp_path / "t.db"
+    store = open_store(db)
+    run_import(store, plan([AGENT_DATA / "gpt-5"]))
+    app = TestClient(create_app(lambda: open_store(db, read_only=True)))
+    assert app.get("/reasoning", params={"model": "gpt-5"}).status_code == 200  # no key yet: loopback, open
+    made = cli(db, "keys", "create", "--scope", "read", "--name", "dashboard")
+    secret = made.stdout.strip()
+    assert made.returncode == 0 and secret.startswith("rlk_") and "only time it is shown" in made.stderr
+    missing = app.get("/reasoning")
+    assert (missing.status_code, missing.json()["detail"]) == (
+        401, "no API key: send Authorization: Bearer <key> (reasonlog keys create)")
+    assert missing.headers["www-authenticate"] == "Bearer"
+    wrong = app.get("/reasoning", headers={"Authorization": "Bearer rlk_nope"})
+    assert (wrong.status_code, wrong.json()["detail"].split(":")[0]) == (401, "a wrong or revoked API key")
+    good = app.get("/reasoning", params={"model": "gpt-5"}, headers={"Authorization": f"Bearer {secret}"})
+    assert (good.status_code, good.json()["count"]) == (200, 20)
+    assert app.get("/healthz").status_code == 200  # the liveness probe needs no key
+    listed = json.loads(cli(db, "keys", "list", "--json").stdout)
+    assert [(k["name"], k["scope"], k["prefix"], k["revoked_at"]) for k in listed] == [
+        ("dashboard", "read", secret[:12], None)]
+    assert secret not in db.read_bytes().decode("latin-1")  # only its hash is kept
+    assert cli(db, "keys", "revoke", listed[0]["prefix"]).returncode == 0
+    assert app.get("/reasoning", headers={"Authorization": f"Bearer {secret}"}).status_code == 401
+    assert app.get("/reasoning").status_code == 401  # with every key revoked it stays closed, not open
+    again = cli(db, "keys", "revoke", listed[0]["prefix"])
+    assert again.returncode == 1 and "no working key has this id or prefix" in again.stderr
+    bad_scope = cli(db, "keys", "create", "--scope", "root")
+    assert bad_scope.returncode == 2 and "'root' is not one of 'read', 'write', 'admin'" in bad_scope.stderr
+
+
+def test_serve_binds_beyond_loopback_only_with_a_key(tmp_path):
+    db = tmp_path / "t.db"
+    refused = cli(db, "serve", "--host", "0.0.0.0")
+    assert refused.returncode == 2
+    assert "--host 0.0.0.0: serving beyond this machine needs an API key" in refused.stderr
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "reasonlog", "--db", str(tmp_path / "t.db"), "serve",
+    server = subprocess.Popen([sys.executable, "-m", "reasonlog", "--db", str(db), "serve",
                                "--port", str(port)], stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30

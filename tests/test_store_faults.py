@@ -105,8 +105,8 @@ def test_two_recorders_and_two_readers_in_one_process_neither_crash_nor_lose_cal
 
 # ------------------------------------------------------------------ a full disk
 
-EMPTY_PAGES = 45  # 16 KiB pages of a new database's schema (import_files and its key since schema 7)
-FULL_AT = 57  # pages: the first 40 calls of the workload need 66, so the disk fills part way through
+EMPTY_PAGES = 48  # 16 KiB pages of a new database's schema (import_files since schema 7, api_keys since 8)
+FULL_AT = 60  # pages: the first 40 calls of the workload need 66, so the disk fills part way through
 
 
 def _check_everything_arrived_once(path: Path, calls: list[dict]) -> None:
@@ -177,3 +177,25 @@ def _record_stats(path: Path, calls: list[dict], **options) -> dict:
 
 if __name__ == "__main__":
     _child(Path(sys.argv[1]))
+
+
+def test_a_reader_opened_beside_a_writer_sees_what_other_processes_write(tmp_path):
+    """Opening a second store on a file must not drop the first one's locks: a process that saw no other
+    connection would checkpoint and remove the WAL under this one, whose reads would then stay stale."""
+    import subprocess
+    import sys
+
+    from conftest import FIXTURES
+
+    db = tmp_path / "t.db"
+    writer = reasonlog.open_store(db)
+    reader = reasonlog.open_store(db, read_only=True)
+    spotter = FIXTURES / "claude-code-transcripts" / "spotter"
+    seen = []
+    for name in ("short.jsonl", "tool_heavy.jsonl", "subagent.jsonl"):
+        done = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "import", str(spotter / name)],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        seen.append(len(reader.list_sessions(reasonlog.SessionFilter(limit=None))))
+    assert seen == [1, 2, 4]
+    assert len(writer.list_sessions(reasonlog.SessionFilter(limit=None))) == 4

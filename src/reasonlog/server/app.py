@@ -9,11 +9,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import FastAPI, Query
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
 from .. import __version__, query
-from ..store import Store, StoreError
+from ..store import Store, StoreError, keys
 
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
 
@@ -21,8 +21,13 @@ ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong,
 def create_app(open_store: Callable[[], Store], deployment_mode: str = "local") -> FastAPI:
     """The app over the store `open_store` opens (once, on first use). `deployment_mode` is echoed by /reasoning."""
     app = FastAPI(title="reasonlog", version=__version__,
-                  description="What LLM agents saw, thought and did: sessions, calls, reasoning and outcomes.")
+                  description="What LLM agents saw, thought and did: sessions, calls, reasoning and outcomes. "
+                              "Once an API key exists, send one: `Authorization: Bearer <key>`.")
     state = _Lazy(open_store)
+    reader = Depends(_requires(state, "read"))
+    unauthorized: dict[int | str, dict[str, Any]] = {401: {"description": "No key, or a wrong or revoked one", **ERROR},
+                    403: {"description": "The key's scope does not allow this", **ERROR},
+                    503: {"description": "The database cannot be used", **ERROR}}
 
     @app.get("/healthz", summary="The process is up", tags=["health"])
     def healthz() -> dict:
@@ -38,8 +43,9 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local") 
             return JSONResponse(status_code=503, content={"status": "not ready", "detail": str(exc)})
 
     @app.get("/reasoning", summary="Model-days with their positions and, asked, their conversation", tags=["reasoning"],
-             responses={400: {"description": "A malformed date", **ERROR},
-                        404: {"description": "No session matches the filters", **ERROR}})
+             dependencies=[reader], responses={400: {"description": "A malformed date", **ERROR},
+                                               404: {"description": "No session matches the filters", **ERROR},
+                                               **unauthorized})
     def reasoning(job_id: str | None = Query(None, description="The run (a simulation job)"),
                   date: str | None = Query(None, description="The session's date label, YYYY-MM-DD"),
                   model: str | None = Query(None, description="The model (signature) of the session"),
@@ -51,9 +57,31 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local") 
             return JSONResponse(status_code=400, content={"detail": str(exc)})
         except query.NotFound as exc:
             return JSONResponse(status_code=404, content={"detail": str(exc)})
+        except StoreError as exc:
+            return JSONResponse(status_code=503, content={"detail": str(exc)})
         return {"sessions": sessions, "count": len(sessions), "deployment_mode": deployment_mode}
 
     return app
+
+
+def _requires(state: _Lazy, needed: str):
+    """A dependency: once any key exists, the request must carry a working one whose scope allows `needed`."""
+    def check(request: Request) -> None:
+        try:
+            store = state.get()
+            if not store.has_api_keys():
+                return  # no key yet: the server only listens on loopback (see cli/serve.py)
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            scope = store.api_key_scope(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        except StoreError as exc:
+            raise HTTPException(503, str(exc)) from None
+        if scope is None:
+            said = "a wrong or revoked API key" if token.strip() else "no API key"
+            raise HTTPException(401, f"{said}: send Authorization: Bearer <key> (reasonlog keys create)",
+                                headers={"WWW-Authenticate": "Bearer"})
+        if not keys.allows(scope, needed):
+            raise HTTPException(403, f"this key's scope is {scope}; this needs {needed}")
+    return check
 
 
 class _Lazy:

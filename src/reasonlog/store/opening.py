@@ -7,13 +7,13 @@ Writing creates a new file, but never adopts a SQLite file that belongs to anoth
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
 from . import StoreError
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 
 
@@ -25,16 +25,23 @@ def check_path(path: Path, *, create: bool) -> None:
         if create:
             return
         raise StoreError(f"{path}: no such database (reading commands never create one)")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot be read ({exc.strerror})") from None
-    if head == b"" and create:
-        return  # an empty file is a database not yet written (SQLite itself starts one so)
-    if head != SQLITE_HEADER:
-        what = "an empty file" if not head else "not a SQLite file"
-        raise StoreError(f"{path}: {what}, not a reasonlog database")
+    # Never open() the file here: closing any descriptor of a database drops every POSIX lock this process
+    # holds on it, so another process could take a live WAL for abandoned and checkpoint it away under a
+    # connection already open in this one (see "How To Corrupt An SQLite Database File", section 2.2).
+    # SQLite itself tells a file that is not a database (`not_a_database`).
+    if not os.access(path, os.R_OK):
+        raise StoreError(f"{path}: cannot be read (permission denied)")
+    if path.stat().st_size == 0:
+        if create:
+            return  # an empty file is a database not yet written (SQLite itself starts one so)
+        raise StoreError(f"{path}: an empty file, not a reasonlog database")
+
+
+def not_a_database(path: Path, exc: sqlite3.DatabaseError) -> StoreError | None:
+    """The one-line error for a file SQLite says is no database, else None."""
+    if "not a database" in str(exc) or "file is encrypted" in str(exc):
+        return StoreError(f"{path}: not a SQLite file, not a reasonlog database")
+    return None
 
 
 def connect(path: Path, *, read_only: bool, timeout_s: float) -> sqlite3.Connection:
@@ -49,6 +56,8 @@ def connect(path: Path, *, read_only: bool, timeout_s: float) -> sqlite3.Connect
         return conn
     except sqlite3.OperationalError:  # a WAL file it may not create: read the file as it stands
         return _open(uri + "?immutable=1", timeout_s, uri=True)
+    except sqlite3.DatabaseError as exc:
+        raise not_a_database(path, exc) or exc from None
 
 
 def _open(target: str, timeout_s: float, uri: bool) -> sqlite3.Connection:
@@ -60,7 +69,7 @@ def check_reasonlog(conn: sqlite3.Connection, path: Path, latest: int, *, read_o
     try:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path}: not a reasonlog database ({exc})") from None
+        raise not_a_database(path, exc) or StoreError(f"{path}: not a reasonlog database ({exc})") from None
     if MIGRATIONS_TABLE not in names:
         if names or read_only:
             raise StoreError(f"{path}: not a reasonlog database (it has no {MIGRATIONS_TABLE} table)")

@@ -228,4 +228,18 @@ CREATE TABLE import_files (
     imported_at TEXT NOT NULL
 );
 """),
+    Migration(8, "API keys", """
+-- Keys that `reasonlog serve` accepts as bearer tokens. Only a SHA-256 of each key is kept (keys are
+-- 32 random bytes: a slow hash would add nothing), with its first characters to tell keys apart.
+-- scope is read, write or admin (each includes the ones before it). NULL revoked_at: the key works.
+CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY,
+    name TEXT,
+    scope TEXT NOT NULL,
+    hash TEXT NOT NULL UNIQUE,
+    prefix TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT
+);
+"""),
 )

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..model import Event
 from ..parts import RecordError
-from . import SessionFilter, StoreError, ids, imported, liveness, maintenance, opening, reading, search, transfer
+from . import SessionFilter, StoreError, ids, imported, keys, liveness, maintenance, opening, reading, search, transfer
 from .content import Dictionaries
 from .contents import ContentWriter
 from .schema import SQLITE_MIGRATIONS
@@ -387,6 +387,38 @@ class SQLiteStore:
                 raise
             self._applier.reset()
         return n
+
+    # ------------------------------------------------------------ API keys (see store/keys.py)
+
+    def create_api_key(self, scope: str, name: str | None = None) -> dict:
+        """A new key for `reasonlog serve`: its record and its secret, which is shown once and never stored."""
+        return self._write(keys.create, scope, name)
+
+    def list_api_keys(self) -> list[dict]:
+        return self._read(keys.list_keys)
+
+    def revoke_api_key(self, key: str) -> int:
+        return self._write(keys.revoke, key)
+
+    def api_key_scope(self, secret: str) -> str | None:
+        """The scope of a working key, or None for a wrong, unknown or revoked one."""
+        return self._read(keys.scope_of, secret)
+
+    def has_api_keys(self) -> bool:
+        """Whether any key was ever made (revoked ones too): then requests need a working key."""
+        return self._read(keys.any_made)
+
+    def _write(self, fn, *args):
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(cur, *args)
+                cur.execute("COMMIT")
+            except BaseException:
+                self._abandon()
+                raise
+            return result
 
     # ------------------------------------------------------------ status
 
