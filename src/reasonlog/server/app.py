@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from .. import __version__, query
 from ..store import Store, StoreError, keys
+from . import api
 
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
 
@@ -61,6 +62,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local") 
             return JSONResponse(status_code=503, content={"detail": str(exc)})
         return {"sessions": sessions, "count": len(sessions), "deployment_mode": deployment_mode}
 
+    app.include_router(api.router(state.get, reader))
     return app
 
 

@@ -68,6 +68,9 @@ def filter_sql(flt: SessionFilter, alias: str = "s") -> tuple[str, list]:
     for key, value in flt.labels.items():
         where.append(f"{alias}.id IN (SELECT session_id FROM session_labels WHERE key = ? AND value = ?)")
         args += [key, value]
+    if flt.after is not None:
+        where.append(f"({alias}.started_at, {alias}.id) < (?, ?)")
+        args += list(flt.after)
     return (" AND ".join(where) or "1=1"), args
 
 

@@ -1,0 +1,133 @@
+"""The versioned read API under `/v1`: runs, sessions (the CLI's filters, full-text search, cursor pages), one
+session (its messages paged), a call's exact request, the difference between two calls, statistics.
+
+Bodies are the store's JSON forms (see docs/architecture.md, "The JSON forms"). Lists answer empty arrays,
+never 404; a missing session or call is a 404; a bad parameter is a 400 or 422 naming it.
+"""
+from __future__ import annotations
+
+import base64
+from datetime import date
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Depends, HTTPException, Query
+
+from .. import query
+from ..model import format_instant
+from ..parts import RecordError
+from ..store import SessionFilter, Store, StoreError
+
+MAX_PAGE = 500
+
+
+def router(get_store: Any, reader: Any) -> APIRouter:
+    """The /v1 routes over the store `get_store()` returns; `reader` is the read-scope dependency."""
+    api = APIRouter(prefix="/v1", dependencies=[reader], tags=["v1"])
+
+    @api.get("/runs", summary="Runs with their calls, tokens and cost")
+    def runs(store: Store = Depends(get_store)) -> dict:
+        return {"runs": query.stats(store, "run", SessionFilter(limit=None))}
+
+    @api.get("/sessions", summary="Sessions, newest first, filtered, searched and paged by cursor")
+    def sessions(run: str | None = None, agent: str | None = None, model: str | None = None,
+                 status: str | None = None, label: list[str] = Query([], description="KEY=VALUE, repeatable"),
+                 since: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
+                 until: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
+                 q: str | None = Query(None, description="Only sessions whose text contains this"),
+                 limit: int = Query(50, ge=1, le=MAX_PAGE), cursor: str | None = None,
+                 store: Store = Depends(get_store)) -> dict:
+        flt = SessionFilter(run=run, agent=agent, model=model, status=status, labels=_labels(label),
+                            since=_when("since", since), until=_when("until", until), limit=limit + 1,
+                            after=_cursor(cursor))
+        if q:
+            try:
+                hits = {h["session_id"] for h in store.search(q, SessionFilter(limit=None), None)}
+            except ValueError as exc:
+                raise HTTPException(400, f"q: {exc}") from None
+            page = [s for s in store.list_sessions(SessionFilter(**{**flt.__dict__, "limit": None}))
+                    if s["id"] in hits][:limit + 1]
+        else:
+            page = store.list_sessions(flt)
+        more = len(page) > limit
+        page = page[:limit]
+        return {"sessions": page, "next_cursor": _next(page[-1]) if more and page else None}
+
+    @api.get("/sessions/{session_id}", summary="One session: its calls, exchanges, outcomes and a page of messages")
+    def session(session_id: str, offset: int = Query(0, ge=0), limit: int = Query(200, ge=1, le=5000),
+                store: Store = Depends(get_store)) -> dict:
+        found = _found(lambda: store.get_session(store.resolve_id("session", session_id)), "session", session_id)
+        messages = found["messages"]
+        return {**found, "messages": messages[offset:offset + limit], "message_count": len(messages)}
+
+    @api.get("/calls/{call_id}", summary="One call: its request as sent, response, tokens, cost and timing")
+    def call(call_id: str, store: Store = Depends(get_store)) -> dict:
+        return _found(lambda: store.get_call(store.resolve_id("call", call_id)), "call", call_id)
+
+    @api.get("/calls/{call_id}/request", summary="The exact request a call sent (replay)")
+    def request(call_id: str, store: Store = Depends(get_store)) -> dict:
+        return _found(lambda: store.replay_call(store.resolve_id("call", call_id)), "call", call_id)
+
+    @api.get("/diff", summary="What changed in the context window from call a to call b")
+    def diff(a: str, b: str, store: Store = Depends(get_store)) -> dict:
+        first = _found(lambda: store.resolve_id("call", a), "call", a)
+        second = _found(lambda: store.resolve_id("call", b), "call", b)
+        return query.diff_calls(store, first, second)
+
+    @api.get("/stats", summary="Calls, errors, tokens by kind and cost, by day, model, agent or run")
+    def stats(by: str = Query("day", pattern="^(day|model|agent|run)$"), run: str | None = None,
+              agent: str | None = None, model: str | None = None, since: str | None = None,
+              until: str | None = None, store: Store = Depends(get_store)) -> dict:
+        flt = SessionFilter(run=run, agent=agent, model=model, since=_when("since", since),
+                            until=_when("until", until), limit=None)
+        return {"by": by, "rows": query.stats(store, by, flt)}
+
+    return api
+
+
+def _found(fetch: Any, what: str, ident: str) -> Any:
+    try:
+        return fetch()
+    except StoreError as exc:
+        text = str(exc)
+        status = 404 if text.startswith("no ") or "matches no" in text or "no such" in text else 400
+        raise HTTPException(status, f"{what} {ident}: {text}") from None
+
+
+def _labels(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise HTTPException(400, f"label: expected KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def _when(name: str, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        if len(value) == 10:
+            return date.fromisoformat(value).isoformat()
+        if len(value) > 10 and value[10] == "T":
+            return format_instant(value)
+    except (ValueError, RecordError):
+        pass
+    raise HTTPException(400, f"{name}: {value!r} is not a valid date; expected YYYY-MM-DD or an ISO-8601 instant")
+
+
+def _next(session: dict) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps([session["started_at"], session["id"]])).decode().rstrip("=")
+
+
+def _cursor(cursor: str | None) -> tuple[str, str] | None:
+    if cursor is None:
+        return None
+    try:
+        started_at, sid = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if isinstance(started_at, str) and isinstance(sid, str):
+            return started_at, sid
+    except (ValueError, TypeError, orjson.JSONDecodeError):
+        pass
+    raise HTTPException(400, "cursor: not a cursor this API gave (use next_cursor as it came)")
