@@ -163,13 +163,22 @@ def test_a_forked_child_records_its_own_calls(db_path, store_of):
     assert store_of().status()["counts"]["calls"] == 2
 
 
-@pytest.mark.parametrize("target", ["postgresql://u@localhost/db", "postgres://h/db", "https://reasonlog.example",
-                                    "http://127.0.0.1:8080", "mysql://x/y"])
+@pytest.mark.parametrize("target", ["postgresql://u@localhost/db", "postgres://h/db", "mysql://x/y"])
 def test_a_target_it_cannot_write_yet_is_refused_clearly_and_creates_nothing(tmp_path, monkeypatch, target):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="not available yet|not a database reasonlog knows"):
         reasonlog.Recorder(target)
     with pytest.raises(reasonlog.store.StoreError, match="not available yet|not a database reasonlog knows"):
+        reasonlog.open_store(target)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("target", ["https://reasonlog.example", "http://127.0.0.1:8080"])
+def test_a_server_url_is_for_recorders_and_never_taken_for_a_file(tmp_path, monkeypatch, target):
+    monkeypatch.chdir(tmp_path)
+    rec = reasonlog.Recorder(target, writer="sync")
+    assert (rec.url, rec.db_path) == (target, "")
+    with pytest.raises(reasonlog.store.StoreError, match="a reasonlog serve URL is for recorders"):
         reasonlog.open_store(target)
     assert list(tmp_path.iterdir()) == []
 

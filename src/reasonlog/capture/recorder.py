@@ -61,7 +61,8 @@ def _instant(value: Any, field: str) -> str:
 class Recorder:
     """Records agent sessions into a reasonlog database.
 
-    `db`: a path or `sqlite:///` URL; default `$REASONLOG_DB`, else a per-user data file.
+    `db`: a path or `sqlite:///` URL, or the `https://` (`http://`) URL of `reasonlog serve`; default `$REASONLOG_URL`,
+    else `$REASONLOG_DB`, else a per-user data file. `api_key`: the server's key (default `$REASONLOG_API_KEY`).
     `writer`: "background" (default; batches on a thread) or "sync" (durable when each call returns).
     `strict`: raise bad input at the call site instead of counting and logging it as rejected.
     `redact`: mask API keys, tokens and private keys before anything is written (default True);
@@ -72,16 +73,21 @@ class Recorder:
     def __init__(self, db: str | os.PathLike | None = None, *, writer: str = "background", strict: bool = False,
                  max_queue: int = 100_000, batch_size: int = 2_000, flush_interval: float = 0.2,
                  on_full: str = "block", price_table: Any = None, redact: bool | list | dict = True,
-                 store_options: dict | None = None, sink: Any = None):
+                 store_options: dict | None = None, sink: Any = None, api_key: str | None = None):
         from ..store import StoreError, sqlite_path
 
+        target = os.fspath(db) if db is not None else os.environ.get("REASONLOG_URL")
+        self.url = target if isinstance(target, str) and target.startswith(("http://", "https://")) else None
         try:
-            self.db_path = os.path.abspath(sqlite_path(db))
-        except StoreError as exc:  # a URL it cannot write yet: said at once, never taken for a file name
+            # A server records into its own database; this recorder keeps no file of its own for it.
+            self.db_path = "" if self.url else os.path.abspath(sqlite_path(db))
+        except StoreError as exc:  # a URL it cannot write: said at once, never taken for a file name
             raise ValueError(str(exc)) from None
         self.strict = strict
         self._redact = _redactor(redact)
-        if sink is None:
+        if sink is None and self.url:
+            sink = _remote_sink(self.url, api_key or os.environ.get("REASONLOG_API_KEY"), redact)
+        elif sink is None:
             sink = self._default_sink(price_table, redact, store_options)
         if writer == "background":
             self._writer: BackgroundWriter | SyncWriter = BackgroundWriter(
@@ -154,7 +160,7 @@ class Recorder:
             self._writer.count("dropped")
             return
         if type(event) is SessionStarted:  # liveness: the session is open while this process holds the lock
-            event.live_token = _live_token(self.db_path)
+            event.live_token = _live_token(self.db_path) if self.db_path else None
         self._writer.submit(event)
 
     def reject(self, exc: Exception) -> None:
@@ -461,6 +467,20 @@ class ExchangeRecorder:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.end(status="failed" if exc else "completed")
+
+
+def _remote_sink(url: str, api_key: str | None, redact: bool | list | dict) -> Any:
+    """`reasonlog serve` at `url`, with spill files in the user's data folder while it cannot be reached."""
+    import hashlib
+    from pathlib import Path
+
+    import platformdirs
+
+    from .http_sink import HttpSink
+
+    name = hashlib.blake2b(url.encode(), digest_size=8).hexdigest()
+    folder = Path(platformdirs.user_data_dir("reasonlog", appauthor=False)) / "spill" / f"remote-{name}"
+    return SpillingSink(HttpSink(url, api_key), [folder], _redactor(redact))
 
 
 def _live_token(db_path: str) -> str | None:

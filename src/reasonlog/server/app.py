@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 
 from .. import __version__, query
 from ..store import Store, StoreError, keys
-from . import api
+from . import api, ingest
 
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
 
@@ -63,6 +63,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local") 
         return {"sessions": sessions, "count": len(sessions), "deployment_mode": deployment_mode}
 
     app.include_router(api.router(state.get, reader))
+    app.include_router(ingest.router(state.get, Depends(_requires(state, "write"))))
     return app
 
 

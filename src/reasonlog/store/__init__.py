@@ -51,7 +51,7 @@ class Store(Protocol):
     url: str
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None,
-                    imports: list[dict] | None = None) -> None: ...
+                    imports: list[dict] | None = None, batch_id: str | None = None) -> bool: ...
     def add_counters(self, counters: dict[str, int]) -> None: ...
     def list_sessions(self, flt: SessionFilter) -> list[dict]: ...
     def count_sessions(self, flt: SessionFilter) -> int: ...
@@ -102,7 +102,10 @@ def sqlite_path(target: str | os.PathLike | None) -> Path:
     if text.startswith("sqlite:///"):
         return Path(text[len("sqlite:///"):]).expanduser()
     scheme = text.split("://", 1)[0] if "://" in text else None
-    if scheme in ("postgresql", "postgres", "http", "https"):
+    if scheme in ("http", "https"):
+        raise StoreError(f"{text}: a reasonlog serve URL is for recorders (Recorder(url)); read it through its"
+                         " HTTP API, or open the server's database file")
+    if scheme in ("postgresql", "postgres"):
         raise StoreError(f"{text}: {scheme}:// targets are not available yet; use a file path or sqlite:///path")
     if scheme is not None:
         raise StoreError(f"{text}: {scheme}:// is not a database reasonlog knows; use a file path or sqlite:///path")

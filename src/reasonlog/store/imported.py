@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from ..model import utc_now
+
 _COLUMNS = ("path", "format", "size", "mtime_ns", "consumed", "tail_hash", "state_json", "sessions_json",
             "skipped", "imported_at")
 _ID_COLUMNS = {"session": ("sessions", "id"), "call": ("calls", "id"), "tool_result": ("tool_results", "id"),
@@ -55,3 +57,9 @@ def existing_ids(cur, kind: str, ids: list[str]) -> set[str]:
 def last_call(cur, session_id: str) -> str | None:
     row = cur.execute("SELECT id FROM calls WHERE session_id = ? ORDER BY idx DESC LIMIT 1", (session_id,)).fetchone()
     return None if row is None else row[0]
+
+
+def claim_batch(cur, batch_id: str, events: int) -> bool:
+    """Record a sent batch by its id; False when it was recorded already (inside the batch's transaction)."""
+    return cur.execute("INSERT INTO ingested_batches (id, received_at, events) VALUES (?, ?, ?)"
+                       " ON CONFLICT (id) DO NOTHING", (batch_id, utc_now(), events)).rowcount == 1

@@ -242,4 +242,14 @@ CREATE TABLE api_keys (
     revoked_at TEXT
 );
 """),
+    Migration(9, "ingested batches", """
+-- Batches that recorders sent to `reasonlog serve` (POST /v1/ingest), by the id the client gave each:
+-- a batch sent again (a retry after a lost answer) is recognised and adds nothing. Written in the
+-- same transaction as the batch's events. No column is NULL.
+CREATE TABLE ingested_batches (
+    id TEXT PRIMARY KEY,
+    received_at TEXT NOT NULL,
+    events INTEGER NOT NULL
+);
+"""),
 )

@@ -152,8 +152,9 @@ class SQLiteStore:
     # ------------------------------------------------------------ writing
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None,
-                    imports: list[dict] | None = None) -> None:
-        """Apply events in order in one transaction; on a store error roll back and raise.
+                    imports: list[dict] | None = None, batch_id: str | None = None) -> bool:
+        """Apply events in order in one transaction; on a store error roll back and raise. False when
+        `batch_id` names a batch written already (nothing is written again), else True.
 
         `imports`: rows of `import_files` (see `io/importing.py`) written in the same transaction, so
         that what an importer consumed of a file and the events it made of it commit together.
@@ -163,15 +164,18 @@ class SQLiteStore:
         in a savepoint, and the events that fail are counted as rejected and left out.
         """
         try:
-            self._write_batch(events, counters, imports, isolate=False)
+            return self._write_batch(events, counters, imports, batch_id, isolate=False)
         except DATA_ERRORS:
-            self._write_batch(events, counters, imports, isolate=True)
+            return self._write_batch(events, counters, imports, batch_id, isolate=True)
 
     def _write_batch(self, events: list[Event], counters: dict[str, int] | None, imports: list[dict] | None,
-                     isolate: bool) -> None:
+                     batch_id: str | None, isolate: bool) -> bool:
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
+            if batch_id is not None and not imported.claim_batch(cur, batch_id, len(events)):
+                cur.execute("COMMIT")
+                return False  # this batch was written already: a retry adds nothing
             self._follow_prunes(cur)
             masked = self._applier.redactor.masked
             counters = dict(counters or {})
@@ -193,6 +197,7 @@ class SQLiteStore:
                 self._applier.redactor.masked = masked
                 self._abandon()
                 raise
+        return True
 
     def _abandon(self) -> None:
         """After a failed transaction, make the database and the writer's caches agree again.

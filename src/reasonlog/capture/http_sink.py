@@ -1,0 +1,114 @@
+"""A sink that sends batches to `reasonlog serve` (`POST /v1/ingest`), for recorders on other machines.
+
+It follows the sink contract of `capture/sinks.py`. Each batch goes as the server's ingestion body (the
+spill-file form: a header line, then one event a line), split to the size the server advertises at
+`GET /v1/ingest`. A batch's id is the hash of its body, so a batch sent again (a retry after a lost
+answer, or a spilled batch replayed later) adds nothing. A failure that may pass (no connection, a 5xx,
+a 429) is retried with back-off; what still fails raises, and the `SpillingSink` around this one keeps
+the batch in a spill file in the user's data folder until the server takes it.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import orjson
+
+from ..model import Event, new_id
+from .spillfiles import dump_event
+
+DEFAULT_MAX_BYTES = 1 << 20  # until the server says its own
+BACKOFF_S = (0.25, 0.5, 1.0)
+
+
+class HttpError(OSError):
+    """The server refused or could not be reached; `retry` says whether trying again may help."""
+
+    def __init__(self, message: str, retry: bool):
+        super().__init__(message)
+        self.retry = retry
+
+
+class HttpSink:
+    def __init__(self, url: str, api_key: str | None = None, timeout_s: float = 10.0):
+        self.url = url.rstrip("/")
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self._max_bytes: int | None = None
+
+    # ------------------------------------------------------------ the sink contract
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> None:
+        lines = [dump_event(e) for e in events]
+        for k, chunk in enumerate(self._chunks(lines)):
+            self._send(chunk, counters if k == 0 else None)
+
+    def add_counters(self, counters: dict[str, int]) -> None:
+        if counters:
+            self._send([], counters, batch_id=new_id())
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------ sending
+
+    def _chunks(self, lines: list[bytes]) -> list[list[bytes]]:
+        """The lines in bodies no larger than the server takes (a header line's room kept aside)."""
+        room = self._limit() - 512
+        chunks: list[list[bytes]] = [[]]
+        size = 0
+        for line in lines:
+            if chunks[-1] and size + len(line) + 1 > room:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(line)
+            size += len(line) + 1
+        return chunks
+
+    def _send(self, lines: list[bytes], counters: dict[str, int] | None, batch_id: str | None = None) -> None:
+        events = b"\n".join(lines)
+        ident = batch_id or hashlib.blake2b(events + orjson.dumps(counters or {}), digest_size=16).hexdigest()
+        body = orjson.dumps({"$reasonlog": "batch", "id": ident, "counters": counters or {}}) + b"\n" + events
+        for pause in (*BACKOFF_S, None):
+            try:
+                self._request("POST", "/v1/ingest", body)
+                return
+            except HttpError as exc:
+                if not exc.retry or pause is None:
+                    raise
+            time.sleep(pause)
+
+    def _limit(self) -> int:
+        if self._max_bytes is None:
+            try:
+                answer = orjson.loads(self._request("GET", "/v1/ingest", None))
+                self._max_bytes = int(answer["max_bytes"])
+            except (HttpError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+                return DEFAULT_MAX_BYTES  # asked again with the next batch
+        return self._max_bytes
+
+    def _request(self, method: str, path: str, body: bytes | None) -> bytes:
+        headers = {"Content-Type": "application/x-ndjson"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.url + path, data=body, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return response.read()
+        except urllib.error.HTTPError as exc:
+            detail = _detail(exc)
+            raise HttpError(f"{self.url}{path}: {exc.code} {detail}", retry=exc.code >= 500 or exc.code == 429) \
+                from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason: Any = getattr(exc, "reason", exc)
+            raise HttpError(f"{self.url}{path}: cannot reach the server ({reason})", retry=True) from None
+
+
+def _detail(exc: urllib.error.HTTPError) -> str:
+    try:
+        return str(orjson.loads(exc.read()).get("detail"))
+    except Exception:  # any body at all: the status says enough
+        return exc.reason or ""
