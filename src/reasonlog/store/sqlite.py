@@ -378,19 +378,16 @@ class SQLiteStore:
     def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int:
         """Delete sessions and the contents only they used (a rewritten file is imported again);
         `forget_file` also drops that file's import row, in the same transaction."""
+        def delete(cur) -> int:
+            n = maintenance.choose_sessions_by_id(cur, list(session_ids))
+            maintenance.prune(cur, self._dicts)
+            if forget_file is not None:
+                cur.execute("DELETE FROM import_files WHERE path = ?", (forget_file,))
+            return n
+
         with self._lock:
-            cur = self._conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                n = maintenance.choose_sessions_by_id(cur, list(session_ids))
-                maintenance.prune(cur, self._dicts)
-                if forget_file is not None:
-                    cur.execute("DELETE FROM import_files WHERE path = ?", (forget_file,))
-                cur.execute("COMMIT")
-            except BaseException:
-                self._abandon()
-                raise
-            self._applier.reset()
+            n = self._write(delete)
+            self._applier.reset()  # the contents it removed may be in the writer's caches
         return n
 
     # ------------------------------------------------------------ API keys (see store/keys.py)
