@@ -91,3 +91,15 @@ def test_errors_name_the_parameter(served):
     bad = client.get("/v1/sessions", params={"limit": 0})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "limit"]
     assert client.get("/v1/stats", params={"by": "week"}).status_code == 422
+
+
+def test_outcomes_by_kind_and_session(served):
+    client, store = served
+    day = store.list_sessions(SessionFilter(model="gpt-5", labels={"date": "2025-10-02"}, limit=None))[0]
+    mine = client.get("/v1/outcomes", params={"kind": "position", "session": day["id"]}).json()["outcomes"]
+    assert [(o["payload"]["symbol"], o["payload"]["cash_after"]) for o in mine][-2:] == [
+        ("GOOGL", 6633.1), ("NVDA", 8104.0)]  # newest first
+    every = client.get("/v1/outcomes", params={"kind": "position", "limit": 500}).json()["outcomes"]
+    assert len(every) == 296
+    assert client.get("/v1/outcomes", params={"kind": "nothing-like-this"}).json() == {"outcomes": []}
+    assert client.get("/v1/outcomes", params={"session": "nope"}).status_code == 404

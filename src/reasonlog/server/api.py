@@ -74,6 +74,17 @@ def router(get_store: Any, reader: Any) -> APIRouter:
         second = _found(lambda: store.resolve_id("call", b), "call", b)
         return query.diff_calls(store, first, second)
 
+    @api.get("/outcomes", summary="What agents did (trades, moves, files), newest first")
+    def outcomes(kind: str | None = None, run: str | None = None, agent: str | None = None,
+                 model: str | None = None, session: str | None = None,
+                 since: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
+                 until: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
+                 limit: int = Query(100, ge=1, le=MAX_PAGE), store: Store = Depends(get_store)) -> dict:
+        flt = SessionFilter(run=run, agent=agent, model=model, since=_when("since", since),
+                            until=_when("until", until), limit=limit)
+        sid = None if session is None else _found(lambda: store.resolve_id("session", session), "session", session)
+        return {"outcomes": store.list_outcomes(flt, kind, sid)}
+
     @api.get("/stats", summary="Calls, errors, tokens by kind and cost, by day, model, agent or run")
     def stats(by: str = Query("day", pattern="^(day|model|agent|run)$"), run: str | None = None,
               agent: str | None = None, model: str | None = None, since: str | None = None,

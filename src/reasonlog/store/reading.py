@@ -339,3 +339,21 @@ def iter_call_rows(cur, flt: SessionFilter) -> Iterator[dict]:
     for entry in _ledger(cur, where, args):
         if (not flt.since or entry["started_at"] >= flt.since) and (until is None or entry["started_at"] < until):
             yield entry
+
+
+OUTCOME_COLUMNS = ("id", "session_id", "kind", "payload_json", "call_id", "at", "message_idx")
+
+
+def list_outcomes(cur, flt: SessionFilter, kind: str | None, session_id: str | None) -> list[dict]:
+    """Outcomes of the filtered sessions (of one kind, of one session, if given), newest first; at most
+    `flt.limit`."""
+    where, args = filter_sql(flt)
+    for column, value in (("kind", kind), ("session_id", session_id)):
+        if value is not None:
+            where += f" AND o.{column} = ?"
+            args.append(value)
+    limit = f" LIMIT {int(flt.limit)}" if flt.limit is not None else ""
+    rows = cur.execute(f"SELECT {', '.join('o.' + c for c in OUTCOME_COLUMNS)} FROM outcomes o"
+                       f" JOIN sessions s ON s.id = o.session_id WHERE {where} ORDER BY o.at DESC, o.id DESC{limit}",
+                       args).fetchall()
+    return [row_dict(OUTCOME_COLUMNS, r) for r in rows]

@@ -299,6 +299,10 @@ class SQLiteStore:
     def list_sessions(self, flt: SessionFilter) -> list[dict]:
         return self._read(reading.list_sessions, flt)
 
+    def list_outcomes(self, flt: SessionFilter, kind: str | None = None, session_id: str | None = None) -> list[dict]:
+        """Outcomes (a trade, a move) of the sessions `flt` selects, newest first; at most `flt.limit`."""
+        return self._read(reading.list_outcomes, flt, kind, session_id)
+
     def get_session(self, session_id: str) -> dict:
         return self._read(reading.get_session, session_id, self._dicts)
 
