@@ -59,17 +59,27 @@ class CodexImporter:
 
     def detect(self, path: Path) -> bool:
         if path.is_dir():
-            return any(_mine(p) for p in list(path.rglob("*.jsonl"))[:5])
+            return any(_mine(p) for p in _rollouts(path)[:5])
         return _mine(path)
 
     def sources(self, path: Path) -> Iterator[Path]:
-        yield from (p for p in walk(path, "*.jsonl") if path.is_file() or _mine(p))
+        if path.is_file():
+            yield path
+            return
+        yield from (p for p in _rollouts(path) if _mine(p))
 
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
         yield from _Reader(feed).run()
 
 
 importer = CodexImporter()
+
+
+def _rollouts(folder: Path) -> list[Path]:
+    """The rollouts under a folder: in `sessions/` and `archived_sessions/` when it is a $CODEX_HOME."""
+    homes = [folder / "sessions", folder / "archived_sessions"]
+    roots = [h for h in homes if h.is_dir()] or [folder]
+    return [p for root in roots for p in walk(root, "rollout-*.jsonl")]
 
 
 def _mine(path: Path) -> bool:
@@ -87,7 +97,7 @@ class _Reader:
         self.model: str | None = s.get("model")
         self.instructions: Any = s.get("instructions")
         self.exchange: str | None = s.get("exchange")
-        self.tools: dict[str, str] = s.get("tools", {})       # call_id -> tool name, for results to name
+        self.tools: dict[str, list] = s.get("tools", {})      # call_id -> [tool name, input], for its result
         self.pending: list = s.get("pending", [])             # input items since the last call
         self.outputs: list = s.get("outputs", [])             # the model's items of the call being made
         self.results: list = s.get("results", [])             # tool outputs that came before its figures
@@ -96,25 +106,29 @@ class _Reader:
         self.history: list | None = [] if not self.sid or s.get("compacted") else None
         self.last_at: str | None = s.get("last_at")
         self.compacted: bool = s.get("compacted", False)  # no call since the last compaction
+        self.totals: str | None = s.get("totals")  # the last running total: a token_count repeating it is no call
         self.touched = False
 
     def run(self) -> Iterator[Event | Checkpoint]:
+        last: Line | None = None
         for line in self.feed.lines():
+            last = line
             if line.error is not None:
                 self.feed.skip(line, line.error)
             else:
                 yield from self._line(line)
             yield self._checkpoint(line)
-        if self.sid is not None and self.touched:
+        if self.sid is not None and self.touched and last is not None:
             if self.exchange is not None:
                 yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
             yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
-            yield self._checkpoint(None)
+            yield self._checkpoint(last)  # never past `last`: a cut last line is read again, whole, next time
 
-    def _checkpoint(self, line: Line | None) -> Checkpoint:
+    def _checkpoint(self, line: Line) -> Checkpoint:
         state = {"sid": self.sid, "model": self.model, "instructions": self.instructions, "exchange": self.exchange,
                  "tools": self.tools, "pending": self.pending, "outputs": self.outputs, "results": self.results,
-                 "first_at": self.first_at, "last_at": self.last_at, "compacted": self.compacted}
+                 "first_at": self.first_at, "last_at": self.last_at, "compacted": self.compacted,
+                 "totals": self.totals}
         return self.feed.checkpoint(line, state)
 
     def _line(self, line: Line) -> Iterator[Event]:
@@ -158,10 +172,13 @@ class _Reader:
             self.sid = sid  # resumed: the same session goes on
             return
         self.sid, self.history, self.touched = sid, [], True
-        labels = {"source": NAME, **{k: str(payload[k]) for k in ("cwd", "cli_version", "originator", "source")
+        labels = {"source": NAME, **{k: payload[k] for k in ("cwd", "cli_version", "originator")
                                      if isinstance(payload.get(k), str)}}
+        origin = payload.get("source")
+        if origin is not None:  # cli, vscode, exec, or {"subagent": ...}
+            labels["codex_source"] = origin if isinstance(origin, str) else orjson.dumps(origin).decode()
         yield SessionStarted(session_id=sid, started_at=instant(payload.get("timestamp")) or at, agent="codex",
-                             provider="openai", labels=labels, external_id=sid)
+                             provider="openai", labels=labels, external_id=sid, parent_session_id=_parent(payload))
 
     # ------------------------------------------------------------------------------ items and calls
 
@@ -171,17 +188,17 @@ class _Reader:
             if self.results:  # the model answered tool results: the call before them ended without figures
                 yield from self._close(None, None)
             if kind in ("function_call", "custom_tool_call", "local_shell_call") and item.get("call_id"):
-                self.tools[str(item["call_id"])] = str(item.get("name") or kind)
+                self.tools[str(item["call_id"])] = [str(item.get("name") or kind), _input(item)]
             self.first_at = self.first_at or at
             self.outputs.append(item)
             return
         if kind in RESULT_ITEMS:
             call_id = str(item.get("call_id"))
             output = item.get("output")
+            name, given = self.tools.pop(call_id, [None, None])
             yield ToolResultRecorded(tool_result_id=stable_id(at, NAME, self.sid, "result", call_id),
-                                     session_id=self.sid or "", at=at, tool_use_id=call_id,
-                                     name=self.tools.pop(call_id, None), content=output,
-                                     is_error=_failed(output))
+                                     session_id=self.sid or "", at=at, tool_use_id=call_id, name=name, input=given,
+                                     content=output, is_error=_failed(output))
             if self.outputs:  # a tool ran before the call's figures came: its result waits for them
                 self.results.append(item)
                 return
@@ -227,10 +244,15 @@ class _Reader:
             except (RecordError, TypeError) as exc:
                 self.feed.skip(line, f"token_count: {exc}")
                 usage = None
-            # The running total and the instant identify the call: a sub-agent's file that replays these lines
-            # names the same call, which is then counted once.
-            key = at + orjson.dumps(info.get("total_token_usage"), option=orjson.OPT_SORT_KEYS).decode()
-            yield from self._close(usage, key)
+            # The running total identifies the call: a sub-agent's file that replays its parent's lines (written
+            # again, at other instants) names the same call, which is then counted once. The same total again in
+            # this file is a repeat (Codex sends it again with new rate limits), not a call.
+            total = info.get("total_token_usage")
+            totals = orjson.dumps(total, option=orjson.OPT_SORT_KEYS).decode() if isinstance(total, dict) else None
+            if totals is not None and totals == self.totals:
+                return
+            self.totals = totals or self.totals
+            yield from self._close(usage, totals)
         elif kind == "user_message":
             yield from self._close(None, None)
             if self.exchange is not None:
@@ -256,7 +278,34 @@ class _Reader:
                               payload={"summary": summary})
 
 
+def _parent(meta: dict) -> str | None:
+    """The session a sub-agent's or a fork's session came from, when its session_meta says so."""
+    origin = meta.get("source")
+    spawn = origin.get("subagent") if isinstance(origin, dict) else None
+    spawn = spawn.get("thread_spawn") if isinstance(spawn, dict) else None
+    parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else meta.get("forked_from_id")
+    return parent if isinstance(parent, str) and parent else None
+
+
+def _input(item: dict) -> Any:
+    """What a tool was given: a function call's arguments (JSON text, parsed), a custom tool's input, a shell's
+    action."""
+    if item.get("type") == "local_shell_call":
+        return item.get("action")
+    if item.get("type") == "custom_tool_call":
+        return item.get("input")
+    arguments = item.get("arguments")
+    try:
+        return orjson.loads(arguments) if isinstance(arguments, str) else arguments
+    except orjson.JSONDecodeError:
+        return arguments
+
+
 def _usage(last: dict) -> Usage:
+    for key in ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens"):
+        value = last.get(key)
+        if value is not None and (type(value) is not int or value < 0):
+            raise RecordError(f"last_token_usage.{key}: expected a non-negative integer, got {value!r}")
     total_in, cached = last.get("input_tokens") or 0, last.get("cached_input_tokens") or 0
     output, reasoning = last.get("output_tokens") or 0, last.get("reasoning_output_tokens") or 0
     return Usage(input_tokens=max(total_in - cached, 0), cache_read_tokens=min(cached, total_in),
@@ -276,7 +325,12 @@ def _as_items(messages: list) -> list:
 
 
 def _failed(output: Any) -> bool:
-    """A shell tool's output says its exit code; anything else is taken as a success."""
+    """A shell tool's output says its exit code (JSON metadata, or an `Exit code: N` first line); an output
+    object may say `success`; anything else is taken as a success."""
+    if isinstance(output, dict):
+        return output.get("success") is False
+    if isinstance(output, str) and output.startswith("Exit code: "):
+        return output.split("\n", 1)[0].removeprefix("Exit code: ").strip() not in ("0", "")
     if isinstance(output, str) and output.startswith("{"):
         try:
             meta = orjson.loads(output).get("metadata") or {}
