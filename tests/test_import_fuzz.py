@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -36,7 +37,7 @@ ODD_VALUES = ["lots", None, 2 ** 64, -1, 0, 1.5, True, [], {}, [[1, 2]], [None],
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory) -> dict:
+def source(tmp_path_factory) -> Iterator[dict]:
     """One small real export and an empty database.
 
     The export is `reasonlog demo --sessions 1` (two agents with tools, outcomes, exchanges and raw
@@ -51,7 +52,9 @@ def source(tmp_path_factory) -> dict:
     first_session = list(jsonl.dump_lines(store, [orjson.loads(lines[1])["id"]]))
     store.close()
     reasonlog.open_store(folder / "empty.db").close()
-    return {"lines": lines, "first_session": first_session, "folder": folder}
+    yield {"lines": lines, "first_session": first_session, "folder": folder}
+    # In /dev/shm the databases are memory: left behind, a gigabyte a run filled the machine's RAM.
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _scratch(tmp_path_factory) -> Path:
