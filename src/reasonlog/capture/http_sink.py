@@ -13,11 +13,13 @@ import hashlib
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ..model import Event, new_id
+from .sinks import SpillingSink
 from .spillfiles import dump_event
 
 DEFAULT_MAX_BYTES = 1 << 20  # until the server says its own
@@ -112,3 +114,12 @@ def _detail(exc: urllib.error.HTTPError) -> str:
         return str(orjson.loads(exc.read()).get("detail"))
     except Exception:  # any body at all: the status says enough
         return exc.reason or ""
+
+
+def remote_sink(url: str, api_key: str | None, redactor: Any) -> Any:
+    """`reasonlog serve` at `url`, with spill files in the user's data folder while it cannot be reached."""
+    import platformdirs
+
+    name = hashlib.blake2b(url.encode(), digest_size=8).hexdigest()
+    folder = Path(platformdirs.user_data_dir("reasonlog", appauthor=False)) / "spill" / f"remote-{name}"
+    return SpillingSink(HttpSink(url, api_key), [folder], redactor)

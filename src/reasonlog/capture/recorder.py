@@ -33,7 +33,9 @@ from ..model import (
     new_id,
     utc_now,
 )
-from ..parts import RecordError, check_block
+from ..parts import RecordError
+from .arguments import build_request, error_of, response_message, snapshot, unwrap_response, usage_of
+from .http_sink import remote_sink
 from .redact import Redactor
 from .sinks import SpillingSink, StoreSink
 from .writer import BackgroundWriter, SyncWriter
@@ -86,7 +88,7 @@ class Recorder:
         self.strict = strict
         self._redact = _redactor(redact)
         if sink is None and self.url:
-            sink = _remote_sink(self.url, api_key or os.environ.get("REASONLOG_API_KEY"), redact)
+            sink = remote_sink(self.url, api_key or os.environ.get("REASONLOG_API_KEY"), _redactor(redact))
         elif sink is None:
             sink = self._default_sink(price_table, redact, store_options)
         if writer == "background":
@@ -271,30 +273,30 @@ class SessionRecorder:
             _check_storable(id=call_id)
         if request is None:
             model = model or self.model
-            request = _build_request(model, messages, system, tools, params)
+            request = build_request(model, messages, system, tools, params)
         elif type(request) is not dict:
             raise RecordError(f"request: expected a dict, got {type(request).__name__}")
         else:
-            request = _snapshot(request)
+            request = snapshot(request)
             sent = request.get("model")  # what the body asked for is the call's model, unless told otherwise
             model = model or (sent if type(sent) is str else None) or self.model
         if latency_ms is not None or ttft_ms is not None or cost_usd is not None:
             latency_ms, ttft_ms, cost_usd = (self._amount("latency_ms", latency_ms),
                                              self._amount("ttft_ms", ttft_ms), self._amount("cost_usd", cost_usd))
         if type(response) is dict and ("usage" in response or "choices" in response):
-            unwrapped = _unwrap_response(response)
+            unwrapped = unwrap_response(response)
             if unwrapped is not None:  # a whole provider response: its parts go where they belong
                 raw = response if raw is None else raw
                 response, found_usage, found_stop, found_id = unwrapped
                 usage = found_usage if usage is None else usage
                 stop_reason, provider_message_id = stop_reason or found_stop, provider_message_id or found_id
         if usage is not None and type(usage) is not Usage:
-            usage = _usage(usage)
+            usage = usage_of(usage)
         started_at = self._started_at(started_at, latency_ms)
         status = "error" if error is not None else "partial" if partial else "ok"
         return CallRecorded(call_id or new_id(), self.id, self.exchange_id, started_at, request,
-                            _response_message(response), model, provider or self.provider, stop_reason, usage,
-                            cost_usd, latency_ms, ttft_ms, provider_message_id, request_id, raw, _error(error),
+                            response_message(response), model, provider or self.provider, stop_reason, usage,
+                            cost_usd, latency_ms, ttft_ms, provider_message_id, request_id, raw, error_of(error),
                             status, context_facts)
 
     def _amount(self, name: str, value: Any) -> Any:
@@ -407,7 +409,7 @@ class SessionRecorder:
         self.ended = True
         self.recorder._sessions.pop(self.id, None)
         if not self._refused:  # a rejected session has nothing to end; its rejection was counted once
-            self.recorder._emit(SessionEnded(self.id, when, status, summary, _error(error)))
+            self.recorder._emit(SessionEnded(self.id, when, status, summary, error_of(error)))
 
 
 class ToolRun:
@@ -467,20 +469,6 @@ class ExchangeRecorder:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.end(status="failed" if exc else "completed")
-
-
-def _remote_sink(url: str, api_key: str | None, redact: bool | list | dict) -> Any:
-    """`reasonlog serve` at `url`, with spill files in the user's data folder while it cannot be reached."""
-    import hashlib
-    from pathlib import Path
-
-    import platformdirs
-
-    from .http_sink import HttpSink
-
-    name = hashlib.blake2b(url.encode(), digest_size=8).hexdigest()
-    folder = Path(platformdirs.user_data_dir("reasonlog", appauthor=False)) / "spill" / f"remote-{name}"
-    return SpillingSink(HttpSink(url, api_key), [folder], _redactor(redact))
 
 
 def _live_token(db_path: str) -> str | None:
@@ -554,82 +542,3 @@ def _session_event(sid, agent, run, model, provider, labels, id, external_id, pa
     return SessionStarted(sid, _instant(started_at, "started_at") if started_at else utc_now(), agent, run,
                           model, provider, dict(labels or {}), parent_id, parent_call, external_id,
                           _HOST, os.getpid(), list(xml_tools) if xml_tools else None)
-
-
-def _build_request(model, messages, system, tools, params) -> dict:
-    if messages is None:
-        messages = []
-    elif type(messages) is not list and type(messages) is not tuple:
-        # Any other iterable is refused: a generator would be used up here, and a str is not a message list.
-        raise RecordError(f"messages: expected a list of messages, got {type(messages).__name__}")
-    if params is not None and not isinstance(params, dict):
-        raise RecordError(f"params: expected a dict, got {type(params).__name__}")
-    request = dict(params) if params else {}
-    if model is not None:
-        request.setdefault("model", model)
-    if system is not None:
-        request["system"] = system
-    if tools is not None:
-        if not isinstance(tools, (list, tuple)):
-            raise RecordError(f"tools: expected a list of tool schemas, got {type(tools).__name__}")
-        request["tools"] = list(tools)
-    request["messages"] = list(messages)
-    return request
-
-
-def _snapshot(request: dict) -> dict:
-    """A copy of the request whose message list the agent may go on appending to."""
-    request = request.copy()
-    for key in ("messages", "input"):
-        value = request.get(key)
-        if type(value) is list:
-            request[key] = value.copy()
-    return request
-
-
-def _response_message(response: Any) -> dict | None:
-    """The assistant message as the agent will append it to its history."""
-    if response is None or (type(response) is dict and "role" in response):
-        return response
-    if hasattr(response, "model_dump"):  # an SDK message object: the writer thread turns it into JSON
-        return response
-    if isinstance(response, str):
-        return {"role": "assistant", "content": [{"type": "text", "text": response}]}
-    if isinstance(response, (list, tuple)):
-        return {"role": "assistant", "content": [check_block(b, f"response[{i}]") for i, b in enumerate(response)]}
-    if isinstance(response, dict):
-        raise RecordError("response: a dict must be a message with a 'role'; pass content blocks as a list")
-    raise RecordError(f"response: expected a message dict, a list of parts or a str, got {type(response).__name__}")
-
-
-def _unwrap_response(response: dict) -> tuple[dict, Usage | None, Any, Any] | None:
-    """(message, usage, stop reason, id) of an Anthropic Message or an OpenAI chat completion; None otherwise.
-
-    Agents append the *message* to their history, so that is what the conversation holds; the
-    response's id, stop reason and usage are the call's, and the whole response is kept as raw."""
-    usage = response.get("usage")
-    if response.get("type") == "message" and "role" in response:
-        message = {"role": response["role"], "content": response.get("content")}
-        return message, Usage.from_anthropic(usage) if isinstance(usage, dict) else None, \
-            response.get("stop_reason"), response.get("id")
-    choices = response.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict) and "message" in choices[0]:
-        return choices[0]["message"], Usage.from_openai(usage) if isinstance(usage, dict) else None, \
-            choices[0].get("finish_reason"), response.get("id")
-    return None
-
-
-def _usage(usage: Any) -> Usage:
-    if isinstance(usage, dict):
-        return Usage.from_dict(usage)
-    raise RecordError(f"usage: expected a Usage or a dict, got {type(usage).__name__}")
-
-
-def _error(error: Any) -> dict | None:
-    if error is None:
-        return None
-    if isinstance(error, BaseException):
-        return {"type": type(error).__name__, "message": str(error)}
-    if isinstance(error, dict):
-        return error
-    return {"type": "error", "message": str(error)}
