@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -541,3 +542,25 @@ def instant(value: Any, numbers: bool = False) -> str | None:
         return format_instant(value)
     except RecordError:
         return None
+
+
+class FileImporter:
+    """The shape most importers share: a file of the format is told by sniffing it (`mine`), and the files
+    under a folder worth sniffing are its `candidates`. `detect` sniffs a file, or a folder's first five."""
+
+    def candidates(self, folder: Path) -> Iterable[Path]:
+        raise NotImplementedError
+
+    def mine(self, path: Path) -> bool:
+        raise NotImplementedError
+
+    def detect(self, path: Path) -> bool:
+        if path.is_dir():
+            return any(self.mine(p) for p in itertools.islice(self.candidates(path), 5))
+        return self.mine(path)
+
+    def sources(self, path: Path) -> Iterator[Path]:
+        if path.is_file():
+            yield path
+            return
+        yield from (p for p in self.candidates(path) if self.mine(p))

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from ...model import Event, SessionStarted, format_instant, stable_id
-from ..importing import Checkpoint, Feed, first_values, walk
+from ..importing import Checkpoint, Feed, FileImporter, first_values, walk
 
 NAME = "claude-agent-sdk"
 SDK_TYPES = frozenset({"system", "assistant", "user", "result", "stream_event"})
@@ -33,21 +33,16 @@ _ID_FIELDS = ("session_id", "exchange_id", "call_id", "tool_result_id", "outcome
 _AT_FIELDS = ("started_at", "ended_at", "at")
 
 
-class ClaudeAgentSdkImporter:
+class ClaudeAgentSdkImporter(FileImporter):
     name = NAME
     description = "Claude Agent SDK message dumps (a JSON array or JSONL of the SDK's messages)"
     incremental = False
 
-    def detect(self, path: Path) -> bool:
-        if path.is_dir():
-            return any(_mine(p) for p in sorted(path.rglob("*.json*"))[:5])
-        return _mine(path)
+    def candidates(self, folder: Path) -> Iterator[Path]:
+        return (p for pattern in ("*.json", "*.jsonl") for p in walk(folder, pattern))
 
-    def sources(self, path: Path) -> Iterator[Path]:
-        if path.is_file():
-            yield path
-            return
-        yield from (p for pattern in ("*.json", "*.jsonl") for p in walk(path, pattern) if _mine(p))
+    def mine(self, path: Path) -> bool:
+        return _mine(path)
 
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
         messages = _messages(feed)

@@ -40,7 +40,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, Line, first_values, instant, walk
+from ..importing import Checkpoint, Feed, FileImporter, Line, first_values, instant, walk
 
 NAME = "codex"
 OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
@@ -48,7 +48,7 @@ RESULT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output", "lo
 LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 
 
-class CodexImporter:
+class CodexImporter(FileImporter):
     name = NAME
     description = "Codex CLI rollouts ($CODEX_HOME or ~/.codex: sessions/, archived_sessions/)"
     incremental = True
@@ -57,16 +57,11 @@ class CodexImporter:
         home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser()
         return [home / "sessions", home / "archived_sessions"]
 
-    def detect(self, path: Path) -> bool:
-        if path.is_dir():
-            return any(_mine(p) for p in _rollouts(path)[:5])
-        return _mine(path)
+    def candidates(self, folder: Path) -> list[Path]:
+        return _rollouts(folder)
 
-    def sources(self, path: Path) -> Iterator[Path]:
-        if path.is_file():
-            yield path
-            return
-        yield from (p for p in _rollouts(path) if _mine(p))
+    def mine(self, path: Path) -> bool:
+        return _mine(path)
 
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
         yield from _Reader(feed).run()

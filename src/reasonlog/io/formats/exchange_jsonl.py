@@ -34,30 +34,24 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, Line, first_values, walk
+from ..importing import Checkpoint, Feed, FileImporter, Line, first_values, walk
 
 NAME = "exchange-jsonl"
 _STATS = (("tokens_in", "input_tokens"), ("tokens_out", "output_tokens"), ("cache_creation", "cache_write_tokens"),
           ("cache_read", "cache_read_tokens"))
 
 
-class ExchangeJsonlImporter:
+class ExchangeJsonlImporter(FileImporter):
     name = NAME
     description = "exchange-based session JSONL (session_start / exchange / session_end lines)"
     incremental = True
 
-    def detect(self, path: Path) -> bool:
-        if path.is_dir():
-            return any(self._mine(p) for p in list(path.rglob("*.jsonl"))[:5])
-        return self._mine(path)
+    def candidates(self, folder: Path) -> Iterator[Path]:
+        return walk(folder, "*.jsonl")
 
-    @staticmethod
-    def _mine(path: Path) -> bool:
+    def mine(self, path: Path) -> bool:
         first = first_values(path, 1)
         return bool(first) and isinstance(first[0], dict) and first[0].get("type") == "session_start"
-
-    def sources(self, path: Path) -> Iterator[Path]:
-        yield from (p for p in walk(path, "*.jsonl") if path.is_file() or self._mine(p))
 
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
         yield from _Reader(feed).run()

@@ -44,14 +44,14 @@ from ...model import (
 )
 from ...parts import RecordError
 from ...store import StoreError
-from ..importing import Checkpoint, Feed, Line, ReimportFile, first_values, instant, walk
+from ..importing import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
 
 NAME = "gemini"
 CHECK_EVERY = 256   # lines between checkpoints (the state holds every message id: not dumped at each line)
 FINAL = frozenset({"success", "error", "cancelled"})
 
 
-class GeminiImporter:
+class GeminiImporter(FileImporter):
     name = NAME
     description = "Gemini CLI chats (~/.gemini/tmp/<project>/chats/session-*.jsonl and .json)"
     incremental = True
@@ -59,16 +59,11 @@ class GeminiImporter:
     def default_folders(self) -> list[Path]:
         return [Path(os.environ.get("GEMINI_DIR") or Path.home() / ".gemini").expanduser() / "tmp"]
 
-    def detect(self, path: Path) -> bool:
-        if path.is_dir():
-            return any(_mine(p) for p in _candidates(path)[:5])
-        return _mine(path)
+    def candidates(self, folder: Path) -> list[Path]:
+        return _candidates(folder)
 
-    def sources(self, path: Path) -> Iterator[Path]:
-        if path.is_file():
-            yield path
-            return
-        yield from (p for p in _candidates(path) if _mine(p))
+    def mine(self, path: Path) -> bool:
+        return _mine(path)
 
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
         if feed.path.suffix == ".json":

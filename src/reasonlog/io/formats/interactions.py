@@ -41,27 +41,25 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, walk
+from ..importing import Checkpoint, Feed, FileImporter, walk
 
 NAME = "interactions"
 _TAG = re.compile(r"<([A-Za-z_][\w-]*)(?:\s[^>]*)?>.*?</\1\s*>", re.DOTALL)
 _REQUIRED = ("timestamp", "session_id", "llm_response", "request_metadata")
 
 
-class InteractionsImporter:
+class InteractionsImporter(FileImporter):
     name = NAME
     description = "per-interaction conversation JSON (one file per model call, with the history sent)"
     incremental = False
 
-    def detect(self, path: Path) -> bool:
-        if path.is_dir():
-            return any(_mine(p) for p in list(walk(path, "*.json"))[:5])
-        return _mine(path)
+    def candidates(self, folder: Path) -> Iterator[Path]:
+        # Names carry the session and the time (conversation_<session>_<YYYYmmdd_HHMMSS>.json): sorted, the
+        # calls of a session come in order.
+        return walk(folder, "*.json")
 
-    def sources(self, path: Path) -> Iterator[Path]:
-        # Names carry the session and the time (conversation_<session>_<YYYYmmdd_HHMMSS>.json): sorted, calls
-        # of a session come in order.
-        yield from (p for p in walk(path, "*.json") if path.is_file() or _mine(p))
+    def mine(self, path: Path) -> bool:
+        return _mine(path)
 
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
         record = _load(feed)

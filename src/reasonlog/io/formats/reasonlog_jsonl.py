@@ -12,23 +12,21 @@ from typing import Any
 
 from ...store import StoreError
 from .. import jsonl
-from ..importing import Checkpoint, Feed, Report, first_values, walk
+from ..importing import Checkpoint, Feed, FileImporter, Report, first_values, walk
 
 NAME = "reasonlog-jsonl"
 
 
-class ReasonlogJsonlImporter:
+class ReasonlogJsonlImporter(FileImporter):
     name = NAME
     description = "reasonlog's own export (reasonlog export), all or nothing"
     incremental = False
 
-    def detect(self, path: Path) -> bool:
-        if path.is_dir():
-            return any(_is_export(p) for p in list(path.rglob("*.jsonl"))[:5])
-        return _is_export(path)
+    def candidates(self, folder: Path) -> Iterator[Path]:
+        return walk(folder, "*.jsonl")
 
-    def sources(self, path: Path) -> Iterator[Path]:
-        yield from (p for p in walk(path, "*.jsonl") if path.is_file() or _is_export(p))
+    def mine(self, path: Path) -> bool:
+        return _is_export(path)
 
     def read(self, feed: Feed) -> Iterator[Any | Checkpoint]:
         raise NotImplementedError("imported whole, by import_whole")
