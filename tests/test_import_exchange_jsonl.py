@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-import reasonlog
 from reasonlog.claude_agent import ClaudeAgentLogger
 from reasonlog.io import jsonl
 from reasonlog.io.exchange_jsonl import export_exchange_jsonl
@@ -111,4 +110,3 @@ def test_detection_of_the_two_formats(recorder, store_of, tmp_path):
         jsonl.write_export(store_of(), out)
     assert [imp.name for _, imp in plan([tmp_path / "x.jsonl"])] == ["exchange-jsonl"]
     assert [imp.name for _, imp in plan([tmp_path / "y.jsonl"])] == ["reasonlog-jsonl"]
-    assert reasonlog.open_store  # the public entry point imports both
