@@ -68,3 +68,47 @@ def workload():
     import workload as module
 
     return module
+
+
+POSTGRES = os.environ.get("REASONLOG_TEST_POSTGRES")
+NO_POSTGRES = ("no PostgreSQL server: set REASONLOG_TEST_POSTGRES=postgresql://user@host:port/db "
+               "(.ci/run starts one with .ci/postgres)")
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def dialect(request) -> str:
+    """Each test that takes it runs once on SQLite and once on PostgreSQL (skipped without a server)."""
+    if request.param == "postgresql" and not POSTGRES:
+        pytest.skip(NO_POSTGRES)
+    return request.param
+
+
+@pytest.fixture
+def db(dialect: str, tmp_path: Path):
+    """A fresh, empty database of the dialect: a file path, or the URL of a new PostgreSQL schema."""
+    yield from fresh_database(dialect, tmp_path)
+
+
+def fresh_database(dialect: str, folder: Path):
+    """Yields a new database target of the dialect (a file in `folder`, or a PostgreSQL schema)."""
+    if dialect == "sqlite":
+        yield folder / "test.db"
+        return
+    yield from postgres_schema()
+
+
+def postgres_schema():
+    """A URL whose connections use a new, empty schema; the schema is dropped afterwards."""
+    import uuid
+
+    import psycopg
+
+    schema = "t_" + uuid.uuid4().hex[:16]
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    joiner = "&" if "?" in POSTGRES else "?"
+    try:
+        yield f"{POSTGRES}{joiner}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")

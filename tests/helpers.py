@@ -25,3 +25,16 @@ def record_workload(rec: reasonlog.Recorder, calls: list[dict]) -> dict[str, str
         if c is last_call[sid]:
             s.end()
     return ids
+
+
+def query_db(target, sql: str) -> list[tuple]:
+    """Rows of a read-only SQL query on a test database, SQLite file or PostgreSQL URL (for checks of layout)."""
+    if isinstance(target, str) and target.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(target) as conn:
+            return [tuple(r) for r in conn.execute(sql).fetchall()]
+    import sqlite3
+
+    with sqlite3.connect(target) as conn:
+        return conn.execute(sql).fetchall()

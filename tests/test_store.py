@@ -1,10 +1,11 @@
-"""Contexts stored once, exact replay, search, filters and diffs, on a real SQLite file."""
+"""Contexts stored once, exact replay, search, filters and diffs, on a real SQLite file and on PostgreSQL."""
 from __future__ import annotations
 
 import sqlite3
 
 import pytest
-from helpers import record_workload
+from conftest import fresh_database
+from helpers import query_db, record_workload
 
 import reasonlog
 from reasonlog.store import SessionFilter, StoreError
@@ -12,16 +13,16 @@ from reasonlog.store.content import canonical
 
 
 @pytest.fixture(scope="module")
-def small(workload, tmp_path_factory):
+def small(workload, tmp_path_factory, dialect):
     calls = list(workload.generate("small"))
-    path = tmp_path_factory.mktemp("small") / "small.db"
-    rec = reasonlog.Recorder(path)  # the background writer, as agents use it
-    ids = record_workload(rec, calls)
-    assert rec.flush(30)
-    rec.close()
-    store = reasonlog.open_store(path)
-    yield calls, ids, store, path
-    store.close()
+    for path in fresh_database(dialect, tmp_path_factory.mktemp("small")):
+        rec = reasonlog.Recorder(path)  # the background writer, as agents use it
+        ids = record_workload(rec, calls)
+        assert rec.flush(30)
+        rec.close()
+        store = reasonlog.open_store(path)
+        yield calls, ids, store, path
+        store.close()
 
 
 def test_replay_rebuilds_every_request_byte_identical(small):
@@ -33,10 +34,9 @@ def test_replay_rebuilds_every_request_byte_identical(small):
 def test_each_distinct_content_is_stored_once(small, workload):
     calls, _, _, path = small
     truth = workload.truths(calls)
-    with sqlite3.connect(path) as db:
-        messages = db.execute("SELECT COUNT(*) FROM contents WHERE kind = 'message'").fetchone()[0]
-        tools = db.execute("SELECT COUNT(*) FROM contents WHERE kind = 'tool'").fetchone()[0]
-        stored = db.execute("SELECT SUM(LENGTH(data)) FROM contents").fetchone()[0]
+    [(messages,)] = query_db(path, "SELECT COUNT(*) FROM contents WHERE kind = 'message'")
+    [(tools,)] = query_db(path, "SELECT COUNT(*) FROM contents WHERE kind = 'tool'")
+    [(stored,)] = query_db(path, "SELECT SUM(LENGTH(data)) FROM contents")
     assert messages == truth["unique_messages"]
     assert tools == len(workload.TOOLS)
     # resent history is not stored again: stored content is far below what the calls sent

@@ -76,13 +76,13 @@ class Recorder:
                  max_queue: int = 100_000, batch_size: int = 2_000, flush_interval: float = 0.2,
                  on_full: str = "block", price_table: Any = None, redact: bool | list | dict = True,
                  store_options: dict | None = None, sink: Any = None, api_key: str | None = None):
-        from ..store import StoreError, sqlite_path
+        from ..store import StoreError, database_target
 
         target = os.fspath(db) if db is not None else os.environ.get("REASONLOG_URL")
         self.url = target if isinstance(target, str) and target.startswith(("http://", "https://")) else None
         try:
             # A server records into its own database; this recorder keeps no file of its own for it.
-            self.db_path = "" if self.url else os.path.abspath(sqlite_path(db))
+            self.db_path = "" if self.url else str(database_target(db))
         except StoreError as exc:  # a URL it cannot write: said at once, never taken for a file name
             raise ValueError(str(exc)) from None
         self.strict = strict
@@ -113,8 +113,6 @@ class Recorder:
 
     def _default_sink(self, price_table: Any, redact: bool | list | dict, store_options: dict | None) -> Any:
         """The local database, with spill files beside it for what it cannot take."""
-        from pathlib import Path
-
         from ..store import open_store
         from ..store.sqlite import spill_dirs
 
@@ -123,7 +121,7 @@ class Recorder:
                               **(store_options or {}))
 
         # The spill file's own redactor: its count of masked secrets travels in the file.
-        return SpillingSink(StoreSink(factory), spill_dirs(Path(self.db_path)), _redactor(redact))
+        return SpillingSink(StoreSink(factory), spill_dirs(self.db_path), _redactor(redact))
 
     # ------------------------------------------------------------------ sessions
 
@@ -162,7 +160,8 @@ class Recorder:
             self._writer.count("dropped")
             return
         if type(event) is SessionStarted:  # liveness: the session is open while this process holds the lock
-            event.live_token = _live_token(self.db_path) if self.db_path else None
+            # A lock file beside the database tells the liveness of a session; a PostgreSQL URL has no "beside".
+            event.live_token = _live_token(self.db_path) if self.db_path and "://" not in self.db_path else None
         self._writer.submit(event)
 
     def reject(self, exc: Exception) -> None:

@@ -1,6 +1,6 @@
 """The `Store` seam: where recorded events go and where every reader gets them back.
 
-Two implementations share one contract: SQLite (embedded default) and, later, PostgreSQL.
+Two implementations share one contract: SQLite (embedded default) and PostgreSQL (`postgresql://` URLs).
 Capture hands batches of events to `write_batch`; query, io, server and cli read through the
 other methods and never hold SQL themselves.
 """
@@ -96,8 +96,8 @@ def default_db_path() -> Path:
 def sqlite_path(target: str | os.PathLike | None) -> Path:
     """The database file a target names: a path, `sqlite:///path`, or None for the default.
 
-    Other URLs are refused rather than taken for file names: `postgresql://` and `https://` (the
-    server) are not available yet, and anything else is not a database reasonlog knows."""
+    Other URLs are refused rather than taken for file names: `postgresql://` is not a file, `https://` is a
+    server, and anything else is not a database reasonlog knows."""
     if target is None:
         return default_db_path()
     text = os.fspath(target)
@@ -108,16 +108,38 @@ def sqlite_path(target: str | os.PathLike | None) -> Path:
         raise StoreError(f"{text}: a reasonlog serve URL is for recorders (Recorder(url)); read it through its"
                          " HTTP API, or open the server's database file")
     if scheme in ("postgresql", "postgres"):
-        raise StoreError(f"{text}: {scheme}:// targets are not available yet; use a file path or sqlite:///path")
+        raise StoreError(f"{scheme}:// is a PostgreSQL database, not a file")
     if scheme is not None:
-        raise StoreError(f"{text}: {scheme}:// is not a database reasonlog knows; use a file path or sqlite:///path")
+        raise StoreError(f"{text}: {scheme}:// is not a database reasonlog knows; use a file path, sqlite:///path"
+                         " or postgresql://…")
     return Path(text).expanduser()
 
 
+def database_target(target: str | os.PathLike | None) -> str | Path:
+    """What a recorder or command writes to: a `postgresql://` URL as given, else the SQLite file's absolute
+    path (the default when None, which $REASONLOG_DB may set to either)."""
+    if target is None and is_postgres(os.environ.get("REASONLOG_DB")):
+        return os.environ["REASONLOG_DB"]
+    if is_postgres(target):
+        return str(target)
+    return Path(os.path.abspath(sqlite_path(target)))
+
+
+def is_postgres(target: str | os.PathLike | None) -> bool:
+    """Whether `target` names a PostgreSQL database (`postgresql://…` or `postgres://…`)."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
 def open_store(target: str | os.PathLike | None = None, **options: Any) -> Store:
-    """Open a store from a path or URL (`sqlite:///path`, a bare path, or None for the default).
+    """Open a store from a path or URL (`sqlite:///path`, a bare path, `postgresql://…`, or None for the default).
 
     `read_only=True` opens an existing, current database without ever writing it (reading commands)."""
+    if is_postgres(target):
+        try:
+            from .postgres import PostgresStore
+        except ImportError:
+            raise StoreError("PostgreSQL needs psycopg: pip install 'reasonlog[postgres]'") from None
+        return PostgresStore(str(target), **options)
     from .sqlite import SQLiteStore
 
     return SQLiteStore(sqlite_path(target), **options)

@@ -55,39 +55,107 @@ _RECORD_COLUMNS = {"tool_results": "rowid, name, input_json, content_json",
                    "outcomes": "rowid, kind, NULL, payload_json"}
 
 
+# ------------------------------------------------------------------ the index itself, per dialect
+
+
+class Fts5Index:
+    """SQLite: contentless FTS5 tables with the trigram tokenizer (schema 6). Deleting a row needs its text."""
+
+    @staticmethod
+    def add(cur, index: str, rows: list[tuple[int, str]]) -> None:
+        cur.executemany(f"INSERT INTO {index} (rowid, text) VALUES (?, ?)", rows)
+
+    @staticmethod
+    def remove(cur, index: str, rows: list[tuple[int, str]]) -> None:
+        cur.executemany(f"INSERT INTO {index} ({index}, rowid, text) VALUES ('delete', ?, ?)", rows)
+
+    @staticmethod
+    def matches(index: str) -> str:
+        return f"{index} MATCH ?"
+
+    @staticmethod
+    def argument(query: "Query") -> str | None:
+        return query.match()
+
+
+class TsvectorIndex:
+    """PostgreSQL: each record's trigrams as a `tsvector` (lexemes taken as they are, no parsing or stemming)
+    under a GIN index, queried with a `tsquery` that ANDs a term's trigrams. As with FTS5, the index only
+    narrows the candidates and the stored text decides. A text with more distinct trigrams than a tsvector
+    holds is stored with NULL grams and is always a candidate."""
+
+    MAX_GRAMS = 60_000  # a tsvector holds at most 1 MiB; trigrams take up to 16 bytes each with their entry
+
+    @classmethod
+    def add(cls, cur, index: str, rows: list[tuple[int, str]]) -> None:
+        cur.executemany(f"INSERT INTO {index} (rowid, grams) VALUES (?, array_to_tsvector(?::text[]))",
+                        [(rowid, cls._grams(text)) for rowid, text in rows if len(text) >= 3])
+
+    @classmethod
+    def _grams(cls, text: str) -> list[str] | None:
+        grams = list({text[i:i + 3] for i in range(len(text) - 2)})
+        return grams if len(grams) <= cls.MAX_GRAMS else None
+
+    @staticmethod
+    def remove(cur, index: str, rows: list[tuple[int, str]]) -> None:
+        cur.executemany(f"DELETE FROM {index} WHERE rowid = ?", [(rowid,) for rowid, _ in rows])
+
+    @staticmethod
+    def matches(index: str) -> str:
+        return f"({index}.grams @@ ?::tsquery OR {index}.grams IS NULL)"
+
+    @staticmethod
+    def argument(query: "Query") -> str | None:
+        parts = []
+        for group in query.groups:
+            alternatives = [_tsquery(term) for term in group]
+            if any(a is None for a in alternatives):
+                return None
+            parts.append("(" + " | ".join(f"({a})" for a in alternatives) + ")")
+        return " & ".join(parts)
+
+
+def _tsquery(needle: str) -> str | None:
+    grams = _grams_of(needle)
+    if grams is None:
+        return None
+    return " & ".join("'" + g.replace("\\", "\\\\").replace("'", "''") + "'" for g in grams)
+
+
+FTS5 = Fts5Index()
+TSVECTOR = TsvectorIndex()
+
+
 # ------------------------------------------------------------------ writing and deleting
 
 
-def index_contents(cur, rows: list[tuple[int, str]]) -> None:
+def index_contents(cur, rows: list[tuple[int, str]], index=FTS5) -> None:
     """Index new contents: (content id, `searchable_text` of the stored value)."""
-    cur.executemany("INSERT INTO contents_search (rowid, text) VALUES (?, ?)",
-                    [(cid, index_form(text)) for cid, text in rows if text])
+    index.add(cur, "contents_search", [(cid, index_form(text)) for cid, text in rows if text])
 
 
-def unindex_contents(cur, rows: list[tuple[int, Any]]) -> None:
+def unindex_contents(cur, rows: list[tuple[int, Any]], index=FTS5) -> None:
     """Remove contents from the index: (content id, the stored value as read back). Call before deleting them."""
     texts = [(cid, index_form(searchable_text(value))) for cid, value in rows]
-    cur.executemany("INSERT INTO contents_search (contents_search, rowid, text) VALUES ('delete', ?, ?)",
-                    [(cid, text) for cid, text in texts if text])
+    index.remove(cur, "contents_search", [(cid, text) for cid, text in texts if text])
 
 
-def unindex_tool_results(cur, rowids: Iterable[int]) -> None:
+def unindex_tool_results(cur, rowids: Iterable[int], index=FTS5) -> None:
     """Remove tool results (by rowid) from the index. Call before deleting their rows."""
-    _unindex_records(cur, "tool_results", list(rowids))
+    _unindex_records(cur, "tool_results", list(rowids), index)
 
 
-def unindex_outcomes(cur, rowids: Iterable[int]) -> None:
+def unindex_outcomes(cur, rowids: Iterable[int], index=FTS5) -> None:
     """Remove outcomes (by rowid) from the index. Call before deleting their rows."""
-    _unindex_records(cur, "outcomes", list(rowids))
+    _unindex_records(cur, "outcomes", list(rowids), index)
 
 
-def _unindex_records(cur, table: str, rowids: list[int]) -> None:
+def _unindex_records(cur, table: str, rowids: list[int], index) -> None:
     for start in range(0, len(rowids), 500):
         chunk = rowids[start:start + 500]
         rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} WHERE rowid IN"
                            f" ({','.join('?' * len(chunk))})", chunk).fetchall()
-        cur.executemany(f"INSERT INTO {RECORD_TABLES[table]} ({RECORD_TABLES[table]}, rowid, text)"
-                        " VALUES ('delete', ?, ?)", _record_rows(rows))
+        index.remove(cur, RECORD_TABLES[table], _record_rows(rows))
 
 
 def record_marks(cur) -> dict[str, int]:
@@ -95,17 +163,17 @@ def record_marks(cur) -> dict[str, int]:
     return {t: cur.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {t}").fetchone()[0] for t in RECORD_TABLES}
 
 
-def index_records_since(cur, marks: dict[str, int]) -> None:
+def index_records_since(cur, marks: dict[str, int], index=FTS5) -> None:
     """Index the tool results and outcomes written after `marks`, from their stored (masked) columns.
 
     Reading them back at the end of a batch keeps the dialect-neutral writer free of index SQL,
     and indexes exactly what the transaction keeps (events rolled back to a savepoint are gone).
     """
-    for table, index in RECORD_TABLES.items():
-        rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} WHERE rowid > ?",
+    for table, name in RECORD_TABLES.items():
+        rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} WHERE rowid > ? ORDER BY rowid",
                            (marks[table],)).fetchall()
         if rows:
-            cur.executemany(f"INSERT INTO {index} (rowid, text) VALUES (?, ?)", _record_rows(rows))
+            index.add(cur, name, _record_rows(rows))
 
 
 def _record_rows(rows) -> list[tuple[int, str]]:
@@ -130,7 +198,7 @@ def rebuild(cur) -> None:
 # ------------------------------------------------------------------ searching
 
 
-def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int | None) -> list[dict]:
+def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int | None, index=FTS5) -> list[dict]:
     """Messages, tool results and outcomes whose text contains `text` (case-insensitive), newest sessions first.
 
     Within a session hits follow the timeline; a tool result or outcome comes before the message
@@ -139,9 +207,10 @@ def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int |
     if not text.strip():
         return []
     query = Query.parse(text)
-    match = query.match()
+    match = index.argument(query)
     where, args = reading.filter_sql(replace(flt, limit=None))
-    sql = (f"SELECT h.* FROM ({_candidates(match is not None)}) h JOIN sessions s ON s.id = h.session_id"
+    candidates = _candidates(index if match is not None else None)
+    sql = (f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id"
            f" WHERE {where} ORDER BY s.started_at DESC, s.id, h.pos, h.rank, h.at")
     rows = cur.execute(sql, [*([match] * 3 if match else []), *args])
     return _verified(rows, _Texts(reading.ContentReader(cur.connection.cursor(), dicts)), query, limit)
@@ -241,22 +310,28 @@ class Query:
 
 def match_query(needle: str) -> str | None:
     """The FTS5 query that every record containing `needle` (lowercased) matches; None: scan instead."""
-    if len(needle) == 2 and len(_CJK_RUN.findall(needle)) == 1:
-        grams = [needle + SENTINEL]
-    elif len(needle) >= 3:
-        # Every trigram, not every third: common ones ("han", "dle") alone let through ten times the candidates.
-        grams = list(dict.fromkeys(needle[i:i + 3] for i in range(len(needle) - 2)))[:MAX_TRIGRAMS]
-    else:
+    grams = _grams_of(needle)
+    if grams is None:
         return None
     return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
 
 
-def _candidates(indexed: bool) -> str:
-    """One SELECT per kind of record, with the same columns; with `indexed`, each takes one MATCH argument."""
-    def source(table: str, alias: str, index: str) -> str:
-        if not indexed:
+def _grams_of(needle: str) -> list[str] | None:
+    """The trigrams every record containing `needle` (lowercased) holds; None when it is too short to index."""
+    if len(needle) == 2 and len(_CJK_RUN.findall(needle)) == 1:
+        return [needle + SENTINEL]
+    if len(needle) >= 3:
+        # Every trigram, not every third: common ones ("han", "dle") alone let through ten times the candidates.
+        return list(dict.fromkeys(needle[i:i + 3] for i in range(len(needle) - 2)))[:MAX_TRIGRAMS]
+    return None
+
+
+def _candidates(index) -> str:
+    """One SELECT per kind of record, with the same columns; with an `index`, each takes one match argument."""
+    def source(table: str, alias: str, name: str) -> str:
+        if index is None:
             return f"{table} {alias}"
-        return f"{index} JOIN {table} {alias} ON {alias}.{_KEY[table]} = {index}.rowid AND {index} MATCH ?"
+        return f"{name} JOIN {table} {alias} ON {alias}.{_KEY[table]} = {name}.rowid AND {index.matches(name)}"
 
     return " UNION ALL ".join([
         "SELECT 'message' AS kind, m.session_id, m.idx AS pos, 1 AS rank, m.role, m.call_id, m.at,"

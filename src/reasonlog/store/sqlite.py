@@ -1,27 +1,18 @@
 """The embedded default store: one SQLite file (stdlib sqlite3, WAL, FTS5)."""
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import sqlite3
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..model import Event
-from ..parts import RecordError
-from . import SessionFilter, StoreError, ids, imported, keys, liveness, maintenance, opening, reading, search, transfer
-from .content import Dictionaries
-from .contents import ContentWriter
+from . import StoreError, imported, liveness, maintenance, opening
 from .schema import SQLITE_MIGRATIONS
-from .writing import Applier
+from .sql import SQLStore
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
-# Errors that say an event's own data cannot be stored, as opposed to the store failing.
-DATA_ERRORS = (TypeError, ValueError, OverflowError, RecordError, sqlite3.IntegrityError)
-log = logging.getLogger("reasonlog")
 PAGE_SIZE = 16384
 CACHE_KIB = 32768
 
@@ -31,21 +22,31 @@ def spill_dir(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + ".spill")
 
 
-def spill_dirs(db_path: Path) -> list[Path]:
+def spill_dirs(db_path: Path | str) -> list[Path]:
     """The spill folder beside the database, then one in the user's data folder for when the database's
-    own folder cannot be written (read-only, or the disk is full): both are replayed, in name order."""
+    own folder cannot be written (read-only, or the disk is full): both are replayed, in name order.
+    A PostgreSQL database (a URL) has only the second, named after its URL without the password."""
     import hashlib
 
     import platformdirs
 
-    absolute = os.path.abspath(db_path)
+    if isinstance(db_path, str) and "://" in db_path:
+        from .postgres import safe_url
+
+        absolute, name, beside = safe_url(db_path), "postgresql", []
+    else:
+        absolute = os.path.abspath(db_path)
+        name, beside = Path(db_path).name, [spill_dir(Path(absolute))]
     key = hashlib.blake2b(absolute.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
-    fallback = Path(platformdirs.user_data_dir("reasonlog", appauthor=False)) / "spill" / f"{db_path.name}-{key}"
-    return [spill_dir(Path(absolute)), fallback]
+    fallback = Path(platformdirs.user_data_dir("reasonlog", appauthor=False)) / "spill" / f"{name}-{key}"
+    return [*beside, fallback]
 
 
-class SQLiteStore:
+class SQLiteStore(SQLStore):
     """A reasonlog database in one SQLite file. One connection, guarded by a lock."""
+
+    DATA_ERRORS = (*SQLStore.DATA_ERRORS, sqlite3.IntegrityError)
+    BEGIN_WRITE = "BEGIN IMMEDIATE"
 
     def __init__(self, path: Path, *, busy_timeout_ms: int = 5000, upgrade: bool = True, price_table: Any = None,
                  redactor: Any = None, max_page_count: int | None = None, read_only: bool = False):
@@ -55,10 +56,8 @@ class SQLiteStore:
         self.url = f"sqlite:///{self.path}"
         self.read_only = read_only
         opening.check_path(self.path, create=not read_only)
-        self._lock = threading.RLock()
+        self._setup_writer(price_table, redactor)
         self._conn = opening.connect(self.path, read_only=read_only, timeout_s=busy_timeout_ms / 1000)
-        self._dicts = Dictionaries()
-        self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)
         self._generation: int | None = None  # the content generation the caches hold (see maintenance.py)
         try:
             opening.check_reasonlog(self._conn, self.path, SQLITE_MIGRATIONS[-1].number, read_only=read_only)
@@ -151,111 +150,11 @@ class SQLiteStore:
 
     # ------------------------------------------------------------ writing
 
-    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None,
-                    imports: list[dict] | None = None, batch_id: str | None = None) -> bool:
-        """Apply events in order in one transaction; on a store error roll back and raise. False when
-        `batch_id` names a batch written already (nothing is written again), else True.
-
-        `imports`: rows of `import_files` (see `io/importing.py`) written in the same transaction, so
-        that what an importer consumed of a file and the events it made of it commit together.
-
-        An event whose own data cannot be stored (not JSON, a duplicate id) must not take its
-        batch with it, nor every batch after it: the batch is then written again with each event
-        in a savepoint, and the events that fail are counted as rejected and left out.
-        """
-        try:
-            return self._write_batch(events, counters, imports, batch_id, isolate=False)
-        except DATA_ERRORS:
-            return self._write_batch(events, counters, imports, batch_id, isolate=True)
-
-    def _write_batch(self, events: list[Event], counters: dict[str, int] | None, imports: list[dict] | None,
-                     batch_id: str | None, isolate: bool) -> bool:
-        with self._lock:
-            cur = self._conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            if batch_id is not None and not imported.claim_batch(cur, batch_id, len(events)):
-                cur.execute("COMMIT")
-                return False  # this batch was written already: a retry adds nothing
-            self._follow_prunes(cur)
-            masked = self._applier.redactor.masked
-            counters = dict(counters or {})
-            try:
-                marks = search.record_marks(cur)
-                for event in events:
-                    if isolate:
-                        counters["rejected"] = counters.get("rejected", 0) + self._apply_alone(cur, event)
-                    else:
-                        self._applier.apply(cur, event)
-                self._applier.finish(cur)
-                search.index_records_since(cur, marks)
-                counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
-                self._add_counters(cur, counters)
-                for row in imports or ():
-                    imported.save_file(cur, row)
-                cur.execute("COMMIT")
-            except BaseException:
-                self._applier.redactor.masked = masked
-                self._abandon()
-                raise
-        return True
-
-    def _abandon(self) -> None:
-        """After a failed transaction, make the database and the writer's caches agree again.
-
-        SQLite has already rolled back after SQLITE_FULL (and some I/O errors), so a ROLLBACK then
-        fails; the caches must be forgotten all the same, or later calls would refer to contents
-        and contexts that were never stored.
-        """
-        try:
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass  # the error that brought us here is the one worth raising
-        finally:
-            self._applier.reset()
-
     def _follow_prunes(self, cur) -> None:
-        """A prune, here or in another process, frees content ids this writer may have cached: forget them."""
         generation = cur.execute("PRAGMA user_version").fetchone()[0]
         if generation != self._generation:
             self._applier.reset()
             self._generation = generation
-
-    def _apply_alone(self, cur, event: Event) -> int:
-        """Apply one event in a savepoint; 1 if it was rejected, else 0."""
-        mark = self._applier.checkpoint()
-        cur.execute("SAVEPOINT event")
-        try:
-            self._applier.apply(cur, event)
-            self._applier.flush_rows(cur)  # inside the savepoint, so a duplicate id fails this event alone
-        except DATA_ERRORS as exc:
-            if not self._conn.in_transaction:  # SQLite gave up the whole transaction: the batch fails
-                raise
-            cur.execute("ROLLBACK TO event")
-            cur.execute("RELEASE event")
-            self._applier.rollback_to(mark, getattr(event, "session_id", None))
-            log.warning("reasonlog rejected a %s event it could not store: %s",
-                        event.kind, self._applier.redactor.text(f"{type(exc).__name__}: {exc}"))
-            return 1
-        cur.execute("RELEASE event")
-        return 0
-
-    def add_counters(self, counters: dict[str, int]) -> None:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._add_counters(self._conn, counters)
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._abandon()  # else the open transaction would make every later BEGIN fail
-                raise
-
-    @staticmethod
-    def _add_counters(cur, counters: dict[str, int] | None) -> None:
-        for name, value in (counters or {}).items():
-            if value:
-                cur.execute("INSERT INTO counters (name, value) VALUES (?, ?)"
-                            " ON CONFLICT (name) DO UPDATE SET value = value + excluded.value", (name, value))
 
     # The dialect's part of writing contents (see store/contents.py: ContentBackend).
 
@@ -272,10 +171,6 @@ class SQLiteStore:
         return cur.lastrowid
 
     @staticmethod
-    def index_texts(cur, rows: list[tuple[int, str]]) -> None:
-        search.index_contents(cur, rows)
-
-    @staticmethod
     def insert_dictionary(cur, data: bytes) -> int:
         cur.execute("INSERT INTO zstd_dicts (data, trained_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ'))",
                     (data,))
@@ -285,83 +180,7 @@ class SQLiteStore:
     def latest_dictionary(cur) -> int | None:
         return cur.execute("SELECT MAX(id) FROM zstd_dicts").fetchone()[0]
 
-    # ------------------------------------------------------------ reading
-
-    def _read(self, fn, *args):
-        with self._lock:
-            cur = self._conn.cursor()
-            cur.execute("BEGIN")
-            try:
-                return fn(cur, *args)
-            finally:
-                cur.execute("COMMIT")
-
-    def list_sessions(self, flt: SessionFilter) -> list[dict]:
-        return self._read(reading.list_sessions, flt)
-
-    def list_outcomes(self, flt: SessionFilter, kind: str | None = None, session_id: str | None = None) -> list[dict]:
-        """Outcomes (a trade, a move) of the sessions `flt` selects, newest first; at most `flt.limit`."""
-        return self._read(reading.list_outcomes, flt, kind, session_id)
-
-    def get_session(self, session_id: str) -> dict:
-        return self._read(reading.get_session, session_id, self._dicts)
-
-    def get_call(self, call_id: str) -> dict:
-        return self._read(reading.get_call, call_id, self._dicts)
-
-    def replay_call(self, call_id: str) -> dict:
-        return self.get_call(call_id)["request"]
-
-    def call_rows(self, flt: SessionFilter) -> Iterator[dict]:
-        return iter(self._read(lambda cur: list(reading.iter_call_rows(cur, flt))))
-
-    def search(self, text: str, flt: SessionFilter, limit: int | None = 50) -> list[dict]:
-        """Messages, tool results and outcomes whose text contains `text` (see store/search.py); None: all."""
-        return self._read(search.search, self._dicts, text, flt, limit)
-
-    def resolve_id(self, kind: str, prefix: str) -> str:
-        """A full session or call id from an id, a unique prefix, an external id (sessions) or `SESSION#N` (calls).
-
-        An ambiguous prefix raises a StoreError that lists the candidates (see store/ids.py)."""
-        return self._read(ids.resolve_id, kind, prefix)
-
-    def count_sessions(self, flt: SessionFilter) -> int:
-        """How many sessions the filter selects, its limit aside: `list_sessions` shows at most `flt.limit`."""
-        return self._read(reading.count_sessions, flt)
-
-    # ------------------------------------------------------------ transfer
-
-    def export_records(self, session_ids: Iterable[str] | None = None) -> Iterator[dict]:
-        return iter(self._read(lambda cur: list(transfer.export_records(cur, session_ids, self._dicts))))
-
-    def import_records(self, records: Iterable[dict]) -> dict:
-        """Import export records in one transaction, committed only once every session reads back."""
-        with self._lock:
-            cur = self._conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                marks = search.record_marks(cur)
-                importer = transfer.Importer(cur, self._applier)
-                n = importer.run(records)
-                self._applier.finish(cur)
-                search.index_records_since(cur, marks)
-                importer.verify(self._dicts)
-                cur.execute("COMMIT")
-            except BaseException:
-                self._abandon()
-                raise
-            self._applier.reset()
-            return n
-
-    # ------------------------------------------------------------ imports (see io/importing.py)
-
-    def import_file(self, path: str) -> dict | None:
-        """What earlier imports consumed of the file at `path` (absolute), or None."""
-        return self._read(imported.load_file, path)
-
-    def import_files(self) -> list[dict]:
-        """Every file imported so far, newest import first."""
-        return self._read(imported.list_files)
+    # ------------------------------------------------------------ imports: the hot reads, without a transaction
 
     def last_call_id(self, session_id: str) -> str | None:
         """The id of the session's last call, or None (an importer going on from it)."""
@@ -372,12 +191,6 @@ class SQLiteStore:
         """Which of `ids` (of sessions, calls, tool_results or outcomes) the store holds."""
         with self._lock:  # one SELECT a chunk: no transaction around it (importers ask once a call)
             return imported.existing_ids(self._conn, kind, list(ids))
-
-    def record_counts(self) -> dict[str, int]:
-        """Rows of each kind of record: what an import reports as added."""
-        with self._lock:
-            return {t: self._conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-                    for t in ("sessions", "calls", "messages", "tool_results", "outcomes")}
 
     def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int:
         """Delete sessions and the contents only they used (a rewritten file is imported again);
@@ -393,38 +206,6 @@ class SQLiteStore:
             n = self._write(delete)
             self._applier.reset()  # the contents it removed may be in the writer's caches
         return n
-
-    # ------------------------------------------------------------ API keys (see store/keys.py)
-
-    def create_api_key(self, scope: str, name: str | None = None) -> dict:
-        """A new key for `reasonlog serve`: its record and its secret, which is shown once and never stored."""
-        return self._write(keys.create, scope, name)
-
-    def list_api_keys(self) -> list[dict]:
-        return self._read(keys.list_keys)
-
-    def revoke_api_key(self, key: str) -> int:
-        return self._write(keys.revoke, key)
-
-    def api_key_scope(self, secret: str) -> str | None:
-        """The scope of a working key, or None for a wrong, unknown or revoked one."""
-        return self._read(keys.scope_of, secret)
-
-    def has_api_keys(self) -> bool:
-        """Whether any key was ever made (revoked ones too): then requests need a working key."""
-        return self._read(keys.any_made)
-
-    def _write(self, fn, *args):
-        with self._lock:
-            cur = self._conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(cur, *args)
-                cur.execute("COMMIT")
-            except BaseException:
-                self._abandon()
-                raise
-            return result
 
     # ------------------------------------------------------------ status
 
@@ -519,14 +300,4 @@ def _statements(sql: str) -> list[str]:
 def _gone(db_path: Path, host: str | None, pid: int | None, token: str | None) -> bool:
     if token:
         return not liveness.is_held(db_path, token)
-    return host == socket.gethostname() and bool(pid) and not _alive(pid)  # type: ignore[arg-type]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return host == socket.gethostname() and bool(pid) and not liveness.pid_alive(pid)  # type: ignore[arg-type]

@@ -184,6 +184,21 @@ class Applier:
             st = self.sessions[session_id] = self._load_state(cur, self.again(session_id))
         return st
 
+    def revalidate(self, cur, session_ids: list[str]) -> None:
+        """Forget the state of each session another process has written to since this writer last did (its
+        next call, message or exchange number is no longer the database's), so that it is read again."""
+        for session_id in session_ids:
+            st = self.sessions.get(session_id)
+            if st is None:
+                continue
+            sid = self.again(session_id)
+            found = cur.execute(
+                "SELECT (SELECT COALESCE(MAX(idx) + 1, 0) FROM calls WHERE session_id = ?),"
+                " (SELECT COALESCE(MAX(idx) + 1, 0) FROM messages WHERE session_id = ?),"
+                " (SELECT COALESCE(MAX(idx) + 1, 0) FROM exchanges WHERE session_id = ?)", (sid, sid, sid)).fetchone()
+            if tuple(found) != (st.next_call, st.next_message, st.next_exchange):
+                del self.sessions[session_id]
+
     def _load_state(self, cur, session_id: str) -> SessionState:
         self.flush_rows(cur)  # what this batch queued must be visible to the queries below
         if cur.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:

@@ -1,0 +1,290 @@
+"""The team store: PostgreSQL through psycopg 3, with the same behaviour as the SQLite file.
+
+The SQL modules speak DB-API with `?` placeholders; `_Cursor` turns them into psycopg's and binds values on
+the client (psycopg's `ClientCursor`), so the same statements run on both. What differs lives here: how a
+transaction begins, how contents are inserted (`RETURNING id`), the full-text index (store/search.py:
+`TsvectorIndex`), migrations under an advisory lock, and locks that serialise writers of one session
+across server processes.
+"""
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+from ..model import Event
+from . import StoreError, liveness, search
+from .schema_pg import PG_MIGRATIONS
+from .sql import SQLStore
+
+MIGRATIONS_TABLE = "_reasonlog_migrations"
+MIGRATION_LOCK = 0x7265_6173_6F6E  # "reason": the advisory lock key every migrating process takes
+GENERATION = "content_generation"  # a counter bumped whenever contents are deleted (see `_follow_prunes`)
+TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "contents",
+          "contents_search", "tool_results_search", "outcomes_search", "zstd_dicts", "counters", "import_files",
+          "api_keys", "ingested_batches", MIGRATIONS_TABLE)
+
+
+def safe_url(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class _Cursor:
+    """A psycopg cursor that takes `?` placeholders, as sqlite3 does."""
+
+    _translated: dict[str, str] = {}
+
+    def __init__(self, conn: psycopg.Connection):
+        self._conn = conn
+        self._cur = psycopg.ClientCursor(conn)
+
+    @classmethod
+    def _sql(cls, sql: str) -> str:
+        out = cls._translated.get(sql)
+        if out is None:
+            out = cls._translated[sql] = sql.replace("%", "%%").replace("?", "%s")
+        return out
+
+    def execute(self, sql: str, params: Any = None) -> _Cursor:
+        if params is None:
+            self._cur.execute(sql)  # type: ignore[arg-type]
+        else:
+            self._cur.execute(self._sql(sql), list(params))  # type: ignore[arg-type]
+        return self
+
+    def executemany(self, sql: str, rows: Iterable[Any]) -> _Cursor:
+        rows = [list(r) for r in rows]
+        if rows:
+            self._cur.executemany(self._sql(sql), rows)  # type: ignore[arg-type]
+        return self
+
+    def fetchone(self):
+        return self._cur.fetchone()
+
+    def fetchall(self):
+        return self._cur.fetchall()
+
+    def __iter__(self):
+        return iter(self._cur.fetchall() if self._cur.description is not None else ())
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+    @property
+    def connection(self) -> _Connection:
+        return _Connection(self._conn)
+
+
+class _Connection:
+    """What the SQL modules ask of `cursor.connection`: another cursor."""
+
+    def __init__(self, conn: psycopg.Connection):
+        self._conn = conn
+
+    def cursor(self) -> _Cursor:
+        return _Cursor(self._conn)
+
+
+class PostgresStore(SQLStore):
+    """A reasonlog database in a PostgreSQL database (or the schema the URL's `options` put first on the
+    search path). Several processes may open it at once: migrations wait for each other, and writers of
+    the same session take turns."""
+
+    index = search.TSVECTOR
+    DATA_ERRORS = (*SQLStore.DATA_ERRORS, psycopg.errors.IntegrityError, psycopg.DataError)
+
+    def __init__(self, url: str, *, upgrade: bool = True, price_table: Any = None, redactor: Any = None,
+                 read_only: bool = False, connect_timeout_s: int = 10, **_ignored: Any):
+        self.url = url
+        self.path = safe_url(url)  # what messages name; never the password
+        self.read_only = read_only
+        self._setup_writer(price_table, redactor)
+        self._generation: int | None = None
+        try:
+            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout_s)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.path}: cannot connect ({_first_line(exc)})") from None
+        try:
+            self._check(read_only)
+            if upgrade and not read_only:
+                self.upgrade()
+                self.mark_interrupted()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _check(self, read_only: bool) -> None:
+        version = self.schema_version()
+        latest = PG_MIGRATIONS[-1].number
+        if version == 0 and self._has_table("sessions"):
+            raise StoreError(f"{self.path}: not a reasonlog database (it has no {MIGRATIONS_TABLE} table)")
+        if version > latest:
+            raise StoreError(f"{self.path}: schema {version} is newer than this reasonlog knows ({latest});"
+                             " upgrade reasonlog")
+        if read_only and version < latest:
+            raise StoreError(f"{self.path}: schema {version} is older than this reasonlog reads ({latest}); "
+                             "run `reasonlog db upgrade` first (reading commands never migrate)")
+
+    def _has_table(self, name: str) -> bool:
+        return self._conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()[0]  # type: ignore[index]
+
+    def _cursor(self) -> _Cursor:
+        return _Cursor(self._conn)
+
+    def _in_transaction(self) -> bool:
+        return self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+    @staticmethod
+    def is_store_failure(exc: BaseException) -> bool:
+        """Whether `exc` says the database failed (down, full, schema), not an event's data."""
+        return isinstance(exc, psycopg.Error) and not isinstance(exc, PostgresStore.DATA_ERRORS)
+
+    # ------------------------------------------------------------ migrations
+
+    def schema_version(self) -> int:
+        if not self._has_table(MIGRATIONS_TABLE):
+            return 0
+        return self._conn.execute(f"SELECT COALESCE(MAX(number), 0) FROM {MIGRATIONS_TABLE}").fetchone()[0]  # type: ignore[index]
+
+    def upgrade(self) -> list[int]:
+        """Apply pending migrations, each in its own transaction with its bookkeeping row. Every process takes
+        the same advisory lock first, so servers started together migrate once, one after the other."""
+        applied = []
+        with self._lock:
+            self._conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+            try:
+                self._conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (number INTEGER PRIMARY KEY,"
+                                   " name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+                current = self.schema_version()
+                for m in PG_MIGRATIONS:
+                    if m.number <= current:
+                        continue
+                    with self._conn.transaction():
+                        cur = self._cursor()
+                        if m.sql.strip():
+                            self._conn.execute(m.sql.encode())  # several statements: one simple query
+                        if m.python is not None:
+                            m.python(cur)
+                        cur.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, ?, ?)",
+                                    (m.number, m.name, _now()))
+                    applied.append(m.number)
+            finally:
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+        return applied
+
+    def mark_interrupted(self) -> int:
+        """Mark open sessions whose recording process on this host is gone as interrupted."""
+        with self._lock:
+            rows = self._conn.execute("SELECT id, host, pid FROM sessions WHERE status = 'open'").fetchall()
+            here = socket.gethostname()
+            dead = [(sid,) for sid, host, pid in rows if host == here and pid and not liveness.pid_alive(pid)]
+            if dead:
+                with self._conn.cursor() as cur:
+                    cur.executemany("UPDATE sessions SET status = 'interrupted' WHERE id = %s AND status = 'open'",
+                                    dead)
+        return len(dead)
+
+    # ------------------------------------------------------------ writing
+
+    def _follow_prunes(self, cur) -> None:
+        row = cur.execute("SELECT value FROM counters WHERE name = ?", (GENERATION,)).fetchone()
+        generation = row[0] if row else 0
+        if generation != self._generation:
+            self._applier.reset()
+            self._generation = generation
+
+    def _lock_sessions(self, cur, events: list[Event]) -> None:
+        """Writers of one session take turns (in id order, so two batches never wait for each other), and a
+        writer whose memory of a session another process has since extended reads it again."""
+        touched = sorted({sid for ev in events if isinstance(sid := getattr(ev, "session_id", None), str)})
+        for sid in touched:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 7))", (sid,))
+        self._applier.revalidate(cur, touched)
+
+    @staticmethod
+    def find_content(cur, digest: bytes) -> int | None:
+        row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
+        return row[0] if row else None
+
+    @staticmethod
+    def insert_content(cur, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
+                       blob: bytes) -> int:
+        # Another process may be storing the same content: its row wins, and this one reads it back.
+        row = cur.execute("INSERT INTO contents (hash, kind, size, codec, dict_id, data) VALUES (?,?,?,?,?,?)"
+                          " ON CONFLICT (hash) DO NOTHING RETURNING id",
+                          (digest, kind, size, codec, dict_id, blob)).fetchone()
+        if row is None:
+            row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
+        return row[0]
+
+    @staticmethod
+    def insert_dictionary(cur, data: bytes) -> int:
+        return cur.execute("INSERT INTO zstd_dicts (data, trained_at) VALUES (?, ?) RETURNING id",
+                           (data, _now())).fetchone()[0]
+
+    @staticmethod
+    def latest_dictionary(cur) -> int | None:
+        return cur.execute("SELECT MAX(id) FROM zstd_dicts").fetchone()[0]
+
+    def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int:
+        """Delete sessions and the contents only they used (a rewritten file is imported again);
+        `forget_file` also drops that file's import row, in the same transaction."""
+        from . import pg_delete
+
+        with self._lock:
+            n = self._write(pg_delete.delete_sessions, list(session_ids), forget_file)
+            self._applier.reset()
+        return n
+
+    # ------------------------------------------------------------ status
+
+    def status(self) -> dict:
+        def read(cur) -> dict:
+            counts = {t: cur.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                      for t in ("sessions", "calls", "messages", "contents", "outcomes")}
+            counters = dict(cur.execute("SELECT name, value FROM counters").fetchall())
+            content_bytes = cur.execute("SELECT COALESCE(SUM(size), 0)::bigint FROM contents").fetchone()[0]
+            on_disk = sum(cur.execute("SELECT pg_total_relation_size(to_regclass(?))", (t,)).fetchone()[0] or 0
+                          for t in TABLES)
+            return {"counts": counts, "counters": counters, "content_bytes": content_bytes, "on_disk": on_disk}
+
+        got = self._read(read)
+        counters = got["counters"]
+        return {
+            "path": self.path, "url": self.path,
+            "schema_version": self.schema_version(), "latest_schema_version": PG_MIGRATIONS[-1].number,
+            "bytes_on_disk": got["on_disk"], "unique_content_bytes": got["content_bytes"], "counts": got["counts"],
+            "dropped_records": counters.get("dropped", 0), "rejected_records": counters.get("rejected", 0),
+            "redacted_secrets": counters.get("redacted", 0),
+            "spilled_batches": counters.get("spilled_batches", 0),
+            "replayed_batches": counters.get("replayed_batches", 0),
+            "pending_spill_files": [], "unreadable_spill_files": [], "free_bytes": 0, "wal_bytes": 0,
+            "set_aside_records": counters.get("set_aside", 0), "set_aside_file": None,
+        }
+
+    def checkpoint(self) -> None:
+        """Nothing to fold: PostgreSQL manages its own write-ahead log."""
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _now() -> str:
+    from ..model import utc_now
+
+    return utc_now()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,0 +1,269 @@
+"""What the SQL stores share: batches in one transaction, the readers, transfer, imports and API keys.
+
+`SQLiteStore` and `PostgresStore` differ in how they connect, migrate, begin a transaction, store a content
+and index text; everything here speaks DB-API with `?` placeholders through the modules beside it
+(reading, writing, search, transfer, imported, keys, ids), which hold the SQL.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar
+
+from ..model import Event
+from ..parts import RecordError
+from . import SessionFilter, ids, imported, keys, reading, search, transfer
+from .content import Dictionaries
+from .contents import ContentWriter
+from .writing import Applier
+
+log = logging.getLogger("reasonlog")
+
+
+class SQLStore:
+    """The dialect-neutral part of a reasonlog store. One connection, guarded by a lock.
+
+    A subclass sets `_conn`, `url`, `index` (its full-text index, see store/search.py) and `DATA_ERRORS`
+    (errors that say an event's own data cannot be stored, as opposed to the store failing), and provides
+    the content backend (`find_content`, `insert_content`, `insert_dictionary`, `latest_dictionary`).
+    """
+
+    url: str
+    index: Any = search.FTS5
+    DATA_ERRORS: ClassVar[tuple[type[BaseException], ...]] = (TypeError, ValueError, OverflowError, RecordError)
+    BEGIN_WRITE = "BEGIN"
+    BEGIN_READ = "BEGIN"
+
+    def _setup_writer(self, price_table: Any, redactor: Any) -> None:
+        self._lock = threading.RLock()
+        self._dicts = Dictionaries()
+        self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)
+
+    # ------------------------------------------------------------ the dialect's part
+
+    def _cursor(self):
+        return self._conn.cursor()
+
+    def _in_transaction(self) -> bool:
+        return self._conn.in_transaction
+
+    def _follow_prunes(self, cur) -> None:
+        """A prune elsewhere may have freed content ids the writer cached: forget them (see maintenance.py)."""
+
+    def _lock_sessions(self, cur, events: list[Event]) -> None:
+        """Serialise writers of the same sessions across processes, where BEGIN alone does not."""
+
+    def _abandon(self) -> None:
+        """After a failed transaction, make the database and the writer's caches agree again."""
+        try:
+            if self._in_transaction():
+                self._conn.execute("ROLLBACK")
+        except Exception:  # noqa: BLE001 - the error that brought us here is the one worth raising
+            pass
+        finally:
+            self._applier.reset()
+
+    def index_texts(self, cur, rows: list[tuple[int, str]]) -> None:
+        search.index_contents(cur, rows, self.index)
+
+    # ------------------------------------------------------------ writing
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None,
+                    imports: list[dict] | None = None, batch_id: str | None = None) -> bool:
+        """Apply events in order in one transaction; on a store error roll back and raise. False when
+        `batch_id` names a batch written already (nothing is written again), else True.
+
+        `imports`: rows of `import_files` (see `io/importing.py`) written in the same transaction, so
+        that what an importer consumed of a file and the events it made of it commit together.
+
+        An event whose own data cannot be stored (not JSON, a duplicate id) must not take its
+        batch with it, nor every batch after it: the batch is then written again with each event
+        in a savepoint, and the events that fail are counted as rejected and left out.
+        """
+        try:
+            return self._write_batch(events, counters, imports, batch_id, isolate=False)
+        except self.DATA_ERRORS:
+            return self._write_batch(events, counters, imports, batch_id, isolate=True)
+
+    def _write_batch(self, events: list[Event], counters: dict[str, int] | None, imports: list[dict] | None,
+                     batch_id: str | None, isolate: bool) -> bool:
+        with self._lock:
+            cur = self._cursor()
+            cur.execute(self.BEGIN_WRITE)
+            masked = self._applier.redactor.masked
+            try:
+                if batch_id is not None and not imported.claim_batch(cur, batch_id, len(events)):
+                    cur.execute("COMMIT")
+                    return False  # this batch was written already: a retry adds nothing
+                self._follow_prunes(cur)
+                self._lock_sessions(cur, events)
+                counters = dict(counters or {})
+                marks = search.record_marks(cur)
+                for event in events:
+                    if isolate:
+                        counters["rejected"] = counters.get("rejected", 0) + self._apply_alone(cur, event)
+                    else:
+                        self._applier.apply(cur, event)
+                self._applier.finish(cur)
+                search.index_records_since(cur, marks, self.index)
+                counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
+                self._add_counters(cur, counters)
+                for row in imports or ():
+                    imported.save_file(cur, row)
+                cur.execute("COMMIT")
+            except BaseException:
+                self._applier.redactor.masked = masked
+                self._abandon()
+                raise
+        return True
+
+    def _apply_alone(self, cur, event: Event) -> int:
+        """Apply one event in a savepoint; 1 if it was rejected, else 0."""
+        mark = self._applier.checkpoint()
+        cur.execute("SAVEPOINT event")
+        try:
+            self._applier.apply(cur, event)
+            self._applier.flush_rows(cur)  # inside the savepoint, so a duplicate id fails this event alone
+        except self.DATA_ERRORS as exc:
+            if not self._in_transaction():  # the database gave up the whole transaction: the batch fails
+                raise
+            cur.execute("ROLLBACK TO SAVEPOINT event")
+            cur.execute("RELEASE SAVEPOINT event")
+            self._applier.rollback_to(mark, getattr(event, "session_id", None))
+            log.warning("reasonlog rejected a %s event it could not store: %s",
+                        event.kind, self._applier.redactor.text(f"{type(exc).__name__}: {exc}"))
+            return 1
+        cur.execute("RELEASE SAVEPOINT event")
+        return 0
+
+    def add_counters(self, counters: dict[str, int]) -> None:
+        self._write(self._add_counters, counters)
+
+    @staticmethod
+    def _add_counters(cur, counters: dict[str, int] | None) -> None:
+        for name, value in (counters or {}).items():
+            if value:
+                cur.execute("INSERT INTO counters (name, value) VALUES (?, ?)"
+                            " ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value",
+                            (name, value))
+
+    def _write(self, fn, *args):
+        with self._lock:
+            cur = self._cursor()
+            cur.execute(self.BEGIN_WRITE)
+            try:
+                result = fn(cur, *args)
+                cur.execute("COMMIT")
+            except BaseException:
+                self._abandon()
+                raise
+            return result
+
+    # ------------------------------------------------------------ reading
+
+    def _read(self, fn, *args):
+        with self._lock:
+            cur = self._cursor()
+            cur.execute(self.BEGIN_READ)
+            try:
+                return fn(cur, *args)
+            finally:
+                cur.execute("COMMIT")
+
+    def list_sessions(self, flt: SessionFilter) -> list[dict]:
+        return self._read(reading.list_sessions, flt)
+
+    def list_outcomes(self, flt: SessionFilter, kind: str | None = None, session_id: str | None = None) -> list[dict]:
+        """Outcomes (a trade, a move) of the sessions `flt` selects, newest first; at most `flt.limit`."""
+        return self._read(reading.list_outcomes, flt, kind, session_id)
+
+    def get_session(self, session_id: str) -> dict:
+        return self._read(reading.get_session, session_id, self._dicts)
+
+    def get_call(self, call_id: str) -> dict:
+        return self._read(reading.get_call, call_id, self._dicts)
+
+    def replay_call(self, call_id: str) -> dict:
+        return self.get_call(call_id)["request"]
+
+    def call_rows(self, flt: SessionFilter) -> Iterator[dict]:
+        return iter(self._read(lambda cur: list(reading.iter_call_rows(cur, flt))))
+
+    def search(self, text: str, flt: SessionFilter, limit: int | None = 50) -> list[dict]:
+        """Messages, tool results and outcomes whose text contains `text` (see store/search.py); None: all."""
+        return self._read(search.search, self._dicts, text, flt, limit, self.index)
+
+    def resolve_id(self, kind: str, prefix: str) -> str:
+        """A full session or call id from an id, a unique prefix, an external id (sessions) or `SESSION#N` (calls).
+
+        An ambiguous prefix raises a StoreError that lists the candidates (see store/ids.py)."""
+        return self._read(ids.resolve_id, kind, prefix)
+
+    def count_sessions(self, flt: SessionFilter) -> int:
+        """How many sessions the filter selects, its limit aside: `list_sessions` shows at most `flt.limit`."""
+        return self._read(reading.count_sessions, flt)
+
+    def record_counts(self) -> dict[str, int]:
+        """Rows of each kind of record: what an import reports as added."""
+        return self._read(lambda cur: {t: cur.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                                       for t in ("sessions", "calls", "messages", "tool_results", "outcomes")})
+
+    # ------------------------------------------------------------ transfer
+
+    def export_records(self, session_ids: Iterable[str] | None = None) -> Iterator[dict]:
+        return iter(self._read(lambda cur: list(transfer.export_records(cur, session_ids, self._dicts))))
+
+    def import_records(self, records: Iterable[dict]) -> dict:
+        """Import export records in one transaction, committed only once every session reads back."""
+        def run(cur) -> dict:
+            marks = search.record_marks(cur)
+            importer = transfer.Importer(cur, self._applier)
+            n = importer.run(records)
+            self._applier.finish(cur)
+            search.index_records_since(cur, marks, self.index)
+            importer.verify(self._dicts)
+            return n
+
+        with self._lock:
+            n = self._write(run)
+            self._applier.reset()
+            return n
+
+    # ------------------------------------------------------------ imports (see io/importing.py)
+
+    def import_file(self, path: str) -> dict | None:
+        """What earlier imports consumed of the file at `path` (absolute), or None."""
+        return self._read(imported.load_file, path)
+
+    def import_files(self) -> list[dict]:
+        """Every file imported so far, newest import first."""
+        return self._read(imported.list_files)
+
+    def last_call_id(self, session_id: str) -> str | None:
+        """The id of the session's last call, or None (an importer going on from it)."""
+        return self._read(imported.last_call, session_id)
+
+    def existing_ids(self, kind: str, ids: Iterable[str]) -> set[str]:
+        """Which of `ids` (of sessions, calls, tool_results or outcomes) the store holds."""
+        return self._read(imported.existing_ids, kind, list(ids))
+
+    # ------------------------------------------------------------ API keys (see store/keys.py)
+
+    def create_api_key(self, scope: str, name: str | None = None) -> dict:
+        """A new key for `reasonlog serve`: its record and its secret, which is shown once and never stored."""
+        return self._write(keys.create, scope, name)
+
+    def list_api_keys(self) -> list[dict]:
+        return self._read(keys.list_keys)
+
+    def revoke_api_key(self, key: str) -> int:
+        return self._write(keys.revoke, key)
+
+    def api_key_scope(self, secret: str) -> str | None:
+        """The scope of a working key, or None for a wrong, unknown or revoked one."""
+        return self._read(keys.scope_of, secret)
+
+    def has_api_keys(self) -> bool:
+        """Whether any key was ever made (revoked ones too): then requests need a working key."""
+        return self._read(keys.any_made)
