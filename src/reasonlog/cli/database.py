@@ -107,6 +107,8 @@ def _existing_store(obj, upgrade: bool):
     from ..store import open_store
 
     path = obj.path
+    if isinstance(path, str):  # a PostgreSQL URL: the server says whether it exists
+        return open_store(path, upgrade=upgrade)
     if path.is_dir():
         _fail(f"{path} is a directory, not a reasonlog database", 2)
     if not path.exists():

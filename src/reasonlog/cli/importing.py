@@ -149,7 +149,7 @@ def watch(obj, paths, fmt, interval, once, install):
         if not folder.exists():
             raise StoreError(f"{folder}: no such file or folder")
     store = obj.writable
-    marker = Path(f"{obj.path}{WATCH_FILE}")
+    marker = _marker(obj.path)
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     click.echo(f"watching {', '.join(map(str, folders))} (every {interval:g} s; Ctrl-C stops)", err=True)
@@ -179,6 +179,7 @@ def _write_marker(marker: Path, folders: list[Path]) -> None:
     data = {"pid": os.getpid(), "folders": [str(f) for f in folders],
             "last_pass_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
         tmp = marker.with_name(marker.name + ".tmp")
         tmp.write_bytes(orjson.dumps(data))
         os.replace(tmp, marker)
@@ -186,9 +187,18 @@ def _write_marker(marker: Path, folders: list[Path]) -> None:
         pass  # only `db status` reads it
 
 
-def read_marker(db_path: Path) -> dict | None:
+def _marker(target: Path | str) -> Path:
+    """Where `watch` notes what it follows: beside a SQLite file; for a PostgreSQL URL, in its spill folder."""
+    if isinstance(target, str):
+        from ..store.sqlite import spill_dirs
+
+        return spill_dirs(target)[-1] / WATCH_FILE.lstrip(".")
+    return Path(f"{target}{WATCH_FILE}")
+
+
+def read_marker(db_path: Path | str) -> dict | None:
     """What `reasonlog watch` last said it follows, and whether that process still runs."""
-    marker = Path(f"{db_path}{WATCH_FILE}")
+    marker = _marker(db_path)
     try:
         data = orjson.loads(marker.read_bytes())
     except (OSError, orjson.JSONDecodeError):

@@ -1,6 +1,7 @@
 """The `reasonlog` command: one entry point over the same functions the Python API uses."""
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ import click
 import orjson
 from rich.console import Console
 
-from ..store import StoreError, default_db_path, open_store
+from ..store import StoreError, database_target, open_store
 
 console = Console(highlight=False)
 
@@ -22,8 +23,16 @@ class Context:
         self._store = None
 
     @property
-    def path(self) -> Path:
-        return Path(self.db).expanduser() if self.db else default_db_path()
+    def path(self) -> Path | str:
+        """The SQLite file, or the `postgresql://` URL, that `--db` names."""
+        return database_target(os.path.expanduser(self.db) if self.db and "://" not in self.db else self.db)
+
+    @property
+    def shown(self) -> str:
+        """The database as messages name it: a PostgreSQL URL without its password."""
+        from ..store import safe_target
+
+        return safe_target(self.path)
 
     @property
     def store(self):
@@ -65,8 +74,14 @@ class Group(click.Group):
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
         except sqlite3.DatabaseError as exc:  # a file damaged past what opening checks
-            db = ctx.obj.path if isinstance(ctx.obj, Context) else "the database"
+            db = ctx.obj.shown if isinstance(ctx.obj, Context) else "the database"
             click.echo(f"error: {db}: {exc}", err=True)
+            sys.exit(1)
+        except Exception as exc:
+            if not type(exc).__module__.startswith("psycopg"):
+                raise
+            db = ctx.obj.shown if isinstance(ctx.obj, Context) else "the database"  # a server gone mid-command
+            click.echo(f"error: {db}: {str(exc).strip().splitlines()[0]}", err=True)
             sys.exit(1)
 
 

@@ -14,8 +14,10 @@ from .main import cli
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind; anything but loopback needs an API key (reasonlog keys create).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Server processes; with PostgreSQL (or SQLite on one machine) they share the database.")
 @click.pass_obj
-def serve(obj, host, port):
+def serve(obj, host, port, workers):
     """Serve the database over HTTP: /reasoning, /healthz, /readyz, and the OpenAPI schema at /openapi.json.
 
     Once a key exists, every request but /healthz needs one: `Authorization: Bearer <key>`."""
@@ -30,9 +32,15 @@ def serve(obj, host, port):
         from ..server.app import create_app
     except ImportError:
         raise StoreError("reasonlog serve needs the server extra: pip install 'reasonlog[server]'") from None
-    app = create_app(lambda: open_store(path), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"))
-    click.echo(f"serving {path} on http://{host}:{port} (Ctrl-C stops)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)  # recorded text never logged
+    click.echo(f"serving {obj.shown} on http://{host}:{port} with {workers} worker(s) (Ctrl-C stops)", err=True)
+    # Recorded text is never logged: no access log (URLs carry search terms), warnings only.
+    if workers == 1:
+        app = create_app(lambda: open_store(path), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"))
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        return
+    os.environ["REASONLOG_SERVE_DB"] = str(path)  # each worker process builds its app from it
+    uvicorn.run("reasonlog.server.app:app_from_environment", factory=True, host=host, port=port, workers=workers,
+                log_level="warning", access_log=False)
 
 
 def _loopback(host: str) -> bool:

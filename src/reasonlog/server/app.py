@@ -5,6 +5,7 @@ request that needs it, so a server starts (and says it is not ready) while its d
 """
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -65,6 +66,14 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local") 
     app.include_router(api.router(state.get, reader))
     app.include_router(ingest.router(state.get, Depends(_requires(state, "write"))))
     return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one `reasonlog serve --workers N` process: its database is in $REASONLOG_SERVE_DB."""
+    from ..store import open_store
+
+    target = os.environ["REASONLOG_SERVE_DB"]
+    return create_app(lambda: open_store(target), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"))
 
 
 def _requires(state: _Lazy, needed: str):

@@ -125,6 +125,18 @@ def database_target(target: str | os.PathLike | None) -> str | Path:
     return Path(os.path.abspath(sqlite_path(target)))
 
 
+def safe_target(target: str | os.PathLike) -> str:
+    """A database target as messages may show it: a URL loses its password."""
+    if is_postgres(target):
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(str(target))
+        if parts.password is not None:
+            netloc = f"{parts.username}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+            return urlunsplit(parts._replace(netloc=netloc))
+    return os.fspath(target)
+
+
 def is_postgres(target: str | os.PathLike | None) -> bool:
     """Whether `target` names a PostgreSQL database (`postgresql://…` or `postgres://…`)."""
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))

@@ -11,12 +11,11 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
 from ..model import Event
-from . import StoreError, liveness, search
+from . import StoreError, liveness, safe_target, search
 from .schema_pg import PG_MIGRATIONS
 from .sql import SQLStore
 
@@ -26,16 +25,6 @@ GENERATION = "content_generation"  # a counter bumped whenever contents are dele
 TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "contents",
           "contents_search", "tool_results_search", "outcomes_search", "zstd_dicts", "counters", "import_files",
           "api_keys", "ingested_batches", MIGRATIONS_TABLE)
-
-
-def safe_url(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class _Cursor:
@@ -106,7 +95,7 @@ class PostgresStore(SQLStore):
     def __init__(self, url: str, *, upgrade: bool = True, price_table: Any = None, redactor: Any = None,
                  read_only: bool = False, connect_timeout_s: int = 10, **_ignored: Any):
         self.url = url
-        self.path = safe_url(url)  # what messages name; never the password
+        self.path = safe_target(url)  # what messages name; never the password
         self.read_only = read_only
         self._setup_writer(price_table, redactor)
         self._generation: int | None = None
@@ -274,6 +263,19 @@ class PostgresStore(SQLStore):
 
     def checkpoint(self) -> None:
         """Nothing to fold: PostgreSQL manages its own write-ahead log."""
+
+    def backup(self, dest: Any, force: bool = False) -> int:
+        raise StoreError(f"{self.path}: back up a PostgreSQL database with its own tools (pg_dump), or copy"
+                         " its sessions with `reasonlog export`")
+
+    def check(self) -> dict:
+        raise StoreError(f"{self.path}: `db check` reads SQLite files; PostgreSQL checks its own pages"
+                         " (amcheck, pg_checksums)")
+
+    def plan_prune(self, criteria: Any) -> dict:
+        raise StoreError(f"{self.path}: `db prune` is not available on PostgreSQL yet")
+
+    prune = plan_prune
 
     def close(self) -> None:
         with self._lock:

@@ -30,6 +30,7 @@ class SQLStore:
     """
 
     url: str
+    _conn: Any
     index: Any = search.FTS5
     DATA_ERRORS: ClassVar[tuple[type[BaseException], ...]] = (TypeError, ValueError, OverflowError, RecordError)
     BEGIN_WRITE = "BEGIN"
@@ -38,7 +39,7 @@ class SQLStore:
     def _setup_writer(self, price_table: Any, redactor: Any) -> None:
         self._lock = threading.RLock()
         self._dicts = Dictionaries()
-        self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)
+        self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------ the dialect's part
 

@@ -31,9 +31,9 @@ def spill_dirs(db_path: Path | str) -> list[Path]:
     import platformdirs
 
     if isinstance(db_path, str) and "://" in db_path:
-        from .postgres import safe_url
+        from . import safe_target
 
-        absolute, name, beside = safe_url(db_path), "postgresql", []
+        absolute, name, beside = safe_target(db_path), "postgresql", []
     else:
         absolute = os.path.abspath(db_path)
         name, beside = Path(db_path).name, [spill_dir(Path(absolute))]
