@@ -1,6 +1,7 @@
 """Shared fixtures: a fresh database per test, recorders on it, and the shared real data."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -86,11 +87,13 @@ def dialect(request) -> str:
 @pytest.fixture
 def db(dialect: str, tmp_path: Path):
     """A fresh, empty database of the dialect: a file path, or the URL of a new PostgreSQL schema."""
-    yield from fresh_database(dialect, tmp_path)
+    with fresh_database(dialect, tmp_path) as target:
+        yield target
 
 
+@contextlib.contextmanager
 def fresh_database(dialect: str, folder: Path):
-    """Yields a new database target of the dialect (a file in `folder`, or a PostgreSQL schema)."""
+    """A new database target of the dialect (a file in `folder`, or a PostgreSQL schema dropped afterwards)."""
     if dialect == "sqlite":
         yield folder / "test.db"
         return

@@ -50,9 +50,8 @@ class Served:
 
 
 @pytest.fixture
-def server_db(tmp_path, monkeypatch):
+def server_db(db, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # spill files of remote recorders go here
-    db = tmp_path / "server.db"
     key = open_store(db).create_api_key("write", "agents")["secret"]
     return db, key
 

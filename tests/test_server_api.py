@@ -4,7 +4,7 @@ that name the parameter."""
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, fresh_database
 from fastapi.testclient import TestClient
 
 from reasonlog.io.importing import plan, run_import
@@ -16,11 +16,12 @@ SPOTTER = FIXTURES / "claude-code-transcripts" / "spotter"
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    db = tmp_path_factory.mktemp("api") / "t.db"
-    store = open_store(db)
-    run_import(store, plan([AGENT_DATA, SPOTTER]))
-    return TestClient(create_app(lambda: open_store(db, read_only=True))), store
+def served(tmp_path_factory, dialect):
+    with fresh_database(dialect, tmp_path_factory.mktemp("api")) as db:
+        store = open_store(db)
+        run_import(store, plan([AGENT_DATA, SPOTTER]))
+        yield TestClient(create_app(lambda: open_store(db, read_only=True))), store
+        store.close()
 
 
 def test_sessions_filter_and_page_by_cursor(served):

@@ -10,7 +10,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, fresh_database
 from fastapi.testclient import TestClient
 
 from reasonlog.io.importing import plan, run_import
@@ -21,12 +21,12 @@ AGENT_DATA = FIXTURES / "ai-trader-agent-log" / "agent_data"
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
-    db = tmp_path_factory.mktemp("server") / "t.db"
-    store = open_store(db)
-    run_import(store, plan([AGENT_DATA]))
-    store.close()
-    return TestClient(create_app(lambda: open_store(db, read_only=True), "test"))
+def client(tmp_path_factory, dialect):
+    with fresh_database(dialect, tmp_path_factory.mktemp("server")) as db:
+        store = open_store(db)
+        run_import(store, plan([AGENT_DATA]))
+        store.close()
+        yield TestClient(create_app(lambda: open_store(db, read_only=True), "test"))
 
 
 def test_one_model_day_with_its_positions(client):

@@ -15,7 +15,7 @@ from reasonlog.store.content import canonical
 @pytest.fixture(scope="module")
 def small(workload, tmp_path_factory, dialect):
     calls = list(workload.generate("small"))
-    for path in fresh_database(dialect, tmp_path_factory.mktemp("small")):
+    with fresh_database(dialect, tmp_path_factory.mktemp("small")) as path:
         rec = reasonlog.Recorder(path)  # the background writer, as agents use it
         ids = record_workload(rec, calls)
         assert rec.flush(30)

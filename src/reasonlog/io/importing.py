@@ -29,7 +29,6 @@ with that shape.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import itertools
 import os
@@ -363,17 +362,13 @@ class _Batched:
 
 @contextmanager
 def _import_lock(store: Any) -> Iterator[None]:
-    """An exclusive lock on `<db>.import.lock` while importing (none for a store without a file)."""
-    db = getattr(store, "path", None)
-    if db is None:
+    """The store's exclusive "import" lock while importing (none for a store that has no such lock)."""
+    exclusive = getattr(store, "exclusive", None)
+    if exclusive is None:
         yield
         return
-    with open(f"{db}.import.lock", "a+b") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with exclusive("import"):
+        yield
 
 
 def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],

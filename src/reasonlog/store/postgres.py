@@ -8,8 +8,9 @@ across server processes.
 """
 from __future__ import annotations
 
+import contextlib
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import psycopg
@@ -184,6 +185,17 @@ class PostgresStore(SQLStore):
         return len(dead)
 
     # ------------------------------------------------------------ writing
+
+    @contextlib.contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """Hold the advisory lock named `name` (waiting for it): one process at a time does the work it guards."""
+        with self._lock:
+            self._conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 7))", (f"reasonlog:{name}",))
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (f"reasonlog:{name}",))
 
     def _follow_prunes(self, cur) -> None:
         row = cur.execute("SELECT value FROM counters WHERE name = ?", (GENERATION,)).fetchone()

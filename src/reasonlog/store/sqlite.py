@@ -1,10 +1,12 @@
 """The embedded default store: one SQLite file (stdlib sqlite3, WAL, FTS5)."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import socket
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +151,16 @@ class SQLiteStore(SQLStore):
         return len(dead)
 
     # ------------------------------------------------------------ writing
+
+    @contextlib.contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """Hold `<db>.<name>.lock` (waiting for it): one process at a time does the work it guards."""
+        with open(f"{self.path}.{name}.lock", "a+b") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
 
     def _follow_prunes(self, cur) -> None:
         generation = cur.execute("PRAGMA user_version").fetchone()[0]
