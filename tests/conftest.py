@@ -72,6 +72,8 @@ def workload():
 
 
 POSTGRES = os.environ.get("REASONLOG_TEST_POSTGRES")
+if os.environ.get("REASONLOG_REQUIRE_POSTGRES") and not POSTGRES:  # CI: skipping them would hide a failure
+    raise RuntimeError("REASONLOG_REQUIRE_POSTGRES is set but REASONLOG_TEST_POSTGRES is not")
 NO_POSTGRES = ("no PostgreSQL server: set REASONLOG_TEST_POSTGRES=postgresql://user@host:port/db "
                "(.ci/run starts one with .ci/postgres)")
 

@@ -186,7 +186,11 @@ class Applier:
 
     def revalidate(self, cur, session_ids: list[str]) -> None:
         """Forget the state of each session another process has written to since this writer last did (its
-        next call, message or exchange number is no longer the database's), so that it is read again."""
+        next call, message or exchange number is no longer the database's), so that it is read again.
+
+        Without this a stale state still cannot store wrong rows (its numbers collide with the other
+        process's, the batch fails as a data error and is written again from a fresh state), but every
+        such batch would be written twice."""
         for session_id in session_ids:
             st = self.sessions.get(session_id)
             if st is None:
