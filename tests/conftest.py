@@ -97,7 +97,7 @@ def db(dialect: str, tmp_path: Path):
 def fresh_database(dialect: str, folder: Path):
     """A new database target of the dialect (a file in `folder`, or a PostgreSQL schema dropped afterwards)."""
     if dialect == "sqlite":
-        yield folder / "test.db"
+        yield folder / "store.db"
         return
     yield from postgres_schema()
 

@@ -160,12 +160,12 @@ def test_a_grown_transcript_adds_only_what_is_new_and_equals_a_whole_import(tmp_
     assert [store.replay_call(i) for i in ids] == [whole.replay_call(i) for i in ids]
 
 
-def test_a_response_cut_mid_stream_is_imported_again_whole(tmp_path):
+def test_a_response_cut_mid_stream_is_imported_again_whole(db, tmp_path):
     # Cut between two lines of msg_01Cwyj7R... (its first line says output 1; its last says 395).
     lines = (SPOTTER / f"{MAIN}.jsonl").read_bytes().splitlines(keepends=True)
     cut = next(i for i, line in enumerate(lines) if b"msg_01Cwyj7RLJaazm8DnifKx5Pw" in line) + 2
     target, rest = _split_copy(tmp_path, f"{MAIN}.jsonl", cut)
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     run_import(store, plan([target]))
     with open(target, "ab") as f:
         f.write(rest)
@@ -175,9 +175,9 @@ def test_a_response_cut_mid_stream_is_imported_again_whole(tmp_path):
     assert _calls(store, MAIN) == _calls(whole, MAIN)
 
 
-def test_a_rewritten_transcript_replaces_what_it_gave(tmp_path):
+def test_a_rewritten_transcript_replaces_what_it_gave(db, tmp_path):
     target, _ = _split_copy(tmp_path, "tool_heavy.jsonl", 39)
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     run_import(store, plan([target]))
     (sid,) = [s["id"] for s in store.list_sessions(ALL)]
     assert len(store.get_session(sid)["calls"]) == 4
@@ -276,7 +276,7 @@ def test_watch_install_writes_a_user_unit(tmp_path, system):
     assert "watch" in text and f"--db {tmp_path / 't.db'}" in text and "WantedBy=default.target" in text
 
 
-def test_follow_survives_deleted_and_rotated_files(tmp_path):
+def test_follow_survives_deleted_and_rotated_files(db, tmp_path):
     from reasonlog.io.importing import follow
 
     folder = tmp_path / "projects" / "p"
@@ -286,7 +286,7 @@ def test_follow_survives_deleted_and_rotated_files(tmp_path):
     shutil.copy(SPOTTER / "short.jsonl", short)
     heavy = folder / target.name
     shutil.move(target, heavy)
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     passes: list = []
 
     def after_pass(report):

@@ -30,8 +30,8 @@ def tokens(store, sid):
             for c in store.get_session(sid)["calls"]]
 
 
-def test_usage_per_call_from_last_token_usage(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_usage_per_call_from_last_token_usage(db, tmp_path):
+    store = open_store(db)
     report = run_import(store, plan([CODEX]))
     assert (report.failed, report.skipped) == ([], [])
     assert report.added == {"sessions": 3, "calls": 7, "messages": 22, "tool_results": 3, "outcomes": 2}
@@ -56,8 +56,8 @@ def test_usage_per_call_from_last_token_usage(tmp_path):
     assert sessions[MAIN]["ended_at"] == "2025-10-29T01:10:03.300000Z"
 
 
-def test_requests_replay_the_conversation_with_the_instructions(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_requests_replay_the_conversation_with_the_instructions(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([MAIN_FILE]))
     session = store.get_session(MAIN)
     second = store.replay_call(session["calls"][1]["id"])
@@ -79,8 +79,8 @@ def test_requests_replay_the_conversation_with_the_instructions(tmp_path):
     assert [h["call_id"] for h in store.search("off-by-one", ALL)] == [session["calls"][1]["id"]]
 
 
-def test_shell_custom_and_web_search_items(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_shell_custom_and_web_search_items(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([ARCH_FILE]))
     session = store.get_session(ARCH)
     assert [(t["tool_use_id"], t["name"], t["is_error"]) for t in session["tool_results"]] == [
@@ -92,8 +92,8 @@ def test_shell_custom_and_web_search_items(tmp_path):
         "The patch did not apply: README.md has no `pytest` line to change."]
 
 
-def test_importing_again_adds_nothing(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_importing_again_adds_nothing(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([CODEX]))
     again = run_import(store, plan([CODEX]))
     assert (again.unchanged, again.added) == (3, dict.fromkeys(again.added, 0))
@@ -138,11 +138,11 @@ def tokens_of(row):
     return row["input_tokens"], row["cache_read_tokens"], row["output_tokens"], row["reasoning_tokens"], row["cost_usd"]
 
 
-def test_a_rewritten_rollout_is_imported_again_without_duplicates(tmp_path):
+def test_a_rewritten_rollout_is_imported_again_without_duplicates(db, tmp_path):
     target = tmp_path / ARCH_FILE.name
     lines = ARCH_FILE.read_bytes().splitlines(keepends=True)
     target.write_bytes(b"".join(lines[:8]))
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     assert run_import(store, plan([target])).added["calls"] == 1
     target.write_bytes(b"".join(lines[:7]) + lines[7].replace(b'"input_tokens":3000', b'"input_tokens":3100')
                        + b"".join(lines[8:]))
@@ -151,10 +151,10 @@ def test_a_rewritten_rollout_is_imported_again_without_duplicates(tmp_path):
     assert tokens(store, ARCH) == [(3100, 0, 100, 64), (400, 2900, 80, 0), (300, 3200, 20, 0)]
 
 
-def test_bad_lines_are_named_and_a_cut_last_line_waits(tmp_path):
+def test_bad_lines_are_named_and_a_cut_last_line_waits(db, tmp_path):
     target = tmp_path / BAD_FILE.name
     shutil.copy(BAD_FILE, target)
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     report = run_import(store, plan([target]))
     assert [(w.rsplit(":", 1)[1], why) for w, why in report.skipped] == [
         ("3", "not JSON (unexpected end of data)"),

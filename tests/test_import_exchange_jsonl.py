@@ -50,12 +50,12 @@ def test_an_exported_session_round_trips(recorder, store_of, tmp_path):
     assert (session["input_tokens"], session["output_tokens"]) == (24, 39)
 
 
-def test_a_resumed_logger_file_is_one_session_and_grows_incrementally(recorder, store_of, tmp_path):
+def test_a_resumed_logger_file_is_one_session_and_grows_incrementally(db, recorder, store_of, tmp_path):
     recorded_session(recorder)
     start, ex1, ex2, end = exported_lines(store_of())
     path = tmp_path / "resumed.jsonl"
     path.write_text(start + ex1 + end)
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     assert run_import(store, plan([path])).added["calls"] == 2
     with open(path, "a") as f:  # the logger was resumed: its start again, one more exchange, another end
         f.write(start + ex2 + end)
@@ -69,7 +69,7 @@ def test_a_resumed_logger_file_is_one_session_and_grows_incrementally(recorder, 
     assert [m["role"] for m in last["messages"]] == ["user", "assistant", "user", "assistant", "user"]
 
 
-def test_bad_lines_are_named(tmp_path):
+def test_bad_lines_are_named(db, tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"type": "session_start", "session_id": "s1", "ts": "2026-01-01T00:00:00Z"}\n'
                     '{"type": "exchange", "ts_start": "yesterday", "messages": []}\n'
@@ -77,19 +77,19 @@ def test_bad_lines_are_named(tmp_path):
                     '{"type": "exchange", "exchange": 2, "ts_start": "2026-01-01T00:01:00Z", "user_input": "hi",'
                     ' "messages": [{"source": "assistant", "type": "text", "text": "hello",'
                     ' "ts": "2026-01-01T00:01:01Z"}]}\n')
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     report = run_import(store, plan([path]))
     assert [(w.rsplit(":", 1)[1], why.split(":")[0]) for w, why in report.skipped] == [
         ("2", "ts_start"), ("3", "unknown line type 'weather' (expected session_start, exchange or session_end)")]
     assert report.added["calls"] == 1
 
 
-def test_reasonlog_exports_import_once_and_a_cut_one_is_refused(recorder, store_of, tmp_path):
+def test_reasonlog_exports_import_once_and_a_cut_one_is_refused(db, recorder, store_of, tmp_path):
     recorded_session(recorder)
     export = tmp_path / "all.jsonl"
     with open(export, "wb") as out:
         jsonl.write_export(store_of(), out)
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     first = run_import(store, plan([export]))
     assert (first.failed, first.added["sessions"], first.added["calls"]) == ([], 1, 3)
     again = run_import(store, plan([export]))

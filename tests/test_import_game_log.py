@@ -22,8 +22,8 @@ def player(store, name: str, game: str = GAME.name) -> dict:
     return store.get_session(s["id"])
 
 
-def test_a_game_is_a_run_with_a_session_per_player(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_a_game_is_a_run_with_a_session_per_player(db, tmp_path):
+    store = open_store(db)
     report = run_import(store, plan([GAMES]))
     assert (report.files, report.failed, report.skipped) == (2, [], [])
     assert report.added == {"sessions": 4, "calls": 14, "messages": 26, "tool_results": 9, "outcomes": 12}
@@ -32,8 +32,8 @@ def test_a_game_is_a_run_with_a_session_per_player(tmp_path):
                     (GAME.name, "Charlie", "interrupted"), (ABORTED.name, "Alice", "interrupted")}
 
 
-def test_each_call_has_its_own_tokens_and_the_totals_are_not_counted_twice(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_each_call_has_its_own_tokens_and_the_totals_are_not_counted_twice(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([GAME]))
     alice = player(store, "Alice")
     assert [(c["input_tokens"], c["output_tokens"], c["reasoning_tokens"]) for c in alice["calls"]] == [
@@ -48,8 +48,8 @@ def test_each_call_has_its_own_tokens_and_the_totals_are_not_counted_twice(tmp_p
     assert (player(store, "Bob")["input_tokens"], player(store, "Charlie")["output_tokens"]) == (17840, 20209)
 
 
-def test_tool_calls_results_and_the_move(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_tool_calls_results_and_the_move(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([GAME]))
     bob = player(store, "Bob")
     assert [(t["tool_use_id"], t["name"]) for t in bob["tool_results"]] == [
@@ -69,8 +69,8 @@ def test_tool_calls_results_and_the_move(tmp_path):
     assert [o["payload"]["message"] for o in alice["outcomes"] if o["kind"] == "chat"][0].startswith("hey everyone")
 
 
-def test_a_game_that_stopped_shows_its_missing_responses(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_a_game_that_stopped_shows_its_missing_responses(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([GAMES]))
     charlie = player(store, "Charlie")
     assert [c["status"] for c in charlie["calls"]] == ["ok", "ok", "ok", "ok", "error"]
@@ -80,10 +80,10 @@ def test_a_game_that_stopped_shows_its_missing_responses(tmp_path):
     assert [c["status"] for c in aborted["calls"]] == ["error"]
 
 
-def test_a_changed_tree_is_imported_again_and_broken_files_are_named(tmp_path):
+def test_a_changed_tree_is_imported_again_and_broken_files_are_named(db, tmp_path):
     game = tmp_path / GAME.name
     shutil.copytree(GAME, game)
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     run_import(store, plan([game]))
     assert run_import(store, plan([game])).unchanged == 1
     (game / "Bob" / "responses" / "response_2.json").write_text("{broken")

@@ -36,8 +36,8 @@ def cost(price, uncached, cached, output):
     return uncached * price[0] + cached * price[1] + output * price[2]
 
 
-def test_a_chat_becomes_a_session_with_one_call_per_reply(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_a_chat_becomes_a_session_with_one_call_per_reply(db, tmp_path):
+    store = open_store(db)
     report = run_import(store, plan([TMP]))
     assert (report.failed, report.skipped) == ([], [])
     assert report.added == {"sessions": 3, "calls": 7, "messages": 16, "tool_results": 2, "outcomes": 2}
@@ -62,8 +62,8 @@ def test_a_chat_becomes_a_session_with_one_call_per_reply(tmp_path):
         ("gemini:info", "Checkpoint saved."), ("compaction", {"messages": 2})]
 
 
-def test_the_reply_appended_again_wins_and_rewind_removes_the_message_named(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_the_reply_appended_again_wins_and_rewind_removes_the_message_named(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([MAIN]))
     ids = [c["id"] for c in store.get_session(CHAT)["calls"]]
     first = store.get_call(ids[0])["response"]  # the last of the four versions of m2, not the empty draft
@@ -94,8 +94,8 @@ def _texts(contents):
     return [p["text"] for c in contents for p in c["parts"] if "text" in p and not p.get("thought")]
 
 
-def test_importing_again_adds_nothing(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_importing_again_adds_nothing(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([TMP]))
     again = run_import(store, plan([TMP]))
     assert (again.unchanged, again.added) == (3, dict.fromkeys(again.added, 0))
@@ -132,11 +132,11 @@ def _snapshot(store):
     return out
 
 
-def test_a_reply_completed_after_an_import_replaces_the_imported_one(tmp_path):
+def test_a_reply_completed_after_an_import_replaces_the_imported_one(db, tmp_path):
     target = tmp_path / "session-x.jsonl"
     lines = MAIN.read_bytes().splitlines(keepends=True)
     target.write_bytes(b"".join(lines[:6]))  # m2 with its text and tokens, not yet its tool call
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     assert run_import(store, plan([target])).added["calls"] == 1
     (draft,) = store.get_session(CHAT)["calls"]
     assert store.get_call(draft["id"])["response"]["parts"][-1] == {"text": "I'll read the config first."}
@@ -147,11 +147,11 @@ def test_a_reply_completed_after_an_import_replaces_the_imported_one(tmp_path):
     assert [list(p) for p in store.get_call(draft["id"])["response"]["parts"]][-1] == ["functionCall"]
 
 
-def test_under_watch_an_unfinished_reply_waits(tmp_path):
+def test_under_watch_an_unfinished_reply_waits(db, tmp_path):
     target = tmp_path / "session-x.jsonl"
     lines = MAIN.read_bytes().splitlines(keepends=True)
     target.write_bytes(b"".join(lines[:8]))  # m2's tool call is still executing
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     assert run_import(store, plan([target]), live=True).added["calls"] == 0
     with open(target, "ab") as f:
         f.write(b"".join(lines[8:10]))  # the tool call ended: the reply is complete
@@ -159,11 +159,11 @@ def test_under_watch_an_unfinished_reply_waits(tmp_path):
     assert (again.appended, again.rewritten, again.added["calls"], again.added["tool_results"]) == (1, 0, 1, 1)
 
 
-def test_a_rewritten_document_is_imported_again_without_duplicates(tmp_path):
+def test_a_rewritten_document_is_imported_again_without_duplicates(db, tmp_path):
     chat = tmp_path / "session-2025-09-01T12-00-0a1b2c3d.json"
     doc = json.loads((CHATS / chat.name).read_text())
     chat.write_text(json.dumps(doc, indent=2))
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     assert run_import(store, plan([chat])).added["calls"] == 1
     doc["messages"] += [{"id": "a3", "timestamp": "2025-09-01T12:01:00.000Z", "type": "user", "content": "Bye"},
                         {"id": "a4", "timestamp": "2025-09-01T12:01:02.000Z", "type": "gemini", "content": "Bye!",
@@ -177,10 +177,10 @@ def test_a_rewritten_document_is_imported_again_without_duplicates(tmp_path):
     assert store.get_session(OLD)["ended_at"] == "2025-09-01T12:01:02.000000Z"
 
 
-def test_bad_records_are_named_and_a_cut_last_line_waits(tmp_path):
+def test_bad_records_are_named_and_a_cut_last_line_waits(db, tmp_path):
     target = tmp_path / DAMAGED.name
     shutil.copy(DAMAGED, target)
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     report = run_import(store, plan([target]))
     assert [(w.rsplit(":", 1)[1], why) for w, why in report.skipped] == [
         ("2", "not JSON (unexpected end of data)"), ("3", "not a JSON object (a list)"),

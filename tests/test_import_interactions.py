@@ -25,8 +25,8 @@ def the_session(store, external: str = "consulta-7f3a") -> dict:
     return store.get_session(s["id"])
 
 
-def test_each_file_is_a_call_that_replays_what_was_sent(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_each_file_is_a_call_that_replays_what_was_sent(db, tmp_path):
+    store = open_store(db)
     report = run_import(store, plan([LOGS]))
     assert (report.files, report.failed, report.skipped) == (21, [], [])
     session = the_session(store)
@@ -47,8 +47,8 @@ def test_each_file_is_a_call_that_replays_what_was_sent(tmp_path):
         assert {k: call["context_facts"][k] for k in given} == given
 
 
-def test_tool_tags_follow_ups_and_the_sliding_window(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_tool_tags_follow_ups_and_the_sliding_window(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([LOGS]))
     session = the_session(store)
     assert session["xml_tool_tags"] == ["query_db", "read_doc"]
@@ -61,8 +61,8 @@ def test_tool_tags_follow_ups_and_the_sliding_window(tmp_path):
     assert (final["turns_in_context"], final["turns_removed"], final["derived"]) == (10, 9, False)
 
 
-def test_storage_holds_each_message_once(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_storage_holds_each_message_once(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([LOGS]))
     distinct = set()
     for record in files() + files("consulta-b001"):
@@ -79,10 +79,10 @@ def test_storage_holds_each_message_once(tmp_path):
     assert stored * 3 < sent  # the resent history is stored once
 
 
-def test_reimport_adds_nothing_and_a_bad_file_is_named(tmp_path):
+def test_reimport_adds_nothing_and_a_bad_file_is_named(db, tmp_path):
     logs = tmp_path / "logs"
     shutil.copytree(LOGS, logs)
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     first = run_import(store, plan([logs]))
     assert run_import(store, plan([logs])).added == dict.fromkeys(first.added, 0)
     (logs / "conversation_broken_20251105_000000.json").write_text('{"request_metadata": {}, "llm_response": "x"}')

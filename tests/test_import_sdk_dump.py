@@ -29,13 +29,13 @@ def figures(store) -> list[tuple]:
     return out
 
 
-def test_a_dump_imports_as_the_logger_records_it_live(tmp_path):
+def test_a_dump_imports_as_the_logger_records_it_live(db, tmp_path):
     live = reasonlog.Recorder(tmp_path / "live.db", writer="sync")
     with ClaudeAgentLogger(live) as logger:
         for line in STREAM.read_text().splitlines():
             logger.log(json.loads(line))
     live.close()
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     report = run_import(store, plan([STREAM]))
     assert (report.failed, report.skipped) == ([], [])
     assert figures(store) == figures(open_store(tmp_path / "live.db"))
@@ -45,22 +45,22 @@ def test_a_dump_imports_as_the_logger_records_it_live(tmp_path):
     assert session["external_id"] == results[-1]["session_id"]
 
 
-def test_a_json_array_is_the_same_and_a_copy_is_imported_once(tmp_path):
+def test_a_json_array_is_the_same_and_a_copy_is_imported_once(db, tmp_path):
     array = tmp_path / "a" / "dump.json"
     array.parent.mkdir()
     array.write_text(json.dumps([json.loads(x) for x in STREAM.read_text().splitlines()]))
     copy = tmp_path / "b" / "dump.json"
     copy.parent.mkdir()
     shutil.copy(array, copy)
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     first = run_import(store, plan([array]))
     assert (first.added["sessions"], first.added["calls"]) == (1, 3)
     again = run_import(store, plan([copy]))
     assert again.added == dict.fromkeys(first.added, 0)
 
 
-def test_a_trimmed_dump_without_init_keeps_its_subagent(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_a_trimmed_dump_without_init_keeps_its_subagent(db, tmp_path):
+    store = open_store(db)
     report = run_import(store, plan([TRIMMED]))
     assert (report.failed, report.skipped) == ([], [])
     sessions = {s["agent"] or "main": s for s in store.list_sessions(ALL)}
@@ -74,11 +74,11 @@ def test_a_trimmed_dump_without_init_keeps_its_subagent(tmp_path):
     assert [b["type"] for b in blocks] == ["thinking", "tool_use"]
 
 
-def test_bad_messages_are_named(tmp_path):
+def test_bad_messages_are_named(db, tmp_path):
     dump = tmp_path / "bad.jsonl"
     lines = STREAM.read_text().splitlines()
     dump.write_text("\n".join([lines[0], "[1, 2]", '{"no": "type"}', "{oops", *lines[1:]]) + "\n")
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     report = run_import(store, plan([dump]))
     assert [(w.rsplit(":", 1)[1], why) for w, why in report.skipped] == [
         ("4", "not JSON (unexpected character, expected a string key)"),

@@ -18,8 +18,8 @@ def day(store, model: str, date: str) -> dict:
     return store.get_session(session["id"])
 
 
-def test_every_model_day_is_a_session_with_its_positions(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_every_model_day_is_a_session_with_its_positions(db, tmp_path):
+    store = open_store(db)
     report = run_import(store, plan([AGENT_DATA]))
     # 5 models x 20 days; 154 assistant replies; 60 "Tool results:" messages; every action but the 5 starting lines
     assert report.added == {"sessions": 100, "calls": 154, "messages": 309, "tool_results": 60, "outcomes": 296}
@@ -29,8 +29,8 @@ def test_every_model_day_is_a_session_with_its_positions(tmp_path):
     assert {s["labels"]["source"] for s in sessions} == {"trading-log"}
 
 
-def test_gpt5_on_2025_10_02_bought_nvda_then_googl(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_gpt5_on_2025_10_02_bought_nvda_then_googl(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([AGENT_DATA]))
     session = day(store, "gpt-5", "2025-10-02")
     positions = [o["payload"] for o in session["outcomes"] if o["kind"] == "position"]
@@ -46,8 +46,8 @@ def test_gpt5_on_2025_10_02_bought_nvda_then_googl(tmp_path):
     assert store.get_call(call["id"])["response"]["content"].endswith("<FINISH_SIGNAL>")
 
 
-def test_tool_results_sent_as_user_text_are_tool_results(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_tool_results_sent_as_user_text_are_tool_results(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([AGENT_DATA / "claude-3.7-sonnet"]))
     with_tools = [s for s in (store.get_session(x["id"]) for x in store.list_sessions(ALL)) if s["tool_results"]]
     first = with_tools[0]
@@ -57,18 +57,18 @@ def test_tool_results_sent_as_user_text_are_tool_results(tmp_path):
     assert sent[0]["content"] == "Tool results: " + result["content"]
 
 
-def test_a_day_with_a_prompt_and_no_reply_is_interrupted(tmp_path):
-    store = open_store(tmp_path / "t.db")
+def test_a_day_with_a_prompt_and_no_reply_is_interrupted(db, tmp_path):
+    store = open_store(db)
     run_import(store, plan([AGENT_DATA / "gpt-5"]))
     session = day(store, "gpt-5", "2025-10-13")
     assert (session["status"], session["calls"]) == ("interrupted", [])
     assert session["exchanges"][0]["input"] == "Please analyze and update today's (2025-10-13) positions."
 
 
-def test_importing_again_adds_nothing_and_new_positions_are_added(tmp_path):
+def test_importing_again_adds_nothing_and_new_positions_are_added(db, tmp_path):
     data = tmp_path / "run1" / "agent_data"
     shutil.copytree(AGENT_DATA / "qwen3-max", data / "qwen3-max")
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     first = run_import(store, plan([data]))
     assert first.added["outcomes"] == 27
     again = run_import(store, plan([data]))
@@ -81,10 +81,10 @@ def test_importing_again_adds_nothing_and_new_positions_are_added(tmp_path):
     assert (grown.added["outcomes"], grown.added["sessions"], grown.added["calls"]) == (1, 0, 0)
 
 
-def test_a_rewritten_log_keeps_its_positions(tmp_path):
+def test_a_rewritten_log_keeps_its_positions(db, tmp_path):
     data = tmp_path / "r" / "agent_data"
     shutil.copytree(AGENT_DATA / "gpt-5", data / "gpt-5")
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     run_import(store, plan([data]))
     log = data / "gpt-5" / "log" / "2025-10-02" / "log.jsonl"
     log.write_bytes(log.read_bytes() + b'{"signature": "gpt-5", "new_messages": {"role": "user", "content": "more"}}\n')
@@ -95,12 +95,12 @@ def test_a_rewritten_log_keeps_its_positions(tmp_path):
     assert len(store.list_sessions(ALL)) == 20
 
 
-def test_bad_lines_are_named_and_the_rest_imported(tmp_path):
+def test_bad_lines_are_named_and_the_rest_imported(db, tmp_path):
     data = tmp_path / "b" / "agent_data"
     shutil.copytree(AGENT_DATA / "gpt-5", data / "gpt-5")
     log = data / "gpt-5" / "log" / "2025-10-03" / "log.jsonl"
     log.write_bytes(b'{"signature": "gpt-5"}\n[1]\n{not json\n' + log.read_bytes())
-    store = open_store(tmp_path / "t.db")
+    store = open_store(db)
     report = run_import(store, plan([data]))
     assert [(w.rsplit(":", 1)[1], why) for w, why in report.skipped] == [
         ("1", "expected an object with `new_messages`"), ("2", "expected an object with `new_messages`"),
