@@ -16,6 +16,12 @@ from reasonlog.store import SessionFilter
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@pytest.fixture
+def db_path(db):
+    """Every test here runs on SQLite and on PostgreSQL: the recorder and the CLI take the dialect's database."""
+    return db
+
+
 def _say(rec, *texts: str) -> str:
     """One session whose user says each text in turn; returns its id."""
     with rec.session(agent="a") as s:
@@ -26,6 +32,17 @@ def _say(rec, *texts: str) -> str:
 
 def _found(store, text: str) -> list[str]:
     return [h["snippet"] for h in store.search(text, SessionFilter(limit=None), limit=None)]
+
+
+def test_a_word_longer_than_an_index_entry_and_text_in_any_word_are_found(recorder, store_of):
+    blob = "QmFzZTY0" * 200  # a 1,600-character word, as base64 images and minified code carry
+    _say(recorder, f"image {blob} ends", "subword: reconnecting", "plain text")
+    store = store_of()
+    (hit,) = _found(store, "ZTY0QmFz")
+    assert hit == f"image {blob[:66]}…"  # 60 characters of context after the first place it occurs
+    assert _found(store, "connect") == ["subword: reconnecting"]
+    assert _found(store, "word: reco") == ["subword: reconnecting"]
+    assert _found(store, "nowhere at all") == []
 
 
 def test_the_middle_of_a_word_is_found(recorder, store_of):
@@ -106,9 +123,12 @@ def test_a_schema1_database_upgrades_into_the_new_index(tmp_path):
     store.close()
 
 
-def test_unindexed_contents_are_no_longer_found_and_the_index_stays_sound(db_path, recorder):
+def test_unindexed_contents_are_no_longer_found_and_the_index_stays_sound(tmp_path):
+    """SQLite's contentless FTS5 index forgets a row only when told its text (PostgreSQL deletes index rows)."""
     from reasonlog.store.search import unindex_contents  # the seam `reasonlog prune` uses
 
+    db_path = tmp_path / "t.db"
+    recorder = reasonlog.Recorder(db_path, writer="sync", strict=True)
     _say(recorder, "keep this sentence", "prune this sentence")
     recorder.close()
     db = sqlite3.connect(db_path, isolation_level=None)

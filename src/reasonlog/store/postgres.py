@@ -2,9 +2,8 @@
 
 The SQL modules speak DB-API with `?` placeholders; `_Cursor` turns them into psycopg's and binds values on
 the client (psycopg's `ClientCursor`), so the same statements run on both. What differs lives here: how a
-transaction begins, how contents are inserted (`RETURNING id`), the full-text index (store/search.py:
-`TsvectorIndex`), migrations under an advisory lock, and locks that serialise writers of one session
-across server processes.
+transaction begins, how contents are inserted (`RETURNING id`), the full-text index (store/pg_search.py),
+migrations under an advisory lock, and locks that serialise writers of one session across server processes.
 """
 from __future__ import annotations
 
@@ -16,7 +15,8 @@ from typing import Any
 import psycopg
 
 from ..model import Event
-from . import StoreError, liveness, safe_target, search
+from . import StoreError, liveness, safe_target
+from .pg_search import TSVECTOR
 from .schema_pg import PG_MIGRATIONS
 from .sql import SQLStore
 
@@ -24,8 +24,8 @@ MIGRATIONS_TABLE = "_reasonlog_migrations"
 MIGRATION_LOCK = 0x7265_6173_6F6E  # "reason": the advisory lock key every migrating process takes
 GENERATION = "content_generation"  # a counter bumped whenever contents are deleted (see `_follow_prunes`)
 TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "contents",
-          "contents_search", "tool_results_search", "outcomes_search", "zstd_dicts", "counters", "import_files",
-          "api_keys", "ingested_batches", MIGRATIONS_TABLE)
+          "contents_search", "tool_results_search", "outcomes_search", "search_words", "zstd_dicts", "counters",
+          "import_files", "api_keys", "ingested_batches", MIGRATIONS_TABLE)
 
 
 class _Cursor:
@@ -90,7 +90,7 @@ class PostgresStore(SQLStore):
     search path). Several processes may open it at once: migrations wait for each other, and writers of
     the same session take turns."""
 
-    index = search.TSVECTOR
+    index = TSVECTOR
     DATA_ERRORS = (*SQLStore.DATA_ERRORS, psycopg.errors.IntegrityError, psycopg.DataError)
 
     def __init__(self, url: str, *, upgrade: bool = True, price_table: Any = None, redactor: Any = None,

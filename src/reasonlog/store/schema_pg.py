@@ -163,19 +163,20 @@ ALTER TABLE contents ADD COLUMN dict_id BIGINT;
 -- token is judged by host and pid, as one without.
 ALTER TABLE sessions ADD COLUMN live_token {T};
 """),
-    Migration(6, "search finds any part of any recorded text", """
--- See schema.py, migration 6 and store/search.py (TsvectorIndex): each record's lowercased text as the
--- set of its trigrams, in a tsvector under a GIN index. NULL grams: a text with more distinct trigrams than
--- a tsvector holds, always a candidate (the partial index finds those rows).
-CREATE TABLE contents_search (rowid BIGINT PRIMARY KEY, grams TSVECTOR);
-CREATE TABLE tool_results_search (rowid BIGINT PRIMARY KEY, grams TSVECTOR);
-CREATE TABLE outcomes_search (rowid BIGINT PRIMARY KEY, grams TSVECTOR);
-CREATE INDEX contents_search_grams ON contents_search USING gin (grams);
-CREATE INDEX tool_results_search_grams ON tool_results_search USING gin (grams);
-CREATE INDEX outcomes_search_grams ON outcomes_search USING gin (grams);
-CREATE INDEX contents_search_unindexed ON contents_search (rowid) WHERE grams IS NULL;
-CREATE INDEX tool_results_search_unindexed ON tool_results_search (rowid) WHERE grams IS NULL;
-CREATE INDEX outcomes_search_unindexed ON outcomes_search (rowid) WHERE grams IS NULL;
+    Migration(6, "search finds any part of any recorded text", f"""
+-- See schema.py, migration 6, and store/pg_search.py: each record's lowercased words as a tsvector under a
+-- GIN index, and the vocabulary of every word indexed. NULL words: a text whose words a tsvector cannot
+-- hold, always a candidate (the partial index finds those rows).
+CREATE TABLE search_words (word {T} PRIMARY KEY);
+CREATE TABLE contents_search (rowid BIGINT PRIMARY KEY, words TSVECTOR);
+CREATE TABLE tool_results_search (rowid BIGINT PRIMARY KEY, words TSVECTOR);
+CREATE TABLE outcomes_search (rowid BIGINT PRIMARY KEY, words TSVECTOR);
+CREATE INDEX contents_search_words ON contents_search USING gin (words);
+CREATE INDEX tool_results_search_words ON tool_results_search USING gin (words);
+CREATE INDEX outcomes_search_words ON outcomes_search USING gin (words);
+CREATE INDEX contents_search_unindexed ON contents_search (rowid) WHERE words IS NULL;
+CREATE INDEX tool_results_search_unindexed ON tool_results_search (rowid) WHERE words IS NULL;
+CREATE INDEX outcomes_search_unindexed ON outcomes_search (rowid) WHERE words IS NULL;
 """),
     Migration(7, "imported files", f"""
 -- See schema.py, migration 7.

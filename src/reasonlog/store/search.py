@@ -74,56 +74,11 @@ class Fts5Index:
         return f"{index} MATCH ?"
 
     @staticmethod
-    def argument(query: "Query") -> str | None:
+    def argument(cur, query: "Query") -> str | None:
         return query.match()
 
 
-class TsvectorIndex:
-    """PostgreSQL: each record's trigrams as a `tsvector` (lexemes taken as they are, no parsing or stemming)
-    under a GIN index, queried with a `tsquery` that ANDs a term's trigrams. As with FTS5, the index only
-    narrows the candidates and the stored text decides. A text with more distinct trigrams than a tsvector
-    holds is stored with NULL grams and is always a candidate."""
-
-    MAX_GRAMS = 60_000  # a tsvector holds at most 1 MiB; trigrams take up to 16 bytes each with their entry
-
-    @classmethod
-    def add(cls, cur, index: str, rows: list[tuple[int, str]]) -> None:
-        cur.executemany(f"INSERT INTO {index} (rowid, grams) VALUES (?, array_to_tsvector(?::text[]))",
-                        [(rowid, cls._grams(text)) for rowid, text in rows if len(text) >= 3])
-
-    @classmethod
-    def _grams(cls, text: str) -> list[str] | None:
-        grams = list({text[i:i + 3] for i in range(len(text) - 2)})
-        return grams if len(grams) <= cls.MAX_GRAMS else None
-
-    @staticmethod
-    def remove(cur, index: str, rows: list[tuple[int, str]]) -> None:
-        cur.executemany(f"DELETE FROM {index} WHERE rowid = ?", [(rowid,) for rowid, _ in rows])
-
-    @staticmethod
-    def matches(index: str) -> str:
-        return f"({index}.grams @@ ?::tsquery OR {index}.grams IS NULL)"
-
-    @staticmethod
-    def argument(query: "Query") -> str | None:
-        parts = []
-        for group in query.groups:
-            alternatives = [_tsquery(term) for term in group]
-            if any(a is None for a in alternatives):
-                return None
-            parts.append("(" + " | ".join(f"({a})" for a in alternatives) + ")")
-        return " & ".join(parts)
-
-
-def _tsquery(needle: str) -> str | None:
-    grams = _grams_of(needle)
-    if grams is None:
-        return None
-    return " & ".join("'" + g.replace("\\", "\\\\").replace("'", "''") + "'" for g in grams)
-
-
 FTS5 = Fts5Index()
-TSVECTOR = TsvectorIndex()
 
 
 # ------------------------------------------------------------------ writing and deleting
@@ -207,7 +162,7 @@ def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int |
     if not text.strip():
         return []
     query = Query.parse(text)
-    match = index.argument(query)
+    match = index.argument(cur, query)
     where, args = reading.filter_sql(replace(flt, limit=None))
     candidates = _candidates(index if match is not None else None)
     sql = (f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id"
@@ -310,13 +265,13 @@ class Query:
 
 def match_query(needle: str) -> str | None:
     """The FTS5 query that every record containing `needle` (lowercased) matches; None: scan instead."""
-    grams = _grams_of(needle)
+    grams = grams_of(needle)
     if grams is None:
         return None
     return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
 
 
-def _grams_of(needle: str) -> list[str] | None:
+def grams_of(needle: str) -> list[str] | None:
     """The trigrams every record containing `needle` (lowercased) holds; None when it is too short to index."""
     if len(needle) == 2 and len(_CJK_RUN.findall(needle)) == 1:
         return [needle + SENTINEL]

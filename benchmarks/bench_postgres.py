@@ -1,0 +1,119 @@
+"""PostgreSQL against SQLite on the same workload, in the same run: write time and storage.
+
+    python benchmarks/bench_postgres.py --db postgresql://postgres@127.0.0.1:55432/postgres --size medium
+    python benchmarks/bench_postgres.py --size medium --json     # $REASONLOG_TEST_POSTGRES when --db is absent
+
+The workload is `../shared/bench/workload.py`, generated once before any timing. Each store gets the same
+calls through a `Recorder` (background writer) and is timed from the first call until `flush()` returns.
+On PostgreSQL the calls go into a new schema, dropped afterwards. Storage is every reasonlog table with its
+indexes and TOAST (`pg_total_relation_size`) after a VACUUM, against the workload's unique content bytes
+(each distinct message, system prompt and tool schema once, as canonical JSON), the figure issue 10 bounds at 2x.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / ".." / "shared" / "bench"))
+sys.path.insert(0, str(REPO / "src"))
+
+import psycopg  # noqa: E402
+import workload  # noqa: E402
+
+import reasonlog  # noqa: E402
+from reasonlog.store.postgres import TABLES  # noqa: E402
+
+
+def record(target, calls) -> float:
+    """Seconds from the first call until everything is durable."""
+    rec = reasonlog.Recorder(target, max_queue=len(calls) * 3 + 1000)
+    sessions, exchanges, last = {}, {}, {}
+    for c in calls:
+        last[c["session_id"]] = c["call_id"]
+    t0 = time.perf_counter()
+    for c in calls:
+        sid = c["session_id"]
+        s = sessions.get(sid)
+        if s is None:
+            s = sessions[sid] = rec.session(agent=c["agent"], model=c["model"], provider=c["provider"],
+                                            labels={"user": c["user_id"]}, external_id=sid, started_at=c["ts_start"])
+        if c["iteration"] == 0:
+            exchanges[sid] = s.exchange(input=c["request"]["messages"][-1]["content"][0]["text"])
+        resp = c["response"]
+        s.call(request=c["request"], response={"role": "assistant", "content": resp["content"]}, model=c["model"],
+               provider=c["provider"], stop_reason=resp["stop_reason"],
+               usage=reasonlog.Usage.from_anthropic(resp["usage"]), latency_ms=c["latency_ms"],
+               started_at=c["ts_start"], provider_message_id=resp["id"], raw=resp)
+        if c["iteration"] == c["n_iterations"] - 1:
+            exchanges.pop(sid).end()
+        if c["call_id"] == last[sid]:
+            sessions.pop(sid).end()
+    assert rec.flush(timeout=None)
+    took = time.perf_counter() - t0
+    rec.close()
+    return took
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--db", default=os.environ.get("REASONLOG_TEST_POSTGRES"), help="a PostgreSQL URL")
+    ap.add_argument("--size", default="medium", choices=sorted(workload.SIZES))
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.db:
+        ap.error("--db postgresql://… (or $REASONLOG_TEST_POSTGRES) is needed")
+    calls = list(workload.generate(args.size))
+    unique = workload.truths(calls)["unique_content_bytes"]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "bench.db"
+        sqlite_s = record(db, calls)
+        store = reasonlog.open_store(db)
+        store.checkpoint()
+        sqlite_bytes = store.status()["bytes_on_disk"]
+        store.close()
+
+    schema = "bench_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(args.db, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    url = f"{args.db}{'&' if '?' in args.db else '?'}options=-csearch_path%3D{schema}"
+    try:
+        pg_s = record(url, calls)
+        with psycopg.connect(url, autocommit=True) as conn:
+            for table in TABLES:
+                conn.execute(f"VACUUM {table}")
+            pg_bytes = sum(conn.execute("SELECT pg_total_relation_size(to_regclass(%s))", (t,)).fetchone()[0] or 0
+                           for t in TABLES)
+            by_table = {t: conn.execute("SELECT pg_total_relation_size(to_regclass(%s))", (t,)).fetchone()[0]
+                        for t in TABLES}
+    finally:
+        with psycopg.connect(args.db, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+    result = {"size": args.size, "calls": len(calls), "unique_content_bytes": unique,
+              "sqlite": {"durable_s": sqlite_s, "bytes": sqlite_bytes},
+              "postgresql": {"durable_s": pg_s, "bytes": pg_bytes, "by_table": by_table},
+              "pg_bytes_per_unique": pg_bytes / unique, "sqlite_bytes_per_unique": sqlite_bytes / unique,
+              "pg_time_over_sqlite": pg_s / sqlite_s}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{args.size}: {len(calls)} calls, unique content {unique:,} B")
+    print(f"  SQLite      durable in {sqlite_s:6.2f} s, {sqlite_bytes:>13,} B = {sqlite_bytes / unique:.2f} x unique")
+    print(f"  PostgreSQL  durable in {pg_s:6.2f} s, {pg_bytes:>13,} B = {pg_bytes / unique:.2f} x unique"
+          f"  (target <= 2.0: {'met' if pg_bytes <= 2 * unique else 'NOT met'})")
+    print(f"  PostgreSQL / SQLite write time: {pg_s / sqlite_s:.2f}")
+    for t, b in sorted(by_table.items(), key=lambda kv: -(kv[1] or 0))[:6]:
+        print(f"    {t:<22} {b or 0:>13,} B")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
