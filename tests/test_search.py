@@ -39,7 +39,7 @@ def test_a_word_longer_than_an_index_entry_and_text_in_any_word_are_found(record
     _say(recorder, f"image {blob} ends", "subword: reconnecting", "plain text")
     store = store_of()
     (hit,) = _found(store, "ZTY0QmFz")
-    assert hit == f"image {blob[:66]}…"  # 60 characters of context after the first place it occurs
+    assert hit == f"image {blob[:72]}…"  # it occurs at 10: the snippet runs 60 characters past its end
     assert _found(store, "connect") == ["subword: reconnecting"]
     assert _found(store, "word: reco") == ["subword: reconnecting"]
     assert _found(store, "nowhere at all") == []
