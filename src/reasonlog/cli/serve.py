@@ -14,12 +14,20 @@ from .main import cli
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind; anything but loopback needs an API key (reasonlog keys create).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option("--summarize", "summarizer", type=click.Choice(["offline", "anthropic", "openai"]),
+              help="Summarise new sessions and exchanges in the background with this summarizer.")
+@click.option("--summarize-model", metavar="M", help="The model the anthropic/openai summarizer asks ('same': the"
+                                                     " session's own).")
+@click.option("--summarize-base-url", metavar="U", help="The server the openai/anthropic summarizer asks.")
+@click.option("--summarize-every", type=click.FloatRange(min=1), default=60.0, show_default=True, metavar="SECONDS",
+              help="How often the background summaries look for new work.")
 @click.pass_obj
-def serve(obj, host, port):
+def serve(obj, host, port, summarizer, summarize_model, summarize_base_url, summarize_every):
     """Serve the database over HTTP: /reasoning, /healthz, /readyz, and the OpenAPI schema at /openapi.json.
 
     Once a key exists, every request but /healthz needs one: `Authorization: Bearer <key>`."""
     path = obj.path
+    make = None if summarizer is None else _summarizer(summarizer, str(path), summarize_model, summarize_base_url)
     if not _loopback(host) and not open_store(path).has_api_keys():
         # Past this machine every request must carry a key, so there must be one to carry.
         raise click.UsageError(f"--host {host}: serving beyond this machine needs an API key; create one with"
@@ -30,7 +38,8 @@ def serve(obj, host, port):
         from ..server.app import create_app
     except ImportError:
         raise StoreError("reasonlog serve needs the server extra: pip install 'reasonlog[server]'") from None
-    app = create_app(lambda: open_store(path), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"))
+    app = create_app(lambda: open_store(path), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"), make,
+                     summarize_every)
     click.echo(f"serving {path} on http://{host}:{port} (Ctrl-C stops)", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)  # recorded text never logged
 
@@ -42,3 +51,16 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _summarizer(name: str, db: str, model: str | None, base_url: str | None):
+    """A maker of the chosen summarizer, tried once now so a missing key or SDK is a usage error at start."""
+    from ..summaries import make_summarizer
+
+    if name == "offline" and (model or base_url):
+        raise click.UsageError("--summarize-model and --summarize-base-url are for --summarize anthropic or openai")
+    try:
+        make_summarizer(name, db=db, model=model, base_url=base_url)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    return lambda: make_summarizer(name, db=db, model=model, base_url=base_url)
