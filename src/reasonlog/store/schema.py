@@ -260,8 +260,9 @@ CREATE TABLE ingested_batches (
 -- message of the session's timeline); session_id is the session the target belongs to.
 -- text, source_hash, summarizer, model, prompt_hash, version and created_at describe the last summary
 -- that succeeded (source_hash: a hash of the ids and states of what it summarised, so a summary of a
--- session that has grown since is recomputed without comparing clocks); status, error, failures and attempted_at the last attempt. A failed attempt keeps the
--- text it failed to replace (never a cut copy of the input): NULL text means no attempt succeeded yet.
+-- session that has grown since is recomputed without comparing clocks); status, error, failures and
+-- attempted_at describe the last attempt. A failed attempt keeps the text it failed to replace (never
+-- a cut copy of the input): NULL text means no attempt succeeded yet.
 -- NULL error: the last attempt succeeded. NULL model: no model made it (the offline summarizer).
 -- NULL prompt_hash: no prompt was sent (the offline summarizer).
 CREATE TABLE summaries (

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-COLUMNS = ("target_kind", "target_id", "session_id", "status", "text", "error", "source_hash", "summarizer", "model",
-           "prompt_hash", "version", "failures", "created_at", "attempted_at")
+COLUMNS = ("target_kind", "target_id", "session_id", "status", "text", "error", "source_hash", "summarizer",
+           "model", "prompt_hash", "version", "failures", "created_at", "attempted_at")
 KINDS = ("session", "exchange", "message")
 STATUSES = ("ok", "failed")
 CHUNK = 500  # ids per IN (...): well under SQLite's and PostgreSQL's limits on parameters
 
 _INSERT = f"INSERT INTO summaries ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 _ON_OK = (" ON CONFLICT (target_kind, target_id) DO UPDATE SET session_id = excluded.session_id,"
-          " status = 'ok', text = excluded.text, error = NULL, source_hash = excluded.source_hash, summarizer = excluded.summarizer,"
+          " status = 'ok', text = excluded.text, error = NULL, source_hash = excluded.source_hash,"
+          " summarizer = excluded.summarizer,"
           " model = excluded.model, prompt_hash = excluded.prompt_hash, version = excluded.version, failures = 0,"
           " created_at = excluded.created_at, attempted_at = excluded.attempted_at")
 # What made a kept text stays with it; a row that never succeeded names what was tried last.

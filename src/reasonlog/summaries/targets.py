@@ -81,8 +81,8 @@ def _target(kind: str, ident: str, session: dict, messages: list[dict], outcomes
         indexes = {m["idx"] for m in messages}
         tools += [ToolCall(t["name"] or "unnamed tool", bool(t["is_error"])) for t in session["tool_results"]
                   if t["tool_use_id"] not in shown and (kind == "session" or t["message_idx"] in indexes)]
-    source = [[m["idx"] for m in messages], [o["id"] for o in outcomes], [(c["id"], c["status"]) for c in calls],
-              [(t.name, t.failed) for t in tools]]
+    source: list[Any] = [[m["idx"] for m in messages], [o["id"] for o in outcomes],
+                         [(c["id"], c["status"]) for c in calls], [(t.name, t.failed) for t in tools]]
     if kind == "session":
         source += [session["status"], session.get("ended_at")]
     return Target(kind=kind, id=ident, session_id=session["id"], model=session.get("model"), messages=messages,
