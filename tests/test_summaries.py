@@ -310,3 +310,31 @@ def test_bad_options_are_one_line_errors(tmp_path):
     result = summarize(db, "--model", "gpt-5")
     assert result.exit_code == 2 and "are for --summarizer anthropic or openai" in result.output
     assert "Traceback" not in result.output
+
+
+# ---------------------------------------------------------------------------- both stores
+
+
+def test_the_summaries_table_behaves_the_same_on_sqlite_and_postgresql(db):
+    sid = one_session_db(db)
+    store = open_store(db)
+    row = {"target_kind": "session", "target_id": sid, "session_id": sid, "status": "ok", "text": "first",
+           "error": None, "source_hash": "h1", "summarizer": "offline", "model": None, "prompt_hash": None,
+           "version": "v1", "created_at": "2025-01-01T00:00:00Z", "attempted_at": "2025-01-01T00:00:00Z"}
+    store.save_summaries([row])
+    store.save_summaries([{**row, "status": "failed", "text": None, "error": "timeout", "summarizer": "anthropic",
+                           "attempted_at": "2025-01-02T00:00:00Z"}])
+    store.save_summaries([{**row, "status": "failed", "text": None, "error": "timeout again",
+                           "attempted_at": "2025-01-03T00:00:00Z"}])
+    (kept,) = store.list_summaries([sid])
+    assert {k: kept[k] for k in ("status", "text", "error", "summarizer", "failures", "created_at",
+                                 "attempted_at")} == {
+        "status": "failed", "text": "first", "error": "timeout again", "summarizer": "offline", "failures": 2,
+        "created_at": "2025-01-01T00:00:00Z", "attempted_at": "2025-01-03T00:00:00Z"}
+    assert store.summary_counts()["session"] == {"ok": 0, "failed": 1}
+    store.save_summaries([{**row, "text": "second", "created_at": "2025-01-04T00:00:00Z"}])
+    (done,) = store.list_summaries([sid])
+    assert (done["status"], done["text"], done["error"], done["failures"]) == ("ok", "second", None, 0)
+    store.delete_sessions([sid])
+    assert store.list_summaries([sid]) == []
+    store.close()
