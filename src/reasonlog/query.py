@@ -298,18 +298,40 @@ def reasoning_sessions(store: Store, job_id: str | None = None, date: str | None
         asked = ", ".join(f"{k}={v}" for k, v in (("job_id", job_id), ("date", date), ("model", model)) if v)
         raise NotFound(f"No reasoning sessions found{' for ' + asked if asked else ''}")
     found.sort(key=lambda s: (s["labels"]["date"], s.get("model") or s.get("agent") or "", s["started_at"]))
-    return [_reasoning_session(store.get_session(s["id"]), include_conversation) for s in found]
+    texts = summary_texts(store, [s["id"] for s in found])
+    return [_reasoning_session(store.get_session(s["id"]), include_conversation, texts) for s in found]
 
 
-def _reasoning_session(session: dict, include_conversation: bool) -> dict:
+def summary_texts(store: Store, session_ids: list[str]) -> dict[tuple[str, str], str]:
+    """The stored summaries of these sessions that have text, by (kind, target id); failed ones without text left out.
+
+    A message's target id is `<session id>:<idx>` (see reasonlog.summaries)."""
+    return {(r["target_kind"], r["target_id"]): r["text"] for r in store.list_summaries(session_ids)
+            if r["text"] is not None}
+
+
+def with_summaries(store: Store, session: dict) -> dict:
+    """`get_session`'s dict with `session_summary` (stored, else the session's own `summary`), and a `summary`
+    on each exchange and message (None when there is none)."""
+    texts = summary_texts(store, [session["id"]])
+    sid = session["id"]
+    return {**session, "session_summary": texts.get(("session", sid)) or session.get("summary"),
+            "exchanges": [{**e, "summary": texts.get(("exchange", e["id"]))} for e in session["exchanges"]],
+            "messages": [{**m, "summary": texts.get(("message", f"{sid}:{m['idx']}"))} for m in session["messages"]]}
+
+
+def _reasoning_session(session: dict, include_conversation: bool, texts: dict[tuple[str, str], str]) -> dict:
     messages = [m for m in session["messages"] if m["role"] != "system"]
+    sid = session["id"]
     return {
-        "session_id": session["id"], "job_id": session.get("run"), "date": session["labels"]["date"],
-        "model": session.get("model") or session.get("agent"), "session_summary": session.get("summary"),
+        "session_id": sid, "job_id": session.get("run"), "date": session["labels"]["date"],
+        "model": session.get("model") or session.get("agent"),
+        "session_summary": texts.get(("session", sid)) or session.get("summary"),
         "started_at": session["started_at"], "completed_at": session.get("ended_at"),
         "total_messages": len(messages),
         "positions": [_position(o["payload"]) for o in session["outcomes"] if o["kind"] == "position"],
-        "conversation": [_conversation_item(n, m) for n, m in enumerate(messages)] if include_conversation else None,
+        "conversation": ([_conversation_item(n, m, texts.get(("message", f"{sid}:{m['idx']}")))
+                          for n, m in enumerate(messages)] if include_conversation else None),
     }
 
 
@@ -320,9 +342,9 @@ def _position(payload: Any) -> dict:
             "portfolio_value": p.get("portfolio_value")}
 
 
-def _conversation_item(n: int, message: dict) -> dict:
+def _conversation_item(n: int, message: dict, summary: str | None) -> dict:
     parts = parts_of(message["content"])
     tool = next((p for p in parts if p.kind == "tool_use"), None)
     return {"message_index": n, "role": message["role"], "content": "".join(p.text for p in parts if p.text),
-            "summary": None, "tool_name": tool.name if tool else None, "tool_input": tool.input if tool else None,
+            "summary": summary, "tool_name": tool.name if tool else None, "tool_input": tool.input if tool else None,
             "timestamp": message["at"]}

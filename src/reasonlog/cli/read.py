@@ -41,18 +41,21 @@ class When(click.ParamType):
         self.fail(f"{value!r} is not a valid date; expected {expected}", param, ctx)
 
 
-def filter_options(fn):
-    """The session filters every listing command accepts."""
+def filter_options(fn=None, *, limit: int = 50, model_flag: str = "--model"):
+    """The session filters every listing command accepts. As `@filter_options(limit=0, model_flag=...)`, a
+    command chooses its default limit (0: all) and renames `--model` when it has a model of its own."""
+    if fn is None:
+        return lambda f: filter_options(f, limit=limit, model_flag=model_flag)
     options = [
         click.option("--run", help="Only this run."),
         click.option("--agent", help="Only this agent."),
-        click.option("--model", help="Only this model."),
+        click.option(model_flag, "model", help="Only this model."),
         click.option("--status", type=click.Choice(["open", "completed", "failed", "interrupted"])),
         click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Only sessions with this label."),
         click.option("--date", type=When(day_only=True), help="Only sessions started on this UTC day (YYYY-MM-DD)."),
         click.option("--since", type=When(), help="Started on or after this day or instant."),
         click.option("--until", type=When(), help="Started on or before this day (inclusive) or before this instant."),
-        click.option("--limit", type=int, default=50, show_default=True, help="At most this many (0: all)."),
+        click.option("--limit", type=int, default=limit, show_default=True, help="At most this many (0: all)."),
     ]
     for option in reversed(options):
         fn = option(fn)

@@ -16,12 +16,23 @@ from .main import cli
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Server processes; with PostgreSQL (or SQLite on one machine) they share the database.")
+@click.option("--summarize", "summarizer", type=click.Choice(["offline", "anthropic", "openai"]),
+              help="Summarise new sessions and exchanges in the background with this summarizer.")
+@click.option("--summarize-model", metavar="M", help="The model the anthropic/openai summarizer asks ('same': the"
+                                                     " session's own).")
+@click.option("--summarize-base-url", metavar="U", help="The server the openai/anthropic summarizer asks.")
+@click.option("--summarize-every", type=click.FloatRange(min=1), default=60.0, show_default=True, metavar="SECONDS",
+              help="How often the background summaries look for new work.")
 @click.pass_obj
-def serve(obj, host, port, workers):
+def serve(obj, host, port, workers, summarizer, summarize_model, summarize_base_url, summarize_every):
     """Serve the database over HTTP: /reasoning, /healthz, /readyz, and the OpenAPI schema at /openapi.json.
 
     Once a key exists, every request but /healthz needs one: `Authorization: Bearer <key>`."""
     path = obj.path
+    if workers > 1 and summarizer is not None:
+        raise click.UsageError("--summarize runs in one server process: use --workers 1, or run"
+                               " `reasonlog summarize` on a schedule beside the workers")
+    make = None if summarizer is None else _summarizer(summarizer, str(path), summarize_model, summarize_base_url)
     if not _loopback(host) and not open_store(path).has_api_keys():
         # Past this machine every request must carry a key, so there must be one to carry.
         raise click.UsageError(f"--host {host}: serving beyond this machine needs an API key; create one with"
@@ -35,7 +46,8 @@ def serve(obj, host, port, workers):
     click.echo(f"serving {obj.shown} on http://{host}:{port} with {workers} worker(s) (Ctrl-C stops)", err=True)
     # Recorded text is never logged: no access log (URLs carry search terms), warnings only.
     if workers == 1:
-        app = create_app(lambda: open_store(path), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"))
+        app = create_app(lambda: open_store(path), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"), make,
+                         summarize_every)
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
         return
     os.environ["REASONLOG_SERVE_DB"] = str(path)  # each worker process builds its app from it
@@ -50,3 +62,16 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _summarizer(name: str, db: str, model: str | None, base_url: str | None):
+    """A maker of the chosen summarizer, tried once now so a missing key or SDK is a usage error at start."""
+    from ..summaries import make_summarizer
+
+    if name == "offline" and (model or base_url):
+        raise click.UsageError("--summarize-model and --summarize-base-url are for --summarize anthropic or openai")
+    try:
+        make_summarizer(name, db=db, model=model, base_url=base_url)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    return lambda: make_summarizer(name, db=db, model=model, base_url=base_url)

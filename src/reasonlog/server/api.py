@@ -53,10 +53,12 @@ def router(get_store: Any, reader: Any) -> APIRouter:
         page = page[:limit]
         return {"sessions": page, "next_cursor": _next(page[-1]) if more and page else None}
 
-    @api.get("/sessions/{session_id}", summary="One session: its calls, exchanges, outcomes and a page of messages")
+    @api.get("/sessions/{session_id}", summary="One session: its calls, exchanges, outcomes, a page of messages,"
+                                               " and the summaries of the session, its exchanges and messages")
     def session(session_id: str, offset: int = Query(0, ge=0), limit: int = Query(200, ge=1, le=5000),
                 store: Store = Depends(get_store)) -> dict:
         found = _found(lambda: store.get_session(store.resolve_id("session", session_id)), "session", session_id)
+        found = query.with_summaries(store, found)
         messages = found["messages"]
         return {**found, "messages": messages[offset:offset + limit], "message_count": len(messages)}
 

@@ -5,9 +5,10 @@ request that needs it, so a server starts (and says it is not ready) while its d
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -15,17 +16,36 @@ from fastapi.responses import JSONResponse
 
 from .. import __version__, query
 from ..store import Store, StoreError, keys
+from ..summaries import Summarizer
 from . import api, ingest
+from .summarizing import BackgroundSummaries
 
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
 
 
-def create_app(open_store: Callable[[], Store], deployment_mode: str = "local") -> FastAPI:
-    """The app over the store `open_store` opens (once, on first use). `deployment_mode` is echoed by /reasoning."""
-    app = FastAPI(title="reasonlog", version=__version__,
+def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
+               summarizer: Callable[[], Summarizer] | None = None, summarize_every_s: float = 60.0) -> FastAPI:
+    """The app over the store `open_store` opens (once, on first use). `deployment_mode` is echoed by /reasoning.
+
+    `summarizer`: make one to summarise new sessions in the background every `summarize_every_s` seconds while
+    the app runs (see server/summarizing.py); `app.state.summaries` is that background job, else None."""
+    state = _Lazy(open_store)
+    background = None if summarizer is None else BackgroundSummaries(state.get, summarizer, summarize_every_s)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if background is not None:
+            background.start()
+        try:
+            yield
+        finally:
+            if background is not None:
+                background.stop()
+
+    app = FastAPI(title="reasonlog", version=__version__, lifespan=lifespan,
                   description="What LLM agents saw, thought and did: sessions, calls, reasoning and outcomes. "
                               "Once an API key exists, send one: `Authorization: Bearer <key>`.")
-    state = _Lazy(open_store)
+    app.state.summaries = background
     reader = Depends(_requires(state, "read"))
     unauthorized: dict[int | str, dict[str, Any]] = {401: {"description": "No key, or a wrong or revoked one", **ERROR},
                     403: {"description": "The key's scope does not allow this", **ERROR},

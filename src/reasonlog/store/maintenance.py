@@ -218,7 +218,7 @@ def prune(cur, dicts) -> None:
     """Delete what `plan_prune` chose, inside the caller's write transaction."""
     _unindex(cur, dicts)
     chosen = "session_id IN (SELECT id FROM temp.prune_sessions)"
-    for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes"):
+    for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries"):
         cur.execute(f"DELETE FROM {table} WHERE {chosen}")
     cur.execute("DELETE FROM sessions WHERE id IN (SELECT id FROM temp.prune_sessions)")
     cur.execute("DELETE FROM contents WHERE id IN (SELECT id FROM temp.prune_contents)")

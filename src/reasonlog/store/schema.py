@@ -252,4 +252,36 @@ CREATE TABLE ingested_batches (
     events INTEGER NOT NULL
 );
 """),
+    Migration(11, "summaries", """
+-- Summaries: derived text for a session, an exchange or an assistant message, made off the recording
+-- path by `reasonlog summarize` or the server (see summaries/). Never the only copy of anything: each
+-- can be recomputed from what it summarises. One row per target, keyed by target_kind (session |
+-- exchange | message) and target_id (the session's id, the exchange's id, or `<session id>:<idx>` for a
+-- message of the session's timeline); session_id is the session the target belongs to.
+-- text, source_hash, summarizer, model, prompt_hash, version and created_at describe the last summary
+-- that succeeded (source_hash: a hash of the ids and states of what it summarised, so a summary of a
+-- session that has grown since is recomputed without comparing clocks); status, error, failures and
+-- attempted_at describe the last attempt. A failed attempt keeps the text it failed to replace (never
+-- a cut copy of the input): NULL text means no attempt succeeded yet.
+-- NULL error: the last attempt succeeded. NULL model: no model made it (the offline summarizer).
+-- NULL prompt_hash: no prompt was sent (the offline summarizer).
+CREATE TABLE summaries (
+    target_kind TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    status TEXT NOT NULL,               -- ok | failed
+    text TEXT,
+    error TEXT,
+    source_hash TEXT NOT NULL,
+    summarizer TEXT NOT NULL,           -- offline | anthropic | openai
+    model TEXT,
+    prompt_hash TEXT,                   -- BLAKE2b-128 (hex) of the prompt template
+    version TEXT NOT NULL,              -- the summarizer's own version
+    failures INTEGER NOT NULL DEFAULT 0, -- failed attempts since the last that succeeded
+    created_at TEXT NOT NULL,
+    attempted_at TEXT NOT NULL,
+    PRIMARY KEY (target_kind, target_id)
+);
+CREATE INDEX summaries_session ON summaries(session_id);
+"""),
 )

@@ -213,4 +213,25 @@ CREATE TABLE ingested_batches (
     events BIGINT NOT NULL
 );
 """),
+    Migration(11, "summaries", f"""
+-- See schema.py, migration 11.
+CREATE TABLE summaries (
+    target_kind {T} NOT NULL,
+    target_id {T} NOT NULL,
+    session_id {T} NOT NULL,
+    status {T} NOT NULL,
+    text {T},
+    error {T},
+    source_hash {T} NOT NULL,
+    summarizer {T} NOT NULL,
+    model {T},
+    prompt_hash {T},
+    version {T} NOT NULL,
+    failures BIGINT NOT NULL DEFAULT 0,
+    created_at {T} NOT NULL,
+    attempted_at {T} NOT NULL,
+    PRIMARY KEY (target_kind, target_id)
+);
+CREATE INDEX summaries_session ON summaries(session_id);
+"""),
 )

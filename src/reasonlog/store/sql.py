@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from ..model import Event
 from ..parts import RecordError
-from . import SessionFilter, ids, imported, keys, reading, search, transfer
+from . import SessionFilter, ids, imported, keys, reading, search, summaries, transfer
 from .content import Dictionaries
 from .contents import ContentWriter
 from .writing import Applier
@@ -268,3 +268,17 @@ class SQLStore:
     def has_api_keys(self) -> bool:
         """Whether any key was ever made (revoked ones too): then requests need a working key."""
         return self._read(keys.any_made)
+
+    # ------------------------------------------------------------ summaries (see store/summaries.py)
+
+    def save_summaries(self, rows: list[dict]) -> int:
+        """Write summary rows in one transaction: a success replaces the row, a failure keeps its text."""
+        return self._write(summaries.save, rows)
+
+    def list_summaries(self, session_ids: Iterable[str]) -> list[dict]:
+        """Every summary row (ok or failed) of these sessions."""
+        return self._read(summaries.for_sessions, list(session_ids))
+
+    def summary_counts(self) -> dict[str, dict[str, int]]:
+        """Summaries by kind and status: {"session": {"ok": n, "failed": m}, "exchange": ..., "message": ...}."""
+        return self._read(summaries.counts)
