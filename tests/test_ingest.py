@@ -31,9 +31,10 @@ def free_port() -> int:
 class Served:
     """`reasonlog serve`'s app under uvicorn in a thread, on 127.0.0.1; stops by itself."""
 
-    def __init__(self, db, port: int):
-        self.server = uvicorn.Server(uvicorn.Config(create_app(lambda: open_store(db)), host="127.0.0.1", port=port,
-                                                    log_level="error", access_log=False))
+    def __init__(self, db, port: int, **options):
+        app = create_app(lambda: open_store(db), **options)
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error",
+                                                    access_log=False))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self):
@@ -126,3 +127,32 @@ def test_while_the_server_is_down_batches_wait_and_arrive_once(server_db):
     agents = sorted((s["agent"], s["call_count"]) for s in store.list_sessions(ALL))
     assert agents == [("later", 1), ("patient", 2)]
     assert store.status()["rejected_records"] == 0
+
+
+def test_an_event_larger_than_the_server_takes_waits_in_a_spill_file_and_holds_up_nothing(server_db, tmp_path):
+    """One message past max_bytes cannot be sent in any body: the calls around it arrive, it waits (not lost)
+    with a reason that names the limit, and it arrives once a server takes bodies that large."""
+    db, key = server_db
+    port = free_port()
+    big = "z" * 50_000
+    with Served(db, port, max_body_bytes=20_000):
+        rec = reasonlog.Recorder(f"http://127.0.0.1:{port}", api_key=key)  # background: one batch for all
+        with rec.session(agent="huge") as s:
+            s.call(messages=[{"role": "user", "content": "small before"}], response="ok")
+            s.call(messages=[{"role": "user", "content": big}], response="ok")
+            s.call(messages=[{"role": "user", "content": "small after"}], response="ok")
+        rec.close()
+    store = open_store(db, read_only=True)
+    (session,) = store.list_sessions(ALL)
+    assert session["call_count"] == 2  # both small calls, the one after the big one too
+    spills = sorted((tmp_path / "data").rglob("*.spill"))
+    assert len(spills) == 1 and big.encode() in spills[0].read_bytes()
+    with Served(db, port, max_body_bytes=200_000):
+        later = reasonlog.Recorder(f"http://127.0.0.1:{port}", api_key=key, writer="sync")
+        later.close()  # opening replays what waits
+    store = open_store(db, read_only=True)
+    (session,) = store.list_sessions(ALL)
+    assert session["call_count"] == 3
+    assert store.status()["rejected_records"] == 0
+    assert sorted((tmp_path / "data").rglob("*.spill")) == []
+

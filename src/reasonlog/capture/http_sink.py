@@ -27,11 +27,13 @@ BACKOFF_S = (0.25, 0.5, 1.0)
 
 
 class HttpError(OSError):
-    """The server refused or could not be reached; `retry` says whether trying again may help."""
+    """The server refused or could not be reached; `retry` says whether trying again at once may help, and
+    `events_at_fault` whether the server refused what was sent (422) rather than failing or being away."""
 
-    def __init__(self, message: str, retry: bool):
+    def __init__(self, message: str, retry: bool, events_at_fault: bool = False):
         super().__init__(message)
         self.retry = retry
+        self.events_at_fault = events_at_fault
 
 
 class HttpSink:
@@ -43,10 +45,31 @@ class HttpSink:
 
     # ------------------------------------------------------------ the sink contract
 
+    @staticmethod
+    def is_store_failure(exc: BaseException) -> bool:
+        """Whether `exc` says the server failed, is away or cannot take the batch yet (the spill file waits),
+        not that an event is at fault (then the replay looks for it and sets it aside)."""
+        return not (isinstance(exc, HttpError) and exc.events_at_fault)
+
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> None:
+        """Send the events in bodies the server takes. An event larger than any body it takes is held back
+        while the others go; then this raises, so that the batch waits in a spill file (sending it again
+        adds nothing the server has) until a server takes bodies that large."""
         lines = [dump_event(e) for e in events]
-        for k, chunk in enumerate(self._chunks(lines)):
-            self._send(chunk, counters if k == 0 else None)
+        room = self._limit() - 512
+        oversized = [line for line in lines if len(line) + 1 > room]
+        fitting = [line for line in lines if len(line) + 1 <= room]
+        for chunk in self._chunks(fitting, room):
+            if chunk:
+                self._send(chunk, None)
+        if counters:  # a body of their own: a body of events already sent is a duplicate, and adds nothing
+            self._send([], counters, batch_id=new_id())
+        if oversized:
+            largest, limit = max(map(len, oversized)), self._limit()
+            self._max_bytes = None  # ask again next time: the server may have been told to take more
+            raise HttpError(f"{self.url}: {len(oversized)} event(s) larger than the server takes (the largest"
+                            f" {largest} bytes; max_bytes {limit}): they wait in a spill file until"
+                            " it takes larger bodies (reasonlog serve --max-body-mb)", retry=False)
 
     def add_counters(self, counters: dict[str, int]) -> None:
         if counters:
@@ -57,9 +80,9 @@ class HttpSink:
 
     # ------------------------------------------------------------ sending
 
-    def _chunks(self, lines: list[bytes]) -> list[list[bytes]]:
-        """The lines in bodies no larger than the server takes (a header line's room kept aside)."""
-        room = self._limit() - 512
+    @staticmethod
+    def _chunks(lines: list[bytes], room: int) -> list[list[bytes]]:
+        """The lines in bodies of at most `room` bytes (the server's limit less a header line's room)."""
         chunks: list[list[bytes]] = [[]]
         size = 0
         for line in lines:
@@ -72,7 +95,9 @@ class HttpSink:
 
     def _send(self, lines: list[bytes], counters: dict[str, int] | None, batch_id: str | None = None) -> None:
         events = b"\n".join(lines)
-        ident = batch_id or hashlib.blake2b(events + orjson.dumps(counters or {}), digest_size=16).hexdigest()
+        # The events alone name the batch, so the same events sent again in the same body (a retry, a spill
+        # file replayed after part of it went) add nothing, whatever counters travel with them.
+        ident = batch_id or hashlib.blake2b(events, digest_size=16).hexdigest()
         body = orjson.dumps({"$reasonlog": "batch", "id": ident, "counters": counters or {}}) + b"\n" + events
         for pause in (*BACKOFF_S, None):
             try:
@@ -102,8 +127,8 @@ class HttpSink:
                 return response.read()
         except urllib.error.HTTPError as exc:
             detail = _detail(exc)
-            raise HttpError(f"{self.url}{path}: {exc.code} {detail}", retry=exc.code >= 500 or exc.code == 429) \
-                from None
+            raise HttpError(f"{self.url}{path}: {exc.code} {detail}", retry=exc.code >= 500 or exc.code == 429,
+                            events_at_fault=exc.code == 422) from None
         except (urllib.error.URLError, OSError) as exc:
             reason: Any = getattr(exc, "reason", exc)
             raise HttpError(f"{self.url}{path}: cannot reach the server ({reason})", retry=True) from None

@@ -14,6 +14,8 @@ from .main import cli
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind; anything but loopback needs an API key (reasonlog keys create).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option("--max-body-mb", type=click.FloatRange(min=0.1, max=1024), default=8.0, show_default=True,
+              help="The largest ingestion body recorders may send (advertised at GET /v1/ingest).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Server processes; with PostgreSQL (or SQLite on one machine) they share the database.")
 @click.option("--summarize", "summarizer", type=click.Choice(["offline", "anthropic", "openai"]),
@@ -24,7 +26,7 @@ from .main import cli
 @click.option("--summarize-every", type=click.FloatRange(min=1), default=60.0, show_default=True, metavar="SECONDS",
               help="How often the background summaries look for new work.")
 @click.pass_obj
-def serve(obj, host, port, workers, summarizer, summarize_model, summarize_base_url, summarize_every):
+def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, summarize_base_url, summarize_every):
     """Serve the database over HTTP: /reasoning, /healthz, /readyz, and the OpenAPI schema at /openapi.json.
 
     Once a key exists, every request but /healthz needs one: `Authorization: Bearer <key>`."""
@@ -47,10 +49,11 @@ def serve(obj, host, port, workers, summarizer, summarize_model, summarize_base_
     # Recorded text is never logged: no access log (URLs carry search terms), warnings only.
     if workers == 1:
         app = create_app(lambda: open_store(path), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"), make,
-                         summarize_every)
+                         summarize_every, max_body_bytes=int(max_body_mb * (1 << 20)))
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
         return
-    os.environ["REASONLOG_SERVE_DB"] = str(path)  # each worker process builds its app from it
+    os.environ["REASONLOG_SERVE_DB"] = str(path)  # each worker process builds its app from these
+    os.environ["REASONLOG_SERVE_MAX_BODY"] = str(int(max_body_mb * (1 << 20)))
     uvicorn.run("reasonlog.server.app:app_from_environment", factory=True, host=host, port=port, workers=workers,
                 log_level="warning", access_log=False)
 

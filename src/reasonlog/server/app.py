@@ -24,11 +24,13 @@ ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong,
 
 
 def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
-               summarizer: Callable[[], Summarizer] | None = None, summarize_every_s: float = 60.0) -> FastAPI:
+               summarizer: Callable[[], Summarizer] | None = None, summarize_every_s: float = 60.0,
+               max_body_bytes: int | None = None) -> FastAPI:
     """The app over the store `open_store` opens (once, on first use). `deployment_mode` is echoed by /reasoning.
 
     `summarizer`: make one to summarise new sessions in the background every `summarize_every_s` seconds while
-    the app runs (see server/summarizing.py); `app.state.summaries` is that background job, else None."""
+    the app runs (see server/summarizing.py); `app.state.summaries` is that background job, else None.
+    `max_body_bytes`: the largest ingestion body (default `server.ingest.MAX_BYTES`), advertised to recorders."""
     state = _Lazy(open_store)
     background = None if summarizer is None else BackgroundSummaries(state.get, summarizer, summarize_every_s)
 
@@ -84,7 +86,8 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
         return {"sessions": sessions, "count": len(sessions), "deployment_mode": deployment_mode}
 
     app.include_router(api.router(state.get, reader))
-    app.include_router(ingest.router(state.get, Depends(_requires(state, "write"))))
+    app.include_router(ingest.router(state.get, Depends(_requires(state, "write")),
+                                     ingest.MAX_BYTES if max_body_bytes is None else max_body_bytes))
     return app
 
 
@@ -93,7 +96,8 @@ def app_from_environment() -> FastAPI:
     from ..store import open_store
 
     target = os.environ["REASONLOG_SERVE_DB"]
-    return create_app(lambda: open_store(target), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"))
+    return create_app(lambda: open_store(target), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
+                      max_body_bytes=int(os.environ.get("REASONLOG_SERVE_MAX_BODY", ingest.MAX_BYTES)))
 
 
 def _requires(state: _Lazy, needed: str):
