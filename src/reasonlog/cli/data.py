@@ -10,7 +10,7 @@ import click
 from rich.text import Text
 
 from ..io import jsonl
-from ..store import StoreError
+from ..store import SessionFilter, StoreError
 from .main import cli, console
 
 
@@ -48,11 +48,12 @@ def _invocation() -> str:
 
 @cli.command("export")
 @click.argument("sessions", nargs=-1)
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "exchange-jsonl"]), default="jsonl", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "exchange-jsonl", "otlp"]), default="jsonl",
+              show_default=True, help="otlp: one OTLP/JSON trace request a session, in the GenAI conventions.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="File to write (default: stdout).")
 @click.pass_obj
 def export_(obj, sessions, fmt, output):
-    """Export sessions (default: all) as reasonlog JSONL, or one session as exchange JSONL."""
+    """Export sessions (default: all) as reasonlog JSONL or OTLP/JSON lines, or one session as exchange JSONL."""
     if fmt == "exchange-jsonl" and len(sessions) != 1:
         raise click.UsageError("--format exchange-jsonl exports exactly one SESSION")
     store = obj.store
@@ -77,5 +78,11 @@ def _write_export(store, fmt: str, ids: list[str] | None, out) -> None:
 
         for line in export_exchange_jsonl(store, ids[0] if ids else ""):
             out.write(line.encode() if isinstance(line, str) else line)
+    elif fmt == "otlp":
+        from ..io.otlp_export import session_requests
+
+        every = ids if ids is not None else [s["id"] for s in reversed(store.list_sessions(SessionFilter(limit=None)))]
+        for line in session_requests(store, every):
+            out.write(line + b"\n")
     else:
         jsonl.write_export(store, out, ids)

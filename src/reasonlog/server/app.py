@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from .. import __version__, query
 from ..store import Store, StoreError, keys
 from ..summaries import Summarizer
-from . import api, ingest
+from . import api, ingest, otlp
 from .summarizing import BackgroundSummaries
 
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
@@ -86,8 +86,9 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
         return {"sessions": sessions, "count": len(sessions), "deployment_mode": deployment_mode}
 
     app.include_router(api.router(state.get, reader))
-    app.include_router(ingest.router(state.get, Depends(_requires(state, "write")),
-                                     ingest.MAX_BYTES if max_body_bytes is None else max_body_bytes))
+    limit = ingest.MAX_BYTES if max_body_bytes is None else max_body_bytes
+    app.include_router(ingest.router(state.get, Depends(_requires(state, "write")), limit))
+    app.include_router(otlp.router(state.get, Depends(_requires(state, "write")), limit))
     return app
 
 
