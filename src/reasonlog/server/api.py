@@ -19,11 +19,15 @@ from ..parts import RecordError
 from ..store import SessionFilter, Store, StoreError
 
 MAX_PAGE = 500
+ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
 
 
 def router(get_store: Any, reader: Any) -> APIRouter:
     """The /v1 routes over the store `get_store()` returns; `reader` is the read-scope dependency."""
-    api = APIRouter(prefix="/v1", dependencies=[reader], tags=["v1"])
+    errors: dict[int | str, dict[str, Any]] = {
+        400: {"description": "A parameter the server cannot read (a date, a cursor, a search); names it", **ERROR},
+        404: {"description": "No session or call has that id", **ERROR}}
+    api = APIRouter(prefix="/v1", dependencies=[reader], tags=["v1"], responses=errors)
 
     @api.get("/runs", summary="Runs with their calls, tokens and cost")
     def runs(store: Store = Depends(get_store)) -> dict:

@@ -22,7 +22,8 @@ def router(get_store: Any, writer: Any, max_bytes: int) -> APIRouter:
     api = APIRouter(prefix="/v1", dependencies=[writer], tags=["opentelemetry"])
 
     @api.post("/traces", summary="Store OpenTelemetry GenAI, OpenInference and Claude Code model-call spans",
-              responses={200: {"description": "An ExportTraceServiceResponse, protobuf or JSON as the request was"},
+              responses={200: {"description": "An ExportTraceServiceResponse, protobuf or JSON as the request was",
+                               "content": {"application/x-protobuf": {}, "application/json": {}}},
                          400: {"description": "Not an OTLP trace request; names the field"},
                          413: {"description": "The body is larger than max_bytes"},
                          415: {"description": "Neither application/x-protobuf nor application/json"}})
