@@ -82,7 +82,7 @@ def _write_export(store, fmt: str, ids: list[str] | None, out) -> None:
         from ..io.otlp_export import session_requests
 
         every = ids if ids is not None else [s["id"] for s in reversed(store.list_sessions(SessionFilter(limit=None)))]
-        for line in session_requests(store, every):
-            out.write(line + b"\n")
+        for request in session_requests(store, every):
+            out.write(request + b"\n")
     else:
         jsonl.write_export(store, out, ids)
