@@ -43,16 +43,13 @@ def router(get_store: Any, reader: Any) -> APIRouter:
                  store: Store = Depends(get_store)) -> dict:
         flt = SessionFilter(run=run, agent=agent, model=model, status=status, labels=_labels(label),
                             since=_when("since", since), until=_when("until", until), limit=limit + 1,
-                            after=_cursor(cursor))
-        if q:
-            try:
-                hits = {h["session_id"] for h in store.search(q, SessionFilter(limit=None), None)}
-            except ValueError as exc:
-                raise HTTPException(400, f"q: {exc}") from None
-            page = [s for s in store.list_sessions(SessionFilter(**{**flt.__dict__, "limit": None}))
-                    if s["id"] in hits][:limit + 1]
-        else:
+                            after=_cursor(cursor), text=q or None)
+        try:
             page = store.list_sessions(flt)
+        except (ValueError, StoreError) as exc:  # a search it cannot read
+            if not q:
+                raise
+            raise HTTPException(400, f"q: {exc}") from None
         more = len(page) > limit
         page = page[:limit]
         return {"sessions": page, "next_cursor": _next(page[-1]) if more and page else None}

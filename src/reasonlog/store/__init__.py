@@ -38,6 +38,8 @@ class SessionFilter:
     # A page's cursor: sessions strictly after this (started_at, id) in the list's order (newest first).
     # Keyset, not offset, so pages stay right while sessions are being written.
     after: tuple[str, str] | None = None
+    # Only sessions whose recorded text (messages, tool results, outcomes) contains this, as `search` finds it.
+    text: str | None = None
 
 
 class Store(Protocol):

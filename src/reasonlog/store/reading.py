@@ -95,9 +95,13 @@ def _exclusive_end(until: str) -> str:
     return until
 
 
-def list_sessions(cur, flt: SessionFilter) -> list[dict]:
-    """The filtered sessions, newest first; at most `flt.limit` (None: all). `count_sessions` says how many match."""
+def list_sessions(cur, flt: SessionFilter, ids: list[str] | None = None) -> list[dict]:
+    """The filtered sessions, newest first; at most `flt.limit` (None: all). `count_sessions` says how many match.
+    `ids`: only these sessions."""
     where, args = filter_sql(flt)
+    if ids is not None:
+        where += f" AND s.id IN ({', '.join('?' * len(ids))})"
+        args = [*args, *ids]
     limit = f" LIMIT {int(flt.limit)}" if flt.limit is not None else ""
     rows = cur.execute(f"SELECT {', '.join('s.' + c for c in SESSION_COLUMNS)} FROM sessions s WHERE {where}"
                        f" ORDER BY s.started_at DESC, s.id DESC{limit}", args).fetchall()

@@ -171,6 +171,30 @@ def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int |
     return _verified(rows, _Texts(reading.ContentReader(cur.connection.cursor(), dicts)), query, limit)
 
 
+def matching_sessions(cur, dicts: Dictionaries, flt: SessionFilter, index=FTS5) -> list[str]:
+    """Ids of the sessions `flt` selects whose text contains `flt.text`, newest first, at most `flt.limit`.
+
+    Stops at the first verified hit of a session and at the limit: a page of a list costs a page of hits."""
+    assert flt.text is not None
+    query = Query.parse(flt.text)
+    match = index.argument(cur, query)
+    where, args = reading.filter_sql(replace(flt, limit=None, text=None))
+    candidates = _candidates(index if match is not None else None)
+    rows = cur.execute(f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id WHERE {where}"
+                       " ORDER BY s.started_at DESC, s.id DESC", [*([match] * 3 if match else []), *args])
+    texts = _Texts(reading.ContentReader(cur.connection.cursor(), dicts))
+    found: list[str] = []
+    for kind, session_id, _pos, _rank, _role, _call, _at, ref, _tool_use, name, input_json, body_json in rows:
+        if found and found[-1] == session_id:
+            continue  # rows come session by session: this one is found already
+        text = texts.of(kind, ref, name, input_json, body_json)
+        if text is not None and query.first_in(text.lower()) is not None:
+            found.append(session_id)
+            if flt.limit is not None and len(found) >= flt.limit:
+                break
+    return found
+
+
 _TOKEN = re.compile(r'-?"[^"]*"?|\S+')
 _EXCLUDED = re.compile(r"-\w")  # `-word` excludes; `-`, `--` and `->` alone are text
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..model import Event
@@ -173,7 +174,13 @@ class SQLStore:
                 cur.execute("COMMIT")
 
     def list_sessions(self, flt: SessionFilter) -> list[dict]:
-        return self._read(reading.list_sessions, flt)
+        if flt.text is None:
+            return self._read(reading.list_sessions, flt)
+
+        def found(cur) -> list[dict]:
+            ids = search.matching_sessions(cur, self._dicts, flt, self.index)
+            return reading.list_sessions(cur, SessionFilter(limit=None), ids) if ids else []
+        return self._read(found)
 
     def list_outcomes(self, flt: SessionFilter, kind: str | None = None, session_id: str | None = None) -> list[dict]:
         """Outcomes (a trade, a move) of the sessions `flt` selects, newest first; at most `flt.limit`."""
@@ -203,6 +210,8 @@ class SQLStore:
 
     def count_sessions(self, flt: SessionFilter) -> int:
         """How many sessions the filter selects, its limit aside: `list_sessions` shows at most `flt.limit`."""
+        if flt.text is not None:
+            return len(self._read(search.matching_sessions, self._dicts, replace(flt, limit=None), self.index))
         return self._read(reading.count_sessions, flt)
 
     def record_counts(self) -> dict[str, int]:

@@ -1,0 +1,216 @@
+"""`reasonlog serve` under load: read latency with 10,000 sessions and 500,000 messages, and ingestion over HTTP.
+
+    python benchmarks/bench_server.py                                   # SQLite (built once, cached in out/)
+    python benchmarks/bench_server.py --db postgresql://postgres@127.0.0.1:55432/postgres
+    python benchmarks/bench_server.py --sessions 1000                   # a quicker, smaller run
+
+The database holds trading-simulator model-days: 10,000 sessions (20 models x 500 days of one job), each of
+5 calls whose contexts grow by 10 messages a call (50 messages a session, 500,000 in all), with two
+`position` outcomes each. It is written once through the store's `write_batch` and kept (a SQLite file in
+`benchmarks/out/`, a schema `bench_server_<n>` on PostgreSQL) for later runs.
+
+A `reasonlog serve` process on 127.0.0.1 then answers, 200 times each, with a warm-up first:
+`GET /reasoning` for one model-day with the full conversation; `GET /v1/sessions` filtered by model and
+date label; `GET /v1/sessions?q=` a full-text search. p50 and p95 are printed against the target
+(p95 < 50 ms), beside `GET /healthz` measured the same way (the floor: HTTP and the framework alone).
+
+Ingestion: the medium workload (`../shared/bench/workload.py`) recorded by a `Recorder` into a local file
+(in-process), then by a `Recorder("http://…")` through a second server into a fresh database, both timed
+until every call is durable; the ratio is HTTP's rate over in-process's (target >= 0.5).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / ".." / "shared" / "bench"))
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import reasonlog  # noqa: E402
+from reasonlog.model import CallRecorded, OutcomeRecorded, SessionEnded, SessionStarted, Usage, stable_id  # noqa: E402
+
+OUT = REPO / "benchmarks" / "out"
+MODELS = [f"model-{m:02d}" for m in range(20)]
+CALLS, NEW_PER_CALL = 5, 10
+
+
+def days(n: int) -> list[str]:
+    start = time.mktime((2024, 1, 1, 12, 0, 0, 0, 0, 0))
+    return [time.strftime("%Y-%m-%d", time.gmtime(start + 86400 * d)) for d in range(n)]
+
+
+def session_events(model: str, day: str, k: int) -> list:
+    """One model-day: 5 calls, each resending the history plus 10 new messages, and two positions."""
+    sid = stable_id(f"{day}T09:00:00Z", "bench", model, day)
+    events: list = [SessionStarted(session_id=sid, started_at=f"{day}T09:00:00Z", agent=model, run="job-1",
+                                   model=model, provider="openai", labels={"date": day})]
+    history: list = []
+    for c in range(CALLS):
+        for m in range(NEW_PER_CALL - 1):
+            history.append({"role": "user", "content": f"{model} {day} step {c}.{m}: price of NVDA is "
+                                                       f"{180 + (k * 7 + c * 3 + m) % 40} and cash {10000 - c * 100}"})
+        reply = {"role": "assistant", "content": [{"type": "text", "text": f"{model} on {day}: decision {c} for "
+                                                   f"portfolio {k % 97}, buying {c + 1} shares"}]}
+        events.append(CallRecorded(call_id=stable_id(f"{day}T09:0{c}:00Z", "bench", sid, c), session_id=sid,
+                                   exchange_id=None, started_at=f"{day}T09:0{c}:00Z",
+                                   request={"model": model, "messages": list(history)}, response=reply, model=model,
+                                   provider="openai", usage=Usage(input_tokens=1000 + c, output_tokens=50),
+                                   latency_ms=800.0, stable_history=True))
+        history.append(reply)
+    for n, (symbol, amount, price) in enumerate((("NVDA", 10, 189.6), ("GOOGL", 6, 245.15))):
+        events.append(OutcomeRecorded(outcome_id=stable_id(f"{day}T09:10:00Z", "bench", sid, n), session_id=sid,
+                                      at=f"{day}T09:1{n}:00Z", outcome_kind="position",
+                                      payload={"action_id": n + 1, "action_type": "buy", "symbol": symbol,
+                                               "amount": amount, "price": price, "cash_after": 8104.0 - n * 1471}))
+    events.append(SessionEnded(session_id=sid, ended_at=f"{day}T09:20:00Z"))
+    return events
+
+
+def build(target, sessions: int) -> None:
+    store = reasonlog.open_store(target)
+    if store.count_sessions(reasonlog.SessionFilter(limit=None)) == sessions:
+        store.close()
+        print(f"  reusing {sessions:,} sessions", file=sys.stderr)
+        return
+    t0, batch = time.perf_counter(), []
+    for k in range(sessions):
+        batch += session_events(MODELS[k % len(MODELS)], days(sessions // len(MODELS) + 1)[k // len(MODELS)], k)
+        if len(batch) >= 2000:
+            store.write_batch(batch)
+            batch = []
+        if k % 1000 == 999:
+            print(f"  {k + 1:,} sessions written ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    store.write_batch(batch)
+    store.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, target):
+        self.port = free_port()
+        env = {**os.environ, "REASONLOG_DB": str(target)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "reasonlog", "serve", "--port", str(self.port)],
+                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.base = f"http://127.0.0.1:{self.port}"
+        for _ in range(300):
+            try:
+                if urllib.request.urlopen(self.base + "/readyz", timeout=5).status == 200:
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise SystemExit("reasonlog serve did not become ready")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def timed(url: str, n: int) -> list[float]:
+    for _ in range(5):
+        urllib.request.urlopen(url, timeout=30).read()
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        with urllib.request.urlopen(url, timeout=30) as r:
+            r.read()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def p(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100)[q - 1]
+
+
+def reads(target, sessions: int, n: int) -> None:
+    server = Server(target)
+    day = days(sessions // len(MODELS) + 1)[sessions // len(MODELS) // 2]
+    urls = {
+        "GET /healthz (floor)": "/healthz",
+        "GET /reasoning, one model-day, full conversation":
+            "/reasoning?" + urllib.parse.urlencode({"date": day, "model": "model-07", "include_full_conversation":
+                                                    "true"}),
+        "GET /v1/sessions, model + date label": "/v1/sessions?" + urllib.parse.urlencode(
+            {"model": "model-07", "label": f"date={day}"}),
+        "GET /v1/sessions?q= full-text search": "/v1/sessions?" + urllib.parse.urlencode(
+            {"q": f"model-07 on {day}: decision 3"}),
+    }
+    try:
+        for name, path in urls.items():
+            ms = timed(server.base + path, n)
+            target_note = "" if "floor" in name else f"  target p95 < 50 ms: {'met' if p(ms, 95) < 50 else 'NOT met'}"
+            print(f"  {name:<52} p50 {p(ms, 50):7.1f} ms  p95 {p(ms, 95):7.1f} ms{target_note}")
+    finally:
+        server.stop()
+
+
+def ingestion(fresh_target) -> None:
+    import workload
+    from bench_postgres import record
+
+    calls = list(workload.generate("medium"))
+    with tempfile.TemporaryDirectory() as tmp:
+        local = record(Path(tmp) / "local.db", calls)
+        server = Server(fresh_target)
+        try:
+            os.environ["XDG_DATA_HOME"] = str(Path(tmp) / "data")
+            remote = record(server.base, calls)
+        finally:
+            server.stop()
+    print(f"  ingestion of the medium workload ({len(calls):,} calls): in-process {len(calls) / local:,.0f} calls/s,"
+          f" over HTTP {len(calls) / remote:,.0f} calls/s; ratio {local / remote:.2f} (target >= 0.5:"
+          f" {'met' if local / remote >= 0.5 else 'NOT met'})")
+
+
+def targets(db: str | None, sessions: int):
+    """The cached read database and a fresh one for ingestion, for the dialect `db` names."""
+    if not db:
+        OUT.mkdir(parents=True, exist_ok=True)
+        fresh = Path(tempfile.mkdtemp()) / "ingest.db"
+        return OUT / f"server-{sessions}.db", fresh
+    import uuid
+
+    import psycopg
+
+    read_schema, fresh_schema = f"bench_server_{sessions}", "bench_ingest_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {read_schema}")
+        conn.execute(f"CREATE SCHEMA {fresh_schema}")
+    joiner = "&" if "?" in db else "?"
+    return (f"{db}{joiner}options=-csearch_path%3D{read_schema}", f"{db}{joiner}options=-csearch_path%3D{fresh_schema}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--db", help="a PostgreSQL URL (default: a SQLite file in benchmarks/out)")
+    ap.add_argument("--sessions", type=int, default=10_000)
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--skip-ingestion", action="store_true")
+    args = ap.parse_args(argv)
+    read_target, fresh = targets(args.db, args.sessions)
+    print(f"{'PostgreSQL' if args.db else 'SQLite'}: {args.sessions:,} sessions,"
+          f" {args.sessions * CALLS * NEW_PER_CALL:,} messages")
+    build(read_target, args.sessions)
+    reads(read_target, args.sessions, args.requests)
+    if not args.skip_ingestion:
+        ingestion(fresh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
