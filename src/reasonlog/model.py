@@ -344,9 +344,34 @@ class OutcomeRecorded(Event):
     call_id: str | None = None
 
 
+@dataclass(slots=True)
+class ReasoningRecorded(Event):
+    """A tiered reasoning record (see reasonlog/reasoning): the compact form, and where its long form is.
+
+    `state` is `kept`, or `held` for an on_failure record: kept if its session fails, dropped if it completes."""
+
+    kind: ClassVar[str] = "reasoning"
+    record_id: str
+    session_id: str
+    at: str
+    phase: str
+    compact: dict
+    agent: str | None = None
+    group: str | None = None
+    details: str | None = None
+    artifact_path: str | None = None
+    details_tokens: int | None = None
+    compact_tokens: int | None = None
+    tokenizer: str | None = None
+    redacted: bool = False
+    confidence: str | None = None
+    references: list | None = None
+    state: str = "kept"
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls for cls in (SessionStarted, SessionEnded, ExchangeStarted, ExchangeEnded, CallRecorded,
-                              ToolResultRecorded, OutcomeRecorded)
+                              ToolResultRecorded, OutcomeRecorded, ReasoningRecorded)
 }
 
 
@@ -440,6 +465,12 @@ _CHECKS: dict[type, tuple[tuple[str, Any, str], ...]] = {
                          ("name", *TEXT), ("is_error", lambda v: type(v) is bool, "a bool"),
                          ("duration_ms", *AMOUNT)),
     OutcomeRecorded: (("outcome_id", *ID), *_SESSION, ("at", *INSTANT), ("outcome_kind", *ID), ("call_id", *TEXT)),
+    ReasoningRecorded: (("record_id", *ID), *_SESSION, ("at", *INSTANT), ("phase", *ID), ("compact", _dict, "a dict"),
+                        ("agent", *TEXT), ("group", *TEXT), ("details", *TEXT), ("artifact_path", *TEXT),
+                        ("details_tokens", _pid, "an int"), ("compact_tokens", _pid, "an int"), ("tokenizer", *TEXT),
+                        ("redacted", lambda v: type(v) is bool, "a bool"), ("confidence", *TEXT),
+                        ("references", lambda v: v is None or isinstance(v, list), "a list or None"),
+                        ("state", _one_of(("kept", "held")), "kept or held")),
 }
 
 

@@ -218,7 +218,8 @@ def prune(cur, dicts) -> None:
     """Delete what `plan_prune` chose, inside the caller's write transaction."""
     _unindex(cur, dicts)
     chosen = "session_id IN (SELECT id FROM temp.prune_sessions)"
-    for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries"):
+    for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries",
+                  "reasoning_records"):
         cur.execute(f"DELETE FROM {table} WHERE {chosen}")
     cur.execute("DELETE FROM sessions WHERE id IN (SELECT id FROM temp.prune_sessions)")
     cur.execute("DELETE FROM contents WHERE id IN (SELECT id FROM temp.prune_contents)")
@@ -232,6 +233,8 @@ def _unindex(cur, dicts) -> None:
     chosen = "session_id IN (SELECT id FROM temp.prune_sessions)"
     search.unindex_tool_results(cur, [r for (r,) in cur.execute(f"SELECT rowid FROM tool_results WHERE {chosen}")])
     search.unindex_outcomes(cur, [r for (r,) in cur.execute(f"SELECT rowid FROM outcomes WHERE {chosen}")])
+    search.unindex_reasoning_records(cur, [r for (r,) in cur.execute(
+        f"SELECT rowid FROM reasoning_records WHERE {chosen}")])
     reader = ContentReader(cur.connection.cursor(), dicts)
     ids = [cid for (cid,) in cur.execute("SELECT id FROM contents WHERE id IN (SELECT id FROM temp.prune_contents)"
                                          " AND kind != 'tool'")]  # tool schemas are never indexed

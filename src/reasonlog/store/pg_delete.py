@@ -27,10 +27,11 @@ def delete_sessions(cur, session_ids: list[str], forget_file: str | None) -> int
         gone = [r[0] for r in cur.execute(
             f"SELECT id FROM ({_referenced(CHOSEN)}) c(id) EXCEPT"
             f" SELECT id FROM ({_referenced('NOT ' + CHOSEN)}) k(id)", (ids,) * 5 + (ids,) * 5)]
-        for table in ("tool_results", "outcomes"):
+        for table in ("tool_results", "outcomes", "reasoning_records"):
             cur.execute(f"DELETE FROM {table}_search WHERE rowid IN (SELECT rowid FROM {table} WHERE {CHOSEN})",
                         (ids,))
-        for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries"):
+        for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries",
+                      "reasoning_records"):
             cur.execute(f"DELETE FROM {table} WHERE {CHOSEN}", (ids,))
         cur.execute("DELETE FROM sessions WHERE id = ANY(?::text[])", (ids,))
         cur.execute("DELETE FROM contents_search WHERE rowid = ANY(?::bigint[])", (gone,))

@@ -25,7 +25,8 @@ MIGRATION_LOCK = 0x7265_6173_6F6E  # "reason": the advisory lock key every migra
 GENERATION = "content_generation"  # a counter bumped whenever contents are deleted (see `_follow_prunes`)
 TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "contents",
           "contents_search", "tool_results_search", "outcomes_search", "search_words", "zstd_dicts", "counters",
-          "import_files", "api_keys", "ingested_batches", "summaries", MIGRATIONS_TABLE)
+          "import_files", "api_keys", "ingested_batches", "summaries", "reasoning_records",
+          "reasoning_records_search", MIGRATIONS_TABLE)
 
 
 class _Cursor:

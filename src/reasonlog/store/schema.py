@@ -252,6 +252,35 @@ CREATE TABLE ingested_batches (
     events INTEGER NOT NULL
 );
 """),
+    Migration(10, "reasoning records", """
+-- Tiered reasoning records (see reasoning/): what an agent saved of its reasoning in a phase, compact (a
+-- small validated JSON object) and, in full mode, its long form (details, also written to the artifact
+-- file named by artifact_path). state is kept, or held: an on_failure record waits for its session's
+-- outcome (kept if the session fails, deleted when it completes). rowid orders records and names them in
+-- the full-text index. NULL agent, group_name, confidence, references_json: not given. NULL details,
+-- artifact_path, details_tokens: no long form (compact mode). NULL tokenizer: no count was made.
+CREATE TABLE reasoning_records (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    agent TEXT,
+    group_name TEXT,
+    phase TEXT NOT NULL,
+    state TEXT NOT NULL,
+    compact_json TEXT NOT NULL,
+    details TEXT,
+    artifact_path TEXT,
+    details_tokens INTEGER,
+    compact_tokens INTEGER,
+    tokenizer TEXT,
+    redacted INTEGER NOT NULL DEFAULT 0,
+    confidence TEXT,
+    references_json TEXT,
+    at TEXT NOT NULL
+);
+CREATE INDEX reasoning_records_session ON reasoning_records(session_id, group_name, phase);
+CREATE VIRTUAL TABLE reasoning_records_search USING fts5(text, content='', detail=none, columnsize=0,
+    tokenize='trigram case_sensitive 1');
+"""),
     Migration(11, "summaries", """
 -- Summaries: derived text for a session, an exchange or an assistant message, made off the recording
 -- path by `reasonlog summarize` or the server (see summaries/). Never the only copy of anything: each

@@ -213,6 +213,32 @@ CREATE TABLE ingested_batches (
     events BIGINT NOT NULL
 );
 """),
+    Migration(10, "reasoning records", f"""
+-- See schema.py, migration 10. rowid orders records and names them in the full-text index.
+CREATE TABLE reasoning_records (
+    id {T} PRIMARY KEY,
+    rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    session_id {T} NOT NULL,
+    agent {T},
+    group_name {T},
+    phase {T} NOT NULL,
+    state {T} NOT NULL,
+    compact_json {T} NOT NULL,
+    details {T},
+    artifact_path {T},
+    details_tokens BIGINT,
+    compact_tokens BIGINT,
+    tokenizer {T},
+    redacted INTEGER NOT NULL DEFAULT 0,
+    confidence {T},
+    references_json {T},
+    at {T} NOT NULL
+);
+CREATE INDEX reasoning_records_session ON reasoning_records(session_id, group_name, phase);
+CREATE TABLE reasoning_records_search (rowid BIGINT PRIMARY KEY, words TSVECTOR);
+CREATE INDEX reasoning_records_search_words ON reasoning_records_search USING gin (words);
+CREATE INDEX reasoning_records_search_unindexed ON reasoning_records_search (rowid) WHERE words IS NULL;
+"""),
     Migration(11, "summaries", f"""
 -- See schema.py, migration 11.
 CREATE TABLE summaries (

@@ -30,7 +30,8 @@ from .content import Dictionaries
 SENTINEL = "\ue000"  # a private-use character: recorded text practically never holds it
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
 MAX_TRIGRAMS = 24  # more only narrows the candidates a little further, at the cost of a slower query
-RECORD_TABLES = {"tool_results": "tool_results_search", "outcomes": "outcomes_search"}
+RECORD_TABLES = {"tool_results": "tool_results_search", "outcomes": "outcomes_search",
+                 "reasoning_records": "reasoning_records_search"}
 
 
 # ------------------------------------------------------------------ what is indexed
@@ -46,13 +47,15 @@ def index_form(text: str) -> str:
 
 
 def record_text(name: str | None, input_json: str | None, body_json: str | None) -> str:
-    """The searchable text of a tool result (name, input, content) or an outcome (kind, payload), as stored."""
+    """The searchable text of a tool result (name, input, content), an outcome (kind, payload) or a reasoning
+    record (phase, compact form; its details, plain text, are quoted as JSON by `_RECORD_COLUMNS`), as stored."""
     values = [name, *(orjson.loads(j) for j in (input_json, body_json) if j is not None)]
     return searchable_text([v for v in values if v is not None])
 
 
 _RECORD_COLUMNS = {"tool_results": "rowid, name, input_json, content_json",
-                   "outcomes": "rowid, kind, NULL, payload_json"}
+                   "outcomes": "rowid, kind, NULL, payload_json",
+                   "reasoning_records": "rowid, phase, compact_json, details"}
 
 
 # ------------------------------------------------------------------ the index itself, per dialect
@@ -100,6 +103,11 @@ def unindex_tool_results(cur, rowids: Iterable[int], index=FTS5) -> None:
     _unindex_records(cur, "tool_results", list(rowids), index)
 
 
+def unindex_reasoning_records(cur, rowids: Iterable[int], index=FTS5) -> None:
+    """Remove reasoning records (by rowid) from the index. Call before deleting their rows."""
+    _unindex_records(cur, "reasoning_records", list(rowids), index)
+
+
 def unindex_outcomes(cur, rowids: Iterable[int], index=FTS5) -> None:
     """Remove outcomes (by rowid) from the index. Call before deleting their rows."""
     _unindex_records(cur, "outcomes", list(rowids), index)
@@ -110,7 +118,17 @@ def _unindex_records(cur, table: str, rowids: list[int], index) -> None:
         chunk = rowids[start:start + 500]
         rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} WHERE rowid IN"
                            f" ({','.join('?' * len(chunk))})", chunk).fetchall()
-        index.remove(cur, RECORD_TABLES[table], _record_rows(rows))
+        index.remove(cur, RECORD_TABLES[table], _record_rows(rows, table))
+
+
+def drop_held_reasoning(cur, session_ids: list[str], index=FTS5) -> None:
+    """Delete the held (on_failure) reasoning records of sessions that completed, out of the index first."""
+    for session_id in session_ids:
+        rowids = [r for (r,) in cur.execute("SELECT rowid FROM reasoning_records WHERE session_id = ?"
+                                            " AND state = 'held'", (session_id,)).fetchall()]
+        if rowids:
+            unindex_reasoning_records(cur, rowids, index)
+            cur.execute("DELETE FROM reasoning_records WHERE session_id = ? AND state = 'held'", (session_id,))
 
 
 def record_marks(cur) -> dict[str, int]:
@@ -124,15 +142,21 @@ def index_records_since(cur, marks: dict[str, int], index=FTS5) -> None:
     Reading them back at the end of a batch keeps the dialect-neutral writer free of index SQL,
     and indexes exactly what the transaction keeps (events rolled back to a savepoint are gone).
     """
-    for table, name in RECORD_TABLES.items():
+    for table, name in ((t, RECORD_TABLES[t]) for t in marks):
         rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} WHERE rowid > ? ORDER BY rowid",
                            (marks[table],)).fetchall()
         if rows:
-            index.add(cur, name, _record_rows(rows))
+            index.add(cur, name, _record_rows(rows, table))
 
 
-def _record_rows(rows) -> list[tuple[int, str]]:
-    texts = [(rowid, index_form(record_text(name, input_json, body_json))) for rowid, name, input_json, body_json
+def _row_text(table: str, name: str | None, input_json: str | None, body: str | None) -> str:
+    if table == "reasoning_records":  # phase, compact form (JSON) and details (plain text)
+        return searchable_text([v for v in (name, orjson.loads(input_json or "null"), body) if v is not None])
+    return record_text(name, input_json, body)
+
+
+def _record_rows(rows, table: str) -> list[tuple[int, str]]:
+    texts = [(rowid, index_form(_row_text(table, name, input_json, body))) for rowid, name, input_json, body
              in rows]
     return [(rowid, text) for rowid, text in texts if text]
 
@@ -147,7 +171,7 @@ def rebuild(cur) -> None:
             index_contents(cur.connection, batch)
             batch = []
     index_contents(cur.connection, batch)
-    index_records_since(cur, {t: 0 for t in RECORD_TABLES})
+    index_records_since(cur, {"tool_results": 0, "outcomes": 0})  # the record tables of schema 6
 
 
 # ------------------------------------------------------------------ searching
@@ -167,7 +191,7 @@ def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int |
     candidates = _candidates(index if match is not None else None)
     sql = (f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id"
            f" WHERE {where} ORDER BY s.started_at DESC, s.id, h.pos, h.rank, h.at")
-    rows = cur.execute(sql, [*([match] * 3 if match else []), *args])
+    rows = cur.execute(sql, [*([match] * len(_KEY) if match else []), *args])
     return _verified(rows, _Texts(reading.ContentReader(cur.connection.cursor(), dicts)), query, limit)
 
 
@@ -181,7 +205,7 @@ def matching_sessions(cur, dicts: Dictionaries, flt: SessionFilter, index=FTS5) 
     where, args = reading.filter_sql(replace(flt, limit=None, text=None))
     candidates = _candidates(index if match is not None else None)
     rows = cur.execute(f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id WHERE {where}"
-                       " ORDER BY s.started_at DESC, s.id DESC", [*([match] * 3 if match else []), *args])
+                       " ORDER BY s.started_at DESC, s.id DESC", [*([match] * len(_KEY) if match else []), *args])
     texts = _Texts(reading.ContentReader(cur.connection.cursor(), dicts))
     found: list[str] = []
     for kind, session_id, _pos, _rank, _role, _call, _at, ref, _tool_use, name, input_json, body_json in rows:
@@ -321,10 +345,13 @@ def _candidates(index) -> str:
         f" t.input_json, t.content_json FROM {source('tool_results', 't', 'tool_results_search')}",
         "SELECT 'outcome', o.session_id, o.message_idx, 0, NULL, o.call_id, o.at, o.rowid, NULL, o.kind, NULL,"
         f" o.payload_json FROM {source('outcomes', 'o', 'outcomes_search')}",
+        "SELECT 'reasoning', r.session_id, 0, 0, NULL, NULL, r.at, r.rowid, r.group_name, r.phase, r.compact_json,"
+        f" r.details FROM {source('reasoning_records', 'r', 'reasoning_records_search')}"
+        f" {'AND' if index is not None else 'WHERE'} r.state = 'kept'",  # a held record is not saved yet
     ])
 
 
-_KEY = {"messages": "content_id", "tool_results": "rowid", "outcomes": "rowid"}
+_KEY = {"messages": "content_id", "tool_results": "rowid", "outcomes": "rowid", "reasoning_records": "rowid"}
 
 
 class _Texts:
@@ -336,7 +363,7 @@ class _Texts:
 
     def of(self, kind: str, ref: int, name, input_json, body_json) -> str | None:
         if kind != "message":
-            return record_text(name, input_json, body_json)
+            return _row_text("reasoning_records" if kind == "reasoning" else kind, name, input_json, body_json)
         if ref not in self.memo:
             try:
                 self.memo[ref] = searchable_text(self.reader.get(ref))

@@ -101,6 +101,7 @@ class SQLStore:
                 self._follow_prunes(cur)
                 self._lock_sessions(cur, events)
                 counters = dict(counters or {})
+                self._applier.completed.clear()
                 marks = search.record_marks(cur)
                 for event in events:
                     if isolate:
@@ -109,6 +110,7 @@ class SQLStore:
                         self._applier.apply(cur, event)
                 self._applier.finish(cur)
                 search.index_records_since(cur, marks, self.index)
+                search.drop_held_reasoning(cur, self._applier.completed, self.index)
                 counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
                 self._add_counters(cur, counters)
                 for row in imports or ():

@@ -17,6 +17,7 @@ from ..model import (
     ExchangeEnded,
     ExchangeStarted,
     OutcomeRecorded,
+    ReasoningRecorded,
     SessionEnded,
     SessionStarted,
     ToolResultRecorded,
@@ -105,6 +106,9 @@ class Applier:
     price_table: Any = None
     sessions: dict[str, SessionState] = field(default_factory=dict)
     rows: dict[str, list[tuple]] = field(default_factory=dict)  # statement -> rows waiting for one executemany
+    # Sessions that completed in this batch: their held (on_failure) reasoning records are to be dropped, by
+    # the store, which knows its search index (see search.drop_held_reasoning).
+    completed: list[str] = field(default_factory=list)
 
     @property
     def redactor(self):
@@ -145,12 +149,14 @@ class Applier:
         self.contents.rollback_to(mark)
         if session_id is not None:
             self.sessions.pop(session_id, None)
+            self.completed[:] = [s for s in self.completed if s != self.again(session_id)]
         self.rows.clear()
 
     def reset(self) -> None:
         """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
         self.sessions.clear()
         self.rows.clear()
+        self.completed.clear()
         self.contents.reset()
 
     def apply(self, cur, event: Event) -> None:
@@ -238,6 +244,11 @@ class Applier:
                     " WHERE id = ?", (ev.ended_at, ev.status, self.mask_text(ev.summary), self.dumps(ev.error),
                                    self.ident(ev.session_id)))
         self.sessions.pop(ev.session_id, None)
+        if ev.status == "failed":  # what on_failure records were held for: they are kept
+            cur.execute("UPDATE reasoning_records SET state = 'kept' WHERE session_id = ? AND state = 'held'",
+                        (self.again(ev.session_id),))
+        elif ev.status == "completed":
+            self.completed.append(self.again(ev.session_id))
 
     def _apply_exchange_started(self, cur, ev: ExchangeStarted) -> None:
         st = self.state(cur, ev.session_id)
@@ -349,6 +360,18 @@ class Applier:
                     (*map(self.ident, (ev.outcome_id, ev.session_id, ev.outcome_kind)), self.dumps(ev.payload),
                      self.ident(ev.call_id), ev.at,
                      st.next_message))
+
+
+    def _apply_reasoning(self, cur, ev: ReasoningRecorded) -> None:
+        self.state(cur, ev.session_id)  # the session must exist
+        details = self.mask_text(ev.details)
+        cur.execute(
+            "INSERT INTO reasoning_records (id, session_id, agent, group_name, phase, state, compact_json, details,"
+            " artifact_path, details_tokens, compact_tokens, tokenizer, redacted, confidence, references_json, at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (*map(self.ident, (ev.record_id, ev.session_id, ev.agent, ev.group, ev.phase)), ev.state,
+             self.dumps(ev.compact), details, ev.artifact_path, ev.details_tokens, ev.compact_tokens, ev.tokenizer,
+             int(ev.redacted or details != ev.details), self.ident(ev.confidence), self.dumps(ev.references), ev.at))
 
 
 def _resent(st: SessionState, messages: list) -> int:
