@@ -145,6 +145,7 @@ class Recorder:
             self.reject(exc)
             event = None
         session = SessionRecorder(self, sid, model if event else None, provider if event else None)
+        session.agent = agent if isinstance(agent, str) else None
         if event is None:  # its records are rejected too: stored alone, they would be orphans no reader shows
             session.refuse(f"session {sid} was rejected")
             return session
@@ -206,6 +207,7 @@ class SessionRecorder:
         self.recorder = recorder
         self.id = session_id
         self.model, self.provider = model, provider
+        self.agent: str | None = None
         self.exchange_id: str | None = None
         self.ended = False
         self.on_close = "interrupted"
@@ -361,6 +363,23 @@ class SessionRecorder:
         except RecordError as exc:
             return self.recorder.reject(exc)
         self.recorder._emit(event)
+
+    def reason(self, phase: str, compact: dict, *, details: str | None = None, group: str | None = None,
+               confidence: str | None = None, references: list | None = None, agent: str | None = None,
+               policy: Any = None) -> str:
+        """Save a tiered reasoning record of this session (see docs/reasoning-records.md); returns its receipt.
+
+        The compact form is checked now (a ReasonError names the field and the limit); the long form goes to
+        its artifact file at once and to the database with the session's other events. `policy`: a
+        `reasoning.policy.Policy`, else the one reasonlog.toml and the environment give."""
+        from ..reasoning import policy as policies
+        from ..reasoning.records import prepare
+
+        prepared = prepare(policy or policies.load(), self.id, phase, compact, agent=agent or self.agent,
+                           group=group, details=details, confidence=confidence, references=references)
+        if prepared.event is not None:
+            self.recorder._emit(prepared.event)
+        return prepared.receipt
 
     def exchange(self, input: Any = None, *, at: Any = None) -> "ExchangeRecorder":
         """Start an exchange (one user input until its final result); calls made meanwhile belong to it.

@@ -100,4 +100,4 @@ def main() -> None:
     cli()
 
 
-from . import data, database, importing, keys, read, serve, summarize  # noqa: E402,F401  (registers the commands on `cli`)
+from . import data, database, importing, keys, read, reason, serve, summarize  # noqa: E402,F401  (registers the commands on `cli`)

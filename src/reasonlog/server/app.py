@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from .. import __version__, query
 from ..store import Store, StoreError, keys
 from ..summaries import Summarizer
-from . import api, ingest, otlp
+from . import api, ingest, otlp, records
 from .summarizing import BackgroundSummaries
 
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
@@ -89,6 +89,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     limit = ingest.MAX_BYTES if max_body_bytes is None else max_body_bytes
     app.include_router(ingest.router(state.get, Depends(_requires(state, "write")), limit))
     app.include_router(otlp.router(state.get, Depends(_requires(state, "write")), limit))
+    app.include_router(records.router(state.get, reader, Depends(_requires(state, "write"))))
     return app
 
 

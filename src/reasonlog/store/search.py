@@ -121,14 +121,19 @@ def _unindex_records(cur, table: str, rowids: list[int], index) -> None:
         index.remove(cur, RECORD_TABLES[table], _record_rows(rows, table))
 
 
-def drop_held_reasoning(cur, session_ids: list[str], index=FTS5) -> None:
-    """Delete the held (on_failure) reasoning records of sessions that completed, out of the index first."""
+def drop_held_reasoning(cur, session_ids: list[str], index=FTS5, group: str | None = None) -> int:
+    """Delete the held (on_failure) reasoning records of sessions that completed (of one group of them, when
+    `group` is given), out of the index first; returns how many."""
+    dropped = 0
+    where = "session_id = ? AND state = 'held'" + (" AND group_name = ?" if group is not None else "")
     for session_id in session_ids:
-        rowids = [r for (r,) in cur.execute("SELECT rowid FROM reasoning_records WHERE session_id = ?"
-                                            " AND state = 'held'", (session_id,)).fetchall()]
+        args = (session_id, group) if group is not None else (session_id,)
+        rowids = [r for (r,) in cur.execute(f"SELECT rowid FROM reasoning_records WHERE {where}", args).fetchall()]
         if rowids:
             unindex_reasoning_records(cur, rowids, index)
-            cur.execute("DELETE FROM reasoning_records WHERE session_id = ? AND state = 'held'", (session_id,))
+            cur.execute(f"DELETE FROM reasoning_records WHERE {where}", args)
+            dropped += len(rowids)
+    return dropped
 
 
 def record_marks(cur) -> dict[str, int]:

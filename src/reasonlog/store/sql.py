@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from ..model import Event
 from ..parts import RecordError
-from . import SessionFilter, ids, imported, keys, reading, search, summaries, transfer
+from . import SessionFilter, ids, imported, keys, reading, records, search, summaries, transfer
 from .content import Dictionaries
 from .contents import ContentWriter
 from .writing import Applier
@@ -220,6 +220,23 @@ class SQLStore:
         """Rows of each kind of record: what an import reports as added."""
         return self._read(lambda cur: {t: cur.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
                                        for t in ("sessions", "calls", "messages", "tool_results", "outcomes")})
+
+    def list_reasoning_records(self, session_id: str | None = None, group: str | None = None,
+                               phase: str | None = None, record_id: str | None = None,
+                               include_held: bool = True) -> list[dict]:
+        """Reasoning records in the order they were saved (see store/records.py)."""
+        return self._read(records.list_records, session_id, group, phase, record_id, include_held)
+
+    def settle_reasoning(self, session_id: str, failed: bool, group: str | None = None) -> int:
+        """The outcome of a session (or of one group in it) for its held records: kept if it failed, else
+        dropped. Returns how many records it settled."""
+        def settle(cur) -> int:
+            if not failed:
+                return search.drop_held_reasoning(cur, [session_id], self.index, group)
+            where = "session_id = ? AND state = 'held'" + (" AND group_name = ?" if group is not None else "")
+            args = (session_id, group) if group is not None else (session_id,)
+            return cur.execute(f"UPDATE reasoning_records SET state = 'kept' WHERE {where}", args).rowcount
+        return self._write(settle)
 
     # ------------------------------------------------------------ transfer
 

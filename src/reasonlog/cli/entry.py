@@ -1,0 +1,26 @@
+"""The `reasonlog` command's entry point: `reason save` runs without loading the rest of the CLI.
+
+An agent calls `reasonlog reason save` on its critical path, so that command parses its own arguments
+(cli/reason_save.py) and imports only what saving needs; every other command goes to click (cli/main.py).
+"""
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if _is_reason_save(argv):
+        from .reason_save import run
+
+        sys.exit(run(argv))
+    from .main import main as full
+
+    full()
+
+
+def _is_reason_save(argv: list[str]) -> bool:
+    i = 0
+    while i < len(argv) and argv[i].startswith("--db"):
+        i += 1 if "=" in argv[i] else 2
+    return argv[i:i + 2] == ["reason", "save"] and "--help" not in argv and "-h" not in argv
