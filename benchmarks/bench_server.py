@@ -207,8 +207,15 @@ def main(argv=None) -> int:
           f" {args.sessions * CALLS * NEW_PER_CALL:,} messages")
     build(read_target, args.sessions)
     reads(read_target, args.sessions, args.requests)
-    if not args.skip_ingestion:
-        ingestion(fresh)
+    try:
+        if not args.skip_ingestion:
+            ingestion(fresh)
+    finally:
+        if args.db:  # the ingestion schema is the run's own
+            import psycopg
+
+            with psycopg.connect(args.db, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA {str(fresh).rsplit('%3D', 1)[1]} CASCADE")
     return 0
 
 

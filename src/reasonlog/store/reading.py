@@ -58,7 +58,10 @@ def filter_sql(flt: SessionFilter, alias: str = "s") -> tuple[str, list]:
             where.append(f"{alias}.{column} = ?")
             args.append(value)
     if flt.model is not None:
-        where.append(f"({alias}.model = ? OR {alias}.id IN (SELECT session_id FROM calls WHERE model = ?))")
+        # EXISTS, not IN: the other filters (a run, a date label) leave few sessions, each probed through
+        # calls' (session_id, idx) index, where IN would scan every call for the model.
+        where.append(f"({alias}.model = ? OR EXISTS (SELECT 1 FROM calls c WHERE c.session_id = {alias}.id"
+                     " AND c.model = ?))")
         args += [flt.model, flt.model]
     if flt.since or flt.until:
         span, span_args = _span_sql(flt)
