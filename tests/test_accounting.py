@@ -64,6 +64,7 @@ def test_a_reported_exchange_cost_replaces_its_calls_in_every_reader(recorder, s
     expected = (round(0.25 + second, 9), 1300, 350)
     assert readers(store, "r1") == dict.fromkeys(
         ["sessions", "get_session", "stats --by day", "stats --by model", "stats --by agent", "stats --by run",
+         "stats --by source",
          "exchange-jsonl"], expected)
     (session,) = store.list_sessions(reasonlog.SessionFilter(run="r1"))
     assert session["call_count"] == 3

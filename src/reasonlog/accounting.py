@@ -86,7 +86,8 @@ def _reported_entries(exchange: dict, model: str | None) -> list[dict]:
     parts = stats.get("by_model") or {model: stats}
     return [{"kind": "reported", "session_id": exchange["session_id"], "exchange_id": exchange["id"],
              "started_at": exchange["started_at"], "model": name, "status": None, "latency_ms": None,
-             "run": exchange.get("run"), "agent": exchange.get("agent"), "billed_in": None,
+             "run": exchange.get("run"), "agent": exchange.get("agent"), "source": exchange.get("source"),
+             "billed_in": None,
              **{t: int(figures.get(t) or 0) for t in TOKENS}, "cost_usd": reported_cost(figures) or 0.0}
             for name, figures in parts.items()]
 

@@ -14,7 +14,7 @@ from .parts import Part, parts_of, searchable_text
 from .store import SessionFilter, Store
 from .store.content import canonical
 
-STAT_KEYS = ("day", "model", "agent", "run")
+STAT_KEYS = ("day", "model", "agent", "run", "source")
 TOKEN_FIELDS = accounting.TOKENS
 
 

@@ -71,6 +71,9 @@ def filter_sql(flt: SessionFilter, alias: str = "s") -> tuple[str, list]:
     for key, value in flt.labels.items():
         where.append(f"{alias}.id IN (SELECT session_id FROM session_labels WHERE key = ? AND value = ?)")
         args += [key, value]
+    if flt.parent is not None:
+        where.append(f"{alias}.parent_session_id = ?")
+        args.append(flt.parent)
     if flt.after is not None:
         where.append(f"({alias}.started_at, {alias}.id) < (?, ?)")
         args += list(flt.after)
@@ -142,15 +145,19 @@ LEDGER_CALL_COLUMNS = ("id", "session_id", "exchange_id", "started_at", "model",
                        *accounting.TOKENS, "cost_usd", "cost_source")
 
 
+# Where a session came from: the `source` label importers set (claude-code, codex, …), else "recorded".
+SOURCE = "COALESCE((SELECT l.value FROM session_labels l WHERE l.key = 'source' AND l.session_id = s.id), 'recorded')"
+
+
 def _ledger(cur, where: str, args: list) -> list[dict]:
     """Accounting entries of the sessions (alias `s`) that `where` selects."""
-    columns = LEDGER_CALL_COLUMNS + ("run", "agent")
+    columns = LEDGER_CALL_COLUMNS + ("run", "agent", "source")
     calls = [dict(zip(columns, r, strict=True)) for r in cur.execute(
-        f"SELECT {', '.join('c.' + c for c in LEDGER_CALL_COLUMNS)}, s.run, s.agent FROM calls c"
+        f"SELECT {', '.join('c.' + c for c in LEDGER_CALL_COLUMNS)}, s.run, s.agent, {SOURCE} FROM calls c"
         f" JOIN sessions s ON s.id = c.session_id WHERE {where} ORDER BY c.started_at, c.id", args)]
     exchanges = [{"id": i, "session_id": sid, "started_at": at, "stats": loads(stats), "model": model, "run": run,
-                  "agent": agent} for i, sid, at, stats, model, run, agent in cur.execute(
-        "SELECT e.id, e.session_id, e.started_at, e.stats_json, s.model, s.run, s.agent FROM exchanges e"
+                  "agent": agent, "source": source} for i, sid, at, stats, model, run, agent, source in cur.execute(
+        f"SELECT e.id, e.session_id, e.started_at, e.stats_json, s.model, s.run, s.agent, {SOURCE} FROM exchanges e"
         f" JOIN sessions s ON s.id = e.session_id WHERE {where} AND e.stats_json IS NOT NULL", args)]
     return accounting.ledger(calls, exchanges, _cover(cur))
 
@@ -195,7 +202,9 @@ class ContentReader:
         return self.memo[cid]
 
 
-def get_session(cur, session_id: str, dicts: Dictionaries) -> dict:
+def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int] | None = None) -> dict:
+    """A whole session; with `page` (first, end), only the timeline entries whose idx is in [first, end) are
+    read and returned (`message_count` counts them all), so a page of a huge session costs a page."""
     row = cur.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?", (session_id,)).fetchone()
     if row is None:
         raise StoreError(f"no session {session_id!r}")
@@ -207,13 +216,16 @@ def get_session(cur, session_id: str, dicts: Dictionaries) -> dict:
                        " JOIN contents c ON c.id = m.content_id WHERE m.session_id = ? ORDER BY m.idx",
                        (session_id,)).fetchall()
     messages = [r[:5] for r in rows]
+    first, end = page if page is not None else (0, len(rows) + 1)
+    shown = [m for m in messages if first <= m[0] < end]
     reader = ContentReader(cur, dicts)
-    reader.load(m[2] for m in messages)
+    reader.load(m[2] for m in shown)
     # A request's own system prompt is not a message of the conversation: it gets its own key, with the
     # timeline index where it took effect (a system *message* sent in the messages list stays a message).
     system_at = {r[0] for r in rows if r[5]}
     timeline = [{"idx": i, "role": role, "call_id": call, "at": at, "content": reader.get(cid)}
-                for i, role, cid, call, at in messages]
+                for i, role, cid, call, at in shown]
+    session["message_count"] = sum(1 for r in rows if not r[5])
     session["messages"] = [m for m in timeline if m["idx"] not in system_at]
     session["system_prompts"] = [{k: m[k] for k in ("idx", "call_id", "at", "content")}
                                  for m in timeline if m["idx"] in system_at]

@@ -188,8 +188,9 @@ class SQLStore:
         """Outcomes (a trade, a move) of the sessions `flt` selects, newest first; at most `flt.limit`."""
         return self._read(reading.list_outcomes, flt, kind, session_id)
 
-    def get_session(self, session_id: str) -> dict:
-        return self._read(reading.get_session, session_id, self._dicts)
+    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict:
+        """The session; with `page` (first, end), only its timeline entries with idx in [first, end)."""
+        return self._read(reading.get_session, session_id, self._dicts, page)
 
     def get_call(self, call_id: str) -> dict:
         return self._read(reading.get_call, call_id, self._dicts)

@@ -1,0 +1,39 @@
+"""Bar charts as server-rendered SVG (no script, no library): one bar per row, its value written beside it."""
+from __future__ import annotations
+
+from markupsafe import Markup, escape
+
+WIDTH, BAR, GAP, LABEL = 640, 18, 6, 150
+
+
+def bars(rows: list[tuple[str, float]], unit: str = "") -> Markup:
+    """A horizontal bar chart of (label, value) rows, labels and values as text."""
+    if not rows:
+        return Markup('<p class="muted">Nothing in this range.</p>')
+    top = max(v for _, v in rows) or 1
+    height = len(rows) * (BAR + GAP)
+    out = [f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {height}" width="100%" '
+           f'preserveAspectRatio="xMinYMin meet">']
+    for i, (label, value) in enumerate(rows):
+        y = i * (BAR + GAP)
+        w = max(1.0, (WIDTH - LABEL - 110) * value / top)
+        shown = f"{value:,.4f}" if unit == "$" and value < 1 else f"{value:,.2f}" if unit == "$" else f"{value:,.0f}"
+        out.append(f'<text x="{LABEL - 6}" y="{y + BAR - 5}" text-anchor="end">{escape(label[:24])}</text>'
+                   f'<rect x="{LABEL}" y="{y}" width="{w:.1f}" height="{BAR}" class="bar"><title>{escape(label)}:'
+                   f' {escape(unit)}{shown}</title></rect>'
+                   f'<text x="{LABEL + w + 6:.1f}" y="{y + BAR - 5}">{escape(unit)}{shown}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def fullness(used: int | None, window: int | None) -> Markup:
+    """How full a call's context window was, as a bar (its numbers beside it)."""
+    if not used:
+        return Markup("")
+    if not window:
+        return Markup(f'<span class="muted">{used:,} tokens in the window</span>')
+    share = min(1.0, used / window)
+    return Markup(f'<span class="window"><svg viewBox="0 0 100 8" width="120" height="10" role="img">'
+                  f'<rect width="100" height="8" class="track"/><rect width="{share * 100:.1f}" height="8" '
+                  f'class="{"bar full" if share > 0.8 else "bar"}"/></svg> {used:,} of {window:,} tokens '
+                  f'({share:.0%})</span>')

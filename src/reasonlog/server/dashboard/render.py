@@ -1,0 +1,80 @@
+"""Turning recorded text into HTML safely, and the template environment every page (and the HTML export) uses.
+
+Every recorded text is untrusted: templates autoescape, and Markdown is rendered by markdown-it with raw HTML
+off and links kept only when they are http, https or mailto (a `javascript:` link stays text)."""
+from __future__ import annotations
+
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import orjson
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+
+HERE = Path(__file__).parent
+SAFE_SCHEMES = ("http:", "https:", "mailto:")
+
+
+@lru_cache(maxsize=1)
+def _markdown():
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.validateLink = lambda url: url.strip().lower().startswith(SAFE_SCHEMES)  # type: ignore[method-assign]
+    md.disable("image")  # a recorded text never makes the page load anything
+    return md
+
+
+def markdown(text: Any) -> Markup:
+    """Sanitised HTML of Markdown text: no raw HTML, only http(s)/mailto links, no images."""
+    html = _markdown().render(str(text or ""))
+    return Markup(html.replace("<a href=", '<a rel="noopener noreferrer nofollow" href='))
+
+
+def pretty(value: Any) -> str:
+    """JSON for reading: indented, keys in order; text stays as it is."""
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
+                        default=str).decode()
+
+
+def number(value: Any) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def usd(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def when(value: Any) -> str:
+    return str(value or "")[:19].replace("T", " ")
+
+
+def duration(start: Any, end: Any) -> str:
+    try:
+        seconds = (datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+                   - datetime.fromisoformat(str(start).replace("Z", "+00:00"))).total_seconds()
+    except ValueError:
+        return "-"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(markdown=markdown, pretty=pretty, number=number, usd=usd, when=when, duration=duration)
+    return env
+
+
+def page(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)
+
+
+def stylesheet() -> str:
+    return (HERE / "static" / "app.css").read_text(encoding="utf-8")
