@@ -48,14 +48,15 @@ def _invocation() -> str:
 
 @cli.command("export")
 @click.argument("sessions", nargs=-1)
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "exchange-jsonl", "otlp"]), default="jsonl",
-              show_default=True, help="otlp: one OTLP/JSON trace request a session, in the GenAI conventions.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "exchange-jsonl", "otlp", "html"]), default="jsonl",
+              show_default=True, help="otlp: one OTLP/JSON trace request a session, in the GenAI conventions;"
+                                      " html: one session as a self-contained page.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="File to write (default: stdout).")
 @click.pass_obj
 def export_(obj, sessions, fmt, output):
     """Export sessions (default: all) as reasonlog JSONL or OTLP/JSON lines, or one session as exchange JSONL."""
-    if fmt == "exchange-jsonl" and len(sessions) != 1:
-        raise click.UsageError("--format exchange-jsonl exports exactly one SESSION")
+    if fmt in ("exchange-jsonl", "html") and len(sessions) != 1:
+        raise click.UsageError(f"--format {fmt} exports exactly one SESSION")
     store = obj.store
     ids = [store.resolve_id("session", s) for s in sessions] or None
     if not output:
@@ -78,6 +79,12 @@ def _write_export(store, fmt: str, ids: list[str] | None, out) -> None:
 
         for line in export_exchange_jsonl(store, ids[0] if ids else ""):
             out.write(line.encode() if isinstance(line, str) else line)
+    elif fmt == "html":
+        try:
+            from ..server.dashboard.export import session_html
+        except ImportError:
+            raise StoreError("--format html needs the server extra: pip install 'reasonlog[server]'") from None
+        out.write(session_html(store, ids[0] if ids else "").encode())
     elif fmt == "otlp":
         from ..io.otlp_export import session_requests
 

@@ -78,3 +78,33 @@ def _summarizer(name: str, db: str, model: str | None, base_url: str | None):
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     return lambda: make_summarizer(name, db=db, model=model, base_url=base_url)
+
+
+@cli.command()
+@click.option("--port", type=click.IntRange(0, 65535), default=0, help="Port on 127.0.0.1 (default: a free one).")
+@click.option("--no-browser", is_flag=True, help="Print the address instead of opening a browser.")
+@click.pass_obj
+def ui(obj, port, no_browser):
+    """Open the dashboard on this machine's database in the browser (serves on 127.0.0.1 until Ctrl-C)."""
+    import socket
+    import threading
+    import webbrowser
+
+    try:
+        import uvicorn
+
+        from ..server.app import create_app
+    except ImportError:
+        raise StoreError("reasonlog ui needs the server extra: pip install 'reasonlog[server]'") from None
+    path = obj.path
+    open_store(path, read_only=True).close()  # a missing database is said now, not on the first page
+    if port == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/"
+    click.echo(f"reasonlog dashboard on {url} ({obj.shown}; Ctrl-C stops)", err=True)
+    if not no_browser:
+        threading.Timer(0.8, lambda: webbrowser.open(url)).start()
+    uvicorn.run(create_app(lambda: open_store(path)), host="127.0.0.1", port=port, log_level="warning",
+                access_log=False)

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from .. import __version__, query
 from ..store import Store, StoreError, keys
 from ..summaries import Summarizer
-from . import api, ingest, otlp, records
+from . import api, dashboard, ingest, otlp, records
 from .summarizing import BackgroundSummaries
 
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
@@ -90,6 +90,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     app.include_router(ingest.router(state.get, Depends(_requires(state, "write")), limit))
     app.include_router(otlp.router(state.get, Depends(_requires(state, "write")), limit))
     app.include_router(records.router(state.get, reader, Depends(_requires(state, "write"))))
+    dashboard.mount(app, state.get, lambda store, secret: store.api_key_scope(secret) if secret else None)
     return app
 
 

@@ -1,0 +1,110 @@
+"""The web dashboard: server-rendered pages over the same query functions as the API (see docs/dashboard.md).
+
+Pages are Jinja2 templates with autoescaping; recorded Markdown is sanitised (render.py); the only script is
+the dashboard's own static file, and every page is served with a Content-Security-Policy that forbids inline
+scripts. When API keys exist, the dashboard asks for one and keeps it in a session cookie."""
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
+
+from ...store import StoreError
+from . import pages
+from .render import HERE, page
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self';"
+       " form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+COOKIE = "reasonlog_key"
+
+
+def mount(app: Any, get_store: Any, key_scope: Any) -> None:
+    """Add the dashboard's pages at `/` and its files at `/static` to `app`.
+
+    `key_scope(store, secret)` gives a key's scope or None; with no key made yet every page is open."""
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    app.include_router(_router(get_store, key_scope))
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next):
+        response = await call_next(request)
+        if response.headers.get("content-type", "").startswith("text/html"):
+            response.headers["Content-Security-Policy"] = CSP
+            response.headers["X-Content-Type-Options"] = "nosniff"
+            response.headers["Referrer-Policy"] = "no-referrer"
+        return response
+
+
+def _router(get_store: Any, key_scope: Any) -> APIRouter:
+    ui = APIRouter(include_in_schema=False)
+
+    def html(request: Request, template: str, build, *args: Any) -> Response:
+        store = get_store()
+        if store.has_api_keys() and key_scope(store, request.cookies.get(COOKIE, "")) is None:
+            return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
+        try:
+            context = build(store, *args)
+        except (StoreError, ValueError) as exc:
+            return HTMLResponse(page("error.html", message=str(exc)), status_code=404 if "no " in str(exc) else 400)
+        return HTMLResponse(page(template, request=request, **context))
+
+    @ui.get("/")
+    async def sessions_page(request: Request, run: str | None = None, agent: str | None = None,
+                            model: str | None = None, status: str | None = None, source: str | None = None,
+                            since: str | None = None, until: str | None = None, q: str | None = None,
+                            sort: str = "started", after: str | None = None) -> Response:
+        f = pages.Filters(run or None, agent or None, model or None, status or None, source or None,
+                          since or None, until or None, q or None)
+        cursor = (after.split("|", 1)[0], after.split("|", 1)[1]) if after and "|" in after else None
+        return await run_in_threadpool(html, request, "sessions.html",
+                                       lambda s: {**pages.sessions(s, f, sort, cursor), "f": f, "sort": sort})
+
+    @ui.get("/sessions/{session_id}")
+    async def session_page(request: Request, session_id: str, view: str = "full",
+                           offset: int = Query(0, ge=0)) -> Response:
+        def build(s):
+            return pages.session(s, s.resolve_id("session", session_id), view, offset)
+        return await run_in_threadpool(html, request, "session.html", build)
+
+    @ui.get("/calls/{call_id}")
+    async def call_page(request: Request, call_id: str, against: str | None = None) -> Response:
+        def build(s):
+            return pages.call(s, s.resolve_id("call", call_id), s.resolve_id("call", against) if against else None)
+        return await run_in_threadpool(html, request, "call.html", build)
+
+    @ui.get("/usage")
+    async def usage_page(request: Request, since: str | None = None, until: str | None = None) -> Response:
+        return await run_in_threadpool(html, request, "usage.html",
+                                       lambda s: pages.usage(s, since or None, until or None))
+
+    @ui.get("/usage.csv")
+    async def usage_csv(request: Request, by: str = "day", since: str | None = None,
+                        until: str | None = None) -> Response:
+        store = get_store()
+        if store.has_api_keys() and key_scope(store, request.cookies.get(COOKIE, "")) is None:
+            return PlainTextResponse("a key is needed: /login", status_code=401)
+        try:
+            body = await run_in_threadpool(pages.usage_csv, store, by, since or None, until or None)
+        except ValueError as exc:
+            return PlainTextResponse(str(exc), status_code=400)
+        return PlainTextResponse(body, media_type="text/csv",
+                                 headers={"Content-Disposition": f'attachment; filename="usage-by-{by}.csv"'})
+
+    @ui.get("/login")
+    async def login_form(next: str = "/") -> Response:
+        return HTMLResponse(page("login.html", next=next if next.startswith("/") else "/", failed=False))
+
+    @ui.post("/login")
+    async def login(key: str = Form(...), next: str = Form("/")) -> Response:
+        store = get_store()
+        target = next if next.startswith("/") and not next.startswith("//") else "/"
+        if key_scope(store, key.strip()) is None:
+            return HTMLResponse(page("login.html", next=target, failed=True), status_code=401)
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(COOKIE, key.strip(), httponly=True, samesite="strict")  # a session cookie
+        return response
+
+    return ui

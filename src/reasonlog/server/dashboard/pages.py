@@ -1,0 +1,178 @@
+"""What each dashboard page shows, gathered from the query functions and the Store protocol (no SQL here).
+
+The same functions feed the served pages and `reasonlog export --format html`."""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from markupsafe import Markup, escape
+
+from ... import query
+from ...store import SessionFilter, Store
+from . import charts
+
+PAGE = 200  # timeline entries a session page shows
+# Context windows, for the fullness bar; a model not listed shows its tokens without a share.
+WINDOWS = (("claude", 200_000), ("gpt-5", 400_000), ("gpt-4.1", 1_047_576), ("gpt-4o", 128_000),
+           ("o3", 200_000), ("o4", 200_000), ("gemini", 1_048_576), ("deepseek", 128_000), ("grok", 256_000))
+
+
+@dataclass(frozen=True)
+class Filters:
+    run: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    status: str | None = None
+    source: str | None = None
+    since: str | None = None
+    until: str | None = None
+    q: str | None = None
+
+    def session_filter(self, limit: int | None, after=None) -> SessionFilter:
+        return SessionFilter(run=self.run, agent=self.agent, model=self.model, status=self.status,
+                             labels={"source": self.source} if self.source else {}, since=self.since,
+                             until=self.until, limit=limit, after=after, text=self.q)
+
+    def query(self, **more: Any) -> dict[str, str]:
+        """The filters (and `more`) as URL parameters, empty ones left out: filters stay in the URL."""
+        values = {**self.__dict__, **more}
+        return {k: str(v) for k, v in values.items() if v not in (None, "")}
+
+
+SORTS = {"started": None, "cost": "cost_usd", "tokens": "tokens", "calls": "call_count", "errors": "error_count"}
+
+
+def sessions(store: Store, f: Filters, sort: str, cursor: tuple[str, str] | None, limit: int = 50) -> dict:
+    rows = store.list_sessions(f.session_filter(limit + 1, cursor))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    for s in rows:
+        s["tokens"] = sum(s.get(k) or 0 for k in query.TOKEN_FIELDS if k != "reasoning_tokens")
+        s["source"] = (s.get("labels") or {}).get("source", "recorded")
+    if SORTS.get(sort):  # within the page: the cursor walks the list newest first
+        rows.sort(key=lambda s: s.get(SORTS[sort]) or 0, reverse=True)
+    hits: dict[str, list[Markup]] = {}
+    if f.q and rows:
+        for h in store.search(f.q, f.session_filter(None), limit=500):
+            if len(hits.setdefault(h["session_id"], [])) < 3:
+                hits[h["session_id"]].append(highlight(h["snippet"], f.q))
+    nxt = f"{rows[-1]['started_at']}|{rows[-1]['id']}" if more and rows else None
+    return {"sessions": rows, "hits": hits, "next": nxt}
+
+
+def highlight(text: str, q: str) -> Markup:
+    """`text` escaped, with each query term marked."""
+    terms = [t.strip('"-*').lower() for t in re.findall(r'"[^"]*"|\S+', q) if t != "OR" and not t.startswith("-")]
+    terms = [t for t in terms if t] or [q.lower()]
+    out, low, i = [], text.lower(), 0
+    pattern = re.compile("|".join(re.escape(t) for t in sorted(set(terms), key=len, reverse=True)))
+    for m in pattern.finditer(low):
+        out += [escape(text[i:m.start()]), Markup("<mark>"), escape(text[m.start():m.end()]), Markup("</mark>")]
+        i = m.end()
+    out.append(escape(text[i:]))
+    return Markup("").join(out)
+
+
+def session(store: Store, session_id: str, view: str, offset: int, limit: int = PAGE) -> dict:
+    """A page of the session's timeline (`limit` entries from `offset`); `limit=0`: all of it."""
+    s = store.get_session(session_id, page=(offset, offset + limit) if limit else None)
+    s = query.with_summaries(store, s)
+    shown = {m["idx"] for m in s["messages"]} | {p["idx"] for p in s.get("system_prompts", ())}
+    first, end = (offset, offset + limit) if limit else (0, 1 << 62)
+    s["calls"] = [c for c in s["calls"] if _anchor(c, shown, first, end)]
+    s["outcomes"] = [o for o in s["outcomes"] if first <= o["message_idx"] < end or not limit]
+    items = query.timeline(s)
+    by_call = {c["id"]: c for c in s["calls"]}
+    for item in items:
+        if item["kind"] in ("call", "failed_call"):
+            call = by_call[item["call_id"]]
+            item["facts"] = call.get("context_facts") or {}
+            item["cost_source"] = call.get("cost_source")
+            item["latency_ms"] = call.get("latency_ms")
+            item["bar"] = charts.fullness(_window_tokens(call), window_of(call.get("model")))
+    children = store.list_sessions(SessionFilter(parent=s["id"], limit=None))
+    spawned: dict[str, list[dict]] = {}
+    for child in children:
+        spawned.setdefault(child.get("parent_call_id") or "", []).append(child)
+    return {"session": s, "items": items, "view": view, "offset": offset, "limit": limit,
+            "total": s["message_count"], "records": store.list_reasoning_records(s["id"]), "spawned": spawned,
+            "summaries": {m["idx"]: m.get("summary") for m in s["messages"]}}
+
+
+def _anchor(call: dict, shown: set[int], first: int, end: int) -> bool:
+    at = call.get("response_idx")
+    return first <= at < end if at is not None else any(first <= i < end for i in shown)
+
+
+def _window_tokens(call: dict) -> int:
+    return sum(call.get(k) or 0 for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
+
+
+def window_of(model: str | None) -> int | None:
+    name = (model or "").lower()
+    return next((size for prefix, size in WINDOWS if prefix in name), None)
+
+
+def call(store: Store, call_id: str, against: str | None) -> dict:
+    c = store.get_call(call_id)
+    s = store.get_session(c["session_id"], page=(0, 0))
+    ids = [x["id"] for x in s["calls"]]
+    position = ids.index(c["id"])
+    previous = ids[position - 1] if position else None
+    request = c["request"]
+    body = orjson.dumps(request, option=orjson.OPT_INDENT_2).decode()
+    return {"call": c, "session": s, "calls": s["calls"], "request_json": body,
+            "curl": _curl(c, body), "python": _python(c, body),
+            "since_previous": query.diff_calls(store, previous, c["id"]) if previous else None,
+            "against": query.diff_calls(store, against, c["id"]) if against else None, "against_id": against,
+            "bar": charts.fullness(_window_tokens(c), window_of(c.get("model")))}
+
+
+def _curl(c: dict, body: str) -> str:
+    url = "https://api.anthropic.com/v1/messages" if (c.get("provider") or "").startswith("anthropic") \
+        else "https://api.openai.com/v1/chat/completions"
+    auth = "-H 'x-api-key: $ANTHROPIC_API_KEY' -H 'anthropic-version: 2023-06-01'" if "anthropic" in url \
+        else "-H \"Authorization: Bearer $OPENAI_API_KEY\""
+    return f"curl {url} -H 'content-type: application/json' {auth} \\\n  -d {shlex.quote(body)}"
+
+
+def _python(c: dict, body: str) -> str:
+    send = "anthropic.Anthropic().messages.create" if (c.get("provider") or "").startswith("anthropic") \
+        else "openai.OpenAI().chat.completions.create"
+    return f"import {send.split('.')[0]}, json\n\nrequest = json.loads({body!r})\n{send}(**request)"
+
+
+def usage(store: Store, since: str | None, until: str | None) -> dict:
+    flt = SessionFilter(since=since, until=until, limit=None)
+    tables = {by: query.stats(store, by, flt) for by in ("day", "model", "agent", "source")}
+    cache = sum(r["cache_read_tokens"] or 0 for r in tables["day"])
+    prompt = sum((r["input_tokens"] or 0) + (r["cache_read_tokens"] or 0) + (r["cache_write_tokens"] or 0)
+                 for r in tables["day"])
+    charts_of = {by: {"tokens": charts.bars([(str(r[by]), _tokens(r)) for r in rows]),
+                      "cost": charts.bars([(str(r[by]), r["cost_usd"] or 0.0) for r in rows], "$")}
+                 for by, rows in tables.items()}
+    return {"tables": tables, "charts": charts_of, "since": since, "until": until,
+            "cache": {"read": cache, "prompt": prompt, "share": cache / prompt if prompt else 0.0}}
+
+
+def _tokens(row: dict) -> float:
+    return float(sum(row.get(k) or 0 for k in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                               "cache_write_tokens")))
+
+
+def usage_csv(store: Store, by: str, since: str | None, until: str | None) -> str:
+    import csv
+    import io
+
+    rows = query.stats(store, by, SessionFilter(since=since, until=until, limit=None))
+    out = io.StringIO()
+    fields = [by, "calls", "errors", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+              "reasoning_tokens", "cost_usd"]
+    writer = csv.DictWriter(out, fields, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
