@@ -156,7 +156,21 @@ def usage(store: Store, since: str | None, until: str | None) -> dict:
                       "cost": charts.bars([(str(r[by]), r["cost_usd"] or 0.0) for r in rows], "$")}
                  for by, rows in tables.items()}
     return {"tables": tables, "charts": charts_of, "since": since, "until": until,
-            "cache": {"read": cache, "prompt": prompt, "share": cache / prompt if prompt else 0.0}}
+            "cache": {"read": cache, "prompt": prompt, "share": cache / prompt if prompt else 0.0,
+                      "saved_usd": _cache_savings(tables["model"])}}
+
+
+def _cache_savings(by_model: list[dict]) -> float | None:
+    """What the cache reads would have cost as fresh input, less what they cost: over the models priced."""
+    from ...pricing import load_price_table
+
+    table, saved, priced = load_price_table(), 0.0, False
+    for row in by_model:
+        price = table.get(str(row["model"])) if row["model"] else None
+        if price is not None and row["cache_read_tokens"]:
+            saved += row["cache_read_tokens"] * (price.input - price.cache_read)
+            priced = True
+    return saved if priced else None
 
 
 def _tokens(row: dict) -> float:

@@ -1,0 +1,151 @@
+"""The dashboard in real headless Chromium (Debian's, driven by Playwright): what a person clicks through.
+
+Skips when /usr/bin/chromium is absent; `.ci/run` installs it. With REASONLOG_SCREENSHOTS=<folder> set, a
+screenshot of each page is written there (the README shows the ones in docs/screenshots)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+from test_dashboard import record_hostile
+from test_ingest import Served, free_port
+
+from reasonlog.demo import run_demo
+from reasonlog.io.importing import plan, run_import
+from reasonlog.store import SessionFilter, open_store
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOTS = os.environ.get("REASONLOG_SCREENSHOTS")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    db = tmp_path_factory.mktemp("browser") / "t.db"
+    run_demo(db, exchanges=3)
+    store = open_store(db)
+    run_import(store, plan([FIXTURES / "ai-trader-agent-log" / "agent_data",
+                            FIXTURES / "claude-code-transcripts" / "spotter"]))
+    store.close()
+    hostile = record_hostile(db)
+    port = free_port()
+    with Served(db, port):
+        yield f"http://127.0.0.1:{port}", db, hostile
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    p = context.new_page()
+    p.dialogs = []
+    p.on("dialog", lambda d: (p.dialogs.append(d.message), d.dismiss()))
+    yield p
+    context.close()
+
+
+def shot(page, name: str) -> None:
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=False)
+
+
+def test_list_filter_search_open_a_session_and_its_views(site, page):
+    base, db, _ = site
+    page.goto(base + "/")
+    shot(page, "sessions")
+    assert page.locator("table.sessions tbody tr").count() == 50
+    page.fill("input[name=model]", "gpt-5")
+    page.select_option("select[name=source]", "trading-log")
+    page.click("form.filters button[type=submit]")
+    assert "model=gpt-5" in page.url and "source=trading-log" in page.url
+    assert page.locator("table.sessions tbody tr").count() == 20
+    page.fill("input[name=q]", "GOOGL")
+    page.press("input[name=q]", "Enter")
+    assert page.locator("mark").first.inner_text() == "GOOGL"
+    shot(page, "search")
+    page.locator("table.sessions tbody a").first.click()
+    page.wait_for_url("**/sessions/**")
+    assert page.locator("li.outcome").count() >= 1
+    page.click("nav.views >> text=Summaries")
+    assert page.locator('nav.views a[aria-current="page"]').inner_text() == "Summaries"
+    page.click("nav.views >> text=Full conversation")
+    shot(page, "session")
+
+
+def test_open_a_tool_call_then_a_calls_context_diff(site, page):
+    base, db, _ = site
+    store = open_store(db, read_only=True)
+    session = next(s for s in store.list_sessions(SessionFilter(labels={"source": "claude-code"}, limit=None))
+                   if s["call_count"] >= 3)
+    page.goto(f"{base}/sessions/{session['id']}")
+    tool = page.locator("details.tool").first
+    assert tool.get_attribute("open") is None
+    tool.locator("summary").click()
+    assert tool.get_attribute("open") == ""
+    assert tool.locator(".pair h4").first.inner_text() == "input"
+    shot(page, "tool-call")
+    page.locator("li.call a.ref").nth(2).click()
+    page.wait_for_url("**/calls/**")
+    assert page.locator("#since-previous h2").inner_text() == "What changed since the previous call"
+    page.select_option("select[name=against]", index=0)
+    page.click("form.against button")
+    assert page.locator("#against").is_visible()
+    shot(page, "call")
+
+
+def test_usage_page_with_its_charts_and_numbers(site, page):
+    base, _, _ = site
+    page.goto(base + "/usage")
+    assert page.locator("svg.chart").count() == 8
+    assert page.locator("#by-model table tbody tr").count() >= 2
+    shot(page, "usage")
+
+
+def test_nothing_recorded_runs_on_the_dashboard_or_in_the_exported_file(site, page, tmp_path):
+    base, db, hostile = site
+    page.goto(f"{base}/sessions/{hostile}")
+    page.locator("details").evaluate_all("els => els.forEach(e => e.open = true)")  # show everything
+    page.wait_for_timeout(300)
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.dialogs == []
+    assert page.get_by_text("<script>window.__xss = 1</script>").count() >= 1  # shown as text
+    shot(page, "hostile")
+    out = tmp_path / "s.html"
+    subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "export", "--format", "html", hostile,
+                    "-o", str(out)], check=True, timeout=60)
+    page.goto(out.as_uri())
+    page.locator("details").evaluate_all("els => els.forEach(e => e.open = true)")
+    page.wait_for_timeout(300)
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.dialogs == []
+    assert page.locator("li.message").count() == 12
+
+
+def test_the_exported_session_opens_as_a_file_and_reads_like_the_page(site, page, tmp_path):
+    base, db, _ = site
+    store = open_store(db, read_only=True)
+    (day,) = store.list_sessions(SessionFilter(model="gpt-5", labels={"date": "2025-10-02"}))
+    out = tmp_path / "day.html"
+    subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "export", "--format", "html", day["id"],
+                    "-o", str(out)], check=True, timeout=60)
+    page.goto(out.as_uri())
+    assert page.locator("li.outcome").count() == 7
+    page.goto(f"{base}/sessions/{day['id']}")
+    assert page.locator("li.outcome").count() == 7
+    shot(page, "export")
