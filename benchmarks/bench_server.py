@@ -159,13 +159,15 @@ def reads(target, sessions: int, n: int) -> None:
         server.stop()
 
 
-def ingestion(fresh_target) -> None:
+def ingestion(fresh_target, local_target) -> None:
+    """The medium workload into `local_target` by an in-process recorder, then over HTTP into `fresh_target`
+    (both of the dialect measured)."""
     import workload
     from bench_postgres import record
 
     calls = list(workload.generate("medium"))
     with tempfile.TemporaryDirectory() as tmp:
-        local = record(Path(tmp) / "local.db", calls)
+        local = record(local_target or Path(tmp) / "local.db", calls)
         server = Server(fresh_target)
         try:
             os.environ["XDG_DATA_HOME"] = str(Path(tmp) / "data")
@@ -191,6 +193,7 @@ def targets(db: str | None, sessions: int):
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {read_schema}")
         conn.execute(f"CREATE SCHEMA {fresh_schema}")
+        conn.execute(f"CREATE SCHEMA {fresh_schema}_local")
     joiner = "&" if "?" in db else "?"
     return (f"{db}{joiner}options=-csearch_path%3D{read_schema}", f"{db}{joiner}options=-csearch_path%3D{fresh_schema}")
 
@@ -209,13 +212,15 @@ def main(argv=None) -> int:
     reads(read_target, args.sessions, args.requests)
     try:
         if not args.skip_ingestion:
-            ingestion(fresh)
+            ingestion(fresh, f"{fresh}_local" if args.db else None)
     finally:
-        if args.db:  # the ingestion schema is the run's own
+        if args.db:  # the ingestion schemas are the run's own
             import psycopg
 
+            schema = str(fresh).rsplit("%3D", 1)[1]
             with psycopg.connect(args.db, autocommit=True) as conn:
-                conn.execute(f"DROP SCHEMA {str(fresh).rsplit('%3D', 1)[1]} CASCADE")
+                conn.execute(f"DROP SCHEMA {schema} CASCADE")
+                conn.execute(f"DROP SCHEMA {schema}_local CASCADE")
     return 0
 
 

@@ -3,12 +3,12 @@ substring queries as SQLite's trigram index (store/search.py).
 
 Each record's lowercased text is cut into words (runs of `\\w`), and the set of its words is stored as a
 `tsvector` under a GIN index, lexemes taken as they are (no parser, no stemming). Every distinct word also
-goes into `search_words`, the vocabulary. A query term is found anywhere inside words, so it is turned into
-words first: for each run of `\\w` in the term, the vocabulary's words that contain it (a run in the middle
-of a term is a whole word of the text; one at an end may be part of a longer word, so "contains" never
-misses). A record can hold the term only if, for every run, it holds one of those words; the tsquery asks
-exactly that, and the stored text decides, as on SQLite. A run found in more than `MAX_WORDS` words narrows
-too little to be worth asking and is left out; a term with no run left scans.
+goes into `search_words`, the vocabulary. A query term is found anywhere inside words, so each run of `\\w`
+in it is asked for as what it must be in the text: a run inside the term is a whole word (a lexeme); the last
+run, when the term ends inside a word, the start of one (a prefix, `'run':*`); the first, when the term starts
+inside a word, the end of one, and a term of one run any part of one, both through the vocabulary's words
+that hold it. The tsquery ANDs these, and the stored text decides, as on SQLite. A run found in more than
+`MAX_WORDS` words narrows too little to be worth asking and is left out; a term with no run left scans.
 
 Why words and not trigrams: a tsvector of trigrams made the index four times the size of the content it
 indexes (benchmarks/bench_postgres.py); words make it a fraction of it.
@@ -68,19 +68,38 @@ def _words(text: str) -> list[str] | None:
 
 
 def _term(cur, needle: str, cache: dict[str, list[str] | None]) -> str | None:
+    """Every run of a term inside the term is a whole word of the text; only the first may be the end of a longer
+    word and only the last the start of one (when the term starts or ends inside a word). So: whole words as
+    lexemes, a last run as a prefix (`'run':*`), and a run that may sit anywhere in a word through the vocabulary."""
+    runs = list(WORD.finditer(needle))
     clauses = []
-    for run in dict.fromkeys(WORD.findall(needle)):
-        if run not in cache:
-            found = [w for (w,) in cur.execute("SELECT word FROM search_words WHERE strpos(word, ?) > 0 LIMIT ?",
-                                               (run, MAX_WORDS + 1)).fetchall()]
-            cache[run] = found if len(found) <= MAX_WORDS else None
-        words = cache[run]
-        if words is None:
-            continue  # too common to narrow anything
-        if not words:
-            return "' '"  # no word holds it: nothing can match (a space is in no word)
-        clauses.append("(" + " | ".join(_lexeme(w) for w in words) + ")")
+    for n, m in enumerate(runs):
+        run = m.group()
+        open_start = n == 0 and m.start() == 0
+        open_end = n == len(runs) - 1 and m.end() == len(needle)
+        if not open_start and not open_end:
+            clauses.append(_lexeme(run))
+        elif not open_start:
+            clauses.append(_lexeme(run) + ":*")
+        else:
+            words = _vocabulary(cur, run, cache, anywhere=open_end)
+            if words == []:
+                return "' '"  # no word holds it: nothing can match (a space is in no word)
+            if words is not None:  # None: too common to narrow anything
+                clauses.append("(" + " | ".join(_lexeme(w) for w in words) + ")")
     return " & ".join(clauses) if clauses else None
+
+
+def _vocabulary(cur, run: str, cache: dict[str, list[str] | None], anywhere: bool) -> list[str] | None:
+    """The indexed words that contain `run` (or, not `anywhere`, end with it); None when there are too many."""
+    key = run if anywhere else "$" + run
+    if key not in cache:
+        test = "strpos(word, ?) > 0" if anywhere else "right(word, length(?)) = ?"
+        args = (run,) if anywhere else (run, run)
+        found = [w for (w,) in cur.execute(f"SELECT word FROM search_words WHERE {test} LIMIT ?",
+                                           (*args, MAX_WORDS + 1)).fetchall()]
+        cache[key] = found if len(found) <= MAX_WORDS else None
+    return cache[key]
 
 
 def _lexeme(word: str) -> str:
