@@ -63,10 +63,10 @@ def _router(get_store: Any, key_scope: Any) -> APIRouter:
                                        lambda s: {**pages.sessions(s, f, sort, cursor), "f": f, "sort": sort})
 
     @ui.get("/sessions/{session_id}")
-    async def session_page(request: Request, session_id: str, view: str = "full",
-                           offset: int = Query(0, ge=0)) -> Response:
+    async def session_page(request: Request, session_id: str, view: str = "full", offset: int = Query(0, ge=0),
+                           limit: int = Query(pages.PAGE, ge=1, le=2000)) -> Response:
         def build(s):
-            return pages.session(s, s.resolve_id("session", session_id), view, offset)
+            return pages.session(s, s.resolve_id("session", session_id), view, offset, limit)
         return await run_in_threadpool(html, request, "session.html", build)
 
     @ui.get("/calls/{call_id}")
