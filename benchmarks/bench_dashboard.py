@@ -9,7 +9,8 @@ one of 1,000 timeline messages and one of 50,000 (calls that each add a question
 
 - the sessions list over 10,000 sessions (target < 100 ms), beside `GET /v1/sessions` (JSON, same filters);
 - a session page with 1,000 messages, all on one page (target p50 < 200 ms);
-- the first page of the 50,000-message session (target < 300 ms), beside `GET /v1/sessions/{id}?limit=200`.
+- the first page of the 50,000-message session (target < 300 ms), beside `GET /v1/sessions/{id}?limit=200`;
+  its calls send a sliding window of their last 400 messages.
 """
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ import reasonlog  # noqa: E402
 from reasonlog.model import CallRecorded, SessionStarted, Usage, stable_id  # noqa: E402
 
 
-def long_session(target, messages: int) -> str:
-    """A session of `messages` timeline messages (each call adds a question and its answer), written once."""
+def long_session(target, messages: int, window: int | None = None) -> str:
+    """A session of `messages` timeline messages (each call adds a question and its answer), written once.
+    `window`: each call sends only its last `window` messages, as an agent with a sliding context does (no model
+    takes 50,000 messages in one request)."""
     sid = stable_id("2024-06-01T00:00:00Z", "bench-dashboard", messages)
     store = reasonlog.open_store(target)
     if store.existing_ids("session", [sid]):
@@ -46,10 +49,11 @@ def long_session(target, messages: int) -> str:
                                                    f"then check.\n\n- done {c}\n- next {c + 1}"}]}
         at = f"2024-06-01T{(c // 3600) % 24:02d}:{(c // 60) % 60:02d}:{c % 60:02d}Z"
         events.append(CallRecorded(call_id=stable_id(at, "bench-dashboard", sid, c), session_id=sid, exchange_id=None,
-                                   started_at=at, request={"model": "claude-sonnet-4-5", "messages": list(history)},
+                                   started_at=at, request={"model": "claude-sonnet-4-5",
+                                                           "messages": history[-window:] if window else list(history)},
                                    response=reply, model="claude-sonnet-4-5",
                                    usage=Usage(input_tokens=20, output_tokens=30, cache_read_tokens=100 * c),
-                                   latency_ms=900.0, stable_history=True))
+                                   latency_ms=900.0, stable_history=window is None))
         history.append(reply)
         if len(events) >= 2000:
             store.write_batch(events)
@@ -78,7 +82,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     target, _ = targets(args.db, 10_000)
     build(target, 10_000)
-    one_k, fifty_k = long_session(target, 1_000), long_session(target, 50_000)
+    one_k, fifty_k = long_session(target, 1_000), long_session(target, 50_000, window=400)
     server = Server(target)
     n = args.requests
     try:

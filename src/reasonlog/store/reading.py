@@ -230,7 +230,7 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     session["system_prompts"] = [{k: m[k] for k in ("idx", "call_id", "at", "content")}
                                  for m in timeline if m["idx"] in system_at]
     _derive_window_facts(calls, messages)
-    _window_changes(calls)
+    _window_changes(calls, None if page is None else _anchored_calls(calls, messages, first, end))
     last_of = {call: i for i, _, _, call, _ in messages}
     for c in calls:  # the writer appends a call's reply after its inputs: the reply is its last message
         c["response_idx"] = last_of.get(c["id"]) if c["response_id"] is not None else None
@@ -279,17 +279,28 @@ def _derive_window_facts(calls: list[dict], messages: list) -> None:
             seen += 1
 
 
-def _window_changes(calls: list[dict]) -> None:
+def _anchored_calls(calls: list[dict], messages: list, first: int, end: int) -> set[str]:
+    """Ids of the calls with a timeline entry in [first, end): the calls a page of the session shows."""
+    return {call for idx, _, _, call, _ in messages if first <= idx < end and call is not None}
+
+
+def _window_changes(calls: list[dict], only: set[str] | None = None) -> None:
     """Each call's `window`: how its context differs from the previous call's context and reply.
 
     `added` and `trimmed` count messages; `compacted` says several messages were replaced by fewer
     new ones ahead of messages that were kept (a summary), which a sliding window never does.
+    `only`: compare just these calls (a page); every context is still decoded, each from the one before.
     """
     ids: list[int] | None = None
-    before: list[int] = []
     previous: dict | None = None
     for c in calls:
+        earlier = ids or []
         ids = decode_context(c["context"], ids)
+        if only is not None and c["id"] not in only:
+            c["window"] = None
+            previous = c
+            continue
+        before = earlier + ([previous["response_id"]] if previous and previous["response_id"] is not None else [])
         old, new = set(before), set(ids)
         last_kept = max((i for i, x in enumerate(ids) if x in old), default=-1)
         inserted = sum(1 for x in ids[:last_kept] if x not in old)
@@ -298,7 +309,6 @@ def _window_changes(calls: list[dict]) -> None:
                        "compacted": 0 < inserted < trimmed,
                        "system_changed": previous is not None and c["system_id"] != previous["system_id"],
                        "tools_changed": previous is not None and c["tools"] != previous["tools"]}
-        before = ids + ([c["response_id"]] if c["response_id"] is not None else [])
         previous = c
 
 
