@@ -35,7 +35,7 @@ def long_session(target, messages: int, window: int | None = None) -> str:
     """A session of `messages` timeline messages (each call adds a question and its answer), written once.
     `window`: each call sends only its last `window` messages, as an agent with a sliding context does (no model
     takes 50,000 messages in one request)."""
-    sid = stable_id("2024-06-01T00:00:00Z", "bench-dashboard", messages)
+    sid = stable_id("2024-06-01T00:00:00Z", "bench-dashboard", messages, window)
     store = reasonlog.open_store(target)
     if store.existing_ids("session", [sid]):
         store.close()
