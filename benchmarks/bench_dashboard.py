@@ -17,15 +17,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_server import Server, build, targets  # noqa: E402
+from bench_server import Server, build, targets, timed  # noqa: E402
 
 import reasonlog  # noqa: E402
 from reasonlog.model import CallRecorded, SessionStarted, Usage, stable_id  # noqa: E402
@@ -64,15 +62,7 @@ def long_session(target, messages: int, window: int | None = None) -> str:
 
 
 def p50(url: str, n: int) -> float:
-    for _ in range(3):
-        urllib.request.urlopen(url, timeout=120).read()
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        with urllib.request.urlopen(url, timeout=120) as r:
-            r.read()
-        out.append((time.perf_counter() - t) * 1000)
-    return statistics.median(out)
+    return statistics.median(timed(url, n))
 
 
 def main(argv=None) -> int:

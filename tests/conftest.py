@@ -62,6 +62,17 @@ def store_of(db_path: Path):
         store.close()
 
 
+def demo_and_trading_logs(db) -> None:
+    """The demo's sessions and the AI-Trader logs imported: the data the server's page and schema tests read."""
+    from reasonlog.demo import run_demo
+    from reasonlog.io.importing import plan, run_import
+
+    run_demo(db, exchanges=2)
+    store = reasonlog.open_store(db)
+    run_import(store, plan([FIXTURES / "ai-trader-agent-log" / "agent_data"]))
+    store.close()
+
+
 @pytest.fixture(scope="session")
 def workload():
     """The deterministic agent-session generator shared with the benchmarks."""

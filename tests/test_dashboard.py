@@ -6,13 +6,12 @@ from html.parser import HTMLParser
 
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
+from conftest import demo_and_trading_logs
 from fastapi.testclient import TestClient
 
 import reasonlog
 from reasonlog.cli.main import cli
 from reasonlog.demo import run_demo
-from reasonlog.io.importing import plan, run_import
 from reasonlog.server.app import create_app
 from reasonlog.store import SessionFilter, open_store
 
@@ -66,10 +65,7 @@ def assert_inert(html: str, export: bool = False) -> None:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     db = tmp_path_factory.mktemp("dash") / "t.db"
-    run_demo(db, exchanges=2)
-    store = open_store(db)
-    run_import(store, plan([FIXTURES / "ai-trader-agent-log" / "agent_data"]))
-    store.close()
+    demo_and_trading_logs(db)
     hostile = record_hostile(db)
     return TestClient(create_app(lambda: open_store(db))), db, hostile
 

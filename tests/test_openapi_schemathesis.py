@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
-from conftest import FIXTURES
+from conftest import demo_and_trading_logs
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from reasonlog.demo import run_demo
-from reasonlog.io.importing import plan, run_import
 from reasonlog.server.app import create_app
 from reasonlog.store import open_store
 
@@ -19,10 +17,7 @@ EXAMPLES = 25  # per route: the whole test stays under a minute
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
     db = tmp_path_factory.mktemp("openapi") / "t.db"
-    run_demo(db, exchanges=2)
-    store = open_store(db)
-    run_import(store, plan([FIXTURES / "ai-trader-agent-log" / "agent_data"]))
-    store.close()
+    demo_and_trading_logs(db)
     return schemathesis.openapi.from_asgi("/openapi.json", create_app(lambda: open_store(db)))
 
 

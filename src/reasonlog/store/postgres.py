@@ -214,11 +214,6 @@ class PostgresStore(SQLStore):
         self._applier.revalidate(cur, touched)
 
     @staticmethod
-    def find_content(cur, digest: bytes) -> int | None:
-        row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
-        return row[0] if row else None
-
-    @staticmethod
     def insert_content(cur, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
                        blob: bytes) -> int:
         # Another process may be storing the same content: its row wins, and this one reads it back.

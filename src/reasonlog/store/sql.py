@@ -66,6 +66,11 @@ class SQLStore:
         finally:
             self._applier.reset()
 
+    @staticmethod
+    def find_content(cur, digest: bytes) -> int | None:
+        row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
+        return row[0] if row else None
+
     def index_texts(self, cur, rows: list[tuple[int, str]]) -> None:
         search.index_contents(cur, rows, self.index)
 

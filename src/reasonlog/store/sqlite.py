@@ -171,11 +171,6 @@ class SQLiteStore(SQLStore):
     # The dialect's part of writing contents (see store/contents.py: ContentBackend).
 
     @staticmethod
-    def find_content(cur, digest: bytes) -> int | None:
-        row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
-        return row[0] if row else None
-
-    @staticmethod
     def insert_content(cur, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
                        blob: bytes) -> int:
         cur.execute("INSERT INTO contents (hash, kind, size, codec, dict_id, data) VALUES (?,?,?,?,?,?)",
