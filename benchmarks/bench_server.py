@@ -79,7 +79,7 @@ def session_events(model: str, day: str, k: int) -> list:
 
 def build(target, sessions: int) -> None:
     store = reasonlog.open_store(target)
-    if store.count_sessions(reasonlog.SessionFilter(limit=None)) == sessions:
+    if store.count_sessions(reasonlog.SessionFilter(run="job-1", limit=None)) == sessions:
         store.close()
         print(f"  reusing {sessions:,} sessions", file=sys.stderr)
         return

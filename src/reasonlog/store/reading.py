@@ -210,8 +210,11 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
         raise StoreError(f"no session {session_id!r}")
     session = row_dict(SESSION_COLUMNS, row)
     entries = _attach_totals(cur, [session])
-    calls = [row_dict(CALL_COLUMNS, r) for r in cur.execute(
-        f"SELECT {', '.join(CALL_COLUMNS)} FROM calls WHERE session_id = ? ORDER BY idx", (session_id,))]
+    # A page needs every call's context (each is stored against the one before) but the whole row of only
+    # the calls it shows: the others are read with the few columns the window facts need.
+    columns = CALL_COLUMNS if page is None else LEAN_CALL_COLUMNS
+    rows_of = cur.execute(f"SELECT {', '.join(columns)} FROM calls WHERE session_id = ? ORDER BY idx", (session_id,))
+    calls = [row_dict(columns, r) for r in rows_of] if page is None else [_lean(r) for r in rows_of]
     rows = cur.execute("SELECT m.idx, m.role, m.content_id, m.call_id, m.at, c.kind = 'system' FROM messages m"
                        " JOIN contents c ON c.id = m.content_id WHERE m.session_id = ? ORDER BY m.idx",
                        (session_id,)).fetchall()
@@ -230,7 +233,10 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     session["system_prompts"] = [{k: m[k] for k in ("idx", "call_id", "at", "content")}
                                  for m in timeline if m["idx"] in system_at]
     _derive_window_facts(calls, messages)
-    _window_changes(calls, None if page is None else _anchored_calls(calls, messages, first, end))
+    anchored = None if page is None else _anchored_calls(calls, messages, first, end)
+    _window_changes(calls, anchored)
+    if anchored is not None:
+        calls = _whole_rows(cur, [c for c in calls if c["id"] in anchored])
     last_of = {call: i for i, _, _, call, _ in messages}
     for c in calls:  # the writer appends a call's reply after its inputs: the reply is its last message
         c["response_idx"] = last_of.get(c["id"]) if c["response_id"] is not None else None
@@ -277,6 +283,29 @@ def _derive_window_facts(calls: list[dict], messages: list) -> None:
         c["context_facts"] = {**derived, **c["context_facts"], "derived": False} if c["context_facts"] else derived
         if c["response_id"] is not None and produced:
             seen += 1
+
+
+LEAN_CALL_COLUMNS = ("id", "idx", "input_tokens", "cache_read_tokens", "cache_write_tokens", "system_id",
+                     "tools_json", "context_json", "context_len", "response_id", "context_facts_json")
+
+
+def _lean(r) -> dict:
+    """A lean call row as a dict (row_dict's work, written out: a page may read tens of thousands)."""
+    return {"id": r[0], "idx": r[1], "input_tokens": r[2], "cache_read_tokens": r[3], "cache_write_tokens": r[4],
+            "system_id": r[5], "tools": loads(r[6]), "context": orjson.loads(r[7]), "context_len": r[8],
+            "response_id": r[9], "context_facts": loads(r[10])}
+
+
+def _whole_rows(cur, calls: list[dict]) -> list[dict]:
+    """These calls' whole rows, keeping the facts and window changes worked out on their lean rows."""
+    full: dict[str, dict] = {}
+    for start in range(0, len(calls), 500):
+        chunk = [c["id"] for c in calls[start:start + 500]]
+        for r in cur.execute(f"SELECT {', '.join(CALL_COLUMNS)} FROM calls WHERE id IN"
+                             f" ({', '.join('?' * len(chunk))})", chunk):
+            row = row_dict(CALL_COLUMNS, r)
+            full[row["id"]] = row
+    return [{**full[c["id"]], "context_facts": c["context_facts"], "window": c["window"]} for c in calls]
 
 
 def _anchored_calls(calls: list[dict], messages: list, first: int, end: int) -> set[str]:

@@ -119,17 +119,29 @@ def window_of(model: str | None) -> int | None:
 
 def call(store: Store, call_id: str, against: str | None) -> dict:
     c = store.get_call(call_id)
-    s = store.get_session(c["session_id"], page=(0, 0))
-    ids = [x["id"] for x in s["calls"]]
-    position = ids.index(c["id"])
-    previous = ids[position - 1] if position else None
+    near = _calls_near(store, c["session_id"], c["idx"])
+    previous = next((x["id"] for x in near if x["idx"] == c["idx"] - 1), None)
     request = c["request"]
     body = orjson.dumps(request, option=orjson.OPT_INDENT_2).decode()
-    return {"call": c, "session": s, "calls": s["calls"], "request_json": body,
+    return {"call": c, "calls": near, "request_json": body,
             "curl": _curl(c, body), "python": _python(c, body),
             "since_previous": query.diff_calls(store, previous, c["id"]) if previous else None,
             "against": query.diff_calls(store, against, c["id"]) if against else None, "against_id": against,
             "bar": charts.fullness(_window_tokens(c), window_of(c.get("model")))}
+
+
+def _calls_near(store: Store, session_id: str, idx: int, around: int = 25) -> list[dict]:
+    """The session's calls within `around` of call `idx` (by `SESSION#N`: a huge session is never read whole)."""
+    from ...store import StoreError
+
+    near = []
+    for n in range(max(0, idx - around), idx + around + 1):
+        try:
+            near.append({"idx": n, "id": store.resolve_id("call", f"{session_id}#{n}")})
+        except StoreError:
+            if n > idx:
+                break
+    return near
 
 
 def _curl(c: dict, body: str) -> str:
