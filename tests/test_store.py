@@ -109,3 +109,29 @@ def test_unknown_ids_give_clear_errors(small):
         store.get_session("nope")
     with pytest.raises(StoreError, match="no call matches"):
         store.resolve_id("call", "zzz")
+
+
+def test_a_page_of_a_session_says_of_its_calls_what_the_whole_session_says(tmp_path):
+    """A page reads a range of the timeline and lean rows for the other calls; its calls' window facts,
+    context changes and reply positions must be the ones reading the whole session gives."""
+    path = tmp_path / "window.db"
+    rec = reasonlog.Recorder(path, writer="sync")
+    history: list = []
+    with rec.session(agent="sliding") as s:
+        for i in range(120):
+            history.append({"role": "user", "content": f"turn {i}"})
+            s.call(system="sys" if i < 60 else "sys v2", messages=history[-30:], response=f"reply {i}", model="m",
+                   usage=reasonlog.Usage(input_tokens=10, cache_read_tokens=i))
+            history.append({"role": "assistant", "content": [{"type": "text", "text": f"reply {i}"}]})
+    rec.close()
+    store = reasonlog.open_store(path)
+    whole = store.get_session(s.id)
+    page = store.get_session(s.id, page=(100, 160))
+    by_id = {c["id"]: c for c in whole["calls"]}
+    assert [m["idx"] for m in page["messages"]] == [m["idx"] for m in whole["messages"] if 100 <= m["idx"] < 160]
+    assert page["message_count"] == whole["message_count"] == len(whole["messages"])
+    assert len(page["calls"]) == 30
+    assert [(c["context_facts"], c["window"], c["response_idx"]) for c in page["calls"]] == \
+        [(by_id[c["id"]]["context_facts"], by_id[c["id"]]["window"], by_id[c["id"]]["response_idx"])
+         for c in page["calls"]]
+    assert any(c["window"]["trimmed"] for c in page["calls"])  # the window slid inside this page

@@ -215,12 +215,12 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     columns = CALL_COLUMNS if page is None else LEAN_CALL_COLUMNS
     rows_of = cur.execute(f"SELECT {', '.join(columns)} FROM calls WHERE session_id = ? ORDER BY idx", (session_id,))
     calls = [row_dict(columns, r) for r in rows_of] if page is None else [_lean(r) for r in rows_of]
+    first, end = page if page is not None else (0, 1 << 62)
     rows = cur.execute("SELECT m.idx, m.role, m.content_id, m.call_id, m.at, c.kind = 'system' FROM messages m"
-                       " JOIN contents c ON c.id = m.content_id WHERE m.session_id = ? ORDER BY m.idx",
-                       (session_id,)).fetchall()
-    messages = [r[:5] for r in rows]
-    first, end = page if page is not None else (0, len(rows) + 1)
-    shown = [m for m in messages if first <= m[0] < end]
+                       " JOIN contents c ON c.id = m.content_id WHERE m.session_id = ? AND m.idx >= ? AND m.idx < ?"
+                       " ORDER BY m.idx", (session_id, first, end)).fetchall()
+    shown = [r[:5] for r in rows]
+    per_call = _per_call(cur, session_id)
     reader = ContentReader(cur, dicts)
     reader.load(m[2] for m in shown)
     # A request's own system prompt is not a message of the conversation: it gets its own key, with the
@@ -228,18 +228,18 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     system_at = {r[0] for r in rows if r[5]}
     timeline = [{"idx": i, "role": role, "call_id": call, "at": at, "content": reader.get(cid)}
                 for i, role, cid, call, at in shown]
-    session["message_count"] = sum(1 for r in rows if not r[5])
+    session["message_count"] = sum(n for n, _, _ in per_call.values()) if page is not None \
+        else sum(1 for r in rows if not r[5])
     session["messages"] = [m for m in timeline if m["idx"] not in system_at]
     session["system_prompts"] = [{k: m[k] for k in ("idx", "call_id", "at", "content")}
                                  for m in timeline if m["idx"] in system_at]
-    _derive_window_facts(calls, messages)
-    anchored = None if page is None else _anchored_calls(calls, messages, first, end)
+    _derive_window_facts(calls, per_call)
+    anchored = None if page is None else {call for _, _, _, call, _ in shown if call is not None}
     _window_changes(calls, anchored)
     if anchored is not None:
         calls = _whole_rows(cur, [c for c in calls if c["id"] in anchored])
-    last_of = {call: i for i, _, _, call, _ in messages}
     for c in calls:  # the writer appends a call's reply after its inputs: the reply is its last message
-        c["response_idx"] = last_of.get(c["id"]) if c["response_id"] is not None else None
+        c["response_idx"] = per_call.get(c["id"], (0, 0, None))[2] if c["response_id"] is not None else None
     for c in calls:
         for key in ("shape", "context", "tools", "system_id", "response_id"):
             del c[key]  # store-internal references; get_call() resolves them
@@ -262,7 +262,17 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     return session
 
 
-def _derive_window_facts(calls: list[dict], messages: list) -> None:
+def _per_call(cur, session_id: str) -> dict[str, tuple[int, int, int]]:
+    """For each call of the session: its timeline entries that are not system prompts, those whose role is not
+    system, and the idx of its last entry (its reply, when it has one). Counted by the database, so a page
+    of a huge session does not read every entry."""
+    return {call: (entries, turns, last) for call, entries, turns, last in cur.execute(
+        "SELECT m.call_id, SUM(CASE WHEN c.kind = 'system' THEN 0 ELSE 1 END),"
+        " SUM(CASE WHEN m.role = 'system' THEN 0 ELSE 1 END), MAX(m.idx) FROM messages m"
+        " JOIN contents c ON c.id = m.content_id WHERE m.session_id = ? GROUP BY m.call_id", (session_id,))}
+
+
+def _derive_window_facts(calls: list[dict], per_call: dict[str, tuple[int, int, int]]) -> None:
     """Fill sliding-window facts the agent did not state, from the stored contexts.
 
     turns_in_context: messages the call sent; turns_removed: messages of the conversation so
@@ -270,12 +280,8 @@ def _derive_window_facts(calls: list[dict], messages: list) -> None:
     tokens_in_session: input tokens of all calls so far, cached ones included.
     """
     seen, tokens = 0, 0
-    by_call: dict[str, int] = {}
-    for _, role, _, call_id, _ in messages:
-        if role != "system":
-            by_call[call_id] = by_call.get(call_id, 0) + 1
     for c in calls:
-        produced = by_call.get(c["id"], 0)
+        produced = per_call[c["id"]][1] if c["id"] in per_call else 0
         seen += produced - (1 if c["response_id"] is not None and produced else 0)
         tokens += (c["input_tokens"] or 0) + (c["cache_read_tokens"] or 0) + (c["cache_write_tokens"] or 0)
         derived = {"turns_in_context": c["context_len"], "turns_removed": max(0, seen - c["context_len"]),
@@ -306,11 +312,6 @@ def _whole_rows(cur, calls: list[dict]) -> list[dict]:
             row = row_dict(CALL_COLUMNS, r)
             full[row["id"]] = row
     return [{**full[c["id"]], "context_facts": c["context_facts"], "window": c["window"]} for c in calls]
-
-
-def _anchored_calls(calls: list[dict], messages: list, first: int, end: int) -> set[str]:
-    """Ids of the calls with a timeline entry in [first, end): the calls a page of the session shows."""
-    return {call for idx, _, _, call, _ in messages if first <= idx < end and call is not None}
 
 
 def _window_changes(calls: list[dict], only: set[str] | None = None) -> None:
