@@ -106,10 +106,13 @@ class PostgresStore(SQLStore):
         except psycopg.Error as exc:
             raise StoreError(f"{self.path}: cannot connect ({_first_line(exc)})") from None
         try:
-            self._check(read_only)
             if upgrade and not read_only:
-                self.upgrade()
+                with self._migrating():  # what another process migrates meanwhile is not half seen
+                    self._check(read_only)
+                    self.upgrade()
                 self.mark_interrupted()
+            else:
+                self._check(read_only)
         except BaseException:
             self._conn.close()
             raise
@@ -151,27 +154,33 @@ class PostgresStore(SQLStore):
         """Apply pending migrations, each in its own transaction with its bookkeeping row. Every process takes
         the same advisory lock first, so servers started together migrate once, one after the other."""
         applied = []
+        with self._migrating():
+            self._conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (number INTEGER PRIMARY KEY,"
+                               " name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+            current = self.schema_version()
+            for m in PG_MIGRATIONS:
+                if m.number <= current:
+                    continue
+                with self._conn.transaction():
+                    cur = self._cursor()
+                    if m.sql.strip():
+                        self._conn.execute(m.sql.encode())  # several statements: one simple query
+                    if m.python is not None:
+                        m.python(cur)
+                    cur.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, ?, ?)",
+                                (m.number, m.name, _now()))
+                applied.append(m.number)
+        return applied
+
+    @contextlib.contextmanager
+    def _migrating(self) -> Iterator[None]:
+        """Hold the migration lock (every reasonlog process takes the same one; held twice, released twice)."""
         with self._lock:
             self._conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
             try:
-                self._conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (number INTEGER PRIMARY KEY,"
-                                   " name TEXT NOT NULL, applied_at TEXT NOT NULL)")
-                current = self.schema_version()
-                for m in PG_MIGRATIONS:
-                    if m.number <= current:
-                        continue
-                    with self._conn.transaction():
-                        cur = self._cursor()
-                        if m.sql.strip():
-                            self._conn.execute(m.sql.encode())  # several statements: one simple query
-                        if m.python is not None:
-                            m.python(cur)
-                        cur.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, ?, ?)",
-                                    (m.number, m.name, _now()))
-                    applied.append(m.number)
+                yield
             finally:
                 self._conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
-        return applied
 
     def mark_interrupted(self) -> int:
         """Mark open sessions whose recording process on this host is gone as interrupted."""
