@@ -1,8 +1,10 @@
 """Token counts of reasoning records: a real tokenizer when one is installed, a documented estimate otherwise.
 
-`count(text)` gives `(tokens, tokenizer)`. With `tiktoken` installed and its `cl100k_base` encoding at hand
-(tiktoken fetches it once and caches it; offline and never fetched, it is absent), the count is exact for that
-encoding and `tokenizer` is `tiktoken:cl100k_base`. Otherwise it is `estimate:chars/4`: one token per four
+`count(text)` gives `(tokens, tokenizer)`. With `tiktoken` installed and its `cl100k_base` encoding already in
+tiktoken's cache (`$TIKTOKEN_CACHE_DIR`, else the temp folder's `data-gym-cache`; run
+`python -c "import tiktoken; tiktoken.get_encoding('cl100k_base')"` once online to fill it), the count is exact
+for that encoding and `tokenizer` is `tiktoken:cl100k_base`. reasonlog never fetches it itself: counting sits
+on an agent's critical path and must not wait on a network. Otherwise it is `estimate:chars/4`: one token per four
 characters, rounded up, plus one per run of non-ASCII characters' worth of bytes over four (CJK text runs
 about a token a character). With `REASONLOG_TOKENIZER=anthropic` and an `ANTHROPIC_API_KEY`, Anthropic's
 count-tokens endpoint is asked (`tokenizer` is `anthropic:<model>`), falling back to the rest on failure.
@@ -40,12 +42,25 @@ def estimate(text: str) -> int:
 def _tiktoken() -> Any:
     if os.environ.get("REASONLOG_TOKENIZER") == "estimate":
         return None
+    if not _cached_encoding():
+        return None
     try:
         import tiktoken
 
         return tiktoken.get_encoding("cl100k_base")
-    except Exception:  # not installed, or its encoding cannot be fetched (offline): the estimate
+    except Exception:  # not installed, or a cache file it cannot read: the estimate
         return None
+
+
+def _cached_encoding() -> bool:
+    """Whether tiktoken's cache holds cl100k_base (tiktoken names the file by the SHA-1 of its URL)."""
+    import hashlib
+    import tempfile
+
+    folder = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or \
+        os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    name = hashlib.sha1(b"https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken").hexdigest()
+    return os.path.isfile(os.path.join(folder, name))
 
 
 def _anthropic(text: str) -> tuple[int, str] | None:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from ..model import Event
 from ..parts import RecordError
-from . import SessionFilter, ids, imported, keys, reading, records, search, summaries, transfer
+from . import SessionFilter, ids, imported, keys, reading, records, search
 from .content import Dictionaries
 from .contents import ContentWriter
 from .writing import Applier
@@ -247,10 +247,14 @@ class SQLStore:
     # ------------------------------------------------------------ transfer
 
     def export_records(self, session_ids: Iterable[str] | None = None) -> Iterator[dict]:
+        from . import transfer  # loaded on first use: `reason save` never needs it
+
         return iter(self._read(lambda cur: list(transfer.export_records(cur, session_ids, self._dicts))))
 
     def import_records(self, records: Iterable[dict]) -> dict:
         """Import export records in one transaction, committed only once every session reads back."""
+        from . import transfer
+
         def run(cur) -> dict:
             marks = search.record_marks(cur)
             importer = transfer.Importer(cur, self._applier)
@@ -307,12 +311,18 @@ class SQLStore:
 
     def save_summaries(self, rows: list[dict]) -> int:
         """Write summary rows in one transaction: a success replaces the row, a failure keeps its text."""
+        from . import summaries
+
         return self._write(summaries.save, rows)
 
     def list_summaries(self, session_ids: Iterable[str]) -> list[dict]:
         """Every summary row (ok or failed) of these sessions."""
+        from . import summaries
+
         return self._read(summaries.for_sessions, list(session_ids))
 
     def summary_counts(self) -> dict[str, dict[str, int]]:
         """Summaries by kind and status: {"session": {"ok": n, "failed": m}, "exchange": ..., "message": ...}."""
+        from . import summaries
+
         return self._read(summaries.counts)

@@ -8,11 +8,14 @@ import socket
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import StoreError, imported, liveness, maintenance, opening
+from . import StoreError, imported, liveness, opening
 from .schema import SQLITE_MIGRATIONS
 from .sql import SQLStore
+
+if TYPE_CHECKING:
+    from . import maintenance
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 PAGE_SIZE = 16384
@@ -202,6 +205,8 @@ class SQLiteStore(SQLStore):
     def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int:
         """Delete sessions and the contents only they used (a rewritten file is imported again);
         `forget_file` also drops that file's import row, in the same transaction."""
+        from . import maintenance
+
         def delete(cur) -> int:
             n = maintenance.choose_sessions_by_id(cur, list(session_ids))
             maintenance.prune(cur, self._dicts)
@@ -217,6 +222,8 @@ class SQLiteStore(SQLStore):
     # ------------------------------------------------------------ status
 
     def status(self) -> dict:
+        from . import maintenance
+
         with self._lock:
             counts = {t: self._conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
                       for t in ("sessions", "calls", "messages", "contents", "outcomes")}
@@ -249,19 +256,27 @@ class SQLiteStore(SQLStore):
 
     def backup(self, dest: Path, force: bool = False) -> int:
         """A consistent copy of the database at `dest`, taken while others may write; returns its bytes."""
+        from . import maintenance
+
         with self._lock:
             return maintenance.backup(self._conn, Path(dest), force)
 
     def check(self) -> dict:
         """SQLite's integrity check and reasonlog's invariants: {"ok", "problems", "counts", ...}."""
+        from . import maintenance
+
         return self._read(maintenance.check, self._dicts)
 
     def plan_prune(self, criteria: maintenance.PruneCriteria) -> dict:
         """What `prune` would remove, removing nothing."""
+        from . import maintenance
+
         return self._read(maintenance.plan_prune, criteria)
 
     def prune(self, criteria: maintenance.PruneCriteria) -> dict:
         """Delete the chosen sessions and the contents only they used, then give the space back."""
+        from . import maintenance
+
         with self._lock:
             before = maintenance.settle(self._conn)
             cur = self._conn.cursor()
