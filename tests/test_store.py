@@ -135,3 +135,25 @@ def test_a_page_of_a_session_says_of_its_calls_what_the_whole_session_says(tmp_p
         [(by_id[c["id"]]["context_facts"], by_id[c["id"]]["window"], by_id[c["id"]]["response_idx"])
          for c in page["calls"]]
     assert any(c["window"]["trimmed"] for c in page["calls"])  # the window slid inside this page
+
+
+def test_a_page_of_a_session_has_the_totals_of_the_whole_session(tmp_path):
+    """Pages add up a plain session's calls directly; the totals must be the accounting rule's, exchanges too."""
+    path = tmp_path / "totals.db"
+    rec = reasonlog.Recorder(path, writer="sync")
+    with rec.session(agent="t") as s:
+        for n in range(3):
+            with s.exchange(input=f"task {n}"):
+                for i in range(4):
+                    s.call(messages=[{"role": "user", "content": f"{n}.{i}"}], response="ok", model="gpt-5",
+                           usage=reasonlog.Usage(input_tokens=100 + i, output_tokens=7, cache_read_tokens=3 * i))
+        s.call(messages=[{"role": "user", "content": "unpriced"}], response="ok", model="no-such-model",
+               usage=reasonlog.Usage(input_tokens=5))
+    rec.close()
+    store = reasonlog.open_store(path)
+    whole, page = store.get_session(s.id), store.get_session(s.id, page=(0, 4))
+    keys = ("call_count", "error_count", "input_tokens", "output_tokens", "cache_read_tokens", "cost_usd",
+            "calls_without_cost", "last_call_at")
+    assert [page[k] for k in keys] == [whole[k] for k in keys]
+    assert whole["call_count"] == 13 and whole["calls_without_cost"] == 1
+    assert [e["totals"] for e in page["exchanges"]] == [e["totals"] for e in whole["exchanges"]]

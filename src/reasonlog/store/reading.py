@@ -141,6 +141,31 @@ def _attach_totals(cur, sessions: list[dict]) -> list[dict]:
     return entries
 
 
+def _plain_totals(cur, session: dict) -> dict[str | None, dict] | None:
+    """The session's totals (set on it) and its exchanges' (returned by exchange id), when no figure reported by an
+    SDK replaces its calls' and no parent's covers them: then the accounting rule is plain sums of its calls,
+    read as tuples. None otherwise (the caller goes through the ledger). A page of a huge session uses this."""
+    sid = session["id"]
+    if session.get("parent_call_id") or cur.execute(
+            "SELECT 1 FROM exchanges WHERE session_id = ? AND stats_json IS NOT NULL LIMIT 1", (sid,)).fetchone():
+        return None
+    n = len(accounting.TOKENS)
+    per: dict[str | None, list[dict]] = {}
+    ordered: list[dict] = []  # the ledger's order (started_at, id): costs add up as they do there
+    last = None
+    for row in cur.execute(f"SELECT exchange_id, status, cost_usd, started_at, {', '.join(accounting.TOKENS)}"
+                           " FROM calls WHERE session_id = ? ORDER BY started_at, id", (sid,)):
+        entry = {"kind": "call", "status": row[1], "cost_usd": row[2], **dict(zip(accounting.TOKENS, row[4:4 + n],
+                                                                                   strict=True))}
+        per.setdefault(row[0], []).append(entry)
+        ordered.append(entry)
+        last = row[3]
+    t = accounting.totals(ordered)
+    session.update(call_count=t["calls"], error_count=t["errors"], **{k: t[k] for k in accounting.TOKENS},
+                   cost_usd=t["cost_usd"], calls_without_cost=t["calls_without_cost"], last_call_at=last)
+    return {ex: accounting.totals(entries) for ex, entries in per.items() if ex is not None}
+
+
 LEDGER_CALL_COLUMNS = ("id", "session_id", "exchange_id", "started_at", "model", "status", "latency_ms",
                        *accounting.TOKENS, "cost_usd", "cost_source")
 
@@ -209,7 +234,8 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     if row is None:
         raise StoreError(f"no session {session_id!r}")
     session = row_dict(SESSION_COLUMNS, row)
-    entries = _attach_totals(cur, [session])
+    by_exchange = _plain_totals(cur, session) if page is not None else None
+    entries = _attach_totals(cur, [session]) if by_exchange is None else []
     # A page needs every call's context (each is stored against the one before) but the whole row of only
     # the calls it shows: the others are read with the few columns the window facts need.
     columns = CALL_COLUMNS if page is None else LEAN_CALL_COLUMNS
@@ -249,7 +275,8 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
         "SELECT id, idx, input_json, result_json, status, stats_json, started_at, ended_at FROM exchanges"
         " WHERE session_id = ? ORDER BY idx", (session_id,))]
     for e in session["exchanges"]:  # what the exchange counts by the accounting rule
-        e["totals"] = accounting.totals(x for x in entries if x["exchange_id"] == e["id"])
+        e["totals"] = by_exchange.get(e["id"], accounting.totals(())) if by_exchange is not None else \
+            accounting.totals(x for x in entries if x["exchange_id"] == e["id"])
     session["tool_results"] = [row_dict(("id", "tool_use_id", "name", "input_json", "content_json", "is_error",
                                          "duration_ms", "at", "message_idx"), r) for r in cur.execute(
         "SELECT id, tool_use_id, name, input_json, content_json, is_error, duration_ms, at, message_idx"
