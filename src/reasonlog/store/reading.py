@@ -238,14 +238,18 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     entries = _attach_totals(cur, [session]) if by_exchange is None else []
     # A page needs every call's context (each is stored against the one before) but the whole row of only
     # the calls it shows: the others are read with the few columns the window facts need.
-    columns = CALL_COLUMNS if page is None else LEAN_CALL_COLUMNS
-    rows_of = cur.execute(f"SELECT {', '.join(columns)} FROM calls WHERE session_id = ? ORDER BY idx", (session_id,))
-    calls = [row_dict(columns, r) for r in rows_of] if page is None else [_lean(r) for r in rows_of]
     first, end = page if page is not None else (0, 1 << 62)
     rows = cur.execute("SELECT m.idx, m.role, m.content_id, m.call_id, m.at, c.kind = 'system' FROM messages m"
                        " JOIN contents c ON c.id = m.content_id WHERE m.session_id = ? AND m.idx >= ? AND m.idx < ?"
                        " ORDER BY m.idx", (session_id, first, end)).fetchall()
     shown = [r[:5] for r in rows]
+    if page is None:
+        calls = [row_dict(CALL_COLUMNS, r) for r in cur.execute(
+            f"SELECT {', '.join(CALL_COLUMNS)} FROM calls WHERE session_id = ? ORDER BY idx", (session_id,))]
+    else:  # what a call's facts say depends on the calls before it only: none after the page is read
+        upto = _last_shown_call(cur, {r[3] for r in shown if r[3] is not None})
+        calls = [_lean(r) for r in cur.execute(f"SELECT {', '.join(LEAN_CALL_COLUMNS)} FROM calls WHERE session_id = ?"
+                                               " AND idx <= ? ORDER BY idx", (session_id, upto))]
     per_call = _per_call(cur, session_id)
     reader = ContentReader(cur, dicts)
     reader.load(m[2] for m in shown)
@@ -254,7 +258,7 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     system_at = {r[0] for r in rows if r[5]}
     timeline = [{"idx": i, "role": role, "call_id": call, "at": at, "content": reader.get(cid)}
                 for i, role, cid, call, at in shown]
-    session["message_count"] = sum(n for n, _, _ in per_call.values()) if page is not None \
+    session["message_count"] = _message_count(cur, session_id) if page is not None \
         else sum(1 for r in rows if not r[5])
     session["messages"] = [m for m in timeline if m["idx"] not in system_at]
     session["system_prompts"] = [{k: m[k] for k in ("idx", "call_id", "at", "content")}
@@ -265,7 +269,7 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     if anchored is not None:
         calls = _whole_rows(cur, [c for c in calls if c["id"] in anchored])
     for c in calls:  # the writer appends a call's reply after its inputs: the reply is its last message
-        c["response_idx"] = per_call.get(c["id"], (0, 0, None))[2] if c["response_id"] is not None else None
+        c["response_idx"] = per_call.get(c["id"], (0, None))[1] if c["response_id"] is not None else None
     for c in calls:
         for key in ("shape", "context", "tools", "system_id", "response_id"):
             del c[key]  # store-internal references; get_call() resolves them
@@ -289,17 +293,24 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     return session
 
 
-def _per_call(cur, session_id: str) -> dict[str, tuple[int, int, int]]:
-    """For each call of the session: its timeline entries that are not system prompts, those whose role is not
-    system, and the idx of its last entry (its reply, when it has one). Counted by the database, so a page
-    of a huge session does not read every entry."""
-    return {call: (entries, turns, last) for call, entries, turns, last in cur.execute(
-        "SELECT m.call_id, SUM(CASE WHEN c.kind = 'system' THEN 0 ELSE 1 END),"
-        " SUM(CASE WHEN m.role = 'system' THEN 0 ELSE 1 END), MAX(m.idx) FROM messages m"
-        " JOIN contents c ON c.id = m.content_id WHERE m.session_id = ? GROUP BY m.call_id", (session_id,))}
+def _per_call(cur, session_id: str) -> dict[str, tuple[int, int]]:
+    """For each call of the session: its timeline entries whose role is not system, and the idx of its last entry
+    (its reply, when it has one). Counted by the database, so a page of a huge session reads no entry."""
+    return {call: (turns, last) for call, turns, last in cur.execute(
+        "SELECT call_id, SUM(CASE WHEN role = 'system' THEN 0 ELSE 1 END), MAX(idx) FROM messages"
+        " WHERE session_id = ? GROUP BY call_id", (session_id,))}
 
 
-def _derive_window_facts(calls: list[dict], per_call: dict[str, tuple[int, int, int]]) -> None:
+def _message_count(cur, session_id: str) -> int:
+    """Timeline entries that are not system prompts (a system prompt's entry has role system and a system content)."""
+    total, prompts = cur.execute(
+        "SELECT COUNT(*), SUM(CASE WHEN m.role = 'system' AND EXISTS (SELECT 1 FROM contents c WHERE"
+        " c.id = m.content_id AND c.kind = 'system') THEN 1 ELSE 0 END) FROM messages m WHERE m.session_id = ?",
+        (session_id,)).fetchone()
+    return total - (prompts or 0)
+
+
+def _derive_window_facts(calls: list[dict], per_call: dict[str, tuple[int, int]]) -> None:
     """Fill sliding-window facts the agent did not state, from the stored contexts.
 
     turns_in_context: messages the call sent; turns_removed: messages of the conversation so
@@ -308,7 +319,7 @@ def _derive_window_facts(calls: list[dict], per_call: dict[str, tuple[int, int, 
     """
     seen, tokens = 0, 0
     for c in calls:
-        produced = per_call[c["id"]][1] if c["id"] in per_call else 0
+        produced = per_call[c["id"]][0] if c["id"] in per_call else 0
         seen += produced - (1 if c["response_id"] is not None and produced else 0)
         tokens += (c["input_tokens"] or 0) + (c["cache_read_tokens"] or 0) + (c["cache_write_tokens"] or 0)
         derived = {"turns_in_context": c["context_len"], "turns_removed": max(0, seen - c["context_len"]),
@@ -320,6 +331,17 @@ def _derive_window_facts(calls: list[dict], per_call: dict[str, tuple[int, int, 
 
 LEAN_CALL_COLUMNS = ("id", "idx", "input_tokens", "cache_read_tokens", "cache_write_tokens", "system_id",
                      "tools_json", "context_json", "context_len", "response_id", "context_facts_json")
+
+
+def _last_shown_call(cur, call_ids: set[str]) -> int:
+    """The highest idx among these calls (-1 for none)."""
+    ids = list(call_ids)
+    top = -1
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        found = cur.execute(f"SELECT MAX(idx) FROM calls WHERE id IN ({', '.join('?' * len(chunk))})", chunk).fetchone()
+        top = max(top, found[0] if found and found[0] is not None else -1)
+    return top
 
 
 def _lean(r) -> dict:
