@@ -22,7 +22,7 @@ def test_every_model_day_is_a_session_with_its_positions(db, tmp_path):
     store = open_store(db)
     report = run_import(store, plan([AGENT_DATA]))
     # 5 models x 20 days; 154 assistant replies; 60 "Tool results:" messages; every action but the 5 starting lines
-    assert report.added == {"sessions": 100, "calls": 154, "messages": 309, "tool_results": 60, "outcomes": 296}
+    assert report.added == {"sessions": 100, "calls": 154, "messages": 321, "tool_results": 60, "outcomes": 296}
     assert (report.files, report.skipped, report.failed) == (105, [], [])
     sessions = store.list_sessions(ALL)
     assert {s["run"] for s in sessions} == {"ai-trader-agent-log"}
