@@ -28,9 +28,10 @@ RESPONSES_ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "web_
                                   "local_shell_call", "mcp_call", "custom_tool_call"})
 # Block types that are all "text" to a reader (Anthropic and Chat `text`, Responses `output_text`/`input_text`).
 _TEXT_TYPES = frozenset({"text", "output_text", "input_text"})
-# Keys that change how a message is billed or cached, not what it says: Anthropic moves `cache_control`
-# from message to message as a conversation grows.
-_NOISE_KEYS = frozenset({"cache_control"})
+# Keys that change how a message is billed or cached, or annotate it, not what it says: Anthropic moves
+# `cache_control` from message to message as a conversation grows; citations, annotations and logprobs come
+# with a reply and are left out when an agent sends back its text.
+_NOISE_KEYS = frozenset({"cache_control", "citations", "annotations", "logprobs"})
 # Blocks a provider lets an agent leave out when it sends a reply back (thinking is dropped from earlier
 # turns by Anthropic's API itself).
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking", "reasoning"})

@@ -55,8 +55,11 @@ def _session_or_call(store, ref: str) -> tuple[str, str | None]:
 
 
 def _print_header(s: dict) -> None:
-    console.print(Text(f"session {s['id']}  agent={s['agent']}  run={s['run']}  model={s['model']}  "
-                       f"status={s['status']}  calls={s['call_count']}  cost={money(s['cost_usd'])}", style="bold"))
+    model = s["model"] or next((c["model"] for c in s["calls"] if c.get("model")), None)
+    said = [f"{name}={value}" for name, value in (("agent", s["agent"]), ("run", s["run"]), ("model", model))
+            if value is not None]
+    console.print(Text("  ".join([f"session {s['id']}", *said, f"status={s['status']}", f"calls={s['call_count']}",
+                                  f"cost={money(s['cost_usd'])}"]), style="bold"))
     console.print(Text(f"calls: #N is {s['id']}#N in show, replay and diff", style="dim"))
 
 
@@ -87,8 +90,10 @@ def window_change(w: dict | None) -> str:
         return ""
     said = [f"+{w['added']} message{'s' if w['added'] != 1 else ''}"] if w["added"] else []
     said += [f"{w['trimmed']} trimmed"] if w["trimmed"] else []
+    said += [f"{w['edited']} edited"] if w.get("edited") else []
+    said += [f"{w['held']} held by the server"] if w.get("held") else []
     said += [name for key, name in (("compacted", "compacted"), ("system_changed", "system changed"),
-                                    ("tools_changed", "tools changed")) if w[key]]
+                                    ("tools_changed", "tools changed")) if w.get(key)]
     return ", ".join(said) or "same window"
 
 
@@ -101,6 +106,10 @@ def _print_item(item: dict, full: bool) -> None:
     elif kind == "system":
         console.print(Text(f"[{item['idx']}] system prompt", style="bold cyan"))
         console.print(Text(_fold(item["text"], full), style="dim"))
+    elif kind == "tool_result":  # a recorded result that no tool call of the conversation names
+        style = "red" if item["is_error"] else "green"
+        label = f"← {item['name'] or 'tool'} {'error' if item['is_error'] else 'result'} ({item['tool_use_id']})"
+        console.print(Text(label + ": ", style=style) + Text(_fold(item["content"], full)))
     elif kind == "outcome":
         payload = orjson.dumps(item["payload"]).decode() if item["payload"] is not None else ""
         console.print(Text("◆ outcome ", style="magenta") + Text(f"{item['outcome_kind']} {payload}"))
