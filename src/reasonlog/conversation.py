@@ -85,8 +85,9 @@ def reply_variants(form: Any) -> list[Any]:
     variants = []
     if kept and len(kept) < len(form["content"]):
         variants.append({**form, "content": kept})
-    texts = [b.get("text") for b in kept if isinstance(b, dict) and b.get("type") == "text"]
-    if len(kept) > 1 and len(texts) == len(kept) and all(isinstance(t, str) for t in texts):
+    texts = [b["text"] for b in kept
+             if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
+    if len(kept) > 1 and len(texts) == len(kept):
         variants.append({**form, "content": [{"type": "text", "text": "".join(texts)}]})
     return variants
 
@@ -145,7 +146,7 @@ def _opcodes(before: Sequence[bytes], after: Sequence[bytes]) -> list[Op]:
     if len(after) >= n and after[:n] == before:  # the common case: history resent, then new messages
         ops: list[Op] = [("equal", 0, n, 0, n)] if n else []
         return ops + ([("insert", n, n, n, len(after))] if len(after) > n else [])
-    return difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()  # type: ignore[arg-type]
+    return list(difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes())  # type: ignore[arg-type]
 
 
 def _kept_after(ops: list[Op]) -> list[bool]:

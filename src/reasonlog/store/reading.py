@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from .. import accounting
+from ..conversation import decode_map, reply_slots
 from . import SessionFilter, StoreError
 from .content import (
     Dictionaries,
@@ -17,7 +18,6 @@ from .content import (
     fill_skeleton,
     unpack_raw,
 )
-from ..conversation import decode_map, reply_slots
 from .writing import join_request
 
 SESSION_COLUMNS = ("id", "run", "agent", "model", "provider", "labels_json", "parent_session_id", "parent_call_id",
