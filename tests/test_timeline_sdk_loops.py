@@ -2,6 +2,8 @@
 a local server answering with recorded payloads, in the loops their documentation shows and the ones agents write."""
 from __future__ import annotations
 
+import json
+
 import anthropic
 import openai
 import pytest
@@ -144,3 +146,25 @@ def test_a_conversation_continued_by_another_process_shows_each_message_once(ser
     roles, windows = _shown(store_of(), sid)
     assert roles == ["user", "assistant"] * ROUNDS
     assert _grew_by_one(windows)
+
+
+def test_replay_of_a_chained_call_says_what_the_server_held(server, db_path, store_of):
+    from click.testing import CliRunner
+
+    from reasonlog.cli.main import cli
+
+    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
+    reasonlog.instrument_openai(client, rec)
+    with rec.session(agent="gpt") as s:
+        server.reply_json(_responses_reply(0))
+        first = client.responses.create(model="gpt-5", input=[{"role": "user", "content": "question 0"}])
+        server.reply_json(_responses_reply(1))
+        client.responses.create(model="gpt-5", input=[{"role": "user", "content": "question 1"}],
+                                previous_response_id=first.id)
+    rec.close()
+    out = CliRunner().invoke(cli, ["--db", str(db_path), "replay", f"{s.id}#1"])
+    units = len(_responses_reply(0)["output"])
+    assert out.stderr.startswith(f"this request continues resp_0: the server held {1 + units} messages")
+    sent = json.loads(out.stdout)
+    assert (sent["input"], sent["previous_response_id"]) == ([{"role": "user", "content": "question 1"}], "resp_0")

@@ -156,7 +156,12 @@ def replay(obj, call, as_json):
     """
     from ..store.content import canonical
 
-    request = obj.store.replay_call(obj.store.resolve_id("call", call))
+    call_id = obj.store.resolve_id("call", call)
+    request = obj.store.replay_call(call_id)
+    window = obj.store.get_call(call_id).get("window") or {}
+    if window.get("held"):  # a chained request: the server held the conversation it names
+        click.echo(f"this request continues {window.get('chain')}: the server held {window['held']} messages of"
+                   f" the conversation (see `reasonlog show {call}`); below is what was sent", err=True)
     if as_json or not sys.stdout.isatty():
         return click.echo(canonical(request).decode())
     emit_json(request)
