@@ -78,7 +78,7 @@ def test_a_malformed_date_is_400_and_nothing_found_is_404(client):
 def test_health_readiness_and_the_schema(client, tmp_path):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz").json()
-    assert (ready["status"], ready["schema_version"]) == ("ready", 11)  # migration 11: summaries
+    assert (ready["status"], ready["schema_version"]) == ("ready", 12)  # migration 12: the timeline by position
     schema = client.get("/openapi.json").json()
     params = {p["name"] for p in schema["paths"]["/reasoning"]["get"]["parameters"]}
     assert params == {"job_id", "date", "model", "include_full_conversation"}
