@@ -182,8 +182,8 @@ class _Reader:
         elif kind == "compacted":
             yield from self._compacted(payload, at, line)
         else:
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, line.number), session_id=self.sid or "", at=at,
-                                  outcome_kind=f"{NAME}:{kind}", payload=payload)
+            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, line.number), session_id=self.sid or "",
+                                  at=at, outcome_kind=f"{NAME}:{kind}", payload=payload)
 
     def _session(self, payload: dict, at: str, line: Line) -> Iterator[Event]:
         sid = payload.get("id")
