@@ -41,6 +41,8 @@ DEFAULT_OUT = Path(__file__).resolve().parent.parent / "src" / "reasonlog" / "pr
 
 # Providers that sell their own models: a bare model name (`deepseek-reasoner`, `grok-4.3`,
 # `qwen-max`) takes their price. A name only resellers list gets a bare entry when they all agree.
+# reasonlog.pricing.FIRST_PARTY is these two sets together: at lookup, of the spellings of a name that the
+# table lists, the one these providers list wins (tests/test_pricing_first_party.py checks they agree).
 FIRST_PARTY = {"anthropic", "openai", "gemini", "deepseek", "mistral", "xai", "dashscope", "minimax", "moonshot",
                "zai", "cohere_chat", "ai21", "amazon_nova", "perplexity", "meta"}
 SECOND_PARTY = {"vertex_ai-language-models", "vertex_ai-anthropic_models"}  # the makers' models on Vertex
