@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -20,6 +21,8 @@ from ..summaries import Summarizer
 from . import api, dashboard, ingest, otlp, records
 from .summarizing import BackgroundSummaries
 
+# `date` as the simulator's clients write it: four, two and two digits (strptime alone would take 2025-10-2).
+ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
 
 
@@ -75,6 +78,8 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                   model: str | None = Query(None, description="The model (signature) of the session"),
                   include_full_conversation: bool = Query(False, description="Add each session's conversation")
                   ) -> Any:
+        if date is not None and not ISO_DAY.fullmatch(date):
+            return JSONResponse(status_code=400, content={"detail": f"Invalid date format: {date}. Expected YYYY-MM-DD"})
         try:
             sessions = query.reasoning_sessions(state.get(), job_id, date, model, include_full_conversation)
         except ValueError as exc:
