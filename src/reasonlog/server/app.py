@@ -79,7 +79,8 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                   include_full_conversation: bool = Query(False, description="Add each session's conversation")
                   ) -> Any:
         if date is not None and not ISO_DAY.fullmatch(date):
-            return JSONResponse(status_code=400, content={"detail": f"Invalid date format: {date}. Expected YYYY-MM-DD"})
+            detail = f"Invalid date format: {date}. Expected YYYY-MM-DD"
+            return JSONResponse(status_code=400, content={"detail": detail})
         try:
             sessions = query.reasoning_sessions(state.get(), job_id, date, model, include_full_conversation)
         except ValueError as exc:
