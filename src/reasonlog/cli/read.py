@@ -91,12 +91,18 @@ def sessions(obj, as_json, **filters):
     flt = make_filter(**filters)
     rows = obj.store.list_sessions(flt)
     if as_json:
-        return emit_json(rows)
+        return emit_json(_with_summaries(obj.store, rows))
     print_table(SESSION_COLUMNS, [_session_row(s) for s in rows])
     if not rows:
         console.print("no sessions match", style="dim")
     elif flt.limit is not None and len(rows) == flt.limit:
         _say_how_many_of(len(rows), obj.store.count_sessions(flt))
+
+
+def _with_summaries(store, rows: list[dict]) -> list[dict]:
+    """Each session's `summary`: the stored one (`reasonlog summarize`), else what the session itself said."""
+    texts = query.summary_texts(store, [s["id"] for s in rows]) if rows else {}
+    return [{**s, "summary": texts.get(("session", s["id"])) or s.get("summary")} for s in rows]
 
 
 def _session_row(s: dict) -> list:
