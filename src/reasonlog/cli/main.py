@@ -13,6 +13,8 @@ from rich.console import Console
 from ..store import StoreError, database_target, open_store
 
 console = Console(highlight=False)
+HOW_TO_START = ("Start with `reasonlog demo` (a recorded sample run) or `reasonlog import ~/.claude/projects`"
+                " (your agents' transcripts), or record from Python with reasonlog.Recorder().")
 
 
 class Context:
@@ -38,7 +40,10 @@ class Context:
     def store(self):
         """The database, read-only: reading commands never create, migrate or write it."""
         if self._store is None:
-            self._store = open_store(self.path, read_only=True)
+            path = self.path
+            if isinstance(path, Path) and not path.exists():
+                raise StoreError(f"{path}: no database yet. {HOW_TO_START}")
+            self._store = open_store(path, read_only=True)
         return self._store
 
     @property

@@ -97,7 +97,7 @@ def ui(obj, port, no_browser):
     except ImportError:
         raise StoreError("reasonlog ui needs the server extra: pip install 'reasonlog[server]'") from None
     path = obj.path
-    open_store(path, read_only=True).close()  # a missing database is said now, not on the first page
+    obj.store.schema_version()  # a missing database is said now (with how to start one), not on the first page
     if port == 0:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
