@@ -259,8 +259,8 @@ def choose_importer(path: Path, name: str | None = None) -> Importer:
                 return imp
         except OSError:
             continue
-    raise ImportError_(f"{path}: not a format reasonlog recognises; name one with --format "
-                       f"({', '.join(sorted(known))})")
+    raise ImportError_(f"{path}: no importer recognises it; if it is one of {', '.join(sorted(known))},"
+                       " name it with --format NAME (reasonlog import --list-formats describes them)")
 
 
 # -------------------------------------------------------------------------------------- the loop
