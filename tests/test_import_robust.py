@@ -290,3 +290,33 @@ def test_export_to_a_folder_that_does_not_exist_is_one_line(exported, tmp_path):
     result = CliRunner().invoke(cli, ["--db", str(db), "export", "-o", str(tmp_path / "no" / "x.jsonl")],
                                 catch_exceptions=False)
     assert result.exit_code == 1 and result.output.count("\n") == 1 and "x.jsonl" in result.output
+
+
+SPOTTER = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "claude-code-transcripts" / "spotter"
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["one import, then the copy", "both in one import"])
+def test_a_copy_of_imported_transcripts_is_reported_as_one_and_rejects_nothing(tmp_path, together):
+    """The same transcripts in a second folder are the same sessions: each file is named as a copy of the one
+    imported, nothing is added or rejected, and `db status` stays clean."""
+    import shutil
+
+    first, second = tmp_path / "laptop", tmp_path / "backup"
+    shutil.copytree(SPOTTER, first)
+    shutil.copytree(SPOTTER, second)
+    db = tmp_path / "copies.db"
+    runner = CliRunner()
+    invoke = lambda *paths: runner.invoke(cli, ["--db", str(db), "import", *map(str, paths)],  # noqa: E731
+                                          catch_exceptions=False)
+    if not together:
+        assert invoke(first).exit_code == 0
+    result = invoke(first, second) if together else invoke(second)
+    assert result.exit_code == 0, result.output
+    copies = sorted(line for line in result.output.splitlines() if "already imported from" in line)
+    expected = sorted(f"{copy}: already imported from {first / copy.relative_to(second)} (a copy: nothing added)"
+                      for copy in second.rglob("*.jsonl"))
+    assert copies == expected and len(copies) == 6
+    assert "rejected" not in result.output and "IntegrityError" not in result.output
+    status = json.loads(runner.invoke(cli, ["--db", str(db), "db", "status", "--json"]).output)
+    assert status["rejected_records"] == 0
+    assert (status["counts"]["sessions"], status["counts"]["calls"]) == (7, 243)

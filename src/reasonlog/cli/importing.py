@@ -127,6 +127,8 @@ def _print_report(report: Report) -> None:
                f"{added.get('sessions', 0)} sessions, {added.get('calls', 0)} calls, "
                f"{added.get('messages', 0)} messages, {added.get('tool_results', 0)} tool results, "
                f"{added.get('outcomes', 0)} outcomes added.")
+    for copy, original in report.copies:
+        click.echo(f"{copy}: already imported from {original} (a copy: nothing added)")
     if report.rejected:
         click.echo(f"{report.rejected} record(s) rejected by the store (see the log)", err=True)
     if report.skipped:
