@@ -16,7 +16,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
 from .. import __version__, query
-from ..store import Store, StoreError, keys
+from ..store import ReadOnlyDatabase, Store, StoreError, keys
 from ..summaries import Summarizer
 from . import api, dashboard, ingest, otlp, records
 from .summarizing import BackgroundSummaries
@@ -51,6 +51,11 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                   description="What LLM agents saw, thought and did: sessions, calls, reasoning and outcomes. "
                               "Once an API key exists, send one: `Authorization: Bearer <key>`.")
     app.state.summaries = background
+
+    @app.exception_handler(ReadOnlyDatabase)
+    def read_only(request: Request, exc: ReadOnlyDatabase) -> JSONResponse:
+        # A server on a read-only database serves every page; what would write says why it cannot.
+        return JSONResponse(status_code=503, content={"detail": str(exc)})
     reader = Depends(_requires(state, "read"))
     unauthorized: dict[int | str, dict[str, Any]] = {401: {"description": "No key, or a wrong or revoked one", **ERROR},
                     403: {"description": "The key's scope does not allow this", **ERROR},
@@ -102,10 +107,10 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
 
 def app_from_environment() -> FastAPI:
     """The app of one `reasonlog serve --workers N` process: its database is in $REASONLOG_SERVE_DB."""
-    from ..store import open_store
+    from ..store import open_store_or_read_only
 
     target = os.environ["REASONLOG_SERVE_DB"]
-    return create_app(lambda: open_store(target), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
+    return create_app(lambda: open_store_or_read_only(target), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
                       max_body_bytes=int(os.environ.get("REASONLOG_SERVE_MAX_BODY", ingest.MAX_BYTES)))
 
 
