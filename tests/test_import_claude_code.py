@@ -232,12 +232,12 @@ def test_cli_import_reports_and_refuses_bad_paths(tmp_path):
     assert (missing.returncode, missing.stderr.strip()) == (1, f"error: {tmp_path / 'nope'}: no such file or folder")
     unknown = tmp_path / "notes.txt"
     unknown.write_text("hello\n")
-    refused = run("import", str(unknown))  # no format claims it: read as an export, refused at its line
-    assert refused.returncode == 1 and refused.stderr.startswith(f"error: {unknown}:1: not valid JSON")
+    refused = run("import", str(unknown))  # no format claims it: the formats and --format are named
+    assert refused.returncode == 1 and refused.stderr.startswith(f"error: {unknown}: no importer recognises it; ")
     folder = tmp_path / "empty-folder"
     folder.mkdir()
     nothing = run("import", str(folder))
-    assert nothing.returncode == 1 and "not a format reasonlog recognises" in nothing.stderr
+    assert nothing.returncode == 1 and "no importer recognises it" in nothing.stderr and "--format" in nothing.stderr
     assert "Traceback" not in refused.stderr + missing.stderr
     wrong = run("import", "--format", "nope", str(SPOTTER))
     assert wrong.returncode == 1 and "--format nope: not a format reasonlog knows" in wrong.stderr

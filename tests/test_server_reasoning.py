@@ -75,6 +75,13 @@ def test_a_malformed_date_is_400_and_nothing_found_is_404(client):
                                                                " model=gpt-5"})
 
 
+@pytest.mark.parametrize("date", ["2025-10-2", "2025-1-02", "20251002", "2025-10-02T00:00", " 2025-10-02",
+                                  "2025/10/02", "２０２５-10-02"])
+def test_a_date_not_written_yyyy_mm_dd_is_the_400_naming_it(client, date):
+    bad = client.get("/reasoning", params={"date": date})
+    assert (bad.status_code, bad.json()) == (400, {"detail": f"Invalid date format: {date}. Expected YYYY-MM-DD"})
+
+
 def test_health_readiness_and_the_schema(client, tmp_path):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz").json()

@@ -102,11 +102,13 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
-def _existing_store(obj, upgrade: bool):
-    """The store at `--db`, which must already exist: these commands never create a database."""
-    from ..store import open_store
+def _existing_store(obj, upgrade: bool, reads_only: bool = False):
+    """The store at `--db`, which must already exist: these commands never create a database. `reads_only`:
+    the command only reads (backup, check), so a database that cannot be written is opened for reading."""
+    from ..store import open_store, open_store_or_read_only
 
     path = obj.path
+    open_store = open_store_or_read_only if reads_only else open_store
     if isinstance(path, str):  # a PostgreSQL URL: the server says whether it exists
         return open_store(path, upgrade=upgrade)
     if path.is_dir():
@@ -125,7 +127,7 @@ def _existing_store(obj, upgrade: bool):
 @click.pass_obj
 def db_backup(obj, dest: Path, force: bool):
     """Copy the database to DEST while recorders keep writing (one consistent point in time)."""
-    store = _existing_store(obj, upgrade=False)
+    store = _existing_store(obj, upgrade=False, reads_only=True)
     try:
         size = store.backup(dest, force=force)
     finally:
@@ -138,7 +140,7 @@ def db_backup(obj, dest: Path, force: bool):
 @click.pass_obj
 def db_check(obj, as_json: bool):
     """Check the file and reasonlog's own invariants; exit 1 and one line per problem when any is wrong."""
-    store = _existing_store(obj, upgrade=False)
+    store = _existing_store(obj, upgrade=False, reads_only=True)
     try:
         if store.schema_version() != store.status()["latest_schema_version"]:
             _fail(f"{obj.path} has schema {store.schema_version()}; run `reasonlog db upgrade` first")

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
-from . import StoreError
+from . import ReadOnlyDatabase, StoreError
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 
@@ -23,8 +23,11 @@ def check_path(path: Path, *, create: bool) -> None:
         raise StoreError(f"{path}: is a directory, not a database file")
     if not path.exists():
         if create:
+            _check_creatable(path)
             return
         raise StoreError(f"{path}: no such database (reading commands never create one)")
+    if create and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        raise ReadOnlyDatabase(path)  # a writer needs its folder too: the WAL and its index go beside the file
     # Never open() the file here: closing any descriptor of a database drops every POSIX lock this process
     # holds on it, so another process could take a live WAL for abandoned and checkpoint it away under a
     # connection already open in this one (see "How To Corrupt An SQLite Database File", section 2.2).
@@ -35,6 +38,12 @@ def check_path(path: Path, *, create: bool) -> None:
         if create:
             return  # an empty file is a database not yet written (SQLite itself starts one so)
         raise StoreError(f"{path}: an empty file, not a reasonlog database")
+
+
+def _check_creatable(path: Path) -> None:
+    folder = next((p for p in path.parents if p.exists()), None)
+    if folder is not None and folder.is_dir() and not os.access(folder, os.W_OK):
+        raise StoreError(f"{path}: cannot be created: {folder} is read-only")
 
 
 def not_a_database(path: Path, exc: sqlite3.DatabaseError) -> StoreError | None:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from ..model import Event
 from ..parts import RecordError
-from . import SessionFilter, ids, imported, keys, reading, records, search
+from . import ReadOnlyDatabase, SessionFilter, ids, imported, keys, reading, records, safe_target, search
 from .content import Dictionaries
 from .contents import ContentWriter
 from .writing import Applier
@@ -31,6 +31,7 @@ class SQLStore:
     """
 
     url: str
+    read_only: bool = False  # opened for reading: every write is refused with ReadOnlyDatabase
     _conn: Any
     index: Any = search.FTS5
     DATA_ERRORS: ClassVar[tuple[type[BaseException], ...]] = (TypeError, ValueError, OverflowError, RecordError)
@@ -88,6 +89,8 @@ class SQLStore:
         batch with it, nor every batch after it: the batch is then written again with each event
         in a savepoint, and the events that fail are counted as rejected and left out.
         """
+        if self.read_only:
+            raise ReadOnlyDatabase(self.shown_target())
         try:
             return self._write_batch(events, counters, imports, batch_id, isolate=False)
         except self.DATA_ERRORS:
@@ -157,7 +160,14 @@ class SQLStore:
                             " ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value",
                             (name, value))
 
+    def shown_target(self) -> str:
+        """The database as messages name it: the file, or the URL without its password."""
+        path = getattr(self, "path", None)
+        return str(path) if path is not None else safe_target(self.url)
+
     def _write(self, fn, *args):
+        if self.read_only:
+            raise ReadOnlyDatabase(self.shown_target())
         with self._lock:
             cur = self._cursor()
             cur.execute(self.BEGIN_WRITE)
