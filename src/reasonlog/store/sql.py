@@ -257,8 +257,10 @@ class SQLStore:
 
         def run(cur) -> dict:
             marks = search.record_marks(cur)
+            masked = self._applier.redactor.masked
             importer = transfer.Importer(cur, self._applier)
             n = importer.run(records)
+            self._add_counters(cur, {"redacted": self._applier.redactor.masked - masked})
             self._applier.finish(cur)
             search.index_records_since(cur, marks, self.index)
             importer.verify(self._dicts)
