@@ -119,13 +119,19 @@ class SQLStore:
                 counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
                 self._add_counters(cur, counters)
                 for row in imports or ():
-                    imported.save_file(cur, row)
+                    imported.save_file(cur, self._masked_import(row))
                 cur.execute("COMMIT")
             except BaseException:
                 self._applier.redactor.masked = masked
                 self._abandon()
                 raise
         return True
+
+    def _masked_import(self, row: dict) -> dict:
+        """An `import_files` row whose importer state and session ids are masked as its events were."""
+        redactor = self._applier.redactor
+        return {**row, "state": redactor.value(row.get("state")),
+                "sessions": [self._applier.again(s) for s in row.get("sessions") or ()]}
 
     def _apply_alone(self, cur, event: Event) -> int:
         """Apply one event in a savepoint; 1 if it was rejected, else 0."""
