@@ -26,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import FIXTURES
 from fastapi.testclient import TestClient
+from test_import_exchange_jsonl import recorded_session
 from test_ingest import Served, free_port
 from test_otlp import genai_attributes
 
@@ -35,6 +36,7 @@ from reasonlog.capture.http_sink import HttpSink
 from reasonlog.capture.redact import Redactor
 from reasonlog.capture.sinks import SpillingSink
 from reasonlog.cli.main import cli
+from reasonlog.io.exchange_jsonl import export_exchange_jsonl
 from reasonlog.io.jsonl import dump_lines
 from reasonlog.reasoning import policy
 from reasonlog.reasoning.saving import save
@@ -335,14 +337,27 @@ IMPORTS = {
     "game-log": FIXTURES / "pycatan-ai-logs" / "session_20260109_170804",
     "interactions": TESTS / "interactions" / "logs",
     "trading-log": FIXTURES / "ai-trader-agent-log" / "agent_data",
-    "exchange-jsonl": TESTS / "claude_agent" / "two-exchanges-cumulative.jsonl",
     "claude-agent-sdk": FIXTURES / "claude-agent-sdk" / "subagent-step-stream.json",
 }
 
 
-@pytest.mark.parametrize("fmt", sorted(IMPORTS))
+def exchange_jsonl_source(tmp_path: Path) -> Path:
+    """An exchange-based session file, as the Agent SDK logger's export writes it, recorded without masking."""
+    rec = reasonlog.Recorder(tmp_path / "unmasked.db", writer="sync", redact=False)
+    recorded_session(rec)
+    rec.close()
+    store = open_store(tmp_path / "unmasked.db", redactor=False)
+    (session,) = store.list_sessions(ALL)
+    source = tmp_path / "source" / "session.jsonl"
+    source.parent.mkdir()
+    source.write_text("".join(export_exchange_jsonl(store, session["id"])))
+    store.close()
+    return source
+
+
+@pytest.mark.parametrize("fmt", sorted([*IMPORTS, "exchange-jsonl"]))
 def test_every_importer_masks(fmt, tmp_path):
-    source = planted_copy(IMPORTS[fmt], tmp_path)
+    source = planted_copy(IMPORTS[fmt] if fmt in IMPORTS else exchange_jsonl_source(tmp_path), tmp_path)
     db = tmp_path / "imported.db"
     done = CliRunner().invoke(cli, ["--db", str(db), "import", "--format", fmt, "--json", str(source)])
     assert done.exit_code == 0, done.output
