@@ -396,12 +396,12 @@ def test_an_export_made_without_masking_is_masked_when_imported(tmp_path):
 
 def test_reasoning_records_and_their_artifacts_are_masked(db, tmp_path):
     root = tmp_path / "artifacts"
-    store = open_store(db)
-    record, _ = save(store, policy.Policy(budget_tokens=5000, overflow="artifact"), planted("session"), "completion", {"summary": planted("summary"),
+    store, limits = open_store(db), policy.Policy(budget_tokens=5000, overflow="artifact")
+    record, _ = save(store, limits, planted("session"), "completion", {"summary": planted("summary"),
                      "key_decisions": [planted("decision")]}, agent=planted("agent"), group=planted("group"),
                      details=planted("details"), confidence=planted("confidence"),
                      references=[planted("reference")], artifacts_root=root)
-    again, _ = save(store, policy.Policy(budget_tokens=5000, overflow="artifact"), planted("session"), "decisions", {"summary": "second"},
+    again, _ = save(store, limits, planted("session"), "decisions", {"summary": "second"},
                     details="more", artifacts_root=root)
     store.close()
     assert record is not None and again is not None and again["session_id"] == record["session_id"]

@@ -52,6 +52,8 @@ class Redactor:
                 raise ValueError(f"redaction pattern {name!r}: {exc}") from None
         self._text, self._names, self._secret_groups = _compiled(tuple(self.patterns.items()))
         self._text_literals = None if self.literals is None else _literal_regex(self.literals)
+        self._byte_literals = None if self.literals is None else re.compile(
+            b"|".join(re.escape(lit) for lit in self.literals))
 
     @classmethod
     def with_extra(cls, extra: Iterable[str] | dict[str, str] = ()) -> "Redactor":
@@ -103,7 +105,8 @@ class Redactor:
 
     def may_hold(self, data: builtins.bytes) -> bool:
         """False when no default pattern can match in `data` (none of their literals is in it)."""
-        return self.literals is None or any(lit in data for lit in self.literals)
+        # One pass of one regex: faster than a substring test per literal over large contents.
+        return self._byte_literals is None or self._byte_literals.search(data) is not None
 
     # ------------------------------------------------------------ masking
 
