@@ -28,6 +28,8 @@ import reasonlog  # noqa: E402  (after the environment above: nothing may see th
 
 # reasonlog's own errors inside capture are logged and counted in production; here they fail the test.
 os.environ.setdefault("REASONLOG_RAISE_INTERNAL_ERRORS", "1")
+# Masks take their digests from this key, never from a key file in the user's data folder.
+os.environ.setdefault("REASONLOG_REDACTION_KEY", "reasonlog tests")
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

@@ -117,7 +117,8 @@ class Recorder:
         from ..store.sqlite import spill_dirs
 
         def factory():
-            return open_store(self.db_path, price_table=price_table, redactor=_redactor(redact),
+            # False, not None: a store opened without a redactor masks with the default patterns.
+            return open_store(self.db_path, price_table=price_table, redactor=_redactor(redact) or False,
                               **(store_options or {}))
 
         # The spill file's own redactor: its count of masked secrets travels in the file.

@@ -11,6 +11,7 @@ import orjson
 
 from ..model import jsonable
 from ..parts import searchable_text
+from ..redact import Redactor
 from .content import (
     CANONICAL,
     COMPRESS_MIN_BYTES,
@@ -40,7 +41,7 @@ class ContentBackend(Protocol):
 
 
 class _Plain:
-    """The redactor used when none is configured: masks nothing."""
+    """The redactor of a store opened with `redactor=False`: masks nothing."""
 
     masked = 0
 
@@ -51,6 +52,14 @@ class _Plain:
     @staticmethod
     def text(text: str) -> str:
         return text
+
+    @staticmethod
+    def value(value: Any) -> Any:
+        return value
+
+    @staticmethod
+    def json(data: Any, dumps: Any) -> Any:  # bytes in, bytes out (`bytes` is the method above, in here)
+        return data
 
 
 @dataclass
@@ -75,7 +84,8 @@ class ContentWriter:
     _added: list[bytes] | None = None  # cache keys since the last checkpoint, while events are isolated
 
     def __post_init__(self) -> None:
-        self.redactor = self.redactor or _Plain()
+        # None: the default patterns (every store masks, whoever writes to it); False: nothing is masked.
+        self.redactor = Redactor() if self.redactor is None else self.redactor or _Plain()
 
     def reset(self) -> None:
         """Forget everything learnt in a transaction that rolled back."""
@@ -109,7 +119,7 @@ class ContentWriter:
         cid = self.cache.get(data)
         if cid is not None:
             return cid
-        key, data = data, self.redactor.bytes(data)
+        key, data = data, self.redactor.json(data, canonical)  # each string alone: never across structure
         if data is not key:  # masked: index what is stored, not what was given
             value = orjson.loads(data)
         digest = content_hash(data)

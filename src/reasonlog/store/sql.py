@@ -122,13 +122,19 @@ class SQLStore:
                 counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
                 self._add_counters(cur, counters)
                 for row in imports or ():
-                    imported.save_file(cur, row)
+                    imported.save_file(cur, self._masked_import(row))
                 cur.execute("COMMIT")
             except BaseException:
                 self._applier.redactor.masked = masked
                 self._abandon()
                 raise
         return True
+
+    def _masked_import(self, row: dict) -> dict:
+        """An `import_files` row whose importer state and session ids are masked as its events were."""
+        redactor = self._applier.redactor
+        return {**row, "state": redactor.value(row.get("state")),
+                "sessions": [self._applier.again(s) for s in row.get("sessions") or ()]}
 
     def _apply_alone(self, cur, event: Event) -> int:
         """Apply one event in a savepoint; 1 if it was rejected, else 0."""
@@ -267,8 +273,10 @@ class SQLStore:
 
         def run(cur) -> dict:
             marks = search.record_marks(cur)
+            masked = self._applier.redactor.masked
             importer = transfer.Importer(cur, self._applier)
             n = importer.run(records)
+            self._add_counters(cur, {"redacted": self._applier.redactor.masked - masked})
             self._applier.finish(cur)
             search.index_records_since(cur, marks, self.index)
             importer.verify(self._dicts)

@@ -118,10 +118,11 @@ class Applier:
         return self.contents.redactor
 
     def dumps(self, value: Any) -> str | None:
-        """A JSON text column, with secrets masked."""
+        """A JSON text column, with secrets masked in its strings (never across its structure)."""
         if value is None:
             return None
-        return self.redactor.bytes(orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS)).decode()
+        data = orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS)
+        return self.redactor.json(data, _dumps).decode()
 
     def mask_text(self, text: str | None) -> str | None:
         return None if text is None else self.redactor.text(text)
@@ -129,8 +130,9 @@ class Applier:
     def ident(self, value: Any) -> Any:
         """An identifier or name column, secrets masked. A caller can paste a key into any of them.
 
-        Masking is a pure function of the text, so an id masks the same wherever it appears (a session's
-        id and a call's `session_id`, a tool_use block and its result) and references still meet. The
+        Masking is a pure function of the text (a secret becomes its kind and a keyed digest, see redact.py),
+        so an id masks the same wherever it appears (a session's id and a call's `session_id`, a tool_use block
+        and its result) and references still meet, while two ids holding different secrets stay two ids. The
         spill file masks the same text the same way, so a replayed batch stores the same ids.
         """
         return self.redactor.text(value) if type(value) is str else value
@@ -238,8 +240,8 @@ class Applier:
             " ON CONFLICT (id) DO UPDATE SET status = 'open', ended_at = NULL, live_token = excluded.live_token,"
             " xml_tool_tags_json = COALESCE(excluded.xml_tool_tags_json, sessions.xml_tool_tags_json)",
             (*map(self.ident, (ev.session_id, ev.run, ev.agent, ev.model, ev.provider)), self.dumps(ev.labels or {}),
-             *map(self.ident, (ev.parent_session_id, ev.parent_call_id, ev.external_id)), ev.host, ev.pid,
-             ev.started_at, self.dumps(ev.xml_tool_tags), ev.live_token))
+             *map(self.ident, (ev.parent_session_id, ev.parent_call_id, ev.external_id, ev.host)), ev.pid,
+             ev.started_at, self.dumps(ev.xml_tool_tags), self.ident(ev.live_token)))
         cur.executemany("INSERT INTO session_labels (key, value, session_id) VALUES (?,?,?) ON CONFLICT DO NOTHING",
                         [(self.again(str(k)), self.again(str(v)), self.again(ev.session_id))
                          for k, v in (ev.labels or {}).items()])
@@ -365,7 +367,8 @@ class Applier:
         else:
             skeleton = raw_skeleton(_plain(ev.raw), _plain(ev.response))
             data, fmt = orjson.dumps(skeleton, default=jsonable, option=orjson.OPT_NON_STR_KEYS), "skeleton"
-        return pack_raw(self.redactor.bytes(data)), fmt
+        # Bytes as they came are masked as text; a skeleton string by string, so it stays the same JSON.
+        return pack_raw(self.redactor.bytes(data) if fmt == "bytes" else self.redactor.json(data, _dumps)), fmt
 
     # -------------------------------------------------------------- tools and outcomes
 
@@ -394,7 +397,8 @@ class Applier:
             " artifact_path, details_tokens, compact_tokens, tokenizer, redacted, confidence, references_json, at)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (*map(self.ident, (ev.record_id, ev.session_id, ev.agent, ev.group, ev.phase)), ev.state,
-             self.dumps(ev.compact), details, ev.artifact_path, ev.details_tokens, ev.compact_tokens, ev.tokenizer,
+             self.dumps(ev.compact), details, self.ident(ev.artifact_path), ev.details_tokens, ev.compact_tokens,
+             self.ident(ev.tokenizer),
              int(ev.redacted or details != ev.details), self.ident(ev.confidence), self.dumps(ev.references), ev.at))
 
 
@@ -409,6 +413,11 @@ def _resent(st: SessionState, messages: list) -> int:
 def _ours(value: Any) -> str | None:
     """JSON of what reasonlog itself made (ids, key names): nothing recorded, so nothing to mask."""
     return None if value is None else orjson.dumps(value).decode()
+
+
+def _dumps(value: Any) -> bytes:
+    """JSON of a decoded (plain) value, as `Applier.dumps` writes it."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
 
 
 def _plain(value: Any) -> Any:
