@@ -82,9 +82,10 @@ class Timeline:
         """`value` as plain JSON data, masked as the store masks it (without counting the secrets again)."""
         masked = self.redactor.masked
         try:
-            data = self.redactor.bytes(orjson.dumps(value, default=jsonable, option=CANONICAL))
+            data = orjson.dumps(value, default=jsonable, option=CANONICAL)
         except TypeError:
-            data = self.redactor.bytes(canonical(value))
+            data = canonical(value)
+        data = self.redactor.json(data, canonical)  # as `ContentWriter` masks a content
         self.redactor.masked = masked
         return orjson.loads(data)
 
