@@ -38,6 +38,7 @@ from .arguments import build_request, error_of, response_message, snapshot, unwr
 from .http_sink import remote_sink
 from .redact import Redactor
 from .sinks import SpillingSink, StoreSink
+from .storable import check_storable
 from .writer import BackgroundWriter, SyncWriter
 
 log = logging.getLogger("reasonlog")
@@ -157,6 +158,8 @@ class Recorder:
     # ------------------------------------------------------------------ plumbing
 
     def _emit(self, event: Event) -> None:
+        if self.strict:  # what the writer thread would reject is raised here, where it was given
+            check_storable(event)
         if self._closed:
             self._writer.count("dropped")
             return

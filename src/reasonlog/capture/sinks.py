@@ -36,6 +36,7 @@ class StoreSink:
     def __init__(self, store_factory: Callable[[], Any]):
         self._factory = store_factory
         self._store: Any = None
+        self.rejected = 0  # events the store left out of the batches it wrote (their data's fault)
 
     @property
     def store(self) -> Any:
@@ -44,7 +45,14 @@ class StoreSink:
         return self._store
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> Any:
-        return self.store.write_batch(events, counters)
+        store = self.store
+        before = getattr(store, "rejected_events", 0)
+        outcome = store.write_batch(events, counters)
+        self.rejected += getattr(store, "rejected_events", 0) - before
+        return outcome
+
+    def stats(self) -> dict[str, int]:
+        return {"rejected": self.rejected}
 
     def add_counters(self, counters: dict[str, int]) -> None:
         if counters:
@@ -229,8 +237,11 @@ class SpillingSink:
         self.last_error = self.redactor.text(text) if self.redactor else text
 
     def stats(self) -> dict:
+        """The spilling counts, with the inner sink's (the events its store rejected)."""
         with self._count_lock:
-            return dict(self.counts)
+            counts = collections.Counter(self.counts)
+        counts.update(getattr(self.inner, "stats", dict)())
+        return dict(counts)
 
 
 def _check_event(ev: Event) -> None:
