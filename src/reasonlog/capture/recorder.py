@@ -122,7 +122,8 @@ class Recorder:
                               **(store_options or {}))
 
         # The spill file's own redactor: its count of masked secrets travels in the file.
-        return SpillingSink(StoreSink(factory), spill_dirs(self.db_path), _redactor(redact))
+        exists = None if "://" in self.db_path else (lambda: os.path.exists(self.db_path))
+        return SpillingSink(StoreSink(factory, exists), spill_dirs(self.db_path), _redactor(redact))
 
     # ------------------------------------------------------------------ sessions
 

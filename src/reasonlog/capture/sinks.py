@@ -33,8 +33,11 @@ log = logging.getLogger("reasonlog")
 class StoreSink:
     """A sink over a `Store`, opened on first use (so a recorder that records nothing opens nothing)."""
 
-    def __init__(self, store_factory: Callable[[], Any]):
+    def __init__(self, store_factory: Callable[[], Any], exists: Callable[[], bool] | None = None):
+        """`exists`: whether the database is there already; if so, a sink that wrote nothing still opens
+        it once at close, since opening marks the sessions of dead recorders interrupted."""
         self._factory = store_factory
+        self._exists = exists
         self._store: Any = None
         self.rejected = 0  # events the store left out of the batches it wrote (their data's fault)
 
@@ -69,6 +72,11 @@ class StoreSink:
         self._store = None  # the parent's connection is the parent's
 
     def close(self) -> None:
+        if self._store is None and self._exists is not None and self._exists():
+            try:
+                self.store  # noqa: B018 -- opening is the point: it marks what dead recorders left open
+            except Exception:  # a database this recorder cannot open: it recorded nothing into it either
+                pass
         if self._store is not None:
             try:
                 self._store.close()
