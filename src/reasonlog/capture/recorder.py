@@ -114,7 +114,7 @@ class Recorder:
 
     def _default_sink(self, price_table: Any, redact: bool | list | dict, store_options: dict | None) -> Any:
         """The local database, with spill files beside it for what it cannot take."""
-        from ..store import open_store
+        from ..store import open_store, safe_target
         from ..store.sqlite import spill_dirs
 
         def factory():
@@ -123,7 +123,8 @@ class Recorder:
 
         # The spill file's own redactor: its count of masked secrets travels in the file.
         exists = None if "://" in self.db_path else (lambda: os.path.exists(self.db_path))
-        return SpillingSink(StoreSink(factory, exists), spill_dirs(self.db_path), _redactor(redact))
+        sink = StoreSink(factory, exists, target=safe_target(self.db_path))
+        return SpillingSink(sink, spill_dirs(self.db_path), _redactor(redact))
 
     # ------------------------------------------------------------------ sessions
 

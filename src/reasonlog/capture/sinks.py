@@ -33,11 +33,13 @@ log = logging.getLogger("reasonlog")
 class StoreSink:
     """A sink over a `Store`, opened on first use (so a recorder that records nothing opens nothing)."""
 
-    def __init__(self, store_factory: Callable[[], Any], exists: Callable[[], bool] | None = None):
+    def __init__(self, store_factory: Callable[[], Any], exists: Callable[[], bool] | None = None,
+                 target: str | None = None):
         """`exists`: whether the database is there already; if so, a sink that wrote nothing still opens
         it once at close, since opening marks the sessions of dead recorders interrupted."""
         self._factory = store_factory
         self._exists = exists
+        self.target = target  # the database, as a warning names it
         self._store: Any = None
         self.rejected = 0  # events the store left out of the batches it wrote (their data's fault)
 
@@ -95,6 +97,7 @@ class SpillingSink:
         self._count_lock = threading.Lock()  # the closing thread may spill while the writer's thread writes
         self.counts: collections.Counter = collections.Counter()
         self.last_error: str | None = None
+        self._warned = False
 
     # ------------------------------------------------------------ the sink contract
 
@@ -143,8 +146,19 @@ class SpillingSink:
         if exc is not None:
             self._note(exc)
         if self.spill(events, counters, name):
+            if exc is not None and not self._warned:
+                self._warn_spilling()
             return "spilled"
         raise exc if exc is not None else OSError(f"cannot write spill files in {self.files.directory}")
+
+    def _warn_spilling(self) -> None:
+        """Tell the user once that records go to files instead of the database, why, and where they are:
+        an unwritable database must not be silent (issue 19 item 11)."""
+        self._warned = True
+        target = getattr(self.inner, "target", None) or "the database"
+        log.warning("reasonlog cannot write %s (%s); recorded events wait in spill files in %s and are written by"
+                    " the next recorder that can, or `reasonlog db upgrade` (`reasonlog db status` counts them)."
+                    " This warning is given once.", target, self.last_error, self.files.last_folder)
 
     # ------------------------------------------------------------ replaying
 
