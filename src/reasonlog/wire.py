@@ -134,6 +134,7 @@ class CallRecord(TypedDict):
     error: Any
     raw: NotRequired[str | None]
     raw_format: NotRequired[Literal["skeleton", "bytes"] | None]
+    raw_encoding: NotRequired[Literal["base64"]]  # present when `raw` is base64 of bytes that are not UTF-8
     # and the measurements: provider, latency_ms, ttft_ms, stop_reason, the token counts, cost_usd, cost_source,
     # provider_message_id, request_id
 

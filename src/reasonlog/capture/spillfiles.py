@@ -121,6 +121,7 @@ class SpillFiles:
         self.directories: list[Path] = folders
         self.directory = folders[0] if folders else None
         self.redactor = redactor
+        self.last_folder: Path | None = None  # where the last file went (the user is told once)
 
     def _glob(self, pattern: str) -> list[Path]:
         found = [p for d in self.directories if d.exists() for p in d.glob(pattern)]
@@ -183,7 +184,11 @@ class SpillFiles:
         return self._write_file(f"counters-{new_id()}.json", [orjson.dumps(counters)])
 
     def _write_file(self, name: str, lines: list[bytes]) -> bool:
-        return any(self._write_in(folder, name, lines) for folder in self.directories)
+        for folder in self.directories:
+            if self._write_in(folder, name, lines):
+                self.last_folder = folder
+                return True
+        return False
 
     @staticmethod
     def _write_in(folder: Path, name: str, lines: list[bytes]) -> bool:
@@ -261,6 +266,19 @@ class SpillFiles:
             with claimed(path) as fd:
                 if fd is not None:
                     path.unlink()
+
+
+def waiting(folders: list[Path]) -> tuple[list[Path], int]:
+    """The spill files waiting in `folders`, in replay order, and how many events they hold."""
+    files = sorted((p for d in folders if d.is_dir() for p in d.glob("*.spill")), key=lambda p: (p.name, str(p)))
+    events = 0
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                events += sum(1 for line in f if line.strip() and not line.startswith(b'{"$reasonlog":"spill"'))
+        except OSError:  # replayed (and removed) meanwhile
+            continue
+    return files, events
 
 
 def _empty(path: Path) -> bool:

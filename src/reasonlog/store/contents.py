@@ -29,6 +29,18 @@ from .content import (
 # recorder at 184 MB and was faster than 256 MiB (733 MB), which the allocator paid for in GC and pages
 # (benchmarks/bench_backpressure.py; docs/performance.md).
 CACHE_BYTES = 16 << 20
+# What one cache entry costs beyond its key's length: the bytes object's header and the dict's slot.
+ENTRY_BYTES = 96
+
+
+def _exact(data: bytes) -> bytes:
+    """A copy of `data` that occupies its own length.
+
+    orjson returns its output in the buffer it wrote into, at least 4 KiB and up to about 15 times
+    the text's length for long strings (sys.getsizeof does not show it): kept as it is, a 30-byte
+    key holds 4 KiB and the cache's budget means nothing (issue 19 item 9).
+    """
+    return bytes(memoryview(data))
 
 
 class ContentBackend(Protocol):
@@ -131,8 +143,9 @@ class ContentWriter:
         if self.cache_bytes > CACHE_BYTES:
             self.cache.clear()
             self.cache_bytes = 0
+        key = _exact(key)
         self.cache[key] = cid
-        self.cache_bytes += len(key)
+        self.cache_bytes += len(key) + ENTRY_BYTES
         if self._added is not None:
             self._added.append(key)
         return cid
@@ -156,7 +169,7 @@ class ContentWriter:
         if not self._dict_checked:
             self._dict_id, self._dict_checked = self.backend.latest_dictionary(cur), True
         if self._dict_id is None and len(data) >= COMPRESS_MIN_BYTES:
-            self._samples.append(data)
+            self._samples.append(_exact(data))  # 500 samples of orjson's buffers could hold 500 MB
             if len(self._samples) >= DICT_TRAIN_SAMPLES and sum(map(len, self._samples)) >= DICT_TRAIN_MIN_BYTES:
                 trained = train_dictionary(self._samples)
                 self._samples = [] if trained else self._samples[-DICT_TRAIN_SAMPLES:]

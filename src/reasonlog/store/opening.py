@@ -53,6 +53,16 @@ def not_a_database(path: Path, exc: sqlite3.DatabaseError) -> StoreError | None:
     return None
 
 
+def cannot_open(path: Path, exc: sqlite3.OperationalError) -> str:
+    """Why a database file cannot be opened for writing, in one line that names its cause."""
+    if not os.access(path.parent, os.W_OK):
+        return (f"{path}: cannot be opened for writing ({exc}): its folder {path.parent} is read-only, and SQLite"
+                " keeps its journal beside the database")
+    if not os.access(path, os.W_OK):
+        return f"{path}: cannot be opened for writing ({exc}): the file is read-only"
+    return f"{path}: cannot be opened for writing ({exc})"
+
+
 def connect(path: Path, *, read_only: bool, timeout_s: float) -> sqlite3.Connection:
     """A connection in autocommit mode; read-only ones never write a byte to the database file."""
     if not read_only:
@@ -77,6 +87,8 @@ def check_reasonlog(conn: sqlite3.Connection, path: Path, latest: int, *, read_o
     """The schema version, after refusing a foreign database (and, to a reader, an old or newer one)."""
     try:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.OperationalError as exc:  # the file is fine; what SQLite needs beside it is not
+        raise StoreError(cannot_open(path, exc)) from None
     except sqlite3.DatabaseError as exc:
         raise not_a_database(path, exc) or StoreError(f"{path}: not a reasonlog database ({exc})") from None
     if MIGRATIONS_TABLE not in names:

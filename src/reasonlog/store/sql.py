@@ -42,6 +42,7 @@ class SQLStore:
         self._lock = threading.RLock()
         self._dicts = Dictionaries()
         self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)  # type: ignore[arg-type]
+        self.rejected_events = 0  # events this store object left out of committed batches (their data's fault)
 
     # ------------------------------------------------------------ the dialect's part
 
@@ -111,11 +112,13 @@ class SQLStore:
                 counters = dict(counters or {})
                 self._applier.completed.clear()
                 marks = search.record_marks(cur)
+                rejected = 0
                 for event in events:
                     if isolate:
-                        counters["rejected"] = counters.get("rejected", 0) + self._apply_alone(cur, event)
+                        rejected += self._apply_alone(cur, event)
                     else:
                         self._applier.apply(cur, event)
+                counters["rejected"] = counters.get("rejected", 0) + rejected
                 self._applier.finish(cur)
                 search.index_records_since(cur, marks, self.index)
                 search.drop_held_reasoning(cur, self._applier.completed, self.index)
@@ -128,6 +131,7 @@ class SQLStore:
                 self._applier.redactor.masked = masked
                 self._abandon()
                 raise
+            self.rejected_events += rejected
         return True
 
     def _masked_import(self, row: dict) -> dict:
