@@ -79,9 +79,9 @@ class _Gated(StoreSink):
         super().__init__(lambda: reasonlog.open_store(db_path))
         self.gate = threading.Event()
 
-    def write_batch(self, events, counters=None):
+    def write_batch(self, events, counters=None, *, batch_id=None):
         self.gate.wait(10)
-        return super().write_batch(events, counters)
+        return super().write_batch(events, counters, batch_id=batch_id)
 
 
 def test_a_dropped_session_start_drops_its_later_records_quietly_and_counts_them(db_path, store_of, caplog):

@@ -244,10 +244,10 @@ class _SlowSink(StoreSink):
         super().__init__(lambda: reasonlog.open_store(db))
         self.per_event, self.sizes = per_event, []
 
-    def write_batch(self, events, counters=None):
+    def write_batch(self, events, counters=None, *, batch_id=None):
         time.sleep(self.per_event * len(events))
         self.sizes.append(len(events))
-        return super().write_batch(events, counters)
+        return super().write_batch(events, counters, batch_id=batch_id)
 
 
 def test_a_full_queue_makes_the_caller_wait_instead_of_dropping(db_path, store_of):
@@ -352,7 +352,7 @@ class _Fatal(BaseException):
 
 
 class _DyingSink(StoreSink):
-    def write_batch(self, events, counters=None):
+    def write_batch(self, events, counters=None, *, batch_id=None):
         raise _Fatal("the sink died")
 
 

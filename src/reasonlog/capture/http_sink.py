@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ..model import Event, new_id
-from .sinks import SpillingSink
+from .sinks import BaseSink, Outcome, SpillingSink
 from .spillfiles import dump_event, masked_line
 
 DEFAULT_MAX_BYTES = 1 << 20  # until the server says its own
@@ -36,9 +36,12 @@ class HttpError(OSError):
         self.events_at_fault = events_at_fault
 
 
-class HttpSink:
+class HttpSink(BaseSink):
+    """A sink that sends batches to `reasonlog serve` (`POST /v1/ingest`)."""
+
     def __init__(self, url: str, api_key: str | None = None, timeout_s: float = 10.0, redactor: Any = None):
         self.url = url.rstrip("/")
+        self.target = self.url
         self.redactor = redactor  # secrets are masked before they leave the process (the server masks again)
         self.api_key = api_key
         self.timeout_s = timeout_s
@@ -46,13 +49,13 @@ class HttpSink:
 
     # ------------------------------------------------------------ the sink contract
 
-    @staticmethod
-    def is_store_failure(exc: BaseException) -> bool:
+    def is_sink_failure(self, exc: BaseException) -> bool:
         """Whether `exc` says the server failed, is away or cannot take the batch yet (the spill file waits),
         not that an event is at fault (then the replay looks for it and sets it aside)."""
         return not (isinstance(exc, HttpError) and exc.events_at_fault)
 
-    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> None:
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
+                    batch_id: str | None = None) -> Outcome:
         """Send the events in bodies the server takes. An event larger than any body it takes is held back
         while the others go; then this raises, so that the batch waits in a spill file (sending it again
         adds nothing the server has) until a server takes bodies that large."""
@@ -71,6 +74,7 @@ class HttpSink:
             raise HttpError(f"{self.url}: {len(oversized)} event(s) larger than the server takes (the largest"
                             f" {largest} bytes; max_bytes {limit}): they wait in a spill file until"
                             " it takes larger bodies (reasonlog serve --max-body-mb)", retry=False)
+        return "written"  # each body's id is the hash of its events: one sent twice adds nothing
 
     def _lines(self, events: list[Event], counters: dict[str, int] | None) -> tuple[list[bytes], dict | None]:
         """The events' lines with their secrets masked, and the counters with how many were masked (counted

@@ -83,7 +83,8 @@ class Recorder:
         self.url = target if isinstance(target, str) and target.startswith(("http://", "https://")) else None
         try:
             # A server records into its own database; this recorder keeps no file of its own for it.
-            self.db_path = "" if self.url else str(database_target(db))
+            # Nor does a recorder given only a sink: it opens no database, and holds no lock beside one.
+            self.db_path = "" if self.url or (sink is not None and db is None) else str(database_target(db))
         except StoreError as exc:  # a URL it cannot write: said at once, never taken for a file name
             raise ValueError(str(exc)) from None
         self.strict = strict

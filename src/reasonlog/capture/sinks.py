@@ -1,18 +1,12 @@
 """Sinks: where a writer's batches go. The writer decides *when*, the sink decides *where*.
 
-The sink contract (the OpenTelemetry split between a processor and an exporter):
-- `write_batch(events, counters)`: write the events in order, all or none, together with the
-  counters (name -> amount to add); raise if that failed. It may return "spilled" when the
-  batch was kept elsewhere for later instead of written.
-- `add_counters(counters)`: add counters alone; raise if that failed.
-- `close()`: release what the sink holds; safe to call twice.
-Optional: `probe()` raises if the destination cannot be written now; `after_fork()` forgets
-connections a forked child must not use.
+The contract is `Sink` below (the OpenTelemetry split between a processor and an exporter); `BaseSink`
+gives every optional part its "nothing kept aside" answer, so a sink writes only what it does.
 
 `StoreSink` writes to a `Store`, opened lazily. `SpillingSink` wraps any sink: a batch the inner
 sink refuses goes to a spill file (one file per batch, JSON lines, secrets masked, fsynced) and
-is replayed, event by event when need be, before anything newer (see `capture/spill.py` notes in
-`SpillFiles`). Tests and, later, the HTTP client inject their own sink with `Recorder(sink=...)`.
+is replayed, event by event when need be, before anything newer (see `SpillFiles`). `HttpSink`
+sends batches to `reasonlog serve`. Tests inject their own sink with `Recorder(sink=...)`.
 """
 from __future__ import annotations
 
@@ -21,7 +15,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from .. import model
 from ..model import Event
@@ -29,8 +23,105 @@ from .spillfiles import SpillFiles, claimed, dump_event
 
 log = logging.getLogger("reasonlog")
 
+# What became of a batch: written; kept in a spill file for later; or known already (its id was written before).
+Outcome = Literal["written", "spilled", "known"]
 
-class StoreSink:
+
+class Sink(Protocol):
+    """Where a writer's batches go.
+
+    - `write_batch(events, counters, batch_id=)`: write the events in order, all or none, together with
+      the counters (name -> amount to add); raise if that failed. `batch_id` names the batch (a spill
+      file, an ingested batch a server writes once).
+    - `add_counters(counters)`: add counters alone; raise if that failed.
+    - `close()`: release what the sink holds; safe to call twice.
+    - `spill`, `replay`, `pending`: a sink that keeps batches aside (files) for later.
+    - `probe()` raises when the destination cannot be written now; `is_sink_failure(exc)` says whether an
+      exception is the destination failing (not the events); `after_fork()` forgets what a forked child must
+      not use; `stats()` and `last_error` report.
+    """
+
+    target: str | None
+    last_error: str | None
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
+                    batch_id: str | None = None) -> Outcome: ...
+    def add_counters(self, counters: dict[str, int]) -> None: ...
+    def close(self) -> None: ...
+    def spill(self, events: list[Event], counters: dict[str, int] | None = None,
+              batch_id: str | None = None) -> bool: ...
+    def replay(self, limit: int | None = None) -> int: ...
+    def pending(self) -> bool: ...
+    def probe(self) -> None: ...
+    def is_sink_failure(self, exc: BaseException) -> bool: ...
+    def after_fork(self) -> None: ...
+    def stats(self) -> dict[str, int]: ...
+
+
+class BaseSink:
+    """A sink's optional parts, answered as by a sink that keeps nothing aside; a subclass writes the rest."""
+
+    target: str | None = None
+    last_error: str | None = None
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
+                    batch_id: str | None = None) -> Outcome:
+        raise NotImplementedError
+
+    def add_counters(self, counters: dict[str, int]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        return None
+
+    def spill(self, events: list[Event], counters: dict[str, int] | None = None,
+              batch_id: str | None = None) -> bool:
+        return False
+
+    def replay(self, limit: int | None = None) -> int:
+        return 0
+
+    def pending(self) -> bool:
+        return False
+
+    def probe(self) -> None:
+        return None
+
+    def is_sink_failure(self, exc: BaseException) -> bool:
+        return False
+
+    def after_fork(self) -> None:
+        return None
+
+    def stats(self) -> dict[str, int]:
+        return {}
+
+
+def as_sink(given: Any) -> Sink:
+    """`given` as a `Sink`: a `BaseSink` as it is; any other object with the three methods every sink has
+    (`write_batch`, `add_counters`, `close`: a user's own, behind `Recorder(sink=...)`) with the answers of one
+    that keeps nothing aside."""
+    return given if isinstance(given, BaseSink) else _Plain(given)
+
+
+class _Plain(BaseSink):
+    def __init__(self, given: Any):
+        self.given = given
+        self.target = getattr(given, "target", None)
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
+                    batch_id: str | None = None) -> Outcome:
+        outcome = self.given.write_batch(events, counters)
+        return outcome if outcome in ("spilled", "known") else "written"
+
+    def add_counters(self, counters: dict[str, int]) -> None:
+        self.given.add_counters(counters)
+
+    def close(self) -> None:
+        self.given.close()
+
+
+class StoreSink(BaseSink):
     """A sink over a `Store`, opened on first use (so a recorder that records nothing opens nothing)."""
 
     def __init__(self, store_factory: Callable[[], Any], exists: Callable[[], bool] | None = None,
@@ -49,12 +140,13 @@ class StoreSink:
             self._store = self._factory()
         return self._store
 
-    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> Any:
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
+                    batch_id: str | None = None) -> Outcome:
         store = self.store
-        before = getattr(store, "rejected_events", 0)
-        outcome = store.write_batch(events, counters)
-        self.rejected += getattr(store, "rejected_events", 0) - before
-        return outcome
+        before = store.rejected_events
+        written = store.write_batch(events, counters, batch_id=batch_id)
+        self.rejected += store.rejected_events - before
+        return "written" if written else "known"
 
     def stats(self) -> dict[str, int]:
         return {"rejected": self.rejected}
@@ -63,9 +155,10 @@ class StoreSink:
         if counters:
             self.store.add_counters(counters)
 
-    def is_store_failure(self, exc: BaseException) -> bool:
-        check = getattr(self._store, "is_store_failure", None)
-        return bool(check and check(exc)) or isinstance(exc, OSError) and self._store is None
+    def is_sink_failure(self, exc: BaseException) -> bool:
+        if self._store is None:  # it could not even be opened
+            return isinstance(exc, OSError)
+        return self._store.is_store_failure(exc)
 
     def probe(self) -> None:
         self.store.add_counters({"probes": 0})  # takes and releases the write lock: raises if it cannot
@@ -86,14 +179,15 @@ class StoreSink:
                 self._store = None
 
 
-class SpillingSink:
+class SpillingSink(BaseSink):
     """Spilling around any sink: what `inner` refuses waits in files and goes first when it can."""
 
     def __init__(self, inner: Any, directory: Path | list[Path] | None, redactor: Any = None):
-        self.inner = inner
+        self.inner: Sink = as_sink(inner)
         self.files = SpillFiles(directory, redactor)
         self.redactor = redactor
         self._maybe_pending = True  # files of an earlier process may wait; checked on the first batch
+        self.target = self.inner.target
         self._count_lock = threading.Lock()  # the closing thread may spill while the writer's thread writes
         self.counts: collections.Counter = collections.Counter()
         self.last_error: str | None = None
@@ -101,17 +195,17 @@ class SpillingSink:
 
     # ------------------------------------------------------------ the sink contract
 
-    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, name: str | None = None):
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
+                    batch_id: str | None = None) -> Outcome:
         """Write after the oldest waiting file, else spill (so order never breaks); raise if both fail."""
         # Every waiting file first: under back-pressure the callers wait meanwhile, and what overflows
         # in that time is taken as one file, so the writer catches up instead of spilling forever.
         if self._maybe_pending and self.replay():
-            return self._spill_or_raise(events, counters, name, None)
+            return self._spill_or_raise(events, counters, batch_id, None)
         try:
-            self.inner.write_batch(events, counters)
+            return self.inner.write_batch(events, counters)
         except Exception as exc:
-            return self._spill_or_raise(events, counters, name, exc)
-        return "written"
+            return self._spill_or_raise(events, counters, batch_id, exc)
 
     def add_counters(self, counters: dict[str, int]) -> None:
         """Add counters to the inner sink, else keep them in a counters file beside the spill files."""
@@ -128,24 +222,29 @@ class SpillingSink:
         self.inner.close()
 
     def after_fork(self) -> None:
-        getattr(self.inner, "after_fork", lambda: None)()
+        self.inner.after_fork()
         self._count_lock = threading.Lock()
+
+    def pending(self) -> bool:
+        """Whether files may wait (of this process's overflow, or an earlier process's)."""
+        return self._maybe_pending
 
     # ------------------------------------------------------------ spilling
 
-    def spill(self, events: list[Event], counters: dict[str, int] | None = None, name: str | None = None) -> bool:
+    def spill(self, events: list[Event], counters: dict[str, int] | None = None,
+              batch_id: str | None = None) -> bool:
         """Keep a batch in a file (secrets masked); events no JSON form can hold are rejected alone."""
-        result = self.files.write(events, counters or {}, name)
+        result = self.files.write(events, counters or {}, batch_id)
         if result is None:
             return False
         self._maybe_pending = True
         self._add({"spilled_batches": 1, "spilled_events": len(events) - result, "rejected": result})
         return True
 
-    def _spill_or_raise(self, events, counters, name, exc) -> str:
+    def _spill_or_raise(self, events, counters, batch_id, exc) -> Outcome:
         if exc is not None:
             self._note(exc)
-        if self.spill(events, counters, name):
+        if self.spill(events, counters, batch_id):
             if exc is not None and not self._warned:
                 self._warn_spilling()
             return "spilled"
@@ -155,7 +254,7 @@ class SpillingSink:
         """Tell the user once that records go to files instead of the database, why, and where they are:
         an unwritable database must not be silent (issue 19 item 11)."""
         self._warned = True
-        target = getattr(self.inner, "target", None) or "the database"
+        target = self.inner.target or "the database"
         log.warning("reasonlog cannot write %s (%s); recorded events wait in spill files in %s and are written by"
                     " the next recorder that can, or `reasonlog db upgrade` (`reasonlog db status` counts them)."
                     " This warning is given once.", target, self.last_error, self.files.last_folder)
@@ -229,11 +328,9 @@ class SpillingSink:
 
     def inner_probe(self, exc: Exception) -> None:
         """Raise `exc` again when it is the inner sink failing, not the events; else return."""
-        if getattr(self.inner, "is_store_failure", lambda e: False)(exc):
+        if self.inner.is_sink_failure(exc):
             raise exc
-        probe = getattr(self.inner, "probe", None)
-        if probe is not None:
-            probe()
+        self.inner.probe()
 
     def _merge_counter_files(self) -> None:
         for path in self.files.counter_files():

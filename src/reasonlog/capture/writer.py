@@ -28,6 +28,7 @@ import weakref
 from typing import Any
 
 from ..model import Event, SessionEnded, SessionStarted, new_id
+from .sinks import Sink, as_sink
 
 log = logging.getLogger("reasonlog")
 
@@ -42,7 +43,7 @@ FIRST_BATCH = 50  # events in a batch before the writer's speed is measured
 
 class _Base:
     def __init__(self, sink: Any, redactor: Any = None):
-        self.sink = sink
+        self.sink: Sink = as_sink(sink)
         self.redactor = redactor
         self._init_counts()
         self.last_error: str | None = None
@@ -71,8 +72,7 @@ class _Base:
         """Hand one batch to the sink with the unsaved counters; what it cannot take is counted dropped."""
         counters = self._take_unsaved()
         try:
-            kwargs = {"name": name} if name is not None and hasattr(self.sink, "spill") else {}
-            outcome = self.sink.write_batch(batch, counters, **kwargs)
+            outcome = self.sink.write_batch(batch, counters, batch_id=name)
         except Exception as exc:
             self._failed(exc)
             self._give_back(counters)
@@ -84,9 +84,8 @@ class _Base:
 
     def _spill(self, batch: list[Event], name: str | None) -> None:
         """Spill without trying the sink (overflow, close timeout); dropped and counted if it cannot."""
-        spill = getattr(self.sink, "spill", None)
         counters = self._take_unsaved()
-        if spill is None or not spill(batch, counters, name):
+        if not self.sink.spill(batch, counters, name):
             self._give_back(counters)
             self.count("dropped", len(batch))
 
@@ -96,8 +95,7 @@ class _Base:
 
     def replay_spill(self) -> int:
         """Write waiting spill files now; returns how many remain."""
-        replay = getattr(self.sink, "replay", None)
-        return replay() if replay is not None else 0
+        return self.sink.replay()
 
     def _save_counters(self) -> None:
         counters = self._take_unsaved()
@@ -115,14 +113,14 @@ class _Base:
         self.sink.close()
 
     def stats(self) -> dict:
-        sink: dict[str, int] = getattr(self.sink, "stats", dict)()
+        sink = self.sink.stats()
         with self._count_lock:
             counts = dict(self._counts)
         out: dict[str, Any] = {"submitted": self._submitted_count(), "written": 0, "dropped": 0, "rejected": 0,
                "spilled_batches": 0, "spilled_events": 0, "replayed_batches": 0, "set_aside": 0}
         for key, value in list(counts.items()) + list(sink.items()):
             out[key] = out.get(key, 0) + value
-        out["last_error"] = self.last_error or getattr(self.sink, "last_error", None)
+        out["last_error"] = self.last_error or self.sink.last_error
         return out
 
     def _submitted_count(self) -> int:
@@ -195,7 +193,7 @@ class BackgroundWriter(_Base):
         # The child has no writer thread and must not write the parent's queue or use its connection.
         self._init_threading()
         self._init_counts()
-        getattr(self.sink, "after_fork", lambda: None)()
+        self.sink.after_fork()
 
     def _submitted_count(self) -> int:
         return self._submitted
@@ -255,7 +253,7 @@ class BackgroundWriter(_Base):
             self._drain()
             if self._closed and not self._queue:
                 return
-            if not self._queue and getattr(self.sink, "_maybe_pending", False):
+            if not self._queue and self.sink.pending():
                 self.sink.replay()  # idle: catch up on the overflow spilled earlier
 
     def _drain(self) -> None:
@@ -275,7 +273,7 @@ class BackgroundWriter(_Base):
 
     def _handle(self, batch: list[Event], name: str, over: bool) -> None:
         started = time.perf_counter()
-        replaying = getattr(self.sink, "_maybe_pending", False)  # a file goes first: not a clean measure
+        replaying = self.sink.pending()  # a file goes first: not a clean measure
         if over:
             return self._spill(batch, name)
         self._write(batch, name)

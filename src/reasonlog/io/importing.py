@@ -318,7 +318,7 @@ def _import_one(store: Any, path: Path, imp: Importer, report: Report, emitted: 
     except (OSError, ImportError_) as exc:
         report.failed.append((str(path), str(exc)))
     except Exception as exc:
-        if getattr(store, "is_store_failure", lambda e: False)(exc):
+        if store.is_store_failure(exc):
             report.failed.append((str(path), f"the database refused the write ({exc}); what was not committed"
                                               " yet (this file, maybe small ones before it) waits for the next"
                                               " import"))
@@ -332,21 +332,21 @@ def _import_one(store: Any, path: Path, imp: Importer, report: Report, emitted: 
 class _Batched:
     """The store, with the batches of several small files written in one transaction (a commit is an fsync).
 
-    Each file's events still commit with its own row, never apart from it. Whatever reads what was written
-    (a session's last call, a file's removal, counts) writes what waits first; `existing_ids` need not, since
-    the import remembers what it emitted."""
-
-    _READS_WRITTEN = frozenset({"get_session", "get_call", "last_call_id", "delete_sessions", "record_counts",
-                                "status", "replay_call"})
+    Each file's events still commit with its own row, never apart from it. Only the store's methods an import
+    uses are here, each by name: every one that reads what was written (a session's last call, counts) or
+    deletes writes what waits first; `existing_ids` and a file's own row need not, since the import remembers
+    what it emitted and each file has its own row. A method not listed is not there, so a new read cannot
+    silently see stale data."""
 
     def __init__(self, store: Any):
         self._store, self._events, self._rows = store, [], []  # type: ignore[var-annotated]
 
-    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None,
-                    imports: list[dict] | None = None) -> None:
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
+                    imports: list[dict] | None = None, batch_id: str | None = None) -> bool:
         self._events += events
         self._rows += imports or []
         self.flush_if(full=len(self._events) >= BATCH_EVENTS)
+        return True
 
     def flush_if(self, full: bool) -> None:
         if full and (self._events or self._rows):
@@ -354,10 +354,43 @@ class _Batched:
             self._events, self._rows = [], []
             self._store.write_batch(events, None, imports=rows)
 
-    def __getattr__(self, name: str) -> Any:
-        if name in self._READS_WRITTEN:
-            self.flush_if(full=True)
-        return getattr(self._store, name)
+    def _written(self) -> Any:
+        """The store, once what waits is written."""
+        self.flush_if(full=True)
+        return self._store
+
+    def existing_ids(self, kind: str, ids: Iterable[str]) -> set[str]:
+        return self._store.existing_ids(kind, ids)
+
+    def is_store_failure(self, exc: BaseException) -> bool:
+        return self._store.is_store_failure(exc)
+
+    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict:
+        return self._written().get_session(session_id, page)
+
+    def get_call(self, call_id: str) -> dict:
+        return self._written().get_call(call_id)
+
+    def replay_call(self, call_id: str) -> dict:
+        return self._written().replay_call(call_id)
+
+    def last_call_id(self, session_id: str) -> str | None:
+        return self._written().last_call_id(session_id)
+
+    def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int:
+        return self._written().delete_sessions(session_ids, forget_file)
+
+    def record_counts(self) -> dict[str, int]:
+        return self._written().record_counts()
+
+    def status(self) -> dict:
+        return self._written().status()
+
+    def import_file(self, path: str) -> dict | None:
+        return self._store.import_file(path)  # each file's own row: a row waiting here is another file's
+
+    def import_files(self) -> list[dict]:
+        return self._store.import_files()  # read once, before anything is written
 
 
 @contextmanager

@@ -71,7 +71,7 @@ def _write(store: Any, events: list) -> None:
             store.write_batch(events)
             return
         except Exception as exc:
-            failing = getattr(store, "is_store_failure", lambda e: False)(exc)
+            failing = store.is_store_failure(exc)
             if not failing or attempt == TRIES - 1:
                 raise
             time.sleep(min(0.02 * 2 ** attempt, 1.0) * (0.5 + random.random()))

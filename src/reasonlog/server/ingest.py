@@ -41,7 +41,7 @@ def router(get_store: Any, writer: Any, max_bytes: int = MAX_BYTES) -> APIRouter
             raise HTTPException(413, f"body: {len(body)} bytes, more than max_bytes {max_bytes}")
         batch_id, counters, events = _parse(body)
         events = await run_in_threadpool(_unwritten, store, events)
-        written = await run_in_threadpool(store.write_batch, events, counters, None, batch_id)
+        written = await run_in_threadpool(lambda: store.write_batch(events, counters, batch_id=batch_id))
         return {"batch_id": batch_id, "events": len(events), "duplicate": not written}
 
     return api

@@ -78,7 +78,7 @@ class SQLStore:
 
     # ------------------------------------------------------------ writing
 
-    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None,
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
                     imports: list[dict] | None = None, batch_id: str | None = None) -> bool:
         """Apply events in order in one transaction; on a store error roll back and raise. False when
         `batch_id` names a batch written already (nothing is written again), else True.

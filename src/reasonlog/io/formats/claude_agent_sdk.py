@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from ...capture.sinks import BaseSink, Outcome
 from ...model import Event, SessionStarted, format_instant, stable_id
 from ..importing import Checkpoint, Feed, FileImporter, first_values, walk
 
@@ -117,7 +118,7 @@ def _record(messages: list[dict]) -> list[Event]:
     from ...claude_agent import ClaudeAgentLogger
 
     sink = _Collect()
-    recorder = Recorder("/nonexistent/reasonlog-import.db", writer="sync", sink=sink, redact=False)
+    recorder = Recorder(writer="sync", sink=sink, redact=False)  # no database: the events are collected
     with ClaudeAgentLogger(recorder) as logger:
         for message in messages:
             logger.log(message)
@@ -125,14 +126,16 @@ def _record(messages: list[dict]) -> list[Event]:
     return sink.events
 
 
-class _Collect:
-    """A sink that keeps what it is given (the sink contract of capture/sinks.py)."""
+class _Collect(BaseSink):
+    """A sink that keeps what it is given."""
 
     def __init__(self) -> None:
         self.events: list[Event] = []
 
-    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> None:
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
+                    batch_id: str | None = None) -> Outcome:
         self.events.extend(events)
+        return "written"
 
     def add_counters(self, counters: dict[str, int]) -> None:
         pass
