@@ -153,8 +153,8 @@ def lists_formats(place, command):
 
 
 def watches(place, command):
-    port_free = command  # `watch` takes no --port: run it until its first pass has imported, then stop it
-    watcher = subprocess.Popen(["bash", "-c", f"exec {port_free}"], env=place["env"], cwd=place["folder"],
+    """`watch` runs until its first pass has imported and noted what it follows, then is stopped."""
+    watcher = subprocess.Popen(["bash", "-c", f"exec {command}"], env=place["env"], cwd=place["folder"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     marker = Path(place["env"]["REASONLOG_DB"] + ".watch.json")
     try:
@@ -200,13 +200,11 @@ def lists_keys(place, command):
 
 def revokes_by_id_or_prefix(place, command):
     sh(place, "reasonlog keys create --scope read --name spare")
-    for shown in json.loads(sh(place, "reasonlog keys list --json").stdout)[-2:]:
-        for field in ("prefix", "id"):
-            if not shown["revoked_at"]:
-                place["words"]["ID_OR_PREFIX"] = shown[field]
-                done = sh(place, command.replace("ID_OR_PREFIX", shlex.quote(shown[field])))
-                assert done.stdout.strip() == f"revoked {shown[field]}"
-                shown["revoked_at"] = "now"
+    keys = json.loads(sh(place, "reasonlog keys list --json").stdout)[-2:]
+    for key, field in zip(keys, ("prefix", "id"), strict=True):  # one by its prefix, one by its id
+        done = sh(place, command.replace("ID_OR_PREFIX", shlex.quote(key[field])))
+        assert done.stdout.strip() == f"revoked {key[field]}"
+    assert all(k["revoked_at"] for k in json.loads(sh(place, "reasonlog keys list --json").stdout)[-2:])
 
 
 def form_only(place, command):
