@@ -1,6 +1,7 @@
 """Shared fixtures: a fresh database per test, recorders on it, and the shared real data."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -16,6 +17,7 @@ import pytest
 # user's real data folder is snapshot now and compared at the end (`users_data_folder_untouched`).
 REAL_DATA = Path(platformdirs.user_data_dir("reasonlog", appauthor=False))
 TEST_HOME = Path(tempfile.mkdtemp(prefix="reasonlog-tests-home-"))
+atexit.register(shutil.rmtree, TEST_HOME, True)  # however the run ends (a run that selects no test included)
 _KEPT = {"REASONLOG_TEST_POSTGRES", "REASONLOG_REQUIRE_POSTGRES", "REASONLOG_RAISE_INTERNAL_ERRORS",
          "REASONLOG_SCREENSHOTS"}
 for _name in [n for n in os.environ if n.startswith("REASONLOG_") and n not in _KEPT]:
@@ -50,7 +52,6 @@ def users_data_folder_untouched():
     before = _entries(REAL_DATA)
     yield
     after = _entries(REAL_DATA)
-    shutil.rmtree(TEST_HOME, ignore_errors=True)
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     if changed:
         pytest.fail(f"the tests changed the user's data folder {REAL_DATA}: {', '.join(changed[:10])}"

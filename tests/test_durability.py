@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from helpers import query_db
 
 import reasonlog
 from reasonlog.capture.sinks import SpillingSink, StoreSink
@@ -46,22 +47,15 @@ def test_a_locked_database_spills_and_the_next_open_writes_it_in_order(db_path, 
 
 def test_a_read_only_database_spills_instead_of_raising(db_path, tmp_path):
     reasonlog.open_store(db_path).close()
-    sink = SpillingSink(StoreSink(lambda: _ReadOnly(db_path)), sqlite_store.spill_dir(db_path))
+    # A store opened for reading refuses every write, as a file its permissions forbid writing does.
+    sink = SpillingSink(StoreSink(lambda: reasonlog.open_store(db_path, read_only=True)),
+                        sqlite_store.spill_dir(db_path))
     rec = reasonlog.Recorder(db_path, writer="sync", sink=sink)  # the documented seam
     with rec.session(agent="ro") as s:
         s.call(messages=[{"role": "user", "content": "x"}], response="y")
     rec.close()
     assert rec.stats()["spilled_batches"] >= 1
-    assert "readonly" in rec.stats()["last_error"].lower()
-
-
-class _ReadOnly(sqlite_store.SQLiteStore):
-    """A store over a database opened read-only, as when the file's permissions forbid writing."""
-
-    def __init__(self, path):
-        super().__init__(path, upgrade=False)
-        self._conn.close()
-        self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    assert f"{db_path}: read-only" in rec.stats()["last_error"]
 
 
 def test_a_database_made_by_the_first_schema_upgrades_and_keeps_its_data(tmp_path):
@@ -100,7 +94,7 @@ ALTER TABLE sessions ADD COLUMN note TEXT;
     store = store_of()
     assert store.schema_version() == latest + 1
     assert store.get_call(call)["response"]["content"][0]["text"] == "kept"
-    names = [r[1] for r in store._conn.execute("PRAGMA table_info(sessions)")]
+    names = [r[1] for r in query_db(db_path, "PRAGMA table_info(sessions)")]
     assert "note" in names
     assert store.upgrade() == []
 

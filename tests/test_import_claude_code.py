@@ -326,12 +326,15 @@ def test_any_split_then_append_equals_one_whole_import(tmp_path, name, step):
     want = {c["id"]: (c["output_tokens"], c["cache_read_tokens"], json.dumps(whole.replay_call(c["id"])))
             for c in whole.call_rows(ALL)}
     lines = (SPOTTER / name).read_bytes().splitlines(keepends=True)
+    empty = tmp_path / "empty.db"  # made once and copied: migrating a new file for each cut took most of the time
+    open_store(empty).close()
     for cut in _cuts(name, step):
         for live in (False, True):
             folder = tmp_path / f"cut{cut}{live}"
             target = folder / "p" / name
             target.parent.mkdir(parents=True)
             target.write_bytes(b"".join(lines[:cut]))
+            shutil.copy(empty, folder / "t.db")
             store = open_store(folder / "t.db")
             run_import(store, plan([target]), live=live)
             with open(target, "ab") as f:

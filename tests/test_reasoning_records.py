@@ -31,7 +31,6 @@ SECRET = "sk-ant-api03-" + "a1B2c3D4" * 6
 def counted_by_the_estimate(monkeypatch, tmp_path):
     """Counts that do not depend on whether tiktoken's encoding happens to be cached on this machine."""
     monkeypatch.setenv("REASONLOG_TOKENIZER", "estimate")
-    tokens._tiktoken.cache_clear()
     monkeypatch.chdir(tmp_path)  # no reasonlog.toml but the tests' own
     monkeypatch.delenv("REASONLOG_CONFIG", raising=False)
 

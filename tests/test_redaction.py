@@ -63,8 +63,9 @@ def test_spilled_batches_are_masked_too(db_path):
     reasonlog.open_store(db_path).close()
     blocker = sqlite3.connect(db_path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
-    rec = reasonlog.Recorder(db_path, writer="sync", redact=[r"ACME-INTERNAL-\d+-SECRET"])
-    rec._writer._store_factory = lambda: reasonlog.open_store(db_path, busy_timeout_ms=20)
+    # The documented seam for faults: a 20 ms busy timeout, so each batch gives up on the held lock at once.
+    rec = reasonlog.Recorder(db_path, writer="sync", redact=[r"ACME-INTERNAL-\d+-SECRET"],
+                             store_options={"busy_timeout_ms": 20})
     record_secrets(rec)
     rec.close()
     spilled = list(sqlite_store.spill_dir(db_path).glob("*.spill"))

@@ -2,6 +2,7 @@
 readiness, the OpenAPI schema, and `reasonlog serve` binding only to loopback."""
 from __future__ import annotations
 
+import datetime
 import json
 import socket
 import subprocess
@@ -9,6 +10,8 @@ import sys
 import time
 import urllib.request
 
+import hypothesis
+import hypothesis.strategies as st
 import pytest
 from conftest import FIXTURES, fresh_database
 from fastapi.testclient import TestClient
@@ -80,6 +83,21 @@ def test_a_malformed_date_is_400_and_nothing_found_is_404(client):
 def test_a_date_not_written_yyyy_mm_dd_is_the_400_naming_it(client, date):
     bad = client.get("/reasoning", params={"date": date})
     assert (bad.status_code, bad.json()) == (400, {"detail": f"Invalid date format: {date}. Expected YYYY-MM-DD"})
+
+
+@hypothesis.settings(max_examples=60, deadline=None, suppress_health_check=list(hypothesis.HealthCheck))
+@hypothesis.given(date=st.one_of(st.text(max_size=12), st.dates().map(lambda d: d.isoformat()),
+                                 st.from_regex(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}", fullmatch=True)))
+def test_any_date_is_a_day_found_a_day_not_found_or_the_400(client, date):
+    r = client.get("/reasoning", params={"date": date})
+    try:
+        real = datetime.date.fromisoformat(date).isoformat() == date and len(date) == 10
+    except ValueError:
+        real = False
+    if real:
+        assert r.status_code in (200, 404)
+    else:
+        assert (r.status_code, r.json()) == (400, {"detail": f"Invalid date format: {date}. Expected YYYY-MM-DD"})
 
 
 def test_health_readiness_and_the_schema(client, tmp_path):

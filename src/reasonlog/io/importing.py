@@ -422,7 +422,8 @@ def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted
         size, mtime_ns = signature(path)
         st = SimpleNamespace(st_size=size, st_mtime_ns=mtime_ns)  # type: ignore[assignment]
     start, line, state = 0, 0, None
-    if row is None and signature is None and copies is not None:
+    # A copy holds the sessions of its original, unless the importer names sessions after the file's place.
+    if row is None and signature is None and copies is not None and not getattr(imp, "sessions_from_path", False):
         original = copies.original_of(path, imp.name, st.st_size)
         if original is not None:  # the same file in a second folder: its sessions are in the database already
             report.copies.append((str(given), original))

@@ -38,10 +38,13 @@ def estimate(text: str) -> int:
     return max(math.ceil(len(text) / 4), wide)
 
 
-@lru_cache(maxsize=1)
 def _tiktoken() -> Any:
-    if os.environ.get("REASONLOG_TOKENIZER") == "estimate":
-        return None
+    # Asked on every count, not cached: REASONLOG_TOKENIZER=estimate wins even once tiktoken was loaded.
+    return None if os.environ.get("REASONLOG_TOKENIZER") == "estimate" else _loaded_tiktoken()
+
+
+@lru_cache(maxsize=1)
+def _loaded_tiktoken() -> Any:
     if not _cached_encoding():
         return None
     try:

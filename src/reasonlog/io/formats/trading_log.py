@@ -54,6 +54,7 @@ class TradingLogImporter:
     name = NAME
     description = "a trading simulator's agent_data/<model>/log/<date>/log.jsonl with position.jsonl outcomes"
     incremental = False
+    sessions_from_path = True  # run, model and day are folder names: the same file elsewhere is another session
 
     def detect(self, path: Path) -> bool:
         roots = _roots(path)
