@@ -286,7 +286,7 @@ def _output(state: dict) -> Any:
 
 
 def _to_usage(tokens: dict) -> Usage:
-    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    cache: dict = tokens["cache"] if isinstance(tokens.get("cache"), dict) else {}
     got = {"input": tokens.get("input"), "output": tokens.get("output"), "reasoning": tokens.get("reasoning"),
            "cache.read": cache.get("read"), "cache.write": cache.get("write")}
     for key, value in got.items():
