@@ -100,7 +100,8 @@ class _Task:
         done = self.state.get("calls", 0)
         if not self.state.get("started"):
             yield SessionStarted(session_id=self.sid, started_at=_ms(records[0][1]["ts"]) or "", agent=self.agent,
-                                 labels={"source": self.agent, "task_id": self.folder.name}, external_id=self.folder.name)
+                                 labels={"source": self.agent, "task_id": self.folder.name},
+                                 external_id=self.folder.name)
             self.state["started"] = True
         replies = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "assistant"]
         calls, exchange, exchanges = 0, None, 0
@@ -149,7 +150,7 @@ class _Task:
               exchange: str | None, at: str) -> CallRecorded:
         reply = history[replies[k]] if k < len(replies) else None
         sent = history[:replies[k]] if k < len(replies) else list(history)
-        model_info = record.get("modelInfo") if isinstance(record.get("modelInfo"), dict) else {}
+        model_info: dict = record["modelInfo"] if isinstance(record.get("modelInfo"), dict) else {}
         model = model_info.get("modelId") if isinstance(model_info.get("modelId"), str) else None
         usage, cost = self._usage(info or {}, k)
         cancelled = (info or {}).get("cancelReason")
