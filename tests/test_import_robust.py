@@ -228,8 +228,9 @@ def test_a_refused_import_leaves_a_database_as_it_was(exported, tmp_path):
     assert CliRunner().invoke(cli, ["--db", str(db), "export"]).stdout_bytes == before
 
 
-NO_IMPORTER = (": no importer recognises it; if it is one of claude-agent-sdk, claude-code, codex, exchange-jsonl,"
-               " game-log, gemini, interactions, reasonlog-jsonl, trading-log, name it with --format NAME"
+NO_IMPORTER = (": no importer recognises it; if it is one of claude-agent-sdk, claude-code, cline, codex,"
+               " exchange-jsonl, game-log, gemini, interactions, opencode, pi, reasonlog-jsonl, trading-log,"
+               " name it with --format NAME"
                " (reasonlog import --list-formats describes them)")
 
 
@@ -267,9 +268,16 @@ def test_a_missing_file_or_a_directory_is_one_line_and_creates_nothing(tmp_path,
     assert not db.exists()
 
 
-def test_import_without_a_file_is_a_usage_error(tmp_path):
+def test_import_without_a_file_and_no_agent_folder_says_where_it_looked(tmp_path, monkeypatch):
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_DIR", "PI_CODING_AGENT_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # never the real user's folders
+    for name in ("XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.setenv(name, str(tmp_path / name))
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "db"), "import"], catch_exceptions=False)
-    assert result.exit_code == 2
+    assert result.exit_code == 1 and result.output.count("\n") == 1
+    assert result.output.startswith("error: no agent's default folder exists here (looked in ")
+    assert str(tmp_path / ".claude" / "projects") in result.output and not (tmp_path / "db").exists()
 
 
 def test_import_from_stdin_checks_the_same(exported, tmp_path):

@@ -27,14 +27,15 @@ WATCH_FILE = ".watch.json"  # beside the database: what `reasonlog watch` follow
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_obj
 def import_(obj, paths, fmt, list_formats, as_json):
-    """Import files or folders that agents wrote (Claude Code, Codex CLI, Gemini CLI, reasonlog exports, ...).
+    """Import files or folders that agents wrote (Claude Code, Codex CLI, Gemini CLI, OpenCode, Cline, Pi, ...).
 
-    The format of each path is detected unless --format names it. Importing again adds only what is new:
-    files that did not change are skipped, files that grew are read from where the last import stopped."""
+    The format of each path is detected unless --format names it. Without PATH: every agent's default folder
+    that exists, each said with what it added. Importing again adds only what is new: files that did not change
+    are skipped, files that grew are read from where the last import stopped."""
     if list_formats:
         return _list_formats(as_json)
     if not paths:
-        raise click.UsageError("give at least one PATH (or --list-formats)")
+        return _import_defaults(obj, fmt, as_json)
     if len(paths) == 1 and (paths[0] == "-" or fmt == "reasonlog-jsonl" or (fmt is None and _is_export(paths[0]))):
         return _import_export(obj, paths[0])
     blank = [p for p in paths if _is_blank(Path(p).expanduser())]
@@ -53,6 +54,41 @@ def import_(obj, paths, fmt, list_formats, as_json):
         _print_report(report)
     if report.failed:
         sys.exit(1)
+
+
+def _import_defaults(obj, fmt: str | None, as_json: bool) -> None:
+    """Each agent's default folders that exist, imported as that agent's format, with a line per agent."""
+    found = default_sources(fmt)
+    if not found:
+        looked = [str(p) for imp in _chosen(fmt) for p in _defaults(imp)]
+        raise StoreError("no agent's default folder exists here (looked in " + ", ".join(looked) + "); name a PATH")
+    reports = {}
+    for name, folders in found.items():
+        reports[name] = report = _run_with_progress(obj.writable, plan(folders, name), show=not as_json)
+        if not as_json:
+            click.echo(f"{name}: {', '.join(map(str, folders))}")
+            _print_report(report)
+    if as_json:
+        emit_json({name: {"folders": [str(f) for f in found[name]], **r.to_dict()} for name, r in reports.items()})
+    if any(r.failed for r in reports.values()):
+        sys.exit(1)
+
+
+def default_sources(fmt: str | None = None) -> dict[str, list[Path]]:
+    """The default folders that exist, by format (one format with `fmt`)."""
+    out: dict[str, list[Path]] = {}
+    for imp in _chosen(fmt):
+        folders = [p for p in _defaults(imp) if p.exists()]
+        if folders:
+            out[imp.name] = folders
+    return out
+
+
+def _chosen(fmt: str | None) -> list:
+    found = importers()
+    if fmt is not None and fmt not in found:
+        raise StoreError(f"--format {fmt}: not a format reasonlog knows (see --list-formats)")
+    return [found[fmt]] if fmt is not None else list(found.values())
 
 
 def _is_export(path: str) -> bool:
@@ -156,8 +192,8 @@ def _print_report(report: Report) -> None:
 def watch(obj, paths, fmt, interval, once, install):
     """Follow folders and import what agents append to them, within seconds.
 
-    Without PATH: the Claude Code, Codex CLI and Gemini CLI folders that exist. Files deleted or rotated
-    are fine: a rewritten file is imported again, a deleted one is left as it was imported."""
+    Without PATH: every agent's default folder that exists (see `import --list-formats`). Files deleted or
+    rotated are fine: a rewritten file is imported again, a deleted one is left as it was imported."""
     folders = [Path(p).expanduser() for p in paths] or _default_watch_folders(fmt)
     if install:
         return _install(obj, paths, fmt, interval)
@@ -188,9 +224,10 @@ def watch(obj, paths, fmt, interval, once, install):
 
 
 def _default_watch_folders(fmt: str | None) -> list[Path]:
-    found = importers()
-    chosen = [found[fmt]] if fmt in found else found.values()
-    return [p for imp in chosen for p in _defaults(imp) if p.exists()]
+    found = default_sources(fmt)
+    for name, folders in found.items():
+        click.echo(f"{name}: {', '.join(map(str, folders))}", err=True)
+    return [p for folders in found.values() for p in folders]
 
 
 def _write_marker(marker: Path, folders: list[Path]) -> None:

@@ -22,7 +22,9 @@ bytes from an offset, like JSONL; else a changed file is read again whole), `det
 (a file or folder of this format?), `sources(path)` (the files to import under it, in order) and
 `read(feed)` (events and checkpoints). A format kept as a tree of files read through one of them
 defines `signature(path) -> (size, mtime_ns)` of the whole tree, so a change anywhere in it counts
-as a change of that file. A format that has its own all-or-nothing import instead
+as a change of that file; if it is also `incremental` (a database, JSON files rewritten whole), a changed
+tree is read again with the state its last checkpoint left, and the importer itself emits only what is
+new (raising `ReimportFile` when what it imported changed). A format that has its own all-or-nothing import instead
 (reasonlog's export) defines `import_whole(store, path, report)` and is called with that alone.
 Third-party importers register under the entry-point group `reasonlog.importers`, as an object
 with that shape.
@@ -171,10 +173,12 @@ class Feed:
             return Checkpoint(self.path.stat().st_size, self.first_line, _dump_state(state))
         return Checkpoint(line.end, line.number, _dump_state(state))
 
-    def skip(self, line: Line | int | None, reason: str) -> None:
-        """Report a line (or the whole file, with None) that the import passed over, and why."""
+    def skip(self, line: Line | int | None, reason: str, record: str | None = None) -> None:
+        """Report a line (or the whole file, with None) that the import passed over, and why; `record` names
+        it where a file has no lines (a database's row, an entry of a JSON array)."""
         number = line.number if isinstance(line, Line) else line
-        self.report.skipped.append((f"{self.where}:{number}" if number else self.where, reason))
+        where = f"{self.where}:{number}" if number else self.where
+        self.report.skipped.append((f"{where} ({record})" if record else where, reason))
 
     # ---------------------------------------------------------------- ids and the store
 
@@ -429,12 +433,13 @@ def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted
             report.copies.append((str(given), original))
             return
     if row is not None:
+        tree = signature is not None  # no byte offsets: an incremental tree goes on from its state alone
         if (row["size"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns and row["format"] == imp.name
-                and (row["consumed"] >= st.st_size or not imp.incremental)):
+                and (row["consumed"] >= st.st_size or not imp.incremental or tree)):
             report.unchanged += 1  # (an import killed half way left consumed short of the size: it goes on)
             return
-        if (imp.incremental and row["format"] == imp.name and st.st_size >= row["consumed"]
-                and _tail_hash(path, row["consumed"]) == row["tail_hash"]):
+        if imp.incremental and row["format"] == imp.name and (tree or (
+                st.st_size >= row["consumed"] and _tail_hash(path, row["consumed"]) == row["tail_hash"])):
             start, state = row["consumed"], row["state"]
             line = (state or {}).pop("$line", 0)
             report.appended += 1

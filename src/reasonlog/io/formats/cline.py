@@ -1,0 +1,204 @@
+"""Cline, Roo Code and Kilo Code tasks: VS Code's `globalStorage/<extension>/tasks/<task id>/`, one folder per task.
+
+The three extensions share Cline's task folder (Roo Code and Kilo Code are its forks):
+`api_conversation_history.json` (the conversation as sent: Anthropic-shaped messages), `ui_messages.json` (what the
+panel shows: `say` and `ask` records, among them `api_req_started`, whose `text` is a JSON object with `tokensIn`,
+`tokensOut`, `cacheWrites`, `cacheReads`, `cost` once the request ended) and `task_metadata.json` (models used).
+
+- **Session.** One per task folder: id `<agent>-<task id>`; labels `source` (cline, roo-code or kilo-code, from the
+  extension's folder) and `task_id`.
+- **Calls.** Each `api_req_started` is one request to the model, with its own tokens and cost (as the extension
+  reported it; a 0 with tokens means it knew no price, and reasonlog prices it). The n-th one's reply is the n-th
+  assistant message of the conversation, and its request the conversation before that. `apiProtocol: openai`
+  means `tokensIn` counted the cache reads and writes too: they are taken out once.
+- **Exchanges.** The task's first prompt (`say: task`) and each later message the user typed (`user_feedback`).
+
+Both JSON files are rewritten whole as the task goes on: the folder is one source (its files' sizes and times are
+its signature), read again when it changed, and only requests after the last one imported become calls. Under
+`reasonlog watch`, a last request without its usage yet waits for the next pass.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ...model import CallRecorded, Event, ExchangeStarted, SessionEnded, SessionStarted, Usage, stable_id
+from ...parts import RecordError
+from ..importing import Checkpoint, Feed, instant
+
+NAME = "cline"
+EXTENSIONS = {"saoudrizwan.claude-dev": "cline", "rooveterinaryinc.roo-cline": "roo-code",
+              "kilocode.kilo-code": "kilo-code"}
+EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor", "Windsurf")
+ANCHOR = "ui_messages.json"
+FILES = (ANCHOR, "api_conversation_history.json", "task_metadata.json")
+
+
+class ClineImporter:
+    name = NAME
+    description = "Cline, Roo Code and Kilo Code tasks (VS Code globalStorage/<extension>/tasks/<id>/)"
+    incremental = True
+
+    def default_folders(self) -> list[Path]:
+        if sys.platform == "darwin":
+            config = Path.home() / "Library" / "Application Support"
+        else:
+            config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").expanduser()
+        return [config / editor / "User" / "globalStorage" / ext / "tasks" for editor in EDITORS for ext in EXTENSIONS]
+
+    def detect(self, path: Path) -> bool:
+        return next(self.sources(path), None) is not None
+
+    def sources(self, path: Path) -> Iterator[Path]:
+        if path.is_file():
+            if path.name in FILES and (path.parent / ANCHOR).is_file():
+                yield path.parent / ANCHOR
+            return
+        for anchor in sorted([path / ANCHOR, *path.glob(f"*/{ANCHOR}"), *path.glob(f"tasks/*/{ANCHOR}")]):
+            if anchor.is_file() and (anchor.parent / FILES[1]).is_file():
+                yield anchor
+
+    def signature(self, path: Path) -> tuple[int, int]:
+        stats = [f.stat() for f in (path.parent / name for name in FILES) if f.is_file()]
+        return sum(s.st_size for s in stats), max(s.st_mtime_ns for s in stats)
+
+    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
+        state = dict(feed.state or {})
+        yield from _Task(feed, state).events()
+        yield feed.checkpoint(None, state)
+
+
+importer = ClineImporter()
+
+
+def agent_of(task_folder: Path) -> str:
+    """cline, roo-code or kilo-code, from the extension folder above `tasks/` (cline when it is not there)."""
+    return EXTENSIONS.get(task_folder.parent.parent.name, NAME)
+
+
+class _Task:
+    def __init__(self, feed: Feed, state: dict):
+        self.feed, self.state = feed, state
+        self.folder = feed.path.parent
+        self.agent = agent_of(self.folder)
+        self.sid = f"{self.agent}-{self.folder.name}"
+
+    def events(self) -> Iterator[Event]:
+        ui = self._array(self.feed.path)
+        history = self._array(self.folder / FILES[1])
+        if ui is None or history is None:
+            return
+        records = [(n, r) for n, r in enumerate(ui) if isinstance(r, dict) and isinstance(r.get("ts"), (int, float))]
+        if not records:
+            self.feed.skip(None, "no record with a `ts` in it", record=ANCHOR)
+            return
+        done = self.state.get("calls", 0)
+        if not self.state.get("started"):
+            yield SessionStarted(session_id=self.sid, started_at=_ms(records[0][1]["ts"]) or "", agent=self.agent,
+                                 labels={"source": self.agent, "task_id": self.folder.name},
+                                 external_id=self.folder.name)
+            self.state["started"] = True
+        replies = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "assistant"]
+        calls, exchange, exchanges = 0, None, 0
+        for n, record in records:
+            at = _ms(record["ts"]) or ""
+            if record.get("say") in ("task", "user_feedback"):
+                exchange = stable_id(at, self.sid, "exchange", record["ts"])
+                if exchanges >= self.state.get("exchanges", 0):
+                    yield ExchangeStarted(exchange_id=exchange, session_id=self.sid, started_at=at,
+                                          input=record.get("text"))
+                    self.state["exchanges"] = exchanges + 1
+                exchanges += 1
+            elif record.get("say") == "api_req_started":
+                info = self._info(record, n)
+                if self.feed.live and info is not None and _unfinished(info) and n == records[-1][0]:
+                    break  # still streaming: its usage comes when it ends
+                if calls >= done:
+                    yield self._call(calls, record, info, history, replies, exchange, at)
+                    self.state["calls"] = calls + 1
+                calls += 1
+        yield SessionEnded(session_id=self.sid, ended_at=_ms(records[-1][1]["ts"]) or "")
+
+    def _array(self, path: Path) -> list | None:
+        try:
+            value = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            self.feed.skip(None, f"not readable as JSON ({str(exc).split(':', 1)[0]})", record=path.name)
+            return None
+        if not isinstance(value, list):
+            self.feed.skip(None, "expected a JSON array", record=path.name)
+            return None
+        return value
+
+    def _info(self, record: dict, n: int) -> dict | None:
+        try:
+            info = orjson.loads(record.get("text") or "{}")
+        except orjson.JSONDecodeError:
+            info = None
+        if not isinstance(info, dict):
+            self.feed.skip(None, "api_req_started: its `text` is not a JSON object; the call is kept without usage",
+                           record=f"{ANCHOR}[{n}]")
+            return None
+        return info
+
+    def _call(self, k: int, record: dict, info: dict | None, history: list, replies: list[int],
+              exchange: str | None, at: str) -> CallRecorded:
+        reply = history[replies[k]] if k < len(replies) else None
+        sent = history[:replies[k]] if k < len(replies) else list(history)
+        model_info: dict = record["modelInfo"] if isinstance(record.get("modelInfo"), dict) else {}
+        model = model_info.get("modelId") if isinstance(model_info.get("modelId"), str) else None
+        usage, cost = self._usage(info or {}, k)
+        cancelled = (info or {}).get("cancelReason")
+        return CallRecorded(
+            call_id=stable_id(at, self.sid, "call", record["ts"]), session_id=self.sid, exchange_id=exchange,
+            started_at=at, request={"model": model, "messages": [_message(m) for m in sent]},
+            response=_message(reply) if isinstance(reply, dict) else None, model=model,
+            provider=model_info.get("providerId") if isinstance(model_info.get("providerId"), str) else None,
+            usage=usage, cost_usd=cost, status="error" if cancelled else "ok",
+            error={"reason": cancelled, "message": info.get("streamingFailedMessage")} if cancelled and info else None)
+
+    def _usage(self, info: dict, k: int) -> tuple[Usage | None, float | None]:
+        keys = ("tokensIn", "tokensOut", "cacheReads", "cacheWrites")
+        if not any(key in info for key in keys):
+            return None, None
+        n = {}
+        for key in keys:
+            value = info.get(key) or 0
+            if type(value) is not int or value < 0:
+                self.feed.skip(None, f"api_req_started: {key} {value!r} is not a non-negative integer; the call is"
+                                     " kept without usage", record=f"request {k + 1}")
+                return None, None
+            n[key] = value
+        uncached = n["tokensIn"]
+        if info.get("apiProtocol") == "openai":  # its tokensIn counted the cached tokens too
+            uncached = max(0, uncached - n["cacheReads"] - n["cacheWrites"])
+        try:
+            usage = Usage(input_tokens=uncached, output_tokens=n["tokensOut"], cache_read_tokens=n["cacheReads"],
+                          cache_write_tokens=n["cacheWrites"])
+        except RecordError as exc:
+            self.feed.skip(None, f"api_req_started: {exc}", record=f"request {k + 1}")
+            return None, None
+        cost = info.get("cost")
+        if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
+            return usage, None
+        return usage, float(cost) if cost > 0 or sum(n.values()) == 0 else None
+
+
+def _unfinished(info: dict) -> bool:
+    return "cost" not in info and "tokensIn" not in info and "cancelReason" not in info
+
+
+def _message(m: Any) -> dict:
+    """A conversation entry as it was sent: its role and content (Cline's own extra keys, such as `ts`, left out)."""
+    if not isinstance(m, dict):
+        return {"role": "user", "content": str(m)}
+    return {"role": m.get("role"), "content": m.get("content")}
+
+
+def _ms(value: Any) -> str | None:
+    return instant(value / 1000, numbers=True) if isinstance(value, (int, float)) and value > 0 else None

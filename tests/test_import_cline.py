@@ -1,0 +1,102 @@
+"""Cline, Roo Code and Kilo Code task folders, written by hand after Cline's `ClineMessage` / `ClineApiReqInfo`
+types (no real task folder with a licence that allows copying it was found; see tests/fixtures/NOTICE-agents.md):
+each `api_req_started` is a call with its tokens and cost, paired with the n-th assistant message; OpenAI-protocol
+input loses its cached tokens once; a task that goes on adds only its new requests; bad records are named."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from reasonlog.io.formats.cline import importer as cline
+from reasonlog.io.importing import plan, run_import
+from reasonlog.store import open_store
+
+TASK = "1767261600000"
+
+
+def req(ts: int, **info) -> dict:
+    return {"ts": ts, "type": "say", "say": "api_req_started", "text": json.dumps({"request": "...", **info}),
+            "modelInfo": {"providerId": "anthropic", "modelId": "claude-sonnet-4-5", "mode": "act"}}
+
+
+UI = [{"ts": 1767261600000, "type": "say", "say": "task", "text": "fix the tests"},
+      req(1767261601000, tokensIn=1200, tokensOut=80, cacheWrites=300, cacheReads=900, cost=0.0123),
+      {"ts": 1767261602000, "type": "say", "say": "text", "text": "Reading the file."},
+      req(1767261603000, tokensIn=40, tokensOut=20, cacheWrites=0, cacheReads=2400, cost=0.0021),
+      {"ts": 1767261604000, "type": "say", "say": "user_feedback", "text": "also the docs"},
+      req(1767261605000, tokensIn=5000, tokensOut=10, cacheWrites=0, cacheReads=4000, cost=0.004,
+          apiProtocol="openai")]
+HISTORY = [{"role": "user", "content": [{"type": "text", "text": "<task>fix the tests</task>"}]},
+           {"role": "assistant", "content": [{"type": "text", "text": "<read_file><path>t.py</path></read_file>"}]},
+           {"role": "user", "content": [{"type": "text", "text": "[read_file] Result: ..."}]},
+           {"role": "assistant", "content": [{"type": "text", "text": "Fixed."}], "ts": 1767261603500},
+           {"role": "user", "content": [{"type": "text", "text": "also the docs"}]},
+           {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}]
+
+
+def task(root: Path, extension: str, ui: list, history: list, name: str = TASK) -> Path:
+    folder = root / extension / "tasks" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ui_messages.json").write_text(json.dumps(ui))
+    (folder / "api_conversation_history.json").write_text(json.dumps(history))
+    (folder / "task_metadata.json").write_text(json.dumps({"files_in_context": [], "model_usage": []}))
+    return folder
+
+
+def test_each_request_is_a_call_with_the_tokens_and_cost_the_extension_reported(db, tmp_path):
+    task(tmp_path, "saoudrizwan.claude-dev", UI, HISTORY)
+    task(tmp_path, "rooveterinaryinc.roo-cline", UI[:2], HISTORY[:2])
+    store = open_store(db)
+    report = run_import(store, plan([tmp_path / "saoudrizwan.claude-dev" / "tasks",
+                                     tmp_path / "rooveterinaryinc.roo-cline" / "tasks"]))
+    assert (report.failed, report.skipped) == ([], [])
+    assert report.added["sessions"] == 2 and report.added["calls"] == 4
+    session = store.get_session(f"cline-{TASK}")
+    assert [(c["input_tokens"], c["output_tokens"], c["cache_read_tokens"], c["cache_write_tokens"], c["cost_usd"])
+            for c in session["calls"]] == [(1200, 80, 900, 300, 0.0123), (40, 20, 2400, 0, 0.0021),
+                                           (1000, 10, 4000, 0, 0.004)]  # openai: 5000 counted the 4000 cached
+    assert session["labels"] == {"source": "cline", "task_id": TASK}
+    assert [e["input"] for e in session["exchanges"]] == ["fix the tests", "also the docs"]
+    sent = store.replay_call(session["calls"][1]["id"])["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    roo = store.get_session(f"roo-code-{TASK}")
+    assert (roo["labels"]["source"], roo["agent"], roo["call_count"]) == ("roo-code", "roo-code", 1)
+
+
+def test_a_task_that_goes_on_adds_only_its_new_requests_and_watch_waits_for_usage(db, tmp_path):
+    folder = task(tmp_path, "kilocode.kilo-code", [*UI[:3], req(1767261603000)], HISTORY[:3])
+    store = open_store(db)
+    first = run_import(store, plan([folder]), live=True)
+    assert first.added["calls"] == 1  # the second request has no usage yet
+    task(tmp_path, "kilocode.kilo-code", UI, HISTORY)
+    second = run_import(store, plan([folder]), live=True)
+    assert (second.appended, second.added["calls"], second.added["sessions"]) == (1, 2, 0)
+    assert [c["input_tokens"] for c in store.get_session(f"kilo-code-{TASK}")["calls"]] == [1200, 40, 1000]
+    assert run_import(store, plan([folder])).unchanged == 1
+
+
+def test_bad_records_are_named(db, tmp_path):
+    ui = [UI[0], {"ts": 1767261601000, "type": "say", "say": "api_req_started", "text": "{cut"},
+          req(1767261602000, tokensIn=-1, tokensOut=2, cost=0.1)]
+    folder = task(tmp_path, "saoudrizwan.claude-dev", ui, HISTORY[:4])
+    store = open_store(db)
+    report = run_import(store, plan([folder]))
+    anchor = folder / "ui_messages.json"
+    assert report.skipped == [
+        (f"{anchor} (ui_messages.json[1])",
+         "api_req_started: its `text` is not a JSON object; the call is kept without usage"),
+        (f"{anchor} (request 2)", "api_req_started: tokensIn -1 is not a non-negative integer; the call is kept"
+                                  " without usage")]
+    assert report.added["calls"] == 2
+    (folder / "api_conversation_history.json").write_text("[{")
+    again = run_import(store, plan([folder]))
+    assert again.skipped == [(f"{anchor} (api_conversation_history.json)", "not readable as JSON (unexpected end"
+                                                                           " of data)")]
+
+
+def test_default_folders_are_the_editors_global_storage(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    folders = cline.default_folders()
+    assert tmp_path / "Code" / "User" / "globalStorage" / "saoudrizwan.claude-dev" / "tasks" in folders
+    assert tmp_path / "Cursor" / "User" / "globalStorage" / "kilocode.kilo-code" / "tasks" in folders
+    assert len(folders) == 15
