@@ -148,6 +148,12 @@ def imports_claude_code(place, command):
     assert sh(place, command).stdout.startswith("Imported 6 file(s): 7 sessions, 243 calls")
 
 
+def imports_default_folders(place, command):
+    """With no path, every agent's default folder that exists: here the Claude Code transcripts in ~/.claude."""
+    out = sh(place, command).stdout
+    assert re.search(r"^claude-code: .*\.claude/projects$", out, re.M), out
+
+
 def lists_formats(place, command):
     assert "claude-code" in sh(place, command).stdout
 
@@ -278,6 +284,7 @@ COMMANDS = {
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/reasonlog demo": start_demo,
     "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -q": start_tests,
     "reasonlog import ~/.claude/projects": imports_claude_code,
+    "reasonlog import": imports_default_folders,
     "reasonlog import --list-formats": lists_formats,
     "reasonlog watch": watches,
     "pip install -e '.[server]' && reasonlog serve": serves_and_answers_curl,
