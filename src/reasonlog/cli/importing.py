@@ -134,8 +134,7 @@ def _list_formats(as_json: bool) -> None:
 
 
 def _defaults(imp) -> list[Path]:
-    find = getattr(imp, "default_folders", None)
-    return list(find()) if callable(find) else []
+    return list(imp.default_folders())
 
 
 def _run_with_progress(store, files, show: bool) -> Report:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import orjson
 
@@ -91,13 +91,67 @@ class Line:
 
 
 class Importer(Protocol):
+    """A format reasonlog reads (see docs/importing.md). `detect`, `sources` and `read` are the format's own;
+    the hooks have `BaseImporter`'s answers unless a format needs another:
+
+    - `default_folders()`: where the agent writes (what `import` with no path and `watch` follow);
+    - `signature(path)`: for a tree of files read through one, the tree's size and newest change (None: the
+      file's own);
+    - `import_whole(store, path, report)`: True when the format imported the file itself, all or nothing
+      (reasonlog's export), with no offsets;
+    - `sessions_from_path`: the format names sessions after the file's place, so a copy of a file imported
+      before is not taken for the same sessions.
+    """
+
     name: str
     description: str
     incremental: bool
+    sessions_from_path: bool
 
     def detect(self, path: Path) -> bool: ...
     def sources(self, path: Path) -> Iterator[Path]: ...
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]: ...
+    def default_folders(self) -> list[Path]: ...
+    def signature(self, path: Path) -> tuple[int, int] | None: ...
+    def import_whole(self, store: Any, path: Path, report: Report) -> bool: ...
+
+
+class BaseImporter:
+    """The hooks of `Importer`, answered as by a format of plain files with no folder of its own."""
+
+    sessions_from_path = False
+
+    def default_folders(self) -> list[Path]:
+        return []
+
+    def signature(self, path: Path) -> tuple[int, int] | None:
+        return None
+
+    def import_whole(self, store: Any, path: Path, report: Report) -> bool:
+        return False
+
+
+class _Plugin(BaseImporter):
+    """An importer registered under `reasonlog.importers` that may leave hooks out: those it has, else
+    `BaseImporter`'s."""
+
+    def __init__(self, given: Any, name: str):
+        self.given, self.name = given, getattr(given, "name", name)
+        self.description = getattr(given, "description", "")
+        self.incremental = bool(getattr(given, "incremental", False))
+        self.sessions_from_path = bool(getattr(given, "sessions_from_path", False))
+        for hook in ("default_folders", "signature", "import_whole"):
+            if callable(getattr(given, hook, None)):
+                setattr(self, hook, getattr(given, hook))
+
+    def detect(self, path: Path) -> bool:
+        return self.given.detect(path)
+
+    def sources(self, path: Path) -> Iterator[Path]:
+        return self.given.sources(path)
+
+    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
+        return self.given.read(feed)
 
 
 @dataclass
@@ -229,12 +283,13 @@ def importers() -> dict[str, Importer]:
         except Exception as exc:  # a broken plug-in must not break the built-in formats
             found.setdefault(ep.name, _Broken(ep.name, f"cannot load {ep.value}: {exc}"))
             continue
-        found[getattr(imp, "name", ep.name)] = imp
+        plugin: Importer = cast(Importer, imp) if isinstance(imp, BaseImporter) else _Plugin(imp, ep.name)
+        found[plugin.name] = plugin
     return found
 
 
 @dataclass
-class _Broken:
+class _Broken(BaseImporter):
     name: str
     description: str
     incremental: bool = False
@@ -387,6 +442,9 @@ class _Batched:
     def record_counts(self) -> dict[str, int]:
         return self._written().record_counts()
 
+    def import_records(self, records: Iterable[dict]) -> dict:
+        return self._written().import_records(records)  # an export imported whole, in its own transaction
+
     def status(self) -> dict:
         return self._written().status()
 
@@ -417,17 +475,15 @@ def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted
     key = str(path)
     row = store.import_file(key)
     report.files += 1
-    whole = getattr(imp, "import_whole", None)
-    if whole is not None:  # a format with its own all-or-nothing import (reasonlog's export): no offsets
-        whole(store, path, report)
+    if imp.import_whole(store, path, report):  # a format with its own all-or-nothing import: no offsets
         return
-    signature = getattr(imp, "signature", None)
+    signature = imp.signature(path)
     if signature is not None:  # a tree read through one file: the tree's size and newest change
-        size, mtime_ns = signature(path)
+        size, mtime_ns = signature
         st = SimpleNamespace(st_size=size, st_mtime_ns=mtime_ns)  # type: ignore[assignment]
     start, line, state = 0, 0, None
     # A copy holds the sessions of its original, unless the importer names sessions after the file's place.
-    if row is None and signature is None and copies is not None and not getattr(imp, "sessions_from_path", False):
+    if row is None and signature is None and copies is not None and not imp.sessions_from_path:
         original = copies.original_of(path, imp.name, st.st_size)
         if original is not None:  # the same file in a second folder: its sessions are in the database already
             report.copies.append((str(given), original))
@@ -607,7 +663,7 @@ def instant(value: Any, numbers: bool = False) -> str | None:
         return None
 
 
-class FileImporter:
+class FileImporter(BaseImporter):
     """The shape most importers share: a file of the format is told by sniffing it (`mine`), and the files
     under a folder worth sniffing are its `candidates`. `detect` sniffs a file, or a folder's first five."""
 

@@ -43,7 +43,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, Line, ReimportFile, first_values, instant, walk
+from ..importing import BaseImporter, Checkpoint, Feed, Line, ReimportFile, first_values, instant, walk
 
 NAME = "claude-code"
 TRANSCRIPT_TYPES = frozenset({"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
@@ -60,7 +60,7 @@ def default_folders() -> list[Path]:
     return [root / "projects" for root in (roots or [Path.home() / ".claude"])]
 
 
-class ClaudeCodeImporter:
+class ClaudeCodeImporter(BaseImporter):
     name = NAME
     description = "Claude Code transcripts (~/.claude/projects, or $CLAUDE_CONFIG_DIR/projects)"
     incremental = True

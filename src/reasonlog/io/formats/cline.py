@@ -29,7 +29,7 @@ import orjson
 
 from ...model import CallRecorded, Event, ExchangeStarted, SessionEnded, SessionStarted, Usage, stable_id
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, instant
+from ..importing import BaseImporter, Checkpoint, Feed, instant
 
 NAME = "cline"
 EXTENSIONS = {"saoudrizwan.claude-dev": "cline", "rooveterinaryinc.roo-cline": "roo-code",
@@ -39,7 +39,7 @@ ANCHOR = "ui_messages.json"
 FILES = (ANCHOR, "api_conversation_history.json", "task_metadata.json")
 
 
-class ClineImporter:
+class ClineImporter(BaseImporter):
     name = NAME
     description = "Cline, Roo Code and Kilo Code tasks (VS Code globalStorage/<extension>/tasks/<id>/)"
     incremental = True

@@ -53,14 +53,14 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, instant
+from ..importing import BaseImporter, Checkpoint, Feed, instant
 
 NAME = "game-log"
 ANCHOR = "session_metadata.json"
 _PROMPT = re.compile(r"prompt_(\d+)\.json")
 
 
-class GameLogImporter:
+class GameLogImporter(BaseImporter):
     name = NAME
     description = "a game's per-player log tree (session_*/<Player>/prompts|responses, tool_executions.json)"
     incremental = False

@@ -24,14 +24,14 @@ from typing import Any
 import orjson
 
 from ...model import Event
-from ..importing import Checkpoint, Feed
+from ..importing import BaseImporter, Checkpoint, Feed
 from .opencode_session import NAME, OpenCodeMessage, OpenCodeSession, session_events
 
 DB_NAME = "opencode.db"
 CHECK_EVERY = 50  # sessions between checkpoints of a database
 
 
-class OpenCodeImporter:
+class OpenCodeImporter(BaseImporter):
     name = NAME
     description = "OpenCode sessions (~/.local/share/opencode: opencode.db, and the older storage/ JSON files)"
     incremental = True

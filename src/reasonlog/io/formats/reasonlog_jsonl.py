@@ -31,7 +31,7 @@ class ReasonlogJsonlImporter(FileImporter):
     def read(self, feed: Feed) -> Iterator[Any | Checkpoint]:
         raise NotImplementedError("imported whole, by import_whole")
 
-    def import_whole(self, store: Any, path: Path, report: Report) -> None:
+    def import_whole(self, store: Any, path: Path, report: Report) -> bool:
         try:
             for warning in jsonl.check_file(path):
                 report.skipped.append((str(path), warning))
@@ -40,6 +40,7 @@ class ReasonlogJsonlImporter(FileImporter):
             text = str(exc)
             where, _, why = text.partition(": ") if text.startswith(f"{path}:") else (str(path), "", text)
             report.failed.append((where, why))
+        return True
 
 
 importer = ReasonlogJsonlImporter()

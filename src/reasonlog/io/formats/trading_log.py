@@ -43,14 +43,14 @@ from ...model import (
     ToolResultRecorded,
     stable_id,
 )
-from ..importing import Checkpoint, Feed, first_values
+from ..importing import BaseImporter, Checkpoint, Feed, first_values
 
 NAME = "trading-log"
 ROOT = "agent_data"
 TOOL_PREFIX = "Tool results: "
 
 
-class TradingLogImporter:
+class TradingLogImporter(BaseImporter):
     name = NAME
     description = "a trading simulator's agent_data/<model>/log/<date>/log.jsonl with position.jsonl outcomes"
     incremental = False
