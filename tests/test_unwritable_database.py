@@ -89,9 +89,9 @@ def test_a_reasonlog_database_in_a_read_only_folder_is_named_for_what_it_is(tmp_
         status = _status(db, tmp_path / "data", "--json")
     finally:
         subprocess.run(["umount", str(folder)], check=True)
-    assert stats["last_error"] == (f"StoreError: {db}: cannot be opened for writing (unable to open database file):"
-                                   f" its folder {folder} is read-only, and SQLite keeps its journal beside the"
-                                   " database")
+    assert stats["last_error"] == (f"ReadOnlyDatabase: {db}: read-only (the file or its folder cannot be written),"
+                                   " so nothing can be written to it; reading commands and `reasonlog serve` read"
+                                   " it as it is")
     assert "not a reasonlog database" not in stderr
     assert len(stderr.splitlines()) == 1 and f"spill files in {tmp_path / 'data'}" in stderr
     assert status.returncode == 0, status.stderr
