@@ -1,0 +1,54 @@
+"""The layers of docs/architecture.md hold in the code: a module imports only layers to its left (issue 21 item 9).
+
+Every import counts, those inside functions too (a lazy import is still a dependency)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import reasonlog
+
+ROOT = Path(reasonlog.__file__).parent
+LAYERS = (
+    {"model", "wire", "parts", "providers", "pricing", "redact", "redact_key", "redact_patterns", "accounting",
+     "conversation"},
+    {"store"},
+    {"capture", "query", "reasoning"},
+    {"io", "summaries", "demo", "langchain", "claude_agent"},
+    {"server", "cli", "__main__"},
+)
+LAYER = {name: n for n, names in enumerate(LAYERS) for name in names}
+
+
+def _imported(path: Path) -> set[str]:
+    """The top-level parts of reasonlog that a module imports."""
+    return _imports_of(path.read_text(), list(path.relative_to(ROOT).parent.parts))
+
+
+def _imports_of(source: str, package: list[str]) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[:len(package) - node.level + 1]
+            parts = base + (node.module.split(".") if node.module else [])
+            found |= {parts[0]} if parts else {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("reasonlog."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("reasonlog.")}
+    return found
+
+
+def test_every_module_imports_only_layers_to_its_left():
+    modules = [p for p in ROOT.rglob("*.py") if p != ROOT / "__init__.py"]
+    tops = {p.relative_to(ROOT).parts[0].removesuffix(".py") for p in modules}
+    assert tops <= set(LAYER), f"a part with no layer: {sorted(tops - set(LAYER))}"
+    wrong = sorted((str(p.relative_to(ROOT)), imported) for p in modules for imported in _imported(p)
+                   if imported in LAYER and LAYER[imported] > LAYER[p.relative_to(ROOT).parts[0].removesuffix(".py")])
+    assert wrong == []
+
+
+def test_the_check_sees_an_import_that_runs_upward():
+    assert _imports_of("def f():\n    from ..cli import main\n", ["store"]) == {"cli"}
+    assert _imports_of("from ... import providers, query\n", ["server", "dashboard"]) == {"providers", "query"}
+    assert _imports_of("import reasonlog.server.app\n", ["store"]) == {"server"}
