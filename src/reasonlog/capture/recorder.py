@@ -259,18 +259,21 @@ class SessionRecorder:
             self._reject_refused("call")
             return None
         try:
-            event = self._call_event(messages, system, tools, params, request, response, model, provider,
-                                     stop_reason, usage, cost_usd, latency_ms, ttft_ms, started_at,
-                                     provider_message_id, request_id, raw, error, partial, context_facts, id)
+            event = self._call_event(
+                messages=messages, system=system, tools=tools, params=params, request=request, response=response,
+                model=model, provider=provider, stop_reason=stop_reason, usage=usage, cost_usd=cost_usd,
+                latency_ms=latency_ms, ttft_ms=ttft_ms, started_at=started_at,
+                provider_message_id=provider_message_id, request_id=request_id, raw=raw, error=error,
+                partial=partial, context_facts=context_facts, call_id=id)
         except (RecordError, TypeError) as exc:
             self.recorder.reject(exc if isinstance(exc, RecordError) else RecordError(str(exc)))
             return None
         self.recorder._emit(event)
         return event.call_id
 
-    def _call_event(self, messages, system, tools, params, request, response, model, provider, stop_reason, usage,
-                    cost_usd, latency_ms, ttft_ms, started_at, provider_message_id, request_id, raw, error, partial,
-                    context_facts, call_id) -> CallRecorded:
+    def _call_event(self, *, messages, system, tools, params, request, response, model, provider, stop_reason,
+                    usage, cost_usd, latency_ms, ttft_ms, started_at, provider_message_id, request_id, raw, error,
+                    partial, context_facts, call_id) -> CallRecorded:
         t = _TEXT  # one chained test for the common case: it runs on the agent's thread for every call
         if not (type(model) in t and type(provider) in t and type(stop_reason) in t and type(call_id) in t
                 and type(provider_message_id) in t and type(request_id) in t and type(partial) is bool
@@ -291,7 +294,7 @@ class SessionRecorder:
         if latency_ms is not None or ttft_ms is not None or cost_usd is not None:
             latency_ms, ttft_ms, cost_usd = (self._amount("latency_ms", latency_ms),
                                              self._amount("ttft_ms", ttft_ms), self._amount("cost_usd", cost_usd))
-        if type(response) is dict and ("usage" in response or "choices" in response):
+        if type(response) is dict and ("usage" in response or "choices" in response or "candidates" in response):
             unwrapped = unwrap_response(response)
             if unwrapped is not None:  # a whole provider response: its parts go where they belong
                 raw = response if raw is None else raw
