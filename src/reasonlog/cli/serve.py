@@ -49,7 +49,8 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
     # Recorded text is never logged: no access log (URLs carry search terms), warnings only.
     if workers == 1:
         app = create_app(lambda: open_store(path), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"), make,
-                         summarize_every, max_body_bytes=int(max_body_mb * (1 << 20)))
+                         summarize_every, max_body_bytes=int(max_body_mb * (1 << 20)),
+                         open_reader=lambda: open_store(path, read_only=True))
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
         return
     os.environ["REASONLOG_SERVE_DB"] = str(path)  # each worker process builds its app from these
