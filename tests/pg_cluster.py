@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 
 
@@ -34,18 +35,16 @@ def free_port() -> int:
 class Cluster:
     """`start()`, `stop()`, `restart()`; `url` is the superuser's URL on 127.0.0.1."""
 
-    def __init__(self, folder: Path, bindir: Path):
-        self.bindir, self.data, self.port = bindir, folder / "pgdata", free_port()
+    def __init__(self, bindir: Path):
+        # Not under pytest's tmp_path: its root is private to root (and made so again by every pytest run),
+        # where the postgres user could not reach its data folder.
+        self.folder = Path(tempfile.mkdtemp(prefix="reasonlog-pg-"))
+        self.bindir, self.data, self.port = bindir, self.folder / "pgdata", free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         self._as_root = os.geteuid() == 0
-        folder.mkdir(parents=True, exist_ok=True)
-        if self._as_root:
-            os.chmod(folder, 0o755)
-            for parent in folder.parents:  # the postgres user must reach its data folder
-                if str(parent).startswith(("/tmp", "/var/tmp")) and parent != Path("/tmp"):
-                    os.chmod(parent, os.stat(parent).st_mode | 0o005)
         self.data.mkdir()
         if self._as_root:
+            os.chmod(self.folder, 0o755)
             shutil.chown(self.data, "postgres")
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                   "--locale=C.UTF-8")
@@ -64,6 +63,14 @@ class Cluster:
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def remove(self) -> None:
+        """Stop the cluster if it runs, and delete its folder."""
+        try:
+            self.stop()
+        except subprocess.CalledProcessError:
+            pass  # stopped already
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def restart(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.data / "log"), "-m", "fast", "-w", "-o",

@@ -28,19 +28,18 @@ READS = ["/readyz", "/v1/sessions?agent=load", "/v1/stats?by=model", "/", "/usag
 
 
 @pytest.fixture
-def cluster(tmp_path: Path):
+def cluster():
     bindir = pg_cluster.binaries()
     if bindir is None:
         if os.environ.get("REASONLOG_REQUIRE_POSTGRES"):
             pytest.fail("REASONLOG_REQUIRE_POSTGRES is set but no PostgreSQL binaries (initdb, pg_ctl) were found")
         pytest.skip("no PostgreSQL binaries (initdb, pg_ctl): install PostgreSQL to run the restart tests")
-    cluster = pg_cluster.Cluster(tmp_path / "cluster", bindir)
-    cluster.start()
-    yield cluster
+    cluster = pg_cluster.Cluster(bindir)
     try:
-        cluster.stop()
-    except subprocess.CalledProcessError:
-        pass  # stopped by the test already
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.remove()
 
 
 def serve(url: str, tmp_path: Path) -> tuple[subprocess.Popen, str]:
@@ -79,6 +78,7 @@ class Load:
     def __init__(self, base: str, limit_s: float = 120.0):
         self.base, self.limit_s = base, limit_s
         self.sent, self.statuses, self.unavailable_without_retry_after = 0, [], []
+        self.failure: Exception | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -90,9 +90,23 @@ class Load:
         self._stop.set()
         self._thread.join(60)
 
+    def wait_for_batches(self, more: int, within_s: float = 60.0) -> None:
+        """Until `more` batches more were stored (failing after `within_s`, or when the client failed)."""
+        goal, deadline = self.sent + more, time.monotonic() + within_s
+        while self.sent < goal:
+            assert self._thread.is_alive(), f"the client stopped: {self.failure!r}; statuses {set(self.statuses)}"
+            assert time.monotonic() < deadline, f"{more} batches took over {within_s} s: {set(self.statuses)}"
+            time.sleep(0.05)
+
     def _run(self) -> None:
+        try:
+            self._load()
+        except Exception as exc:  # noqa: BLE001 - kept for the test to report
+            self.failure = exc
+
+    def _load(self) -> None:
         deadline = time.monotonic() + self.limit_s
-        with httpx.Client(base_url=self.base, timeout=30) as client:
+        with httpx.Client(base_url=self.base, timeout=20) as client:
             while not self._stop.is_set() and time.monotonic() < deadline:
                 self._ingest(client, batch(self.sent), deadline)
                 self.sent += 1
@@ -128,12 +142,9 @@ def test_the_server_recovers_from_a_postgresql_restart_under_load_and_loses_noth
     try:
         with Load(base) as load:
             wait_for(base, "/readyz", 200, 30)
-            while load.sent < 20:
-                time.sleep(0.05)
+            load.wait_for_batches(20)
             cluster.restart()  # fast: every connection the server held is cut
-            mark = load.sent
-            while load.sent < mark + 20:
-                time.sleep(0.05)
+            load.wait_for_batches(20)
             cluster.stop()
             for path in READS:  # away: 503 and when to ask again, on every route
                 answer = httpx.get(base + path, timeout=10)
@@ -141,9 +152,7 @@ def test_the_server_recovers_from_a_postgresql_restart_under_load_and_loses_noth
             assert httpx.post(base + "/v1/ingest", content=batch(99_999), timeout=10).status_code == 503
             cluster.start()
             assert wait_for(base, "/readyz", 200, BACK_WITHIN_S) < BACK_WITHIN_S
-            mark = load.sent
-            while load.sent < mark + 20:
-                time.sleep(0.05)
+            load.wait_for_batches(20)
         assert set(load.statuses) <= {200, 503} and load.statuses.count(200) > 0, sorted(set(load.statuses))
         assert load.unavailable_without_retry_after == []
         assert process.poll() is None  # recovered without a restart of its own
