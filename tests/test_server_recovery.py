@@ -15,13 +15,12 @@ from pathlib import Path
 
 import httpx
 import orjson
+import pg_cluster
 import pytest
 
 from reasonlog.capture.spillfiles import dump_event
 from reasonlog.model import CallRecorded, SessionStarted
 from reasonlog.store import SessionFilter, open_store
-
-import pg_cluster
 
 BACK_WITHIN_S = 5.0  # the promise: 200 again this soon after the database is back
 READS = ["/readyz", "/v1/sessions?agent=load", "/v1/stats?by=model", "/", "/usage"]

@@ -42,15 +42,15 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
     try:
         import uvicorn
 
-        from ..server.app import create_app
+        from ..server.app import serve_app
     except ImportError:
         raise StoreError("reasonlog serve needs the server extra: pip install 'reasonlog[server]'") from None
     click.echo(f"serving {obj.shown} on http://{host}:{port} with {workers} worker(s) (Ctrl-C stops)", err=True)
     # Recorded text is never logged: no access log (URLs carry search terms), warnings only.
     if workers == 1:
-        app = create_app(lambda: open_store(path), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"), make,
-                         summarize_every, max_body_bytes=int(max_body_mb * (1 << 20)),
-                         open_reader=lambda: open_store(path, read_only=True))
+        app = serve_app(path, deployment_mode=os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
+                        summarizer=make, summarize_every_s=summarize_every,
+                        max_body_bytes=int(max_body_mb * (1 << 20)))
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
         return
     os.environ["REASONLOG_SERVE_DB"] = str(path)  # each worker process builds its app from these

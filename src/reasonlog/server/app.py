@@ -128,14 +128,19 @@ def _add_docs(app: FastAPI, reader: Any) -> None:
         return get_redoc_html(openapi_url="/openapi.json", title="reasonlog API")
 
 
-def app_from_environment() -> FastAPI:
-    """The app of one `reasonlog serve --workers N` process: its database is in $REASONLOG_SERVE_DB."""
+def serve_app(target: Any, **options: Any) -> FastAPI:
+    """The app `reasonlog serve` runs over the database `target`: a writer store and a read-only reader."""
     from ..store import open_store
 
-    target = os.environ["REASONLOG_SERVE_DB"]
-    return create_app(lambda: open_store(target), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
-                      max_body_bytes=int(os.environ.get("REASONLOG_SERVE_MAX_BODY", ingest.MAX_BYTES)),
-                      open_reader=lambda: open_store(target, read_only=True))
+    return create_app(lambda: open_store(target), open_reader=lambda: open_store(target, read_only=True),
+                      **options)
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one `reasonlog serve --workers N` process: its database is in $REASONLOG_SERVE_DB."""
+    return serve_app(os.environ["REASONLOG_SERVE_DB"],
+                     deployment_mode=os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
+                     max_body_bytes=int(os.environ.get("REASONLOG_SERVE_MAX_BODY", ingest.MAX_BYTES)))
 
 
 def _requires(stores: Stores, needed: str, cookie: str | None = None):

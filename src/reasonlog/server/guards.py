@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from fastapi import HTTPException, Request
 
-from .stores import Stores
+from .stores import Stores, first_line
 
 log = logging.getLogger("reasonlog")
 RETRY_AFTER_S = 2  # PostgreSQL restarts in about that long; a locked SQLite file waits its busy timeout
@@ -135,10 +135,6 @@ class _Deflate:
         out = self._inner.decompress(data, max_length)
         self.unconsumed_tail = self._inner.unconsumed_tail
         return out
-
-
-def first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 class BodyLimit:

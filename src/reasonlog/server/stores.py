@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from ..store import Store, StoreError
+from ..store import Store
 
 
 class Unavailable(Exception):
@@ -29,14 +29,20 @@ class LazyStore:
         self._store: Store | None = None
 
     def get(self) -> Store:
+        store = self._store
+        if store is not None:
+            return store
         if self._after is not None:
-            self._after.get()  # the writer migrates before the reader reads the schema
+            try:
+                self._after.get()  # the writer migrates before the reader first reads the schema
+            except Unavailable:
+                pass  # a locked writer need not keep a current database from being read
         with self._lock:
             if self._store is None:
                 try:
                     self._store = self._opener()
-                except StoreError as exc:
-                    raise Unavailable(str(exc)) from None
+                except Exception as exc:  # noqa: BLE001 - whatever stops opening, the database cannot be used
+                    raise Unavailable(first_line(exc)) from None
             return self._store
 
     def opened(self) -> Store | None:
@@ -47,6 +53,11 @@ class LazyStore:
             store, self._store = self._store, None
         if store is not None:
             store.close()
+
+
+def first_line(exc: BaseException) -> str:
+    """What a message may show of `exc`: its first line (a driver's next lines may quote a statement)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 class Stores:
