@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from .. import __version__, query
 from ..store import Store, StoreError, keys
 from ..summaries import Summarizer
-from . import api, dashboard, guards, ingest, otlp, records
+from . import api, dashboard, ending, guards, ingest, otlp, records
 from .stores import Stores, Unavailable
 from .summarizing import BackgroundSummaries
 
@@ -30,14 +30,18 @@ UNAUTHORIZED: dict[int | str, dict[str, Any]] = {
 
 def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                summarizer: Callable[[], Summarizer] | None = None, summarize_every_s: float = 60.0,
-               max_body_bytes: int | None = None, open_reader: Callable[[], Store] | None = None) -> FastAPI:
+               max_body_bytes: int | None = None, open_reader: Callable[[], Store] | None = None,
+               exit_within_s: float | None = None) -> FastAPI:
     """The app over the store `open_store` opens (once, on first use). `deployment_mode` is echoed by /reasoning.
 
     `open_reader`: open a second, read-only store for every route that only reads, so that reads never wait
     behind a write (`reasonlog serve` gives one; without it the one store does both).
     `summarizer`: make one to summarise new sessions in the background every `summarize_every_s` seconds while
     the app runs (see server/summarizing.py); `app.state.summaries` is that background job, else None.
-    `max_body_bytes`: the largest request body (default `server.ingest.MAX_BYTES`), advertised to recorders."""
+    `max_body_bytes`: the largest request body (default `server.ingest.MAX_BYTES`), advertised to recorders.
+    `exit_within_s`: once the server shuts down (after uvicorn's grace for requests under way), end the process
+    this many seconds later even if a request is still at work in a thread (`reasonlog serve` sets it; what
+    was answered is committed already, and what was not is rolled back by the database)."""
     stores = Stores(open_store, open_reader)
     background = None if summarizer is None else BackgroundSummaries(stores.writer.get, summarizer,
                                                                       summarize_every_s)
@@ -50,8 +54,11 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
         try:
             yield
         finally:
+            if exit_within_s is not None:
+                ending.exit_within(exit_within_s)
             if background is not None:
                 background.stop()
+            stores.close()
 
     app = FastAPI(title="reasonlog", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None, dependencies=[Depends(guards.refuse_nul)],
@@ -128,7 +135,7 @@ def _add_docs(app: FastAPI, reader: Any) -> None:
         return get_redoc_html(openapi_url="/openapi.json", title="reasonlog API")
 
 
-def serve_app(target: Any, **options: Any) -> FastAPI:
+def serve_app(target: str | os.PathLike, **options: Any) -> FastAPI:
     """The app `reasonlog serve` runs over the database `target`: a writer store and a read-only reader."""
     from ..store import open_store
 
@@ -140,7 +147,8 @@ def app_from_environment() -> FastAPI:
     """The app of one `reasonlog serve --workers N` process: its database is in $REASONLOG_SERVE_DB."""
     return serve_app(os.environ["REASONLOG_SERVE_DB"],
                      deployment_mode=os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
-                     max_body_bytes=int(os.environ.get("REASONLOG_SERVE_MAX_BODY", ingest.MAX_BYTES)))
+                     max_body_bytes=int(os.environ.get("REASONLOG_SERVE_MAX_BODY", ingest.MAX_BYTES)),
+                     exit_within_s=ending.EXIT_WITHIN_S)
 
 
 def _requires(stores: Stores, needed: str, cookie: str | None = None):
