@@ -10,10 +10,9 @@ import time
 
 import httpx
 import psycopg
+from test_server_recovery import batch, serve
 
 from reasonlog.store import SessionFilter, open_store
-
-from test_server_recovery import batch, serve
 
 GRACE_S = 3.0  # `reasonlog serve`'s default --shutdown-grace
 ENDS_WITHIN_S = GRACE_S + 2.0 + 1.5  # the grace, the app's own shutdown, and the start-up of the signal's handling
