@@ -1,11 +1,12 @@
 """How `reasonlog serve` ends in bounded time when told to stop (SIGTERM, Ctrl-C).
 
 uvicorn stops taking connections, gives the requests under way `--shutdown-grace` seconds (its
-`timeout_graceful_shutdown`), then cancels them. A request waiting for its body or its client is cancelled
-at once; one at work in a thread (a long search, a write waiting for a lock) cannot be, and Python would
-wait for it at exit, minutes if need be. So the app's shutdown arms a timer that ends the process `EXIT_WITHIN_S` later if it has not
-ended by itself. Nothing accepted is lost: a batch is committed before it is answered, and a transaction
-cut short is rolled back by the database (its client got no answer, so it sends the batch again).
+`timeout_graceful_shutdown`), then cancels them. A request waiting for its body or its client is
+cancelled at once; one at work in a thread (a long search, a write waiting for a lock) cannot be, and
+Python would wait for it at exit, minutes if need be. So the app's shutdown arms a timer that ends the
+process `EXIT_WITHIN_S` later if it has not ended by itself. Nothing accepted is lost: a batch is
+committed before it is answered, and a transaction cut short is rolled back by the database (its client
+got no answer, so it sends the batch again).
 """
 from __future__ import annotations
 
