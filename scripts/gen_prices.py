@@ -41,6 +41,8 @@ DEFAULT_OUT = Path(__file__).resolve().parent.parent / "src" / "reasonlog" / "pr
 
 # Providers that sell their own models: a bare model name (`deepseek-reasoner`, `grok-4.3`,
 # `qwen-max`) takes their price. A name only resellers list gets a bare entry when they all agree.
+# reasonlog.pricing.FIRST_PARTY is these two sets together: at lookup, of the spellings of a name that the
+# table lists, the one these providers list wins (tests/test_pricing_first_party.py checks they agree).
 FIRST_PARTY = {"anthropic", "openai", "gemini", "deepseek", "mistral", "xai", "dashscope", "minimax", "moonshot",
                "zai", "cohere_chat", "ai21", "amazon_nova", "perplexity", "meta"}
 SECOND_PARTY = {"vertex_ai-language-models", "vertex_ai-anthropic_models"}  # the makers' models on Vertex
@@ -188,6 +190,9 @@ def model_record(key: str, entry: dict, rev: str | None) -> dict:
     record = {**base, **tier_prices(entry, family(key, provider), base, derived)}
     record = {k: (num(v) if isinstance(v, float) else v) for k, v in record.items()}
     record["provider"] = provider
+    window = entry.get("max_input_tokens")
+    if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+        record["max_input_tokens"] = window  # the context window the dashboard measures fullness against
     if derived:
         record["derived"] = sorted(derived)  # fields computed here, not read from LiteLLM
     if rev:

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Cost", "ModelPrice", "PriceTable", "load_price_table", "REPORTED", "UNKNOWN_MODEL"]
+__all__ = ["Cost", "FIRST_PARTY", "ModelPrice", "PriceTable", "load_price_table", "REPORTED", "UNKNOWN_MODEL"]
 
 REPORTED = "reported"  # the provider said what the call cost
 UNKNOWN_MODEL = "unknown_model"  # no price for the model: usd is None, not 0, so totals can show it
@@ -28,6 +28,12 @@ _VERTEX_PIN = re.compile(r"@[^/]*$")  # claude-sonnet-4-5@20250929; not cloudfla
 _DATE_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
 _CLAUDE_DOT = re.compile(r"(?<=\d)\.(?=\d)")
 _CLAUDE_ALIAS = re.compile(r"-(latest|0)$")
+# LiteLLM's `litellm_provider` of the makers that sell their own models (and Google's and Anthropic's models on
+# Vertex): a bare model name takes their price before any reseller's. scripts/gen_prices.py ranks the same way.
+FIRST_PARTY = frozenset({"anthropic", "openai", "gemini", "deepseek", "mistral", "xai", "dashscope", "minimax",
+                         "moonshot", "zai", "cohere_chat", "ai21", "amazon_nova", "perplexity", "meta",
+                         "vertex_ai-language-models", "vertex_ai-anthropic_models"})
+_SECOND_PARTY = frozenset({"vertex_ai-language-models", "vertex_ai-anthropic_models"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,16 +104,24 @@ class Cost:
 
 
 class PriceTable:
-    """A versioned set of model prices, looked up by exact or normalised model name."""
+    """A versioned set of model prices, looked up by exact or normalised model name.
 
-    __slots__ = ("version", "_models", "_overrides", "_resolved")
+    A name with a provider path that the table lists (`openrouter/mistralai/mistral-large`) takes that
+    listing. Otherwise, of the spellings of the name that the table lists, the maker's wins over a
+    reseller's (`claude-3-7-sonnet-latest` is Anthropic's price, not deepinfra's), the most exact first.
+    """
+
+    __slots__ = ("version", "_models", "_overrides", "_providers", "_windows", "_resolved")
 
     def __init__(self, version: str, models: Mapping[str, ModelPrice],
-                 overrides: Mapping[str, ModelPrice] | None = None) -> None:
+                 overrides: Mapping[str, ModelPrice] | None = None,
+                 providers: Mapping[str, str] | None = None, windows: Mapping[str, int] | None = None) -> None:
         self.version = version
         self._models = MappingProxyType(dict(models))
         self._overrides = MappingProxyType(dict(overrides or {}))
-        self._resolved: dict[str, ModelPrice | None] = {}  # model name -> price, as get() found it
+        self._providers = MappingProxyType(dict(providers or {}))  # model name -> LiteLLM's provider
+        self._windows = MappingProxyType(dict(windows or {}))  # model name -> its maker's max input tokens
+        self._resolved: dict[str, str | None] = {}  # model name -> the table's name it resolved to
 
     def __repr__(self) -> str:
         return f"PriceTable(version={self.version!r}, models={len(self._models)})"
@@ -119,19 +133,44 @@ class PriceTable:
 
     def get(self, model: str) -> ModelPrice | None:
         """The price of `model`, or None; any override that matches wins over the table."""
-        if model in self._resolved:  # a recorder prices the same few models all day long
-            return self._resolved[model]
-        self._resolved[model] = found = self._find(model)
-        return found
-
-    def _find(self, model: str) -> ModelPrice | None:
         names = _candidates(model)
         # Overrides first, so overriding claude-haiku-4-5 also reprices claude-haiku-4-5-20251001.
-        for prices in (self._overrides, self._models):
-            found = next((prices[n] for n in names if n in prices), None)
-            if found is not None:
-                return found
-        return None
+        found = next((self._overrides[n] for n in names if n in self._overrides), None)
+        if found is not None:
+            return found
+        name = self._name_of(model)
+        return None if name is None else self._models[name]
+
+    def provider_of(self, model: str) -> str | None:
+        """Whose listing prices `model` (LiteLLM's provider name), or None when the table has no price."""
+        name = self._name_of(model)
+        return None if name is None else self._providers.get(name)
+
+    def context_window(self, model: str) -> int | None:
+        """How many input tokens `model` takes (the listing that prices it says), or None when unknown."""
+        name = self._name_of(model)
+        return None if name is None else self._windows.get(name)
+
+    def spellings(self, model: str) -> list[str]:
+        """The names `model` is looked up under, most exact first (no fuzzy or substring match)."""
+        return _candidates(model) + _latest(model)
+
+    def _name_of(self, model: str) -> str | None:
+        if model in self._resolved:  # a recorder prices the same few models all day long
+            return self._resolved[model]
+        listed = [n for n in self.spellings(model) if n in self._models]
+        if listed and "/" in listed[0]:
+            found: str | None = listed[0]  # a reseller named with its path: its own listing
+        else:
+            found = min(listed, key=lambda n: (self._level(n), listed.index(n)), default=None)
+            if found is not None and found in _latest(model) and self._level(found) == 2:
+                found = None  # the `-latest` alias is the maker's rule, never a reseller's
+        self._resolved[model] = found
+        return found
+
+    def _level(self, name: str) -> int:
+        provider = self._providers.get(name)
+        return 0 if provider in FIRST_PARTY - _SECOND_PARTY else 1 if provider in _SECOND_PARTY else 2
 
     def cost(self, model: str, usage: Any) -> Cost:
         """What a call of `model` with token counts `usage` cost, by this table."""
@@ -146,7 +185,7 @@ class PriceTable:
         for name, changes in mapping.items():
             overrides[name] = _overridden(self.get(name), name, changes)
         version = self.version if self.version.endswith("+overrides") else f"{self.version}+overrides"
-        return PriceTable(version, self._models, overrides)
+        return PriceTable(version, self._models, overrides, self._providers)
 
 
 def _candidates(model: str) -> list[str]:
@@ -162,6 +201,14 @@ def _candidates(model: str) -> list[str]:
         if "/" not in tail:
             return list(dict.fromkeys(names))
         tail = tail.split("/", 1)[1]
+
+
+def _latest(model: str) -> list[str]:
+    """A maker's undated alias: Mistral calls `mistral-large-latest` what resellers call `mistral-large`."""
+    bare = model.strip().lower().rsplit("/", 1)[-1]
+    if bare.endswith("-latest") or _DATE_SUFFIX.search(bare) or not bare:
+        return []
+    return [bare + "-latest"]
 
 
 def _claude(name: str) -> str:
@@ -204,7 +251,11 @@ def _parse(doc: Mapping[str, Any]) -> PriceTable:
         name: _checked(ModelPrice(**{k: v for k, v in entry.items() if k in _FIELDS}), name)
         for name, entry in doc["models"].items()
     }
-    return PriceTable(str(doc["version"]), models)
+    providers = {name: entry["provider"] for name, entry in doc["models"].items()
+                 if isinstance(entry.get("provider"), str)}
+    windows = {name: entry["max_input_tokens"] for name, entry in doc["models"].items()
+               if type(entry.get("max_input_tokens")) is int}
+    return PriceTable(str(doc["version"]), models, providers=providers, windows=windows)
 
 
 @lru_cache(maxsize=8)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import providers
 from ..model import Usage
 from ..parts import RecordError, check_block
+from ..providers import openai_responses
 
 
 def build_request(model, messages, system, tools, params) -> dict:
@@ -48,27 +50,23 @@ def response_message(response: Any) -> dict | None:
     if isinstance(response, str):
         return {"role": "assistant", "content": [{"type": "text", "text": response}]}
     if isinstance(response, (list, tuple)):
+        if openai_responses.is_output(response):  # Responses output items: kept as the adapter keeps them
+            return {"role": "assistant", "content": list(response)}
         return {"role": "assistant", "content": [check_block(b, f"response[{i}]") for i, b in enumerate(response)]}
+    if isinstance(response, dict) and openai_responses.is_body(response):
+        return {"role": "assistant", "content": response["output"]}
     if isinstance(response, dict):
         raise RecordError("response: a dict must be a message with a 'role'; pass content blocks as a list")
     raise RecordError(f"response: expected a message dict, a list of parts or a str, got {type(response).__name__}")
 
 
 def unwrap_response(response: dict) -> tuple[dict, Usage | None, Any, Any] | None:
-    """(message, usage, stop reason, id) of an Anthropic Message or an OpenAI chat completion; None otherwise.
+    """(message, usage, stop reason, id) of an Anthropic Message, an OpenAI chat completion, an OpenAI Responses
+    body or a Gemini response (`providers.unwrap`); None otherwise.
 
     Agents append the *message* to their history, so that is what the conversation holds; the
     response's id, stop reason and usage are the call's, and the whole response is kept as raw."""
-    usage = response.get("usage")
-    if response.get("type") == "message" and "role" in response:
-        message = {"role": response["role"], "content": response.get("content")}
-        return message, Usage.from_anthropic(usage) if isinstance(usage, dict) else None, \
-            response.get("stop_reason"), response.get("id")
-    choices = response.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict) and "message" in choices[0]:
-        return choices[0]["message"], Usage.from_openai(usage) if isinstance(usage, dict) else None, \
-            choices[0].get("finish_reason"), response.get("id")
-    return None
+    return providers.unwrap(response)
 
 
 def usage_of(usage: Any) -> Usage:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -15,12 +16,14 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import JSONResponse
 
 from .. import __version__, query
-from ..store import Store, StoreError, keys
+from ..store import ReadOnlyDatabase, Store, StoreError, keys
 from ..summaries import Summarizer
 from . import api, dashboard, ending, guards, ingest, otlp, records
 from .stores import Stores, Unavailable
 from .summarizing import BackgroundSummaries
 
+# `date` as the simulator's clients write it: four, two and two digits (strptime alone would take 2025-10-2).
+ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
 UNAUTHORIZED: dict[int | str, dict[str, Any]] = {
     401: {"description": "No key, or a wrong or revoked one", **ERROR},
@@ -65,6 +68,11 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                   description="What LLM agents saw, thought and did: sessions, calls, reasoning and outcomes. "
                               "Once an API key exists, send one: `Authorization: Bearer <key>`.")
     app.state.summaries, app.state.stores = background, stores
+
+    @app.exception_handler(ReadOnlyDatabase)
+    def read_only(request: Request, exc: ReadOnlyDatabase) -> JSONResponse:
+        # A server on a read-only database serves every page; what would write says why it cannot.
+        return JSONResponse(status_code=503, content={"detail": str(exc)})
     reader = Depends(_requires(stores, "read"))
     writer = Depends(_requires(stores, "write"))
     _add_health(app, stores, _requires(stores, "read"))
@@ -109,6 +117,9 @@ def _add_reasoning(app: FastAPI, stores: Stores, reader: Any, deployment_mode: s
                   model: str | None = Query(None, description="The model (signature) of the session"),
                   include_full_conversation: bool = Query(False, description="Add each session's conversation")
                   ) -> Any:
+        if date is not None and not ISO_DAY.fullmatch(date):
+            detail = f"Invalid date format: {date}. Expected YYYY-MM-DD"
+            return JSONResponse(status_code=400, content={"detail": detail})
         try:
             sessions = query.reasoning_sessions(stores.reader.get(), job_id, date, model, include_full_conversation)
         except ValueError as exc:
@@ -137,9 +148,9 @@ def _add_docs(app: FastAPI, reader: Any) -> None:
 
 def serve_app(target: str | os.PathLike, **options: Any) -> FastAPI:
     """The app `reasonlog serve` runs over the database `target`: a writer store and a read-only reader."""
-    from ..store import open_store
+    from ..store import open_store, open_store_or_read_only
 
-    return create_app(lambda: open_store(target), open_reader=lambda: open_store(target, read_only=True),
+    return create_app(lambda: open_store_or_read_only(target), open_reader=lambda: open_store(target, read_only=True),
                       **options)
 
 

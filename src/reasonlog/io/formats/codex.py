@@ -17,10 +17,17 @@ Each line is `{timestamp, type, payload}`:
   `turn_aborted` close it.
 - `compacted` replaces the conversation with its summary (an outcome `compaction` marks the place).
 - Other line types are kept as outcomes `codex:<type>`.
+
+Files of other versions and tools: a rollout without a `session_meta` line is the session named in
+its file name (`rollout-<time>-<uuid>.jsonl`), from its first instant; the first Rust versions
+(spring 2025) wrote a bare `{id, timestamp, instructions}` first line, then bare response items
+and `{"record_type": "state"}` lines, with no instants or token counts (see `_legacy`).
+A line of the wrong shape is skipped and reported with file:line; the rest of the file is imported.
 """
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,11 +48,13 @@ from ...model import (
 )
 from ...parts import RecordError
 from ..importing import Checkpoint, Feed, FileImporter, Line, first_values, instant, walk
+from .codex_shapes import legacy_line, model_of, usage_of
 
 NAME = "codex"
 OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
 RESULT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
 LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 
 
 class CodexImporter(FileImporter):
@@ -78,8 +87,11 @@ def _rollouts(folder: Path) -> list[Path]:
 
 
 def _mine(path: Path) -> bool:
+    values = first_values(path, 3)
+    if values and path.name.startswith("rollout-") and legacy_line(values[0], None) is not None:
+        return True  # the first versions' bare session line
     return any(isinstance(v, dict) and v.get("type") in LINE_TYPES and "payload" in v and "timestamp" in v
-               for v in first_values(path, 3))
+               for v in values)
 
 
 class _Reader:
@@ -102,6 +114,7 @@ class _Reader:
         self.last_at: str | None = s.get("last_at")
         self.compacted: bool = s.get("compacted", False)  # no call since the last compaction
         self.totals: str | None = s.get("totals")  # the last running total: a token_count repeating it is no call
+        self.legacy: bool = s.get("legacy", False)  # the first versions' bare lines: no instants, no token counts
         self.touched = False
 
     def run(self) -> Iterator[Event | Checkpoint]:
@@ -111,8 +124,10 @@ class _Reader:
             if line.error is not None:
                 self.feed.skip(line, line.error)
             else:
-                yield from self._line(line)
+                yield from self._guarded(line)
             yield self._checkpoint(line)
+        if self.legacy and self.outputs:
+            yield from self._close(None, None)  # no token count ever closes a call in the first versions' files
         if self.sid is not None and self.touched and last is not None:
             if self.exchange is not None:
                 yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
@@ -123,11 +138,26 @@ class _Reader:
         state = {"sid": self.sid, "model": self.model, "instructions": self.instructions, "exchange": self.exchange,
                  "tools": self.tools, "pending": self.pending, "outputs": self.outputs, "results": self.results,
                  "first_at": self.first_at, "last_at": self.last_at, "compacted": self.compacted,
-                 "totals": self.totals}
+                 "totals": self.totals, "legacy": self.legacy}
         return self.feed.checkpoint(line, state)
+
+    def _guarded(self, line: Line) -> list[Event]:
+        """The line's events, or none and a report naming the line when its shape is not one this reader knows
+        (a field of another type than Codex writes): one bad line never loses the rest of the file."""
+        try:
+            return list(self._line(line))
+        except (TypeError, AttributeError, ValueError, KeyError, RecordError) as exc:
+            self.feed.skip(line, f"not a rollout line of a shape reasonlog knows ({type(exc).__name__}: {exc})")
+            return []
 
     def _line(self, line: Line) -> Iterator[Event]:
         v = line.value
+        if isinstance(v, dict) and "payload" not in v and (self.sid is None or self.legacy):
+            found = legacy_line(v, self.last_at)
+            if found is not None:
+                v, self.legacy = found, True
+            elif self.legacy and "record_type" in v:
+                return  # the first versions' state lines: bookkeeping
         if not isinstance(v, dict) or not isinstance(v.get("type"), str):
             self.feed.skip(line, "expected an object with `type`, `timestamp` and `payload`")
             return
@@ -141,11 +171,10 @@ class _Reader:
             yield from self._session(payload, at, line)
             return
         if self.sid is None:
-            self.feed.skip(line, f"a {kind} line before the session_meta line")
-            return
+            yield from self._unnamed(at)
         self.last_at, self.touched = at, True
         if kind == "turn_context":
-            self.model = payload.get("model") if isinstance(payload.get("model"), str) else self.model
+            self.model = model_of(payload) or self.model
         elif kind == "response_item":
             yield from self._item(payload, at)
         elif kind == "event_msg":
@@ -153,19 +182,21 @@ class _Reader:
         elif kind == "compacted":
             yield from self._compacted(payload, at, line)
         else:
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, line.number), session_id=self.sid, at=at,
-                                  outcome_kind=f"{NAME}:{kind}", payload=payload)
+            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, line.number), session_id=self.sid or "",
+                                  at=at, outcome_kind=f"{NAME}:{kind}", payload=payload)
 
     def _session(self, payload: dict, at: str, line: Line) -> Iterator[Event]:
         sid = payload.get("id")
         if not isinstance(sid, str) or not sid:
-            self.feed.skip(line, "session_meta without an `id`")
+            self.feed.skip(line, "session_meta: expected its `id` as a non-empty string")
             return
-        self.instructions = payload.get("instructions") or self.instructions
+        self.instructions = _instructions(payload) or self.instructions
         self.last_at = at
         if sid == self.sid or self.feed.exists("session", sid):
             self.sid = sid  # resumed: the same session goes on
             return
+        if self.sid is not None:  # a session_meta after lines that began another session: this file's sessions
+            yield from self._end_session()
         self.sid, self.history, self.touched = sid, [], True
         labels = {"source": NAME, **{k: payload[k] for k in ("cwd", "cli_version", "originator")
                                      if isinstance(payload.get(k), str)}}
@@ -175,10 +206,31 @@ class _Reader:
         yield SessionStarted(session_id=sid, started_at=instant(payload.get("timestamp")) or at, agent="codex",
                              provider="openai", labels=labels, external_id=sid, parent_session_id=_parent(payload))
 
+    def _unnamed(self, at: str) -> Iterator[Event]:
+        """A rollout without a session_meta line: the session its file is named after, from its first instant."""
+        found = _UUID.findall(self.feed.path.stem)
+        sid = found[-1].lower() if found else self.feed.path.stem
+        self.sid, self.history, self.touched, self.last_at = sid, [], True, at
+        if not self.feed.exists("session", sid):
+            yield SessionStarted(session_id=sid, started_at=at, agent="codex", provider="openai",
+                                 labels={"source": NAME}, external_id=sid)
+        else:
+            self.history = None  # another file began it: go on from what is stored
+
+    def _end_session(self) -> Iterator[Event]:
+        yield from self._close(None, None)
+        if self.exchange is not None:
+            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=self.last_at or "")
+            self.exchange = None
+        yield SessionEnded(session_id=self.sid or "", ended_at=self.last_at or "")
+        self.pending, self.results, self.tools = [], [], {}
+
     # ------------------------------------------------------------------------------ items and calls
 
     def _item(self, item: dict, at: str) -> Iterator[Event]:
         kind = item.get("type")
+        if not isinstance(kind, str):
+            raise ValueError(f"response_item: expected `type` as a string, got {type(kind).__name__}")
         if kind in OUTPUT_ITEMS or (kind == "message" and item.get("role") == "assistant"):
             if self.results:  # the model answered tool results: the call before them ended without figures
                 yield from self._close(None, None)
@@ -206,6 +258,8 @@ class _Reader:
         if not self.outputs:
             self.pending += self.results
             self.results = []
+            if usage is not None:  # billed, though no item of its response was written (cut off, failed)
+                yield from self._unanswered(usage, key)
             return
         outputs, at = self.outputs, self.first_at or self.last_at or ""
         self.outputs, self.first_at = [], None
@@ -221,6 +275,17 @@ class _Reader:
         self.history = request["input"] + outputs
         self.pending, self.results, self.compacted = self.results, [], False
 
+    def _unanswered(self, usage: Usage, key: Any) -> Iterator[Event]:
+        """A call that has figures and no response item: what it was sent, its usage, no response."""
+        at = self.last_at or ""
+        request: dict[str, Any] = {"model": self.model, "input": self._history() + self.pending}
+        if self.instructions:
+            request["instructions"] = self.instructions
+        call_id = stable_id(None, NAME, key) if key is not None else stable_id(at, NAME, self.sid, "unanswered")
+        if not self.feed.exists("call", call_id):
+            yield CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
+                               request=request, response=None, model=self.model, provider="openai", usage=usage)
+
     def _history(self) -> list:
         if self.history is None:
             self.history = _as_items(self.feed.history(self.sid or ""))
@@ -235,10 +300,12 @@ class _Reader:
             if not isinstance(info, dict) or not isinstance(info.get("last_token_usage"), dict):
                 return  # no figures yet
             try:
-                usage = _usage(info["last_token_usage"])
+                usage = usage_of(info["last_token_usage"])
             except (RecordError, TypeError) as exc:
                 self.feed.skip(line, f"token_count: {exc}")
                 usage = None
+            # Newer versions name the model that answered beside its figures: the call is that model's.
+            self.model = model_of(info) or model_of(payload) or self.model
             # The running total identifies the call: a sub-agent's file that replays its parent's lines (written
             # again, at other instants) names the same call, which is then counted once. The same total again in
             # this file is a repeat (Codex sends it again with new rate limits), not a call.
@@ -267,7 +334,7 @@ class _Reader:
         summary = payload.get("message")
         self.history, self.compacted = (list(replacement) if isinstance(replacement, list) else []), True
         self.pending = [] if isinstance(replacement, list) else [
-            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": summary or ""}]}]
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": _text(summary)}]}]
         yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, "compaction", line.number),
                               session_id=self.sid or "", at=at, outcome_kind="compaction",
                               payload={"summary": summary})
@@ -296,15 +363,14 @@ def _input(item: dict) -> Any:
         return arguments
 
 
-def _usage(last: dict) -> Usage:
-    for key in ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens"):
-        value = last.get(key)
-        if value is not None and (type(value) is not int or value < 0):
-            raise RecordError(f"last_token_usage.{key}: expected a non-negative integer, got {value!r}")
-    total_in, cached = last.get("input_tokens") or 0, last.get("cached_input_tokens") or 0
-    output, reasoning = last.get("output_tokens") or 0, last.get("reasoning_output_tokens") or 0
-    return Usage(input_tokens=max(total_in - cached, 0), cache_read_tokens=min(cached, total_in),
-                 output_tokens=output, reasoning_tokens=min(reasoning, output))
+def _instructions(meta: dict) -> Any:
+    """The system prompt a session_meta names: `instructions`, or newer versions' `base_instructions.text`."""
+    base = meta.get("base_instructions")
+    return meta.get("instructions") or (base.get("text") if isinstance(base, dict) else base) or None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else orjson.dumps(value).decode()
 
 
 def _as_items(messages: list) -> list:
