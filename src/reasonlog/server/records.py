@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Query
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -26,6 +26,10 @@ class RecordIn(BaseModel):
 
 def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRouter:
     api = APIRouter(prefix="/v1", tags=["reasoning records"])
+
+    @api.options("/reasoning-records", include_in_schema=False)
+    def options() -> Response:
+        return Response(status_code=204, headers={"Allow": "GET, POST, OPTIONS"})
 
     @api.post("/reasoning-records", dependencies=[writer], status_code=201,
               summary="Save a reasoning record; it is read back before the answer",
