@@ -81,10 +81,12 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     app.include_router(ingest.router(stores.writer.get, writer, limit))
     app.include_router(otlp.router(stores.writer.get, writer, limit))
     app.include_router(records.router(stores.writer.get, stores.reader.get, reader, writer))
+    # The body limit is the innermost middleware: its 413, raised while a route reads, must not cross the
+    # dashboard's header middleware (which runs the route in a task group, where it would turn into a 400 or 500).
+    app.add_middleware(guards.BodyLimit, max_bytes=limit)
     dashboard.mount(app, stores.reader.get, lambda store, secret: store.api_key_scope(secret) if secret else None)
     _add_docs(app, Depends(_requires(stores, "read", cookie=dashboard.COOKIE)))
     app.add_middleware(guards.StoreFailures, stores=stores, html_page=dashboard.error_page)
-    app.add_middleware(guards.BodyLimit, max_bytes=limit)
     return app
 
 
