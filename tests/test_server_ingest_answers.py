@@ -10,14 +10,13 @@ import time
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+from pg_cluster import free_port
+from test_ingest import Served
 
 from reasonlog.capture.spillfiles import dump_event
 from reasonlog.model import CallRecorded, SessionStarted
 from reasonlog.server.app import create_app
 from reasonlog.store import open_store
-
-from pg_cluster import free_port
-from test_ingest import Served
 
 AT = "2026-01-01T00:00:00Z"
 

@@ -20,7 +20,8 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from test_otlp import A1, Q1, genai_attributes, served_db  # noqa: F401 - served_db is a fixture
+from test_ingest import Served, free_port
+from test_otlp import A1, Q1, genai_attributes
 
 from reasonlog.server.app import create_app
 from reasonlog.store import SessionFilter, open_store
@@ -28,9 +29,19 @@ from reasonlog.store import SessionFilter, open_store
 ALL = SessionFilter(limit=None)
 
 
+@pytest.fixture
+def served(db, tmp_path, monkeypatch):
+    """A server on the test database with a write key: the database, the key and the server's URL."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    key = open_store(db).create_api_key("write", "otel")["secret"]
+    port = free_port()
+    with Served(db, port):
+        yield db, key, f"http://127.0.0.1:{port}"
+
+
 @pytest.mark.parametrize("compression", [Compression.Gzip, Compression.Deflate])
-def test_compressed_spans_from_the_sdks_exporter_are_stored(served_db, compression):
-    db, key, base = served_db
+def test_compressed_spans_from_the_sdks_exporter_are_stored(served, compression):
+    db, key, base = served
     provider = TracerProvider(resource=Resource.create({"service.name": "trader-agent"}))
     exporter = OTLPSpanExporter(endpoint=f"{base}/v1/traces", headers={"Authorization": f"Bearer {key}"},
                                 compression=compression)
@@ -59,8 +70,8 @@ def openai_v2_call(tracer, logger, question: str, answer: str) -> None:
                                     "message": {"role": "assistant", "content": answer}}))
 
 
-def test_messages_sent_as_log_records_join_the_call_of_their_span(served_db):
-    db, key, base = served_db
+def test_messages_sent_as_log_records_join_the_call_of_their_span(served):
+    db, key, base = served
     auth = {"Authorization": f"Bearer {key}"}
     tracer_provider = TracerProvider(resource=Resource.create({"service.name": "chatbot"}))
     tracer_provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(
