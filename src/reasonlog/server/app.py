@@ -19,7 +19,7 @@ from .. import __version__, query
 from ..store import ReadOnlyDatabase, Store, StoreError, keys
 from ..summaries import Summarizer
 from . import api, dashboard, ending, guards, ingest, otlp, records
-from .stores import Stores, Unavailable
+from .stores import Stores
 from .summarizing import BackgroundSummaries
 
 # `date` as the simulator's clients write it: four, two and two digits (strptime alone would take 2025-10-2).
@@ -73,6 +73,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     def read_only(request: Request, exc: ReadOnlyDatabase) -> JSONResponse:
         # A server on a read-only database serves every page; what would write says why it cannot.
         return JSONResponse(status_code=503, content={"detail": str(exc)})
+
     reader = Depends(_requires(stores, "read"))
     writer = Depends(_requires(stores, "write"))
     _add_health(app, stores, _requires(stores, "read"))
@@ -176,8 +177,6 @@ def _requires(stores: Stores, needed: str, cookie: str | None = None):
             token = token.strip() if scheme.lower() == "bearer" else ""
             token = token or (request.cookies.get(cookie, "") if cookie else "")
             scope = store.api_key_scope(token) if token else None
-        except Unavailable:
-            raise
         except StoreError as exc:
             raise guards.unavailable(str(exc)) from None
         if scope is None:
