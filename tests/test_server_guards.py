@@ -43,15 +43,15 @@ def read_routes(app) -> list[tuple[str, list[str], list[str]]]:
 def test_a_nul_byte_in_any_parameter_of_any_read_route_is_a_400_naming_it(db):
     open_store(db).close()
     app = serve_app(db)
-    client = TestClient(app, raise_server_exceptions=False)
     routes = read_routes(app)
     assert len(routes) == 15  # every read route with a parameter (a new one is tested here too)
     answers = {}
-    for path, path_params, query_params in routes:
-        for name in [*path_params, *query_params]:
-            url = path.format(**{p: "x" if p != name else "a%00b" for p in path_params})
-            answer = client.get(url + (f"?{name}=a%00b" if name in query_params else ""))
-            answers[(path, name)] = (answer.status_code, answer.json().get("detail", "")[:len(name) + 1])
+    with TestClient(app, raise_server_exceptions=False) as client:  # its end closes the app's stores
+        for path, path_params, query_params in routes:
+            for name in [*path_params, *query_params]:
+                url = path.format(**{p: "x" if p != name else "a%00b" for p in path_params})
+                answer = client.get(url + (f"?{name}=a%00b" if name in query_params else ""))
+                answers[(path, name)] = (answer.status_code, answer.json().get("detail", "")[:len(name) + 1])
     assert {key: value for key, value in answers.items() if value != (400, f"{key[1]}:")} == {}
     assert len(answers) == 60
 
@@ -59,10 +59,10 @@ def test_a_nul_byte_in_any_parameter_of_any_read_route_is_a_400_naming_it(db):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.text(min_size=1, max_size=12))
 def test_any_text_in_the_sessions_filters_is_answered_never_a_500(db, text):
-    client = TestClient(serve_app(db), raise_server_exceptions=False)
-    for name in ("agent", "run", "model", "status", "q", "since", "label"):
-        answer = client.get("/v1/sessions", params={name: text})
-        assert answer.status_code in (200, 400), (name, text, answer.status_code, answer.text)
+    with TestClient(serve_app(db), raise_server_exceptions=False) as client:
+        for name in ("agent", "run", "model", "status", "q", "since", "label"):
+            answer = client.get("/v1/sessions", params={name: text})
+            assert answer.status_code in (200, 400), (name, text, answer.status_code, answer.text)
 
 
 def unreachable(dialect: str, tmp_path) -> str:

@@ -3,6 +3,7 @@ that lacks a field named with the field, bodies refused as soon as they pass the
 size limit on reasoning records too, every method in Allow, and no page but /healthz open once keys exist."""
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import time
@@ -33,7 +34,8 @@ def call(call_id: str, session_id: str) -> CallRecorded:
 
 @pytest.fixture
 def client(db):
-    return TestClient(create_app(lambda: open_store(db)))
+    with TestClient(create_app(lambda: open_store(db))) as client:  # its end closes the app's stores
+        yield client
 
 
 def test_the_answer_says_what_was_written_and_what_the_store_rejected_with_its_line(client, db):
@@ -48,7 +50,8 @@ def test_the_answer_says_what_was_written_and_what_the_store_rejected_with_its_l
                              "duplicate": False, "rejected": [
                                  {"line": 2, "reason": "RecordError: session_id: no session 'NOPE' in the store"},
                                  {"line": 3, "reason": "RecordError: session_id: no session 'GONE' in the store"}]}
-    assert open_store(db, read_only=True).status()["counts"]["calls"] == 2
+    with contextlib.closing(open_store(db, read_only=True)) as store:
+        assert store.status()["counts"]["calls"] == 2
 
 
 def test_a_line_that_lacks_a_field_is_answered_with_the_fields_name(client):
@@ -69,8 +72,13 @@ def test_options_allows_both_methods_of_a_route(client):
 
 
 def test_once_a_key_exists_only_healthz_answers_without_one(db):
-    secret = open_store(db).create_api_key("read", "dash")["secret"]
-    client = TestClient(create_app(lambda: open_store(db)))
+    with contextlib.closing(open_store(db)) as store:
+        secret = store.create_api_key("read", "dash")["secret"]
+    with TestClient(create_app(lambda: open_store(db))) as client:
+        check_keys(client, secret)
+
+
+def check_keys(client: TestClient, secret: str) -> None:
     for path in ("/readyz", "/openapi.json", "/docs", "/redoc"):
         assert (path, client.get(path).status_code) == (path, 401)
         assert (path, client.get(path, headers={"Authorization": f"Bearer {secret}"}).status_code) == (path, 200)
@@ -80,9 +88,9 @@ def test_once_a_key_exists_only_healthz_answers_without_one(db):
 
 
 def test_a_reasoning_record_past_the_body_limit_is_a_413(db):
-    client = TestClient(create_app(lambda: open_store(db), max_body_bytes=1 << 20))
     record = {"session": "s", "phase": "completion", "compact": {"summary": "done"}, "details": "x" * (2 << 20)}
-    answer = client.post("/v1/reasoning-records", json=record)
+    with TestClient(create_app(lambda: open_store(db), max_body_bytes=1 << 20)) as client:
+        answer = client.post("/v1/reasoning-records", json=record)
     assert (answer.status_code, answer.json()["detail"]) == (413, f"body: {len(orjson.dumps(record))} bytes,"
                                                                   " more than max_bytes 1048576")
 

@@ -6,6 +6,7 @@ gen_ai.choice, the content in the body, inside the call's span); that instrument
 import with the only opentelemetry-util-genai the package index offers (1.3b0 lacks the module it imports)."""
 from __future__ import annotations
 
+import contextlib
 import gzip
 
 import orjson
@@ -33,7 +34,8 @@ ALL = SessionFilter(limit=None)
 def served(db, tmp_path, monkeypatch):
     """A server on the test database with a write key: the database, the key and the server's URL."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    key = open_store(db).create_api_key("write", "otel")["secret"]
+    with contextlib.closing(open_store(db)) as store:
+        key = store.create_api_key("write", "otel")["secret"]
     port = free_port()
     with Served(db, port):
         yield db, key, f"http://127.0.0.1:{port}"
@@ -49,10 +51,10 @@ def test_compressed_spans_from_the_sdks_exporter_are_stored(served, compression)
     with provider.get_tracer("test").start_as_current_span("chat gpt-5", attributes=genai_attributes(Q1, A1, 40, 0)):
         pass
     provider.shutdown()
-    store = open_store(db, read_only=True)
-    (session,) = store.list_sessions(ALL)
-    (call,) = store.get_session(session["id"])["calls"]
-    assert store.replay_call(call["id"])["messages"] == [{"role": "user", "content": "What is NVDA trading at?"}]
+    with contextlib.closing(open_store(db, read_only=True)) as store:
+        (session,) = store.list_sessions(ALL)
+        (call,) = store.get_session(session["id"])["calls"]
+        assert store.replay_call(call["id"])["messages"] == [{"role": "user", "content": "What is NVDA trading at?"}]
 
 
 def openai_v2_call(tracer, logger, question: str, answer: str) -> None:
@@ -83,29 +85,33 @@ def test_messages_sent_as_log_records_join_the_call_of_their_span(served):
     openai_v2_call(tracer_provider.get_tracer("openai_v2"), logger, "Capital of France?", "Paris.")
     logger_provider.shutdown()  # the log processor exports first, as the SDK's schedule has it
     tracer_provider.shutdown()
-    store = open_store(db, read_only=True)
-    (session,) = store.list_sessions(ALL)
-    (call,) = store.get_session(session["id"])["calls"]
-    sent = store.replay_call(call["id"])
+    with contextlib.closing(open_store(db, read_only=True)) as store:
+        (session,) = store.list_sessions(ALL)
+        (call,) = store.get_session(session["id"])["calls"]
+        sent, answered = store.replay_call(call["id"]), store.get_call(call["id"])["response"]
     assert (sent["system"], sent["messages"]) == ("You answer in one word.",
                                                   [{"role": "user", "content": "Capital of France?"}])
-    assert store.get_call(call["id"])["response"]["content"] == "Paris."
+    assert answered["content"] == "Paris."
 
 
 def test_log_records_that_are_not_genai_events_are_counted_in_the_partial_success(db):
-    client = TestClient(create_app(lambda: open_store(db)))
     body = {"resourceLogs": [{"scopeLogs": [{"logRecords": [
         {"timeUnixNano": "1", "body": {"stringValue": "a plain log line"}},
         {"timeUnixNano": "2", "eventName": "gen_ai.user.message", "traceId": "0" * 31 + "1",
          "spanId": "0" * 15 + "2", "body": {"kvlistValue": {"values": [
              {"key": "content", "value": {"stringValue": "hi"}}]}}}]}]}]}
-    answer = client.post("/v1/logs", content=orjson.dumps(body), headers={"Content-Type": "application/json"})
+    with TestClient(create_app(lambda: open_store(db))) as client:
+        answer = client.post("/v1/logs", content=orjson.dumps(body), headers={"Content-Type": "application/json"})
     assert (answer.status_code, answer.json()) == (200, {"partialSuccess": {
         "rejectedLogRecords": "1", "errorMessage": "1 log record(s) are not GenAI events of a span and were left out"}})
 
 
 def test_a_compressed_body_is_limited_by_what_it_inflates_to(db):
-    client = TestClient(create_app(lambda: open_store(db), max_body_bytes=1 << 20))
+    with TestClient(create_app(lambda: open_store(db), max_body_bytes=1 << 20)) as client:
+        limited_by_what_it_inflates_to(client)
+
+
+def limited_by_what_it_inflates_to(client: TestClient) -> None:
     bomb = gzip.compress(b"\0" * (64 << 20))  # 64 KB that inflates to 64 MB
     answer = client.post("/v1/traces", content=bomb, headers={"Content-Type": "application/x-protobuf",
                                                              "Content-Encoding": "gzip"})

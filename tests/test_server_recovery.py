@@ -6,6 +6,7 @@ The test runs its own throwaway cluster (tests/pg_cluster.py): the shared test s
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -158,7 +159,6 @@ def test_the_server_recovers_from_a_postgresql_restart_under_load_and_loses_noth
     finally:
         process.terminate()
         process.wait(30)
-    store = open_store(cluster.url, read_only=True)
-    sessions = store.list_sessions(SessionFilter(limit=None))
-    assert (len(sessions), store.status()["counts"]["calls"]) == (load.sent, load.sent)
-    store.close()
+    with contextlib.closing(open_store(cluster.url, read_only=True)) as store:
+        sessions, calls = store.list_sessions(SessionFilter(limit=None)), store.status()["counts"]["calls"]
+    assert (len(sessions), calls) == (load.sent, load.sent)

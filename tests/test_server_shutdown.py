@@ -3,6 +3,7 @@ batch it answered is in the database: a client stalled in the middle of its body
 another process's lock whose client has gone, hold it up no longer than the grace it was given."""
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import sqlite3
@@ -64,7 +65,6 @@ def test_sigterm_with_requests_under_way_ends_the_server_within_seconds_and_keep
         if process.poll() is None:
             process.kill()
             process.wait()
-    store = open_store(db, read_only=True)
-    ids = sorted(s["id"] for s in store.list_sessions(SessionFilter(limit=None)))
+    with contextlib.closing(open_store(db, read_only=True)) as store:
+        ids = sorted(s["id"] for s in store.list_sessions(SessionFilter(limit=None)))
     assert ids == [f"S{n:05d}" for n in range(5)]
-    store.close()
