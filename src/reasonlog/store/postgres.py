@@ -127,15 +127,16 @@ class PostgresStore(SQLStore):
 
     @property
     def _conn(self) -> psycopg.Connection:
-        """The connection, replaced by a new one once it broke (the server restarted or went away meanwhile).
+        """The connection, replaced by a new one once it broke (the server restarted or went away meanwhile;
+        psycopg closes a connection it finds broken).
 
         While no new one can be made, each use raises psycopg's OperationalError (a store failure: the writer
         spills, the server answers 503); attempts are a second apart, so requests fail fast meanwhile."""
         conn = self._connection
-        if not conn.broken or self._closed:
+        if not conn.closed or self._closed:
             return conn
         with self._lock:
-            if self._connection.broken:
+            if self._connection.closed:
                 self._replace_connection()
             return self._connection
 
@@ -155,7 +156,7 @@ class PostgresStore(SQLStore):
         try:
             return super()._read(fn, *args)
         except psycopg.OperationalError:
-            if self._closed or not self._connection.broken or time.monotonic() < self._retry_at:
+            if self._closed or not self._connection.closed or time.monotonic() < self._retry_at:
                 raise
         return super()._read(fn, *args)
 
@@ -179,7 +180,7 @@ class PostgresStore(SQLStore):
 
     def _in_transaction(self) -> bool:
         conn = self._connection  # a broken one holds no transaction, and asking must not reconnect
-        return not conn.broken and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        return not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     @staticmethod
     def is_store_failure(exc: BaseException) -> bool:
