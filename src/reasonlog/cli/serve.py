@@ -25,8 +25,12 @@ from .main import cli
 @click.option("--summarize-base-url", metavar="U", help="The server the openai/anthropic summarizer asks.")
 @click.option("--summarize-every", type=click.FloatRange(min=1), default=60.0, show_default=True, metavar="SECONDS",
               help="How often the background summaries look for new work.")
+@click.option("--shutdown-grace", type=click.FloatRange(min=0, max=600), default=3.0, show_default=True,
+              metavar="SECONDS", help="On SIGTERM or Ctrl-C, what requests under way get to finish before they"
+                                      " are cancelled; the process ends at most 2 s after that.")
 @click.pass_obj
-def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, summarize_base_url, summarize_every):
+def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, summarize_base_url, summarize_every,
+          shutdown_grace):
     """Serve the database over HTTP: /reasoning, /healthz, /readyz, and the OpenAPI schema at /openapi.json.
 
     Once a key exists, every request but /healthz needs one: `Authorization: Bearer <key>`."""
@@ -42,20 +46,23 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
     try:
         import uvicorn
 
-        from ..server.app import create_app
+        from ..server import ending
+        from ..server.app import serve_app
     except ImportError:
         raise StoreError("reasonlog serve needs the server extra: pip install 'reasonlog[server]'") from None
     click.echo(f"serving {obj.shown} on http://{host}:{port} with {workers} worker(s) (Ctrl-C stops)", err=True)
     # Recorded text is never logged: no access log (URLs carry search terms), warnings only.
     if workers == 1:
-        app = create_app(lambda: open_store_or_read_only(path), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
-                         make, summarize_every, max_body_bytes=int(max_body_mb * (1 << 20)))
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        app = serve_app(path, deployment_mode=os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
+                        summarizer=make, summarize_every_s=summarize_every,
+                        max_body_bytes=int(max_body_mb * (1 << 20)), exit_within_s=ending.EXIT_WITHIN_S)
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
+                    timeout_graceful_shutdown=shutdown_grace)
         return
     os.environ["REASONLOG_SERVE_DB"] = str(path)  # each worker process builds its app from these
     os.environ["REASONLOG_SERVE_MAX_BODY"] = str(int(max_body_mb * (1 << 20)))
     uvicorn.run("reasonlog.server.app:app_from_environment", factory=True, host=host, port=port, workers=workers,
-                log_level="warning", access_log=False)
+                log_level="warning", access_log=False, timeout_graceful_shutdown=shutdown_grace)
 
 
 def _loopback(host: str) -> bool:

@@ -8,34 +8,47 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import JSONResponse
 
 from .. import __version__, query
 from ..store import ReadOnlyDatabase, Store, StoreError, keys
 from ..summaries import Summarizer
-from . import api, dashboard, ingest, otlp, records
+from . import api, dashboard, ending, guards, ingest, otlp, records
+from .stores import Stores
 from .summarizing import BackgroundSummaries
 
 # `date` as the simulator's clients write it: four, two and two digits (strptime alone would take 2025-10-2).
 ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
+UNAUTHORIZED: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No key, or a wrong or revoked one", **ERROR},
+    403: {"description": "The key's scope does not allow this", **ERROR},
+    503: {"description": "The database cannot be used now; see Retry-After", **ERROR}}
 
 
 def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                summarizer: Callable[[], Summarizer] | None = None, summarize_every_s: float = 60.0,
-               max_body_bytes: int | None = None) -> FastAPI:
+               max_body_bytes: int | None = None, open_reader: Callable[[], Store] | None = None,
+               exit_within_s: float | None = None) -> FastAPI:
     """The app over the store `open_store` opens (once, on first use). `deployment_mode` is echoed by /reasoning.
 
+    `open_reader`: open a second, read-only store for every route that only reads, so that reads never wait
+    behind a write (`reasonlog serve` gives one; without it the one store does both).
     `summarizer`: make one to summarise new sessions in the background every `summarize_every_s` seconds while
     the app runs (see server/summarizing.py); `app.state.summaries` is that background job, else None.
-    `max_body_bytes`: the largest ingestion body (default `server.ingest.MAX_BYTES`), advertised to recorders."""
-    state = _Lazy(open_store)
-    background = None if summarizer is None else BackgroundSummaries(state.get, summarizer, summarize_every_s)
+    `max_body_bytes`: the largest request body (default `server.ingest.MAX_BYTES`), advertised to recorders.
+    `exit_within_s`: once the server shuts down (after uvicorn's grace for requests under way), end the process
+    this many seconds later even if a request is still at work in a thread (`reasonlog serve` sets it; what
+    was answered is committed already, and what was not is rolled back by the database)."""
+    stores = Stores(open_store, open_reader)
+    background = None if summarizer is None else BackgroundSummaries(stores.writer.get, summarizer,
+                                                                      summarize_every_s)
+    limit = ingest.MAX_BYTES if max_body_bytes is None else max_body_bytes
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -44,40 +57,64 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
         try:
             yield
         finally:
+            if exit_within_s is not None:
+                ending.exit_within(exit_within_s)
             if background is not None:
                 background.stop()
+            stores.close()
 
-    app = FastAPI(title="reasonlog", version=__version__, lifespan=lifespan,
+    app = FastAPI(title="reasonlog", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None, dependencies=[Depends(guards.refuse_nul)],
                   description="What LLM agents saw, thought and did: sessions, calls, reasoning and outcomes. "
                               "Once an API key exists, send one: `Authorization: Bearer <key>`.")
-    app.state.summaries = background
+    app.state.summaries, app.state.stores = background, stores
 
     @app.exception_handler(ReadOnlyDatabase)
     def read_only(request: Request, exc: ReadOnlyDatabase) -> JSONResponse:
         # A server on a read-only database serves every page; what would write says why it cannot.
         return JSONResponse(status_code=503, content={"detail": str(exc)})
-    reader = Depends(_requires(state, "read"))
-    unauthorized: dict[int | str, dict[str, Any]] = {401: {"description": "No key, or a wrong or revoked one", **ERROR},
-                    403: {"description": "The key's scope does not allow this", **ERROR},
-                    503: {"description": "The database cannot be used", **ERROR}}
 
-    @app.get("/healthz", summary="The process is up", tags=["health"])
+    reader = Depends(_requires(stores, "read"))
+    writer = Depends(_requires(stores, "write"))
+    _add_health(app, stores, _requires(stores, "read"))
+    _add_reasoning(app, stores, reader, deployment_mode)
+    app.include_router(api.router(stores.reader.get, reader))
+    app.include_router(ingest.router(stores.writer.get, writer, limit))
+    app.include_router(otlp.router(stores.writer.get, writer, limit))
+    app.include_router(records.router(stores.writer.get, stores.reader.get, reader, writer))
+    # The body limit is the innermost middleware: its 413, raised while a route reads, must not cross the
+    # dashboard's header middleware (which runs the route in a task group, where it would turn into a 400 or 500).
+    app.add_middleware(guards.BodyLimit, max_bytes=limit)
+    dashboard.mount(app, stores.reader.get, lambda store, secret: store.api_key_scope(secret) if secret else None)
+    _add_docs(app, Depends(_requires(stores, "read", cookie=dashboard.COOKIE)))
+    app.add_middleware(guards.StoreFailures, stores=stores, html_page=dashboard.error_page)
+    return app
+
+
+def _add_health(app: FastAPI, stores: Stores, check_key: Callable[[Request], None]) -> None:
+    @app.get("/healthz", summary="The process is up (no key needed)", tags=["health"])
     def healthz() -> dict:
         return {"status": "ok"}
 
     @app.get("/readyz", summary="The database is reachable and its schema current", tags=["health"],
-             responses={503: {"description": "The database cannot be used", **ERROR}})
-    def readyz() -> Any:
+             responses=UNAUTHORIZED)
+    def readyz(request: Request) -> Any:
         try:
-            store = state.get()
-            return {"status": "ready", "schema_version": store.schema_version()}
-        except (StoreError, OSError) as exc:
-            return JSONResponse(status_code=503, content={"status": "not ready", "detail": str(exc)})
+            stores.writer.get()
+            check_key(request)  # here, not as a dependency: a database that is away is "not ready", not an error
+            return {"status": "ready", "schema_version": stores.reader.get().schema_version()}
+        except Exception as exc:
+            if not stores.failed(exc) and not isinstance(exc, (StoreError, OSError)):
+                raise
+            return JSONResponse(status_code=503, content={"status": "not ready", "detail": guards.first_line(exc)},
+                                headers={"Retry-After": str(guards.RETRY_AFTER_S)})
 
+
+def _add_reasoning(app: FastAPI, stores: Stores, reader: Any, deployment_mode: str) -> None:
     @app.get("/reasoning", summary="Model-days with their positions and, asked, their conversation", tags=["reasoning"],
              dependencies=[reader], responses={400: {"description": "A malformed date", **ERROR},
                                                404: {"description": "No session matches the filters", **ERROR},
-                                               **unauthorized})
+                                               **UNAUTHORIZED})
     def reasoning(job_id: str | None = Query(None, description="The run (a simulation job)"),
                   date: str | None = Query(None, description="The session's date label, YYYY-MM-DD"),
                   model: str | None = Query(None, description="The model (signature) of the session"),
@@ -87,63 +124,65 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
             detail = f"Invalid date format: {date}. Expected YYYY-MM-DD"
             return JSONResponse(status_code=400, content={"detail": detail})
         try:
-            sessions = query.reasoning_sessions(state.get(), job_id, date, model, include_full_conversation)
+            sessions = query.reasoning_sessions(stores.reader.get(), job_id, date, model, include_full_conversation)
         except ValueError as exc:
             return JSONResponse(status_code=400, content={"detail": str(exc)})
         except query.NotFound as exc:
             return JSONResponse(status_code=404, content={"detail": str(exc)})
         except StoreError as exc:
-            return JSONResponse(status_code=503, content={"detail": str(exc)})
+            raise guards.unavailable(str(exc)) from None
         return {"sessions": sessions, "count": len(sessions), "deployment_mode": deployment_mode}
 
-    app.include_router(api.router(state.get, reader))
-    limit = ingest.MAX_BYTES if max_body_bytes is None else max_body_bytes
-    app.include_router(ingest.router(state.get, Depends(_requires(state, "write")), limit))
-    app.include_router(otlp.router(state.get, Depends(_requires(state, "write")), limit))
-    app.include_router(records.router(state.get, reader, Depends(_requires(state, "write"))))
-    dashboard.mount(app, state.get, lambda store, secret: store.api_key_scope(secret) if secret else None)
-    return app
+
+def _add_docs(app: FastAPI, reader: Any) -> None:
+    """The schema and its two readers, behind a key once keys exist (the dashboard's sign-in cookie serves)."""
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[reader])
+    def schema() -> Any:
+        return app.openapi()
+
+    @app.get("/docs", include_in_schema=False, dependencies=[reader])
+    def swagger() -> Any:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="reasonlog API")
+
+    @app.get("/redoc", include_in_schema=False, dependencies=[reader])
+    def redoc() -> Any:
+        return get_redoc_html(openapi_url="/openapi.json", title="reasonlog API")
+
+
+def serve_app(target: str | os.PathLike, **options: Any) -> FastAPI:
+    """The app `reasonlog serve` runs over the database `target`: a writer store and a read-only reader."""
+    from ..store import open_store, open_store_or_read_only
+
+    return create_app(lambda: open_store_or_read_only(target), open_reader=lambda: open_store(target, read_only=True),
+                      **options)
 
 
 def app_from_environment() -> FastAPI:
     """The app of one `reasonlog serve --workers N` process: its database is in $REASONLOG_SERVE_DB."""
-    from ..store import open_store_or_read_only
+    return serve_app(os.environ["REASONLOG_SERVE_DB"],
+                     deployment_mode=os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
+                     max_body_bytes=int(os.environ.get("REASONLOG_SERVE_MAX_BODY", ingest.MAX_BYTES)),
+                     exit_within_s=ending.EXIT_WITHIN_S)
 
-    target = os.environ["REASONLOG_SERVE_DB"]
-    return create_app(lambda: open_store_or_read_only(target), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
-                      max_body_bytes=int(os.environ.get("REASONLOG_SERVE_MAX_BODY", ingest.MAX_BYTES)))
 
-
-def _requires(state: _Lazy, needed: str):
-    """A dependency: once any key exists, the request must carry a working one whose scope allows `needed`."""
+def _requires(stores: Stores, needed: str, cookie: str | None = None):
+    """A dependency: once any key exists, the request must carry a working one whose scope allows `needed`
+    (as `Authorization: Bearer <key>`, or in the dashboard's cookie named `cookie` where one is given)."""
     def check(request: Request) -> None:
         try:
-            store = state.get()
+            store = stores.reader.get()
             if not store.has_api_keys():
                 return  # no key yet: the server only listens on loopback (see cli/serve.py)
             scheme, _, token = request.headers.get("authorization", "").partition(" ")
-            scope = store.api_key_scope(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+            token = token.strip() if scheme.lower() == "bearer" else ""
+            token = token or (request.cookies.get(cookie, "") if cookie else "")
+            scope = store.api_key_scope(token) if token else None
         except StoreError as exc:
-            raise HTTPException(503, str(exc)) from None
+            raise guards.unavailable(str(exc)) from None
         if scope is None:
-            said = "a wrong or revoked API key" if token.strip() else "no API key"
+            said = "a wrong or revoked API key" if token else "no API key"
             raise HTTPException(401, f"{said}: send Authorization: Bearer <key> (reasonlog keys create)",
                                 headers={"WWW-Authenticate": "Bearer"})
         if not keys.allows(scope, needed):
             raise HTTPException(403, f"this key's scope is {scope}; this needs {needed}")
     return check
-
-
-class _Lazy:
-    """The store, opened on first use and kept; opening again after a failure."""
-
-    def __init__(self, opener: Callable[[], Store]):
-        self._opener, self._lock = opener, threading.Lock()
-        self._store: Store | None = None
-
-    def get(self) -> Store:
-        with self._lock:
-            store = self._store
-            if store is None:
-                store = self._store = self._opener()
-            return store

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Query
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -24,13 +24,17 @@ class RecordIn(BaseModel):
     references: list[str] | None = None
 
 
-def router(get_store: Any, reader: Any, writer: Any) -> APIRouter:
+def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRouter:
     api = APIRouter(prefix="/v1", tags=["reasoning records"])
+
+    @api.options("/reasoning-records", include_in_schema=False)
+    def options() -> Response:
+        return Response(status_code=204, headers={"Allow": "GET, POST, OPTIONS"})
 
     @api.post("/reasoning-records", dependencies=[writer], status_code=201,
               summary="Save a reasoning record; it is read back before the answer",
               responses={400: {"description": "A record over its limits or not valid; names the field and limit"}})
-    async def create(record: RecordIn = Body(...), store: Store = Depends(get_store)) -> dict:
+    async def create(record: RecordIn = Body(...), store: Store = Depends(get_writer)) -> dict:
         try:
             saved, receipt = await run_in_threadpool(
                 save, store, policy.load(), record.session, record.phase, record.compact, agent=record.agent,
@@ -44,7 +48,7 @@ def router(get_store: Any, reader: Any, writer: Any) -> APIRouter:
              responses={404: {"description": "No such session"}})
     def list_records(session: str | None = Query(None, description="A session id or name"),
                      group: str | None = None, phase: str | None = None,
-                     store: Store = Depends(get_store)) -> dict:
+                     store: Store = Depends(get_reader)) -> dict:
         sid = None
         if session is not None:
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -27,6 +28,7 @@ TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_
           "contents_search", "tool_results_search", "outcomes_search", "search_words", "zstd_dicts", "counters",
           "import_files", "api_keys", "ingested_batches", "summaries", "reasoning_records",
           "reasoning_records_search", MIGRATIONS_TABLE)
+RECONNECT_EVERY_S = 1.0  # while the server is away, how often a use of the store tries to connect again
 
 
 class _Cursor:
@@ -101,8 +103,9 @@ class PostgresStore(SQLStore):
         self.read_only = read_only
         self._setup_writer(price_table, redactor)
         self._generation: int | None = None
+        self._connect_timeout_s, self._closed, self._retry_at = connect_timeout_s, False, 0.0
         try:
-            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout_s)
+            self._connection = self._connect()
         except psycopg.Error as exc:
             raise StoreError(f"{self.path}: cannot connect ({_first_line(exc)})") from None
         try:
@@ -114,8 +117,48 @@ class PostgresStore(SQLStore):
             else:
                 self._check(read_only)
         except BaseException:
-            self._conn.close()
+            self._connection.close()
             raise
+
+    def _connect(self) -> psycopg.Connection:
+        # Keepalives let a connection whose server vanished without a word (a host gone) be found broken.
+        return psycopg.connect(self.url, autocommit=True, connect_timeout=self._connect_timeout_s,
+                               keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3)
+
+    @property
+    def _conn(self) -> psycopg.Connection:
+        """The connection, replaced by a new one once it broke (the server restarted or went away meanwhile;
+        psycopg closes a connection it finds broken).
+
+        While no new one can be made, each use raises psycopg's OperationalError (a store failure: the writer
+        spills, the server answers 503); attempts are a second apart, so requests fail fast meanwhile."""
+        conn = self._connection
+        if not conn.closed or self._closed:
+            return conn
+        with self._lock:
+            if self._connection.closed:
+                self._replace_connection()
+            return self._connection
+
+    def _replace_connection(self) -> None:
+        now = time.monotonic()
+        if now < self._retry_at:
+            raise psycopg.OperationalError(f"{self.path}: the database is away (the last attempt to reconnect"
+                                           " failed less than a second ago)")
+        self._retry_at = now + RECONNECT_EVERY_S
+        self._connection = self._connect()  # its OperationalError says why, while the server is away
+        self._retry_at = 0.0
+        self._applier.reset()  # what the writer remembers may be what a lost transaction wrote
+
+    def _read(self, fn, *args):
+        """A read; once more on a new connection when the one it found had broken unnoticed (a read is safe
+        to repeat, and the first request after a restart need not fail)."""
+        try:
+            return super()._read(fn, *args)
+        except psycopg.OperationalError:
+            if self._closed or not self._connection.closed or time.monotonic() < self._retry_at:
+                raise
+        return super()._read(fn, *args)
 
     def _check(self, read_only: bool) -> None:
         version = self.schema_version()
@@ -136,7 +179,8 @@ class PostgresStore(SQLStore):
         return _Cursor(self._conn)
 
     def _in_transaction(self) -> bool:
-        return self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        conn = self._connection  # a broken one holds no transaction, and asking must not reconnect
+        return not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     @staticmethod
     def is_store_failure(exc: BaseException) -> bool:
@@ -296,7 +340,8 @@ class PostgresStore(SQLStore):
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._closed = True
+            self._connection.close()
 
 
 def _now() -> str:

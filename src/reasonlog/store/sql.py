@@ -79,7 +79,8 @@ class SQLStore:
     # ------------------------------------------------------------ writing
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
-                    imports: list[dict] | None = None, batch_id: str | None = None) -> bool:
+                    imports: list[dict] | None = None, batch_id: str | None = None,
+                    rejections: list[tuple[int, str]] | None = None) -> bool:
         """Apply events in order in one transaction; on a store error roll back and raise. False when
         `batch_id` names a batch written already (nothing is written again), else True.
 
@@ -88,17 +89,18 @@ class SQLStore:
 
         An event whose own data cannot be stored (not JSON, a duplicate id) must not take its
         batch with it, nor every batch after it: the batch is then written again with each event
-        in a savepoint, and the events that fail are counted as rejected and left out.
+        in a savepoint, and the events that fail are counted as rejected and left out; `rejections`,
+        when given, gets (the event's index, why) for each (the server tells its client).
         """
         if self.read_only:
             raise ReadOnlyDatabase(self.shown_target())
         try:
             return self._write_batch(events, counters, imports, batch_id, isolate=False)
         except self.DATA_ERRORS:
-            return self._write_batch(events, counters, imports, batch_id, isolate=True)
+            return self._write_batch(events, counters, imports, batch_id, isolate=True, rejections=rejections)
 
     def _write_batch(self, events: list[Event], counters: dict[str, int] | None, imports: list[dict] | None,
-                     batch_id: str | None, isolate: bool) -> bool:
+                     batch_id: str | None, isolate: bool, rejections: list[tuple[int, str]] | None = None) -> bool:
         with self._lock:
             cur = self._cursor()
             cur.execute(self.BEGIN_WRITE)
@@ -113,9 +115,12 @@ class SQLStore:
                 self._applier.completed.clear()
                 marks = search.record_marks(cur)
                 rejected = 0
-                for event in events:
+                for index, event in enumerate(events):
                     if isolate:
-                        rejected += self._apply_alone(cur, event)
+                        reason = self._apply_alone(cur, event)
+                        rejected += reason is not None
+                        if reason is not None and rejections is not None:
+                            rejections.append((index, reason))
                     else:
                         self._applier.apply(cur, event)
                 counters["rejected"] = counters.get("rejected", 0) + rejected
@@ -140,8 +145,8 @@ class SQLStore:
         return {**row, "state": redactor.value(row.get("state")),
                 "sessions": [self._applier.again(s) for s in row.get("sessions") or ()]}
 
-    def _apply_alone(self, cur, event: Event) -> int:
-        """Apply one event in a savepoint; 1 if it was rejected, else 0."""
+    def _apply_alone(self, cur, event: Event) -> str | None:
+        """Apply one event in a savepoint; why it was rejected, or None."""
         mark = self._applier.checkpoint()
         cur.execute("SAVEPOINT event")
         try:
@@ -153,11 +158,11 @@ class SQLStore:
             cur.execute("ROLLBACK TO SAVEPOINT event")
             cur.execute("RELEASE SAVEPOINT event")
             self._applier.rollback_to(mark, getattr(event, "session_id", None))
-            log.warning("reasonlog rejected a %s event it could not store: %s",
-                        event.kind, self._applier.redactor.text(f"{type(exc).__name__}: {exc}"))
-            return 1
+            reason = self._applier.redactor.text(f"{type(exc).__name__}: {exc}")
+            log.warning("reasonlog rejected a %s event it could not store: %s", event.kind, reason)
+            return reason
         cur.execute("RELEASE SAVEPOINT event")
-        return 0
+        return None
 
     def add_counters(self, counters: dict[str, int]) -> None:
         self._write(self._add_counters, counters)

@@ -38,6 +38,11 @@ def mount(app: Any, get_store: Any, key_scope: Any) -> None:
         return response
 
 
+def error_page(message: str) -> str:
+    """The dashboard's error page saying `message` (the app answers it when the database cannot be used)."""
+    return page("error.html", message=message, title="The database cannot be used now")
+
+
 def _router(get_store: Any, key_scope: Any) -> APIRouter:
     ui = APIRouter(include_in_schema=False)
 
