@@ -92,7 +92,8 @@ def test_a_file_with_only_a_summary_of_another_session_makes_no_session(tmp_path
     report = run_import(store, plan([source]))
     assert store.list_sessions(ALL) == []
     assert report.skipped == [(f"{source}:1", "a summary with no session in this file (it names the message "
-                                              "31b6bc99-15c0-4d23-b4a8-544268d86746 of another session): not kept")]
+                                              "31b6bc99-15c0-4d23-b4a8-544268d86746 of another session): not kept "
+                                              "unless the file's session follows")]
 
 
 def test_sub_agents_nested_five_deep_each_hang_from_the_call_that_spawned_them(tmp_path):
@@ -108,3 +109,33 @@ def test_sub_agents_nested_five_deep_each_hang_from_the_call_that_spawned_them(t
         assert spawn["response"]["content"][0]["id"] == ("toolu_main" if depth == 1 else f"toolu_{CHAIN[depth - 2]}")
         assert [c["output_tokens"] for c in child["calls"]] == ([30 + depth, 7 + depth] if depth < 5 else [12])
         parent = child["id"]
+
+
+def _snapshot(store):
+    out = []
+    for s in sorted(store.list_sessions(ALL), key=lambda s: s["id"]):
+        full = store.get_session(s["id"])
+        out.append((s["id"], s["started_at"], s["parent_session_id"], s["parent_call_id"],
+                    [(c["id"], c["input_tokens"], c["cache_write_1h_tokens"], c["output_tokens"],
+                      store.replay_call(c["id"]), store.get_call(c["id"])["response"]) for c in full["calls"]],
+                    sorted((o["id"], o["kind"], o["at"]) for o in full["outcomes"])))
+    return out
+
+
+@pytest.mark.parametrize("cut", range(1, 19))
+def test_a_transcript_imported_in_two_parts_equals_one_imported_whole(tmp_path, cut):
+    """Calls, sessions and outcomes; the title label is set when the session starts, so a title written after the
+    first part was imported stays an outcome only (see docs/importing.md)."""
+    whole = open_store(tmp_path / "whole.db")
+    run_import(whole, plan([CURRENT]))
+    lines = CURRENT.read_bytes().splitlines(keepends=True)
+    target = tmp_path / "p" / CURRENT.name
+    target.parent.mkdir()
+    target.write_bytes(b"".join(lines[:cut]))
+    store = open_store(tmp_path / "t.db")
+    run_import(store, plan([target]))
+    with open(target, "ab") as f:
+        f.write(b"".join(lines[cut:]))
+    again = run_import(store, plan([target]))
+    assert (again.failed, again.skipped) == ([], [])
+    assert _snapshot(store) == _snapshot(whole)

@@ -72,6 +72,29 @@ def test_an_event_the_store_cannot_hold_is_named_by_file_and_line(tmp_path):
     assert (report.rejected, report.added["outcomes"]) == (0, 2)
 
 
+def test_the_agent_sdk_importer_names_file_line_and_what_was_expected(tmp_path):
+    stream = (Path(__file__).resolve().parent / "fixtures" / "claude_agent" / "two-exchanges-cumulative.jsonl")
+    lines = stream.read_text().splitlines()
+    bad = [
+        '{"type":"assistant","message":"oops","parent_tool_use_id":null,"session_id":"s"}',
+        '{"type":"assistant","message":{"id":"m9","role":"assistant","content":[],"usage":{"input_tokens":"x"}},'
+        '"parent_tool_use_id":null,"session_id":"s"}',
+        '{"type":"result","subtype":"success","session_id":"s","usage":[1],"modelUsage":{}}',
+        '{"type":"result","subtype":"success","session_id":"s","modelUsage":{"claude-sonnet-4-5":[2]}}',
+    ]
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("\n".join([lines[0], *bad, *lines[1:]]) + "\n")
+    store = open_store(tmp_path / "t.db")
+    report = run_import(store, plan([dump]))
+    assert report.failed == []
+    assert report.skipped == [
+        (f"{dump}:2", "assistant: expected `message` as an object, got a text"),
+        (f"{dump}:3", "assistant: expected `message.usage.input_tokens` as a non-negative integer, got 'x'"),
+        (f"{dump}:4", "result: expected `usage` as an object, got a list"),
+        (f"{dump}:5", "result: expected `modelUsage.claude-sonnet-4-5` as an object of figures, got a list")]
+    assert report.added["calls"] == 3  # the good messages' calls, as without the bad lines
+
+
 # ------------------------------------------------------------------------------ the property
 
 

@@ -478,19 +478,21 @@ class _Reader:
 
     def _unclaimed(self) -> Iterator[Event]:
         """At the end of what was read: a waiting record of a session stored by another file goes there; one of no
-        session is reported (never a session of its own, named after the file)."""
-        if self.feed.live:
-            return  # the session's first line may still come
-        for session, kind, payload, number in self.waiting:
+        session is reported (never a session of its own, named after the file) and goes on waiting, in case the
+        file grows with its session's lines."""
+        waiting, self.waiting = self.waiting, []
+        for item in waiting:
+            session, kind, payload, number = item
             if session is not None and self.feed.exists("session", session):
                 yield self._outcome(session, kind, payload, number, _epoch(self.feed))
-            elif kind == "summary":
-                self.feed.skip(number, f"a summary with no session in this file (it names the message "
-                                       f"{payload.get('leaf_uuid')} of another session): not kept")
-            else:
-                self.feed.skip(number, f"a {kind.removeprefix(NAME + ':')} record of no session in this file: "
-                                       "not kept")
-        self.waiting = []
+                continue
+            self.waiting.append(item)
+            if self.feed.live:
+                continue  # the session's first line may still come
+            about = (f"a summary with no session in this file (it names the message {payload.get('leaf_uuid')} of "
+                     "another session)" if kind == "summary" else
+                     f"a {kind.removeprefix(NAME + ':')} record of no session in this file")
+            self.feed.skip(number, f"{about}: not kept unless the file's session follows")
 
     def _spawn_of(self, prompt: Any) -> dict | None:
         """The Task call an inline sub-agent answers: the one whose prompt its first message is."""
