@@ -34,7 +34,6 @@ How a transcript becomes reasonlog's records:
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ from ...model import (
 )
 from ...parts import RecordError
 from ..importing import Checkpoint, Feed, Line, ReimportFile, first_values, instant, walk
+from .claude_code_files import nesting, titles_in
 
 NAME = "claude-code"
 TRANSCRIPT_TYPES = frozenset({"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
@@ -87,7 +87,7 @@ class ClaudeCodeImporter:
         files = [p for p in walk(path, "*.jsonl") if path.is_file() or _looks_like_transcript(p)]
         # Parents before their subagent files, and a sub-agent's file before those of the sub-agents it spawned,
         # so a child session finds the call that spawned it.
-        depth = _nesting(p for p in files if "subagents" in p.parts)
+        depth = nesting(p for p in files if "subagents" in p.parts)
         yield from sorted(files, key=lambda p: ("subagents" in p.parts, depth.get(p, 0), str(p)))
 
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
@@ -104,33 +104,6 @@ def _first_files(folder: Path, n: int = 5) -> list[Path]:
         if len(found) >= n:
             break
     return found
-
-
-_AGENT_ID = re.compile(rb'"agentId":"([^"]+)"')
-
-
-def _nesting(subagent_files: Iterator[Path]) -> dict[Path, int]:
-    """How deep each subagent file's agent is nested under its session: a file whose lines name another agent's
-    id (its Task result, its progress lines) spawned that agent."""
-    own: dict[tuple[Path, str], Path] = {}
-    spawned: dict[Path, set[str]] = {}
-    for p in subagent_files:
-        agent = p.stem.removeprefix("agent-")
-        own[(p.parent, agent)] = p
-        try:
-            spawned[p] = {m.decode() for m in _AGENT_ID.findall(p.read_bytes())} - {agent}
-        except OSError:
-            spawned[p] = set()
-    parent = {own[(p.parent, child)]: p for p, children in spawned.items() for child in children
-              if (p.parent, child) in own}
-    depth: dict[Path, int] = {}
-    for p in spawned:
-        seen, q = set(), p
-        while q in parent and q not in seen:  # a cycle (a damaged file) stops the walk
-            seen.add(q)
-            q = parent[q]
-        depth[p] = len(seen)
-    return depth
 
 
 def _looks_like_transcript(path: Path) -> bool:
@@ -198,7 +171,7 @@ class _Reader:
             if line.error is not None:
                 self.feed.skip(line, line.error)
             else:
-                yield from self._line(line)  # a checkpoint in here covers the lines before this one
+                yield from self._guarded(line)  # a checkpoint in here covers the lines before this one
             self.done = line
         if self.feed.live and self._settling():
             yield self._checkpoint()  # a response may still be streaming: it waits in the state for the next pass
@@ -208,6 +181,15 @@ class _Reader:
         yield from self._unclaimed()
         yield from self._end_threads()
         yield self._checkpoint()
+
+    def _guarded(self, line: Line) -> list[Event | Checkpoint]:
+        """The line's events, or none and a report naming the line when a field has a type Claude Code never
+        writes: one bad line never loses the rest of the file."""
+        try:
+            return list(self._line(line))
+        except (TypeError, AttributeError, ValueError, KeyError, RecordError) as exc:
+            self.feed.skip(line, f"not a transcript line of a shape reasonlog knows ({type(exc).__name__}: {exc})")
+            return []
 
     def _settling(self) -> bool:
         import time
@@ -286,7 +268,7 @@ class _Reader:
 
     def _titles(self) -> dict[str, str]:
         if self.titles is None:
-            self.titles = _titles(self.feed)
+            self.titles = titles_in(self.feed.path)
         return self.titles
 
     def _end_threads(self) -> Iterator[Event]:
@@ -517,26 +499,6 @@ class _Reader:
 
 
 # ------------------------------------------------------------------------------------------ helpers
-
-
-def _titles(feed: Feed) -> dict[str, str]:
-    """Each session's title in the file: its last `custom-title` (a rename), else its last `ai-title`."""
-    custom: dict[str, str] = {}
-    generated: dict[str, str] = {}
-    with open(feed.path, "rb") as f:
-        for raw in f:
-            if b'-title"' not in raw:
-                continue
-            try:
-                v = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                continue
-            if not isinstance(v, dict) or not isinstance(v.get("sessionId"), str):
-                continue
-            for kind, key, into in (("custom-title", "customTitle", custom), ("ai-title", "aiTitle", generated)):
-                if v.get("type") == kind and isinstance(v.get(key), str) and v[key].strip():
-                    into[v["sessionId"]] = v[key]
-    return {**generated, **custom}
 
 
 def _bookkeeping(raw: bytes) -> bool:
