@@ -3,19 +3,58 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
+import platformdirs
 import pytest
 
-import reasonlog
+# Tests never touch the user's own reasonlog data: the whole run (and every process it starts) gets a home and
+# XDG folders of its own, and no REASONLOG_* setting of the user's (their database, server, key, config). The
+# user's real data folder is snapshot now and compared at the end (`users_data_folder_untouched`).
+REAL_DATA = Path(platformdirs.user_data_dir("reasonlog", appauthor=False))
+TEST_HOME = Path(tempfile.mkdtemp(prefix="reasonlog-tests-home-"))
+_KEPT = {"REASONLOG_TEST_POSTGRES", "REASONLOG_REQUIRE_POSTGRES", "REASONLOG_RAISE_INTERNAL_ERRORS",
+         "REASONLOG_SCREENSHOTS"}
+for _name in [n for n in os.environ if n.startswith("REASONLOG_") and n not in _KEPT]:
+    del os.environ[_name]
+os.environ.update({"HOME": str(TEST_HOME), "XDG_DATA_HOME": str(TEST_HOME / ".local" / "share"),
+                   "XDG_CONFIG_HOME": str(TEST_HOME / ".config"), "XDG_STATE_HOME": str(TEST_HOME / ".local" / "state"),
+                   "XDG_CACHE_HOME": str(TEST_HOME / ".cache")})
+
+import reasonlog  # noqa: E402  (after the environment above: nothing may see the user's folders)
 
 # reasonlog's own errors inside capture are logged and counted in production; here they fail the test.
 os.environ.setdefault("REASONLOG_RAISE_INTERNAL_ERRORS", "1")
+# Masks take their digests from this key, never from a key file in the user's data folder.
+os.environ.setdefault("REASONLOG_REDACTION_KEY", "reasonlog tests")
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 FIXTURES = SHARED / "fixtures" / "real"
+
+
+def _entries(folder: Path) -> dict[str, tuple]:
+    """Every file and folder under `folder` with its size and modification time: what a test could change."""
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): (p.is_dir(), *((st.st_size, st.st_mtime_ns) if p.is_file() else ()))
+            for p in folder.rglob("*") for st in [p.lstat()]}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def users_data_folder_untouched():
+    """Fails the run when the user's real reasonlog data folder changed while it ran."""
+    before = _entries(REAL_DATA)
+    yield
+    after = _entries(REAL_DATA)
+    shutil.rmtree(TEST_HOME, ignore_errors=True)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if changed:
+        pytest.fail(f"the tests changed the user's data folder {REAL_DATA}: {', '.join(changed[:10])}"
+                    f"{' …' if len(changed) > 10 else ''}", pytrace=False)
 
 
 @pytest.fixture

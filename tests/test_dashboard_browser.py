@@ -34,9 +34,33 @@ def site(tmp_path_factory):
                             FIXTURES / "claude-code-transcripts" / "spotter"]))
     store.close()
     hostile = record_hostile(db)
+    record_loops(db)
     port = free_port()
     with Served(db, port):
         yield f"http://127.0.0.1:{port}", db, hostile
+
+
+def record_loops(db) -> None:
+    """Issue 17's two reproductions: a loop that sends `continue` twice, and one that sends its replies back in
+    other forms (the dump with `citations: null`, the text alone)."""
+    import reasonlog
+
+    rec = reasonlog.Recorder(db, writer="sync")
+    with rec.session(agent="repeater") as s:
+        h = [{"role": "user", "content": "continue"}]
+        s.call(messages=list(h), response={"role": "assistant", "content": "ok 1"})
+        h += [{"role": "assistant", "content": "ok 1"}, {"role": "user", "content": "continue"}]
+        s.call(messages=list(h), response={"role": "assistant", "content": "ok 2"})
+    with rec.session(agent="resender") as s:
+        reply = {"role": "assistant", "content": [{"type": "text", "text": "the answer"}]}
+        h = [{"role": "user", "content": "first"}]
+        s.call(messages=list(h), response=reply)
+        h += [{"role": "assistant", "content": [{"type": "text", "text": "the answer", "citations": None}]},
+              {"role": "user", "content": "second"}]
+        s.call(messages=list(h), response=reply)
+        h += [{"role": "assistant", "content": "the answer"}, {"role": "user", "content": "third"}]
+        s.call(messages=list(h), response=reply)
+    rec.close()
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +173,18 @@ def test_the_exported_session_opens_as_a_file_and_reads_like_the_page(site, page
     page.goto(f"{base}/sessions/{day['id']}")
     assert page.locator("li.outcome").count() == 7
     shot(page, "export")
+
+
+def test_a_repeated_message_shows_twice_and_a_resent_reply_once(site, page):
+    base, db, _ = site
+    store = open_store(db, read_only=True)
+    ids = {s["agent"]: s["id"] for s in store.list_sessions(SessionFilter(limit=None))
+           if s["agent"] in ("repeater", "resender")}
+    store.close()
+    page.goto(f"{base}/sessions/{ids['repeater']}")
+    texts = [t.strip() for t in page.locator("li.message :is(.text, .markdown)").all_inner_texts()]
+    assert texts == ["continue", "ok 1", "continue", "ok 2"]
+    page.goto(f"{base}/sessions/{ids['resender']}")
+    texts = [t.strip() for t in page.locator("li.message :is(.text, .markdown)").all_inner_texts()]
+    assert texts == ["first", "the answer", "second", "the answer", "third", "the answer"]
+    assert "trimmed" not in page.locator("ol.timeline").inner_text()

@@ -49,7 +49,7 @@ def test_spotter_daily_totals_equal_the_table_in_sources(tmp_path):
     store, report = imported(tmp_path / "t.db", SPOTTER)
     assert days(store) == EXPECTED_DAYS
     # outcomes: the compaction, and 7 system lines (3 stop_hook_summary, 4 local_command)
-    assert report.added == {"sessions": 7, "calls": 243, "messages": 500, "tool_results": 0, "outcomes": 8}
+    assert report.added == {"sessions": 7, "calls": 243, "messages": 503, "tool_results": 0, "outcomes": 8}
     assert (report.files, report.failed, report.skipped) == (6, [], [])
 
 
@@ -226,19 +226,19 @@ def test_cli_import_reports_and_refuses_bad_paths(tmp_path):
                                     capture_output=True, text=True)
     out = run("import", str(SPOTTER))
     assert out.returncode == 0, out.stderr
-    assert out.stdout == "Imported 6 file(s): 7 sessions, 243 calls, 500 messages, 0 tool results, 8 outcomes added.\n"
+    assert out.stdout == "Imported 6 file(s): 7 sessions, 243 calls, 503 messages, 0 tool results, 8 outcomes added.\n"
     again = run("import", str(SPOTTER))
     assert "(6 unchanged): 0 sessions, 0 calls" in again.stdout
     missing = run("import", str(tmp_path / "nope"))
     assert (missing.returncode, missing.stderr.strip()) == (1, f"error: {tmp_path / 'nope'}: no such file or folder")
     unknown = tmp_path / "notes.txt"
     unknown.write_text("hello\n")
-    refused = run("import", str(unknown))  # no format claims it: read as an export, refused at its line
-    assert refused.returncode == 1 and refused.stderr.startswith(f"error: {unknown}:1: not valid JSON")
+    refused = run("import", str(unknown))  # no format claims it: the formats and --format are named
+    assert refused.returncode == 1 and refused.stderr.startswith(f"error: {unknown}: no importer recognises it; ")
     folder = tmp_path / "empty-folder"
     folder.mkdir()
     nothing = run("import", str(folder))
-    assert nothing.returncode == 1 and "not a format reasonlog recognises" in nothing.stderr
+    assert nothing.returncode == 1 and "no importer recognises it" in nothing.stderr and "--format" in nothing.stderr
     assert "Traceback" not in refused.stderr + missing.stderr
     wrong = run("import", "--format", "nope", str(SPOTTER))
     assert wrong.returncode == 1 and "--format nope: not a format reasonlog knows" in wrong.stderr

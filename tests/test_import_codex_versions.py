@@ -96,8 +96,6 @@ def _timeline(store, sid):
     return [(m["role"], m["content"]) for m in store.get_session(sid)["messages"]]
 
 
-@pytest.mark.xfail(strict=True, reason="needs the store to remember, after a reload, which messages are the items of "
-                                       "the session's last response (store/writing.py `_load_state`); see the report")
 def test_a_rollout_imported_in_two_parts_shows_each_message_once(tmp_path):
     source = VERSIONS.parent / "sessions" / "2025" / "10" / "29" / \
         "rollout-2025-10-29T00-59-38-019a2d7a-41c4-78b1-b7cc-a45d62a89cd5.jsonl"

@@ -228,26 +228,33 @@ def test_a_refused_import_leaves_a_database_as_it_was(exported, tmp_path):
     assert CliRunner().invoke(cli, ["--db", str(db), "export"]).stdout_bytes == before
 
 
+NO_IMPORTER = (": no importer recognises it; if it is one of claude-agent-sdk, claude-code, codex, exchange-jsonl,"
+               " game-log, gemini, interactions, reasonlog-jsonl, trading-log, name it with --format NAME"
+               " (reasonlog import --list-formats describes them)")
+
+
 def _write(path: Path, lines: list[bytes]) -> Path:
     path.write_bytes(b"".join(lines))
     return path
 
 
-@pytest.mark.parametrize(("name", "content", "fragment"), [
-    ("empty.jsonl", b"", "empty"),
-    ("blank.jsonl", b"\n\n", "empty"),
-    ("noheader.jsonl", b'{"type": "session", "id": "s"}\n', "header"),
-    ("garbage.bin", bytes(range(256)) * 4, "not valid JSON"),
-    ("latin1.jsonl", b'{"type": "reasonlog", "version": "caf\xe9"}\n', "UTF-8"),
-    ("scalar.jsonl", b"42\n", "JSON object"),
-    ("newer.jsonl", b'{"type": "reasonlog", "version": 4}\n', "version 4"),
+@pytest.mark.parametrize(("name", "content", "said"), [
+    ("empty.jsonl", b"", ": an empty file, nothing to import"),
+    ("blank.jsonl", b"\n\n", ": an empty file, nothing to import"),
+    ("noheader.jsonl", b'{"type": "session", "id": "s"}\n', NO_IMPORTER),
+    ("garbage.bin", bytes(range(256)) * 4, NO_IMPORTER),
+    ("latin1.jsonl", b'{"type": "reasonlog", "version": "caf\xe9"}\n', ":1: not UTF-8"),
+    ("scalar.jsonl", b"42\n", NO_IMPORTER),
+    ("newer.jsonl", b'{"type": "reasonlog", "version": 4}\n', ":1: export version 4"),
 ])
-def test_hostile_files_are_one_line_and_create_nothing(tmp_path, name, content, fragment):
+def test_hostile_files_are_one_line_and_create_nothing(tmp_path, name, content, said):
+    """A file no importer recognises says so with the formats and `--format`; one that starts as reasonlog's
+    export does gets its parser's error at the line."""
     path = _write(tmp_path / name, [content])
     db = tmp_path / "new.db"
     result = _import(db, path)
     assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
-    assert result.output.startswith(f"error: {path}:1: ") and fragment in result.output, result.output
+    assert result.output.startswith(f"error: {path}{said}"), result.output
     assert not db.exists()
 
 
@@ -283,3 +290,33 @@ def test_export_to_a_folder_that_does_not_exist_is_one_line(exported, tmp_path):
     result = CliRunner().invoke(cli, ["--db", str(db), "export", "-o", str(tmp_path / "no" / "x.jsonl")],
                                 catch_exceptions=False)
     assert result.exit_code == 1 and result.output.count("\n") == 1 and "x.jsonl" in result.output
+
+
+SPOTTER = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "claude-code-transcripts" / "spotter"
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["one import, then the copy", "both in one import"])
+def test_a_copy_of_imported_transcripts_is_reported_as_one_and_rejects_nothing(tmp_path, together):
+    """The same transcripts in a second folder are the same sessions: each file is named as a copy of the one
+    imported, nothing is added or rejected, and `db status` stays clean."""
+    import shutil
+
+    first, second = tmp_path / "laptop", tmp_path / "backup"
+    shutil.copytree(SPOTTER, first)
+    shutil.copytree(SPOTTER, second)
+    db = tmp_path / "copies.db"
+    runner = CliRunner()
+    invoke = lambda *paths: runner.invoke(cli, ["--db", str(db), "import", *map(str, paths)],  # noqa: E731
+                                          catch_exceptions=False)
+    if not together:
+        assert invoke(first).exit_code == 0
+    result = invoke(first, second) if together else invoke(second)
+    assert result.exit_code == 0, result.output
+    copies = sorted(line for line in result.output.splitlines() if "already imported from" in line)
+    expected = sorted(f"{copy}: already imported from {first / copy.relative_to(second)} (a copy: nothing added)"
+                      for copy in second.rglob("*.jsonl"))
+    assert copies == expected and len(copies) == 6
+    assert "rejected" not in result.output and "IntegrityError" not in result.output
+    status = json.loads(runner.invoke(cli, ["--db", str(db), "db", "status", "--json"]).output)
+    assert status["rejected_records"] == 0
+    assert (status["counts"]["sessions"], status["counts"]["calls"]) == (7, 243)

@@ -22,7 +22,7 @@ def test_every_model_day_is_a_session_with_its_positions(db, tmp_path):
     store = open_store(db)
     report = run_import(store, plan([AGENT_DATA]))
     # 5 models x 20 days; 154 assistant replies; 60 "Tool results:" messages; every action but the 5 starting lines
-    assert report.added == {"sessions": 100, "calls": 154, "messages": 309, "tool_results": 60, "outcomes": 296}
+    assert report.added == {"sessions": 100, "calls": 154, "messages": 321, "tool_results": 60, "outcomes": 296}
     assert (report.files, report.skipped, report.failed) == (105, [], [])
     sessions = store.list_sessions(ALL)
     assert {s["run"] for s in sessions} == {"ai-trader-agent-log"}
@@ -111,3 +111,22 @@ def test_bad_lines_are_named_and_the_rest_imported(db, tmp_path):
 def test_detection_picks_trading_logs_and_nothing_else(tmp_path):
     assert {imp.name for _, imp in plan([AGENT_DATA])} == {"trading-log"}
     assert {imp.name for _, imp in plan([FIXTURES / "claude-code-transcripts" / "spotter"])} == {"claude-code"}
+
+
+def test_ai_traders_own_data_folder_is_detected_with_each_market_a_run(db, tmp_path):
+    """AI-Trader writes `data/agent_data/` (NASDAQ) and `data/agent_data_astock/` (A-shares) side by side:
+    importing `data/` finds both, each market its own run, so the same model and day are two sessions."""
+    data = tmp_path / "AI-Trader" / "data"
+    shutil.copytree(AGENT_DATA / "gpt-5", data / "agent_data" / "gpt-5")
+    shutil.copytree(AGENT_DATA / "qwen3-max", data / "agent_data_astock" / "qwen3-max")
+    shutil.copytree(AGENT_DATA / "gpt-5", data / "agent_data_astock" / "gpt-5")
+    files = plan([data])
+    assert {imp.name for _, imp in files} == {"trading-log"} and len(files) == 3 * 21
+    store = open_store(db)
+    report = run_import(store, files)
+    assert (report.added["sessions"], report.skipped, report.failed) == (60, [], [])
+    runs = {(s["run"], s["model"]) for s in store.list_sessions(ALL)}
+    assert runs == {("data", "gpt-5"), ("data-astock", "gpt-5"), ("data-astock", "qwen3-max")}
+    assert plan([data / "agent_data_astock"]) == [f for f in files if "agent_data_astock" in str(f[0])]
+    astock_day = data / "agent_data_astock" / "gpt-5" / "log" / "2025-10-02" / "log.jsonl"
+    assert [imp.name for _, imp in plan([astock_day])] == ["trading-log"]

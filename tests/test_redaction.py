@@ -3,6 +3,7 @@ nor the logs."""
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 
 import pytest
@@ -52,7 +53,8 @@ def test_secrets_are_masked_everywhere(db_path, caplog):
     blob = everything_on_disk(db_path) + caplog.text.encode()
     for secret in SECRETS:
         assert secret.encode() not in blob, secret
-    assert b"[REDACTED:anthropic_key]" in blob and b"[REDACTED:custom_0]" in blob
+    assert re.search(rb"\[REDACTED:anthropic_key:[0-9a-f]{12}\]", blob)
+    assert re.search(rb"\[REDACTED:custom_0:[0-9a-f]{12}\]", blob)
     status = reasonlog.open_store(db_path).status()
     assert status["redacted_secrets"] >= 8
 
@@ -80,8 +82,10 @@ def test_masked_content_still_replays_as_valid_json(db_path):
                       raw={"k": ANTHROPIC})
     rec.close()
     got = reasonlog.open_store(db_path).get_call(call)
-    assert got["request"]["messages"][0]["content"] == "key [REDACTED:anthropic_key] end"
-    assert got["raw"] == {"k": "[REDACTED:anthropic_key]"}
+    mask = Redactor().text(ANTHROPIC)
+    assert re.fullmatch(r"\[REDACTED:anthropic_key:[0-9a-f]{12}\]", mask)
+    assert got["request"]["messages"][0]["content"] == f"key {mask} end"
+    assert got["raw"] == {"k": mask}
 
 
 def test_redaction_can_be_turned_off(db_path):

@@ -45,19 +45,29 @@ BASE64_SHAPED = ["anthropic_key", "openai_key", "google_api_key", "aws_access_ke
                  "huggingface_token", "groq_key", "xai_key", "stripe_key"]
 
 
+DIGEST = re.compile(r"\[REDACTED:(\w+):[0-9a-f]{12}\]")
+
+
+def kinds(text: str) -> str:
+    """`text` with each mask's digest left out: `[REDACTED:openai_key]`."""
+    return DIGEST.sub(r"[REDACTED:\1]", text)
+
+
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 @pytest.mark.parametrize("place", PLACES)
 def test_every_pattern_masks_its_example_in_text_and_in_json(name, place):
     token, r = EXAMPLES[name], Redactor()
     text = place.format(token)
-    assert r.text(text) == place.format(f"[REDACTED:{name}]")
+    assert kinds(r.text(text)) == place.format(f"[REDACTED:{name}]")
     masked = r.bytes(orjson.dumps({"k": text}))
-    assert orjson.loads(masked) == {"k": place.format(f"[REDACTED:{name}]")}
+    assert kinds(orjson.loads(masked)["k"]) == place.format(f"[REDACTED:{name}]")
     assert r.masked == 2
 
 
+# Inside base64 data: 80 characters of it on either side (a key stands in shorter runs: see test_redaction_rules).
 @pytest.mark.parametrize("name", BASE64_SHAPED)
-@pytest.mark.parametrize("around", ["QUJD{}REVG", "AbC+{}/xYz", "AbC_{}-xYz", "a/{}+b", "9{}9"])
+@pytest.mark.parametrize("around", ["QUJD" * 20 + "{}" + "REVG" * 20, "AbC+" * 20 + "{}" + "/xYz" * 20,
+                                    "AbC_" * 20 + "{}" + "-xYz" * 20, "a/" * 40 + "{}+b", "9" * 80 + "{}9"])
 def test_no_pattern_matches_inside_base64_data(name, around):
     r = Redactor()
     data = around.format(EXAMPLES[name])
@@ -144,18 +154,21 @@ def test_secrets_in_identifiers_are_masked_and_references_still_hold(db_path, st
     rec.close()
     store = store_of()
     sessions = {x["agent"]: x for x in store.list_sessions(reasonlog.SessionFilter())}
-    assert sorted(sessions) == ["[REDACTED:openai_key]", "child"]
-    parent_id = "alpha:[REDACTED:openai_key]"
+    assert sorted(map(kinds, sessions)) == ["[REDACTED:openai_key]", "child"]
+    parent_id = Redactor().text("alpha:" + S["session"])
+    call_id = Redactor().text("call:" + S["call"])
+    assert kinds(parent_id) == "alpha:[REDACTED:openai_key]" and kinds(call_id) == "call:[REDACTED:openai_key]"
     parent = store.get_session(parent_id)
-    assert [c["id"] for c in parent["calls"]] == ["call:[REDACTED:openai_key]"]
-    assert [o["call_id"] for o in parent["outcomes"]] == ["call:[REDACTED:openai_key]"]
+    assert [c["id"] for c in parent["calls"]] == [call_id]
+    assert [o["call_id"] for o in parent["outcomes"]] == [call_id]
     child = store.get_session(sessions["child"]["id"])
-    assert (child["parent_session_id"], child["parent_call_id"]) == (parent_id, "call:[REDACTED:openai_key]")
+    assert (child["parent_session_id"], child["parent_call_id"]) == (parent_id, call_id)
     tool_uses = [p for item in query.timeline(parent) if item["kind"] == "message"
                  for p in item["parts"] if p["kind"] == "tool_use"]
-    assert [(p["tool_use_id"], p["result"]["content"]) for p in tool_uses] == [("tu=[REDACTED:openai_key]", "done")]
+    assert [(kinds(p["tool_use_id"]), p["result"]["content"]) for p in tool_uses] == [
+        ("tu=[REDACTED:openai_key]", "done")]
     show = CliRunner().invoke(cli, ["--db", str(db_path), "show", parent_id], catch_exceptions=False)
-    assert show.exit_code == 0 and "alpha:[REDACTED:openai_key]" in show.output
+    assert show.exit_code == 0 and parent_id in show.output
     blob = _everything_on_disk(db_path) + show.output.encode()
     assert [name for name in FIELDS if _leaks(blob, S[name])] == []
     assert b"Zq9Zq9" not in blob
@@ -172,7 +185,8 @@ def test_secrets_in_identifiers_are_masked_in_spill_files(db_path):
     blocker.close()
     spilled = b"".join(p.read_bytes() for p in sqlite_store.spill_dir(db_path).glob("*.spill"))
     # The parent session's five events (start, call, tool result, outcome, end), each under its masked id.
-    assert spilled.count(b'"session_id":"alpha:[REDACTED:openai_key]"') == 5 and b"Zq9Zq9" not in spilled
+    parent_id = Redactor().text("alpha:" + S["session"]).encode()
+    assert spilled.count(b'"session_id":"' + parent_id + b'"') == 5 and b"Zq9Zq9" not in spilled
 
 
 # ------------------------------------------------------------------ spilled or not, the same rows

@@ -75,10 +75,17 @@ def test_a_malformed_date_is_400_and_nothing_found_is_404(client):
                                                                " model=gpt-5"})
 
 
+@pytest.mark.parametrize("date", ["2025-10-2", "2025-1-02", "20251002", "2025-10-02T00:00", " 2025-10-02",
+                                  "2025/10/02", "２０２５-10-02"])
+def test_a_date_not_written_yyyy_mm_dd_is_the_400_naming_it(client, date):
+    bad = client.get("/reasoning", params={"date": date})
+    assert (bad.status_code, bad.json()) == (400, {"detail": f"Invalid date format: {date}. Expected YYYY-MM-DD"})
+
+
 def test_health_readiness_and_the_schema(client, tmp_path):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz").json()
-    assert (ready["status"], ready["schema_version"]) == ("ready", 11)  # migration 11: summaries
+    assert (ready["status"], ready["schema_version"]) == ("ready", 12)  # migration 12: the timeline by position
     schema = client.get("/openapi.json").json()
     params = {p["name"] for p in schema["paths"]["/reasoning"]["get"]["parameters"]}
     assert params == {"job_id", "date", "model", "include_full_conversation"}

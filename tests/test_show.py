@@ -7,6 +7,8 @@ import pty
 import subprocess
 import sys
 
+import hypothesis
+import hypothesis.strategies as st
 import pytest
 from click.testing import CliRunner
 
@@ -223,3 +225,57 @@ def test_replay_takes_json_and_pretty_prints_on_a_terminal(window_session, run, 
     assert proc.wait(timeout=60) == 0
     shown = b"".join(chunks).decode().replace("\r\n", "\n")
     assert '\n  "system": "S1"' in shown and json.loads(shown) == json.loads(piped)
+
+
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+@hypothesis.settings(max_examples=25, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(tails=st.lists(st.text(CROCKFORD, min_size=15, max_size=15), min_size=2, max_size=3, unique=True))
+def test_an_ambiguous_call_prefix_names_each_call_whole_even_with_a_t_where_instants_have_one(tmp_path_factory, tails):
+    """Ids of the ULID alphabet may hold `T` as their 11th character, where an instant has its `T`: the
+    candidates are printed as they are, never read as instants and cut."""
+    db = tmp_path_factory.mktemp("ids") / "ids.db"
+    head = "01K6KNWNYG"  # ten characters: the 11th is the tail's first, T half of the time
+    call_ids = [head + ("T" + tail[1:] if n % 2 == 0 else tail) for n, tail in enumerate(tails)]
+    rec = reasonlog.Recorder(db, writer="sync", strict=True)
+    with rec.session(agent="a", started_at="2025-10-02T09:00:00Z") as s:
+        for call_id in call_ids:
+            s.call(messages=[_msg("user", "hi")], response="ok", id=call_id)
+    rec.close()
+    result = CliRunner().invoke(cli, ["--db", str(db), "replay", head], catch_exceptions=False)
+    assert result.exit_code == 1
+    listed = [line.split()[0] for line in result.output.splitlines()[1:]]
+    assert listed == sorted(call_ids)
+
+
+def test_summaries_show_in_sessions_and_show_and_their_json(db_path, run):
+    """After `summarize`, the session's summary heads `show` and each exchange's heads the exchange; the JSON of
+    `sessions` and `show` carries them; `--no-summaries` leaves just those lines out."""
+    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+    with rec.session(agent="trader", started_at="2025-10-02T09:00:00Z") as s:
+        for day in ("Monday", "Tuesday"):
+            with s.exchange(f"Decide {day}'s trade") as ex:
+                s.call(messages=[_msg("user", f"Decide {day}'s trade")], response=f"Buy NVDA on {day}.")
+                ex.end(f"Bought NVDA on {day}")
+    rec.close()
+    assert "summarised 3" in run("summarize", "--summarizer", "offline", "--yes").output
+    stored = {(r["target_kind"], r["target_id"]): r["text"]
+              for r in reasonlog.open_store(db_path, read_only=True).list_summaries([s.id])}
+    session_text = stored[("session", s.id)]
+    exchange_texts = [t for (kind, _), t in sorted(stored.items()) if kind == "exchange"]
+    assert len(exchange_texts) == 2 and session_text and "NVDA" in exchange_texts[0]
+    (listed,) = json.loads(run("sessions", "--json").output)
+    assert listed["summary"] == session_text
+    shown = json.loads(run("show", s.id, "--json").output)
+    assert shown["session"]["summary"] == session_text
+    assert [e["summary"] for e in shown["session"]["exchanges"]] == exchange_texts
+    assert [i["summary"] for i in shown["timeline"] if i["kind"] == "exchange"] == exchange_texts
+    lines = run("show", s.id, columns=200).output.splitlines()
+    assert lines[2] == f"summary: {session_text}"
+    for n, exchange_text in enumerate(exchange_texts):
+        rule = next(i for i, line in enumerate(lines) if f" exchange {n}  completed " in line)
+        assert lines[rule + 1] == f"summary: {exchange_text}"
+    hidden = run("show", s.id, "--no-summaries", columns=200).output.splitlines()
+    assert hidden == [line for line in lines if not line.startswith("summary: ")]

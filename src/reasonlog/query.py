@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import statistics
 from collections import defaultdict
 from datetime import datetime, timedelta
@@ -9,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from . import accounting
+from . import accounting, providers
 from .parts import Part, parts_of, searchable_text
 from .store import SessionFilter, Store
 from .store.content import canonical
@@ -51,13 +52,29 @@ def timeline(session: dict) -> list[dict]:
             items.append(call_item(pending.pop(0)[1]))
         if m["role"] == "system prompt":
             items.append({"kind": "system", "idx": m["idx"], "call_id": m["call_id"], "at": m["at"],
-                          "text": _system_text(m["content"])})
+                          "text": strip_controls(_system_text(m["content"]))})
             continue
         message = _message_item(m, xml_tags, results, shown)
         if message is not None:
             items.append(message)
     tail = [call_item(c) for _, c in pending] + [_outcome_item(o) for idx in sorted(outcomes) for o in outcomes[idx]]
-    return items + sorted(tail, key=lambda item: item.get("ended_at") or item["at"])
+    return _with_unpaired_results(items + sorted(tail, key=lambda item: item.get("ended_at") or item["at"]),
+                                  session, shown)
+
+
+def _with_unpaired_results(items: list[dict], session: dict, shown: set[str]) -> list[dict]:
+    """Recorded tool results that no tool call of the timeline names, each where it was recorded."""
+    paired = shown | {p.get("tool_use_id") for i in items if i["kind"] == "message" for p in i["parts"]}
+    for t in session["tool_results"]:
+        if t["tool_use_id"] in paired:
+            continue
+        item = {"kind": "tool_result", "idx": t["message_idx"], "at": t["at"], "tool_use_id": t["tool_use_id"],
+                "name": t["name"], "is_error": t["is_error"], "duration_ms": t["duration_ms"],
+                "content": _result_text(t["content"])}
+        at = next((n for n, i in enumerate(items) if i.get("idx") is not None and i["kind"] != "call"
+                   and i["idx"] >= t["message_idx"]), len(items))
+        items.insert(at, item)
+    return items
 
 
 def _entries(session: dict) -> list[dict]:
@@ -118,12 +135,33 @@ def _results_by_tool_use(session: dict) -> dict[str, dict]:
     for m in session["messages"]:
         for p in parts_of(m["content"]):
             if p.kind == "tool_result" and p.tool_use_id:
-                found.setdefault(p.tool_use_id, {"content": p.text, "is_error": p.is_error, "duration_ms": None})
+                found.setdefault(p.tool_use_id, {"content": strip_controls(p.text), "is_error": p.is_error,
+                                             "duration_ms": None})
     for t in session["tool_results"]:  # what the agent recorded itself knows the duration: it wins
         if t["tool_use_id"]:
-            content = t["content"] if isinstance(t["content"], str) else searchable_text(t["content"])
-            found[t["tool_use_id"]] = {"content": content, "is_error": t["is_error"], "duration_ms": t["duration_ms"]}
+            found[t["tool_use_id"]] = {"content": _result_text(t["content"]), "is_error": t["is_error"],
+                                       "duration_ms": t["duration_ms"]}
     return found
+
+
+def _result_text(content: Any) -> str:
+    """A tool's result as a person reads it: text as it is, text blocks joined, any other JSON as JSON (keys kept)."""
+    if content is None or isinstance(content, str):
+        return strip_controls(content or "")
+    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+        return strip_controls("\n".join(str(b.get("text", "")) for b in content))
+    return strip_controls(orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS).decode())
+
+
+# Terminal control sequences (CSI colours, OSC titles and links) and the other C0/C1 controls but tab and
+# newline: recorded terminal output carries them, and neither a page nor a person's terminal should run them.
+_CONTROLS = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?"
+                       r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def strip_controls(text: str) -> str:
+    """`text` without terminal escape sequences and control characters (tab and newline kept)."""
+    return _CONTROLS.sub("", text) if ("\x1b" in text or not text.isprintable()) else text
 
 
 def _system_text(content: Any) -> str:
@@ -133,7 +171,7 @@ def _system_text(content: Any) -> str:
 def _part_dict(p: Part) -> dict:
     out: dict[str, Any] = {"kind": p.kind}
     if p.text:
-        out["text"] = p.text
+        out["text"] = strip_controls(p.text)
     if p.kind in ("tool_use", "tool_result"):
         out["tool_use_id"] = p.tool_use_id
     if p.kind == "tool_use":
@@ -203,13 +241,11 @@ def diff_calls(store: Store, call_a: str, call_b: str) -> dict:
 
 
 def _messages(call: dict) -> list:
-    req = call["request"]
-    return next((req[k] for k in ("messages", "input", "contents") if isinstance(req.get(k), list)), [])
+    return providers.messages_of(call["request"])
 
 
 def _system_of(call: dict) -> str:
-    req = call["request"]
-    value = next((req[k] for k in ("system", "instructions", "system_instruction") if k in req), None)
+    value = providers.system_of(call["request"])
     return "" if value is None else _system_text(value)
 
 

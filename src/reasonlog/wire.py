@@ -130,9 +130,11 @@ class CallRecord(TypedDict):
     system_id: str | None            # a content hash
     response_id: str | None          # a content hash
     context_facts: dict[str, Any] | None
+    window: NotRequired[dict[str, Any] | None]  # how the context follows from the previous call's (schema 12)
     error: Any
     raw: NotRequired[str | None]
     raw_format: NotRequired[Literal["skeleton", "bytes"] | None]
+    raw_encoding: NotRequired[Literal["base64"]]  # present when `raw` is base64 of bytes that are not UTF-8
     # and the measurements: provider, latency_ms, ttft_ms, stop_reason, the token counts, cost_usd, cost_source,
     # provider_message_id, request_id
 
@@ -186,7 +188,7 @@ PARSED: dict[str, dict[str, tuple[str, str]]] = {
     "exchange": {"input": ("input_json", "any"), "result": ("result_json", "any"), "stats": ("stats_json", "object")},
     "call": {"error": ("error_json", "any"), "params": ("params_json", "object"), "shape": ("shape_json", "object"),
              "tools": ("tools_json", "list"), "context": ("context_json", "list"),
-             "context_facts": ("context_facts_json", "object")},
+             "context_facts": ("context_facts_json", "object"), "window": ("window_json", "object")},
     "tool_result": {"input": ("input_json", "any"), "content": ("content_json", "any")},
     "outcome": {"payload": ("payload_json", "any")},
 }

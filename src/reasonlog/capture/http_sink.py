@@ -20,7 +20,7 @@ import orjson
 
 from ..model import Event, new_id
 from .sinks import SpillingSink
-from .spillfiles import dump_event
+from .spillfiles import dump_event, masked_line
 
 DEFAULT_MAX_BYTES = 1 << 20  # until the server says its own
 BACKOFF_S = (0.25, 0.5, 1.0)
@@ -37,8 +37,9 @@ class HttpError(OSError):
 
 
 class HttpSink:
-    def __init__(self, url: str, api_key: str | None = None, timeout_s: float = 10.0):
+    def __init__(self, url: str, api_key: str | None = None, timeout_s: float = 10.0, redactor: Any = None):
         self.url = url.rstrip("/")
+        self.redactor = redactor  # secrets are masked before they leave the process (the server masks again)
         self.api_key = api_key
         self.timeout_s = timeout_s
         self._max_bytes: int | None = None
@@ -55,7 +56,7 @@ class HttpSink:
         """Send the events in bodies the server takes. An event larger than any body it takes is held back
         while the others go; then this raises, so that the batch waits in a spill file (sending it again
         adds nothing the server has) until a server takes bodies that large."""
-        lines = [dump_event(e) for e in events]
+        lines, counters = self._lines(events, counters)
         room = self._limit() - 512
         oversized = [line for line in lines if len(line) + 1 > room]
         fitting = [line for line in lines if len(line) + 1 <= room]
@@ -70,6 +71,17 @@ class HttpSink:
             raise HttpError(f"{self.url}: {len(oversized)} event(s) larger than the server takes (the largest"
                             f" {largest} bytes; max_bytes {limit}): they wait in a spill file until"
                             " it takes larger bodies (reasonlog serve --max-body-mb)", retry=False)
+
+    def _lines(self, events: list[Event], counters: dict[str, int] | None) -> tuple[list[bytes], dict | None]:
+        """The events' lines with their secrets masked, and the counters with how many were masked (counted
+        here: the server finds nothing left to mask)."""
+        lines = [dump_event(e) for e in events]
+        if self.redactor is None:
+            return lines, counters
+        before = self.redactor.masked
+        lines = [masked_line(line, self.redactor) for line in lines]
+        n = self.redactor.masked - before
+        return lines, ({**(counters or {}), "redacted": (counters or {}).get("redacted", 0) + n} if n else counters)
 
     def add_counters(self, counters: dict[str, int]) -> None:
         if counters:
@@ -147,4 +159,4 @@ def remote_sink(url: str, api_key: str | None, redactor: Any) -> Any:
 
     name = hashlib.blake2b(url.encode(), digest_size=8).hexdigest()
     folder = Path(platformdirs.user_data_dir("reasonlog", appauthor=False)) / "spill" / f"remote-{name}"
-    return SpillingSink(HttpSink(url, api_key), [folder], redactor)
+    return SpillingSink(HttpSink(url, api_key, redactor=redactor), [folder], redactor)

@@ -38,6 +38,7 @@ from .arguments import build_request, error_of, response_message, snapshot, unwr
 from .http_sink import remote_sink
 from .redact import Redactor
 from .sinks import SpillingSink, StoreSink
+from .storable import check_storable
 from .writer import BackgroundWriter, SyncWriter
 
 log = logging.getLogger("reasonlog")
@@ -113,15 +114,18 @@ class Recorder:
 
     def _default_sink(self, price_table: Any, redact: bool | list | dict, store_options: dict | None) -> Any:
         """The local database, with spill files beside it for what it cannot take."""
-        from ..store import open_store
+        from ..store import open_store, safe_target
         from ..store.sqlite import spill_dirs
 
         def factory():
-            return open_store(self.db_path, price_table=price_table, redactor=_redactor(redact),
+            # False, not None: a store opened without a redactor masks with the default patterns.
+            return open_store(self.db_path, price_table=price_table, redactor=_redactor(redact) or False,
                               **(store_options or {}))
 
         # The spill file's own redactor: its count of masked secrets travels in the file.
-        return SpillingSink(StoreSink(factory), spill_dirs(self.db_path), _redactor(redact))
+        exists = None if "://" in self.db_path else (lambda: os.path.exists(self.db_path))
+        sink = StoreSink(factory, exists, target=safe_target(self.db_path))
+        return SpillingSink(sink, spill_dirs(self.db_path), _redactor(redact))
 
     # ------------------------------------------------------------------ sessions
 
@@ -157,6 +161,8 @@ class Recorder:
     # ------------------------------------------------------------------ plumbing
 
     def _emit(self, event: Event) -> None:
+        if self.strict:  # what the writer thread would reject is raised here, where it was given
+            check_storable(event)
         if self._closed:
             self._writer.count("dropped")
             return

@@ -33,9 +33,15 @@ log = logging.getLogger("reasonlog")
 class StoreSink:
     """A sink over a `Store`, opened on first use (so a recorder that records nothing opens nothing)."""
 
-    def __init__(self, store_factory: Callable[[], Any]):
+    def __init__(self, store_factory: Callable[[], Any], exists: Callable[[], bool] | None = None,
+                 target: str | None = None):
+        """`exists`: whether the database is there already; if so, a sink that wrote nothing still opens
+        it once at close, since opening marks the sessions of dead recorders interrupted."""
         self._factory = store_factory
+        self._exists = exists
+        self.target = target  # the database, as a warning names it
         self._store: Any = None
+        self.rejected = 0  # events the store left out of the batches it wrote (their data's fault)
 
     @property
     def store(self) -> Any:
@@ -44,7 +50,14 @@ class StoreSink:
         return self._store
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> Any:
-        return self.store.write_batch(events, counters)
+        store = self.store
+        before = getattr(store, "rejected_events", 0)
+        outcome = store.write_batch(events, counters)
+        self.rejected += getattr(store, "rejected_events", 0) - before
+        return outcome
+
+    def stats(self) -> dict[str, int]:
+        return {"rejected": self.rejected}
 
     def add_counters(self, counters: dict[str, int]) -> None:
         if counters:
@@ -61,6 +74,11 @@ class StoreSink:
         self._store = None  # the parent's connection is the parent's
 
     def close(self) -> None:
+        if self._store is None and self._exists is not None and self._exists():
+            try:
+                self.store  # noqa: B018 -- opening is the point: it marks what dead recorders left open
+            except Exception:  # a database this recorder cannot open: it recorded nothing into it either
+                pass
         if self._store is not None:
             try:
                 self._store.close()
@@ -79,6 +97,7 @@ class SpillingSink:
         self._count_lock = threading.Lock()  # the closing thread may spill while the writer's thread writes
         self.counts: collections.Counter = collections.Counter()
         self.last_error: str | None = None
+        self._warned = False
 
     # ------------------------------------------------------------ the sink contract
 
@@ -127,8 +146,19 @@ class SpillingSink:
         if exc is not None:
             self._note(exc)
         if self.spill(events, counters, name):
+            if exc is not None and not self._warned:
+                self._warn_spilling()
             return "spilled"
         raise exc if exc is not None else OSError(f"cannot write spill files in {self.files.directory}")
+
+    def _warn_spilling(self) -> None:
+        """Tell the user once that records go to files instead of the database, why, and where they are:
+        an unwritable database must not be silent (issue 19 item 11)."""
+        self._warned = True
+        target = getattr(self.inner, "target", None) or "the database"
+        log.warning("reasonlog cannot write %s (%s); recorded events wait in spill files in %s and are written by"
+                    " the next recorder that can, or `reasonlog db upgrade` (`reasonlog db status` counts them)."
+                    " This warning is given once.", target, self.last_error, self.files.last_folder)
 
     # ------------------------------------------------------------ replaying
 
@@ -229,8 +259,11 @@ class SpillingSink:
         self.last_error = self.redactor.text(text) if self.redactor else text
 
     def stats(self) -> dict:
+        """The spilling counts, with the inner sink's (the events its store rejected)."""
         with self._count_lock:
-            return dict(self.counts)
+            counts = collections.Counter(self.counts)
+        counts.update(getattr(self.inner, "stats", dict)())
+        return dict(counts)
 
 
 def _check_event(ev: Event) -> None:

@@ -52,7 +52,22 @@ def _tagged(value: Any) -> Any:
 
 def dump_event(ev: Event) -> bytes:
     """One event as a JSON line whose bytes and big integers come back as they were."""
-    data = ev.to_dict()
+    return _dump(ev.to_dict())
+
+
+def masked_line(line: bytes, redactor: Any) -> bytes:
+    """An event line (`dump_event`) with every string of its event masked, one by one (never across the
+    line's structure), raw bytes included (their base64 hides them from a search of the line)."""
+    tagged = b'"$reasonlog.' in line
+    if not tagged and not redactor.may_hold(line):
+        return line
+    data = orjson.loads(line)
+    data = _untagged(data) if tagged else data
+    masked = redactor.value(data)
+    return line if masked is data else _dump(masked)
+
+
+def _dump(data: Any) -> bytes:
     try:
         return orjson.dumps(data, default=_default, option=_OPTS)
     except TypeError:  # rare: a big integer somewhere; the slow walk only then
@@ -106,6 +121,7 @@ class SpillFiles:
         self.directories: list[Path] = folders
         self.directory = folders[0] if folders else None
         self.redactor = redactor
+        self.last_folder: Path | None = None  # where the last file went (the user is told once)
 
     def _glob(self, pattern: str) -> list[Path]:
         found = [p for d in self.directories if d.exists() for p in d.glob(pattern)]
@@ -156,7 +172,7 @@ class SpillFiles:
             except (TypeError, ValueError, OverflowError):
                 rejected += 1  # this event alone: its neighbours are kept
                 continue
-            lines.append(self.redactor.bytes(line) if self.redactor else line)
+            lines.append(masked_line(line, self.redactor) if self.redactor else line)
         counters = dict(counters)
         for key, n in (("rejected", rejected), ("redacted", (self.redactor.masked if self.redactor else 0) - masked)):
             if n:
@@ -168,7 +184,11 @@ class SpillFiles:
         return self._write_file(f"counters-{new_id()}.json", [orjson.dumps(counters)])
 
     def _write_file(self, name: str, lines: list[bytes]) -> bool:
-        return any(self._write_in(folder, name, lines) for folder in self.directories)
+        for folder in self.directories:
+            if self._write_in(folder, name, lines):
+                self.last_folder = folder
+                return True
+        return False
 
     @staticmethod
     def _write_in(folder: Path, name: str, lines: list[bytes]) -> bool:
@@ -246,6 +266,19 @@ class SpillFiles:
             with claimed(path) as fd:
                 if fd is not None:
                     path.unlink()
+
+
+def waiting(folders: list[Path]) -> tuple[list[Path], int]:
+    """The spill files waiting in `folders`, in replay order, and how many events they hold."""
+    files = sorted((p for d in folders if d.is_dir() for p in d.glob("*.spill")), key=lambda p: (p.name, str(p)))
+    events = 0
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                events += sum(1 for line in f if line.strip() and not line.startswith(b'{"$reasonlog":"spill"'))
+        except OSError:  # replayed (and removed) meanwhile
+            continue
+    return files, events
 
 
 def _empty(path: Path) -> bool:

@@ -27,7 +27,7 @@ import time
 import weakref
 from typing import Any
 
-from ..model import Event, new_id
+from ..model import Event, SessionEnded, SessionStarted, new_id
 
 log = logging.getLogger("reasonlog")
 
@@ -184,6 +184,7 @@ class BackgroundWriter(_Base):
         self._submitted = 0  # the number of the last event queued
         self._numbers = itertools.count(1)  # next() is atomic: agents may record from several threads
         self._closed = False
+        self._orphaned: set[str] = set()  # sessions whose start was dropped: their records are dropped too
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._rate = 0.0  # events per second of writing, measured
@@ -205,7 +206,11 @@ class BackgroundWriter(_Base):
         queue = self._queue
         if self._thread is None:  # a forked child starts its own thread on its first event
             self._start()
+        if self._orphaned and event.session_id in self._orphaned:  # type: ignore[attr-defined]
+            return self._drop_orphan(event)
         if len(queue) >= self._bound and not self._room():
+            if type(event) is SessionStarted:
+                self._orphaned.add(event.session_id)
             return
         queue.append(event)
         self._submitted = next(self._numbers)
@@ -226,6 +231,13 @@ class BackgroundWriter(_Base):
                     break
                 self._done.wait(1.0 if left is None else min(left, 1.0))  # and look again if alive
         return True  # time is up: queued beyond the bound (each such call cost its caller MAX_WAIT)
+
+    def _drop_orphan(self, event: Event) -> None:
+        """Drop, quietly and counted, a record of a session whose start was dropped: the store would
+        reject it as an orphan, with a warning each (issue 19 item 12)."""
+        self.count("dropped")
+        if type(event) is SessionEnded:
+            self._orphaned.discard(event.session_id)
 
     def _start(self) -> None:
         with self._start_lock:

@@ -22,6 +22,8 @@ def demo(obj, n_exchanges):
     """Record a scripted two-agent trading run (offline, no API key) and say how to look at it."""
     from ..demo import run_demo
 
+    obj.writable.schema_version()  # a database that cannot be written is said now (the recorder would spill)
+    obj.close()
     result = run_demo(obj.path, exchanges=n_exchanges)
     console.print(Text(f"Recorded run {result['run']}: {result['sessions']} sessions, {result['calls']} calls "
                        f"({result['failed_calls']} failed), {result['outcomes']} outcomes.", style="bold"))

@@ -32,8 +32,14 @@ def db_path(obj):
 @json_option
 @click.pass_obj
 def db_status(obj, as_json):
-    """Schema version, sizes, counts, spilled batches and dropped records."""
-    status = obj.store.status()
+    """Schema version, sizes, counts, spilled batches and dropped records; what waits in spill files."""
+    from ..store import StoreError
+
+    try:
+        status = obj.store.status()
+    except StoreError as exc:  # what could not be written still waits somewhere: say where
+        _fail_with_spills(obj, exc, as_json)
+    status.update(_spills(obj.path))
     status["imports"] = _imports(obj.store.import_files())
     status["watch"] = read_marker(obj.path)
     if as_json:
@@ -47,7 +53,7 @@ def db_status(obj, as_json):
     for key in ("dropped_records", "rejected_records", "set_aside_records", "spilled_batches", "replayed_batches",
                 "redacted_secrets"):
         table.add_row(key, str(status[key]))
-    table.add_row("pending spill files", str(len(status["pending_spill_files"])))
+    table.add_row("pending spill files", Text(_waiting_line(status)))
     if status["set_aside_file"]:
         table.add_row("set-aside events", Text(status["set_aside_file"]))
     if status["unreadable_spill_files"]:
@@ -61,6 +67,37 @@ def db_status(obj, as_json):
         state = "running" if watch["running"] else "not running"
         table.add_row("watch", Text(f"{', '.join(watch['folders'])} ({state}; last pass {watch['last_pass_at']})"))
     console.print(table)
+
+
+def _spills(path) -> dict:
+    """The events waiting in spill files (every folder a recorder may have used) and where they are."""
+    from ..capture.spillfiles import waiting
+    from ..store.sqlite import spill_dirs
+
+    files, events = waiting(spill_dirs(path))
+    folders = sorted({str(p.parent) for p in files})
+    return {"pending_spill_files": [str(p) for p in files], "pending_spill_records": events, "spill_folders": folders}
+
+
+def _waiting_line(status: dict) -> str:
+    n = len(status["pending_spill_files"])
+    if not n:
+        return "0"
+    return f"{n} ({status['pending_spill_records']} records) in {', '.join(status['spill_folders'])}"
+
+
+def _fail_with_spills(obj, exc: Exception, as_json: bool) -> NoReturn:
+    """The database cannot be read: say why, and how many records wait in spill files, and where."""
+    spills = _spills(obj.path)
+    if as_json:
+        emit_json({"path": str(obj.shown), "error": str(exc), **spills})
+        sys.exit(1)
+    if spills["pending_spill_files"]:
+        click.echo(f"error: {exc}\n{spills['pending_spill_records']} recorded events wait in "
+                   f"{len(spills['pending_spill_files'])} spill file(s) in {', '.join(spills['spill_folders'])};"
+                   " they are written once the database can be written (`reasonlog db upgrade`)", err=True)
+        sys.exit(1)
+    _fail(str(exc))
 
 
 def _imports(files: list[dict]) -> list[dict]:
@@ -102,11 +139,13 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
-def _existing_store(obj, upgrade: bool):
-    """The store at `--db`, which must already exist: these commands never create a database."""
-    from ..store import open_store
+def _existing_store(obj, upgrade: bool, reads_only: bool = False):
+    """The store at `--db`, which must already exist: these commands never create a database. `reads_only`:
+    the command only reads (backup, check), so a database that cannot be written is opened for reading."""
+    from ..store import open_store, open_store_or_read_only
 
     path = obj.path
+    open_store = open_store_or_read_only if reads_only else open_store
     if isinstance(path, str):  # a PostgreSQL URL: the server says whether it exists
         return open_store(path, upgrade=upgrade)
     if path.is_dir():
@@ -125,7 +164,7 @@ def _existing_store(obj, upgrade: bool):
 @click.pass_obj
 def db_backup(obj, dest: Path, force: bool):
     """Copy the database to DEST while recorders keep writing (one consistent point in time)."""
-    store = _existing_store(obj, upgrade=False)
+    store = _existing_store(obj, upgrade=False, reads_only=True)
     try:
         size = store.backup(dest, force=force)
     finally:
@@ -138,7 +177,7 @@ def db_backup(obj, dest: Path, force: bool):
 @click.pass_obj
 def db_check(obj, as_json: bool):
     """Check the file and reasonlog's own invariants; exit 1 and one line per problem when any is wrong."""
-    store = _existing_store(obj, upgrade=False)
+    store = _existing_store(obj, upgrade=False, reads_only=True)
     try:
         if store.schema_version() != store.status()["latest_schema_version"]:
             _fail(f"{obj.path} has schema {store.schema_version()}; run `reasonlog db upgrade` first")

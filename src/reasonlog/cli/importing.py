@@ -13,7 +13,7 @@ import orjson
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..io import jsonl
-from ..io.importing import ImportError_, Report, first_values, follow, importers, plan, run_import
+from ..io.importing import ImportError_, Report, follow, importers, plan, run_import
 from ..store import StoreError
 from .main import cli, emit_json
 
@@ -37,11 +37,12 @@ def import_(obj, paths, fmt, list_formats, as_json):
         raise click.UsageError("give at least one PATH (or --list-formats)")
     if len(paths) == 1 and (paths[0] == "-" or fmt == "reasonlog-jsonl" or (fmt is None and _is_export(paths[0]))):
         return _import_export(obj, paths[0])
+    blank = [p for p in paths if _is_blank(Path(p).expanduser())]
+    if blank:
+        raise StoreError(f"{blank[0]}: an empty file, nothing to import")
     try:
         files = plan([Path(p).expanduser() for p in paths], fmt)
     except ImportError_ as exc:
-        if len(paths) == 1 and fmt is None and Path(paths[0]).is_file():
-            return _import_export(obj, paths[0])  # no format claims it: say where it fails to be an export
         raise StoreError(str(exc)) from None
     if not files:
         raise StoreError(f"{', '.join(paths)}: no files of a format reasonlog reads")
@@ -55,8 +56,23 @@ def import_(obj, paths, fmt, list_formats, as_json):
 
 
 def _is_export(path: str) -> bool:
-    first = first_values(Path(path), 1) if Path(path).is_file() else []
-    return bool(first) and isinstance(first[0], dict) and first[0].get("type") == "reasonlog"
+    """Whether the file starts as reasonlog's export does, with its header line (even one that fails to parse,
+    so that its parser says what is wrong with it)."""
+    head = _head(Path(path))
+    first = next((line.strip() for line in head.splitlines() if line.strip()), b"")
+    return first.startswith(b"{") and b'"type"' in first and b'"reasonlog"' in first
+
+
+def _is_blank(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size < (1 << 16) and not _head(path).strip()
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(1 << 16)
+    except OSError:  # a folder, or a file that cannot be read: the importers say so
+        return b""
 
 
 def _import_export(obj, file: str) -> None:
@@ -111,6 +127,8 @@ def _print_report(report: Report) -> None:
                f"{added.get('sessions', 0)} sessions, {added.get('calls', 0)} calls, "
                f"{added.get('messages', 0)} messages, {added.get('tool_results', 0)} tool results, "
                f"{added.get('outcomes', 0)} outcomes added.")
+    for copy, original in report.copies:
+        click.echo(f"{copy}: already imported from {original} (a copy: nothing added)")
     if report.rejected:
         click.echo(f"{report.rejected} record(s) rejected by the store (see the log)", err=True)
     if report.skipped:

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 from rich.text import Text
 
 from ..store import StoreError
 from ..store.keys import SCOPES
-from .main import cli, console, emit_json, json_option
+from .main import cli, emit_json, json_option
+from .tables import Column, print_table
 
 
 @cli.group()
@@ -34,18 +34,24 @@ def keys_list(obj, as_json):
     rows = obj.store.list_api_keys()
     if as_json:
         return emit_json(rows)
-    table = Table("id", "prefix", "scope", "name", "created", "revoked")
-    for r in rows:
-        table.add_row(r["id"], r["prefix"] + "…", r["scope"], Text(r["name"] or ""), r["created_at"],
-                      r["revoked_at"] or "")
-    console.print(table)
+    print_table(KEY_COLUMNS, [[Text(r["id"]), r["prefix"], r["scope"], Text(r["name"] or ""), _minute(r["created_at"]),
+                               _minute(r["revoked_at"])] for r in rows])
+
+
+KEY_COLUMNS = [Column("id", whole=True), Column("prefix", whole=True), Column("scope"), Column("name", keep=1),
+               Column("created (UTC)", keep=2), Column("revoked", keep=3)]
+
+
+def _minute(instant: str | None) -> str:
+    return "" if instant is None else instant[:16].replace("T", " ")
 
 
 @keys.command("revoke")
 @click.argument("key")
 @click.pass_obj
 def keys_revoke(obj, key):
-    """Revoke a key by its id or its prefix; it stops working at once."""
+    """Revoke a key by its id or its prefix (as `keys list` shows them); it stops working at once."""
+    key = key.strip().rstrip("…")  # a prefix copied from an older listing ended in an ellipsis
     if obj.writable.revoke_api_key(key) == 0:
         raise StoreError(f"{key}: no working key has this id or prefix (see reasonlog keys list)")
     click.echo(f"revoked {key}")

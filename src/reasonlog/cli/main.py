@@ -13,6 +13,8 @@ from rich.console import Console
 from ..store import StoreError, database_target, open_store
 
 console = Console(highlight=False)
+HOW_TO_START = ("Start with `reasonlog demo` (a recorded sample run) or `reasonlog import ~/.claude/projects`"
+                " (your agents' transcripts), or record from Python with reasonlog.Recorder().")
 
 
 class Context:
@@ -38,7 +40,10 @@ class Context:
     def store(self):
         """The database, read-only: reading commands never create, migrate or write it."""
         if self._store is None:
-            self._store = open_store(self.path, read_only=True)
+            path = self.path
+            if isinstance(path, Path) and not path.exists():
+                raise StoreError(f"{path}: no database yet. {HOW_TO_START}")
+            self._store = open_store(path, read_only=True)
         return self._store
 
     @property
@@ -64,8 +69,29 @@ def emit_json(value) -> None:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
+def _take_db(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(Context).db = value
+
+
+DB_HELP = "Database file or postgresql:// URL (default: $REASONLOG_DB, else a per-user data file)."
+
+
+def db_option() -> click.Option:
+    """`--db` as a command's own option, so it goes before or after the command's name alike."""
+    return click.Option(["--db"], metavar="PATH", expose_value=False, callback=_take_db, help=DB_HELP)
+
+
 class Group(click.Group):
-    """Turns store errors (missing ids, bad files) into one clear line and exit code 1."""
+    """Turns store errors (missing ids, bad files) into one clear line and exit code 1; gives each command
+    (and its subgroups' commands) the `--db` option."""
+
+    group_class = type  # subgroups (db, keys, reason) are Groups too
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if not any(p.name == "db" for p in cmd.params):
+            cmd.params.append(db_option())
+        super().add_command(cmd, name)
 
     def invoke(self, ctx):
         try:
@@ -86,8 +112,7 @@ class Group(click.Group):
 
 
 @click.group(cls=Group)
-@click.option("--db", envvar="REASONLOG_DB", metavar="PATH",
-              help="Database file (default: $REASONLOG_DB, else a per-user data file).")
+@click.option("--db", envvar="REASONLOG_DB", metavar="PATH", help=DB_HELP)
 @click.version_option(package_name="reasonlog")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None) -> None:

@@ -7,7 +7,6 @@ from datetime import date
 
 import click
 import orjson
-from rich.table import Table
 from rich.text import Text
 
 from .. import query
@@ -16,7 +15,7 @@ from ..parts import RecordError
 from ..store import SessionFilter, StoreError
 from ..store.search import Query
 from . import show as _show  # noqa: F401  (registers `show`)
-from .main import cli, console, emit_json, json_option
+from .main import HOW_TO_START, cli, console, emit_json, json_option
 from .show import money
 from .tables import Column, print_table
 
@@ -91,12 +90,20 @@ def sessions(obj, as_json, **filters):
     flt = make_filter(**filters)
     rows = obj.store.list_sessions(flt)
     if as_json:
-        return emit_json(rows)
+        return emit_json(_with_summaries(obj.store, rows))
     print_table(SESSION_COLUMNS, [_session_row(s) for s in rows])
-    if not rows:
+    if not rows and flt == SessionFilter(limit=flt.limit):
+        console.print(Text(f"no sessions yet. {HOW_TO_START}"), style="dim")
+    elif not rows:
         console.print("no sessions match", style="dim")
     elif flt.limit is not None and len(rows) == flt.limit:
         _say_how_many_of(len(rows), obj.store.count_sessions(flt))
+
+
+def _with_summaries(store, rows: list[dict]) -> list[dict]:
+    """Each session's `summary`: the stored one (`reasonlog summarize`), else what the session itself said."""
+    texts = query.summary_texts(store, [s["id"] for s in rows]) if rows else {}
+    return [{**s, "summary": texts.get(("session", s["id"])) or s.get("summary")} for s in rows]
 
 
 def _session_row(s: dict) -> list:
@@ -156,7 +163,12 @@ def replay(obj, call, as_json):
     """
     from ..store.content import canonical
 
-    request = obj.store.replay_call(obj.store.resolve_id("call", call))
+    call_id = obj.store.resolve_id("call", call)
+    request = obj.store.replay_call(call_id)
+    window = obj.store.get_call(call_id).get("window") or {}
+    if window.get("held"):  # a chained request: the server held the conversation it names
+        click.echo(f"this request continues {window.get('chain')}: the server held {window['held']} messages of"
+                   f" the conversation (see `reasonlog show {call}`); below is what was sent", err=True)
     if as_json or not sys.stdout.isatty():
         return click.echo(canonical(request).decode())
     emit_json(request)
@@ -223,10 +235,17 @@ def search(obj, text, as_json, limit, **filters):
     if not hits:
         console.print(Text(f"no message, tool result or outcome contains {text!r}"), style="dim")
         return
-    table = Table("session", "at", "kind", "role / name", "call", "snippet")
     for h in shown:
-        table.add_row(Text(h["session_id"]), str(h["message_idx"]), h["kind"], Text(h["name"] or h["role"] or ""),
-                      Text(h["call_id"] or ""), Text(h["snippet"]))
-    console.print(table)
+        _print_hit(h)
     more = f"; showing the first {len(shown)} (--limit 0 shows all)" if len(shown) < len(hits) else ""
     console.print(f"{len(hits)} match{'es' if len(hits) != 1 else ''}{more}", style="dim")
+
+
+def _print_hit(h: dict) -> None:
+    """Two lines a hit: where it is (the session id whole), then the call's id (whole) and the snippet on one line."""
+    where = Text(h["session_id"], style="bold") + Text(f"  at {h['message_idx']}  {h['kind']}")
+    if h["name"] or h["role"]:
+        where += Text(f"  {h['name'] or h['role']}")
+    console.print(where)
+    call = Text(f"  call {h['call_id']}: ", style="dim") if h["call_id"] else Text("  ")
+    console.print(call + Text(" ".join(h["snippet"].split())), no_wrap=True, overflow="ellipsis")

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from ..store import StoreError, open_store
+from ..store import StoreError, open_store_or_read_only
 from .main import cli
 
 
@@ -35,7 +35,7 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
         raise click.UsageError("--summarize runs in one server process: use --workers 1, or run"
                                " `reasonlog summarize` on a schedule beside the workers")
     make = None if summarizer is None else _summarizer(summarizer, str(path), summarize_model, summarize_base_url)
-    if not _loopback(host) and not open_store(path).has_api_keys():
+    if not _loopback(host) and not open_store_or_read_only(path).has_api_keys():
         # Past this machine every request must carry a key, so there must be one to carry.
         raise click.UsageError(f"--host {host}: serving beyond this machine needs an API key; create one with"
                                " `reasonlog keys create --scope read` (or bind to 127.0.0.1)")
@@ -48,8 +48,8 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
     click.echo(f"serving {obj.shown} on http://{host}:{port} with {workers} worker(s) (Ctrl-C stops)", err=True)
     # Recorded text is never logged: no access log (URLs carry search terms), warnings only.
     if workers == 1:
-        app = create_app(lambda: open_store(path), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"), make,
-                         summarize_every, max_body_bytes=int(max_body_mb * (1 << 20)))
+        app = create_app(lambda: open_store_or_read_only(path), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
+                         make, summarize_every, max_body_bytes=int(max_body_mb * (1 << 20)))
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
         return
     os.environ["REASONLOG_SERVE_DB"] = str(path)  # each worker process builds its app from these
@@ -97,7 +97,7 @@ def ui(obj, port, no_browser):
     except ImportError:
         raise StoreError("reasonlog ui needs the server extra: pip install 'reasonlog[server]'") from None
     path = obj.path
-    open_store(path, read_only=True).close()  # a missing database is said now, not on the first page
+    obj.store.schema_version()  # a missing database is said now (with how to start one), not on the first page
     if port == 0:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -106,5 +106,5 @@ def ui(obj, port, no_browser):
     click.echo(f"reasonlog dashboard on {url} ({obj.shown}; Ctrl-C stops)", err=True)
     if not no_browser:
         threading.Timer(0.8, lambda: webbrowser.open(url)).start()
-    uvicorn.run(create_app(lambda: open_store(path)), host="127.0.0.1", port=port, log_level="warning",
+    uvicorn.run(create_app(lambda: open_store_or_read_only(path)), host="127.0.0.1", port=port, log_level="warning",
                 access_log=False)

@@ -16,25 +16,34 @@ FOLD_LINES = 14
 @cli.command()
 @click.argument("ref", metavar="SESSION|CALL")
 @click.option("--full", is_flag=True, help="Do not fold long texts.")
+@click.option("--no-summaries", "summaries", is_flag=True, flag_value=False, default=True,
+              help="Leave out the session's and the exchanges' summaries (reasonlog summarize).")
 @json_option
 @click.pass_obj
-def show(obj, ref, full, as_json):
+def show(obj, ref, full, summaries, as_json):
     """Show a session's conversation in order, tool calls paired with their results, one line per call.
 
     Each call's line starts with its number in the session, `#N`: `SESSION#N` names that call in
     `show`, `replay` and `diff`. Given a call, show prints only what that call added and its reply.
+    The session's summary and each exchange's (made by `reasonlog summarize`) head them.
     """
     sid, call_id = _session_or_call(obj.store, ref)
     data = obj.store.get_session(sid)
     items = query.timeline(data)
     if call_id is not None:
         items = [i for i in items if i.get("call_id") == call_id]
+    texts = query.summary_texts(obj.store, [sid])
+    data = {**data, "summary": texts.get(("session", sid)) or data.get("summary"),
+            "exchanges": [{**e, "summary": texts.get(("exchange", e["id"]))} for e in data["exchanges"]]}
+    items = [{**i, "summary": texts.get(("exchange", i["id"]))} if i["kind"] == "exchange" else i for i in items]
     if as_json:
         hidden = ("messages", "system_prompts")
         return emit_json({"session": {k: v for k, v in data.items() if k not in hidden}, "timeline": items})
-    _print_header(data)
+    _print_header(data, summaries)
     for item in items:
         _print_item(item, full)
+        if summaries and item["kind"] == "exchange":
+            _print_summary(item["summary"])
 
 
 def _session_or_call(store, ref: str) -> tuple[str, str | None]:
@@ -54,10 +63,20 @@ def _session_or_call(store, ref: str) -> tuple[str, str | None]:
     return store.get_call(call_id)["session_id"], call_id
 
 
-def _print_header(s: dict) -> None:
-    console.print(Text(f"session {s['id']}  agent={s['agent']}  run={s['run']}  model={s['model']}  "
-                       f"status={s['status']}  calls={s['call_count']}  cost={money(s['cost_usd'])}", style="bold"))
+def _print_header(s: dict, summaries: bool) -> None:
+    model = s["model"] or next((c["model"] for c in s["calls"] if c.get("model")), None)
+    said = [f"{name}={value}" for name, value in (("agent", s["agent"]), ("run", s["run"]), ("model", model))
+            if value is not None]
+    console.print(Text("  ".join([f"session {s['id']}", *said, f"status={s['status']}", f"calls={s['call_count']}",
+                                  f"cost={money(s['cost_usd'])}"]), style="bold"))
     console.print(Text(f"calls: #N is {s['id']}#N in show, replay and diff", style="dim"))
+    if summaries:
+        _print_summary(s["summary"])
+
+
+def _print_summary(text: str | None) -> None:
+    if text:
+        console.print(Text("summary: ", style="italic") + Text(text, style="italic"))
 
 
 def money(value) -> str:
@@ -87,8 +106,10 @@ def window_change(w: dict | None) -> str:
         return ""
     said = [f"+{w['added']} message{'s' if w['added'] != 1 else ''}"] if w["added"] else []
     said += [f"{w['trimmed']} trimmed"] if w["trimmed"] else []
+    said += [f"{w['edited']} edited"] if w.get("edited") else []
+    said += [f"{w['held']} held by the server"] if w.get("held") else []
     said += [name for key, name in (("compacted", "compacted"), ("system_changed", "system changed"),
-                                    ("tools_changed", "tools changed")) if w[key]]
+                                    ("tools_changed", "tools changed")) if w.get(key)]
     return ", ".join(said) or "same window"
 
 
@@ -101,6 +122,10 @@ def _print_item(item: dict, full: bool) -> None:
     elif kind == "system":
         console.print(Text(f"[{item['idx']}] system prompt", style="bold cyan"))
         console.print(Text(_fold(item["text"], full), style="dim"))
+    elif kind == "tool_result":  # a recorded result that no tool call of the conversation names
+        style = "red" if item["is_error"] else "green"
+        label = f"← {item['name'] or 'tool'} {'error' if item['is_error'] else 'result'} ({item['tool_use_id']})"
+        console.print(Text(label + ": ", style=style) + Text(_fold(item["content"], full)))
     elif kind == "outcome":
         payload = orjson.dumps(item["payload"]).decode() if item["payload"] is not None else ""
         console.print(Text("◆ outcome ", style="magenta") + Text(f"{item['outcome_kind']} {payload}"))

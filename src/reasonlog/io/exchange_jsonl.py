@@ -26,6 +26,8 @@ from typing import Any
 
 import orjson
 
+from ..parts import parts_of
+
 _TOKENS = (("tokens_in", "input_tokens"), ("tokens_out", "output_tokens"),
            ("cache_creation", "cache_write_tokens"), ("cache_read", "cache_read_tokens"))
 _OUTSIDE = ""  # the exchange key of calls recorded outside any exchange (SDK adapters)
@@ -35,17 +37,32 @@ _TOTALS = (("input", "input_tokens"), ("output", "output_tokens"), ("cache_creat
 
 def export_exchange_jsonl(store, session_id: str) -> Iterator[str]:
     """The session's lines, each a JSON object ending in a newline."""
-    for record in exchange_records(store.get_session(session_id)):
+    session = store.get_session(session_id)
+    for record in exchange_records(session, tools_sent(store, session)):
         yield orjson.dumps(record).decode() + "\n"
 
 
-def exchange_records(session: dict) -> Iterator[dict]:
-    """The records of the export, from a session as `Store.get_session` returns it."""
+def tools_sent(store, session: dict) -> list[str]:
+    """The names of the tools the session's calls offered the model, in the order first offered."""
+    names: dict[str, None] = {}
+    for c in session["calls"]:
+        if c["idx"] == 0 or (c.get("window") or {}).get("tools_changed"):
+            for tool in store.get_call(c["id"])["request"].get("tools") or ():
+                name = tool.get("name") or (tool.get("function") or {}).get("name") if isinstance(tool, dict) else None
+                if isinstance(name, str):
+                    names.setdefault(name)
+    return list(names)
+
+
+def exchange_records(session: dict, tools: list[str] | None = None) -> Iterator[dict]:
+    """The records of the export, from a session as `Store.get_session` returns it (`tools`: the names of the
+    tools its calls sent, else those its `tools` label names)."""
     sid = session.get("external_id") or session["id"]
     labels = session.get("labels") or {}
     model = session.get("model") or next((c["model"] for c in session["calls"] if c.get("model")), None)
+    named = [t for t in (labels.get("tools") or "").split(",") if t]
     yield {"type": "session_start", "session_id": sid, "ts": session["started_at"], "model": model,
-           "cwd": labels.get("cwd"), "tools_available": [t for t in (labels.get("tools") or "").split(",") if t],
+           "cwd": labels.get("cwd"), "tools_available": tools or named,
            "permission_mode": labels.get("permission_mode", "default")}
     items = _items_by_exchange(session)
     tools_used: collections.Counter = collections.Counter()
@@ -112,10 +129,14 @@ def _items_by_exchange(session: dict) -> dict[str, list[dict]]:
     exchange_of_call = {c["id"]: c["exchange_id"] or _OUTSIDE for c in session["calls"]}
     call_at = {m["idx"]: m["call_id"] for m in session["messages"]}
     timeline: list[tuple[int, int, str | None, dict]] = []
+    recorded = {t["tool_use_id"] for t in session["tool_results"]}
     for m in session["messages"]:
+        exchange = exchange_of_call.get(m["call_id"])
         if m["role"] == "assistant":
-            exchange = exchange_of_call.get(m["call_id"])
             timeline += [(m["idx"], 0, exchange, item) for item in _assistant_items(m)]
+        else:  # results sent back in the conversation (role user or tool), unless the agent recorded them
+            timeline += [(m["idx"], 1, exchange, item) for item in _sent_results(m) if item["tool_use_id"]
+                         not in recorded]
     for t in session["tool_results"]:
         # A tool result follows the message before it in the timeline, so it joins that message's exchange.
         before = t["message_idx"] - 1
@@ -131,16 +152,20 @@ def _items_by_exchange(session: dict) -> dict[str, list[dict]]:
 
 
 def _assistant_items(message: dict) -> list[dict]:
-    content = (message["content"] or {}).get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    """Text and tool calls of an assistant message, in any provider's shape (`parts_of`)."""
     out = []
-    for block in blocks:
-        if block.get("type") == "text" and block.get("text"):
-            out.append({"source": "assistant", "type": "text", "text": block["text"], "ts": message["at"]})
-        elif block.get("type") == "tool_use":
-            out.append({"source": "assistant", "type": "tool_use", "tool_use_id": block.get("id"),
-                        "name": block.get("name"), "input": block.get("input"), "ts": message["at"]})
+    for p in parts_of(message["content"]):
+        if p.kind == "text" and p.text:
+            out.append({"source": "assistant", "type": "text", "text": p.text, "ts": message["at"]})
+        elif p.kind == "tool_use":
+            out.append({"source": "assistant", "type": "tool_use", "tool_use_id": p.tool_use_id,
+                        "name": p.name, "input": p.input, "ts": message["at"]})
     return out
+
+
+def _sent_results(message: dict) -> list[dict]:
+    return [{"source": "tool", "type": "result", "tool_use_id": p.tool_use_id, "is_error": bool(p.is_error),
+             "output": p.text, "ts": message["at"]} for p in parts_of(message["content"]) if p.kind == "tool_result"]
 
 
 def _text(value: Any) -> Any:

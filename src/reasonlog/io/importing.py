@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from .. import providers
 from ..model import (
     CallRecorded,
     Event,
@@ -118,10 +119,12 @@ class Report:
     rejected: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file:line, reason)
     failed: list[tuple[str, str]] = field(default_factory=list)   # (file, reason): files not imported at all
+    copies: list[tuple[str, str]] = field(default_factory=list)   # (file, the path it was imported from)
 
     def to_dict(self) -> dict:
         return {"files": self.files, "unchanged": self.unchanged, "appended": self.appended,
                 "rewritten": self.rewritten, "added": self.added, "rejected": self.rejected,
+                "copies": [{"file": f, "imported_from": o} for f, o in self.copies],
                 "skipped": [{"where": w, "reason": r} for w, r in self.skipped],
                 "failed": [{"file": f, "reason": r} for f, r in self.failed]}
 
@@ -199,10 +202,7 @@ class Feed:
         if last_id is None:
             return []
         last = self.store.get_call(last_id)
-        request = last["request"]
-        sent: list = next((request[k] for k in ("messages", "input", "contents")
-                           if isinstance(request.get(k), list)), [])
-        messages = list(sent)
+        messages = list(providers.messages_of(last["request"]))
         if last.get("response") is not None:
             messages.append(last["response"])
         return messages
@@ -270,8 +270,8 @@ def choose_importer(path: Path, name: str | None = None) -> Importer:
                 return imp
         except OSError:
             continue
-    raise ImportError_(f"{path}: not a format reasonlog recognises; name one with --format "
-                       f"({', '.join(sorted(known))})")
+    raise ImportError_(f"{path}: no importer recognises it; if it is one of {', '.join(sorted(known))},"
+                       " name it with --format NAME (reasonlog import --list-formats describes them)")
 
 
 # -------------------------------------------------------------------------------------- the loop
@@ -302,9 +302,9 @@ def run_import(store: Any, files: list[tuple[Path, Importer]],
         before = store.record_counts()
         rejected = store.status().get("rejected_records", 0)
         emitted: dict[str, set[str]] = {kind: set() for kind, _ in _EVENT_KINDS.values()}
-        batched, ok = _Batched(store), True
+        batched, ok, copies = _Batched(store), True, _Copies(store.import_files())
         for path, imp in files:
-            ok = _import_one(batched, path, imp, report, emitted, live)
+            ok = _import_one(batched, path, imp, report, emitted, live, copies=copies)
             if not ok:
                 break
             if progress is not None:
@@ -318,14 +318,14 @@ def run_import(store: Any, files: list[tuple[Path, Importer]],
 
 
 def _import_one(store: Any, path: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
-                live: bool, flush: bool = False) -> bool:
+                live: bool, flush: bool = False, copies: _Copies | None = None) -> bool:
     """Import one file (or, with `flush`, write what small files left waiting), reporting a failure; False
     when the database itself refused (stop there)."""
     try:
         if flush:
             store.flush_if(full=True)
         else:
-            _import_file(store, path, imp, report, emitted, live)
+            _import_file(store, path, imp, report, emitted, live, copies)
     except (OSError, ImportError_) as exc:
         report.failed.append((str(path), str(exc)))
     except Exception as exc:
@@ -383,7 +383,7 @@ def _import_lock(store: Any) -> Iterator[None]:
 
 
 def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
-                 live: bool = False) -> None:
+                 live: bool = False, copies: _Copies | None = None) -> None:
     """Import one file; `given` is the path as the user named it (reports say that), the store keys the
     file by its resolved path (one file reached through two links is one file)."""
     path = given.resolve()
@@ -400,6 +400,11 @@ def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted
         size, mtime_ns = signature(path)
         st = SimpleNamespace(st_size=size, st_mtime_ns=mtime_ns)  # type: ignore[assignment]
     start, line, state = 0, 0, None
+    if row is None and signature is None and copies is not None:
+        original = copies.original_of(path, imp.name, st.st_size)
+        if original is not None:  # the same file in a second folder: its sessions are in the database already
+            report.copies.append((str(given), original))
+            return
     if row is not None:
         if (row["size"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns and row["format"] == imp.name
                 and (row["consumed"] >= st.st_size or not imp.incremental)):
@@ -450,6 +455,30 @@ def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted
     if last is None:  # nothing consumed: remember the file all the same
         last = Checkpoint(start, line, _dump_state(state))
     progress.write(store, pending, last, report)
+    if copies is not None and row is None:
+        copies.add(path, imp.name, st.st_size)
+
+
+class _Copies:
+    """The files imported whole, by name, format and size, to tell a copy of one (the same transcripts in a
+    second folder) from a new file: a copy has the same last 4 KiB too. Its sessions are in the database
+    already, so it is reported as a copy and not read (reading it would add its exchanges a second time)."""
+
+    def __init__(self, rows: list[dict]):
+        self._by: dict[tuple[str, str, int], list[tuple[str, str | None]]] = {}
+        for r in rows:
+            if r["consumed"] == r["size"]:
+                self._by.setdefault((Path(r["path"]).name, r["format"], r["size"]), []).append(
+                    (r["path"], r["tail_hash"]))
+
+    def original_of(self, path: Path, fmt: str, size: int) -> str | None:
+        found = self._by.get((path.name, fmt, size), [])
+        tail = _tail_hash(path, size) if found else None
+        return next((p for p, h in found if p != str(path) and h is not None and h == tail), None)
+
+    def add(self, path: Path, fmt: str, size: int) -> None:
+        if path.exists() and path.stat().st_size == size:
+            self._by.setdefault((path.name, fmt, size), []).append((str(path), _tail_hash(path, size)))
 
 
 def _storable(event: Event, feed: Feed) -> bool:

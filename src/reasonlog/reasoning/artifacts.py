@@ -7,6 +7,7 @@ The index is replaced whole (written beside and renamed), so a reader never sees
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -16,6 +17,7 @@ import orjson
 
 INDEX = "reasoning_index.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_NAME = 120  # characters of a folder or file name; file systems allow 255 bytes
 
 
 def default_root() -> Path:
@@ -69,4 +71,9 @@ def section(record: dict[str, Any], details: str | None, moved: dict) -> str:
 
 
 def _name(text: str) -> str:
-    return _UNSAFE.sub("_", text).strip("._") or "_"
+    """A file name of `text`: safe characters only, and short enough for any file system (a long name keeps
+    its start and a digest of the whole, so two long names stay two names)."""
+    name = _UNSAFE.sub("_", text).strip("._") or "_"
+    if len(name) > MAX_NAME:
+        name = name[:MAX_NAME - 17] + "-" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    return name

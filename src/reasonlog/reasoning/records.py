@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import ReasoningRecorded, new_id, utc_now
+from ..redact import Redactor
 from . import PHASES, ReasonError, artifacts, compact, tokens
 from .policy import Policy
 
@@ -33,21 +34,26 @@ def prepare(policy: Policy, session_id: str, phase: str, compact_record: Any, *,
         return Prepared(None, f"skipped {phase}: disabled by {policy.source}")
     kept, moved = compact.check(compact_record, policy.budget_tokens, policy.overflow,
                                 policy.schema_for(phase, agent))
+    # Masked before anything is written: the artifact's folder, section and index entry as much as the row.
+    redactor = Redactor()
+    kept, moved, agent, group, confidence, references, session_name = redactor.value(
+        (kept, moved, agent, group, confidence, references, session_name or session_id))
     if moved and policy.mode != "full":
         raise ReasonError("compact: over its limits, and mode is compact: no artifact to move the overflow to")
     record_id, at = new_id(), utc_now()
     record: dict[str, Any] = {"record_id": record_id, "at": at, "phase": phase, "agent": agent, "group": group,
               "confidence": confidence, "references": references, "compact": kept}
-    long_form, redacted = _redacted(details if policy.mode == "full" else None)
+    long_form = redactor.text(details) if policy.mode == "full" and details else None
+    redacted = redactor.masked > 0
     held = when == "on_failure"
     path = None
     if (long_form or moved) and not held:  # a held record's long form waits in the database for its outcome
         root = (artifacts_root or policy.artifacts or artifacts.default_root()).expanduser().absolute()
-        entry = {"record_id": record["record_id"], "session": session_name or session_id, "agent": agent,
+        entry = {"record_id": record["record_id"], "session": session_name, "agent": agent,
                  "group": group, "phase": phase, "at": record["at"], "redacted": redacted,
                  "tokens": tokens.count(long_form)[0] if long_form else 0}
         try:
-            path = artifacts.write(root, session_name or session_id, entry,
+            path = artifacts.write(root, session_name, entry,
                                    artifacts.section(record, long_form, moved))
         except OSError as exc:
             raise ReasonError(f"{root}: cannot write the artifact ({exc.strerror or exc})") from None
@@ -62,16 +68,6 @@ def prepare(policy: Policy, session_id: str, phase: str, compact_record: Any, *,
         confidence=confidence, references=references, state="held" if held else "kept")
     verb = "held" if held else "saved"
     return Prepared(event, f"{verb} {phase} {record_id[-6:]} {compact_tokens}t")
-
-
-def _redacted(details: str | None) -> tuple[str | None, bool]:
-    if not details:
-        return None, False
-    from ..capture.redact import Redactor
-
-    redactor = Redactor()
-    text = redactor.text(details)
-    return text, redactor.masked > 0
 
 
 def _json(value: Any) -> str:

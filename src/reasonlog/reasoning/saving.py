@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import SessionStarted, stable_id, utc_now
+from ..redact import Redactor
 from . import ReasonError
 from .policy import Policy
 from .records import prepare
@@ -35,7 +36,9 @@ def save(store: Any, policy: Policy, session: str, phase: str, compact: Any, *, 
 
 
 def find_session(store: Any, ref: str) -> str | None:
-    """The session `ref` names exactly: its id, its external id, or the name a record gave it; else None."""
+    """The session `ref` names exactly: its id, its external id, or the name a record gave it; else None.
+    A secret in `ref` is looked for masked, as the store holds it."""
+    ref = Redactor().text(ref)
     if store.existing_ids("session", [ref]):
         return ref
     named = stable_id(None, "reasoning", ref)  # agents saving at once for a new name all make this one id
@@ -55,6 +58,7 @@ def _session(store: Any, ref: str, agent: str | None) -> tuple[str, list]:
     found = find_session(store, ref)
     if found is not None:
         return found, []
+    ref = Redactor().text(ref)  # its id is made of what is stored: no digest of a raw secret
     sid = stable_id(None, "reasoning", ref)
     return sid, [SessionStarted(session_id=sid, started_at=utc_now(), agent=agent, external_id=ref,
                                 labels={"source": "reasoning"})]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -15,11 +16,13 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
 from .. import __version__, query
-from ..store import Store, StoreError, keys
+from ..store import ReadOnlyDatabase, Store, StoreError, keys
 from ..summaries import Summarizer
 from . import api, dashboard, ingest, otlp, records
 from .summarizing import BackgroundSummaries
 
+# `date` as the simulator's clients write it: four, two and two digits (strptime alone would take 2025-10-2).
+ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
 
 
@@ -48,6 +51,11 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                   description="What LLM agents saw, thought and did: sessions, calls, reasoning and outcomes. "
                               "Once an API key exists, send one: `Authorization: Bearer <key>`.")
     app.state.summaries = background
+
+    @app.exception_handler(ReadOnlyDatabase)
+    def read_only(request: Request, exc: ReadOnlyDatabase) -> JSONResponse:
+        # A server on a read-only database serves every page; what would write says why it cannot.
+        return JSONResponse(status_code=503, content={"detail": str(exc)})
     reader = Depends(_requires(state, "read"))
     unauthorized: dict[int | str, dict[str, Any]] = {401: {"description": "No key, or a wrong or revoked one", **ERROR},
                     403: {"description": "The key's scope does not allow this", **ERROR},
@@ -75,6 +83,9 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                   model: str | None = Query(None, description="The model (signature) of the session"),
                   include_full_conversation: bool = Query(False, description="Add each session's conversation")
                   ) -> Any:
+        if date is not None and not ISO_DAY.fullmatch(date):
+            detail = f"Invalid date format: {date}. Expected YYYY-MM-DD"
+            return JSONResponse(status_code=400, content={"detail": detail})
         try:
             sessions = query.reasoning_sessions(state.get(), job_id, date, model, include_full_conversation)
         except ValueError as exc:
@@ -96,10 +107,10 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
 
 def app_from_environment() -> FastAPI:
     """The app of one `reasonlog serve --workers N` process: its database is in $REASONLOG_SERVE_DB."""
-    from ..store import open_store
+    from ..store import open_store_or_read_only
 
     target = os.environ["REASONLOG_SERVE_DB"]
-    return create_app(lambda: open_store(target), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
+    return create_app(lambda: open_store_or_read_only(target), os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
                       max_body_bytes=int(os.environ.get("REASONLOG_SERVE_MAX_BODY", ingest.MAX_BYTES)))
 
 

@@ -19,6 +19,15 @@ class StoreError(RuntimeError):
     """The store cannot do what was asked (missing id, newer schema, unreadable file)."""
 
 
+class ReadOnlyDatabase(StoreError):
+    """What was asked writes, and the database cannot be written (a read-only file or folder, or a store
+    opened for reading)."""
+
+    def __init__(self, target: object):
+        super().__init__(f"{target}: read-only (the file or its folder cannot be written), so nothing can be"
+                         " written to it; reading commands and `reasonlog serve` read it as it is")
+
+
 @dataclass(frozen=True)
 class SessionFilter:
     """Which sessions a reader wants. Empty fields do not filter; `limit=None` means no limit.
@@ -151,6 +160,15 @@ def safe_target(target: str | os.PathLike) -> str:
 def is_postgres(target: str | os.PathLike | None) -> bool:
     """Whether `target` names a PostgreSQL database (`postgresql://…` or `postgres://…`)."""
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def open_store_or_read_only(target: str | os.PathLike | None = None, **options: Any) -> Store:
+    """The store for writing, or, when the database cannot be written, for reading: what a server serves
+    (its pages read; what writes is refused with `ReadOnlyDatabase`)."""
+    try:
+        return open_store(target, **options)
+    except ReadOnlyDatabase:
+        return open_store(target, **options, read_only=True)
 
 
 def open_store(target: str | os.PathLike | None = None, **options: Any) -> Store:

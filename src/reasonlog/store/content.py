@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Set as AbstractSet
 from typing import Any
 
 import orjson
@@ -216,20 +215,3 @@ def decode_context(encoded: list, previous: list[int] | None) -> list[int]:
     return out
 
 
-def new_in_timeline(ids: list[int], previous: list[int] | None, previous_response: int | None,
-                    response_items: AbstractSet[int] = frozenset()) -> list[int]:
-    """The messages of a context that the session's timeline has not shown yet.
-
-    They are what follows the previous response (or the end of the previous context) in
-    this context; when neither is there (a compaction rewrote the window), every message
-    the previous context did not hold. `response_items` are messages that are items of the
-    previous response, which some APIs (OpenAI Responses) resend one by one.
-    """
-    if not previous:
-        return [cid for cid in ids if cid not in response_items]
-    anchors = {previous_response, previous[-1], *response_items} - {None}
-    for pos in range(len(ids) - 1, -1, -1):
-        if ids[pos] in anchors:
-            return ids[pos + 1:]
-    seen = set(previous)
-    return [cid for cid in ids if cid not in seen]

@@ -11,6 +11,7 @@ import orjson
 
 from ..model import jsonable
 from ..parts import searchable_text
+from ..redact import Redactor
 from .content import (
     CANONICAL,
     COMPRESS_MIN_BYTES,
@@ -28,6 +29,18 @@ from .content import (
 # recorder at 184 MB and was faster than 256 MiB (733 MB), which the allocator paid for in GC and pages
 # (benchmarks/bench_backpressure.py; docs/performance.md).
 CACHE_BYTES = 16 << 20
+# What one cache entry costs beyond its key's length: the bytes object's header and the dict's slot.
+ENTRY_BYTES = 96
+
+
+def _exact(data: bytes) -> bytes:
+    """A copy of `data` that occupies its own length.
+
+    orjson returns its output in the buffer it wrote into, at least 4 KiB and up to about 15 times
+    the text's length for long strings (sys.getsizeof does not show it): kept as it is, a 30-byte
+    key holds 4 KiB and the cache's budget means nothing (issue 19 item 9).
+    """
+    return bytes(memoryview(data))
 
 
 class ContentBackend(Protocol):
@@ -40,7 +53,7 @@ class ContentBackend(Protocol):
 
 
 class _Plain:
-    """The redactor used when none is configured: masks nothing."""
+    """The redactor of a store opened with `redactor=False`: masks nothing."""
 
     masked = 0
 
@@ -51,6 +64,14 @@ class _Plain:
     @staticmethod
     def text(text: str) -> str:
         return text
+
+    @staticmethod
+    def value(value: Any) -> Any:
+        return value
+
+    @staticmethod
+    def json(data: Any, dumps: Any) -> Any:  # bytes in, bytes out (`bytes` is the method above, in here)
+        return data
 
 
 @dataclass
@@ -75,7 +96,8 @@ class ContentWriter:
     _added: list[bytes] | None = None  # cache keys since the last checkpoint, while events are isolated
 
     def __post_init__(self) -> None:
-        self.redactor = self.redactor or _Plain()
+        # None: the default patterns (every store masks, whoever writes to it); False: nothing is masked.
+        self.redactor = Redactor() if self.redactor is None else self.redactor or _Plain()
 
     def reset(self) -> None:
         """Forget everything learnt in a transaction that rolled back."""
@@ -109,7 +131,7 @@ class ContentWriter:
         cid = self.cache.get(data)
         if cid is not None:
             return cid
-        key, data = data, self.redactor.bytes(data)
+        key, data = data, self.redactor.json(data, canonical)  # each string alone: never across structure
         if data is not key:  # masked: index what is stored, not what was given
             value = orjson.loads(data)
         digest = content_hash(data)
@@ -121,8 +143,9 @@ class ContentWriter:
         if self.cache_bytes > CACHE_BYTES:
             self.cache.clear()
             self.cache_bytes = 0
+        key = _exact(key)
         self.cache[key] = cid
-        self.cache_bytes += len(key)
+        self.cache_bytes += len(key) + ENTRY_BYTES
         if self._added is not None:
             self._added.append(key)
         return cid
@@ -146,7 +169,7 @@ class ContentWriter:
         if not self._dict_checked:
             self._dict_id, self._dict_checked = self.backend.latest_dictionary(cur), True
         if self._dict_id is None and len(data) >= COMPRESS_MIN_BYTES:
-            self._samples.append(data)
+            self._samples.append(_exact(data))  # 500 samples of orjson's buffers could hold 500 MB
             if len(self._samples) >= DICT_TRAIN_SAMPLES and sum(map(len, self._samples)) >= DICT_TRAIN_MIN_BYTES:
                 trained = train_dictionary(self._samples)
                 self._samples = [] if trained else self._samples[-DICT_TRAIN_SAMPLES:]

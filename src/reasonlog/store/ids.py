@@ -6,8 +6,11 @@ share their first 24 characters, so `SESSION#N` is the short form `show` prints.
 """
 from __future__ import annotations
 
+import re
+
 from . import StoreError
 
+INSTANT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")
 LISTED = 10  # candidates named when a prefix is ambiguous
 
 _CANDIDATES = {
@@ -49,8 +52,9 @@ def _cell(value) -> str:
     if value is None:
         return "-"
     text = str(value)
-    # Instants read as `2025-10-02 09:00:00`, like the sessions table.
-    return text[:19].replace("T", " ") if len(text) >= 20 and text[10:11] == "T" else text
+    # Instants read as `2025-10-02 09:00:00`, like the sessions table. Only instants: an id may hold a `T` at the
+    # same place (`01K6KNWNYGTHNS3XZ67T3C5EZN`).
+    return text[:19].replace("T", " ") if INSTANT.match(text) else text
 
 
 def _call_by_number(cur, ref: str) -> str:

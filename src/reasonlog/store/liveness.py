@@ -53,8 +53,9 @@ def _locked(path: Path) -> int:
         os.close(fd)
 
 
-def is_held(db_path: Path, token: str) -> bool:
-    """Whether a live process holds `token`'s lock; a free lock file is removed on the way."""
+def is_held(db_path: Path, token: str, clean: bool = True) -> bool:
+    """Whether a live process holds `token`'s lock; a free lock file is removed on the way (unless not `clean`:
+    a reader looks without changing anything)."""
     path = live_dir(Path(db_path)) / f"{token}.lock"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -67,7 +68,8 @@ def is_held(db_path: Path, token: str) -> bool:
     except BlockingIOError:
         return True
     else:
-        _unlink_quietly(path)  # while we hold it, so no holder can be relying on this inode
+        if clean:
+            _unlink_quietly(path)  # while we hold it, so no holder can be relying on this inode
         return False
     finally:
         os.close(fd)

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
-from . import StoreError
+from . import ReadOnlyDatabase, StoreError
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 
@@ -23,8 +23,11 @@ def check_path(path: Path, *, create: bool) -> None:
         raise StoreError(f"{path}: is a directory, not a database file")
     if not path.exists():
         if create:
+            _check_creatable(path)
             return
         raise StoreError(f"{path}: no such database (reading commands never create one)")
+    if create and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        raise ReadOnlyDatabase(path)  # a writer needs its folder too: the WAL and its index go beside the file
     # Never open() the file here: closing any descriptor of a database drops every POSIX lock this process
     # holds on it, so another process could take a live WAL for abandoned and checkpoint it away under a
     # connection already open in this one (see "How To Corrupt An SQLite Database File", section 2.2).
@@ -37,11 +40,27 @@ def check_path(path: Path, *, create: bool) -> None:
         raise StoreError(f"{path}: an empty file, not a reasonlog database")
 
 
+def _check_creatable(path: Path) -> None:
+    folder = next((p for p in path.parents if p.exists()), None)
+    if folder is not None and folder.is_dir() and not os.access(folder, os.W_OK):
+        raise StoreError(f"{path}: cannot be created: {folder} is read-only")
+
+
 def not_a_database(path: Path, exc: sqlite3.DatabaseError) -> StoreError | None:
     """The one-line error for a file SQLite says is no database, else None."""
     if "not a database" in str(exc) or "file is encrypted" in str(exc):
         return StoreError(f"{path}: not a SQLite file, not a reasonlog database")
     return None
+
+
+def cannot_open(path: Path, exc: sqlite3.OperationalError) -> str:
+    """Why a database file cannot be opened for writing, in one line that names its cause."""
+    if not os.access(path.parent, os.W_OK):
+        return (f"{path}: cannot be opened for writing ({exc}): its folder {path.parent} is read-only, and SQLite"
+                " keeps its journal beside the database")
+    if not os.access(path, os.W_OK):
+        return f"{path}: cannot be opened for writing ({exc}): the file is read-only"
+    return f"{path}: cannot be opened for writing ({exc})"
 
 
 def connect(path: Path, *, read_only: bool, timeout_s: float) -> sqlite3.Connection:
@@ -68,6 +87,8 @@ def check_reasonlog(conn: sqlite3.Connection, path: Path, latest: int, *, read_o
     """The schema version, after refusing a foreign database (and, to a reader, an old or newer one)."""
     try:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.OperationalError as exc:  # the file is fine; what SQLite needs beside it is not
+        raise StoreError(cannot_open(path, exc)) from None
     except sqlite3.DatabaseError as exc:
         raise not_a_database(path, exc) or StoreError(f"{path}: not a reasonlog database ({exc})") from None
     if MIGRATIONS_TABLE not in names:

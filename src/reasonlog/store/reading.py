@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from .. import accounting
+from ..conversation import decode_map, reply_slots
 from . import SessionFilter, StoreError
 from .content import (
     Dictionaries,
@@ -26,7 +27,7 @@ CALL_COLUMNS = ("id", "session_id", "idx", "exchange_id", "provider", "model", "
                 "status", "stop_reason", "error_json", "input_tokens", "output_tokens", "cache_read_tokens",
                 "cache_write_tokens", "cache_write_1h_tokens", "reasoning_tokens", "cost_usd", "cost_source",
                 "provider_message_id", "request_id", "params_json", "shape_json", "system_id", "tools_json",
-                "context_json", "context_len", "response_id", "context_facts_json")
+                "context_json", "context_len", "response_id", "context_facts_json", "window_json")
 
 
 def loads(text: str | None) -> Any:
@@ -330,7 +331,7 @@ def _derive_window_facts(calls: list[dict], per_call: dict[str, tuple[int, int]]
 
 
 LEAN_CALL_COLUMNS = ("id", "idx", "input_tokens", "cache_read_tokens", "cache_write_tokens", "system_id",
-                     "tools_json", "context_json", "context_len", "response_id", "context_facts_json")
+                     "tools_json", "context_json", "context_len", "response_id", "context_facts_json", "window_json")
 
 
 def _last_shown_call(cur, call_ids: set[str]) -> int:
@@ -348,7 +349,7 @@ def _lean(r) -> dict:
     """A lean call row as a dict (row_dict's work, written out: a page may read tens of thousands)."""
     return {"id": r[0], "idx": r[1], "input_tokens": r[2], "cache_read_tokens": r[3], "cache_write_tokens": r[4],
             "system_id": r[5], "tools": loads(r[6]), "context": orjson.loads(r[7]), "context_len": r[8],
-            "response_id": r[9], "context_facts": loads(r[10])}
+            "response_id": r[9], "context_facts": loads(r[10]), "window": loads(r[11])}
 
 
 def _whole_rows(cur, calls: list[dict]) -> list[dict]:
@@ -364,31 +365,39 @@ def _whole_rows(cur, calls: list[dict]) -> list[dict]:
 
 
 def _window_changes(calls: list[dict], only: set[str] | None = None) -> None:
-    """Each call's `window`: how its context differs from the previous call's context and reply.
+    """Each call's `window`: how its context follows from the previous call's context and reply, as the
+    writer aligned them (`store/timeline.py`): messages added, trimmed, edited, compaction, reply not sent
+    back, messages the server held; and whether the system prompt or the tools changed.
 
-    `added` and `trimmed` count messages; `compacted` says several messages were replaced by fewer
-    new ones ahead of messages that were kept (a summary), which a sliding window never does.
-    `only`: compare just these calls (a page); every context is still decoded, each from the one before.
+    `only`: just these calls (a page). Calls written before migration 12 have no stored window: theirs is
+    derived from their content ids, which needs every context decoded in turn.
     """
+    legacy = any(c["window"] is None for c in calls)
     ids: list[int] | None = None
     previous: dict | None = None
     for c in calls:
-        earlier = ids or []
-        ids = decode_context(c["context"], ids)
+        stored, earlier = c["window"], ids or []
+        if legacy:
+            ids = decode_context(c["context"], ids)
         if only is not None and c["id"] not in only:
             c["window"] = None
-            previous = c
-            continue
-        before = earlier + ([previous["response_id"]] if previous and previous["response_id"] is not None else [])
-        old, new = set(before), set(ids)
-        last_kept = max((i for i, x in enumerate(ids) if x in old), default=-1)
-        inserted = sum(1 for x in ids[:last_kept] if x not in old)
-        trimmed = sum(1 for x in before if x not in new)
-        c["window"] = {"added": sum(1 for x in ids if x not in old), "trimmed": trimmed,
-                       "compacted": 0 < inserted < trimmed,
-                       "system_changed": previous is not None and c["system_id"] != previous["system_id"],
-                       "tools_changed": previous is not None and c["tools"] != previous["tools"]}
+        else:
+            c["window"] = {k: v for k, v in stored.items() if k not in ("map", "reply")} if stored is not None \
+                else _legacy_window(earlier, ids or [], previous)
+            c["window"].update(system_changed=previous is not None and c["system_id"] != previous["system_id"],
+                               tools_changed=previous is not None and c["tools"] != previous["tools"])
         previous = c
+
+
+def _legacy_window(earlier: list[int], ids: list[int], previous: dict | None) -> dict:
+    """The window of a call written before migration 12, from content ids (a repeated message counts once)."""
+    before = earlier + ([previous["response_id"]] if previous and previous["response_id"] is not None else [])
+    old, new = set(before), set(ids)
+    last_kept = max((i for i, x in enumerate(ids) if x in old), default=-1)
+    inserted = sum(1 for x in ids[:last_kept] if x not in old)
+    trimmed = sum(1 for x in before if x not in new)
+    return {"added": sum(1 for x in ids if x not in old), "trimmed": trimmed, "edited": 0,
+            "compacted": 0 < inserted < trimmed, "unsent": 0, "held": 0}
 
 
 def get_call_row(cur, call_id: str) -> dict:
@@ -410,10 +419,28 @@ def context_ids(cur, call: dict) -> list[int]:
     return ids or []
 
 
+def window_slots(cur, call: dict) -> list | None:
+    """The timeline entry each position of a call's context stands for (`[entry, item]` for one item of a
+    reply made of items; held positions first for a chained request); None for a call written before
+    migration 12."""
+    slots: list | None = []
+    reply: list = []
+    for (window_json,) in cur.execute("SELECT window_json FROM calls WHERE session_id = ? AND idx <= ? ORDER BY idx",
+                                      (call["session_id"], call["idx"])):
+        window = loads(window_json)
+        if window is None or slots is None:
+            slots = None
+            continue
+        slots = decode_map(window["map"], slots + reply)
+        reply = reply_slots(*window["reply"]) if window.get("reply") else []
+    return None if slots is None else [list(s) if isinstance(s, tuple) else s for s in slots]
+
+
 def get_call(cur, call_id: str, dicts: Dictionaries) -> dict:
     """A call with its full request rebuilt, its response and its raw payload."""
     call = get_call_row(cur, call_id)
     ids = context_ids(cur, call)
+    call["window_slots"] = window_slots(cur, call) if call["window"] is not None else None
     reader = ContentReader(cur, dicts)
     reader.load([*ids, call["system_id"], call["response_id"], *(call["tools"] or ())])
     messages = [reader.get(i) for i in ids]

@@ -313,4 +313,13 @@ CREATE TABLE summaries (
 );
 CREATE INDEX summaries_session ON summaries(session_id);
 """),
+    Migration(12, "the timeline by position", """
+-- How each call's context follows from the previous call's context plus its reply, aligned as sequences
+-- (see conversation.py and store/timeline.py): {"map": runs [i, j] into the previous call's slots and
+-- reply, new timeline entries as themselves; "reply": [timeline entry, items] or null; "added", "trimmed",
+-- "edited", "compacted", "unsent", "held"; optional "edits" [[old entry, new entry]], "chain" (the
+-- previous_response_id a chained request named)}.
+-- NULL: the call was written before this migration; readers derive its window from its content ids.
+ALTER TABLE calls ADD COLUMN window_json TEXT;
+"""),
 )

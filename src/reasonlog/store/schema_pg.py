@@ -260,4 +260,8 @@ CREATE TABLE summaries (
 );
 CREATE INDEX summaries_session ON summaries(session_id);
 """),
+    Migration(12, "the timeline by position", f"""
+-- See schema.py, migration 12.
+ALTER TABLE calls ADD COLUMN window_json {T};
+"""),
 )

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from ..model import Event
 from ..parts import RecordError
-from . import SessionFilter, ids, imported, keys, reading, records, search
+from . import ReadOnlyDatabase, SessionFilter, ids, imported, keys, reading, records, safe_target, search
 from .content import Dictionaries
 from .contents import ContentWriter
 from .writing import Applier
@@ -31,6 +31,7 @@ class SQLStore:
     """
 
     url: str
+    read_only: bool = False  # opened for reading: every write is refused with ReadOnlyDatabase
     _conn: Any
     index: Any = search.FTS5
     DATA_ERRORS: ClassVar[tuple[type[BaseException], ...]] = (TypeError, ValueError, OverflowError, RecordError)
@@ -41,6 +42,7 @@ class SQLStore:
         self._lock = threading.RLock()
         self._dicts = Dictionaries()
         self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)  # type: ignore[arg-type]
+        self.rejected_events = 0  # events this store object left out of committed batches (their data's fault)
 
     # ------------------------------------------------------------ the dialect's part
 
@@ -88,6 +90,8 @@ class SQLStore:
         batch with it, nor every batch after it: the batch is then written again with each event
         in a savepoint, and the events that fail are counted as rejected and left out.
         """
+        if self.read_only:
+            raise ReadOnlyDatabase(self.shown_target())
         try:
             return self._write_batch(events, counters, imports, batch_id, isolate=False)
         except self.DATA_ERRORS:
@@ -108,24 +112,33 @@ class SQLStore:
                 counters = dict(counters or {})
                 self._applier.completed.clear()
                 marks = search.record_marks(cur)
+                rejected = 0
                 for event in events:
                     if isolate:
-                        counters["rejected"] = counters.get("rejected", 0) + self._apply_alone(cur, event)
+                        rejected += self._apply_alone(cur, event)
                     else:
                         self._applier.apply(cur, event)
+                counters["rejected"] = counters.get("rejected", 0) + rejected
                 self._applier.finish(cur)
                 search.index_records_since(cur, marks, self.index)
                 search.drop_held_reasoning(cur, self._applier.completed, self.index)
                 counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
                 self._add_counters(cur, counters)
                 for row in imports or ():
-                    imported.save_file(cur, row)
+                    imported.save_file(cur, self._masked_import(row))
                 cur.execute("COMMIT")
             except BaseException:
                 self._applier.redactor.masked = masked
                 self._abandon()
                 raise
+            self.rejected_events += rejected
         return True
+
+    def _masked_import(self, row: dict) -> dict:
+        """An `import_files` row whose importer state and session ids are masked as its events were."""
+        redactor = self._applier.redactor
+        return {**row, "state": redactor.value(row.get("state")),
+                "sessions": [self._applier.again(s) for s in row.get("sessions") or ()]}
 
     def _apply_alone(self, cur, event: Event) -> int:
         """Apply one event in a savepoint; 1 if it was rejected, else 0."""
@@ -157,7 +170,14 @@ class SQLStore:
                             " ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value",
                             (name, value))
 
+    def shown_target(self) -> str:
+        """The database as messages name it: the file, or the URL without its password."""
+        path = getattr(self, "path", None)
+        return str(path) if path is not None else safe_target(self.url)
+
     def _write(self, fn, *args):
+        if self.read_only:
+            raise ReadOnlyDatabase(self.shown_target())
         with self._lock:
             cur = self._cursor()
             cur.execute(self.BEGIN_WRITE)
@@ -257,8 +277,10 @@ class SQLStore:
 
         def run(cur) -> dict:
             marks = search.record_marks(cur)
+            masked = self._applier.redactor.masked
             importer = transfer.Importer(cur, self._applier)
             n = importer.run(records)
+            self._add_counters(cur, {"redacted": self._applier.redactor.masked - masked})
             self._applier.finish(cur)
             search.index_records_since(cur, marks, self.index)
             importer.verify(self._dicts)

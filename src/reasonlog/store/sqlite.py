@@ -71,6 +71,7 @@ class SQLiteStore(SQLStore):
             raise
         if read_only:
             self._conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+            self._show_interrupted()
             return
         self._configure(max_page_count)
         if upgrade:
@@ -143,8 +144,7 @@ class SQLiteStore(SQLStore):
         on this host. A read-only database is left as it is.
         """
         with self._lock:
-            rows = self._conn.execute("SELECT id, host, pid, live_token FROM sessions WHERE status = 'open'").fetchall()
-            dead = [(sid,) for sid, host, pid, token in rows if _gone(self.path, host, pid, token)]
+            dead = [(sid,) for sid in self._dead_sessions()]
             if dead:
                 try:
                     self._conn.executemany("UPDATE sessions SET status = 'interrupted'"
@@ -152,6 +152,31 @@ class SQLiteStore(SQLStore):
                 except sqlite3.OperationalError:  # read-only or locked: the next writer's open does it
                     return 0
         return len(dead)
+
+    def _dead_sessions(self) -> list[str]:
+        """The open sessions whose recording process is gone (each process's lock is tried once)."""
+        rows = self._conn.execute("SELECT id, host, pid, live_token FROM sessions WHERE status = 'open'").fetchall()
+        gone: dict[tuple, bool] = {}
+        for _sid, host, pid, token in rows:
+            if (host, pid, token) not in gone:
+                gone[host, pid, token] = _gone(self.path, host, pid, token, clean=not self.read_only)
+        return [sid for sid, host, pid, token in rows if gone[host, pid, token]]
+
+    def _show_interrupted(self) -> None:
+        """Show a reader the sessions of dead recorders as interrupted, writing nothing.
+
+        A reader may not mark them, so this connection gets a temporary view named `sessions` that says
+        `interrupted` for them: temporary objects live in the connection's own memory, and SQLite looks
+        a name up in `temp` before `main`, so every read (filters by status included) sees the view.
+        """
+        dead = self._dead_sessions()
+        if not dead:
+            return
+        columns = [row[1] for row in self._conn.execute("PRAGMA main.table_info(sessions)")]
+        shown = ", ".join(_INTERRUPTED_IF_DEAD if c == "status" else f'"{c}"' for c in columns)
+        self._conn.execute("CREATE TEMP TABLE dead_sessions (id TEXT PRIMARY KEY)")
+        self._conn.executemany("INSERT INTO temp.dead_sessions VALUES (?)", [(sid,) for sid in dead])
+        self._conn.execute(f"CREATE TEMP VIEW sessions AS SELECT {shown} FROM main.sessions")
 
     # ------------------------------------------------------------ writing
 
@@ -319,7 +344,11 @@ def _statements(sql: str) -> list[str]:
     return out
 
 
-def _gone(db_path: Path, host: str | None, pid: int | None, token: str | None) -> bool:
+_INTERRUPTED_IF_DEAD = ("CASE WHEN status = 'open' AND id IN (SELECT id FROM temp.dead_sessions)"
+                        " THEN 'interrupted' ELSE status END AS status")
+
+
+def _gone(db_path: Path, host: str | None, pid: int | None, token: str | None, clean: bool = True) -> bool:
     if token:
-        return not liveness.is_held(db_path, token)
+        return not liveness.is_held(db_path, token, clean)
     return host == socket.gethostname() and bool(pid) and not liveness.pid_alive(pid)  # type: ignore[arg-type]

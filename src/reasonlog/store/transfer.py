@@ -6,6 +6,7 @@ raw payloads travel as their exact text.
 """
 from __future__ import annotations
 
+import base64
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
@@ -80,13 +81,22 @@ def _export_call(cur, call: dict, hashes: dict[int, str], reader: ContentReader)
     if raw is not None:  # as stored: a JSON skeleton that refers to the response, or text
         response = reader.get(call["response_id"]) if call["response_id"] is not None else None
         data = unpack_raw(raw, call["raw_format"], None if response is None else canonical(response))
-        call["raw"] = data.decode("utf-8", "surrogateescape")
+        call.update(_raw_text(data))
         call["raw_format"] = {"json": "skeleton", "text": "bytes"}.get(call["raw_format"], call["raw_format"])
     call["context_json"] = orjson.dumps([i if isinstance(i, list) else hashes[i] for i in context]).decode()
     call["tools_json"] = None if tools is None else orjson.dumps([hashes[i] for i in tools]).decode()
     call["system_id"] = hashes.get(call["system_id"])
     call["response_id"] = hashes.get(call["response_id"])
     yield {"type": "call", **call}
+
+
+def _raw_text(data: bytes) -> dict[str, str]:
+    """A raw payload as JSON text: itself when it is UTF-8, else base64 with `raw_encoding` saying so (a
+    payload given as bytes may be anything: a protobuf, a gzip body)."""
+    try:
+        return {"raw": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"raw": base64.b64encode(data).decode("ascii"), "raw_encoding": "base64"}
 
 
 def _content_records(cur, ids: list[int], hashes: dict[int, str], reader: ContentReader) -> Iterator[dict]:
@@ -130,6 +140,8 @@ class Importer:
                 "warnings": warnings}
 
     def add(self, index: int, record: dict) -> None:
+        if record.get("type") != "content":  # a content is masked when stored, after its hash is checked
+            record = self.applier.redactor.value(record)  # an export made with redaction off holds secrets
         record = self.checker.as_row(index, record)
         kind = self.checker.check(index, record)
         if kind == "session" and _exists(self.cur, record["id"]):
@@ -214,9 +226,9 @@ def _import_call(cur, rec, ids, applier) -> None:
         rec["tools_json"] = orjson.dumps([ids[h] for h in orjson.loads(rec["tools_json"])]).decode()
     rec["system_id"] = ids[rec["system_id"]] if rec.get("system_id") else None
     rec["response_id"] = ids[rec["response_id"]] if rec.get("response_id") else None
-    raw = rec.pop("raw", None)
+    raw, encoding = rec.pop("raw", None), rec.pop("raw_encoding", None)
     if raw is not None:
-        rec["raw"] = pack_raw(raw.encode("utf-8", "surrogateescape"))
+        rec["raw"] = pack_raw(base64.b64decode(raw) if encoding == "base64" else raw.encode("utf-8", "surrogateescape"))
     _insert(cur, "calls", rec)
 
 

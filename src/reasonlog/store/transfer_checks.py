@@ -6,6 +6,7 @@ Needs no database, so a file can be checked before a store is even opened. Every
 """
 from __future__ import annotations
 
+import base64
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -111,6 +112,7 @@ TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "tags": (_tags, "JSON text of a list of tag names"),
     "any": (lambda v: True, "any JSON value"),
     "raw_format": (lambda v: v in ("skeleton", "bytes"), "'skeleton' or 'bytes'"),
+    "raw_encoding": (lambda v: v == "base64", "'base64'"),
     "version": (_int, "an integer"),
 }
 
@@ -131,7 +133,8 @@ FIELDS: dict[str, dict[str, str]] = {
              "reasoning_tokens": "int", "cost_usd": "num", "cost_source": "str", "provider_message_id": "str",
              "request_id": "str", "params_json": "obj!", "shape_json": "obj", "system_id": "hash",
              "tools_json": "hashes", "context_json": "context!", "context_len": "int!", "response_id": "hash",
-             "context_facts_json": "obj", "raw": "str", "raw_format": "raw_format"},
+             "context_facts_json": "obj", "window_json": "obj", "raw": "str", "raw_format": "raw_format",
+             "raw_encoding": "raw_encoding"},
     "message": {"session_id": "str!", "idx": "int!", "role": "str", "content": "hash!", "call_id": "str",
                 "at": "str!"},
     "tool_result": {"id": "str!", "session_id": "str!", "tool_use_id": "str", "name": "str", "input_json": "json",
@@ -152,6 +155,14 @@ def _compile(spec: dict[str, str]) -> list[tuple[str, Callable[[Any], bool], str
 
 _COMPILED = {kind: _compile(spec) for kind, spec in FIELDS.items()}  # checked per record: keep it cheap
 WIRE_NAMES = {kind: {column: name for name, (column, _) in fields.items()} for kind, fields in PARSED.items()}
+
+
+def _base64(text: Any) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def check_fields(index: int, kind: str, record: dict, wire: bool = False) -> None:
@@ -293,6 +304,8 @@ class RecordChecker:
         self._use(index, refs + [record[k] for k in ("system_id", "response_id") if record.get(k)])
         if (record.get("raw") is None) != (record.get("raw_format") is None):
             raise BadRecord(index, "call record: fields 'raw' and 'raw_format' must both be null or both be set")
+        if record.get("raw_encoding") is not None and not _base64(record.get("raw")):
+            raise BadRecord(index, "call record: field 'raw': expected base64 text, as 'raw_encoding' says")
 
     def _message(self, index: int, record: dict) -> None:
         self._in_session(index, record)

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from .. import providers
 from ..model import (
     CallRecorded,
     Event,
@@ -27,18 +28,17 @@ from ..model import (
 )
 from ..parts import RecordError
 from .content import (
-    canonical,
     decode_context,
     encode_context,
-    new_in_timeline,
     pack_raw,
     raw_skeleton,
 )
 from .contents import ContentWriter
+from .timeline import Thread, Timeline
 
-# Keys under which a request carries its context, by API. The first that holds a list wins.
-MESSAGE_KEYS = ("messages", "input", "contents")
-SYSTEM_KEYS = ("system", "instructions", "system_instruction")
+# Keys under which a request carries its context, by protocol (see providers/). The first that holds a list wins.
+MESSAGE_KEYS = providers.MESSAGE_KEYS
+SYSTEM_KEYS = providers.SYSTEM_KEYS
 TOOLS_KEY = "tools"
 DEFAULT_SHAPE = {"messages": "messages", "system": "system"}
 
@@ -52,9 +52,9 @@ class SessionState:
     next_exchange: int = 0
     context: list[int] | None = None
     response: int | None = None
-    response_items: frozenset[bytes] = frozenset()  # canonical bytes of the response's items
     system: int | None = None
     sent: list | None = None  # the last call's message objects, kept only for `stable_history` calls
+    thread: Thread | None = None  # what the next call is aligned with; read from the store when first needed
 
 
 @dataclass
@@ -109,16 +109,21 @@ class Applier:
     # Sessions that completed in this batch: their held (on_failure) reasoning records are to be dropped, by
     # the store, which knows its search index (see search.drop_held_reasoning).
     completed: list[str] = field(default_factory=list)
+    timeline: Timeline = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.timeline = Timeline(self.contents.redactor)
 
     @property
     def redactor(self):
         return self.contents.redactor
 
     def dumps(self, value: Any) -> str | None:
-        """A JSON text column, with secrets masked."""
+        """A JSON text column, with secrets masked in its strings (never across its structure)."""
         if value is None:
             return None
-        return self.redactor.bytes(orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS)).decode()
+        data = orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS)
+        return self.redactor.json(data, _dumps).decode()
 
     def mask_text(self, text: str | None) -> str | None:
         return None if text is None else self.redactor.text(text)
@@ -126,8 +131,9 @@ class Applier:
     def ident(self, value: Any) -> Any:
         """An identifier or name column, secrets masked. A caller can paste a key into any of them.
 
-        Masking is a pure function of the text, so an id masks the same wherever it appears (a session's
-        id and a call's `session_id`, a tool_use block and its result) and references still meet. The
+        Masking is a pure function of the text (a secret becomes its kind and a keyed digest, see redact.py),
+        so an id masks the same wherever it appears (a session's id and a call's `session_id`, a tool_use block
+        and its result) and references still meet, while two ids holding different secrets stay two ids. The
         spill file masks the same text the same way, so a replayed batch stores the same ids.
         """
         return self.redactor.text(value) if type(value) is str else value
@@ -151,6 +157,7 @@ class Applier:
             self.sessions.pop(session_id, None)
             self.completed[:] = [s for s in self.completed if s != self.again(session_id)]
         self.rows.clear()
+        self.timeline.reset()
 
     def reset(self) -> None:
         """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
@@ -158,6 +165,7 @@ class Applier:
         self.rows.clear()
         self.completed.clear()
         self.contents.reset()
+        self.timeline.reset()
 
     def apply(self, cur, event: Event) -> None:
         check_event(event)  # a wrongly typed field is a data error of this event, not a store failure
@@ -233,8 +241,8 @@ class Applier:
             " ON CONFLICT (id) DO UPDATE SET status = 'open', ended_at = NULL, live_token = excluded.live_token,"
             " xml_tool_tags_json = COALESCE(excluded.xml_tool_tags_json, sessions.xml_tool_tags_json)",
             (*map(self.ident, (ev.session_id, ev.run, ev.agent, ev.model, ev.provider)), self.dumps(ev.labels or {}),
-             *map(self.ident, (ev.parent_session_id, ev.parent_call_id, ev.external_id)), ev.host, ev.pid,
-             ev.started_at, self.dumps(ev.xml_tool_tags), ev.live_token))
+             *map(self.ident, (ev.parent_session_id, ev.parent_call_id, ev.external_id, ev.host)), ev.pid,
+             ev.started_at, self.dumps(ev.xml_tool_tags), self.ident(ev.live_token)))
         cur.executemany("INSERT INTO session_labels (key, value, session_id) VALUES (?,?,?) ON CONFLICT DO NOTHING",
                         [(self.again(str(k)), self.again(str(v)), self.again(ev.session_id))
                          for k, v in (ev.labels or {}).items()])
@@ -281,13 +289,7 @@ class Applier:
         timeline: list[tuple[str | None, int]] = []
         if system_id is not None and system_id != st.system and split.system:
             timeline.append(("system", system_id))
-        roles = {cid: m.get("role") if isinstance(m, dict) else None  # the resent prefix is never new
-                 for cid, m in zip(ids[max(known - 1, 0):], split.messages[max(known - 1, 0):], strict=True)}
-        items = ({cid for cid, m in zip(ids, split.messages, strict=True) if canonical(m) in st.response_items}
-                 if st.response_items else set())
-        timeline += [(_role(roles.get(cid)), cid) for cid in new_in_timeline(ids, st.context, st.response, items)]
-        if response_id is not None:
-            timeline.append(("assistant", response_id))
+        window = self._align(cur, ev, st, split, ids, known, response_id, timeline)
         session_id, call_id = self.ident(ev.session_id), self.ident(ev.call_id)
         self.queue(_INSERT_MESSAGE, [(session_id, st.next_message + i, role, cid, call_id, ev.started_at)
                                      for i, (role, cid) in enumerate(timeline)])
@@ -295,16 +297,41 @@ class Applier:
 
         context = ([[0, known]] if known >= 2 else ids[:known]) + ids[known:] if known else \
             encode_context(ids, st.context)
-        self.queue(_INSERT_CALL, [self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context)])
+        self.queue(_INSERT_CALL, [self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context,
+                                                 window)])
         st.next_call += 1
         st.context, st.response = ids, response_id
         st.sent = split.messages if ev.stable_history else None
-        st.response_items = _items_of(ev.response)
         if system_id is not None:
             st.system = system_id
 
+    def _align(self, cur, ev: CallRecorded, st: SessionState, split: Split, ids: list[int], known: int,
+               response_id: int | None, timeline: list[tuple[str | None, int]]) -> str:
+        """Add the call's new messages and its reply to `timeline`; the call's window as JSON."""
+        if st.thread is None:
+            from .reading import ContentReader  # reading imports this module
+
+            st.thread = self.timeline.load(cur, self.again(ev.session_id), ContentReader(cur, self.contents.dicts))
+        th = st.thread
+        chain = split.params.get("previous_response_id")
+        chained = isinstance(chain, str) and chain == th.reply_ref
+        entries, w, _, stored = self.timeline.extend(th, ids, split.messages, known, chained,
+                                                     st.next_message + len(timeline))
+        timeline += [(e.role, e.content_id) for e in entries]
+        reply = st.next_message + len(timeline)
+        if response_id is not None:
+            timeline.append(("assistant", response_id))
+        items = self.timeline.set_reply(th, ev.response, response_id, reply, ev.provider_message_id)
+        window: dict[str, Any] = {"map": stored, "reply": [reply, items] if response_id is not None else None,
+                                  **w.facts()}
+        if w.edits:
+            window["edits"] = w.edits
+        if chained:
+            window["chain"] = self.again(chain)
+        return orjson.dumps(window).decode()
+
     def _call_row(self, ev: CallRecorded, st: SessionState, split: Split, ids, system_id, tool_ids,
-                  response_id, context: list) -> tuple:
+                  response_id, context: list, window: str) -> tuple:
         u = ev.usage
         cost_usd, cost_source = self._cost(ev)
         raw, raw_format = self._raw(ev)
@@ -317,7 +344,7 @@ class Applier:
                 cost_usd, cost_source, ident(ev.provider_message_id), ident(ev.request_id), self.dumps(split.params),
                 _ours(split.shape), system_id, _ours(tool_ids), _ours(context), len(ids),
                 response_id, raw, raw_format,
-                self.dumps(ev.context_facts))
+                self.dumps(ev.context_facts), window)
 
     def _cost(self, ev: CallRecorded) -> tuple[float | None, str | None]:
         if ev.cost_usd is not None:
@@ -341,7 +368,8 @@ class Applier:
         else:
             skeleton = raw_skeleton(_plain(ev.raw), _plain(ev.response))
             data, fmt = orjson.dumps(skeleton, default=jsonable, option=orjson.OPT_NON_STR_KEYS), "skeleton"
-        return pack_raw(self.redactor.bytes(data)), fmt
+        # Bytes as they came are masked as text; a skeleton string by string, so it stays the same JSON.
+        return pack_raw(self.redactor.bytes(data) if fmt == "bytes" else self.redactor.json(data, _dumps)), fmt
 
     # -------------------------------------------------------------- tools and outcomes
 
@@ -370,7 +398,8 @@ class Applier:
             " artifact_path, details_tokens, compact_tokens, tokenizer, redacted, confidence, references_json, at)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (*map(self.ident, (ev.record_id, ev.session_id, ev.agent, ev.group, ev.phase)), ev.state,
-             self.dumps(ev.compact), details, ev.artifact_path, ev.details_tokens, ev.compact_tokens, ev.tokenizer,
+             self.dumps(ev.compact), details, self.ident(ev.artifact_path), ev.details_tokens, ev.compact_tokens,
+             self.ident(ev.tokenizer),
              int(ev.redacted or details != ev.details), self.ident(ev.confidence), self.dumps(ev.references), ev.at))
 
 
@@ -382,14 +411,14 @@ def _resent(st: SessionState, messages: list) -> int:
     return len(sent) if all(map(operator.is_, sent, messages)) else 0
 
 
-def _role(role: Any) -> str | None:
-    """The timeline's role column: a role that is not text (the message keeps it) would fail the row."""
-    return role if role is None or isinstance(role, str) else None
-
-
 def _ours(value: Any) -> str | None:
     """JSON of what reasonlog itself made (ids, key names): nothing recorded, so nothing to mask."""
     return None if value is None else orjson.dumps(value).decode()
+
+
+def _dumps(value: Any) -> bytes:
+    """JSON of a decoded (plain) value, as `Applier.dumps` writes it."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
 
 
 def _plain(value: Any) -> Any:
@@ -404,25 +433,10 @@ def _plain(value: Any) -> Any:
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 
 
-def _items_of(response: dict | None) -> frozenset[bytes]:
-    """The response's content items as the next request may resend them, one message each."""
-    content = response.get("content") if isinstance(response, dict) else None
-    if not isinstance(content, list):
-        return frozenset()
-    return frozenset(canonical(item) for item in content if isinstance(item, dict) and "role" not in item
-                     and item.get("type") in RESPONSES_ITEM_TYPES)
-
-
-# Output items of the OpenAI Responses API, which agents append to `input` one by one.
-RESPONSES_ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "web_search_call", "file_search_call",
-                                  "code_interpreter_call", "computer_call", "image_generation_call",
-                                  "local_shell_call", "mcp_call", "custom_tool_call"})
-
-
 _INSERT_MESSAGE = "INSERT INTO messages (session_id, idx, role, content_id, call_id, at) VALUES (?,?,?,?,?,?)"
 _INSERT_CALL = (
     "INSERT INTO calls (id, session_id, idx, exchange_id, provider, model, started_at, latency_ms, ttft_ms, status,"
     " stop_reason, error_json, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
     " cache_write_1h_tokens, reasoning_tokens, cost_usd, cost_source, provider_message_id, request_id, params_json,"
     " shape_json, system_id, tools_json, context_json, context_len, response_id, raw, raw_format,"
-    " context_facts_json) VALUES (" + ",".join("?" * 32) + ")")
+    " context_facts_json, window_json) VALUES (" + ",".join("?" * 33) + ")")

@@ -46,6 +46,7 @@ from ...model import (
 from ..importing import Checkpoint, Feed, first_values
 
 NAME = "trading-log"
+ROOT = "agent_data"
 TOOL_PREFIX = "Tool results: "
 
 
@@ -55,21 +56,22 @@ class TradingLogImporter:
     incremental = False
 
     def detect(self, path: Path) -> bool:
-        root = _root(path)
-        if root is None:
+        roots = _roots(path)
+        if not roots:
             return False
         if path.is_file():
             first = first_values(path, 1)
             return bool(first) and isinstance(first[0], dict) and ("signature" in first[0] or "positions" in first[0])
-        return any(root.glob("*/log/*/log.jsonl")) or any(root.glob("*/position/position.jsonl"))
+        return any(any(root.glob("*/log/*/log.jsonl")) or any(root.glob("*/position/position.jsonl"))
+                   for root in roots)
 
     def sources(self, path: Path) -> Iterator[Path]:
         if path.is_file():
             yield path
             return
-        root = _root(path) or path
-        yield from sorted(root.glob("*/log/*/log.jsonl"))
-        yield from sorted(root.glob("*/position/position.jsonl"))
+        for root in _roots(path) or [path]:
+            yield from sorted(root.glob("*/log/*/log.jsonl"))
+            yield from sorted(root.glob("*/position/position.jsonl"))
 
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
         path = feed.path
@@ -85,20 +87,27 @@ class TradingLogImporter:
 importer = TradingLogImporter()
 
 
-def _root(path: Path) -> Path | None:
-    """The `agent_data` folder a path lies in or holds (its children are models with a log/ or position/)."""
+def _roots(path: Path) -> list[Path]:
+    """The `agent_data` folders a path lies in or holds (their children are models with a log/ or position/).
+
+    AI-Trader keeps one per market beside each other in `data/`: `agent_data` (NASDAQ-100), `agent_data_astock`
+    (A-shares), and so on."""
     for candidate in (path, *path.parents):
-        if candidate.name == "agent_data":
-            return candidate
-    if path.is_dir() and (path / "agent_data").is_dir():
-        return path / "agent_data"
-    if path.is_dir() and any(path.glob("*/log/*/log.jsonl")):
-        return path
-    return None
+        if candidate.name.startswith(ROOT):
+            return [candidate]
+    if not path.is_dir():
+        return []
+    held = sorted(p for p in path.glob(ROOT + "*") if p.is_dir())
+    if held:
+        return held
+    return [path] if any(path.glob("*/log/*/log.jsonl")) else []
 
 
 def _run(root: Path) -> str:
-    return root.parent.name or root.name
+    """The folder holding `agent_data`, with the market of an `agent_data_<market>` folder: `data-astock`."""
+    market = root.name[len(ROOT):].lstrip("_") if root.name.startswith(ROOT) else ""
+    base = root.parent.name or root.name
+    return f"{base}-{market}" if market else base
 
 
 def _session_id(root: Path, model: str, date: str) -> str:

@@ -1,0 +1,179 @@
+"""Redaction: secrets are masked before anything reaches a database, a spill file, a server or a log line.
+
+A secret becomes `[REDACTED:<kind>:<digest>]`, the digest keyed by the installation's key (redact_key.py), so
+two different secrets stay two different ids and the same secret masks the same in every process. Masking
+works on the strings of decoded values, never across their structure (a string, an object's key and value,
+each alone), so masked JSON is still the same JSON with some strings changed. Masking is idempotent: what is
+masked masks to itself, so a server may mask again what a recorder sent. What a key looks like, and how it is
+told from base64 data, is in redact_patterns.py.
+"""
+from __future__ import annotations
+
+import builtins
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from . import redact_key
+from .redact_patterns import (
+    AWS_SECRET_NAME,
+    AWS_SECRET_VALUE,
+    DATA_SHAPED,
+    DEFAULT_PATTERNS,
+    LITERALS,
+    STARTS,
+    in_base64_data,
+)
+
+__all__ = ["DEFAULT_PATTERNS", "Redactor"]
+_SECRET = "(?P<SECRET>"
+
+
+@dataclass
+class Redactor:
+    """Masks every match of its patterns with `[REDACTED:<name>:<digest>]` and counts what it masked.
+
+    `key`: the digests' key; None takes the installation's (read on the first secret masked, not before).
+    """
+
+    patterns: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_PATTERNS))
+    masked: int = 0
+    literals: tuple[bytes, ...] | None = LITERALS  # None: the user's patterns need the regex on everything
+    key: bytes | None = None
+
+    def __post_init__(self) -> None:
+        for name, pattern in self.patterns.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"redaction pattern {name!r}: {exc}") from None
+        self._text, self._names, self._secret_groups = _compiled(tuple(self.patterns.items()))
+        self._text_literals = None if self.literals is None else _literal_regex(self.literals)
+        self._byte_literals = None if self.literals is None else re.compile(
+            b"|".join(re.escape(lit) for lit in self.literals))
+
+    @classmethod
+    def with_extra(cls, extra: Iterable[str] | dict[str, str] = ()) -> "Redactor":
+        """The default patterns plus the user's own (a list of regexes or a name -> regex dict)."""
+        patterns = dict(DEFAULT_PATTERNS)
+        items = extra.items() if isinstance(extra, dict) else ((f"custom_{i}", p) for i, p in enumerate(extra))
+        patterns.update(items)
+        return cls(patterns, literals=None)
+
+    # ------------------------------------------------------------ the ways in
+
+    def text(self, text: str) -> str:
+        """Mask secrets in a string (an identifier, a message's text, a log line)."""
+        if self._text_literals is not None and not self._text_literals.search(text):
+            return text
+        masked = self._text.sub(self._mask, text)
+        return text if masked == text else masked  # the same object: callers test identity for "unchanged"
+
+    def bytes(self, data: builtins.bytes) -> builtins.bytes:
+        """Mask secrets in opaque bytes (a raw payload): as Latin-1 text, so every other byte stays as it was."""
+        if not self.may_hold(data):
+            return data
+        text = data.decode("latin-1")
+        masked = self.text(text)
+        return data if masked is text else masked.encode("latin-1")
+
+    def value(self, value: Any) -> Any:
+        """Mask every string in a decoded value (keys of objects too); the same object when nothing changed."""
+        kind = type(value)
+        if kind is str:
+            return self.text(value)
+        if kind is dict:
+            return self._dict(value)
+        if kind is list or kind is tuple:
+            items = [self.value(v) for v in value]
+            return value if all(map(_same, items, value)) else items
+        if kind is builtins.bytes or kind is bytearray:
+            return self.bytes(builtins.bytes(value))
+        return value
+
+    def json(self, data: builtins.bytes, dumps: Callable[[Any], builtins.bytes]) -> builtins.bytes:
+        """Mask the strings of serialised JSON: decoded, masked by `value`, encoded again by `dumps` when
+        something changed. Bytes without any of the patterns' literals cost one substring scan."""
+        if not self.may_hold(data):
+            return data
+        decoded = orjson.loads(data)
+        masked = self.value(decoded)
+        return data if masked is decoded else dumps(masked)
+
+    def may_hold(self, data: builtins.bytes) -> bool:
+        """False when no default pattern can match in `data` (none of their literals is in it)."""
+        # One pass of one regex: faster than a substring test per literal over large contents.
+        return self._byte_literals is None or self._byte_literals.search(data) is not None
+
+    # ------------------------------------------------------------ masking
+
+    def _dict(self, value: dict) -> dict:
+        out, changed = {}, False
+        for k, v in value.items():
+            mk = self.text(k) if type(k) is str else k
+            mv = self._aws_secret(v) if type(k) is str and type(v) is str and AWS_SECRET_NAME.fullmatch(k) \
+                else self.value(v)
+            changed = changed or mk is not k or mv is not v
+            out[mk] = mv
+        return out if changed else value
+
+    def _aws_secret(self, text: str) -> str:
+        """The value of a field named as an AWS secret access key: masked whole when it has that key's shape."""
+        if AWS_SECRET_VALUE.fullmatch(text):
+            return self._masked("aws_secret_key", text)
+        return self.text(text)
+
+    def _mask(self, match: re.Match) -> str:
+        group = match.lastgroup or ""
+        name = self._names[group]
+        if name in DATA_SHAPED and in_base64_data(match.string, match.start(), match.end()):
+            return match.group()
+        secret_group = self._secret_groups.get(group)
+        if secret_group is not None and match.group(secret_group) is not None:
+            lo, hi = match.span(secret_group)
+            whole = match.group()
+            at = lo - match.start()
+            return whole[:at] + self._masked(name, match.group(secret_group)) + whole[at + hi - lo:]
+        return self._masked(name, match.group())
+
+    def _masked(self, name: str, secret: str) -> str:
+        self.masked += 1
+        if self.key is None:
+            self.key = redact_key.installation_key()
+        return f"[REDACTED:{name}:{redact_key.digest(secret, self.key)}]"
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b
+
+
+_COMPILED: dict[tuple, tuple[re.Pattern, dict[str, str], dict[str, str]]] = {}
+
+
+def _compiled(patterns: tuple[tuple[str, str], ...]) -> tuple[re.Pattern, dict[str, str], dict[str, str]]:
+    """One regex of named groups (the default patterns first, behind their STARTS test), the pattern name of
+    each group, and the group of each pattern's `SECRET` part (the part masked when a label is kept).
+    Compiled once per process and pattern set: stores and recorders make redactors freely."""
+    found = _COMPILED.get(patterns)
+    if found is None:
+        names = {_group(n): n for n, _ in patterns}
+        secrets = {_group(n): _group(n) + "__secret" for n, p in patterns if _SECRET in p}
+        parts = [(n, f"(?P<{_group(n)}>{p.replace(_SECRET, '(?P<' + _group(n) + '__secret>')})")
+                 for n, p in patterns]
+        known = [text for n, text in parts if DEFAULT_PATTERNS.get(n) == dict(patterns)[n]]
+        other = [text for n, text in parts if DEFAULT_PATTERNS.get(n) != dict(patterns)[n]]
+        combined = "|".join(([f"{STARTS}(?:{'|'.join(known)})"] if known else []) + other)
+        found = _COMPILED[patterns] = (re.compile(combined), names, secrets)
+    return found
+
+
+def _literal_regex(literals: tuple[builtins.bytes, ...]) -> re.Pattern:
+    # Strings are mostly short identifiers: one regex call beats twenty substring tests there.
+    return re.compile("|".join(re.escape(lit.decode()) for lit in literals))
+
+
+def _group(name: str) -> str:
+    return "p_" + re.sub(r"\W", "_", name)

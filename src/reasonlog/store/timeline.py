@@ -1,0 +1,208 @@
+"""The session timeline, built as calls are written: each message of the conversation once, in order.
+
+`Timeline.extend` aligns a call's context with the previous call's context plus its reply (see
+`reasonlog.conversation`) and returns the new timeline entries and the call's window: what it kept, added,
+trimmed, edited or compacted, and which timeline entry each position of its context stands for. The window is
+stored on the call (`calls.window_json`, migration 12) as runs into the previous call's slots, so it costs
+a few numbers a call and every reader (show, the dashboard, the API, the exports) reads the same facts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..conversation import (
+    Slot,
+    Window,
+    align,
+    decode_map,
+    key_of,
+    reader_form,
+    reply_slots,
+    reply_units,
+    reply_variants,
+)
+from ..model import jsonable
+from .content import CANONICAL, canonical, decode_context
+
+# Reader keys by content id, across sessions; cleared past this many (a key and its entry take ~150 bytes).
+KEY_CACHE_ENTRIES = 100_000
+
+
+@dataclass
+class Thread:
+    """What a session's next call is aligned with: the previous call's view (held + sent) and reply."""
+
+    view_keys: list[bytes] = field(default_factory=list)
+    view: list[Slot] = field(default_factory=list)
+    sent_keys: list[bytes] = field(default_factory=list)  # keys of what the last call sent, for a resent prefix
+    reply_keys: list[bytes] = field(default_factory=list)
+    reply: list[Slot] = field(default_factory=list)
+    reply_alts: dict[bytes, bytes] = field(default_factory=dict)  # another form of the reply -> its key
+    # Forms in which earlier replies were sent back -> the key of the reply they stand for: a reply resent
+    # without its thinking is resent so on every later call too.
+    aliases: dict[bytes, bytes] = field(default_factory=dict)
+    reply_ref: str | None = None  # the provider's id of the reply, which a chained request names
+
+
+@dataclass
+class Entry:
+    """A new timeline entry: role and content id."""
+
+    role: str | None
+    content_id: int
+
+
+class Timeline:
+    """Reader keys (cached by content id) and the alignment of each call with the one before."""
+
+    def __init__(self, redactor: Any):
+        self.redactor = redactor
+        self.keys: dict[int, bytes] = {}
+
+    def reset(self) -> None:
+        self.keys.clear()  # ids of a rolled-back transaction may be given to other contents
+
+    def key(self, cid: int | None, value: Any) -> bytes:
+        """The reader key of a content, from its masked form (so a key read back from the store is the same)."""
+        if cid is not None:
+            found = self.keys.get(cid)
+            if found is not None:
+                return found
+        k = key_of(reader_form(self.plain(value)))
+        if cid is not None:
+            if len(self.keys) >= KEY_CACHE_ENTRIES:
+                self.keys.clear()
+            self.keys[cid] = k
+        return k
+
+    def plain(self, value: Any) -> Any:
+        """`value` as plain JSON data, masked as the store masks it (without counting the secrets again)."""
+        masked = self.redactor.masked
+        try:
+            data = orjson.dumps(value, default=jsonable, option=CANONICAL)
+        except TypeError:
+            data = canonical(value)
+        data = self.redactor.json(data, canonical)  # as `ContentWriter` masks a content
+        self.redactor.masked = masked
+        return orjson.loads(data)
+
+    def extend(self, th: Thread, ids: list[int], messages: list, known: int, chained: bool,
+               next_entry: int) -> tuple[list[Entry], Window, list[Slot], list]:
+        """Align a call's context (`ids`, `messages`; its first `known` resent object for object) with `th`.
+
+        Returns the new entries (numbered from `next_entry`), the window, the slots of the call's view and
+        the map to store (runs into the previous slots, new entries as themselves)."""
+        fresh = [self.key(cid, m) for cid, m in zip(ids[known:], messages[known:], strict=True)]
+        if th.reply_alts:  # the reply sent back in another form a reader calls the same
+            th.aliases.update((k, th.reply_alts[k]) for k in fresh if k in th.reply_alts)
+        if th.aliases:
+            fresh = [th.aliases.get(k, k) for k in fresh]
+        sent = th.sent_keys[:known] + fresh
+        before_keys, before = th.view_keys + th.reply_keys, th.view + th.reply
+        held = len(before_keys) if chained else 0
+        after = before_keys + sent if chained else sent
+        w = align(before_keys, after, len(th.view_keys), held)
+        view: list[Slot] = [0] * len(after)
+        entries: list[Entry] = []
+        stored: list = []
+        for tag, i1, i2, j1, j2 in w.ops:
+            if tag == "equal":
+                view[j1:j2] = before[i1:i2]
+                stored.append([i1, i2])
+                continue
+            for j in range(j1, j2):
+                view[j] = next_entry + len(entries)
+                stored.append(view[j])
+                entries.append(Entry(_role(messages[j - held]), ids[j - held]))
+        w.edits = [(before[i], view[j]) for i, j in w.edits]  # type: ignore[misc]  # as timeline entries
+        th.view_keys, th.view, th.sent_keys = after, view, sent
+        return entries, w, view, stored
+
+    def set_reply(self, th: Thread, response: Any, response_id: int | None, entry: int, ref: str | None) -> int:
+        """Remember the call's reply (timeline entry `entry`) for the next call; returns its item count."""
+        if response is None or response_id is None:
+            th.reply_keys, th.reply, th.reply_alts, th.reply_ref = [], [], {}, ref
+            return 0
+        form = self.plain(response)
+        units = reply_units(form)
+        items = len(units) if units[0] is not form else 0
+        th.reply = reply_slots(entry, items)
+        th.reply_keys = [self.key(response_id, form)] if not items else [key_of(reader_form(u)) for u in units]
+        th.reply_alts = {} if items else {key_of(v): th.reply_keys[0] for v in reply_variants(reader_form(form))}
+        th.reply_ref = ref
+        return items
+
+    def load(self, cur, session_id: str, reader) -> Thread:
+        """The thread of a session written before (by another process, or before a restart)."""
+        ids: list[int] | None = None
+        view: list[Slot] | None = None  # None while the calls read so far predate migration 12
+        reply: list[Slot] = []
+        row = None
+        for row in cur.execute("SELECT id, context_json, window_json, response_id, provider_message_id FROM calls"
+                               " WHERE session_id = ? ORDER BY idx", (session_id,)):
+            window = orjson.loads(row[2]) if row[2] else None
+            if window is not None and view is None and ids is not None:
+                view = _legacy_view(cur, session_id, ids)  # the call before the first one with a window
+            ids = decode_context(orjson.loads(row[1]), ids)
+            view = decode_map(window["map"], (view or []) + reply) if window else None
+            reply = reply_slots(*window["reply"]) if window and window.get("reply") else []
+        th = Thread()
+        if row is None or ids is None:
+            return th
+        if view is None:
+            view = _legacy_view(cur, session_id, ids)
+            reply = [_last_entry(cur, session_id, row[0])] if row[3] is not None else []
+        contents = _entry_contents(cur, session_id, {s if isinstance(s, int) else s[0] for s in view + reply})
+        reader.load([*contents.values(), *ids, row[3]])
+        th.view, th.reply_ref = view, row[4]
+        th.view_keys = [self._slot_key(s, contents, reader) for s in view]
+        th.sent_keys = [self.key(cid, reader.get(cid)) for cid in ids]
+        held = len(view) - len(ids)
+        for p, k in enumerate(th.sent_keys):  # forms of replies sent back, as the calls before aligned them
+            if held + p >= 0 and k != th.view_keys[held + p]:
+                th.aliases[k] = th.view_keys[held + p]
+        th.sent_keys = [th.aliases.get(k, k) for k in th.sent_keys]
+        if row[3] is not None and reply:
+            first = reply[0]
+            self.set_reply(th, reader.get(row[3]), row[3], first if isinstance(first, int) else first[0], row[4])
+        return th
+
+    def _slot_key(self, slot: Slot, contents: dict[int, int], reader) -> bytes:
+        if isinstance(slot, int):
+            cid = contents.get(slot)
+            return self.key(cid, reader.get(cid)) if cid is not None else b"?%d" % slot
+        cid = contents.get(slot[0])
+        units = reply_units(self.plain(reader.get(cid))) if cid is not None else []
+        return key_of(reader_form(units[slot[1]])) if slot[1] < len(units) else b"?%d" % slot[0]
+
+
+def _legacy_view(cur, session_id: str, ids: list[int]) -> list[Slot]:
+    """The view of a call written before migration 12: each content's latest timeline entry."""
+    latest = {cid: idx for idx, cid in cur.execute(
+        "SELECT idx, content_id FROM messages WHERE session_id = ? ORDER BY idx", (session_id,))}
+    return [latest.get(cid, -1) for cid in ids]
+
+
+def _last_entry(cur, session_id: str, call_id: str) -> int:
+    """The timeline entry a call wrote last (its reply, when it has one)."""
+    return cur.execute("SELECT MAX(idx) FROM messages WHERE session_id = ? AND call_id = ?",
+                       (session_id, call_id)).fetchone()[0]
+
+
+def _entry_contents(cur, session_id: str, entries: set[int]) -> dict[int, int]:
+    """Timeline entry -> content id, for these entries."""
+    wanted = sorted(e for e in entries if e >= 0)
+    found: dict[int, int] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        found.update(cur.execute(f"SELECT idx, content_id FROM messages WHERE session_id = ? AND idx IN"
+                                 f" ({', '.join('?' * len(chunk))})", (session_id, *chunk)).fetchall())
+    return found
+
+
+def _role(message: Any) -> str | None:
+    role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+    return role if isinstance(role, str) else None

@@ -1,0 +1,175 @@
+"""What masking does to a value, alone (issue 19, items 1, 2, 3 and 6): different secrets stay different, the
+same secret masks the same in another process, nothing masks across JSON structure, base64 data and prose are
+left as they are, and keys after `/`, `_`, `-`, `+`, AWS secret keys and unterminated PEM blocks are masked."""
+from __future__ import annotations
+
+import base64
+import os
+import random
+import re
+import subprocess
+import sys
+import textwrap
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reasonlog.capture.redact import Redactor
+
+MASK = re.compile(r"\[REDACTED:(\w+):([0-9a-f]{12})\]")
+KEY_A = "sk-proj-" + "a1B2" * 10
+KEY_B = "sk-proj-" + "c3D4" * 10
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+PEM_BODY = "MIIEpAIBAAKCAQEA7xTq9Vw3bLmN4kZ2rT8sYp1QaHcUoJ5nD6fE"
+PEM = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----"
+PREFIXES = ["sk-", "sk-ant-", "sk-proj-", "AIza", "AKIA", "ghp_", "github_pat_", "xoxb-", "hf_", "gsk_", "xai-",
+            "sk_live_", "eyJ"]
+
+
+# ------------------------------------------------------------------ item 1: ids stay apart
+
+
+def test_two_secrets_of_one_kind_mask_to_two_texts_and_one_secret_to_one():
+    r = Redactor()
+    a, b, a_again = r.text(f"run-{KEY_A}"), r.text(f"run-{KEY_B}"), r.text(f"run-{KEY_A}")
+    assert a != b and a == a_again
+    assert [m.group(1) for m in MASK.finditer(a + b)] == ["openai_key", "openai_key"]
+    assert KEY_A not in a and KEY_B not in b
+
+
+def test_the_same_secret_masks_the_same_in_another_process_through_the_key_file(tmp_path):
+    """Without $REASONLOG_REDACTION_KEY, the key is a file in the user's data folder, made once and read after."""
+    env = {k: v for k, v in os.environ.items() if k != "REASONLOG_REDACTION_KEY"}
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    code = textwrap.dedent(f"""
+        from reasonlog.capture.redact import Redactor
+        print(Redactor().text({KEY_A!r}))
+    """)
+    first, second = (subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                    check=True).stdout for _ in range(2))
+    key_file = tmp_path / "data" / "reasonlog" / "redaction.key"
+    assert first == second and MASK.fullmatch(first.strip())
+    assert key_file.stat().st_mode & 0o777 == 0o600 and len(key_file.read_bytes()) == 65
+    assert first.strip() != Redactor().text(KEY_A)  # the tests' key is another key: another digest
+
+
+def test_masking_is_idempotent_so_a_server_may_mask_again_what_a_recorder_sent():
+    r = Redactor()
+    once = r.text(f"{KEY_A} and {PEM} and Bearer abc123DEF456ghi789JKL")
+    assert r.text(once) is once and r.masked == 3
+
+
+# ------------------------------------------------------------------ item 2: never across structure
+
+
+def test_an_unterminated_pem_block_does_not_reach_into_the_next_string():
+    r = Redactor()
+    value = {"a": "-----BEGIN RSA PRIVATE KEY-----\n" + PEM_BODY, "between": "keep me", "b": PEM}
+    masked = orjson.loads(r.json(orjson.dumps(value), orjson.dumps))
+    assert masked["between"] == "keep me" and list(masked) == ["a", "between", "b"]
+    assert MASK.fullmatch(masked["a"]) and MASK.fullmatch(masked["b"])
+    raw = r.bytes(orjson.dumps(value))  # opaque bytes too: the block's body holds no quote
+    assert orjson.loads(raw)["between"] == "keep me"
+
+
+# ------------------------------------------------------------------ item 3: non-secrets left alone
+
+
+def test_url_safe_base64_wrapped_at_76_columns_is_left_alone():
+    """A wrapped line that starts with `sk-`: its run is one line, but its neighbours are lines of 76."""
+    rng = random.Random(3)
+    for width in (64, 76):
+        lines = [base64.urlsafe_b64encode(rng.randbytes(width * 3 // 4)).decode() for _ in range(6)]
+        lines[2] = "sk-" + lines[2][3:]
+        lines[5] = "AKIA" + lines[5][4:20]  # the last, shorter line
+        text = "\n".join(lines)
+        assert Redactor().text(text) == text
+
+
+def test_prose_after_bearer_is_left_alone():
+    r = Redactor()
+    for prose in ["payable to bearer instruments", "bearer instruments-and-other-securities",
+                  "the BEARER of-ill-tidings-and-misfortune"]:
+        assert r.text(prose) == prose
+    assert r.masked == 0
+    assert MASK.search(r.text("Authorization: Bearer abc123DEF456ghi789JKL"))
+
+
+# ------------------------------------------------------------------ item 6: keys in URLs and names, AWS, PEM
+
+
+def test_a_key_after_a_slash_underscore_dash_or_plus_is_masked():
+    r = Redactor()
+    for place in ["https://api.example.com/v1/{}/data", "MY_TOKEN_{}", "prefix-{}", "a+{}", "path/to/{}"]:
+        masked = r.text(place.format(KEY_A))
+        assert KEY_A not in masked and masked == place.format(r.text(KEY_A)), place
+
+
+def test_aws_secret_access_keys_are_masked_by_their_label():
+    r = Redactor()
+    for text in [f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}", f"aws_secret_access_key = {AWS_SECRET}",
+                 f'"SecretAccessKey": "{AWS_SECRET}"']:
+        assert AWS_SECRET not in r.text(text) and "aws_secret_key" in r.text(text), text
+    masked = r.value({"SecretAccessKey": AWS_SECRET, "AccessKeyId": "AKIAIOSFODNN7EXAMPLE"})
+    assert [MASK.fullmatch(v).group(1) for v in masked.values()] == ["aws_secret_key", "aws_access_key"]
+
+
+def test_a_pem_block_without_its_end_line_is_masked():
+    text = f"here:\n-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n{PEM_BODY[:40]}==\n\nthanks"
+    masked = Redactor().text(text)
+    assert PEM_BODY[:20] not in masked and masked.startswith("here:\n[REDACTED:private_key:")
+    assert masked.endswith("\n\nthanks")
+
+
+# ------------------------------------------------------------------ properties
+
+
+def _base64_forms(data: bytes) -> list[str]:
+    std, url = base64.b64encode(data).decode(), base64.urlsafe_b64encode(data).decode()
+    forms = [std, url, std.rstrip("="), url.rstrip("=")]
+    forms += ["\n".join(f[i:i + w] for i in range(0, len(f), w)) for f in (std, url) for w in (64, 76)]
+    return forms
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(min_size=300, max_size=3000), prefix=st.sampled_from(PREFIXES), where=st.floats(0, 1),
+       form=st.integers(0, 7))
+def test_masking_never_alters_base64_data_even_with_a_key_prefix_planted_in_it(data, prefix, where, form):
+    """Every base64 form of at least 300 bytes, with a key's prefix written over it anywhere (as chance does)."""
+    text = _base64_forms(data)[form]
+    at = int(where * (len(text) - len(prefix)))
+    text = text[:at] + prefix + text[at + len(prefix):]
+    if "\n" in text[at:at + len(prefix)]:
+        return  # the prefix would have replaced a line break: no longer wrapped data
+    r = Redactor()
+    value = {"type": "image", "source": {"data": text}}
+    assert r.json(orjson.dumps(value), orjson.dumps) == orjson.dumps(value)
+    assert r.masked == 0
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.text()
+    | st.sampled_from([KEY_A, PEM, "-----BEGIN RSA PRIVATE KEY-----\n" + PEM_BODY, f"Bearer {KEY_B}", AWS_SECRET]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8) | st.just("SecretAccessKey"),
+                                                               inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=JSONISH)
+def test_masked_json_is_the_same_structure_with_only_strings_changed(value):
+    r = Redactor()
+    masked = orjson.loads(r.json(orjson.dumps(value), orjson.dumps))
+    assert _shape(masked) == _shape(value)
+    text = orjson.dumps(masked).decode()
+    assert KEY_A not in text and PEM_BODY[:20] not in text
+
+
+def _shape(value):
+    """The value with every string replaced by a marker: what masking must never change."""
+    if isinstance(value, dict):
+        return [("k", _shape(v)) for v in value.values()]
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    return "s" if isinstance(value, str) else value
