@@ -252,7 +252,6 @@ class _Reader:
                spawn: dict | None = None) -> Iterator[Event]:
         if thread.started:
             return
-        thread.started = True
         parent = thread.sid.split("@", 1)[1] if "@" in thread.sid else None
         parent = (spawn or {}).get("session") or parent  # a nested sub-agent's parent is the agent that spawned it
         labels = {"source": NAME, **{k: v[f] for k, f in (("cwd", "cwd"), ("git_branch", "gitBranch"),
@@ -260,10 +259,12 @@ class _Reader:
         title = self._titles().get(thread.sid)
         if title:
             labels["title"] = title
-        yield SessionStarted(session_id=thread.sid, started_at=at, agent=agent_type or ("subagent" if parent
-                                                                                        else "claude-code"),
-                             run=self.run_name, provider="anthropic", labels=labels, parent_session_id=parent,
-                             parent_call_id=(spawn or {}).get("call"), external_id=thread.sid.split("@")[0])
+        started = SessionStarted(session_id=thread.sid, started_at=at, agent=_text_or_none(agent_type) or (
+                                     "subagent" if parent else "claude-code"),
+                                 run=self.run_name, provider="anthropic", labels=labels, parent_session_id=parent,
+                                 parent_call_id=(spawn or {}).get("call"), external_id=thread.sid.split("@")[0])
+        thread.started = True  # only once its start is made: a line that fails before leaves no orphan behind
+        yield started
         yield from self._claim(thread, at)
 
     def _titles(self) -> dict[str, str]:
@@ -350,7 +351,8 @@ class _Reader:
                 inp = inp if isinstance(inp, dict) else {}
                 # The call's id is known before its response ends (parallel tool uses may follow the Task).
                 self.spawns[str(block.get("id"))] = {"call": stable_id(None, NAME, key),
-                                                     "agent": inp.get("subagent_type"), "session": thread.sid,
+                                                     "agent": _text_or_none(inp.get("subagent_type")),
+                                                     "session": thread.sid,
                                                      "at": group["at"], "prompt": inp.get("prompt")}
 
     def _close_group(self, thread: _Thread) -> Iterator[Event | Checkpoint]:
@@ -366,7 +368,7 @@ class _Reader:
         if fresh:
             try:
                 usage = Usage.from_anthropic(group["usage"]) if group["usage"] else None
-            except RecordError as exc:
+            except (RecordError, TypeError) as exc:  # a count that is not a number: the call, without usage
                 self.feed.skip(group["line"], f"usage: {exc}")
                 usage = None
             yield CallRecorded(call_id=call_id, session_id=thread.sid, exchange_id=thread.exchange,
@@ -499,6 +501,10 @@ class _Reader:
 
 
 # ------------------------------------------------------------------------------------------ helpers
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _bookkeeping(raw: bytes) -> bool:
