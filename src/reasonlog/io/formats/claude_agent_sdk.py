@@ -146,6 +146,12 @@ def _count_error(usage: dict, where: str) -> str | None:
         value = usage.get(key)
         if value is not None and (type(value) is not int or value < 0):
             return f"expected `{where}.{key}` as a non-negative integer, got {value!r}"
+    split = usage.get("cache_creation")
+    if split is not None and not isinstance(split, dict):
+        return f"expected `{where}.cache_creation` as an object, got {_name(split)}"
+    for key, value in (split or {}).items():
+        if value is not None and (type(value) is not int or value < 0):
+            return f"expected `{where}.cache_creation.{key}` as a non-negative integer, got {value!r}"
     return None
 
 
@@ -182,7 +188,8 @@ def _record(feed: Feed, messages: list[tuple[int, dict]]) -> list[Event]:
             _skip(feed, where, f"{message.get('type')}: not recorded ({_cause(exc)})")
     try:
         logger.close()
-    except RecordError as exc:  # what was still open at the end of the dump could not be written
+    except (RecordError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        # What was still open at the end of the dump could not be written (the logger's own errors end here).
         feed.skip(None, f"the end of the dump: not recorded ({_cause(exc)})")
     recorder.close()
     return sink.events
