@@ -48,7 +48,8 @@ def days(store) -> dict[str, tuple]:
 def test_spotter_daily_totals_equal_the_table_in_sources(tmp_path):
     store, report = imported(tmp_path / "t.db", SPOTTER)
     assert days(store) == EXPECTED_DAYS
-    assert report.added == {"sessions": 7, "calls": 243, "messages": 503, "tool_results": 0, "outcomes": 1}
+    # outcomes: the compaction, and 7 system lines (3 stop_hook_summary, 4 local_command)
+    assert report.added == {"sessions": 7, "calls": 243, "messages": 503, "tool_results": 0, "outcomes": 8}
     assert (report.files, report.failed, report.skipped) == (6, [], [])
 
 
@@ -225,7 +226,7 @@ def test_cli_import_reports_and_refuses_bad_paths(tmp_path):
                                     capture_output=True, text=True)
     out = run("import", str(SPOTTER))
     assert out.returncode == 0, out.stderr
-    assert out.stdout == "Imported 6 file(s): 7 sessions, 243 calls, 503 messages, 0 tool results, 1 outcomes added.\n"
+    assert out.stdout == "Imported 6 file(s): 7 sessions, 243 calls, 503 messages, 0 tool results, 8 outcomes added.\n"
     again = run("import", str(SPOTTER))
     assert "(6 unchanged): 0 sessions, 0 calls" in again.stdout
     missing = run("import", str(tmp_path / "nope"))

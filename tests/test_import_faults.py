@@ -86,7 +86,7 @@ def test_two_imports_at_once_do_the_work_once(tmp_path):
     reports = sorted(out for out, _ in outs)
     assert reports == ["Imported 6 file(s) (6 unchanged): 0 sessions, 0 calls, 0 messages, 0 tool results, "
                        "0 outcomes added.\n",
-                       "Imported 6 file(s): 7 sessions, 243 calls, 503 messages, 0 tool results, 1 outcomes added.\n"]
+                       "Imported 6 file(s): 7 sessions, 243 calls, 503 messages, 0 tool results, 8 outcomes added.\n"]
     assert open_store(db).status()["rejected_records"] == 0
 
 

@@ -82,6 +82,6 @@ def test_bad_messages_are_named(db, tmp_path):
     report = run_import(store, plan([dump]))
     assert [(w.rsplit(":", 1)[1], why) for w, why in report.skipped] == [
         ("4", "not JSON (unexpected character, expected a string key)"),
-        ("2", "message 2: expected an SDK message (an object with a `type`)"),
-        ("3", "message 3: expected an SDK message (an object with a `type`)")]
+        ("2", "expected an SDK message (an object with a `type`)"),
+        ("3", "expected an SDK message (an object with a `type`)")]
     assert report.added["calls"] == 3

@@ -44,7 +44,8 @@ def reader_form(value: Any) -> Any:
         return [reader_form(v) for v in value]
     if not isinstance(value, dict):
         return value
-    item = value.get("type") in RESPONSES_ITEM_TYPES
+    kind = value.get("type")
+    item = isinstance(kind, str) and kind in RESPONSES_ITEM_TYPES  # a `type` of another shape is no item (nor text)
     out = {}
     for key, v in value.items():
         if key in _NOISE_KEYS or (item and key in ("id", "status")):
@@ -54,7 +55,7 @@ def reader_form(value: Any) -> Any:
         v = reader_form(v)
         if v is None or v == [] or v == {}:
             continue
-        out[key] = "text" if key == "type" and v in _TEXT_TYPES else v
+        out[key] = "text" if key == "type" and isinstance(v, str) and v in _TEXT_TYPES else v
     if item and out.get("type") == "message":
         del out["type"]  # a Responses message item and a chat-style message with the same role and content
     return out

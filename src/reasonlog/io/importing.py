@@ -46,7 +46,16 @@ from typing import Any, Protocol, cast
 import orjson
 
 from .. import providers
-from ..model import CallRecorded, Event, OutcomeRecorded, SessionStarted, ToolResultRecorded, format_instant, utc_now
+from ..model import (
+    CallRecorded,
+    Event,
+    OutcomeRecorded,
+    SessionStarted,
+    ToolResultRecorded,
+    check_event,
+    format_instant,
+    utc_now,
+)
 from ..parts import RecordError
 
 ENTRY_POINT_GROUP = "reasonlog.importers"
@@ -186,6 +195,7 @@ class Feed:
         self.start, self.first_line, self.state = start, line, state
         self.report, self._emitted = report, emitted
         self.where = str(path)
+        self.line = line  # the number of the line `lines()` gave last: what the events yielded now come from
         # True under `reasonlog watch`: the file may still be being written, so an importer may leave a
         # record that looks unfinished for the next pass instead of importing half of it.
         self.live = False
@@ -204,6 +214,7 @@ class Feed:
             f.seek(offset)
             for raw in f:
                 number += 1
+                self.line = number
                 start, offset = offset, offset + len(raw)
                 text = raw.strip()
                 if not text or (ignore is not None and raw.endswith(b"\n") and ignore(raw)):
@@ -520,6 +531,8 @@ def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted
                     progress.write(store, pending, item, report)
                     pending = []
                 continue
+            if not _storable(item, feed):
+                continue
             kind, id_field = _EVENT_KINDS.get(type(item), (None, None))
             if kind is not None:
                 emitted[kind].add(getattr(item, id_field))  # type: ignore[arg-type]
@@ -561,6 +574,17 @@ class _Copies:
     def add(self, path: Path, fmt: str, size: int) -> None:
         if path.exists() and path.stat().st_size == size:
             self._by.setdefault((path.name, fmt, size), []).append((str(path), _tail_hash(path, size)))
+
+
+def _storable(event: Event, feed: Feed) -> bool:
+    """Whether the store can hold `event` (the check it makes first); if not, the event is left out and reported
+    with the file and line it came from, which the store, seeing only the event, cannot name."""
+    try:
+        check_event(event)
+    except RecordError as exc:
+        feed.skip(feed.line or None, f"{event.kind} not stored: {exc}")
+        return False
+    return True
 
 
 @dataclass

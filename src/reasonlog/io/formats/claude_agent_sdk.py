@@ -49,7 +49,7 @@ class ClaudeAgentSdkImporter(FileImporter):
         messages = _messages(feed)
         if messages:
             digest = hashlib.blake2b(feed.read_bytes(), digest_size=16).hexdigest()
-            yield from _rekeyed(feed, _record(_with_init(messages, digest)), digest)
+            yield from _rekeyed(feed, _record(feed, _with_init(messages, digest)), digest)
         yield feed.checkpoint(None, None)
 
 
@@ -58,7 +58,7 @@ importer = ClaudeAgentSdkImporter()
 
 def _looks_like_sdk(value: Any) -> bool:
     """An SDK message; Claude Code transcript lines (sessionId) and Codex lines (payload) are not."""
-    return (isinstance(value, dict) and value.get("type") in SDK_TYPES
+    return (isinstance(value, dict) and isinstance(value.get("type"), str) and value["type"] in SDK_TYPES
             and ("parent_tool_use_id" in value or "session_id" in value or value.get("type") == "result")
             and not {"sessionId", "payload"} & value.keys())
 
@@ -74,7 +74,7 @@ def _mine(path: Path) -> bool:
     return any(_looks_like_sdk(v) for v in first_values(path, 3))
 
 
-def _messages(feed: Feed) -> list[dict]:
+def _messages(feed: Feed) -> list[tuple[int, dict]]:
     if feed.path.suffix == ".json":
         try:
             data = orjson.loads(feed.read_bytes())
@@ -94,36 +94,112 @@ def _messages(feed: Feed) -> list[dict]:
                 items.append((line.number, line.value))
     out = []
     for where, message in items:
-        if isinstance(message, dict) and isinstance(message.get("type"), str):
-            out.append(message)
+        wrong = _shape_error(message)
+        if wrong is None:
+            out.append((where, message))
         else:
-            feed.skip(where if feed.path.suffix != ".json" else None,
-                      f"message {where}: expected an SDK message (an object with a `type`)")
+            _skip(feed, where, wrong)
     return out
 
 
-def _with_init(messages: list[dict], digest: str) -> list[dict]:
+def _skip(feed: Feed, where: int, reason: str) -> None:
+    """Report message `where`: by its line in JSONL, by its place in the array of a JSON file."""
+    if feed.path.suffix == ".json":
+        feed.skip(None, f"message {where}: {reason}")
+    else:
+        feed.skip(where, reason)
+
+
+def _shape_error(message: Any) -> str | None:
+    """What is wrong with the shape of an SDK message, in words, or None when the logger can take it."""
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        return "expected an SDK message (an object with a `type`)"
+    kind = message["type"]
+    inner = message.get("message")
+    if kind in ("assistant", "user"):
+        if not isinstance(inner, dict):
+            return f"{kind}: expected `message` as an object, got {_name(inner)}"
+        if not isinstance(inner.get("content"), (list, str, type(None))):
+            return f"{kind}: expected `message.content` as a list of blocks or a text, got {_name(inner['content'])}"
+        if not isinstance(inner.get("usage"), (dict, type(None))):
+            return f"{kind}: expected `message.usage` as an object, got {_name(inner['usage'])}"
+        wrong = _count_error(inner.get("usage") or {}, "message.usage")
+        if wrong is not None:
+            return f"{kind}: {wrong}"
+    for field in ("usage", "modelUsage", "model_usage", "event"):
+        if not isinstance(message.get(field), (dict, type(None))):
+            return f"{kind}: expected `{field}` as an object, got {_name(message[field])}"
+    models = message.get("modelUsage") or message.get("model_usage") or {}
+    bad = next((m for m, figures in models.items() if not isinstance(figures, dict)), None)
+    if bad is not None:
+        return f"{kind}: expected `modelUsage.{bad}` as an object of figures, got {_name(models[bad])}"
+    cost = message.get("total_cost_usd")
+    if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))):
+        return f"{kind}: expected `total_cost_usd` as a number, got {_name(cost)}"
+    return None
+
+
+_COUNTS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def _count_error(usage: dict, where: str) -> str | None:
+    for key in _COUNTS:
+        value = usage.get(key)
+        if value is not None and (type(value) is not int or value < 0):
+            return f"expected `{where}.{key}` as a non-negative integer, got {value!r}"
+    split = usage.get("cache_creation")
+    if split is not None and not isinstance(split, dict):
+        return f"expected `{where}.cache_creation` as an object, got {_name(split)}"
+    for key, value in (split or {}).items():
+        if value is not None and (type(value) is not int or value < 0):
+            return f"expected `{where}.cache_creation.{key}` as a non-negative integer, got {value!r}"
+    return None
+
+
+def _name(value: Any) -> str:
+    return "null" if value is None else {dict: "an object", list: "a list", str: "a text", bool: "a boolean"}.get(
+        type(value), f"a {type(value).__name__}")
+
+
+def _with_init(messages: list[tuple[int, dict]], digest: str) -> list[tuple[int, dict]]:
     """The stream with its system/init first: a trimmed dump may lack it, and the logger opens the session there."""
-    if any(m.get("type") == "system" and m.get("subtype") == "init" for m in messages):
+    if any(m.get("type") == "system" and m.get("subtype") == "init" for _, m in messages):
         return messages
-    model = next((m["message"].get("model") for m in messages
+    model = next((m["message"].get("model") for _, m in messages
                   if m.get("type") == "assistant" and isinstance(m.get("message"), dict)), None)
-    session = next((m["session_id"] for m in messages if isinstance(m.get("session_id"), str)), f"dump-{digest[:12]}")
-    return [{"type": "system", "subtype": "init", "session_id": session, "model": model}, *messages]
+    session = next((m["session_id"] for _, m in messages if isinstance(m.get("session_id"), str)),
+                   f"dump-{digest[:12]}")
+    return [(0, {"type": "system", "subtype": "init", "session_id": session, "model": model}), *messages]
 
 
-def _record(messages: list[dict]) -> list[Event]:
-    """What ClaudeAgentLogger records of these messages, collected from a recorder's sink."""
+def _record(feed: Feed, messages: list[tuple[int, dict]]) -> list[Event]:
+    """What ClaudeAgentLogger records of these messages, collected from a recorder's sink. The recorder is strict,
+    so a message the logger cannot record is reported here with its place, and the others are recorded."""
     from ...capture.recorder import Recorder
     from ...claude_agent import ClaudeAgentLogger
+    from ...parts import RecordError
 
     sink = _Collect()
-    recorder = Recorder(writer="sync", sink=sink, redact=False)  # no database: the events are collected
-    with ClaudeAgentLogger(recorder) as logger:
-        for message in messages:
+    recorder = Recorder(writer="sync", sink=sink, redact=False, strict=True)  # no database: collected
+    logger = ClaudeAgentLogger(recorder)
+    for where, message in messages:
+        try:
             logger.log(message)
+        except RecordError as exc:
+            _skip(feed, where, f"{message.get('type')}: not recorded ({_cause(exc)})")
+    try:
+        logger.close()
+    except (RecordError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        # What was still open at the end of the dump could not be written (the logger's own errors end here).
+        feed.skip(None, f"the end of the dump: not recorded ({_cause(exc)})")
     recorder.close()
     return sink.events
+
+
+def _cause(exc: Exception) -> str:
+    """The logger's reason without its wrapping (`claude agent message: KeyError('id')`)."""
+    text = str(exc).removeprefix("claude agent message: ")
+    return text
 
 
 class _Collect(BaseSink):

@@ -18,9 +18,18 @@ How a transcript becomes reasonlog's records:
 - **Exchanges.** Each prompt the user typed opens one; `turn_duration` closes it with its
   duration. Tool results, meta lines and compact summaries are not prompts.
 - **Kept, not dropped.** `summary` lines (titles that point at a leaf message, maybe of another
-  session) and records of a type this importer does not know are kept as outcomes
+  session), `system` lines other than compact boundaries and turn durations (`stop_hook_summary`,
+  `local_command`, ...), and records of a type this importer does not know (`attachment`, `mode`,
+  `permission-mode`, `last-prompt`, `agent-name`, the titles) are kept as outcomes
   (`claude-code:<type>`). Hook and bash progress, file-history snapshots and queue operations are
   bookkeeping of the CLI and are passed over.
+- **Titles.** The session's title label is its last `custom-title` (a rename), else its last
+  `ai-title`. Records without an instant (titles, modes, summaries) never start a session: they
+  wait for the session's first instant, and one of no session in the file is reported, not kept.
+- **Nesting.** A sub-agent hangs from the session and call that spawned it, at any depth: a Task
+  tool result naming the sub-agent's `agentId` starts its session there (its own file, read
+  after its parent's, goes on with it), and an inline sub-agent line without `agentId` belongs to
+  the sub-agent of the line it answers (`parentUuid`).
 """
 from __future__ import annotations
 
@@ -44,6 +53,7 @@ from ...model import (
 )
 from ...parts import RecordError
 from ..importing import BaseImporter, Checkpoint, Feed, Line, ReimportFile, first_values, instant, walk
+from .claude_code_files import nesting, titles_in
 
 NAME = "claude-code"
 TRANSCRIPT_TYPES = frozenset({"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
@@ -75,8 +85,10 @@ class ClaudeCodeImporter(BaseImporter):
 
     def sources(self, path: Path) -> Iterator[Path]:
         files = [p for p in walk(path, "*.jsonl") if path.is_file() or _looks_like_transcript(p)]
-        # Parents before their subagent files, so a child session finds the call that spawned it.
-        yield from sorted(files, key=lambda p: ("subagents" in p.parts, str(p)))
+        # Parents before their subagent files, and a sub-agent's file before those of the sub-agents it spawned,
+        # so a child session finds the call that spawned it.
+        depth = nesting(p for p in files if "subagents" in p.parts)
+        yield from sorted(files, key=lambda p: ("subagents" in p.parts, depth.get(p, 0), str(p)))
 
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
         yield from _Reader(feed).run()
@@ -95,7 +107,7 @@ def _first_files(folder: Path, n: int = 5) -> list[Path]:
 
 
 def _looks_like_transcript(path: Path) -> bool:
-    return any(isinstance(v, dict) and v.get("type") in TRANSCRIPT_TYPES
+    return any(isinstance(v, dict) and isinstance(v.get("type"), str) and v["type"] in TRANSCRIPT_TYPES
                and not _ENVELOPE.isdisjoint(v) and "parent_tool_use_id" not in v
                for v in first_values(path, 8))
 
@@ -143,8 +155,12 @@ class _Reader:
         self.feed = feed
         saved = feed.state or {}
         self.threads = {sid: _Thread(sid, t) for sid, t in saved.get("threads", {}).items()}
-        self.spawns: dict[str, dict] = saved.get("spawns", {})  # Task tool_use id -> {call, agent}
+        self.spawns: dict[str, dict] = saved.get("spawns", {})  # Task tool_use id -> {call, agent, session, at}
         self.main: str | None = saved.get("main")
+        self.lineage: dict[str, str] = saved.get("lineage", {})  # an inline sub-agent's line uuid -> its agent id
+        self.waiting: list = saved.get("waiting", [])  # [session or None, kind, payload, line]: records with no
+        #                                                instant, until their session's first one
+        self.titles: dict[str, str] | None = None  # session id -> title, read when a session starts
         self.run_name = feed.path.parent.name if "subagents" not in feed.path.parts else feed.path.parents[2].name
         self.done: Line | None = None  # the last line whose effects are all in the state
 
@@ -155,15 +171,25 @@ class _Reader:
             if line.error is not None:
                 self.feed.skip(line, line.error)
             else:
-                yield from self._line(line)  # a checkpoint in here covers the lines before this one
+                yield from self._guarded(line)  # a checkpoint in here covers the lines before this one
             self.done = line
         if self.feed.live and self._settling():
             yield self._checkpoint()  # a response may still be streaming: it waits in the state for the next pass
             return
         for thread in self.threads.values():
             yield from self._close_group(thread)
+        yield from self._unclaimed()
         yield from self._end_threads()
         yield self._checkpoint()
+
+    def _guarded(self, line: Line) -> list[Event | Checkpoint]:
+        """The line's events, or none and a report naming the line when a field has a type Claude Code never
+        writes: one bad line never loses the rest of the file."""
+        try:
+            return list(self._line(line))
+        except (TypeError, AttributeError, ValueError, KeyError, RecordError) as exc:
+            self.feed.skip(line, f"not a transcript line of a shape reasonlog knows ({type(exc).__name__}: {exc})")
+            return []
 
     def _settling(self) -> bool:
         import time
@@ -172,7 +198,7 @@ class _Reader:
 
     def _checkpoint(self) -> Checkpoint:
         state = {"threads": {sid: t.save() for sid, t in self.threads.items()}, "spawns": self.spawns,
-                 "main": self.main}
+                 "main": self.main, "lineage": self.lineage, "waiting": self.waiting}
         if self.done is None:
             return Checkpoint(self.feed.start, self.feed.first_line, orjson.dumps(state))
         return self.feed.checkpoint(self.done, state)
@@ -203,8 +229,14 @@ class _Reader:
         session = v.get("sessionId") if isinstance(v.get("sessionId"), str) else None
         session = session or self.main or self.feed.path.stem
         agent = agent or (v.get("agentId") if v.get("isSidechain") or "subagents" in self.feed.path.parts else None)
-        if v.get("isSidechain") and not agent:
-            agent = "sidechain"
+        agent = agent if isinstance(agent, str) and agent else None
+        if v.get("isSidechain"):
+            # An inline sub-agent writes its agentId on some lines only: a line without it is the sub-agent's whose
+            # line it answers.
+            parent_uuid = v.get("parentUuid")
+            agent = agent or (self.lineage.get(parent_uuid) if isinstance(parent_uuid, str) else None) or "sidechain"
+            if isinstance(v.get("uuid"), str):
+                self.lineage[v["uuid"]] = agent
         sid = f"{agent}@{session}" if agent else session
         if agent is None and self.main is None:
             self.main = session
@@ -220,14 +252,25 @@ class _Reader:
                spawn: dict | None = None) -> Iterator[Event]:
         if thread.started:
             return
-        thread.started = True
         parent = thread.sid.split("@", 1)[1] if "@" in thread.sid else None
+        parent = (spawn or {}).get("session") or parent  # a nested sub-agent's parent is the agent that spawned it
         labels = {"source": NAME, **{k: v[f] for k, f in (("cwd", "cwd"), ("git_branch", "gitBranch"),
                                                           ("version", "version")) if isinstance(v.get(f), str)}}
-        yield SessionStarted(session_id=thread.sid, started_at=at, agent=agent_type or ("subagent" if parent
-                                                                                        else "claude-code"),
-                             run=self.run_name, provider="anthropic", labels=labels, parent_session_id=parent,
-                             parent_call_id=(spawn or {}).get("call"), external_id=thread.sid.split("@")[0])
+        title = self._titles().get(thread.sid)
+        if title:
+            labels["title"] = title
+        started = SessionStarted(session_id=thread.sid, started_at=at, agent=_text_or_none(agent_type) or (
+                                     "subagent" if parent else "claude-code"),
+                                 run=self.run_name, provider="anthropic", labels=labels, parent_session_id=parent,
+                                 parent_call_id=(spawn or {}).get("call"), external_id=thread.sid.split("@")[0])
+        thread.started = True  # only once its start is made: a line that fails before leaves no orphan behind
+        yield started
+        yield from self._claim(thread, at)
+
+    def _titles(self) -> dict[str, str]:
+        if self.titles is None:
+            self.titles = titles_in(self.feed.path)
+        return self.titles
 
     def _end_threads(self) -> Iterator[Event]:
         for thread in self.threads.values():
@@ -247,6 +290,9 @@ class _Reader:
             self.feed.skip(line, "`message` is not an object")
             return
         at = instant(v.get("timestamp")) or thread.last_at or _epoch(self.feed)
+        if spawn is None and not thread.started and "@" in thread.sid:
+            spawn = self._spawn_of(message.get("content"))
+            agent_type = agent_type or (spawn or {}).get("agent")
         yield from self._start(thread, envelope, at, agent_type, spawn)
         thread.touched, thread.last_at = True, at
         if v.get("type") == "assistant" or message.get("role") == "assistant":
@@ -257,6 +303,7 @@ class _Reader:
             self.feed.skip(line, "a user message without `content`")
             return
         if _results_only(content):
+            yield from self._spawned(v, content, thread, at)
             # Tools run while the response still streams: its later blocks may follow their results. The
             # results wait for the response to end, then go out as one user message, as the API takes them.
             thread.results.extend(content)
@@ -286,21 +333,27 @@ class _Reader:
         content = message.get("content")
         blocks = content if isinstance(content, list) else ([{"type": "text", "text": content}]
                                                              if isinstance(content, str) else [])
-        group["blocks"].extend(b for b in blocks if isinstance(b, dict))
+        kept = [b for b in blocks if isinstance(b, dict) and isinstance(b.get("type"), str)]
+        if len(kept) < len(blocks):
+            self.feed.skip(line, "message.content: left out blocks that are not objects with a `type` text")
+        group["blocks"].extend(kept)
         usage = message.get("usage")
         if isinstance(usage, dict):
             total = _total(usage)
             if total >= group["total"]:
                 group["usage"], group["total"] = usage, total
         group["model"] = message.get("model") if isinstance(message.get("model"), str) else group["model"]
-        group["stop"] = message.get("stop_reason") or group["stop"]
+        stop = message.get("stop_reason")
+        group["stop"] = stop if isinstance(stop, str) and stop else group["stop"]
         for block in blocks:
             if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in ("Task", "Agent"):
                 inp = block.get("input")
                 inp = inp if isinstance(inp, dict) else {}
                 # The call's id is known before its response ends (parallel tool uses may follow the Task).
                 self.spawns[str(block.get("id"))] = {"call": stable_id(None, NAME, key),
-                                                     "agent": inp.get("subagent_type")}
+                                                     "agent": _text_or_none(inp.get("subagent_type")),
+                                                     "session": thread.sid,
+                                                     "at": group["at"], "prompt": inp.get("prompt")}
 
     def _close_group(self, thread: _Thread) -> Iterator[Event | Checkpoint]:
         group, thread.group = thread.group, None
@@ -315,7 +368,7 @@ class _Reader:
         if fresh:
             try:
                 usage = Usage.from_anthropic(group["usage"]) if group["usage"] else None
-            except RecordError as exc:
+            except (RecordError, TypeError) as exc:  # a count that is not a number: the call, without usage
                 self.feed.skip(group["line"], f"usage: {exc}")
                 usage = None
             yield CallRecorded(call_id=call_id, session_id=thread.sid, exchange_id=thread.exchange,
@@ -368,23 +421,90 @@ class _Reader:
                                   payload={"trigger": meta.get("trigger"), "pre_tokens": meta.get("preTokens")})
             thread.history, thread.pending, thread.touched, thread.last_at = [], [], True, at
             thread.compacted = True
-        elif subtype == "turn_duration" and thread.exchange is not None:
+        elif subtype == "turn_duration":
+            if thread.exchange is None:
+                return  # the end of a turn that opened no exchange (a command, a tool's follow-up)
             yield from self._close_group(thread)
             ms = v.get("durationMs")
             yield ExchangeEnded(exchange_id=thread.exchange, session_id=thread.sid, ended_at=at,
                                 stats={"duration_ms": ms} if isinstance(ms, (int, float)) and ms >= 0 else None)
             thread.exchange = None
+        else:  # stop_hook_summary, local_command, api_error, informational, ...
+            yield from self._keep(line, v, f"{NAME}:system", v)
 
     def _keep(self, line: Line, v: dict, kind: str, payload: Any) -> Iterator[Event | Checkpoint]:
-        thread = self._thread_of(v, line)
-        at = instant(v.get("timestamp")) or thread.last_at or _epoch(self.feed)
-        yield from self._start(thread, v, at)
-        thread.touched = True
-        yield OutcomeRecorded(outcome_id=stable_id(at, NAME, thread.sid, kind, line.number), session_id=thread.sid,
-                              at=at, outcome_kind=kind, payload=payload)
+        """A record kept as an outcome. One with an instant may open its session; one without waits for it."""
+        session = v.get("sessionId") if isinstance(v.get("sessionId"), str) and v["sessionId"] else None
+        at = instant(v.get("timestamp"))
+        if at is not None and (session or self.main):
+            thread = self._thread_of(v, line)
+            yield from self._start(thread, v, at)
+            thread.touched, thread.last_at = True, at
+            yield self._outcome(thread.sid, kind, payload, line.number, at)
+            return
+        known = self.threads.get(session or self.main or "")
+        if known is not None and known.started and known.last_at:
+            yield self._outcome(known.sid, kind, payload, line.number, at or known.last_at)
+        else:
+            self.waiting.append([session, kind, payload, line.number])
+
+    def _outcome(self, sid: str, kind: str, payload: Any, number: int, at: str) -> OutcomeRecorded:
+        return OutcomeRecorded(outcome_id=stable_id(at, NAME, sid, kind, number), session_id=sid, at=at,
+                               outcome_kind=kind, payload=payload)
+
+    def _claim(self, thread: _Thread, at: str) -> Iterator[Event]:
+        """The waiting records of a session that has just started, at its first instant."""
+        main = "@" not in thread.sid
+        mine = [w for w in self.waiting if w[0] == thread.sid or (w[0] is None and main)]
+        self.waiting = [w for w in self.waiting if w not in mine]
+        for _, kind, payload, number in mine:
+            yield self._outcome(thread.sid, kind, payload, number, at)
+
+    def _unclaimed(self) -> Iterator[Event]:
+        """At the end of what was read: a waiting record of a session stored by another file goes there; one of no
+        session is reported (never a session of its own, named after the file) and goes on waiting, in case the
+        file grows with its session's lines."""
+        waiting, self.waiting = self.waiting, []
+        for item in waiting:
+            session, kind, payload, number = item
+            if session is not None and self.feed.exists("session", session):
+                yield self._outcome(session, kind, payload, number, _epoch(self.feed))
+                continue
+            self.waiting.append(item)
+            if self.feed.live:
+                continue  # the session's first line may still come
+            about = (f"a summary with no session in this file (it names the message {payload.get('leaf_uuid')} of "
+                     "another session)" if kind == "summary" else
+                     f"a {kind.removeprefix(NAME + ':')} record of no session in this file")
+            self.feed.skip(number, f"{about}: not kept unless the file's session follows")
+
+    def _spawn_of(self, prompt: Any) -> dict | None:
+        """The Task call an inline sub-agent answers: the one whose prompt its first message is."""
+        return next((spawn for spawn in self.spawns.values() if prompt and spawn.get("prompt") == prompt), None)
+
+    def _spawned(self, v: dict, content: list, thread: _Thread, at: str) -> Iterator[Event]:
+        """A Task tool result that names its sub-agent (`toolUseResult.agentId`): that sub-agent's session starts
+        here, under the call that spawned it, if no line of it came before."""
+        result = v.get("toolUseResult")
+        agent = result.get("agentId") if isinstance(result, dict) else None
+        spawn = self.spawns.get(str(content[0].get("tool_use_id")))
+        if not isinstance(agent, str) or not agent or spawn is None:
+            return
+        session = thread.sid.split("@", 1)[-1]
+        child = self.threads.get(f"{agent}@{session}") or _Thread(f"{agent}@{session}")
+        if child.sid not in self.threads:
+            self.threads[child.sid] = child
+            child.started = self.feed.exists("session", child.sid)
+        if not child.started:
+            yield from self._start(child, v, spawn.get("at") or at, spawn.get("agent"), spawn)
+            child.touched, child.last_at = True, at
 
 
 # ------------------------------------------------------------------------------------------ helpers
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _bookkeeping(raw: bytes) -> bool:

@@ -90,8 +90,13 @@ def _mine(path: Path) -> bool:
     values = first_values(path, 3)
     if values and path.name.startswith("rollout-") and legacy_line(values[0], None) is not None:
         return True  # the first versions' bare session line
-    return any(isinstance(v, dict) and v.get("type") in LINE_TYPES and "payload" in v and "timestamp" in v
+    return any(isinstance(v, dict) and isinstance(v.get("type"), str) and v["type"] in LINE_TYPES and "payload" in v
+               and "timestamp" in v
                for v in values)
+
+
+class _BadLine(Exception):
+    """A line whose shape is not Codex's, said in words: it is skipped and reported."""
 
 
 class _Reader:
@@ -146,6 +151,9 @@ class _Reader:
         (a field of another type than Codex writes): one bad line never loses the rest of the file."""
         try:
             return list(self._line(line))
+        except _BadLine as exc:
+            self.feed.skip(line, str(exc))
+            return []
         except (TypeError, AttributeError, ValueError, KeyError, RecordError) as exc:
             self.feed.skip(line, f"not a rollout line of a shape reasonlog knows ({type(exc).__name__}: {exc})")
             return []
@@ -230,7 +238,7 @@ class _Reader:
     def _item(self, item: dict, at: str) -> Iterator[Event]:
         kind = item.get("type")
         if not isinstance(kind, str):
-            raise ValueError(f"response_item: expected `type` as a string, got {type(kind).__name__}")
+            raise _BadLine(f"response_item: expected `type` as a string, got {type(kind).__name__}")
         if kind in OUTPUT_ITEMS or (kind == "message" and item.get("role") == "assistant"):
             if self.results:  # the model answered tool results: the call before them ended without figures
                 yield from self._close(None, None)
