@@ -140,6 +140,12 @@ class BaseImporter:
         return False
 
 
+def as_importer(given: Any, name: str = "plugin") -> Importer:
+    """`given` as an `Importer`: a `BaseImporter` as it is; any other object with `name`, `description`,
+    `incremental`, `detect`, `sources` and `read` (a plug-in) with the hooks it has, else `BaseImporter`'s."""
+    return cast(Importer, given) if isinstance(given, BaseImporter) else _Plugin(given, name)
+
+
 class _Plugin(BaseImporter):
     """An importer registered under `reasonlog.importers` that may leave hooks out: those it has, else
     `BaseImporter`'s."""
@@ -294,7 +300,7 @@ def importers() -> dict[str, Importer]:
         except Exception as exc:  # a broken plug-in must not break the built-in formats
             found.setdefault(ep.name, _Broken(ep.name, f"cannot load {ep.value}: {exc}"))
             continue
-        plugin: Importer = cast(Importer, imp) if isinstance(imp, BaseImporter) else _Plugin(imp, ep.name)
+        plugin = as_importer(imp, ep.name)
         found[plugin.name] = plugin
     return found
 
@@ -356,6 +362,7 @@ def run_import(store: Any, files: list[tuple[Path, Importer]],
     then finds the files imported. When the database refuses a write (disk full, read-only, locked past
     its timeout) the import stops there and says so; what was committed stays, and the next import
     resumes from it."""
+    files = [(path, as_importer(imp)) for path, imp in files]
     report = Report()
     with _import_lock(store):
         before = store.record_counts()
