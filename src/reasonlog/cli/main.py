@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import click
 import orjson
 from rich.console import Console
 
-from ..store import StoreError, database_target, open_store
+from ..store import StoreError, database_target, failure_of, open_store
 
 console = Console(highlight=False)
 HOW_TO_START = ("Start with `reasonlog demo` (a recorded sample run) or `reasonlog import ~/.claude/projects`"
@@ -99,15 +98,12 @@ class Group(click.Group):
         except StoreError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
-        except sqlite3.DatabaseError as exc:  # a file damaged past what opening checks
-            db = ctx.obj.shown if isinstance(ctx.obj, Context) else "the database"
-            click.echo(f"error: {db}: {exc}", err=True)
-            sys.exit(1)
         except Exception as exc:
-            if not type(exc).__module__.startswith("psycopg"):
+            failure = failure_of(exc)  # a driver's error past the store: a damaged file, a server gone
+            if failure is None:
                 raise
-            db = ctx.obj.shown if isinstance(ctx.obj, Context) else "the database"  # a server gone mid-command
-            click.echo(f"error: {db}: {str(exc).strip().splitlines()[0]}", err=True)
+            db = ctx.obj.shown if isinstance(ctx.obj, Context) else "the database"
+            click.echo(f"error: {db}: {failure}", err=True)
             sys.exit(1)
 
 

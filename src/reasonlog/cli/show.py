@@ -6,7 +6,7 @@ import orjson
 from rich.text import Text
 
 from .. import query
-from ..store import StoreError
+from ..store import NotFound, StoreError
 from .main import cli, console, emit_json, json_option
 
 FOLD_CHARS = 700
@@ -51,9 +51,7 @@ def _session_or_call(store, ref: str) -> tuple[str, str | None]:
     if "#" not in ref:
         try:
             return store.resolve_id("session", ref), None
-        except StoreError as exc:
-            if not str(exc).startswith("no session"):
-                raise
+        except NotFound as exc:
             try:
                 call_id = store.resolve_id("call", ref)
             except StoreError:

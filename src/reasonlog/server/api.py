@@ -17,6 +17,7 @@ from .. import query
 from ..model import format_instant
 from ..parts import RecordError
 from ..store import SessionFilter, Store, StoreError
+from .errors import status_of
 
 MAX_PAGE = 500
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
@@ -103,9 +104,7 @@ def _found(fetch: Any, what: str, ident: str) -> Any:
     try:
         return fetch()
     except StoreError as exc:
-        text = str(exc)
-        status = 404 if text.startswith("no ") or "matches no" in text or "no such" in text else 400
-        raise HTTPException(status, f"{what} {ident}: {text}") from None
+        raise HTTPException(status_of(exc), f"{what} {ident}: {exc}") from None
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:

@@ -16,10 +16,40 @@ from ..model import Event
 
 
 class StoreError(RuntimeError):
-    """The store cannot do what was asked (missing id, newer schema, unreadable file)."""
+    """The store cannot do what was asked. Its kinds below say why, so each surface answers once by kind (HTTP
+    status, CLI exit code) and never by the words of the message."""
 
 
-class ReadOnlyDatabase(StoreError):
+class NotFound(StoreError):
+    """No session, call or record has that id (or prefix)."""
+
+
+class Ambiguous(StoreError):
+    """A prefix matches several ids; the message lists them."""
+
+
+class Invalid(StoreError):
+    """What was given cannot be stored or read as asked (a bad record, a bad value); the message names it."""
+
+
+class Unavailable(StoreError):
+    """The database cannot be used now (away, locked past its timeout, damaged); asking again later may work."""
+
+
+class ReadOnly(StoreError):
+    """What was asked writes, and the store cannot write."""
+
+
+def failure_of(exc: BaseException) -> StoreError | None:
+    """The kind of an error a database driver raised past the store (a file damaged past what opening checks, a
+    server gone mid-command): Unavailable, with the driver's first line; None when `exc` is no driver's."""
+    module = type(exc).__module__
+    if module.startswith(("sqlite3", "psycopg")) or module == "_sqlite3":
+        return Unavailable(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+    return None
+
+
+class ReadOnlyDatabase(ReadOnly):
     """What was asked writes, and the database cannot be written (a read-only file or folder, or a store
     opened for reading)."""
 

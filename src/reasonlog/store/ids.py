@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from . import StoreError
+from . import Ambiguous, Invalid, NotFound
 
 INSTANT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")
 LISTED = 10  # candidates named when a prefix is ambiguous
@@ -35,9 +35,9 @@ def resolve_id(cur, kind: str, ref: str) -> str:
     if len(rows) == 1:
         return rows[0][0]
     if not rows:
-        raise StoreError(f"no {kind} matches {ref!r}")
+        raise NotFound(f"no {kind} matches {ref!r}")
     total = cur.execute(_COUNT[kind], bounds).fetchone()[0] if len(rows) == LISTED else len(rows)
-    raise StoreError(_ambiguous(kind, ref, rows, max(total, len(rows))))
+    raise Ambiguous(_ambiguous(kind, ref, rows, max(total, len(rows))))
 
 
 def _ambiguous(kind: str, ref: str, rows: list, total: int) -> str:
@@ -60,13 +60,13 @@ def _cell(value) -> str:
 def _call_by_number(cur, ref: str) -> str:
     session_ref, _, number = ref.rpartition("#")
     if not number.isdigit():
-        raise StoreError(f"{ref!r}: expected SESSION#N, N the call's number in its session (as `show` prints it)")
+        raise Invalid(f"{ref!r}: expected SESSION#N, N the call's number in its session (as `show` prints it)")
     if not session_ref:
-        raise StoreError(f"{ref!r}: name the session too, as SESSION#{number}")
+        raise Invalid(f"{ref!r}: name the session too, as SESSION#{number}")
     sid = resolve_id(cur, "session", session_ref)
     row = cur.execute("SELECT id FROM calls WHERE session_id = ? AND idx = ?", (sid, int(number))).fetchone()
     if row is not None:
         return row[0]
     last = cur.execute("SELECT MAX(idx) FROM calls WHERE session_id = ?", (sid,)).fetchone()[0]
     has = "it has no calls" if last is None else f"it has #0 to #{last}"
-    raise StoreError(f"session {sid} has no call #{number} ({has})")
+    raise NotFound(f"session {sid} has no call #{number} ({has})")

@@ -9,7 +9,7 @@ import orjson
 
 from .. import accounting
 from ..conversation import decode_map, reply_slots
-from . import SessionFilter, StoreError
+from . import NotFound, SessionFilter, StoreError
 from .content import (
     Dictionaries,
     canonical,
@@ -233,7 +233,7 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     read and returned (`message_count` counts them all), so a page of a huge session costs a page."""
     row = cur.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?", (session_id,)).fetchone()
     if row is None:
-        raise StoreError(f"no session {session_id!r}")
+        raise NotFound(f"no session {session_id!r}")
     session = row_dict(SESSION_COLUMNS, row)
     by_exchange = _plain_totals(cur, session) if page is not None else None
     entries = _attach_totals(cur, [session]) if by_exchange is None else []
@@ -404,7 +404,7 @@ def get_call_row(cur, call_id: str) -> dict:
     row = cur.execute(f"SELECT {', '.join(CALL_COLUMNS)}, raw, raw_format FROM calls WHERE id = ?",
                       (call_id,)).fetchone()
     if row is None:
-        raise StoreError(f"no call {call_id!r}")
+        raise NotFound(f"no call {call_id!r}")
     call = row_dict(CALL_COLUMNS, row[:-2])
     call["_raw"], call["raw_format"] = row[-2], row[-1]
     return call

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 import orjson
 
 from ..wire import record_of
-from . import StoreError, reading
+from . import NotFound, StoreError, reading
 from .content import canonical, content_hash, pack_raw, unpack_raw
 from .reading import CALL_COLUMNS, SESSION_COLUMNS, ContentReader
 from .transfer_checks import END, FORMAT, RECORD_KINDS, VERSION, BadRecord, RecordChecker
@@ -54,7 +54,7 @@ def _export_body(cur, session_ids: Iterable[str] | None, dicts) -> Iterator[dict
     for sid in session_ids:
         row = cur.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?", (sid,)).fetchone()
         if row is None:
-            raise StoreError(f"no session {sid!r}")
+            raise NotFound(f"no session {sid!r}")
         yield {"type": "session", **dict(zip(SESSION_COLUMNS, row, strict=True))}
         for ex in _rows(cur, "exchanges", EXCHANGE_COLUMNS, sid, "idx"):
             yield {"type": "exchange", **ex}

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from ..wire import EXPORT_VERSION, PARSED, WireError, row_of
-from . import StoreError
+from . import Invalid
 from .content import canonical, content_hash
 
 FORMAT = "reasonlog"
@@ -27,7 +27,7 @@ INT64 = (-(2 ** 63), 2 ** 63 - 1)
 _HASH = re.compile(r"[0-9a-f]{32}")
 
 
-class BadRecord(StoreError):
+class BadRecord(Invalid):
     """A record of an export that cannot be imported; `index` is its 1-based position among the records."""
 
     def __init__(self, index: int, text: str, other: int | None = None, relation: str = "first at"):

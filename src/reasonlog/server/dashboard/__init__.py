@@ -13,6 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from ...store import StoreError
+from ..errors import status_of
 from . import pages
 from .render import HERE, page
 
@@ -53,7 +54,7 @@ def _router(get_store: Any, key_scope: Any) -> APIRouter:
         try:
             context = build(store, *args)
         except (StoreError, ValueError) as exc:
-            return HTMLResponse(page("error.html", message=str(exc)), status_code=404 if "no " in str(exc) else 400)
+            return HTMLResponse(page("error.html", message=str(exc)), status_code=status_of(exc))
         return HTMLResponse(page(template, request=request, **context))
 
     @ui.get("/")
