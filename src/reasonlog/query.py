@@ -375,7 +375,9 @@ def _reasoning_session(session: dict, include_conversation: bool, texts: dict[tu
 
 def _position(payload: Any) -> dict:
     p = payload if isinstance(payload, dict) else {}
-    return {"action_id": p.get("action_id"), "action_type": p.get("action"), "symbol": p.get("symbol"),
+    # The simulator's own logs say `action`; a client recording the API's shape says `action_type`.
+    action = p["action_type"] if p.get("action_type") is not None else p.get("action")
+    return {"action_id": p.get("action_id"), "action_type": action, "symbol": p.get("symbol"),
             "amount": p.get("amount"), "price": p.get("price"), "cash_after": p.get("cash_after"),
             "portfolio_value": p.get("portfolio_value")}
 
