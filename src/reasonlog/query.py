@@ -186,28 +186,25 @@ def _part_dict(p: Part) -> dict:
 # ---------------------------------------------------------------------------- stats
 
 
-def stats(store: Store, by: str, flt: SessionFilter) -> list[dict]:
+def stats(store: Store, by: str, flt: SessionFilter, latency: bool = True) -> list[dict]:
     """Calls, errors, tokens by kind, cost and latency, grouped by day (UTC), model, agent or run.
 
     Tokens and cost follow `reasonlog.accounting`: an exchange's SDK-reported figures replace its calls'.
+    `latency=False` leaves the median out (None), which spares reading every call's latency.
     """
     if by not in STAT_KEYS:
         raise ValueError(f"by: expected one of {', '.join(STAT_KEYS)}, got {by!r}")
-    groups: dict[Any, list[dict]] = defaultdict(list)
-    for row in store.call_rows(flt):
-        key = row["started_at"][:10] if by == "day" else row[by]
-        groups[key].append(row)
-    return [_summarise(by, key, rows) for key, rows in sorted(groups.items(), key=lambda kv: str(kv[0]))]
+    groups = store.usage_groups(by, flt, latency)
+    return [_summarise(by, key, t) for key, t in sorted(groups.items(), key=lambda kv: str(kv[0]))]
 
 
-def _summarise(by: str, key: Any, rows: list[dict]) -> dict:
-    latencies = [r["latency_ms"] for r in rows if r["kind"] == "call" and r["latency_ms"] is not None]
-    t = accounting.totals(rows)
+def _summarise(by: str, key: Any, t: dict) -> dict:
+    latencies = t.get("latencies") or ()
     out = {by: key, "calls": t["calls"], "errors": t["errors"], **{f: t[f] for f in TOKEN_FIELDS}}
     out["cost_usd"] = t["cost_usd"]
     out["calls_without_cost"] = t["calls_without_cost"]
     out["latency_ms_p50"] = statistics.median(latencies) if latencies else None
-    out["latency_ms_mean"] = round(statistics.fmean(latencies), 3) if latencies else None
+    out["latency_ms_mean"] = round(t["latency_ms_sum"] / t["latency_count"], 3) if t["latency_count"] else None
     return out
 
 

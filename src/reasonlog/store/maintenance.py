@@ -219,7 +219,7 @@ def prune(cur, dicts) -> None:
     _unindex(cur, dicts)
     chosen = "session_id IN (SELECT id FROM temp.prune_sessions)"
     for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries",
-                  "reasoning_records"):
+                  "reasoning_records", "usage_rollup"):
         cur.execute(f"DELETE FROM {table} WHERE {chosen}")
     cur.execute("DELETE FROM sessions WHERE id IN (SELECT id FROM temp.prune_sessions)")
     cur.execute("DELETE FROM contents WHERE id IN (SELECT id FROM temp.prune_contents)")

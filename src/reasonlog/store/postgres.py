@@ -26,7 +26,7 @@ GENERATION = "content_generation"  # a counter bumped whenever contents are dele
 TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "contents",
           "contents_search", "tool_results_search", "outcomes_search", "search_words", "zstd_dicts", "counters",
           "import_files", "api_keys", "ingested_batches", "summaries", "reasoning_records",
-          "reasoning_records_search", MIGRATIONS_TABLE)
+          "reasoning_records_search", "usage_rollup", MIGRATIONS_TABLE)
 
 
 class _Cursor:

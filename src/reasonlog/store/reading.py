@@ -9,7 +9,7 @@ import orjson
 
 from .. import accounting
 from ..conversation import decode_map, reply_slots
-from . import SessionFilter, StoreError
+from . import SessionFilter, StoreError, usage
 from .content import (
     Dictionaries,
     canonical,
@@ -65,7 +65,7 @@ def filter_sql(flt: SessionFilter, alias: str = "s") -> tuple[str, list]:
                      " AND c.model = ?))")
         args += [flt.model, flt.model]
     if flt.since or flt.until:
-        span, span_args = _span_sql(flt)
+        span, span_args = span_sql(flt)
         where.append(f"(({span.replace('@', f'{alias}.started_at')}) OR {alias}.id IN"
                      f" (SELECT session_id FROM calls WHERE {span.replace('@', 'started_at')}))")
         args += span_args + span_args
@@ -81,7 +81,7 @@ def filter_sql(flt: SessionFilter, alias: str = "s") -> tuple[str, list]:
     return (" AND ".join(where) or "1=1"), args
 
 
-def _span_sql(flt: SessionFilter) -> tuple[str, list]:
+def span_sql(flt: SessionFilter) -> tuple[str, list]:
     """The filter's since/until as a condition on the instant column written `@`."""
     parts, args = [], []
     if flt.since:
@@ -114,8 +114,24 @@ def list_sessions(cur, flt: SessionFilter, ids: list[str] | None = None) -> list
                        f" ORDER BY s.started_at DESC, s.id DESC{limit}", args).fetchall()
     sessions = [row_dict(SESSION_COLUMNS, r) for r in rows]
     if sessions:
-        _attach_totals(cur, sessions)
+        _attach_list_totals(cur, sessions)
     return sessions
+
+
+def _attach_list_totals(cur, sessions: list[dict]) -> None:
+    """`_attach_totals` for a list: regular sessions read their kept sums (store/usage.py), the rest the ledger."""
+    kept = usage.session_totals(cur, [s["id"] for s in sessions])
+    regular = usage.regular_sessions(cur, [s["id"] for s in sessions if s["id"] not in kept])
+    empty = {**accounting.totals(()), "last_call_at": None}
+    for s in sessions:
+        if s["id"] in kept or s["id"] in regular:
+            t = kept.get(s["id"], empty)
+            s.update(call_count=t["calls"], error_count=t["errors"], **{k: t[k] for k in accounting.TOKENS},
+                     cost_usd=t["cost_usd"], calls_without_cost=t["calls_without_cost"],
+                     last_call_at=t["last_call_at"])
+    rest = [s for s in sessions if s["id"] not in kept and s["id"] not in regular]
+    if rest:
+        _attach_totals(cur, rest)
 
 
 def count_sessions(cur, flt: SessionFilter) -> int:
@@ -185,11 +201,17 @@ def _ledger(cur, where: str, args: list) -> list[dict]:
                   "agent": agent, "source": source} for i, sid, at, stats, model, run, agent, source in cur.execute(
         f"SELECT e.id, e.session_id, e.started_at, e.stats_json, s.model, s.run, s.agent, {SOURCE} FROM exchanges e"
         f" JOIN sessions s ON s.id = e.session_id WHERE {where} AND e.stats_json IS NOT NULL", args)]
-    return accounting.ledger(calls, exchanges, _cover(cur))
+    return accounting.ledger(calls, exchanges, _cover(cur, where, args))
 
 
-def _cover(cur) -> dict[str, str]:
-    """Sessions spawned inside an exchange whose reported figures include them (any depth)."""
+def _cover(cur, where: str, args: list) -> dict[str, str]:
+    """Sessions spawned inside an exchange whose reported figures include them (any depth).
+
+    Only a session spawned from a call can be covered: when none of the sessions `where` selects was, there is
+    nothing to look up (and a join of every spawned session with the calls is not run on each read)."""
+    if cur.execute(f"SELECT 1 FROM sessions s WHERE ({where}) AND s.parent_call_id IS NOT NULL LIMIT 1",
+                   args).fetchone() is None:
+        return {}
     parents = cur.execute("SELECT s.id, c.session_id, c.exchange_id FROM sessions s"
                           " JOIN calls c ON c.id = s.parent_call_id").fetchall()
     if not parents:
@@ -463,13 +485,16 @@ def read_raw(blob: bytes, fmt: str, response: Any) -> Any:
     return data.decode("utf-8", "replace")
 
 
-def iter_call_rows(cur, flt: SessionFilter) -> Iterator[dict]:
+def iter_call_rows(cur, flt: SessionFilter, only: str | None = None) -> Iterator[dict]:
     """Accounting entries of the filtered sessions (`reasonlog.accounting.ledger`), for statistics.
 
     Entries of kind `call` are calls, with their session's run and agent; entries of kind
     `reported` carry an exchange's SDK-reported figures. Dates filter on the entry's instant.
+    `only`: a further condition on the sessions (alias `s`).
     """
     where, args = filter_sql(replace(flt, since=None, until=None, limit=None))
+    if only is not None:
+        where = f"({where}) AND {only}"
     until = _exclusive_end(flt.until) if flt.until else None
     for entry in _ledger(cur, where, args):
         if (not flt.since or entry["started_at"] >= flt.since) and (until is None or entry["started_at"] < until):

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from ..model import Event
 from ..parts import RecordError
-from . import ReadOnlyDatabase, SessionFilter, ids, imported, keys, reading, records, safe_target, search
+from . import ReadOnlyDatabase, SessionFilter, ids, imported, keys, reading, records, safe_target, search, usage
 from .content import Dictionaries
 from .contents import ContentWriter
 from .writing import Applier
@@ -226,6 +226,14 @@ class SQLStore:
     def call_rows(self, flt: SessionFilter) -> Iterator[dict]:
         return iter(self._read(lambda cur: list(reading.iter_call_rows(cur, flt))))
 
+    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[Any, dict]:
+        """Totals grouped by day, model, agent, run or source, by the accounting rule (see store/usage.py)."""
+        return self._read(usage.stats_groups, by, flt, latencies)
+
+    def recount_usage(self) -> None:
+        """Rebuild the usage kept as calls are written (`reasonlog db recount`)."""
+        self._write(usage.recount)
+
     def search(self, text: str, flt: SessionFilter, limit: int | None = 50) -> list[dict]:
         """Messages, tool results and outcomes whose text contains `text` (see store/search.py); None: all."""
         return self._read(search.search, self._dicts, text, flt, limit, self.index)
@@ -280,6 +288,7 @@ class SQLStore:
             masked = self._applier.redactor.masked
             importer = transfer.Importer(cur, self._applier)
             n = importer.run(records)
+            usage.recount(cur, list(importer.sessions))  # imported calls were inserted as rows, not counted
             self._add_counters(cur, {"redacted": self._applier.redactor.masked - masked})
             self._applier.finish(cur)
             search.index_records_since(cur, marks, self.index)
