@@ -195,3 +195,37 @@ def test_kept_usage_equals_the_ledger_for_any_calls(tmp_path_factory, calls, bat
 def _rounded(rows: list[dict]) -> list[dict]:
     """Sums in another order differ in the last bits of a float: compare costs and means to a billionth."""
     return [{k: round(v, 9) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+
+
+# ---------------------------------------------------------------------------- a long session, page by page
+
+
+def test_a_session_page_carries_only_its_calls_and_a_cursor_walks_it_all(db):
+    """`/v1/sessions/{id}?limit=` bounds the calls too (a 50,000-message session returned all 25,000 calls in
+    every page); `next_offset` walks the timeline to its end, each message and call once."""
+    store = open_store(db)
+    events: list = [SessionStarted(session_id="long", started_at="2025-05-01T00:00:00Z", agent="a")]
+    history: list = []
+    for n in range(40):
+        history.append({"role": "user", "content": f"question {n}"})
+        events.append(CallRecorded(call_id=f"c{n:02d}", session_id="long", exchange_id=None,
+                                   started_at=f"2025-05-01T00:{n:02d}:00Z",
+                                   request={"model": "m", "system": "be brief", "messages": list(history)},
+                                   response={"role": "assistant", "content": f"answer {n}"}, model="m",
+                                   stable_history=True))
+        history.append({"role": "assistant", "content": f"answer {n}"})
+    store.write_batch(events)
+    whole = store.get_session("long")
+    store.close()
+    client = TestClient(create_app(lambda: open_store(db, read_only=True), "test"))
+    first = client.get("/v1/sessions/long", params={"limit": 10}).json()
+    assert (first["message_count"], len(first["messages"]) + len(first["system_prompts"])) == (80, 10)
+    assert [c["id"] for c in first["calls"]] == ["c00", "c01", "c02", "c03"]  # c04 replies at position 10
+    seen, calls, offset = [], [], 0
+    while offset is not None:
+        page = client.get("/v1/sessions/long", params={"offset": offset, "limit": 7}).json()
+        seen += [m["idx"] for m in page["messages"]]
+        calls += [c["id"] for c in page["calls"]]
+        offset = page["next_offset"]
+    assert seen == [m["idx"] for m in whole["messages"]]
+    assert calls == [c["id"] for c in whole["calls"]]

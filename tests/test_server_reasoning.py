@@ -85,7 +85,7 @@ def test_a_date_not_written_yyyy_mm_dd_is_the_400_naming_it(client, date):
 def test_health_readiness_and_the_schema(client, tmp_path):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz").json()
-    assert (ready["status"], ready["schema_version"]) == ("ready", 12)  # migration 12: the timeline by position
+    assert (ready["status"], ready["schema_version"]) == ("ready", 13)  # migration 13: usage kept as written
     schema = client.get("/openapi.json").json()
     params = {p["name"] for p in schema["paths"]["/reasoning"]["get"]["parameters"]}
     assert params == {"job_id", "date", "model", "include_full_conversation"}
