@@ -229,3 +229,39 @@ def test_a_session_page_carries_only_its_calls_and_a_cursor_walks_it_all(db):
         offset = page["next_offset"]
     assert seen == [m["idx"] for m in whole["messages"]]
     assert calls == [c["id"] for c in whole["calls"]]
+
+
+# ---------------------------------------------------------------------------- a common word stops at the page
+
+
+def test_a_common_word_pages_as_the_whole_list_does(db):
+    """A word in most sessions (past `search.COMMON` contents) is looked for newest session first and stops at the
+    page; the pages are the whole answer's, cut where the limit cuts, filters and cursors included."""
+    from reasonlog.store import search
+
+    store = open_store(db)
+    per = search.COMMON // 100 + 1
+    for k in range(120):  # every seventh session (17 of them) never says it
+        sid, day, hour = f"s{k:03d}", f"2025-06-{1 + k // 24:02d}", f"{k % 24:02d}"
+        word = "nothing here" if k % 7 == 3 else "the PRICE moved"
+        messages = [{"role": "user", "content": f"{sid} line {n}: {word if n >= 2 else 'x'}"} for n in range(per)]
+        store.write_batch([SessionStarted(session_id=sid, started_at=f"{day}T{hour}:00:00Z", agent=f"a{k % 3}"),
+                           CallRecorded(call_id=sid + "-c", session_id=sid, exchange_id=None,
+                                        started_at=f"{day}T{hour}:01:00Z", request={"model": "m", "messages": messages},
+                                        response={"role": "assistant", "content": "ok"}, model="m")])
+    everything = [s["id"] for s in store.list_sessions(SessionFilter(text="price", limit=None))]
+    assert len(everything) == 120 - 17
+    for limit in (1, 5, 51):
+        assert [s["id"] for s in store.list_sessions(SessionFilter(text="price", limit=limit))] == everything[:limit]
+    agent = [s["id"] for s in store.list_sessions(SessionFilter(text="price", agent="a1", limit=None))]
+    assert [s["id"] for s in store.list_sessions(SessionFilter(text="price", agent="a1", limit=9))] == agent[:9]
+    client = TestClient(create_app(lambda: open_store(db, read_only=True), "test"))
+    seen, cursor = [], None
+    while True:
+        body = client.get("/v1/sessions", params={"q": "price", "limit": 20, **({"cursor": cursor} if cursor else {})})
+        seen += [s["id"] for s in body.json()["sessions"]]
+        cursor = body.json()["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == everything
+    store.close()
