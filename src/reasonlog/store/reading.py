@@ -485,16 +485,16 @@ def read_raw(blob: bytes, fmt: str, response: Any) -> Any:
     return data.decode("utf-8", "replace")
 
 
-def iter_call_rows(cur, flt: SessionFilter, only: str | None = None) -> Iterator[dict]:
+def iter_call_rows(cur, flt: SessionFilter, only: str | None = None, only_args: list | None = None) -> Iterator[dict]:
     """Accounting entries of the filtered sessions (`reasonlog.accounting.ledger`), for statistics.
 
     Entries of kind `call` are calls, with their session's run and agent; entries of kind
     `reported` carry an exchange's SDK-reported figures. Dates filter on the entry's instant.
-    `only`: a further condition on the sessions (alias `s`).
+    `only`: a further condition on the sessions (alias `s`), with its parameters `only_args`.
     """
     where, args = filter_sql(replace(flt, since=None, until=None, limit=None))
     if only is not None:
-        where = f"({where}) AND {only}"
+        where, args = f"({where}) AND {only}", [*args, *(only_args or ())]
     until = _exclusive_end(flt.until) if flt.until else None
     for entry in _ledger(cur, where, args):
         if (not flt.since or entry["started_at"] >= flt.since) and (until is None or entry["started_at"] < until):

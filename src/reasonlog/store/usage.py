@@ -18,8 +18,9 @@ from .. import accounting
 TOKENS = accounting.TOKENS
 SUMS = ("calls", "errors", *TOKENS, "cost_usd", "calls_without_cost", "latency_ms_sum", "latency_count")
 # A session whose totals the accounting rule may make other than the plain sums of its calls (alias `s`).
-IRREGULAR = ("(s.parent_call_id IS NOT NULL OR EXISTS (SELECT 1 FROM exchanges e WHERE e.session_id = s.id"
-             " AND e.stats_json IS NOT NULL))")
+# The subquery is evaluated once (a set, probed per row), not once per session or call.
+IRREGULAR = ("s.id IN (SELECT id FROM sessions WHERE parent_call_id IS NOT NULL"
+             " UNION SELECT session_id FROM exchanges WHERE stats_json IS NOT NULL)")
 
 _UPSERT = (f"INSERT INTO usage_rollup (session_id, day, model, {', '.join(SUMS)}, last_call_at)"
            f" VALUES ({', '.join('?' * (len(SUMS) + 4))}) ON CONFLICT (session_id, day, model) DO UPDATE SET "
@@ -172,7 +173,11 @@ def stats_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
         return _of_entries(by, list(reading.iter_call_rows(cur, flt)), latencies)
     where, args = reading.filter_sql(replace(flt, since=None, until=None, limit=None, text=None))
     sums = grouped(cur, GROUP_KEYS.get(by, reading.SOURCE), where, args, flt.since, flt.until)
-    groups = _of_entries(by, list(reading.iter_call_rows(cur, flt, only=IRREGULAR)), latencies)
+    irregular = [r[0] for r in cur.execute(f"SELECT s.id FROM sessions s WHERE ({where}) AND {IRREGULAR}", args)]
+    entries = [e for chunk in _chunks(irregular)
+               for e in reading.iter_call_rows(cur, flt, only=f"s.id IN ({', '.join('?' * len(chunk))})",
+                                               only_args=chunk)]
+    groups = _of_entries(by, entries, latencies)
     out = {key: merge(sums.get(key), groups.get(key, {}).get("entries", [])) for key in {*sums, *groups}}
     if latencies:
         regular = _latencies(cur, by, where, args, flt)
