@@ -161,26 +161,16 @@ def _attach_totals(cur, sessions: list[dict]) -> list[dict]:
 def _plain_totals(cur, session: dict) -> dict[str | None, dict] | None:
     """The session's totals (set on it) and its exchanges' (returned by exchange id), when no figure reported by an
     SDK replaces its calls' and no parent's covers them: then the accounting rule is plain sums of its calls,
-    read as tuples. None otherwise (the caller goes through the ledger). A page of a huge session uses this."""
+    kept as they were written (store/usage.py) and summed by the database. None otherwise (the caller goes
+    through the ledger). A page of a huge session uses this."""
     sid = session["id"]
     if session.get("parent_call_id") or cur.execute(
             "SELECT 1 FROM exchanges WHERE session_id = ? AND stats_json IS NOT NULL LIMIT 1", (sid,)).fetchone():
         return None
-    n = len(accounting.TOKENS)
-    per: dict[str | None, list[dict]] = {}
-    ordered: list[dict] = []  # the ledger's order (started_at, id): costs add up as they do there
-    last = None
-    for row in cur.execute(f"SELECT exchange_id, status, cost_usd, started_at, {', '.join(accounting.TOKENS)}"
-                           " FROM calls WHERE session_id = ? ORDER BY started_at, id", (sid,)):
-        entry = {"kind": "call", "status": row[1], "cost_usd": row[2], **dict(zip(accounting.TOKENS, row[4:4 + n],
-                                                                                   strict=True))}
-        per.setdefault(row[0], []).append(entry)
-        ordered.append(entry)
-        last = row[3]
-    t = accounting.totals(ordered)
+    t = usage.session_totals(cur, [sid]).get(sid) or {**accounting.totals(()), "last_call_at": None}
     session.update(call_count=t["calls"], error_count=t["errors"], **{k: t[k] for k in accounting.TOKENS},
-                   cost_usd=t["cost_usd"], calls_without_cost=t["calls_without_cost"], last_call_at=last)
-    return {ex: accounting.totals(entries) for ex, entries in per.items() if ex is not None}
+                   cost_usd=t["cost_usd"], calls_without_cost=t["calls_without_cost"], last_call_at=t["last_call_at"])
+    return usage.exchange_totals(cur, sid)
 
 
 LEDGER_CALL_COLUMNS = ("id", "session_id", "exchange_id", "started_at", "model", "status", "latency_ms",
@@ -273,7 +263,7 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
         upto = _last_shown_call(cur, {r[3] for r in shown if r[3] is not None})
         calls = [_lean(r) for r in cur.execute(f"SELECT {', '.join(LEAN_CALL_COLUMNS)} FROM calls WHERE session_id = ?"
                                                " AND idx <= ? ORDER BY idx", (session_id, upto))]
-    per_call = _per_call(cur, session_id)
+    per_call = _per_call(cur, session_id, None if page is None else _entries_end(cur, session_id, end, calls))
     reader = ContentReader(cur, dicts)
     reader.load(m[2] for m in shown)
     # A request's own system prompt is not a message of the conversation: it gets its own key, with the
@@ -316,12 +306,24 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     return session
 
 
-def _per_call(cur, session_id: str) -> dict[str, tuple[int, int]]:
-    """For each call of the session: its timeline entries whose role is not system, and the idx of its last entry
-    (its reply, when it has one). Counted by the database, so a page of a huge session reads no entry."""
+def _per_call(cur, session_id: str, below: int | None = None) -> dict[str, tuple[int, int]]:
+    """For each call of the session (with an entry before `below`, if given): its timeline entries whose role is
+    not system, and the idx of its last entry (its reply, when it has one). Counted by the database."""
     return {call: (turns, last) for call, turns, last in cur.execute(
         "SELECT call_id, SUM(CASE WHEN role = 'system' THEN 0 ELSE 1 END), MAX(idx) FROM messages"
-        " WHERE session_id = ? GROUP BY call_id", (session_id,))}
+        " WHERE session_id = ? AND idx < ? GROUP BY call_id", (session_id, 1 << 62 if below is None else below))}
+
+
+def _entries_end(cur, session_id: str, end: int, calls: list[dict]) -> int:
+    """Where the timeline entries of `calls` (a session's first calls) end: the writer gives each call's entries
+    after the previous call's, so they end at the first entry from `end` on that belongs to a later call. A page
+    of a huge session then counts its calls' entries without reading the rest of the timeline."""
+    mine = {c["id"] for c in calls}
+    for idx, call in cur.execute("SELECT idx, call_id FROM messages WHERE session_id = ? AND idx >= ? ORDER BY idx",
+                                 (session_id, end)):
+        if call is not None and call not in mine:
+            return idx
+    return 1 << 62
 
 
 def _message_count(cur, session_id: str) -> int:

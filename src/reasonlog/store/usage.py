@@ -109,6 +109,19 @@ def session_totals(cur, session_ids: list[str]) -> dict[str, dict]:
     return out
 
 
+def exchange_totals(cur, session_id: str) -> dict[str, dict]:
+    """The plain sums of each exchange's calls in a regular session, by exchange id (summed by the database)."""
+    if cur.execute("SELECT 1 FROM exchanges WHERE session_id = ? LIMIT 1", (session_id,)).fetchone() is None:
+        return {}
+    rows = cur.execute(
+        "SELECT exchange_id, COUNT(*), SUM(CASE WHEN status = 'error' THEN 1 ELSE 0 END),"
+        f" {', '.join(f'SUM(COALESCE({t}, 0))' for t in TOKENS)}, SUM(cost_usd),"
+        " SUM(CASE WHEN cost_usd IS NULL AND input_tokens IS NOT NULL THEN 1 ELSE 0 END)"
+        " FROM calls WHERE session_id = ? AND exchange_id IS NOT NULL GROUP BY exchange_id", (session_id,))
+    names = ("calls", "errors", *TOKENS, "cost_usd", "calls_without_cost")
+    return {r[0]: _totals(dict(zip(names, r[1:], strict=True))) for r in rows}
+
+
 def regular_sessions(cur, session_ids: list[str]) -> set[str]:
     """Which of these sessions are regular: their totals are the plain sums of their calls."""
     return {r[0] for chunk in _chunks(session_ids) for r in cur.execute(
