@@ -158,7 +158,7 @@ def _attach_totals(cur, sessions: list[dict]) -> list[dict]:
     return entries
 
 
-def _plain_totals(cur, session: dict) -> dict[str | None, dict] | None:
+def _plain_totals(cur, session: dict) -> dict[str, dict] | None:
     """The session's totals (set on it) and its exchanges' (returned by exchange id), when no figure reported by an
     SDK replaces its calls' and no parent's covers them: then the accounting rule is plain sums of its calls,
     kept as they were written (store/usage.py) and summed by the database. None otherwise (the caller goes
