@@ -36,9 +36,10 @@ SETTINGS = {  # name: (table, statements after creating it); the first is the st
 }
 
 
-def unique_texts() -> list[tuple[int, str]]:
+def unique_texts(calls: list | None = None) -> list[tuple[int, str]]:
+    """(n, the index's form of the searchable text) of each unique message of the medium workload (or `calls`)."""
     seen: dict[bytes, dict] = {}
-    for call in workload.generate("medium"):
+    for call in calls if calls is not None else workload.generate("medium"):
         reply = {"role": "assistant", "content": call["response"]["content"]}
         for message in [*call["request"]["messages"], reply]:
             seen.setdefault(orjson.dumps(message, option=orjson.OPT_SORT_KEYS), message)
