@@ -330,8 +330,9 @@ ALTER TABLE calls ADD COLUMN window_json TEXT;
 -- those calls has a cost. Readers (session lists, stats, /usage) add these rows up instead of every call;
 -- the accounting rule's exceptions (an exchange with reported figures, a sub-agent) still read the calls.
 -- Python fills it from the existing calls in this transaction; `reasonlog db recount` rebuilds it.
--- Two indexes: spawned sessions by their parent call (the sub-agents a reporting exchange may cover), and
--- a session's labels by session (the `source` each statistics row names).
+-- Three indexes: spawned sessions by their parent call (the sub-agents a reporting exchange may cover),
+-- exchanges with SDK-reported figures by session (with the former: the sessions the plain sums do not
+-- answer for), and a session's labels by session (the `source` each statistics row names).
 CREATE TABLE usage_rollup (
     session_id TEXT NOT NULL,
     day TEXT NOT NULL,
@@ -353,6 +354,7 @@ CREATE TABLE usage_rollup (
 ) WITHOUT ROWID;
 CREATE INDEX usage_rollup_day ON usage_rollup(day);
 CREATE INDEX sessions_parent_call ON sessions(parent_call_id) WHERE parent_call_id IS NOT NULL;
+CREATE INDEX exchanges_reported ON exchanges(session_id) WHERE stats_json IS NOT NULL;
 CREATE INDEX session_labels_session ON session_labels(session_id, key);
 """, python=usage.recount),
 )

@@ -288,6 +288,7 @@ CREATE TABLE usage_rollup (
 );
 CREATE INDEX usage_rollup_day ON usage_rollup(day);
 CREATE INDEX sessions_parent_call ON sessions(parent_call_id) WHERE parent_call_id IS NOT NULL;
+CREATE INDEX exchanges_reported ON exchanges(session_id) WHERE stats_json IS NOT NULL;
 CREATE INDEX session_labels_session ON session_labels(session_id, key);
 """, python=usage.recount),
 )
