@@ -265,3 +265,29 @@ def test_a_common_word_pages_as_the_whole_list_does(db):
             break
     assert seen == everything
     store.close()
+
+
+# ---------------------------------------------------------------------------- /reasoning for a whole day
+
+
+def test_a_day_of_every_model_says_what_each_model_day_says(db):
+    """`/reasoning?date=D` reads the day's sessions at once (it read each whole session): every session's
+    positions and message count are those its own model-day request gives."""
+    from conftest import FIXTURES
+
+    from reasonlog.io.importing import plan, run_import
+
+    store = open_store(db)
+    run_import(store, plan([FIXTURES / "ai-trader-agent-log" / "agent_data"]))
+    store.write_batch(_model_day("extra", "2025-10-02", {"action_type": "sell", "symbol": "AMD", "amount": 2}))
+    store.close()
+    client = TestClient(create_app(lambda: open_store(db, read_only=True), "test"))
+    day = client.get("/reasoning", params={"date": "2025-10-02"}).json()["sessions"]
+    assert len(day) == 5 + 1  # five models that day in the simulator's logs, and one more
+    for session in day:
+        alone = client.get("/reasoning", params={"date": "2025-10-02", "model": session["model"],
+                                                 "include_full_conversation": "true"}).json()["sessions"]
+        mine = next(s for s in alone if s["session_id"] == session["session_id"])
+        assert {**mine, "conversation": None} == session
+        assert session["total_messages"] == len(mine["conversation"])
+    assert [p["action_type"] for s in day for p in s["positions"]][:1] == ["buy"]

@@ -334,7 +334,18 @@ def reasoning_sessions(store: Store, job_id: str | None = None, date: str | None
         raise NotFound(f"No reasoning sessions found{' for ' + asked if asked else ''}")
     found.sort(key=lambda s: (s["labels"]["date"], s.get("model") or s.get("agent") or "", s["started_at"]))
     texts = summary_texts(store, [s["id"] for s in found])
-    return [_reasoning_session(store.get_session(s["id"]), include_conversation, texts) for s in found]
+    if include_conversation:
+        return [_reasoning_session(store.get_session(s["id"]), include_conversation, texts) for s in found]
+    # Without the conversation, a few queries for every session at once (a whole day of models is many sessions).
+    counts = store.count_messages([s["id"] for s in found])
+    positions: dict[str, list[dict]] = defaultdict(list)
+    ids = [s["id"] for s in found]
+    mine = [o for start in range(0, len(ids), 500)
+            for o in store.list_outcomes(SessionFilter(limit=None), kind="position", session_id=ids[start:start + 500])]
+    for o in sorted(mine, key=lambda o: (o["message_idx"], o["at"], o["id"])):
+        positions[o["session_id"]].append(o)
+    return [_reasoning_session({**s, "outcomes": positions.get(s["id"], [])}, False, texts, counts[s["id"]])
+            for s in found]
 
 
 def summary_texts(store: Store, session_ids: list[str]) -> dict[tuple[str, str], str]:
@@ -355,15 +366,16 @@ def with_summaries(store: Store, session: dict) -> dict:
             "messages": [{**m, "summary": texts.get(("message", f"{sid}:{m['idx']}"))} for m in session["messages"]]}
 
 
-def _reasoning_session(session: dict, include_conversation: bool, texts: dict[tuple[str, str], str]) -> dict:
-    messages = [m for m in session["messages"] if m["role"] != "system"]
+def _reasoning_session(session: dict, include_conversation: bool, texts: dict[tuple[str, str], str],
+                       total: int | None = None) -> dict:
+    messages = [m for m in session["messages"] if m["role"] != "system"] if total is None else []
     sid = session["id"]
     return {
         "session_id": sid, "job_id": session.get("run"), "date": session["labels"]["date"],
         "model": session.get("model") or session.get("agent"),
         "session_summary": texts.get(("session", sid)) or session.get("summary"),
         "started_at": session["started_at"], "completed_at": session.get("ended_at"),
-        "total_messages": len(messages),
+        "total_messages": len(messages) if total is None else total,
         "positions": [_position(o["payload"]) for o in session["outcomes"] if o["kind"] == "position"],
         "conversation": ([_conversation_item(n, m, texts.get(("message", f"{sid}:{m['idx']}")))
                           for n, m in enumerate(messages)] if include_conversation else None),

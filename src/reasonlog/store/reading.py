@@ -326,6 +326,17 @@ def _entries_end(cur, session_id: str, end: int, calls: list[dict]) -> int:
     return 1 << 62
 
 
+def count_messages(cur, session_ids: list[str]) -> dict[str, int]:
+    """Timeline entries of these sessions whose role is not system (neither a system prompt nor a system
+    message), by session: what the reasoning view calls a session's messages."""
+    out = dict.fromkeys(session_ids, 0)
+    for start in range(0, len(session_ids), 500):
+        chunk = session_ids[start:start + 500]
+        out.update(cur.execute("SELECT session_id, SUM(CASE WHEN role = 'system' THEN 0 ELSE 1 END) FROM messages"
+                               f" WHERE session_id IN ({', '.join('?' * len(chunk))}) GROUP BY session_id", chunk))
+    return {sid: int(n or 0) for sid, n in out.items()}
+
+
 def _message_count(cur, session_id: str) -> int:
     """Timeline entries that are not system prompts (a system prompt's entry has role system and a system content)."""
     total, prompts = cur.execute(
@@ -506,14 +517,19 @@ def iter_call_rows(cur, flt: SessionFilter, only: str | None = None, only_args: 
 OUTCOME_COLUMNS = ("id", "session_id", "kind", "payload_json", "call_id", "at", "message_idx")
 
 
-def list_outcomes(cur, flt: SessionFilter, kind: str | None, session_id: str | None) -> list[dict]:
-    """Outcomes of the filtered sessions (of one kind, of one session, if given), newest first; at most
-    `flt.limit`."""
+def list_outcomes(cur, flt: SessionFilter, kind: str | None, session_id: str | list[str] | None) -> list[dict]:
+    """Outcomes of the filtered sessions (of one kind, of one session or of these sessions, if given), newest
+    first; at most `flt.limit`."""
     where, args = filter_sql(flt)
-    for column, value in (("kind", kind), ("session_id", session_id)):
-        if value is not None:
-            where += f" AND o.{column} = ?"
-            args.append(value)
+    if kind is not None:
+        where += " AND o.kind = ?"
+        args.append(kind)
+    if isinstance(session_id, list):  # by session first: the sessions are few where the kind may be everywhere
+        where += f" AND o.session_id IN ({', '.join('?' * len(session_id))})" if session_id else " AND 1=0"
+        args += session_id
+    elif session_id is not None:
+        where += " AND o.session_id = ?"
+        args.append(session_id)
     limit = f" LIMIT {int(flt.limit)}" if flt.limit is not None else ""
     rows = cur.execute(f"SELECT {', '.join('o.' + c for c in OUTCOME_COLUMNS)} FROM outcomes o"
                        f" JOIN sessions s ON s.id = o.session_id WHERE {where} ORDER BY o.at DESC, o.id DESC{limit}",

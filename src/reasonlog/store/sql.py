@@ -209,13 +209,19 @@ class SQLStore:
             return reading.list_sessions(cur, SessionFilter(limit=None), ids) if ids else []
         return self._read(found)
 
-    def list_outcomes(self, flt: SessionFilter, kind: str | None = None, session_id: str | None = None) -> list[dict]:
-        """Outcomes (a trade, a move) of the sessions `flt` selects, newest first; at most `flt.limit`."""
+    def list_outcomes(self, flt: SessionFilter, kind: str | None = None,
+                      session_id: str | list[str] | None = None) -> list[dict]:
+        """Outcomes (a trade, a move) of the sessions `flt` selects (and `session_id`: one id, or a list of ids),
+        newest first; at most `flt.limit`."""
         return self._read(reading.list_outcomes, flt, kind, session_id)
 
     def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict:
         """The session; with `page` (first, end), only its timeline entries with idx in [first, end)."""
         return self._read(reading.get_session, session_id, self._dicts, page)
+
+    def count_messages(self, session_ids: Iterable[str]) -> dict[str, int]:
+        """Messages (timeline entries whose role is not system) of each of these sessions."""
+        return self._read(reading.count_messages, list(session_ids))
 
     def get_call(self, call_id: str) -> dict:
         return self._read(reading.get_call, call_id, self._dicts)
