@@ -134,8 +134,15 @@ def test_usage_is_kept_as_calls_are_written_and_db_recount_rebuilds_it(db):
     store = open_store(db)
     assert query.stats(store, "model", SessionFilter(limit=None)) == before
     store.close()
+    if not str(db).startswith("postgresql"):  # `db check` reads SQLite files
+        checked = _cli(db, "db", "check")
+        assert (checked.returncode, checked.stdout.splitlines()[0]) == (
+            1, "usage of session p1 on 2025-01-01 (gpt-5) kept as input_tokens 100 (its calls: 1100);"
+               " `reasonlog db recount` rebuilds it")
     done = _cli(db, "db", "recount")
     assert (done.returncode, done.stderr) == (0, "")
+    if not str(db).startswith("postgresql"):
+        assert _cli(db, "db", "check").returncode == 0
     store = open_store(db)
     gpt5 = next(r for r in query.stats(store, "model", SessionFilter(limit=None)) if r["model"] == "gpt-5")
     assert gpt5["input_tokens"] == 1150

@@ -78,13 +78,34 @@ def recount(cur, session_ids: list[str] | None = None) -> None:
 
 def _recount(cur, where: str, args: list) -> None:
     cur.execute(f"DELETE FROM usage_rollup{where}", args)
-    sums = ", ".join([*(f"SUM(COALESCE({t}, 0))" for t in TOKENS), "SUM(cost_usd)",
-                      "SUM(CASE WHEN cost_usd IS NULL AND input_tokens IS NOT NULL THEN 1 ELSE 0 END)",
-                      "COALESCE(SUM(latency_ms), 0)", "COUNT(latency_ms)"])
     cur.execute(f"INSERT INTO usage_rollup (session_id, day, model, {', '.join(SUMS)}, last_call_at)"
-                f" SELECT session_id, SUBSTR(started_at, 1, 10), COALESCE(model, ''), COUNT(*),"
-                f" SUM(CASE WHEN status = 'error' THEN 1 ELSE 0 END), {sums}, MAX(started_at) FROM calls{where}"
-                " GROUP BY session_id, SUBSTR(started_at, 1, 10), COALESCE(model, '')", args)
+                f" {_FROM_CALLS.format(where=where)}", args)
+
+
+_FROM_CALLS = ("SELECT session_id, SUBSTR(started_at, 1, 10), COALESCE(model, ''), COUNT(*),"
+               " SUM(CASE WHEN status = 'error' THEN 1 ELSE 0 END), "
+               + ", ".join([*(f"SUM(COALESCE({t}, 0))" for t in TOKENS), "SUM(cost_usd)",
+                            "SUM(CASE WHEN cost_usd IS NULL AND input_tokens IS NOT NULL THEN 1 ELSE 0 END)",
+                            "COALESCE(SUM(latency_ms), 0)", "COUNT(latency_ms)"])
+               + ", MAX(started_at) FROM calls{where} GROUP BY session_id, SUBSTR(started_at, 1, 10),"
+                 " COALESCE(model, '')")
+
+
+def differences(cur) -> list[str]:
+    """Where the kept usage differs from the sums of the calls, one line each (`db check`)."""
+    def rows(sql: str) -> dict[tuple, tuple]:
+        return {tuple(r[:3]): tuple(round(v, 6) if isinstance(v, float) else v for v in r[3:])
+                for r in cur.execute(sql).fetchall()}
+    kept = rows(f"SELECT session_id, day, model, {', '.join(SUMS)}, last_call_at FROM usage_rollup")
+    fresh = rows(_FROM_CALLS.format(where=""))
+    names, out = (*SUMS, "last_call_at"), []
+    for key in sorted(kept.keys() | fresh.keys()):
+        if kept.get(key) != fresh.get(key):
+            a, b = kept.get(key) or (None,) * len(names), fresh.get(key) or (None,) * len(names)
+            wrong = ", ".join(f"{n} {x} (its calls: {y})" for n, x, y in zip(names, a, b, strict=True) if x != y)
+            out.append(f"usage of session {key[0]} on {key[1]} ({key[2] or 'no model'}) kept as {wrong};"
+                       " `reasonlog db recount` rebuilds it")
+    return out
 
 
 # ------------------------------------------------------------------ reading
