@@ -19,8 +19,9 @@ TOKENS = accounting.TOKENS
 SUMS = ("calls", "errors", *TOKENS, "cost_usd", "calls_without_cost", "latency_ms_sum", "latency_count")
 # A session whose totals the accounting rule may make other than the plain sums of its calls (alias `s`).
 # The subquery is evaluated once (a set, probed per row), not once per session or call.
-IRREGULAR = ("s.id IN (SELECT id FROM sessions WHERE parent_call_id IS NOT NULL"
-             " UNION SELECT session_id FROM exchanges WHERE stats_json IS NOT NULL)")
+_IRREGULAR_IDS = ("(SELECT id FROM sessions WHERE parent_call_id IS NOT NULL"
+                  " UNION SELECT session_id FROM exchanges WHERE stats_json IS NOT NULL)")
+IRREGULAR = f"s.id IN {_IRREGULAR_IDS}"
 
 _UPSERT = (f"INSERT INTO usage_rollup (session_id, day, model, {', '.join(SUMS)}, last_call_at)"
            f" VALUES ({', '.join('?' * (len(SUMS) + 4))}) ON CONFLICT (session_id, day, model) DO UPDATE SET "
@@ -165,9 +166,12 @@ def grouped(cur, key_sql: str, where: str, args: list, since: str | None, until:
     if until:
         days.append("u.day <= ?")
         day_args.append(until)
+    # Unfiltered and grouped by the rollup's own columns, the sessions are not joined (half the time).
+    joined = where != "1=1" or "s." in key_sql
+    source = f"usage_rollup u JOIN sessions s ON s.id = u.session_id WHERE {where} AND NOT {IRREGULAR}" if joined \
+        else f"usage_rollup u WHERE u.session_id NOT IN {_IRREGULAR_IDS}"
     rows = cur.execute(
-        f"SELECT {key_sql}, {', '.join(f'SUM(u.{c})' for c in SUMS)} FROM usage_rollup u"
-        f" JOIN sessions s ON s.id = u.session_id WHERE {where} AND NOT {IRREGULAR}"
+        f"SELECT {key_sql}, {', '.join(f'SUM(u.{c})' for c in SUMS)} FROM {source}"
         f"{''.join(' AND ' + d for d in days)} GROUP BY {key_sql}", [*args, *day_args]).fetchall()
     return {r[0]: dict(zip(SUMS, r[1:], strict=True)) for r in rows}
 
