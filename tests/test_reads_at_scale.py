@@ -298,3 +298,35 @@ def test_a_day_of_every_model_says_what_each_model_day_says(db):
         assert {**mine, "conversation": None} == session
         assert session["total_messages"] == len(mine["conversation"])
     assert [p["action_type"] for s in day for p in s["positions"]][:1] == ["buy"]
+
+
+# ---------------------------------------------------------------------------- upgrading to schema 13
+
+
+_BACK_TO_12 = ["DROP TABLE usage_rollup", "DROP INDEX sessions_parent_call", "DROP INDEX exchanges_reported",
+               "DROP INDEX session_labels_session", "DELETE FROM _reasonlog_migrations WHERE number = 13"]
+_PG_WORD_INDEX = [*(f"DROP TABLE {t}" for t in ("contents_search", "tool_results_search", "outcomes_search",
+                                                "reasoning_records_search")),
+                  *(f"CREATE TABLE {t} (rowid BIGINT PRIMARY KEY, words TSVECTOR)"
+                    for t in ("contents_search", "tool_results_search", "outcomes_search", "reasoning_records_search")),
+                  "CREATE TABLE search_words (word TEXT PRIMARY KEY)"]
+
+
+def test_a_database_upgraded_to_schema_13_counts_and_finds_what_it_held(db):
+    """Migration 13 fills the kept usage from the calls (and, on PostgreSQL, the trigram index from the stored
+    text, in place of the word index) in its own transaction."""
+    store = open_store(db)
+    _write_mixed(store)
+    store.write_batch(_model_day("day", "2025-10-02", {"action_type": "buy", "symbol": "NVDA"}))
+    expected = {by: query.stats(store, by, SessionFilter(limit=None)) for by in query.STAT_KEYS}
+    store.close()
+    for sql in _BACK_TO_12 + (_PG_WORD_INDEX if str(db).startswith("postgresql") else []):
+        _tamper(db, sql)
+    store = open_store(db)
+    assert store.schema_version() == 13
+    assert {by: query.stats(store, by, SessionFilter(limit=None)) for by in query.STAT_KEYS} == expected
+    assert [(h["session_id"], h["kind"]) for h in store.search("bought", SessionFilter(limit=None))] == \
+        [("day", "message")]
+    assert [(h["session_id"], h["kind"]) for h in store.search("nvda", SessionFilter(limit=None))] == \
+        [("day", "outcome")]
+    store.close()

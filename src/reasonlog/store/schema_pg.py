@@ -8,10 +8,17 @@ Never edit a migration that has shipped: add the next number, here and in schema
 """
 from __future__ import annotations
 
-from . import usage
+from . import pg_search, usage
 from .schema import Migration
 
 T = 'TEXT COLLATE "C"'
+
+
+
+def _migration_13(cur) -> None:
+    usage.recount(cur)
+    pg_search.create_indexes(cur)
+
 
 PG_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "first schema", f"""
@@ -265,8 +272,11 @@ CREATE INDEX summaries_session ON summaries(session_id);
 -- See schema.py, migration 12.
 ALTER TABLE calls ADD COLUMN window_json {T};
 """),
-    Migration(13, "usage kept as calls are written", f"""
--- See schema.py, migration 13.
+    Migration(13, "usage kept as calls are written; search by pg_trgm", f"""
+-- See schema.py, migration 13. Here also: the word index of migrations 6-12 (tsvectors of words and the
+-- search_words vocabulary) gives way to pg_trgm: each *_search table holds the text its record is searched
+-- by, under a GIN gin_trgm_ops index (store/pg_search.py). Python installs pg_trgm, makes the tables and fills
+-- them from what is stored. No NULLs: a record without searchable text has no row.
 CREATE TABLE usage_rollup (
     session_id {T} NOT NULL,
     day {T} NOT NULL,
@@ -290,5 +300,5 @@ CREATE INDEX usage_rollup_day ON usage_rollup(day);
 CREATE INDEX sessions_parent_call ON sessions(parent_call_id) WHERE parent_call_id IS NOT NULL;
 CREATE INDEX exchanges_reported ON exchanges(session_id) WHERE stats_json IS NOT NULL;
 CREATE INDEX session_labels_session ON session_labels(session_id, key);
-""", python=usage.recount),
+""", python=_migration_13),
 )
