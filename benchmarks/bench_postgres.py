@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     try:
         pg_s = record(url, calls)
         if args.trgm:
-            trgm = measure_trgm(url, calls, schema)
+            trgm = measure_trgm(url, calls)
         with psycopg.connect(url, autocommit=True) as conn:
             for table in TABLES:
                 conn.execute(f"VACUUM {table}")
@@ -135,20 +135,20 @@ def main(argv=None) -> int:
 QUERIES = {"rare: 'checkout timeout'": "checkout timeout", "common: 'the'": "the", "word part: 'rror'": "rror"}
 
 
-def measure_trgm(url: str, calls: list, schema: str) -> dict:
+def measure_trgm(url: str, calls: list) -> dict:
     """pg_trgm over the unique messages' searchable text, beside the word index of the same schema."""
     from bench_fts import unique_texts  # the same text the store indexes
 
     texts = unique_texts(calls)
     store = reasonlog.open_store(url)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA {schema}")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")  # where the store installs it
         conn.execute("CREATE TABLE trgm_texts (rowid BIGINT PRIMARY KEY, text TEXT NOT NULL)")
         t0 = time.perf_counter()
         with conn.cursor().copy("COPY trgm_texts (rowid, text) FROM STDIN") as copy:
             for row in texts:
                 copy.write_row(row)
-        conn.execute("CREATE INDEX trgm_texts_gin ON trgm_texts USING gin (text gin_trgm_ops)")
+        conn.execute("CREATE INDEX trgm_texts_gin ON trgm_texts USING gin (text public.gin_trgm_ops)")
         build = time.perf_counter() - t0
         conn.execute("VACUUM ANALYZE trgm_texts")
         size = conn.execute("SELECT pg_relation_size('trgm_texts'), pg_total_relation_size('trgm_texts'),"
