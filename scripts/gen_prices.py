@@ -190,6 +190,9 @@ def model_record(key: str, entry: dict, rev: str | None) -> dict:
     record = {**base, **tier_prices(entry, family(key, provider), base, derived)}
     record = {k: (num(v) if isinstance(v, float) else v) for k, v in record.items()}
     record["provider"] = provider
+    window = entry.get("max_input_tokens")
+    if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+        record["max_input_tokens"] = window  # the context window the dashboard measures fullness against
     if derived:
         record["derived"] = sorted(derived)  # fields computed here, not read from LiteLLM
     if rev:

@@ -211,3 +211,47 @@ def conversation_requests(agent: str, turns: int) -> list[dict]:
     rec.close()
     return requests
 
+
+
+
+def _sqlite_schema(db) -> tuple[set, set]:
+    """(table, column, NOT NULL) and (table, index) of a SQLite database, search tables apart."""
+    tables = [t for (t,) in query_db(db, "SELECT name FROM sqlite_master WHERE type = 'table'"
+                                         " AND name NOT LIKE 'sqlite_%' AND sql NOT LIKE 'CREATE VIRTUAL%'")
+              if not _search_table(t)]
+    columns = {(t, name, bool(notnull) or bool(pk)) for t in tables
+               for _, name, _, notnull, _, pk in query_db(db, f"PRAGMA table_info('{t}')")}
+    indexes = {(t, i) for t, i in query_db(db, "SELECT tbl_name, name FROM sqlite_master WHERE type = 'index'"
+                                               " AND sql IS NOT NULL") if t in tables}
+    return columns, indexes
+
+
+def _pg_schema(url) -> tuple[set, set]:
+    columns = {(t, c, nullable == "NO") for t, c, nullable in query_db(
+        url, "SELECT table_name, column_name, is_nullable FROM information_schema.columns"
+             " WHERE table_schema = current_schema()") if not _search_table(t)
+               and c != "rowid"}  # SQLite gives every table an implicit rowid; PostgreSQL names it where it is used
+    indexes = {(t, i) for t, i in query_db(url, "SELECT tablename, indexname FROM pg_indexes"
+                                                " WHERE schemaname = current_schema()")
+               if not _search_table(t) and not i.endswith(("_pkey", "_key"))}
+    return columns, indexes
+
+
+def _search_table(name: str) -> bool:
+    """Full-text tables differ by design: FTS5 virtual tables on SQLite, text search tables on PostgreSQL."""
+    return "_search" in name or name.startswith(("contents_fts", "search_words"))
+
+
+@needs_postgres
+def test_sqlite_and_postgresql_have_the_same_tables_columns_and_indexes(tmp_path):
+    """The two hand-kept schemas correspond: every table, column (and whether it may be NULL) and index of one is in
+    the other, but the full-text tables, which differ by design."""
+    with fresh_database("postgresql", tmp_path) as url:
+        open_store(tmp_path / "s.db").close()
+        open_store(url).close()
+        sqlite_columns, sqlite_indexes = _sqlite_schema(tmp_path / "s.db")
+        pg_columns, pg_indexes = _pg_schema(url)
+    assert sorted(sqlite_columns - pg_columns) == [] and sorted(pg_columns - sqlite_columns) == [], \
+        (sorted(sqlite_columns - pg_columns), sorted(pg_columns - sqlite_columns))
+    assert sorted(sqlite_indexes ^ pg_indexes) == []
+    assert len(sqlite_columns) > 100 and len(sqlite_indexes) > 10  # the comparison saw the schema

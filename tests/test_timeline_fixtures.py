@@ -85,3 +85,22 @@ def test_an_export_imported_again_has_the_same_windows(tmp_path):
     assert windows[:len(windows) // 2] == windows[len(windows) // 2:]
     first.close()
     second.close()
+
+
+def test_otlp_spans_of_real_sessions_are_rebuilt_by_the_timeline(tmp_path):
+    """Real Claude Code sessions exported as OTLP GenAI spans, then ingested by `POST /v1/traces`."""
+    from fastapi.testclient import TestClient
+
+    from reasonlog.io.otlp_export import session_requests
+    from reasonlog.server.app import create_app
+
+    source = open_store(tmp_path / "source.db")
+    run_import(source, plan([SOURCES["claude-code"] / "spotter"]))
+    ids = [s["id"] for s in source.list_sessions(SessionFilter(limit=None))]
+    client = TestClient(create_app(lambda: open_store(tmp_path / "spans.db"), max_body_bytes=256 << 20))
+    for body in session_requests(source, ids):
+        assert client.post("/v1/traces", content=body, headers={"Content-Type": "application/json"}).status_code == 200
+    spans = open_store(tmp_path / "spans.db", read_only=True)
+    assert assert_timeline_rebuilds_contexts(spans) == 243
+    source.close()
+    spans.close()

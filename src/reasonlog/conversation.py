@@ -22,10 +22,9 @@ from typing import Any
 
 import orjson
 
-# Output items of the OpenAI Responses API, which agents append to `input` one by one.
-RESPONSES_ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "web_search_call", "file_search_call",
-                                  "code_interpreter_call", "computer_call", "image_generation_call",
-                                  "local_shell_call", "mcp_call", "custom_tool_call"})
+from .providers import openai_responses
+
+RESPONSES_ITEM_TYPES = openai_responses.ITEM_TYPES
 # Block types that are all "text" to a reader (Anthropic and Chat `text`, Responses `output_text`/`input_text`).
 _TEXT_TYPES = frozenset({"text", "output_text", "input_text"})
 # Keys that change how a message is billed or cached, or annotate it, not what it says: Anthropic moves
@@ -70,8 +69,7 @@ def reply_units(reply: Any) -> list[Any]:
     """The messages a reply becomes when an agent sends it back: the reply itself, or, for a Responses reply
     (a list of output items), each item."""
     content = reply.get("content") if isinstance(reply, dict) else None
-    if isinstance(content, list) and content and all(
-            isinstance(i, dict) and i.get("type") in RESPONSES_ITEM_TYPES for i in content):
+    if isinstance(content, list) and openai_responses.is_output(content):
         return list(content)
     return [reply]
 

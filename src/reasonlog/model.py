@@ -145,36 +145,19 @@ class Usage:
         return cls(**data)
 
     @classmethod
-    def from_anthropic(cls, usage: dict) -> "Usage":
-        """From an Anthropic Messages `usage` object (input excludes cache reads and writes)."""
-        get = _getter(usage)  # a dict, or the SDK's usage object itself (no dump on the agent's thread)
-        write = get("cache_creation_input_tokens") or 0
-        split = get("cache_creation")
-        write_1h = (_getter(split)("ephemeral_1h_input_tokens") or 0) if split else 0
-        details = get("output_tokens_details")
-        output = get("output_tokens") or 0
-        reasoning = (_getter(details)("thinking_tokens") or 0) if details else 0
-        return cls(get("input_tokens") or 0, output, get("cache_read_input_tokens") or 0,
-                   write if write >= write_1h else write_1h, write_1h, reasoning if reasoning <= output else output)
+    def from_anthropic(cls, usage: Any) -> "Usage":
+        """From an Anthropic Messages `usage` (a dict or the SDK's object; input excludes cache reads and writes)."""
+        from .providers import anthropic  # the provider's own rules live there
+
+        return anthropic.usage(usage)
 
     @classmethod
     def from_openai(cls, usage: Any) -> "Usage":
-        """From OpenAI Chat (`prompt_tokens`) or Responses (`input_tokens`) usage, a dict or the SDK's object.
+        """From OpenAI Chat (`prompt_tokens`) or Responses (`input_tokens`) usage, a dict or the SDK's object:
+        cached tokens split off from input, reasoning counted inside output exactly once."""
+        from .providers import openai_chat
 
-        Cached tokens are split off from input; reasoning is counted inside output exactly once.
-        """
-        get = _getter(usage)
-        prompt = _first(get("prompt_tokens"), get("input_tokens")) or 0
-        completion = _first(get("completion_tokens"), get("output_tokens")) or 0
-        in_details = get("prompt_tokens_details") or get("input_tokens_details")
-        out_details = get("completion_tokens_details") or get("output_tokens_details")
-        # DeepSeek reports cache hits beside prompt_tokens, without prompt_tokens_details.
-        cached = (_getter(in_details)("cached_tokens") or 0) if in_details else get("prompt_cache_hit_tokens") or 0
-        written = (_getter(in_details)("cache_write_tokens") or 0) if in_details else 0
-        reasoning = (_getter(out_details)("reasoning_tokens") or 0) if out_details else 0
-        completion = _with_reasoning(completion, reasoning, prompt, get("total_tokens"))
-        return cls(input_tokens=max(prompt - cached - written, 0), output_tokens=completion,
-                   cache_read_tokens=cached, cache_write_tokens=written, reasoning_tokens=min(reasoning, completion))
+        return openai_chat.usage(usage)
 
     @classmethod
     def from_langchain(cls, usage: Mapping[str, Any]) -> "Usage":
@@ -183,7 +166,9 @@ class Usage:
         prompt = usage.get("input_tokens") or 0
         read, write = details.get("cache_read") or 0, details.get("cache_creation") or 0
         write_1h, reasoning = details.get("ephemeral_1h_input_tokens") or 0, out_details.get("reasoning") or 0
-        output = _with_reasoning(usage.get("output_tokens") or 0, reasoning, prompt, usage.get("total_tokens"))
+        from .providers.openai_chat import with_reasoning
+
+        output = with_reasoning(usage.get("output_tokens") or 0, reasoning, prompt, usage.get("total_tokens"))
         return cls(input_tokens=max(prompt - read - write, 0), output_tokens=output, cache_read_tokens=read,
                    cache_write_tokens=max(write, write_1h), cache_write_1h_tokens=write_1h,
                    reasoning_tokens=min(reasoning, output))
@@ -201,27 +186,6 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return list(value)
     raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
-
-
-def _with_reasoning(output: int, reasoning: int, prompt: int, total: int | None) -> int:
-    """Output tokens including reasoning exactly once.
-
-    Servers that speak the OpenAI protocol disagree: OpenAI and DeepSeek count reasoning inside
-    the completion tokens, xAI beside them. The total tells which one a server did.
-    """
-    if total is not None and reasoning and total == prompt + output + reasoning:
-        return output + reasoning
-    return output
-
-
-def _first(a: Any, b: Any) -> Any:
-    return b if a is None else a
-
-
-def _getter(value: Any):
-    if type(value) is dict:
-        return value.get
-    return lambda name: getattr(value, name, None)
 
 
 # ---------------------------------------------------------------------------------- events

@@ -111,15 +111,16 @@ class PriceTable:
     reseller's (`claude-3-7-sonnet-latest` is Anthropic's price, not deepinfra's), the most exact first.
     """
 
-    __slots__ = ("version", "_models", "_overrides", "_providers", "_resolved")
+    __slots__ = ("version", "_models", "_overrides", "_providers", "_windows", "_resolved")
 
     def __init__(self, version: str, models: Mapping[str, ModelPrice],
                  overrides: Mapping[str, ModelPrice] | None = None,
-                 providers: Mapping[str, str] | None = None) -> None:
+                 providers: Mapping[str, str] | None = None, windows: Mapping[str, int] | None = None) -> None:
         self.version = version
         self._models = MappingProxyType(dict(models))
         self._overrides = MappingProxyType(dict(overrides or {}))
         self._providers = MappingProxyType(dict(providers or {}))  # model name -> LiteLLM's provider
+        self._windows = MappingProxyType(dict(windows or {}))  # model name -> its maker's max input tokens
         self._resolved: dict[str, str | None] = {}  # model name -> the table's name it resolved to
 
     def __repr__(self) -> str:
@@ -144,6 +145,11 @@ class PriceTable:
         """Whose listing prices `model` (LiteLLM's provider name), or None when the table has no price."""
         name = self._name_of(model)
         return None if name is None else self._providers.get(name)
+
+    def context_window(self, model: str) -> int | None:
+        """How many input tokens `model` takes (the listing that prices it says), or None when unknown."""
+        name = self._name_of(model)
+        return None if name is None else self._windows.get(name)
 
     def spellings(self, model: str) -> list[str]:
         """The names `model` is looked up under, most exact first (no fuzzy or substring match)."""
@@ -247,7 +253,9 @@ def _parse(doc: Mapping[str, Any]) -> PriceTable:
     }
     providers = {name: entry["provider"] for name, entry in doc["models"].items()
                  if isinstance(entry.get("provider"), str)}
-    return PriceTable(str(doc["version"]), models, providers=providers)
+    windows = {name: entry["max_input_tokens"] for name, entry in doc["models"].items()
+               if type(entry.get("max_input_tokens")) is int}
+    return PriceTable(str(doc["version"]), models, providers=providers, windows=windows)
 
 
 @lru_cache(maxsize=8)

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from . import accounting
+from . import accounting, providers
 from .parts import Part, parts_of, searchable_text
 from .store import SessionFilter, Store
 from .store.content import canonical
@@ -238,13 +238,11 @@ def diff_calls(store: Store, call_a: str, call_b: str) -> dict:
 
 
 def _messages(call: dict) -> list:
-    req = call["request"]
-    return next((req[k] for k in ("messages", "input", "contents") if isinstance(req.get(k), list)), [])
+    return providers.messages_of(call["request"])
 
 
 def _system_of(call: dict) -> str:
-    req = call["request"]
-    value = next((req[k] for k in ("system", "instructions", "system_instruction") if k in req), None)
+    value = providers.system_of(call["request"])
     return "" if value is None else _system_text(value)
 
 

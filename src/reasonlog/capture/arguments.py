@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import providers
 from ..model import Usage
 from ..parts import RecordError, check_block
+from ..providers import openai_responses
 
 
 def build_request(model, messages, system, tools, params) -> dict:
@@ -48,10 +50,10 @@ def response_message(response: Any) -> dict | None:
     if isinstance(response, str):
         return {"role": "assistant", "content": [{"type": "text", "text": response}]}
     if isinstance(response, (list, tuple)):
-        if is_responses_output(response):  # OpenAI Responses output items: kept as the adapter keeps them
+        if openai_responses.is_output(response):  # Responses output items: kept as the adapter keeps them
             return {"role": "assistant", "content": list(response)}
         return {"role": "assistant", "content": [check_block(b, f"response[{i}]") for i, b in enumerate(response)]}
-    if isinstance(response, dict) and _is_responses_body(response):
+    if isinstance(response, dict) and openai_responses.is_body(response):
         return {"role": "assistant", "content": response["output"]}
     if isinstance(response, dict):
         raise RecordError("response: a dict must be a message with a 'role'; pass content blocks as a list")
@@ -59,54 +61,12 @@ def response_message(response: Any) -> dict | None:
 
 
 def unwrap_response(response: dict) -> tuple[dict, Usage | None, Any, Any] | None:
-    """(message, usage, stop reason, id) of an Anthropic Message, an OpenAI chat completion or an OpenAI
-    Responses body; None otherwise.
+    """(message, usage, stop reason, id) of an Anthropic Message, an OpenAI chat completion, an OpenAI Responses
+    body or a Gemini response (`providers.unwrap`); None otherwise.
 
     Agents append the *message* to their history, so that is what the conversation holds; the
     response's id, stop reason and usage are the call's, and the whole response is kept as raw."""
-    usage = response.get("usage")
-    if response.get("type") == "message" and "role" in response:
-        message = {"role": response["role"], "content": response.get("content")}
-        return message, Usage.from_anthropic(usage) if isinstance(usage, dict) else None, \
-            response.get("stop_reason"), response.get("id")
-    choices = response.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict) and "message" in choices[0]:
-        return choices[0]["message"], Usage.from_openai(usage) if isinstance(usage, dict) else None, \
-            choices[0].get("finish_reason"), response.get("id")
-    if _is_responses_body(response):
-        # Responses usage counts cached tokens inside input_tokens and reasoning inside output_tokens:
-        # from_openai splits them into the disjoint counters.
-        return {"role": "assistant", "content": response["output"]}, \
-            Usage.from_openai(usage) if isinstance(usage, dict) else None, responses_stop(response), response.get("id")
-    return None
-
-
-def _is_responses_body(response: dict) -> bool:
-    output = response.get("output")
-    return isinstance(output, list) and (response.get("object") == "response" or is_responses_output(output))
-
-
-def is_responses_output(items: Any) -> bool:
-    """A non-empty list of OpenAI Responses output items (`message`, `reasoning`, `*_call`, ...), which no
-    Anthropic or reasonlog content block is."""
-    return isinstance(items, (list, tuple)) and bool(items) and all(
-        isinstance(i, dict) and isinstance(kind := i.get("type"), str)
-        and (kind in RESPONSES_OUTPUT_ITEMS or kind.endswith("_call")) and (kind != "message" or "role" in i)
-        for i in items)
-
-
-RESPONSES_OUTPUT_ITEMS = frozenset({"message", "reasoning", "mcp_list_tools", "mcp_approval_request", "compaction"})
-
-
-def responses_stop(response: dict) -> str | None:
-    """The Responses API has no finish reason; say what Chat would: tool calls, a cut-off, or its status."""
-    output = response.get("output") or []
-    if any(isinstance(item, dict) and item.get("type") == "function_call" for item in output):
-        return "tool_calls"
-    incomplete = response.get("incomplete_details")
-    reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
-    status = response.get("status")
-    return reason if isinstance(reason, str) else status if isinstance(status, str) else None
+    return providers.unwrap(response)
 
 
 def usage_of(usage: Any) -> Usage:

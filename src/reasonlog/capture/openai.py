@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..model import Usage
+from ..providers import openai_responses
 from ._patching import Adapter, Api, Handle, Router, Tap, hook_client, install
 from .recorder import Recorder, SessionRecorder
 
@@ -61,16 +62,9 @@ def _chat_object_fields(result: Any) -> dict:
 
 def _responses_fields(raw: dict) -> dict:
     output = raw.get("output") or []
-    return {"response": {"role": "assistant", "content": output}, "stop_reason": _responses_stop(raw, output),
+    return {"response": {"role": "assistant", "content": output}, "stop_reason": openai_responses.stop_reason(raw),
             "usage": _usage(raw.get("usage")), "model": raw.get("model"), "provider_message_id": raw.get("id"),
             "raw": raw}
-
-
-def _responses_stop(raw: dict, output: list) -> str | None:
-    """The Responses API has no finish reason; say what Chat would: tool calls, a cut-off, or done."""
-    if any(isinstance(item, dict) and item.get("type") == "function_call" for item in output):
-        return "tool_calls"
-    return (raw.get("incomplete_details") or {}).get("reason") or raw.get("status")
 
 
 def _usage(usage: dict | None) -> Usage | None:

@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from .. import providers
 from ..model import CallRecorded, Event, OutcomeRecorded, SessionStarted, ToolResultRecorded, format_instant, utc_now
 from ..parts import RecordError
 
@@ -190,10 +191,7 @@ class Feed:
         if last_id is None:
             return []
         last = self.store.get_call(last_id)
-        request = last["request"]
-        sent: list = next((request[k] for k in ("messages", "input", "contents")
-                           if isinstance(request.get(k), list)), [])
-        messages = list(sent)
+        messages = list(providers.messages_of(last["request"]))
         if last.get("response") is not None:
             messages.append(last["response"])
         return messages

@@ -87,6 +87,8 @@ def _export_call(cur, call: dict, hashes: dict[int, str], reader: ContentReader)
     call["tools_json"] = None if tools is None else orjson.dumps([hashes[i] for i in tools]).decode()
     call["system_id"] = hashes.get(call["system_id"])
     call["response_id"] = hashes.get(call["response_id"])
+    if call.get("window_json") is None:
+        call.pop("window_json", None)  # written before schema 12: the record stays as version 3 wrote it
     yield {"type": "call", **call}
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from .. import providers
 from ..model import (
     CallRecorded,
     Event,
@@ -36,9 +37,9 @@ from .contents import ContentWriter
 from .timeline import Thread, Timeline
 from .usage import Tally
 
-# Keys under which a request carries its context, by API. The first that holds a list wins.
-MESSAGE_KEYS = ("messages", "input", "contents")
-SYSTEM_KEYS = ("system", "instructions", "system_instruction")
+# Keys under which a request carries its context, by protocol (see providers/). The first that holds a list wins.
+MESSAGE_KEYS = providers.MESSAGE_KEYS
+SYSTEM_KEYS = providers.SYSTEM_KEYS
 TOOLS_KEY = "tools"
 DEFAULT_SHAPE = {"messages": "messages", "system": "system"}
 

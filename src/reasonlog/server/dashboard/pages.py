@@ -11,15 +11,12 @@ from typing import Any
 import orjson
 from markupsafe import Markup, escape
 
-from ... import query
+from ... import providers, query
 from ...store import SessionFilter, Store
 from . import charts
 
 PAGE = 200  # timeline entries a session page shows
 # Context windows, for the fullness bar; a model not listed shows its tokens without a share.
-WINDOWS = (("claude", 200_000), ("gpt-5", 400_000), ("gpt-4.1", 1_047_576), ("gpt-4o", 128_000),
-           ("o3", 200_000), ("o4", 200_000), ("gemini", 1_048_576), ("deepseek", 128_000), ("grok", 256_000))
-
 
 @dataclass(frozen=True)
 class Filters:
@@ -113,8 +110,8 @@ def _window_tokens(call: dict) -> int:
 
 
 def window_of(model: str | None) -> int | None:
-    name = (model or "").lower()
-    return next((size for prefix, size in WINDOWS if prefix in name), None)
+    """The model's context window, as its listing in the price table says (`providers.context_window`)."""
+    return providers.context_window(model)
 
 
 def call(store: Store, call_id: str, against: str | None) -> dict:
@@ -145,17 +142,16 @@ def _calls_near(store: Store, session_id: str, idx: int, around: int = 25) -> li
 
 
 def _curl(c: dict, body: str) -> str:
-    url = "https://api.anthropic.com/v1/messages" if (c.get("provider") or "").startswith("anthropic") \
-        else "https://api.openai.com/v1/chat/completions"
-    auth = "-H 'x-api-key: $ANTHROPIC_API_KEY' -H 'anthropic-version: 2023-06-01'" if "anthropic" in url \
-        else "-H \"Authorization: Bearer $OPENAI_API_KEY\""
-    return f"curl {url} -H 'content-type: application/json' {auth} \\\n  -d {shlex.quote(body)}"
+    """The call's request sent again with curl, to its protocol's endpoint."""
+    protocol = providers.protocol_of(c.get("provider"), c["request"])
+    quoted = shlex.quote(body)
+    return protocol.curl(quoted, c.get("model") or "MODEL") if protocol is providers.gemini else protocol.curl(quoted)
 
 
 def _python(c: dict, body: str) -> str:
-    send = "anthropic.Anthropic().messages.create" if (c.get("provider") or "").startswith("anthropic") \
-        else "openai.OpenAI().chat.completions.create"
-    return f"import {send.split('.')[0]}, json\n\nrequest = json.loads({body!r})\n{send}(**request)"
+    send = providers.protocol_of(c.get("provider"), c["request"]).PYTHON_CALL
+    module = "google.genai" if send.startswith("google.") else send.split(".")[0]
+    return f"import {module}, json\n\nrequest = json.loads({body!r})\n{send}(**request)"
 
 
 def usage(store: Store, since: str | None, until: str | None) -> dict:

@@ -1,0 +1,63 @@
+"""What reasonlog knows of each provider's protocol, in one module each; nothing else spells their field names.
+
+`anthropic` (Messages), `openai_chat` (Chat Completions), `openai_responses` (Responses) and `gemini`
+(generateContent). Each says where a request keeps its messages and system prompt, how a response body
+unwraps into the assistant message, its usage, stop reason and id, how usage normalises into reasonlog's
+disjoint counters, and its endpoint. Pure functions over plain values: capture, the store, readers, importers
+and the dashboard ask here.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from . import anthropic, gemini, openai_chat, openai_responses
+from .common import Unwrapped
+
+PROTOCOLS: tuple[ModuleType, ...] = (anthropic, openai_chat, openai_responses, gemini)
+# Where a request keeps its context, by protocol; the first that holds a list wins (Chat and Messages share one).
+MESSAGE_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.MESSAGES for p in PROTOCOLS))
+SYSTEM_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.SYSTEM for p in PROTOCOLS if p.SYSTEM))
+
+__all__ = ["MESSAGE_KEYS", "PROTOCOLS", "SYSTEM_KEYS", "Unwrapped", "context_window", "messages_of",
+           "protocol_of", "system_of", "unwrap"]
+
+
+def messages_of(request: dict) -> list:
+    """The messages (or input items, or contents) a request sent."""
+    return next((request[k] for k in MESSAGE_KEYS if isinstance(request.get(k), list)), [])
+
+
+def system_of(request: dict) -> Any:
+    """The system prompt a request sent outside its messages, or None."""
+    return next((request[k] for k in SYSTEM_KEYS if k in request), None)
+
+
+def unwrap(body: dict) -> Unwrapped | None:
+    """A whole response body of any protocol as (message, usage, stop reason, id); None if it is none of them."""
+    for protocol in PROTOCOLS:
+        found = protocol.unwrap(body)
+        if found is not None:
+            return found
+    return None
+
+
+def protocol_of(provider: str | None, request: dict | None = None) -> ModuleType:
+    """The protocol a recorded call spoke, from its provider name and the shape of its request."""
+    name = (provider or "").lower()
+    if name.startswith("anthropic") or name.startswith("claude"):
+        return anthropic
+    if name.startswith(("google", "gemini", "vertex")) or (request is not None and "contents" in request):
+        return gemini
+    if request is not None and isinstance(request.get("input"), (list, str)) and "messages" not in request:
+        return openai_responses
+    return openai_chat
+
+
+def context_window(model: str | None) -> int | None:
+    """How many input tokens `model` takes, from the price table's listing of it; None when unknown."""
+    if not model:
+        return None
+    from ..pricing import load_price_table  # the table loads once, when first needed
+
+    return load_price_table().context_window(model)

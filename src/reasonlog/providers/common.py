@@ -1,0 +1,26 @@
+"""What every protocol module returns, and the small readers they share."""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from ..model import Usage
+
+
+class Unwrapped(NamedTuple):
+    """A response body taken apart: the message an agent appends to its history, and the call's facts."""
+
+    message: dict
+    usage: Usage | None
+    stop_reason: Any
+    id: Any
+
+
+def getter(obj: Any):
+    """Reads a field of a dict or of an SDK object alike (no dump on the agent's thread)."""
+    if isinstance(obj, dict):
+        return obj.get
+    return lambda name: getattr(obj, name, None)
+
+
+def first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)

@@ -1,0 +1,68 @@
+"""OpenAI Responses: `POST /v1/responses`, `instructions` beside `input`, output *items* that agents append to
+their input one by one, and `previous_response_id` chains in which the server holds the conversation."""
+from __future__ import annotations
+
+from typing import Any
+
+from . import openai_chat
+from .common import Unwrapped
+
+NAME = "openai"
+BASE_URL = "https://api.openai.com"
+PATH = "/v1/responses"
+MESSAGES = "input"
+SYSTEM = "instructions"
+KEY_HEADERS = ("authorization",)
+CHAIN = "previous_response_id"
+
+# Output item types: a message, reasoning, and every tool call (`*_call`), plus the few others the API has.
+ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "web_search_call", "file_search_call",
+                        "code_interpreter_call", "computer_call", "image_generation_call", "local_shell_call",
+                        "mcp_call", "custom_tool_call", "mcp_list_tools", "mcp_approval_request", "compaction"})
+
+usage = openai_chat.usage  # the same counters under other names (`input_tokens`, `input_tokens_details`)
+
+
+def is_item(value: Any) -> bool:
+    """An output item as an agent appends it to `input` (a message item has a role; no block has these types)."""
+    kind = value.get("type") if isinstance(value, dict) else None
+    return isinstance(kind, str) and (kind in ITEM_TYPES or kind.endswith("_call")) and \
+        (kind != "message" or "role" in value)
+
+
+def is_output(items: Any) -> bool:
+    """A non-empty list of output items, which no Anthropic or reasonlog content block list is."""
+    return isinstance(items, (list, tuple)) and bool(items) and all(map(is_item, items))
+
+
+def is_body(body: dict) -> bool:
+    output = body.get("output")
+    return isinstance(output, list) and (body.get("object") == "response" or is_output(output))
+
+
+def unwrap(body: dict) -> Unwrapped | None:
+    """A Responses body: its output items as the assistant message; None for any other body."""
+    if not is_body(body):
+        return None
+    raw = body.get("usage")
+    return Unwrapped({"role": "assistant", "content": body["output"]}, usage(raw) if isinstance(raw, dict) else None,
+                     stop_reason(body), body.get("id"))
+
+
+def stop_reason(body: dict) -> str | None:
+    """The Responses API has no finish reason; say what Chat would: tool calls, a cut-off, or its status."""
+    output = body.get("output") or []
+    if any(isinstance(item, dict) and item.get("type") == "function_call" for item in output):
+        return "tool_calls"
+    incomplete = body.get("incomplete_details")
+    reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
+    status = body.get("status")
+    return reason if isinstance(reason, str) else status if isinstance(status, str) else None
+
+
+def curl(body: str) -> str:
+    return (f"curl {BASE_URL}{PATH} -H 'content-type: application/json' -H \"Authorization: Bearer $OPENAI_API_KEY\""
+            f" \\\n  -d {body}")
+
+
+PYTHON_CALL = "openai.OpenAI().responses.create"
