@@ -10,7 +10,9 @@ one of 1,000 timeline messages and one of 50,000 (calls that each add a question
 - the sessions list over 10,000 sessions (target < 100 ms), beside `GET /v1/sessions` (JSON, same filters);
 - a session page with 1,000 messages, all on one page (target p50 < 200 ms);
 - the first page of the 50,000-message session (target < 300 ms), beside `GET /v1/sessions/{id}?limit=200`;
-  its calls send a sliding window of their last 400 messages.
+  its calls send a sliding window of their last 400 messages;
+- the usage page (target < 200 ms), beside `GET /v1/stats?by=day` (which also reads every call's latency for
+  the median).
 """
 from __future__ import annotations
 
@@ -82,6 +84,7 @@ def main(argv=None) -> int:
              f"/v1/sessions/{one_k}?limit=1000"),
             ("first page of a 50,000-message session", f"/sessions/{fifty_k}", 300,
              f"/v1/sessions/{fifty_k}?limit=200"),
+            ("usage page (day, model, agent, source)", "/usage", 200, "/v1/stats?by=day"),
         ]
         print(f"{'PostgreSQL' if args.db else 'SQLite'}: dashboard pages, p50 of {n}")
         for name, page, target_ms, api in rows:

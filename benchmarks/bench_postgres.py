@@ -8,6 +8,11 @@ calls through a `Recorder` (background writer) and is timed from the first call 
 On PostgreSQL the calls go into a new schema, dropped afterwards. Storage is every reasonlog table with its
 indexes and TOAST (`pg_total_relation_size`) after a VACUUM, against the workload's unique content bytes
 (each distinct message, system prompt and tool schema once, as canonical JSON), the figure issue 10 bounds at 2x.
+
+`--trgm` also builds, in the same schema, a plain table of the unique messages' searchable text with a GIN
+`gin_trgm_ops` index in one go (COPY, then CREATE INDEX), and prints its build time and bytes beside the store's
+own index (`contents_search`, filled row by row as calls are written; the word index of schemas 6-12 and its
+`search_words` vocabulary before migration 13), with the time of a rare and a common substring query in each.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / ".." / "shared" / "bench"))
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 import psycopg  # noqa: E402
 import workload  # noqa: E402
@@ -66,6 +72,7 @@ def main(argv=None) -> int:
     ap.add_argument("--db", default=os.environ.get("REASONLOG_TEST_POSTGRES"), help="a PostgreSQL URL")
     ap.add_argument("--size", default="medium", choices=sorted(workload.SIZES))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--trgm", action="store_true", help="also measure pg_trgm against the word index")
     args = ap.parse_args(argv)
     if not args.db:
         ap.error("--db postgresql://… (or $REASONLOG_TEST_POSTGRES) is needed")
@@ -84,8 +91,11 @@ def main(argv=None) -> int:
     with psycopg.connect(args.db, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     url = f"{args.db}{'&' if '?' in args.db else '?'}options=-csearch_path%3D{schema}"
+    trgm = None
     try:
         pg_s = record(url, calls)
+        if args.trgm:
+            trgm = measure_trgm(url, calls)
         with psycopg.connect(url, autocommit=True) as conn:
             for table in TABLES:
                 conn.execute(f"VACUUM {table}")
@@ -101,7 +111,7 @@ def main(argv=None) -> int:
               "sqlite": {"durable_s": sqlite_s, "bytes": sqlite_bytes},
               "postgresql": {"durable_s": pg_s, "bytes": pg_bytes, "by_table": by_table},
               "pg_bytes_per_unique": pg_bytes / unique, "sqlite_bytes_per_unique": sqlite_bytes / unique,
-              "pg_time_over_sqlite": pg_s / sqlite_s}
+              "pg_time_over_sqlite": pg_s / sqlite_s, "trgm": trgm}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -112,7 +122,56 @@ def main(argv=None) -> int:
     print(f"  PostgreSQL / SQLite write time: {pg_s / sqlite_s:.2f}")
     for t, b in sorted(by_table.items(), key=lambda kv: -(kv[1] or 0))[:6]:
         print(f"    {t:<22} {b or 0:>13,} B")
+    if trgm:
+        words = by_table["contents_search"] + (by_table.get("search_words") or 0)
+        print(f"  the store's index (contents_search) {words:,} B = {words / unique:.2f} x unique")
+        print(f"  pg_trgm: text {trgm['text_bytes']:,} B + GIN {trgm['index_bytes']:,} B ="
+              f" {(trgm['text_bytes'] + trgm['index_bytes']) / unique:.2f} x unique; built in {trgm['build_s']:.2f} s")
+        for name, (ms_words, ms_trgm, n) in trgm["queries"].items():
+            print(f"    {name:<28} the store {ms_words:7.1f} ms, plain pg_trgm {ms_trgm:7.1f} ms ({n} texts)")
     return 0
+
+
+QUERIES = {"rare: 'checkout timeout'": "checkout timeout", "common: 'the'": "the", "word part: 'rror'": "rror"}
+
+
+def measure_trgm(url: str, calls: list) -> dict:
+    """pg_trgm over the unique messages' searchable text, beside the word index of the same schema."""
+    from bench_fts import unique_texts  # the same text the store indexes
+
+    texts = unique_texts(calls)
+    store = reasonlog.open_store(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")  # where the store installs it
+        conn.execute("CREATE TABLE trgm_texts (rowid BIGINT PRIMARY KEY, text TEXT NOT NULL)")
+        t0 = time.perf_counter()
+        with conn.cursor().copy("COPY trgm_texts (rowid, text) FROM STDIN") as copy:
+            for row in texts:
+                copy.write_row(row)
+        conn.execute("CREATE INDEX trgm_texts_gin ON trgm_texts USING gin (text public.gin_trgm_ops)")
+        build = time.perf_counter() - t0
+        conn.execute("VACUUM ANALYZE trgm_texts")
+        size = conn.execute("SELECT pg_relation_size('trgm_texts'), pg_total_relation_size('trgm_texts'),"
+                            " pg_relation_size('trgm_texts_gin')").fetchone()
+        queries = {}
+        everything = reasonlog.SessionFilter(limit=None)
+        for name, needle in QUERIES.items():
+            ms_words = _best(lambda needle=needle: store.search(needle, everything, limit=None))
+            n = conn.execute("SELECT count(*) FROM trgm_texts WHERE text LIKE %s", (f"%{needle}%",)).fetchone()[0]
+            ms_trgm = _best(lambda needle=needle: conn.execute("SELECT rowid FROM trgm_texts WHERE text LIKE %s",
+                                                               (f"%{needle}%",)).fetchall())
+            queries[name] = (ms_words, ms_trgm, n)
+    store.close()
+    return {"text_bytes": size[1] - size[2], "index_bytes": size[2], "build_s": build, "queries": queries}
+
+
+def _best(fn, n: int = 5) -> float:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1000)
+    return min(times)
 
 
 if __name__ == "__main__":

@@ -186,28 +186,25 @@ def _part_dict(p: Part) -> dict:
 # ---------------------------------------------------------------------------- stats
 
 
-def stats(store: Store, by: str, flt: SessionFilter) -> list[dict]:
+def stats(store: Store, by: str, flt: SessionFilter, latency: bool = True) -> list[dict]:
     """Calls, errors, tokens by kind, cost and latency, grouped by day (UTC), model, agent or run.
 
     Tokens and cost follow `reasonlog.accounting`: an exchange's SDK-reported figures replace its calls'.
+    `latency=False` leaves the median out (None), which spares reading every call's latency.
     """
     if by not in STAT_KEYS:
         raise ValueError(f"by: expected one of {', '.join(STAT_KEYS)}, got {by!r}")
-    groups: dict[Any, list[dict]] = defaultdict(list)
-    for row in store.call_rows(flt):
-        key = row["started_at"][:10] if by == "day" else row[by]
-        groups[key].append(row)
-    return [_summarise(by, key, rows) for key, rows in sorted(groups.items(), key=lambda kv: str(kv[0]))]
+    groups = store.usage_groups(by, flt, latency)
+    return [_summarise(by, key, t) for key, t in sorted(groups.items(), key=lambda kv: str(kv[0]))]
 
 
-def _summarise(by: str, key: Any, rows: list[dict]) -> dict:
-    latencies = [r["latency_ms"] for r in rows if r["kind"] == "call" and r["latency_ms"] is not None]
-    t = accounting.totals(rows)
+def _summarise(by: str, key: Any, t: dict) -> dict:
+    latencies = t.get("latencies") or ()
     out = {by: key, "calls": t["calls"], "errors": t["errors"], **{f: t[f] for f in TOKEN_FIELDS}}
     out["cost_usd"] = t["cost_usd"]
     out["calls_without_cost"] = t["calls_without_cost"]
     out["latency_ms_p50"] = statistics.median(latencies) if latencies else None
-    out["latency_ms_mean"] = round(statistics.fmean(latencies), 3) if latencies else None
+    out["latency_ms_mean"] = round(t["latency_ms_sum"] / t["latency_count"], 3) if t["latency_count"] else None
     return out
 
 
@@ -335,7 +332,18 @@ def reasoning_sessions(store: Store, job_id: str | None = None, date: str | None
         raise NotFound(f"No reasoning sessions found{' for ' + asked if asked else ''}")
     found.sort(key=lambda s: (s["labels"]["date"], s.get("model") or s.get("agent") or "", s["started_at"]))
     texts = summary_texts(store, [s["id"] for s in found])
-    return [_reasoning_session(store.get_session(s["id"]), include_conversation, texts) for s in found]
+    if include_conversation:
+        return [_reasoning_session(store.get_session(s["id"]), include_conversation, texts) for s in found]
+    # Without the conversation, a few queries for every session at once (a whole day of models is many sessions).
+    counts = store.count_messages([s["id"] for s in found])
+    positions: dict[str, list[dict]] = defaultdict(list)
+    ids = [s["id"] for s in found]
+    mine = [o for start in range(0, len(ids), 500)
+            for o in store.list_outcomes(SessionFilter(limit=None), kind="position", session_id=ids[start:start + 500])]
+    for o in sorted(mine, key=lambda o: (o["message_idx"], o["at"], o["id"])):
+        positions[o["session_id"]].append(o)
+    return [_reasoning_session({**s, "outcomes": positions.get(s["id"], [])}, False, texts, counts[s["id"]])
+            for s in found]
 
 
 def summary_texts(store: Store, session_ids: list[str]) -> dict[tuple[str, str], str]:
@@ -356,15 +364,16 @@ def with_summaries(store: Store, session: dict) -> dict:
             "messages": [{**m, "summary": texts.get(("message", f"{sid}:{m['idx']}"))} for m in session["messages"]]}
 
 
-def _reasoning_session(session: dict, include_conversation: bool, texts: dict[tuple[str, str], str]) -> dict:
-    messages = [m for m in session["messages"] if m["role"] != "system"]
+def _reasoning_session(session: dict, include_conversation: bool, texts: dict[tuple[str, str], str],
+                       total: int | None = None) -> dict:
+    messages = [m for m in session["messages"] if m["role"] != "system"] if total is None else []
     sid = session["id"]
     return {
         "session_id": sid, "job_id": session.get("run"), "date": session["labels"]["date"],
         "model": session.get("model") or session.get("agent"),
         "session_summary": texts.get(("session", sid)) or session.get("summary"),
         "started_at": session["started_at"], "completed_at": session.get("ended_at"),
-        "total_messages": len(messages),
+        "total_messages": len(messages) if total is None else total,
         "positions": [_position(o["payload"]) for o in session["outcomes"] if o["kind"] == "position"],
         "conversation": ([_conversation_item(n, m, texts.get(("message", f"{sid}:{m['idx']}")))
                           for n, m in enumerate(messages)] if include_conversation else None),
@@ -373,7 +382,9 @@ def _reasoning_session(session: dict, include_conversation: bool, texts: dict[tu
 
 def _position(payload: Any) -> dict:
     p = payload if isinstance(payload, dict) else {}
-    return {"action_id": p.get("action_id"), "action_type": p.get("action"), "symbol": p.get("symbol"),
+    # The simulator's own logs say `action`; a client recording the API's shape says `action_type`.
+    action = p["action_type"] if p.get("action_type") is not None else p.get("action")
+    return {"action_id": p.get("action_id"), "action_type": action, "symbol": p.get("symbol"),
             "amount": p.get("amount"), "price": p.get("price"), "cash_after": p.get("cash_after"),
             "portfolio_value": p.get("portfolio_value")}
 

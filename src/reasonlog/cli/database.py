@@ -172,6 +172,18 @@ def db_backup(obj, dest: Path, force: bool):
     click.echo(f"backed up {obj.path} to {dest} ({size} bytes)")
 
 
+@db.command("recount")
+@click.pass_obj
+def db_recount(obj):
+    """Rebuild the usage totals kept as calls are written (what `stats` and the usage page add up) from the calls."""
+    store = _existing_store(obj, upgrade=True)
+    try:
+        store.recount_usage()
+    finally:
+        store.close()
+    click.echo(f"usage recounted from the calls in {obj.path}")
+
+
 @db.command("check")
 @json_option
 @click.pass_obj

@@ -57,12 +57,19 @@ def router(get_store: Any, reader: Any) -> APIRouter:
 
     @api.get("/sessions/{session_id}", summary="One session: its calls, exchanges, outcomes, a page of messages,"
                                                " and the summaries of the session, its exchanges and messages")
-    def session(session_id: str, offset: int = Query(0, ge=0), limit: int = Query(200, ge=1, le=5000),
-                store: Store = Depends(get_store)) -> dict:
-        found = _found(lambda: store.get_session(store.resolve_id("session", session_id)), "session", session_id)
+    def session(session_id: str, offset: int = Query(0, ge=0, description="Timeline position to start at"),
+                limit: int = Query(200, ge=1, le=5000), store: Store = Depends(get_store)) -> dict:
+        # A page of the timeline (positions [offset, offset + limit)) with only the calls, tool results and
+        # outcomes anchored in it: a 50,000-message session costs a page, not its 25,000 calls.
+        end = offset + limit
+        found = _found(lambda: store.get_session(store.resolve_id("session", session_id), page=(offset, end)),
+                       "session", session_id)
         found = query.with_summaries(store, found)
-        messages = found["messages"]
-        return {**found, "messages": messages[offset:offset + limit], "message_count": len(messages)}
+        inside = {k: [r for r in found[k] if offset <= r["message_idx"] < end] for k in ("tool_results", "outcomes")}
+        # a call whose inputs and reply fall on two pages belongs to its reply's
+        inside["calls"] = [c for c in found["calls"] if c["response_idx"] is None or offset <= c["response_idx"] < end]
+        full = len(found["messages"]) + len(found["system_prompts"]) == limit  # positions are contiguous
+        return {**found, **inside, "next_offset": end if full else None}
 
     @api.get("/calls/{call_id}", summary="One call: its request as sent, response, tokens, cost and timing")
     def call(call_id: str, store: Store = Depends(get_store)) -> dict:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from . import StoreError, search
+from . import StoreError, search, usage
 from .content import content_hash, decode_context
 from .reading import ContentReader
 
@@ -76,6 +76,7 @@ def check(cur, dicts) -> dict:
     _check_contents(cur, dicts, found)
     _check_calls(cur, found)
     _check_messages(cur, found)
+    found.problems += usage.differences(cur)
     counts = {t: cur.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
     kinds = dict(cur.execute("SELECT kind, COUNT(*) FROM contents GROUP BY kind ORDER BY kind").fetchall())
     return {"ok": not found.problems, "problems": found.problems, "counts": counts, "contents_by_kind": kinds}
@@ -219,7 +220,7 @@ def prune(cur, dicts) -> None:
     _unindex(cur, dicts)
     chosen = "session_id IN (SELECT id FROM temp.prune_sessions)"
     for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries",
-                  "reasoning_records"):
+                  "reasoning_records", "usage_rollup"):
         cur.execute(f"DELETE FROM {table} WHERE {chosen}")
     cur.execute("DELETE FROM sessions WHERE id IN (SELECT id FROM temp.prune_sessions)")
     cur.execute("DELETE FROM contents WHERE id IN (SELECT id FROM temp.prune_contents)")

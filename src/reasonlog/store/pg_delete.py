@@ -31,7 +31,7 @@ def delete_sessions(cur, session_ids: list[str], forget_file: str | None) -> int
             cur.execute(f"DELETE FROM {table}_search WHERE rowid IN (SELECT rowid FROM {table} WHERE {CHOSEN})",
                         (ids,))
         for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries",
-                      "reasoning_records"):
+                      "reasoning_records", "usage_rollup"):
             cur.execute(f"DELETE FROM {table} WHERE {CHOSEN}", (ids,))
         cur.execute("DELETE FROM sessions WHERE id = ANY(?::text[])", (ids,))
         cur.execute("DELETE FROM contents_search WHERE rowid = ANY(?::bigint[])", (gone,))

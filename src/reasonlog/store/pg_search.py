@@ -1,43 +1,36 @@
-"""PostgreSQL's full-text index: its own text search (`tsvector`, `tsquery`, GIN) over words, answering the same
-substring queries as SQLite's trigram index (store/search.py).
+"""PostgreSQL's full-text index: `pg_trgm` trigrams over the text each record is searched by (schema 13), answering
+the same substring queries as SQLite's FTS5 trigram index (store/search.py).
 
-Each record's lowercased text is cut into words (runs of `\\w`), and the set of its words is stored as a
-`tsvector` under a GIN index, lexemes taken as they are (no parser, no stemming). Every distinct word also
-goes into `search_words`, the vocabulary. A query term is found anywhere inside words, so each run of `\\w`
-in it is asked for as what it must be in the text: a run inside the term is a whole word (a lexeme); the last
-run, when the term ends inside a word, the start of one (a prefix, `'run':*`); the first, when the term starts
-inside a word, the end of one, and a term of one run any part of one, both through the vocabulary's words
-that hold it. The tsquery ANDs these, and the stored text decides, as on SQLite. A run found in more than
-`MAX_WORDS` words narrows too little to be worth asking and is left out; a term with no run left scans.
+Each of `contents_search`, `tool_results_search`, `outcomes_search` and `reasoning_records_search` holds a record's
+`search.index_form` (its lowercased searchable text, plus the bigrams of its CJK runs) under a GIN index with the
+`gin_trgm_ops` operator class. A query asks for one group of its terms as LIKE patterns (the alternatives of an
+OR), the group whose shortest term is longest: pg_trgm finds the records holding that
+group's trigrams, and the stored text decides every term, as on SQLite. A term of fewer than three characters
+(other than a CJK pair, found through its indexed bigram) narrows nothing: the records are scanned.
 
-Why words and not trigrams: a tsvector of trigrams made the index four times the size of the content it
-indexes (benchmarks/bench_postgres.py); words make it a fraction of it.
-A text with a word longer than a lexeme may be, or more words than a tsvector holds, is stored with NULL
-words and is always a candidate.
+Why not the word index of schemas 6-12 (a tsvector of words and a vocabulary): measured on the medium workload
+(benchmarks/bench_postgres.py --trgm), it took 3.5 x the unique content against pg_trgm's 1.5 x, and 80 ms to
+2.8 s a query against 0.6-53 ms.
 """
 from __future__ import annotations
 
 import re
 from typing import Any
 
-WORD = re.compile(r"\w+")
-MAX_WORDS = 500  # vocabulary words one run of a query may stand for before it is left out
-MAX_WORD_CHARS = 500  # a lexeme holds at most 2 KiB of UTF-8
-MAX_ROW_WORDS = 50_000  # a tsvector holds at most 1 MiB
+# `search` imports nothing of this module: no cycle.
+from .search import grams_of
+
+SEARCH_TABLES = ("contents_search", "tool_results_search", "outcomes_search", "reasoning_records_search")
 
 
-class TsvectorIndex:
+class TrigramIndex:
     """The `index` of `PostgresStore` (see store/search.py for the contract FTS5 fills on SQLite)."""
 
     @staticmethod
     def add(cur, index: str, rows: list[tuple[int, str]]) -> None:
-        words_of = [(rowid, _words(text)) for rowid, text in rows]
-        vocabulary = sorted({w for _, words in words_of if words for w in words})
-        if vocabulary:
-            cur.execute("INSERT INTO search_words (word) SELECT unnest(?::text[]) ON CONFLICT DO NOTHING",
-                        (vocabulary,))
-        cur.executemany(f"INSERT INTO {index} (rowid, words) VALUES (?, array_to_tsvector(?::text[]))",
-                        [(rowid, words) for rowid, words in words_of])
+        # PostgreSQL text holds no NUL; a NUL is in no query either (a NUL in a parameter is refused).
+        cur.executemany(f"INSERT INTO {index} (rowid, text) VALUES (?, ?)",
+                        [(rowid, text.replace("\x00", " ")) for rowid, text in rows])
 
     @staticmethod
     def remove(cur, index: str, rows: list[tuple[int, str]]) -> None:
@@ -45,65 +38,63 @@ class TsvectorIndex:
 
     @staticmethod
     def matches(index: str) -> str:
-        return f"({index}.words @@ ?::tsquery OR {index}.words IS NULL)"
+        # LIKE, not a regular expression: pg_trgm takes every trigram of a LIKE pattern, where its analysis of a
+        # long regular expression keeps a few (a rare phrase left 36,600 candidates to recheck instead of 295).
+        return f"{index}.text LIKE ANY (?::text[])"
 
     @staticmethod
-    def argument(cur, query: Any) -> str | None:
-        """The tsquery every record matching `query` satisfies; None when the records must be scanned."""
-        cache: dict[str, list[str] | None] = {}
-        groups = []
-        for group in query.groups:
-            alternatives = [_term(cur, term, cache) for term in group]
-            if any(a is None for a in alternatives):
-                return None
-            groups.append("(" + " | ".join(f"({a})" for a in alternatives) + ")")
-        return " & ".join(groups)
+    def argument(cur, query: Any) -> list[str] | None:
+        """LIKE patterns of the query's most selective group (its alternatives); None when it narrows nothing."""
+        def shortest(group: tuple[str, ...]) -> int:
+            return min(len(_needle(term)) for term in group)
+        group = max(query.groups, key=shortest)
+        if shortest(group) < 3:
+            return None
+        return ["%" + _LIKE_SPECIAL.sub(r"\\\g<0>", _needle(term).replace("\x00", "")) + "%" for term in group]
 
 
-def _words(text: str) -> list[str] | None:
-    words = set(WORD.findall(text))
-    if len(words) > MAX_ROW_WORDS or any(len(w) > MAX_WORD_CHARS for w in words):
-        return None
-    return sorted(words)
+_LIKE_SPECIAL = re.compile(r"[\\%_]")
 
 
-def _term(cur, needle: str, cache: dict[str, list[str] | None]) -> str | None:
-    """Every run of a term inside the term is a whole word of the text; only the first may be the end of a longer
-    word and only the last the start of one (when the term starts or ends inside a word). So: whole words as
-    lexemes, a last run as a prefix (`'run':*`), and a run that may sit anywhere in a word through the vocabulary."""
-    runs = list(WORD.finditer(needle))
-    clauses = []
-    for n, m in enumerate(runs):
-        run = m.group()
-        open_start = n == 0 and m.start() == 0
-        open_end = n == len(runs) - 1 and m.end() == len(needle)
-        if not open_start and not open_end:
-            clauses.append(_lexeme(run))
-        elif not open_start:
-            clauses.append(_lexeme(run) + ":*")
-        else:
-            words = _vocabulary(cur, run, cache, anywhere=open_end)
-            if words == []:
-                return "' '"  # no word holds it: nothing can match (a space is in no word)
-            if words is not None:  # None: too common to narrow anything
-                clauses.append("(" + " | ".join(_lexeme(w) for w in words) + ")")
-    return " & ".join(clauses) if clauses else None
+def _needle(term: str) -> str:
+    """What the indexed text holds wherever `term` occurs: the term, or a CJK pair's indexed bigram."""
+    grams = grams_of(term) if len(term) == 2 else None
+    return grams[0] if grams else term
 
 
-def _vocabulary(cur, run: str, cache: dict[str, list[str] | None], anywhere: bool) -> list[str] | None:
-    """The indexed words that contain `run` (or, not `anywhere`, end with it); None when there are too many."""
-    key = run if anywhere else "$" + run
-    if key not in cache:
-        test = "strpos(word, ?) > 0" if anywhere else "right(word, length(?)) = ?"
-        args = (run,) if anywhere else (run, run)
-        found = [w for (w,) in cur.execute(f"SELECT word FROM search_words WHERE {test} LIMIT ?",
-                                           (*args, MAX_WORDS + 1)).fetchall()]
-        cache[key] = found if len(found) <= MAX_WORDS else None
-    return cache[key]
+TRIGRAMS = TrigramIndex()
 
 
-def _lexeme(word: str) -> str:
-    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+def create_indexes(cur) -> None:
+    """Migration 13's Python step: pg_trgm installed once per database (in `public`, where every schema finds it;
+    migrations hold an advisory lock, so two never race), the trigram tables in place of the word index, then
+    filled from everything stored."""
+    cur.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
+    schema = cur.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                         " WHERE e.extname = 'pg_trgm'").fetchone()[0]
+    for table in SEARCH_TABLES:
+        cur.execute(f"DROP TABLE {table}")
+        cur.execute(f"CREATE TABLE {table} (rowid BIGINT PRIMARY KEY, text TEXT NOT NULL)")
+        cur.execute(f'CREATE INDEX {table}_text ON {table} USING gin (text "{schema}".gin_trgm_ops)')
+    cur.execute("DROP TABLE search_words")
+    _index_stored(cur)
 
 
-TSVECTOR = TsvectorIndex()
+def _index_stored(cur) -> None:
+    import orjson
+
+    from ..parts import searchable_text
+    from . import search
+    from .content import Dictionaries
+    from .reading import ContentReader
+
+    reader, last = ContentReader(cur, Dictionaries()), 0
+    while True:
+        rows = cur.execute("SELECT id, codec, dict_id, data FROM contents WHERE kind != 'tool' AND id > ?"
+                           " ORDER BY id LIMIT 1000", (last,)).fetchall()
+        if not rows:
+            break
+        search.index_contents(cur, [(cid, searchable_text(orjson.loads(reader.bytes_of(codec, dict_id, bytes(data)))))
+                                    for cid, codec, dict_id, data in rows], TRIGRAMS)
+        last = rows[-1][0]
+    search.index_records_since(cur, dict.fromkeys(search.RECORD_TABLES, 0), TRIGRAMS)

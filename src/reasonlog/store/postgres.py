@@ -17,7 +17,7 @@ import psycopg
 
 from ..model import Event
 from . import StoreError, liveness, safe_target
-from .pg_search import TSVECTOR
+from .pg_search import TRIGRAMS
 from .schema_pg import PG_MIGRATIONS
 from .sql import SQLStore
 
@@ -25,9 +25,9 @@ MIGRATIONS_TABLE = "_reasonlog_migrations"
 MIGRATION_LOCK = 0x7265_6173_6F6E  # "reason": the advisory lock key every migrating process takes
 GENERATION = "content_generation"  # a counter bumped whenever contents are deleted (see `_follow_prunes`)
 TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "contents",
-          "contents_search", "tool_results_search", "outcomes_search", "search_words", "zstd_dicts", "counters",
+          "contents_search", "tool_results_search", "outcomes_search", "zstd_dicts", "counters",
           "import_files", "api_keys", "ingested_batches", "summaries", "reasoning_records",
-          "reasoning_records_search", MIGRATIONS_TABLE)
+          "reasoning_records_search", "usage_rollup", MIGRATIONS_TABLE)
 RECONNECT_EVERY_S = 1.0  # while the server is away, how often a use of the store tries to connect again
 
 
@@ -93,7 +93,7 @@ class PostgresStore(SQLStore):
     search path). Several processes may open it at once: migrations wait for each other, and writers of
     the same session take turns."""
 
-    index = TSVECTOR
+    index = TRIGRAMS
     DATA_ERRORS = (*SQLStore.DATA_ERRORS, psycopg.errors.IntegrityError, psycopg.DataError)
 
     def __init__(self, url: str, *, upgrade: bool = True, price_table: Any = None, redactor: Any = None,

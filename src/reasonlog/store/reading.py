@@ -9,7 +9,7 @@ import orjson
 
 from .. import accounting
 from ..conversation import decode_map, reply_slots
-from . import NotFound, SessionFilter, StoreError
+from . import NotFound, SessionFilter, StoreError, usage
 from .content import (
     Dictionaries,
     canonical,
@@ -65,7 +65,7 @@ def filter_sql(flt: SessionFilter, alias: str = "s") -> tuple[str, list]:
                      " AND c.model = ?))")
         args += [flt.model, flt.model]
     if flt.since or flt.until:
-        span, span_args = _span_sql(flt)
+        span, span_args = span_sql(flt)
         where.append(f"(({span.replace('@', f'{alias}.started_at')}) OR {alias}.id IN"
                      f" (SELECT session_id FROM calls WHERE {span.replace('@', 'started_at')}))")
         args += span_args + span_args
@@ -81,7 +81,7 @@ def filter_sql(flt: SessionFilter, alias: str = "s") -> tuple[str, list]:
     return (" AND ".join(where) or "1=1"), args
 
 
-def _span_sql(flt: SessionFilter) -> tuple[str, list]:
+def span_sql(flt: SessionFilter) -> tuple[str, list]:
     """The filter's since/until as a condition on the instant column written `@`."""
     parts, args = [], []
     if flt.since:
@@ -114,8 +114,24 @@ def list_sessions(cur, flt: SessionFilter, ids: list[str] | None = None) -> list
                        f" ORDER BY s.started_at DESC, s.id DESC{limit}", args).fetchall()
     sessions = [row_dict(SESSION_COLUMNS, r) for r in rows]
     if sessions:
-        _attach_totals(cur, sessions)
+        _attach_list_totals(cur, sessions)
     return sessions
+
+
+def _attach_list_totals(cur, sessions: list[dict]) -> None:
+    """`_attach_totals` for a list: regular sessions read their kept sums (store/usage.py), the rest the ledger."""
+    kept = usage.session_totals(cur, [s["id"] for s in sessions])
+    regular = usage.regular_sessions(cur, [s["id"] for s in sessions if s["id"] not in kept])
+    empty = {**accounting.totals(()), "last_call_at": None}
+    for s in sessions:
+        if s["id"] in kept or s["id"] in regular:
+            t = kept.get(s["id"], empty)
+            s.update(call_count=t["calls"], error_count=t["errors"], **{k: t[k] for k in accounting.TOKENS},
+                     cost_usd=t["cost_usd"], calls_without_cost=t["calls_without_cost"],
+                     last_call_at=t["last_call_at"])
+    rest = [s for s in sessions if s["id"] not in kept and s["id"] not in regular]
+    if rest:
+        _attach_totals(cur, rest)
 
 
 def count_sessions(cur, flt: SessionFilter) -> int:
@@ -142,29 +158,19 @@ def _attach_totals(cur, sessions: list[dict]) -> list[dict]:
     return entries
 
 
-def _plain_totals(cur, session: dict) -> dict[str | None, dict] | None:
+def _plain_totals(cur, session: dict) -> dict[str, dict] | None:
     """The session's totals (set on it) and its exchanges' (returned by exchange id), when no figure reported by an
     SDK replaces its calls' and no parent's covers them: then the accounting rule is plain sums of its calls,
-    read as tuples. None otherwise (the caller goes through the ledger). A page of a huge session uses this."""
+    kept as they were written (store/usage.py) and summed by the database. None otherwise (the caller goes
+    through the ledger). A page of a huge session uses this."""
     sid = session["id"]
     if session.get("parent_call_id") or cur.execute(
             "SELECT 1 FROM exchanges WHERE session_id = ? AND stats_json IS NOT NULL LIMIT 1", (sid,)).fetchone():
         return None
-    n = len(accounting.TOKENS)
-    per: dict[str | None, list[dict]] = {}
-    ordered: list[dict] = []  # the ledger's order (started_at, id): costs add up as they do there
-    last = None
-    for row in cur.execute(f"SELECT exchange_id, status, cost_usd, started_at, {', '.join(accounting.TOKENS)}"
-                           " FROM calls WHERE session_id = ? ORDER BY started_at, id", (sid,)):
-        entry = {"kind": "call", "status": row[1], "cost_usd": row[2], **dict(zip(accounting.TOKENS, row[4:4 + n],
-                                                                                   strict=True))}
-        per.setdefault(row[0], []).append(entry)
-        ordered.append(entry)
-        last = row[3]
-    t = accounting.totals(ordered)
+    t = usage.session_totals(cur, [sid]).get(sid) or {**accounting.totals(()), "last_call_at": None}
     session.update(call_count=t["calls"], error_count=t["errors"], **{k: t[k] for k in accounting.TOKENS},
-                   cost_usd=t["cost_usd"], calls_without_cost=t["calls_without_cost"], last_call_at=last)
-    return {ex: accounting.totals(entries) for ex, entries in per.items() if ex is not None}
+                   cost_usd=t["cost_usd"], calls_without_cost=t["calls_without_cost"], last_call_at=t["last_call_at"])
+    return usage.exchange_totals(cur, sid)
 
 
 LEDGER_CALL_COLUMNS = ("id", "session_id", "exchange_id", "started_at", "model", "status", "latency_ms",
@@ -185,11 +191,17 @@ def _ledger(cur, where: str, args: list) -> list[dict]:
                   "agent": agent, "source": source} for i, sid, at, stats, model, run, agent, source in cur.execute(
         f"SELECT e.id, e.session_id, e.started_at, e.stats_json, s.model, s.run, s.agent, {SOURCE} FROM exchanges e"
         f" JOIN sessions s ON s.id = e.session_id WHERE {where} AND e.stats_json IS NOT NULL", args)]
-    return accounting.ledger(calls, exchanges, _cover(cur))
+    return accounting.ledger(calls, exchanges, _cover(cur, where, args))
 
 
-def _cover(cur) -> dict[str, str]:
-    """Sessions spawned inside an exchange whose reported figures include them (any depth)."""
+def _cover(cur, where: str, args: list) -> dict[str, str]:
+    """Sessions spawned inside an exchange whose reported figures include them (any depth).
+
+    Only a session spawned from a call can be covered: when none of the sessions `where` selects was, there is
+    nothing to look up (and a join of every spawned session with the calls is not run on each read)."""
+    if cur.execute(f"SELECT 1 FROM sessions s WHERE ({where}) AND s.parent_call_id IS NOT NULL LIMIT 1",
+                   args).fetchone() is None:
+        return {}
     parents = cur.execute("SELECT s.id, c.session_id, c.exchange_id FROM sessions s"
                           " JOIN calls c ON c.id = s.parent_call_id").fetchall()
     if not parents:
@@ -251,7 +263,7 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
         upto = _last_shown_call(cur, {r[3] for r in shown if r[3] is not None})
         calls = [_lean(r) for r in cur.execute(f"SELECT {', '.join(LEAN_CALL_COLUMNS)} FROM calls WHERE session_id = ?"
                                                " AND idx <= ? ORDER BY idx", (session_id, upto))]
-    per_call = _per_call(cur, session_id)
+    per_call = _per_call(cur, session_id, None if page is None else _entries_end(cur, session_id, end, calls))
     reader = ContentReader(cur, dicts)
     reader.load(m[2] for m in shown)
     # A request's own system prompt is not a message of the conversation: it gets its own key, with the
@@ -294,12 +306,35 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     return session
 
 
-def _per_call(cur, session_id: str) -> dict[str, tuple[int, int]]:
-    """For each call of the session: its timeline entries whose role is not system, and the idx of its last entry
-    (its reply, when it has one). Counted by the database, so a page of a huge session reads no entry."""
+def _per_call(cur, session_id: str, below: int | None = None) -> dict[str, tuple[int, int]]:
+    """For each call of the session (with an entry before `below`, if given): its timeline entries whose role is
+    not system, and the idx of its last entry (its reply, when it has one). Counted by the database."""
     return {call: (turns, last) for call, turns, last in cur.execute(
         "SELECT call_id, SUM(CASE WHEN role = 'system' THEN 0 ELSE 1 END), MAX(idx) FROM messages"
-        " WHERE session_id = ? GROUP BY call_id", (session_id,))}
+        " WHERE session_id = ? AND idx < ? GROUP BY call_id", (session_id, 1 << 62 if below is None else below))}
+
+
+def _entries_end(cur, session_id: str, end: int, calls: list[dict]) -> int:
+    """Where the timeline entries of `calls` (a session's first calls) end: the writer gives each call's entries
+    after the previous call's, so they end at the first entry from `end` on that belongs to a later call. A page
+    of a huge session then counts its calls' entries without reading the rest of the timeline."""
+    mine = {c["id"] for c in calls}
+    for idx, call in cur.execute("SELECT idx, call_id FROM messages WHERE session_id = ? AND idx >= ? ORDER BY idx",
+                                 (session_id, end)):
+        if call is not None and call not in mine:
+            return idx
+    return 1 << 62
+
+
+def count_messages(cur, session_ids: list[str]) -> dict[str, int]:
+    """Timeline entries of these sessions whose role is not system (neither a system prompt nor a system
+    message), by session: what the reasoning view calls a session's messages."""
+    out = dict.fromkeys(session_ids, 0)
+    for start in range(0, len(session_ids), 500):
+        chunk = session_ids[start:start + 500]
+        out.update(cur.execute("SELECT session_id, SUM(CASE WHEN role = 'system' THEN 0 ELSE 1 END) FROM messages"
+                               f" WHERE session_id IN ({', '.join('?' * len(chunk))}) GROUP BY session_id", chunk))
+    return {sid: int(n or 0) for sid, n in out.items()}
 
 
 def _message_count(cur, session_id: str) -> int:
@@ -463,13 +498,16 @@ def read_raw(blob: bytes, fmt: str, response: Any) -> Any:
     return data.decode("utf-8", "replace")
 
 
-def iter_call_rows(cur, flt: SessionFilter) -> Iterator[dict]:
+def iter_call_rows(cur, flt: SessionFilter, only: str | None = None, only_args: list | None = None) -> Iterator[dict]:
     """Accounting entries of the filtered sessions (`reasonlog.accounting.ledger`), for statistics.
 
     Entries of kind `call` are calls, with their session's run and agent; entries of kind
     `reported` carry an exchange's SDK-reported figures. Dates filter on the entry's instant.
+    `only`: a further condition on the sessions (alias `s`), with its parameters `only_args`.
     """
     where, args = filter_sql(replace(flt, since=None, until=None, limit=None))
+    if only is not None:
+        where, args = f"({where}) AND {only}", [*args, *(only_args or ())]
     until = _exclusive_end(flt.until) if flt.until else None
     for entry in _ledger(cur, where, args):
         if (not flt.since or entry["started_at"] >= flt.since) and (until is None or entry["started_at"] < until):
@@ -479,14 +517,19 @@ def iter_call_rows(cur, flt: SessionFilter) -> Iterator[dict]:
 OUTCOME_COLUMNS = ("id", "session_id", "kind", "payload_json", "call_id", "at", "message_idx")
 
 
-def list_outcomes(cur, flt: SessionFilter, kind: str | None, session_id: str | None) -> list[dict]:
-    """Outcomes of the filtered sessions (of one kind, of one session, if given), newest first; at most
-    `flt.limit`."""
+def list_outcomes(cur, flt: SessionFilter, kind: str | None, session_id: str | list[str] | None) -> list[dict]:
+    """Outcomes of the filtered sessions (of one kind, of one session or of these sessions, if given), newest
+    first; at most `flt.limit`."""
     where, args = filter_sql(flt)
-    for column, value in (("kind", kind), ("session_id", session_id)):
-        if value is not None:
-            where += f" AND o.{column} = ?"
-            args.append(value)
+    if kind is not None:
+        where += " AND o.kind = ?"
+        args.append(kind)
+    if isinstance(session_id, list):  # by session first: the sessions are few where the kind may be everywhere
+        where += f" AND o.session_id IN ({', '.join('?' * len(session_id))})" if session_id else " AND 1=0"
+        args += session_id
+    elif session_id is not None:
+        where += " AND o.session_id = ?"
+        args.append(session_id)
     limit = f" LIMIT {int(flt.limit)}" if flt.limit is not None else ""
     rows = cur.execute(f"SELECT {', '.join('o.' + c for c in OUTCOME_COLUMNS)} FROM outcomes o"
                        f" JOIN sessions s ON s.id = o.session_id WHERE {where} ORDER BY o.at DESC, o.id DESC{limit}",

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import search
+from . import search, usage
 
 
 @dataclass(frozen=True)
@@ -322,4 +322,39 @@ CREATE INDEX summaries_session ON summaries(session_id);
 -- NULL: the call was written before this migration; readers derive its window from its content ids.
 ALTER TABLE calls ADD COLUMN window_json TEXT;
 """),
+    Migration(13, "usage kept as calls are written", """
+-- usage_rollup: per session, UTC day (the first ten characters of a call's started_at) and model, the plain
+-- sums of its calls, added in the transaction that writes them (store/usage.py): calls, errors, the token
+-- columns (a NULL count adds 0), cost, calls with tokens but no cost, latency sum and count, the last call's
+-- instant. model '' stands for calls without a model (a key column cannot be NULL). cost_usd NULL: none of
+-- those calls has a cost. Readers (session lists, stats, /usage) add these rows up instead of every call;
+-- the accounting rule's exceptions (an exchange with reported figures, a sub-agent) still read the calls.
+-- Python fills it from the existing calls in this transaction; `reasonlog db recount` rebuilds it.
+-- Three indexes: spawned sessions by their parent call (the sub-agents a reporting exchange may cover),
+-- exchanges with SDK-reported figures by session (with the former: the sessions the plain sums do not
+-- answer for), and a session's labels by session (the `source` each statistics row names).
+CREATE TABLE usage_rollup (
+    session_id TEXT NOT NULL,
+    day TEXT NOT NULL,
+    model TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    errors INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    cache_write_1h_tokens INTEGER NOT NULL,
+    reasoning_tokens INTEGER NOT NULL,
+    cost_usd REAL,
+    calls_without_cost INTEGER NOT NULL,
+    latency_ms_sum REAL NOT NULL,
+    latency_count INTEGER NOT NULL,
+    last_call_at TEXT NOT NULL,
+    PRIMARY KEY (session_id, day, model)
+) WITHOUT ROWID;
+CREATE INDEX usage_rollup_day ON usage_rollup(day);
+CREATE INDEX sessions_parent_call ON sessions(parent_call_id) WHERE parent_call_id IS NOT NULL;
+CREATE INDEX exchanges_reported ON exchanges(session_id) WHERE stats_json IS NOT NULL;
+CREATE INDEX session_labels_session ON session_labels(session_id, key);
+""", python=usage.recount),
 )

@@ -8,9 +8,17 @@ Never edit a migration that has shipped: add the next number, here and in schema
 """
 from __future__ import annotations
 
+from . import pg_search, usage
 from .schema import Migration
 
 T = 'TEXT COLLATE "C"'
+
+
+
+def _migration_13(cur) -> None:
+    usage.recount(cur)
+    pg_search.create_indexes(cur)
+
 
 PG_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "first schema", f"""
@@ -264,4 +272,33 @@ CREATE INDEX summaries_session ON summaries(session_id);
 -- See schema.py, migration 12.
 ALTER TABLE calls ADD COLUMN window_json {T};
 """),
+    Migration(13, "usage kept as calls are written; search by pg_trgm", f"""
+-- See schema.py, migration 13. Here also: the word index of migrations 6-12 (tsvectors of words and the
+-- search_words vocabulary) gives way to pg_trgm: each *_search table holds the text its record is searched
+-- by, under a GIN gin_trgm_ops index (store/pg_search.py). Python installs pg_trgm, makes the tables and fills
+-- them from what is stored. No NULLs: a record without searchable text has no row.
+CREATE TABLE usage_rollup (
+    session_id {T} NOT NULL,
+    day {T} NOT NULL,
+    model {T} NOT NULL,
+    calls BIGINT NOT NULL,
+    errors BIGINT NOT NULL,
+    input_tokens BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    cache_read_tokens BIGINT NOT NULL,
+    cache_write_tokens BIGINT NOT NULL,
+    cache_write_1h_tokens BIGINT NOT NULL,
+    reasoning_tokens BIGINT NOT NULL,
+    cost_usd DOUBLE PRECISION,
+    calls_without_cost BIGINT NOT NULL,
+    latency_ms_sum DOUBLE PRECISION NOT NULL,
+    latency_count BIGINT NOT NULL,
+    last_call_at {T} NOT NULL,
+    PRIMARY KEY (session_id, day, model)
+);
+CREATE INDEX usage_rollup_day ON usage_rollup(day);
+CREATE INDEX sessions_parent_call ON sessions(parent_call_id) WHERE parent_call_id IS NOT NULL;
+CREATE INDEX exchanges_reported ON exchanges(session_id) WHERE stats_json IS NOT NULL;
+CREATE INDEX session_labels_session ON session_labels(session_id, key);
+""", python=_migration_13),
 )

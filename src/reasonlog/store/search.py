@@ -203,15 +203,60 @@ def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int |
 def matching_sessions(cur, dicts: Dictionaries, flt: SessionFilter, index=FTS5) -> list[str]:
     """Ids of the sessions `flt` selects whose text contains `flt.text`, newest first, at most `flt.limit`.
 
-    Stops at the first verified hit of a session and at the limit: a page of a list costs a page of hits."""
+    Stops at the first verified hit of a session and at the limit: a page of a list costs a page of hits. A
+    common text (the index finds `COMMON` contents or more) is looked for session by session, newest first, in
+    each session's own records, so the page ends without the index's every candidate being joined and sorted;
+    sessions past a bounded walk are left to the index."""
     assert flt.text is not None
     query = Query.parse(flt.text)
     match = index.argument(cur, query)
+    texts = _Texts(reading.ContentReader(cur.connection.cursor(), dicts))
+    found: list[str] = []
+    if match is not None and flt.limit is not None and _is_common(cur, index, match):
+        found, flt = _walk(cur, flt, query, texts)
+        if flt.limit is not None and flt.limit <= 0:
+            return found
     where, args = reading.filter_sql(replace(flt, limit=None, text=None))
     candidates = _candidates(index if match is not None else None)
     rows = cur.execute(f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id WHERE {where}"
                        " ORDER BY s.started_at DESC, s.id DESC", [*([match] * len(_KEY) if match else []), *args])
-    texts = _Texts(reading.ContentReader(cur.connection.cursor(), dicts))
+    return found + _first_hits(rows, query, texts, flt.limit)
+
+
+COMMON = 5000  # contents the index finds for a text before the text counts as common
+WALK = 8  # a common text's walk reads at most this many times the page's sessions (at least 200)
+
+
+def _is_common(cur, index, match: str) -> bool:
+    found = cur.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM contents_search WHERE"
+                        f" {index.matches('contents_search')} LIMIT {COMMON}) c", (match,)).fetchone()[0]
+    return found >= COMMON
+
+
+def _walk(cur, flt: SessionFilter, query: "Query", texts: "_Texts") -> tuple[list[str], SessionFilter]:
+    """Matching sessions among the newest the filter selects, read session by session without the index; and
+    the filter for the rest: the sessions after the walk, and what is left of the limit."""
+    assert flt.limit is not None
+    where, args = reading.filter_sql(replace(flt, limit=None, text=None))
+    walked = cur.execute(f"SELECT s.id, s.started_at FROM sessions s WHERE {where}"
+                         f" ORDER BY s.started_at DESC, s.id DESC LIMIT {max(WALK * flt.limit, 200)}", args).fetchall()
+    found: list[str] = []
+    for start in range(0, len(walked), 50):
+        chunk = [sid for sid, _ in walked[start:start + 50]]
+        rows = cur.execute(f"SELECT h.* FROM ({_candidates(None)}) h WHERE h.session_id IN"
+                           f" ({', '.join('?' * len(chunk))}) ORDER BY h.session_id, h.pos, h.rank", chunk).fetchall()
+        order = {sid: n for n, sid in enumerate(chunk)}
+        hits = _first_hits(sorted(rows, key=lambda r: order[r[1]]), query, texts, flt.limit - len(found))
+        found += hits
+        if len(found) >= flt.limit:
+            return found, replace(flt, limit=0)
+    rest = replace(flt, limit=flt.limit - len(found))
+    full = len(walked) == max(WALK * flt.limit, 200)
+    return found, replace(rest, after=(walked[-1][1], walked[-1][0])) if full else replace(rest, limit=0)
+
+
+def _first_hits(rows, query: "Query", texts: "_Texts", limit: int | None) -> list[str]:
+    """The sessions of `rows` (session by session) with a verified hit, in order, at most `limit`."""
     found: list[str] = []
     for kind, session_id, _pos, _rank, _role, _call, _at, ref, _tool_use, name, input_json, body_json in rows:
         if found and found[-1] == session_id:
@@ -219,7 +264,7 @@ def matching_sessions(cur, dicts: Dictionaries, flt: SessionFilter, index=FTS5) 
         text = texts.of(kind, ref, name, input_json, body_json)
         if text is not None and query.first_in(text.lower()) is not None:
             found.append(session_id)
-            if flt.limit is not None and len(found) >= flt.limit:
+            if limit is not None and len(found) >= limit:
                 break
     return found
 

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from ..model import Event
 from ..parts import RecordError
-from . import ReadOnlyDatabase, SessionFilter, ids, imported, keys, reading, records, safe_target, search
+from . import ReadOnlyDatabase, SessionFilter, ids, imported, keys, reading, records, safe_target, search, usage
 from .content import Dictionaries
 from .contents import ContentWriter
 from .writing import Applier
@@ -214,13 +214,19 @@ class SQLStore:
             return reading.list_sessions(cur, SessionFilter(limit=None), ids) if ids else []
         return self._read(found)
 
-    def list_outcomes(self, flt: SessionFilter, kind: str | None = None, session_id: str | None = None) -> list[dict]:
-        """Outcomes (a trade, a move) of the sessions `flt` selects, newest first; at most `flt.limit`."""
+    def list_outcomes(self, flt: SessionFilter, kind: str | None = None,
+                      session_id: str | list[str] | None = None) -> list[dict]:
+        """Outcomes (a trade, a move) of the sessions `flt` selects (and `session_id`: one id, or a list of ids),
+        newest first; at most `flt.limit`."""
         return self._read(reading.list_outcomes, flt, kind, session_id)
 
     def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict:
         """The session; with `page` (first, end), only its timeline entries with idx in [first, end)."""
         return self._read(reading.get_session, session_id, self._dicts, page)
+
+    def count_messages(self, session_ids: Iterable[str]) -> dict[str, int]:
+        """Messages (timeline entries whose role is not system) of each of these sessions."""
+        return self._read(reading.count_messages, list(session_ids))
 
     def get_call(self, call_id: str) -> dict:
         return self._read(reading.get_call, call_id, self._dicts)
@@ -230,6 +236,14 @@ class SQLStore:
 
     def call_rows(self, flt: SessionFilter) -> Iterator[dict]:
         return iter(self._read(lambda cur: list(reading.iter_call_rows(cur, flt))))
+
+    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[Any, dict]:
+        """Totals grouped by day, model, agent, run or source, by the accounting rule (see store/usage.py)."""
+        return self._read(usage.stats_groups, by, flt, latencies)
+
+    def recount_usage(self) -> None:
+        """Rebuild the usage kept as calls are written (`reasonlog db recount`)."""
+        self._write(usage.recount)
 
     def search(self, text: str, flt: SessionFilter, limit: int | None = 50) -> list[dict]:
         """Messages, tool results and outcomes whose text contains `text` (see store/search.py); None: all."""
@@ -285,6 +299,7 @@ class SQLStore:
             masked = self._applier.redactor.masked
             importer = transfer.Importer(cur, self._applier)
             n = importer.run(records)
+            usage.recount(cur, list(importer.sessions))  # imported calls were inserted as rows, not counted
             self._add_counters(cur, {"redacted": self._applier.redactor.masked - masked})
             self._applier.finish(cur)
             search.index_records_since(cur, marks, self.index)

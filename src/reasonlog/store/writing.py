@@ -35,6 +35,7 @@ from .content import (
 )
 from .contents import ContentWriter
 from .timeline import Thread, Timeline
+from .usage import Tally
 
 # Keys under which a request carries its context, by protocol (see providers/). The first that holds a list wins.
 MESSAGE_KEYS = providers.MESSAGE_KEYS
@@ -110,6 +111,7 @@ class Applier:
     # the store, which knows its search index (see search.drop_held_reasoning).
     completed: list[str] = field(default_factory=list)
     timeline: Timeline = field(init=False)
+    tally: Tally = field(default_factory=Tally)  # the batch's calls, summed for usage_rollup
 
     def __post_init__(self) -> None:
         self.timeline = Timeline(self.contents.redactor)
@@ -157,12 +159,14 @@ class Applier:
             self.sessions.pop(session_id, None)
             self.completed[:] = [s for s in self.completed if s != self.again(session_id)]
         self.rows.clear()
+        self.tally.clear()
         self.timeline.reset()
 
     def reset(self) -> None:
         """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
         self.sessions.clear()
         self.rows.clear()
+        self.tally.clear()
         self.completed.clear()
         self.contents.reset()
         self.timeline.reset()
@@ -183,6 +187,7 @@ class Applier:
             if rows:
                 cur.executemany(sql, rows)
         self.rows.clear()
+        self.tally.flush(cur)
 
     def queue(self, sql: str, rows: list[tuple]) -> None:
         self.rows.setdefault(sql, []).extend(rows)
@@ -297,8 +302,9 @@ class Applier:
 
         context = ([[0, known]] if known >= 2 else ids[:known]) + ids[known:] if known else \
             encode_context(ids, st.context)
-        self.queue(_INSERT_CALL, [self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context,
-                                                 window)])
+        row = self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context, window)
+        self.queue(_INSERT_CALL, [row])
+        self.tally.add(row[1], ev.started_at, row[5], ev.status, ev.latency_ms, row[12:18], row[18])
         st.next_call += 1
         st.context, st.response = ids, response_id
         st.sent = split.messages if ev.stable_history else None

@@ -156,7 +156,7 @@ def _python(c: dict, body: str) -> str:
 
 def usage(store: Store, since: str | None, until: str | None) -> dict:
     flt = SessionFilter(since=since, until=until, limit=None)
-    tables = {by: query.stats(store, by, flt) for by in ("day", "model", "agent", "source")}
+    tables = {by: query.stats(store, by, flt, latency=False) for by in ("day", "model", "agent", "source")}
     cache = sum(r["cache_read_tokens"] or 0 for r in tables["day"])
     prompt = sum((r["input_tokens"] or 0) + (r["cache_read_tokens"] or 0) + (r["cache_write_tokens"] or 0)
                  for r in tables["day"])
@@ -190,7 +190,7 @@ def usage_csv(store: Store, by: str, since: str | None, until: str | None) -> st
     import csv
     import io
 
-    rows = query.stats(store, by, SessionFilter(since=since, until=until, limit=None))
+    rows = query.stats(store, by, SessionFilter(since=since, until=until, limit=None), latency=False)
     out = io.StringIO()
     fields = [by, "calls", "errors", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
               "reasoning_tokens", "cost_usd"]
