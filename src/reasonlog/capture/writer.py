@@ -1,11 +1,12 @@
 """Writers: when recorded events reach a sink (see `sinks.py` for where).
 
 Contract shared by both writers:
-- `submit(event)` never raises. The background writer's queue is bounded by count (about one
-  second of the writer's measured throughput, at least `QUEUE_FLOOR` events) and by age: while
-  the writer makes progress, a caller waits as long as the oldest queued event has waited
-  `MAX_AGE` seconds, so what a SIGKILL can lose (the queue and the batch being committed) was
-  recorded in about the last second, however wrong the measured speed. When it is full the
+- `submit(event)` never raises. The background writer's queue is bounded by count (about
+  `QUEUE_SECONDS` of the writer's speed as measured while it drains, at least `QUEUE_FLOOR`
+  events) and by age: while the writer makes progress, a caller waits as long as the oldest
+  queued event has waited `MAX_AGE` seconds. So what a SIGKILL can lose (the queue and the batch
+  being committed) was recorded in about the last half second, and the last second at most if
+  the writer halves its speed mid-run (the queue then drains at the new speed). When it is full the
   caller waits at most `MAX_WAIT` seconds; then the event is queued anyway (the writer is slow,
   not gone, and the wait already throttles the caller); only past `OVERFLOW` times the bound
   does the writer spill the excess to a file (order kept). `on_full="drop"` drops and counts
@@ -38,9 +39,8 @@ MAX_WAIT = 0.1  # seconds a caller waits for room in a full queue before the ove
 BATCH_SECONDS = 0.05  # a batch's share of writing: well under MAX_WAIT, so a waiting caller gets room in time
 QUEUE_SECONDS = 0.4  # the queue holds about this much of the writer's measured work
 # A caller waits while the oldest queued event is this old, unless the writer is stalled (has taken no batch
-# for STALLED seconds: a lock wait, which waiting callers would not shorten). What a SIGKILL loses is then the
-# queue and the batch being committed: recorded in the last half second while the machine's speed holds, about
-# the last second when it halves mid-run (the queue drains at the new speed). Issue 19 item 8: up to 2.7 s before.
+# for STALLED seconds: a lock wait, which waiting callers would not shorten). Issue 19 item 8: a SIGKILL lost up
+# to 2.7 s before (a 1 s queue by write time alone, and a floor of 1,000 events); measured 0.23-0.50 s since.
 MAX_AGE = 0.4
 STALLED = 1.0
 QUEUE_FLOOR = 200  # the queue bound never goes below this (a slow or still-opening store)
