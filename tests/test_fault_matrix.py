@@ -18,9 +18,9 @@ import pytest
 # loaded CI machine's scheduling (two cores shared with the writer threads of eight processes).
 WAIT_BOUND_MS = 100
 SCHEDULING_SLACK_MS = 150
-# The README's promise: a SIGKILL loses at most about the last second of records (the queue holds 0.4 s of the
-# writer's speed and no record older than 0.4 s while the writer makes progress, plus the batch being
-# committed; measured 0.23-0.50 s flat out at a load of 8 on 2 cores, up to 1.64 s with two CPU-bound
+# The README's promise: a SIGKILL loses at most about the last second of records (the queue holds 0.3 s of the
+# writer's speed and no record older than 0.3 s while the writer makes progress, plus the batch being
+# committed; measured 0.05-0.40 s flat out at a load of 4-7 on 2 cores, up to 1.22 s with two CPU-bound
 # processes started mid-run). The test allows this much on a loaded machine.
 KILL_LOSS_WINDOW_S = 1.5
 

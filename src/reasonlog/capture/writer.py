@@ -37,11 +37,11 @@ log = logging.getLogger("reasonlog")
 
 MAX_WAIT = 0.1  # seconds a caller waits for room in a full queue before the overflow spills
 BATCH_SECONDS = 0.05  # a batch's share of writing: well under MAX_WAIT, so a waiting caller gets room in time
-QUEUE_SECONDS = 0.4  # the queue holds about this much of the writer's measured work
+QUEUE_SECONDS = 0.3  # the queue holds about this much of the writer's measured work
 # A caller waits while the oldest queued event is this old, unless the writer is stalled (has taken no batch
 # for STALLED seconds: a lock wait, which waiting callers would not shorten). Issue 19 item 8: a SIGKILL lost up
-# to 2.7 s before (a 1 s queue by write time alone, and a floor of 1,000 events); measured 0.23-0.50 s since.
-MAX_AGE = 0.4
+# to 2.7 s before (a 1 s queue by write time alone, and a floor of 1,000 events); measured 0.05-0.40 s since.
+MAX_AGE = 0.3
 STALLED = 1.0
 QUEUE_FLOOR = 200  # the queue bound never goes below this (a slow or still-opening store)
 OVERFLOW = 2  # past this multiple of the bound, the excess is spilled rather than waited for
