@@ -155,7 +155,7 @@ class SpillingSink:
         """Tell the user once that records go to files instead of the database, why, and where they are:
         an unwritable database must not be silent (issue 19 item 11)."""
         self._warned = True
-        target = getattr(self.inner, "target", None) or "the database"
+        target = getattr(self.inner, "target", None) or getattr(self.inner, "url", None) or "the database"
         log.warning("reasonlog cannot write %s (%s); recorded events wait in spill files in %s and are written by"
                     " the next recorder that can, or `reasonlog db upgrade` (`reasonlog db status` counts them)."
                     " This warning is given once.", target, self.last_error, self.files.last_folder)
