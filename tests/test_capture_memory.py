@@ -40,3 +40,32 @@ def test_the_writer_keeps_a_bounded_memory_whatever_the_size_of_the_messages(db_
         tracemalloc.stop()
     assert rec.stats()["written"] == 2 + messages // per_call
     assert retained < RETAINED_BOUND, f"the writer keeps {retained / MiB:.1f} MiB"
+
+
+def test_the_server_keeps_a_bounded_memory_ingesting_short_messages(db_path, tmp_path, monkeypatch):
+    """`reasonlog serve` writes through the same content writer (issue 20 item 4: 1,138 MB after 104,000 events).
+    Server and recorder run in this process (uvicorn in a thread), so what both keep is measured together."""
+    from test_ingest import Served, free_port
+
+    from reasonlog.store import open_store
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    key = open_store(db_path).create_api_key("write", "agents")["secret"]
+    port = free_port()
+    with Served(db_path, port):
+        rec = reasonlog.Recorder(f"http://127.0.0.1:{port}", api_key=key, writer="sync")
+        tracemalloc.start()
+        try:
+            s = rec.session(agent="memory over http")
+            for c in range(40):
+                batch = [{"role": "user", "content": f"{c}-{i}-".ljust(30, "x")} for i in range(1_000)]
+                s.call(messages=batch, response="ok", id=f"call-{c}")
+            del batch
+            gc.collect()
+            retained, _ = tracemalloc.get_traced_memory()
+            s.end()
+            rec.close()
+        finally:
+            tracemalloc.stop()
+    assert rec.stats()["written"] == 42 and rec.stats()["spilled_events"] == 0
+    assert retained < RETAINED_BOUND, f"server and recorder keep {retained / MiB:.1f} MiB"

@@ -18,9 +18,11 @@ import pytest
 # loaded CI machine's scheduling (two cores shared with the writer threads of eight processes).
 WAIT_BOUND_MS = 100
 SCHEDULING_SLACK_MS = 150
-# The README's promise: a SIGKILL loses about the last second of records (the queue bound plus the batch
-# being committed; measured 1.05-1.24 s flat out); the test allows this much on a loaded machine.
-KILL_LOSS_WINDOW_S = 2.0
+# The README's promise: a SIGKILL loses at most about the last second of records (the queue holds 0.3 s of the
+# writer's speed and no record older than 0.3 s while the writer makes progress, plus the batch being
+# committed; measured 0.05-0.40 s flat out at a load of 4-7 on 2 cores, up to 1.22 s with two CPU-bound
+# processes started mid-run). The test allows this much on a loaded machine.
+KILL_LOSS_WINDOW_S = 1.5
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for chattr +i and read-only bind mounts")
 

@@ -65,3 +65,22 @@ def test_a_recorder_that_opens_and_closes_without_recording_marks_it_interrupted
 def test_a_recorder_that_records_nothing_creates_no_database(tmp_path):
     reasonlog.Recorder(tmp_path / "never.db").close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_live_recorders_session_reads_as_open(db_path):
+    code = textwrap.dedent("""
+        import sys, reasonlog
+        rec = reasonlog.Recorder(writer="sync")
+        s = rec.session(agent="alive")
+        print(s.id, flush=True)
+        sys.stdin.read()
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "REASONLOG_DB": str(db_path)},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        sid = proc.stdout.readline().strip()
+        assert reasonlog.open_store(db_path, read_only=True).get_session(sid)["status"] == "open"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert reasonlog.open_store(db_path, read_only=True).get_session(sid)["status"] == "interrupted"

@@ -197,7 +197,8 @@ class Recorder:
         return self._writer.close(timeout)
 
     def stats(self) -> dict:
-        """Counts of submitted, written, dropped, rejected, spilled and set-aside records; queue bound and batch."""
+        """Counts of submitted, written, dropped, rejected (at the call site or by the store), spilled and set-aside
+        records; the queue's bound and batch size, and `oldest_unwritten_s`: what a SIGKILL now would lose."""
         return self._writer.stats()
 
     def __enter__(self) -> "Recorder":

@@ -1,12 +1,16 @@
 """Writers: when recorded events reach a sink (see `sinks.py` for where).
 
 Contract shared by both writers:
-- `submit(event)` never raises. The background writer's queue is bounded by count and by time
-  (about one second of the writer's measured throughput, at least `QUEUE_FLOOR` events). When
-  it is full the caller waits at most `MAX_WAIT` seconds; then the event is queued anyway (the
-  writer is slow, not gone, and the wait already throttles the caller); only past `OVERFLOW`
-  times the bound does the writer spill the excess to a file (order kept). `on_full="drop"`
-  drops and counts instead. Nothing else drops, except events submitted after `close()`.
+- `submit(event)` never raises. The background writer's queue is bounded by count (about
+  `QUEUE_SECONDS` of the writer's speed as measured while it drains, at least `QUEUE_FLOOR`
+  events) and by age: while the writer makes progress, a caller waits as long as the oldest
+  queued event has waited `MAX_AGE` seconds. So what a SIGKILL can lose (the queue and the batch
+  being committed) was recorded in about the last half second, and the last second at most if
+  the writer halves its speed mid-run (the queue then drains at the new speed). When it is full the
+  caller waits at most `MAX_WAIT` seconds; then the event is queued anyway (the writer is slow,
+  not gone, and the wait already throttles the caller); only past `OVERFLOW` times the bound
+  does the writer spill the excess to a file (order kept). `on_full="drop"` drops and counts
+  instead. Nothing else drops, except events submitted after `close()`.
 - Batches are sized by time (about `BATCH_SECONDS` of writing each), and the writer wakes at
   least every `interval` seconds, so something is committed at least every 200 ms under load.
 - `flush(timeout=None)` returns True once everything submitted before it is written or spilled;
@@ -34,8 +38,13 @@ log = logging.getLogger("reasonlog")
 
 MAX_WAIT = 0.1  # seconds a caller waits for room in a full queue before the overflow spills
 BATCH_SECONDS = 0.05  # a batch's share of writing: well under MAX_WAIT, so a waiting caller gets room in time
-QUEUE_SECONDS = 1.0  # the queue holds about this much of the writer's work: what a SIGKILL can lose
-QUEUE_FLOOR = 1_000  # the queue bound never goes below this (a slow or still-opening store)
+QUEUE_SECONDS = 0.3  # the queue holds about this much of the writer's measured work
+# A caller waits while the oldest queued event is this old, unless the writer is stalled (has taken no batch
+# for STALLED seconds: a lock wait, which waiting callers would not shorten). Issue 19 item 8: a SIGKILL lost up
+# to 2.7 s before (a 1 s queue by write time alone, and a floor of 1,000 events); measured 0.05-0.40 s since.
+MAX_AGE = 0.3
+STALLED = 1.0
+QUEUE_FLOOR = 200  # the queue bound never goes below this (a slow or still-opening store)
 OVERFLOW = 2  # past this multiple of the bound, the excess is spilled rather than waited for
 MIN_BATCH = 32  # per-transaction costs (fsync) must not dominate on a slow disk
 FIRST_BATCH = 50  # events in a batch before the writer's speed is measured
@@ -180,6 +189,9 @@ class BackgroundWriter(_Base):
         self._take_lock = threading.Lock()  # a batch and its spill-file name are taken together
         self._finished = 0  # events written, spilled or dropped by the thread
         self._submitted = 0  # the number of the last event queued
+        self._taken_at = time.monotonic()  # when the writer's thread last took a batch
+        self._inflight_at: float | None = None  # when the oldest event of the batch being written was queued
+        self._busy_from: float | None = None  # when the last batch ended, if work was waiting then
         self._numbers = itertools.count(1)  # next() is atomic: agents may record from several threads
         self._closed = False
         self._orphaned: set[str] = set()  # sessions whose start was dropped: their records are dropped too
@@ -206,14 +218,26 @@ class BackgroundWriter(_Base):
             self._start()
         if self._orphaned and event.session_id in self._orphaned:  # type: ignore[attr-defined]
             return self._drop_orphan(event)
-        if len(queue) >= self._bound and not self._room():
+        now = _monotonic()
+        if self._full(now) and not self._room():
             if type(event) is SessionStarted:
                 self._orphaned.add(event.session_id)
             return
-        queue.append(event)
+        queue.append((now, event))
         self._submitted = next(self._numbers)
         if len(queue) >= self._batch_n:
             self._wake.set()
+
+    def _full(self, now: float) -> bool:
+        """Whether a caller must wait: the queue holds its bound, or its oldest event is `MAX_AGE` old while
+        the writer is taking batches (callers waiting on a stalled writer would lose as much, only slower)."""
+        queue = self._queue
+        if len(queue) >= self._bound:
+            return True
+        try:
+            return now - queue[0][0] > MAX_AGE and now - self._taken_at < STALLED
+        except IndexError:  # empty, or emptied by the writer meanwhile
+            return False
 
     def _room(self) -> bool:
         """Wait a bounded time for room; False when the event is dropped (closed, or on_full="drop")."""
@@ -223,7 +247,7 @@ class BackgroundWriter(_Base):
         self._wake.set()
         deadline = time.monotonic() + MAX_WAIT
         with self._done:
-            while len(self._queue) >= self._bound and not self._closed:
+            while self._full(time.monotonic()) and not self._closed:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -269,17 +293,23 @@ class BackgroundWriter(_Base):
                 self._spill(batch, name)
             with self._done:
                 self._finished += len(batch)
+                self._inflight_at = None
                 self._done.notify_all()
 
     def _handle(self, batch: list[Event], name: str, over: bool) -> None:
-        started = time.perf_counter()
+        # The speed that bounds the queue is the speed it drains at: from the end of the previous batch when
+        # work was waiting then (taking, waking callers, waiting for the GIL cost as much as writing), else
+        # from now. Timing the write alone overestimated it by about 30 % flat out (issue 19 item 8).
+        started = self._busy_from or time.perf_counter()
         replaying = self.sink.pending()  # a file goes first: not a clean measure
         if over:
             return self._spill(batch, name)
         self._write(batch, name)
+        ended = time.perf_counter()
+        self._busy_from = ended if self._queue else None
         if not replaying:
             try:
-                self._measure(len(batch), time.perf_counter() - started)
+                self._measure(len(batch), ended - started)
             except Exception as exc:  # only the sizing failed: the batch is written, the old sizes stand
                 self._failed(exc)
 
@@ -291,8 +321,11 @@ class BackgroundWriter(_Base):
             # (many threads, a stalled store) is the excess spilled, in one file, to keep memory bounded.
             over = len(queue) > OVERFLOW * self._bound
             n = min(len(queue), max(self._batch_n, len(queue) - self._bound if over else 0))
-            batch = [queue.popleft() for _ in range(n)]
+            taken = [queue.popleft() for _ in range(n)]
+            batch = [event for _, event in taken]
             name = new_id()  # reserved now: a file spilled by close() meanwhile sorts after this batch
+            self._taken_at = time.monotonic()
+            self._inflight_at = taken[0][0] if taken else None
         with self._done:
             self._done.notify_all()  # room for waiting callers
         return batch, name, over
@@ -302,7 +335,10 @@ class BackgroundWriter(_Base):
         rate = n / max(seconds, 1e-6)
         self._rate = rate if not self._rate else 0.7 * self._rate + 0.3 * rate
         self._batch_n = max(min(MIN_BATCH, self.batch_size), int(min(self.batch_size, self._rate * BATCH_SECONDS)))
-        bound = max(min(self.max_queue, QUEUE_FLOOR), int(min(self.max_queue, self._rate * QUEUE_SECONDS)))
+        # The bound falls at once with a slower batch (a busier machine) and rises with the average: what
+        # waits must drain within QUEUE_SECONDS at the speed of now, not of a moment ago.
+        speed = min(rate, self._rate)
+        bound = max(min(self.max_queue, QUEUE_FLOOR), int(min(self.max_queue, speed * QUEUE_SECONDS)))
         # Never below what is already queued: what waits stays within the bound a SIGKILL can lose.
         self._bound = max(bound, min(self._bound, len(self._queue)))
 
@@ -348,7 +384,7 @@ class BackgroundWriter(_Base):
 
     def _spill_rest(self) -> None:
         with self._take_lock:
-            rest = list(self._queue)
+            rest = [event for _, event in self._queue]
             self._queue.clear()
             name = new_id()
         if rest:
@@ -358,8 +394,22 @@ class BackgroundWriter(_Base):
                 self._done.notify_all()
 
     def stats(self) -> dict:
+        """Also `oldest_unwritten_s`: how long ago the oldest event not yet written was recorded, which is
+        what a SIGKILL now would lose."""
         return {**super().stats(), "queued": len(self._queue), "queue_bound": self._bound,
-                "batch_size": self._batch_n}
+                "batch_size": self._batch_n, "oldest_unwritten_s": self._oldest_unwritten()}
+
+    def _oldest_unwritten(self) -> float:
+        times = [self._inflight_at]
+        try:
+            times.append(self._queue[0][0])
+        except IndexError:
+            pass
+        known = [t for t in times if t is not None]
+        return round(time.monotonic() - min(known), 3) if known else 0.0
+
+
+_monotonic = time.monotonic
 
 
 def _after_fork(ref: weakref.ref) -> None:
