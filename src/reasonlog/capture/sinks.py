@@ -359,7 +359,7 @@ class SpillingSink(BaseSink):
         """The spilling counts, with the inner sink's (the events its store rejected)."""
         with self._count_lock:
             counts = collections.Counter(self.counts)
-        counts.update(getattr(self.inner, "stats", dict)())
+        counts.update(self.inner.stats())
         return dict(counts)
 
 
