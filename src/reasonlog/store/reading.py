@@ -18,16 +18,13 @@ from .content import (
     fill_skeleton,
     unpack_raw,
 )
-from .writing import join_request
+from .writing import CALL_INSERT_COLUMNS, join_request
 
 SESSION_COLUMNS = ("id", "run", "agent", "model", "provider", "labels_json", "parent_session_id", "parent_call_id",
                    "external_id", "host", "pid", "started_at", "ended_at", "status", "summary", "error_json",
                    "xml_tool_tags_json")
-CALL_COLUMNS = ("id", "session_id", "idx", "exchange_id", "provider", "model", "started_at", "latency_ms", "ttft_ms",
-                "status", "stop_reason", "error_json", "input_tokens", "output_tokens", "cache_read_tokens",
-                "cache_write_tokens", "cache_write_1h_tokens", "reasoning_tokens", "cost_usd", "cost_source",
-                "provider_message_id", "request_id", "params_json", "shape_json", "system_id", "tools_json",
-                "context_json", "context_len", "response_id", "context_facts_json", "window_json")
+# A call's columns as readers get them: the writer's list (one list of the table's columns), less the raw payload.
+CALL_COLUMNS = tuple(c for c in CALL_INSERT_COLUMNS if c not in ("raw", "raw_format"))
 
 
 def loads(text: str | None) -> Any:

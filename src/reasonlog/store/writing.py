@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from .. import providers
+from ..accounting import TOKENS
 from ..model import (
     CallRecorded,
     Event,
@@ -303,8 +304,9 @@ class Applier:
         context = ([[0, known]] if known >= 2 else ids[:known]) + ids[known:] if known else \
             encode_context(ids, st.context)
         row = self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context, window)
-        self.queue(_INSERT_CALL, [row])
-        self.tally.add(row[1], ev.started_at, row[5], ev.status, ev.latency_ms, row[12:18], row[18])
+        self.queue(_INSERT_CALL, [tuple(row[column] for column in CALL_INSERT_COLUMNS)])
+        self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms,
+                       [row[column] for column in TOKENS], row["cost_usd"])
         st.next_call += 1
         st.context, st.response = ids, response_id
         st.sent = split.messages if ev.stable_history else None
@@ -337,20 +339,23 @@ class Applier:
         return orjson.dumps(window).decode()
 
     def _call_row(self, ev: CallRecorded, st: SessionState, split: Split, ids, system_id, tool_ids,
-                  response_id, context: list, window: str) -> tuple:
+                  response_id, context: list, window: str) -> dict[str, Any]:
+        """The call's row by column name (`CALL_INSERT_COLUMNS` orders it for the INSERT)."""
         u = ev.usage
         cost_usd, cost_source = self._cost(ev)
         raw, raw_format = self._raw(ev)
         ident, again = self.ident, self.again
-        return (again(ev.call_id), again(ev.session_id), st.next_call, ident(ev.exchange_id), ident(ev.provider),
-                ident(ev.model), ev.started_at, ev.latency_ms, ev.ttft_ms, ev.status, ident(ev.stop_reason),
-                self.dumps(ev.error),
-                *((u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens,
-                   u.cache_write_1h_tokens, u.reasoning_tokens) if u else (None,) * 6),
-                cost_usd, cost_source, ident(ev.provider_message_id), ident(ev.request_id), self.dumps(split.params),
-                _ours(split.shape), system_id, _ours(tool_ids), _ours(context), len(ids),
-                response_id, raw, raw_format,
-                self.dumps(ev.context_facts), window)
+        return {"id": again(ev.call_id), "session_id": again(ev.session_id), "idx": st.next_call,
+                "exchange_id": ident(ev.exchange_id), "provider": ident(ev.provider), "model": ident(ev.model),
+                "started_at": ev.started_at, "latency_ms": ev.latency_ms, "ttft_ms": ev.ttft_ms, "status": ev.status,
+                "stop_reason": ident(ev.stop_reason), "error_json": self.dumps(ev.error),
+                **{column: getattr(u, column) if u else None for column in TOKENS},
+                "cost_usd": cost_usd, "cost_source": cost_source,
+                "provider_message_id": ident(ev.provider_message_id), "request_id": ident(ev.request_id),
+                "params_json": self.dumps(split.params), "shape_json": _ours(split.shape), "system_id": system_id,
+                "tools_json": _ours(tool_ids), "context_json": _ours(context), "context_len": len(ids),
+                "response_id": response_id, "raw": raw, "raw_format": raw_format,
+                "context_facts_json": self.dumps(ev.context_facts), "window_json": window}
 
     def _cost(self, ev: CallRecorded) -> tuple[float | None, str | None]:
         if ev.cost_usd is not None:
@@ -440,9 +445,11 @@ _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 
 
 _INSERT_MESSAGE = "INSERT INTO messages (session_id, idx, role, content_id, call_id, at) VALUES (?,?,?,?,?,?)"
-_INSERT_CALL = (
-    "INSERT INTO calls (id, session_id, idx, exchange_id, provider, model, started_at, latency_ms, ttft_ms, status,"
-    " stop_reason, error_json, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
-    " cache_write_1h_tokens, reasoning_tokens, cost_usd, cost_source, provider_message_id, request_id, params_json,"
-    " shape_json, system_id, tools_json, context_json, context_len, response_id, raw, raw_format,"
-    " context_facts_json, window_json) VALUES (" + ",".join("?" * 33) + ")")
+# The calls table's columns as the writer fills them: the one list each row and the INSERT follow.
+CALL_INSERT_COLUMNS = (
+    "id", "session_id", "idx", "exchange_id", "provider", "model", "started_at", "latency_ms", "ttft_ms", "status",
+    "stop_reason", "error_json", *TOKENS, "cost_usd", "cost_source", "provider_message_id", "request_id",
+    "params_json", "shape_json", "system_id", "tools_json", "context_json", "context_len", "response_id", "raw",
+    "raw_format", "context_facts_json", "window_json")
+_INSERT_CALL = (f"INSERT INTO calls ({', '.join(CALL_INSERT_COLUMNS)})"
+                f" VALUES ({', '.join('?' * len(CALL_INSERT_COLUMNS))})")
