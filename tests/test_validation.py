@@ -441,7 +441,8 @@ def test_any_recording_is_stored_exactly_or_rejected_counted_and_named(tmp_path_
         with closing(reasonlog.open_store(db)) as store:
             missing = check_stored(store, recording, sessions)
             rejected = store.status()["rejected_records"] - rejected_before
-            assert rejected == rec.stats()["rejected"] + missing == counter.rejections
+            # rec.stats() counts the store's rejections too (issue 19 item 12): `missing` is among them
+            assert rejected == rec.stats()["rejected"] == counter.rejections and missing <= rejected
             assert store.get_call(anchor) == before and store.replay_call(last)["messages"] == HI
             read_everything(store)
     finally:
