@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ..io import jsonl
 from ..store import SessionFilter, StoreError
-from .main import cli, console
+from .group import cli, console
 
 
 @cli.command()

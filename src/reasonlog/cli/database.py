@@ -12,8 +12,8 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from .group import cli, console, emit_json, json_option
 from .importing import read_marker
-from .main import cli, console, emit_json, json_option
 
 
 @cli.group()

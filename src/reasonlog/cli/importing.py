@@ -15,7 +15,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from ..io import jsonl
 from ..io.importing import ImportError_, Report, follow, importers, plan, run_import
 from ..store import StoreError
-from .main import cli, emit_json
+from .group import cli, emit_json
 
 WATCH_FILE = ".watch.json"  # beside the database: what `reasonlog watch` follows, for `db status`
 

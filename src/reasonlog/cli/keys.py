@@ -6,7 +6,7 @@ from rich.text import Text
 
 from ..store import StoreError
 from ..store.keys import SCOPES
-from .main import cli, emit_json, json_option
+from .group import cli, emit_json, json_option
 from .tables import Column, print_table
 
 

@@ -1,124 +1,16 @@
-"""The `reasonlog` command: one entry point over the same functions the Python API uses."""
+"""The `reasonlog` command, assembled: the group (cli/group.py) and every command module, each of which adds its
+commands to the group. Command modules import the group, never this module, so nothing imports back.
+
+The assembly is here, not in cli/__init__.py, because `reasonlog reason save` (cli/entry.py) must start without
+loading the other commands, and importing anything under `reasonlog.cli` runs that package's __init__.
+"""
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
+from . import data, database, importing, keys, read, reason, serve, show, summarize  # noqa: F401  (their commands)
+from .group import Context, cli
 
-import click
-import orjson
-from rich.console import Console
-
-from ..store import StoreError, database_target, failure_of, open_store
-
-console = Console(highlight=False)
-HOW_TO_START = ("Start with `reasonlog demo` (a recorded sample run) or `reasonlog import ~/.claude/projects`"
-                " (your agents' transcripts), or record from Python with reasonlog.Recorder().")
-
-
-class Context:
-    """What every command needs: where the database is, opened on first use."""
-
-    def __init__(self, db: str | None):
-        self.db = db
-        self._store = None
-
-    @property
-    def path(self) -> Path | str:
-        """The SQLite file, or the `postgresql://` URL, that `--db` names."""
-        return database_target(os.path.expanduser(self.db) if self.db and "://" not in self.db else self.db)
-
-    @property
-    def shown(self) -> str:
-        """The database as messages name it: a PostgreSQL URL without its password."""
-        from ..store import safe_target
-
-        return safe_target(self.path)
-
-    @property
-    def store(self):
-        """The database, read-only: reading commands never create, migrate or write it."""
-        if self._store is None:
-            path = self.path
-            if isinstance(path, Path) and not path.exists():
-                raise StoreError(f"{path}: no database yet. {HOW_TO_START}")
-            self._store = open_store(path, read_only=True)
-        return self._store
-
-    @property
-    def writable(self):
-        """The database for commands that write (import): created and migrated when needed."""
-        if self._store is None or self._store.read_only:
-            self.close()
-            self._store = open_store(self.path)
-        return self._store
-
-    def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-
-
-def emit_json(value) -> None:
-    """Print JSON for `--json`: indented, UTF-8, stable key order."""
-    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
-                                         | orjson.OPT_NON_STR_KEYS) + b"\n")
-
-
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-
-
-def _take_db(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    if value is not None:
-        ctx.ensure_object(Context).db = value
-
-
-DB_HELP = "Database file or postgresql:// URL (default: $REASONLOG_DB, else a per-user data file)."
-
-
-def db_option() -> click.Option:
-    """`--db` as a command's own option, so it goes before or after the command's name alike."""
-    return click.Option(["--db"], metavar="PATH", expose_value=False, callback=_take_db, help=DB_HELP)
-
-
-class Group(click.Group):
-    """Turns store errors (missing ids, bad files) into one clear line and exit code 1; gives each command
-    (and its subgroups' commands) the `--db` option."""
-
-    group_class = type  # subgroups (db, keys, reason) are Groups too
-
-    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
-        if not any(p.name == "db" for p in cmd.params):
-            cmd.params.append(db_option())
-        super().add_command(cmd, name)
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except StoreError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-        except Exception as exc:
-            failure = failure_of(exc)  # a driver's error past the store: a damaged file, a server gone
-            if failure is None:
-                raise
-            db = ctx.obj.shown if isinstance(ctx.obj, Context) else "the database"
-            click.echo(f"error: {db}: {failure}", err=True)
-            sys.exit(1)
-
-
-@click.group(cls=Group)
-@click.option("--db", envvar="REASONLOG_DB", metavar="PATH", help=DB_HELP)
-@click.version_option(package_name="reasonlog")
-@click.pass_context
-def cli(ctx: click.Context, db: str | None) -> None:
-    """reasonlog: a flight recorder for LLM agents."""
-    ctx.obj = Context(db)
-    ctx.call_on_close(ctx.obj.close)
+__all__ = ["Context", "cli", "main"]
 
 
 def main() -> None:
     cli()
-
-
-from . import data, database, importing, keys, read, reason, serve, summarize  # noqa: E402,F401  (registers the commands on `cli`)

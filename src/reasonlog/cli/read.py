@@ -14,8 +14,7 @@ from ..model import format_instant
 from ..parts import RecordError
 from ..store import SessionFilter, StoreError
 from ..store.search import Query
-from . import show as _show  # noqa: F401  (registers `show`)
-from .main import HOW_TO_START, cli, console, emit_json, json_option
+from .group import HOW_TO_START, cli, console, emit_json, json_option
 from .show import money
 from .tables import Column, print_table
 

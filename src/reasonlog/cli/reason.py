@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..reasoning import PHASES
-from .main import cli, console, emit_json, json_option
+from .group import cli, console, emit_json, json_option
 
 
 @cli.group()

@@ -7,7 +7,7 @@ import os
 import click
 
 from ..store import StoreError, open_store_or_read_only
-from .main import cli
+from .group import cli
 
 
 @cli.command()

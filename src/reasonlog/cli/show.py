@@ -7,7 +7,7 @@ from rich.text import Text
 
 from .. import query
 from ..store import NotFound, StoreError
-from .main import cli, console, emit_json, json_option
+from .group import cli, console, emit_json, json_option
 
 FOLD_CHARS = 700
 FOLD_LINES = 14

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..summaries import make_summarizer, runner
-from .main import cli, emit_json, json_option
+from .group import cli, emit_json, json_option
 from .read import filter_options, make_filter
 
 SUMMARIZERS = ("offline", "anthropic", "openai")

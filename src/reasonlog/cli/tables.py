@@ -13,7 +13,7 @@ from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
-from .main import console
+from .group import console
 
 Cell = str | Text
 INDENT = "  "
