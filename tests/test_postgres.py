@@ -255,3 +255,17 @@ def test_sqlite_and_postgresql_have_the_same_tables_columns_and_indexes(tmp_path
         (sorted(sqlite_columns - pg_columns), sorted(pg_columns - sqlite_columns))
     assert sorted(sqlite_indexes ^ pg_indexes) == []
     assert len(sqlite_columns) > 100 and len(sqlite_indexes) > 10  # the comparison saw the schema
+
+
+@needs_postgres
+def test_a_question_mark_or_percent_inside_a_literal_is_not_taken_for_a_placeholder():
+    """PostgreSQL's cursor takes sqlite3's `?` placeholders; a `?` or `%` written inside quotes stays text."""
+    import psycopg
+
+    from reasonlog.store.postgres import translate_placeholders
+
+    sql = "SELECT '?' || ?, 'a%b' || ?, \"?\" FROM (SELECT 1 AS \"?\") t"
+    assert translate_placeholders(sql) == "SELECT '?' || %s, 'a%%b' || %s, \"?\" FROM (SELECT 1 AS \"?\") t"
+    with psycopg.connect(POSTGRES) as conn:
+        row = psycopg.ClientCursor(conn).execute(translate_placeholders(sql), ["x", "y"]).fetchone()
+    assert row == ("?x", "a%by", 1)

@@ -8,6 +8,7 @@ migrations under an advisory lock, and locks that serialise writers of one sessi
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import time
 from collections.abc import Iterable, Iterator
@@ -31,6 +32,21 @@ TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_
 RECONNECT_EVERY_S = 1.0  # while the server is away, how often a use of the store tries to connect again
 
 
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+
+
+def translate_placeholders(sql: str) -> str:
+    """`sql` with sqlite3's `?` placeholders as psycopg's `%s` and every `%` escaped; a `?` or `%` inside a quoted
+    literal or identifier stays as written (a literal's `%` is doubled, as psycopg reads it back)."""
+    out, at = [], 0
+    for quoted in _QUOTED.finditer(sql):
+        out.append(sql[at:quoted.start()].replace("%", "%%").replace("?", "%s"))
+        out.append(quoted.group().replace("%", "%%"))
+        at = quoted.end()
+    out.append(sql[at:].replace("%", "%%").replace("?", "%s"))
+    return "".join(out)
+
+
 class _Cursor:
     """A psycopg cursor that takes `?` placeholders, as sqlite3 does."""
 
@@ -44,7 +60,7 @@ class _Cursor:
     def _sql(cls, sql: str) -> str:
         out = cls._translated.get(sql)
         if out is None:
-            out = cls._translated[sql] = sql.replace("%", "%%").replace("?", "%s")
+            out = cls._translated[sql] = translate_placeholders(sql)
         return out
 
     def execute(self, sql: str, params: Any = None) -> _Cursor:
