@@ -11,7 +11,14 @@ row form the store writes; an import of a version 2 file skips the conversion.
 """
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal
+
+try:  # pydantic (the server's response models) reads only typing_extensions' TypedDict before Python 3.12
+    from typing import NotRequired
+
+    from typing_extensions import TypedDict
+except ImportError:  # the base install has no pydantic, and the typing module's serves
+    from typing import NotRequired, TypedDict  # type: ignore[assignment]
 
 import orjson
 
@@ -193,6 +200,129 @@ PARSED: dict[str, dict[str, tuple[str, str]]] = {
     "outcome": {"payload": ("payload_json", "any")},
 }
 _COLUMN = {kind: {column: name for name, (column, _) in fields.items()} for kind, fields in PARSED.items()}
+
+
+# ------------------------------------------------------------------------------------ API bodies
+# What `/v1/sessions`, `/v1/sessions/{id}` and `/v1/calls/{id}` answer (the routes' response models, so
+# /openapi.json describes them and a field not here is not sent). Token counts are disjoint (model.Usage).
+
+
+class WindowJSON(TypedDict, total=False):
+    """How a call's context follows from the previous call's context and reply (docs/architecture.md)."""
+
+    added: int
+    trimmed: int
+    edited: int
+    compacted: bool
+    unsent: int
+    held: int
+    system_changed: bool
+    tools_changed: bool
+    edits: list[list[int]]
+    chain: str
+
+
+class SessionJSON(TypedDict):
+    id: str
+    run: str | None
+    agent: str | None
+    model: str | None
+    provider: str | None
+    labels: dict[str, str] | None
+    parent_session_id: str | None
+    parent_call_id: str | None
+    external_id: str | None
+    host: str | None
+    pid: int | None
+    started_at: str
+    ended_at: str | None
+    status: str
+    summary: str | None
+    error: Any
+    xml_tool_tags: list[str] | None
+    call_count: int
+    error_count: int
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    cache_write_1h_tokens: int | None
+    reasoning_tokens: int | None
+    cost_usd: float | None
+    calls_without_cost: int
+    last_call_at: str | None
+
+
+class SessionsPageJSON(TypedDict):
+    sessions: list[SessionJSON]
+    next_cursor: str | None
+
+
+class CallJSON(TypedDict):
+    id: str
+    session_id: str
+    idx: int
+    exchange_id: str | None
+    provider: str | None
+    model: str | None
+    started_at: str
+    latency_ms: float | None
+    ttft_ms: float | None
+    status: str
+    stop_reason: str | None
+    error: Any
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    cache_write_1h_tokens: int | None
+    reasoning_tokens: int | None
+    cost_usd: float | None
+    cost_source: str | None
+    provider_message_id: str | None
+    request_id: str | None
+    params: dict[str, Any]
+    context_len: int
+    context_facts: dict[str, Any] | None
+    window: WindowJSON | None
+
+
+class SessionCallJSON(CallJSON):
+    response_idx: int | None  # the timeline position of the call's reply
+
+
+class MessageJSON(TypedDict):
+    idx: int
+    role: str | None
+    call_id: str | None
+    at: str
+    content: Any
+    summary: NotRequired[str | None]
+
+
+class SessionPageJSON(SessionJSON):
+    """A session with one page of its timeline and what is anchored in it."""
+
+    message_count: int
+    messages: list[MessageJSON]
+    system_prompts: list[dict[str, Any]]
+    calls: list[SessionCallJSON]
+    exchanges: list[dict[str, Any]]
+    tool_results: list[dict[str, Any]]
+    outcomes: list[dict[str, Any]]
+    session_summary: NotRequired[str | None]
+    next_offset: int | None
+
+
+class CallDetailJSON(CallJSON):
+    """A call with its request as sent (replay), its reply, its raw payload and the timeline entries its context
+    stands for (`window_slots`: an entry, or [entry, item] for one item of a reply made of items)."""
+
+    request: dict[str, Any]
+    response: Any
+    raw: Any
+    raw_format: str | None
+    window_slots: list[Any] | None
 
 
 class WireError(ValueError):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 from datetime import date
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from fastapi import APIRouter, Depends, HTTPException, Query
@@ -17,6 +17,7 @@ from .. import query
 from ..model import format_instant
 from ..parts import RecordError
 from ..store import SessionFilter, Store, StoreError
+from ..wire import CallDetailJSON, SessionPageJSON, SessionsPageJSON
 from .errors import status_of
 
 MAX_PAGE = 500
@@ -41,7 +42,7 @@ def router(get_store: Any, reader: Any) -> APIRouter:
                  until: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
                  q: str | None = Query(None, description="Only sessions whose text contains this"),
                  limit: int = Query(50, ge=1, le=MAX_PAGE), cursor: str | None = None,
-                 store: Store = Depends(get_store)) -> dict:
+                 store: Store = Depends(get_store)) -> SessionsPageJSON:
         flt = SessionFilter(run=run, agent=agent, model=model, status=status, labels=_labels(label),
                             since=_when("since", since), until=_when("until", until), limit=limit + 1,
                             after=_cursor(cursor), text=q or None)
@@ -53,12 +54,12 @@ def router(get_store: Any, reader: Any) -> APIRouter:
             raise HTTPException(400, f"q: {exc}") from None
         more = len(page) > limit
         page = page[:limit]
-        return {"sessions": page, "next_cursor": _next(page[-1]) if more and page else None}
+        return cast(SessionsPageJSON, {"sessions": page, "next_cursor": _next(page[-1]) if more and page else None})
 
     @api.get("/sessions/{session_id}", summary="One session: its calls, exchanges, outcomes, a page of messages,"
                                                " and the summaries of the session, its exchanges and messages")
     def session(session_id: str, offset: int = Query(0, ge=0, description="Timeline position to start at"),
-                limit: int = Query(200, ge=1, le=5000), store: Store = Depends(get_store)) -> dict:
+                limit: int = Query(200, ge=1, le=5000), store: Store = Depends(get_store)) -> SessionPageJSON:
         # A page of the timeline (positions [offset, offset + limit)) with only the calls, tool results and
         # outcomes anchored in it: a 50,000-message session costs a page, not its 25,000 calls.
         end = offset + limit
@@ -69,11 +70,14 @@ def router(get_store: Any, reader: Any) -> APIRouter:
         # a call whose inputs and reply fall on two pages belongs to its reply's
         inside["calls"] = [c for c in found["calls"] if c["response_idx"] is None or offset <= c["response_idx"] < end]
         full = len(found["messages"]) + len(found["system_prompts"]) == limit  # positions are contiguous
-        return {**found, **inside, "next_offset": end if full else None}
+        return cast(SessionPageJSON, {**found, **inside, "next_offset": end if full else None})
 
     @api.get("/calls/{call_id}", summary="One call: its request as sent, response, tokens, cost and timing")
-    def call(call_id: str, store: Store = Depends(get_store)) -> dict:
-        return _found(lambda: store.get_call(store.resolve_id("call", call_id)), "call", call_id)
+    def call(call_id: str, store: Store = Depends(get_store)) -> CallDetailJSON:
+        found = _found(lambda: store.get_call(store.resolve_id("call", call_id)), "call", call_id)
+        window = found.get("window")
+        shown = {k: v for k, v in window.items() if k not in ("map", "reply")} if window else None
+        return cast(CallDetailJSON, {**found, "window": shown})
 
     @api.get("/calls/{call_id}/request", summary="The exact request a call sent (replay)")
     def request(call_id: str, store: Store = Depends(get_store)) -> dict:
