@@ -28,10 +28,10 @@ class _SlowingSink(StoreSink):
         self.fast, self.slow, self.slow_from = fast, slow, time.monotonic() + slow_after
         self.committed: dict[str, float] = {}
 
-    def write_batch(self, events, counters=None):
+    def write_batch(self, events, counters=None, *, batch_id=None):
         per_event = self.fast if time.monotonic() < self.slow_from else self.slow
         time.sleep(per_event * len(events))
-        outcome = super().write_batch(events, counters)
+        outcome = super().write_batch(events, counters, batch_id=batch_id)
         now = time.monotonic()
         self.committed.update((ev.call_id, now) for ev in events if ev.kind == "call")
         return outcome

@@ -251,6 +251,12 @@ def each_form(*forms):
     return run_forms
 
 
+def recounts(place, command):
+    """The usage kept as calls are written is rebuilt, and `db check` finds it equal to the calls' sums."""
+    sh(place, command)
+    sh(place, "reasonlog db check")
+
+
 def shows_a_session(place, command):
     assert command.endswith(" [--full]")
     sh(place, "reasonlog show SESSION")
@@ -319,6 +325,7 @@ COMMANDS = {
                                                       "reasonlog db upgrade"),
     "reasonlog db backup PATH": backs_up,
     "reasonlog db check": each_form("reasonlog db check"),
+    "reasonlog db recount": recounts,
     "reasonlog prune --older-than 30d [--run R] [--agent A] [--dry-run]": prunes,
     "reasonlog summarize": summarises,
     "reasonlog summarize --messages --run R": summarises,
