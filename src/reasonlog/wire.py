@@ -86,8 +86,9 @@ class CallRecordedJSON(TypedDict):
 # ------------------------------------------------------------------------------------ export records
 
 
-class SessionRecord(TypedDict):
-    type: Literal["session"]
+class SessionFields(TypedDict):
+    """A session as every body carries it: an export record, an API answer."""
+
     id: str
     run: str | None
     agent: str | None
@@ -105,6 +106,10 @@ class SessionRecord(TypedDict):
     summary: str | None
     error: Any
     xml_tool_tags: list[str] | None
+
+
+class SessionRecord(SessionFields):
+    type: Literal["session"]
 
 
 class ExchangeRecord(TypedDict):
@@ -222,24 +227,9 @@ class WindowJSON(TypedDict, total=False):
     chain: str
 
 
-class SessionJSON(TypedDict):
-    id: str
-    run: str | None
-    agent: str | None
-    model: str | None
-    provider: str | None
-    labels: dict[str, str] | None
-    parent_session_id: str | None
-    parent_call_id: str | None
-    external_id: str | None
-    host: str | None
-    pid: int | None
-    started_at: str
-    ended_at: str | None
-    status: str
-    summary: str | None
-    error: Any
-    xml_tool_tags: list[str] | None
+class SessionJSON(SessionFields):
+    """A session with its totals, by the accounting rule (reasonlog.accounting)."""
+
     call_count: int
     error_count: int
     input_tokens: int | None
