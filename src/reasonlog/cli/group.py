@@ -9,7 +9,7 @@ import click
 import orjson
 from rich.console import Console
 
-from ..store import StoreError, database_target, failure_of, open_store
+from ..store import Store, StoreError, database_target, failure_of, open_store
 
 console = Console(highlight=False)
 HOW_TO_START = ("Start with `reasonlog demo` (a recorded sample run) or `reasonlog import ~/.claude/projects`"
@@ -21,7 +21,7 @@ class Context:
 
     def __init__(self, db: str | None):
         self.db = db
-        self._store = None
+        self._store: Store | None = None
 
     @property
     def path(self) -> Path | str:

@@ -89,7 +89,7 @@ def reason_missing(obj, phases, session, as_json):
     elif rows:
         table = Table("session", "agent", "missing phases")
         for r in rows:
-            table.add_row(Text(r["session_id"]), Text(r["agent"]), ", ".join(r["missing"]))
+            table.add_row(Text(str(r["session_id"])), Text(str(r["agent"])), ", ".join(r["missing"]))
         console.print(table)
     else:
         console.print(f"every agent saved {', '.join(wanted)}")

@@ -92,6 +92,7 @@ class Store(Protocol):
     """
 
     url: str
+    read_only: bool  # opened for reading: a write raises ReadOnly
     rejected_events: int  # events this store object left out of the batches it committed (their data's fault)
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
