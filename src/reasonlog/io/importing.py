@@ -122,7 +122,26 @@ class Importer(Protocol):
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]: ...
     def default_folders(self) -> list[Path]: ...
     def signature(self, path: Path) -> tuple[int, int] | None: ...
-    def import_whole(self, store: Any, path: Path, report: Report) -> bool: ...
+    def import_whole(self, store: ImportStore, path: Path, report: Report) -> bool: ...
+
+
+class ImportStore(Protocol):
+    """What an import asks of a store: a `Store` has it all, and so does the import's batching store."""
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
+                    imports: list[dict] | None = None, batch_id: str | None = None) -> bool: ...
+    def existing_ids(self, kind: str, ids: Iterable[str]) -> set[str]: ...
+    def is_store_failure(self, exc: BaseException) -> bool: ...
+    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict: ...
+    def get_call(self, call_id: str) -> dict: ...
+    def replay_call(self, call_id: str) -> dict: ...
+    def last_call_id(self, session_id: str) -> str | None: ...
+    def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int: ...
+    def record_counts(self) -> dict[str, int]: ...
+    def import_records(self, records: Iterable[dict]) -> dict: ...
+    def status(self) -> dict: ...
+    def import_file(self, path: str) -> dict | None: ...
+    def import_files(self) -> list[dict]: ...
 
 
 class BaseImporter:
@@ -136,7 +155,7 @@ class BaseImporter:
     def signature(self, path: Path) -> tuple[int, int] | None:
         return None
 
-    def import_whole(self, store: Any, path: Path, report: Report) -> bool:
+    def import_whole(self, store: ImportStore, path: Path, report: Report) -> bool:
         return False
 
 
@@ -195,7 +214,7 @@ class Feed:
     """What an importer reads one file through: its bytes from where the last import stopped, the state it
     left, deterministic ids, and questions to the store."""
 
-    def __init__(self, path: Path, importer: Importer, store: Any, start: int, line: int, state: dict | None,
+    def __init__(self, path: Path, importer: Importer, store: ImportStore, start: int, line: int, state: dict | None,
                  report: Report, emitted: dict[str, set[str]]):
         self.path, self.importer, self.store = path, importer, store
         self.start, self.first_line, self.state = start, line, state
@@ -383,7 +402,7 @@ def run_import(store: Any, files: list[tuple[Path, Importer]],
     return report
 
 
-def _import_one(store: Any, path: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
+def _import_one(store: _Batched, path: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
                 live: bool, flush: bool = False, copies: _Copies | None = None) -> bool:
     """Import one file (or, with `flush`, write what small files left waiting), reporting a failure; False
     when the database itself refused (stop there)."""
@@ -415,8 +434,10 @@ class _Batched:
     what it emitted and each file has its own row. A method not listed is not there, so a new read cannot
     silently see stale data."""
 
-    def __init__(self, store: Any):
-        self._store, self._events, self._rows = store, [], []  # type: ignore[var-annotated]
+    def __init__(self, store: ImportStore):
+        self._store: ImportStore = store
+        self._events: list[Event] = []
+        self._rows: list[dict] = []
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
                     imports: list[dict] | None = None, batch_id: str | None = None) -> bool:
@@ -431,7 +452,7 @@ class _Batched:
             self._events, self._rows = [], []
             self._store.write_batch(events, None, imports=rows)
 
-    def _written(self) -> Any:
+    def _written(self) -> ImportStore:
         """The store, once what waits is written."""
         self.flush_if(full=True)
         return self._store
@@ -484,7 +505,7 @@ def _import_lock(store: Any) -> Iterator[None]:
         yield
 
 
-def _import_file(store: Any, given: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
+def _import_file(store: ImportStore, given: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
                  live: bool = False, copies: _Copies | None = None) -> None:
     """Import one file; `given` is the path as the user named it (reports say that), the store keys the
     file by its resolved path (one file reached through two links is one file)."""
@@ -605,7 +626,7 @@ class _FileProgress:
     skipped: int           # skips counted in the row so far
     reported: int          # len(report.skipped) when they were counted
 
-    def write(self, store: Any, events: list[Event], cp: Checkpoint, report: Report) -> None:
+    def write(self, store: ImportStore, events: list[Event], cp: Checkpoint, report: Report) -> None:
         self.skipped += len(report.skipped) - self.reported
         self.reported = len(report.skipped)
         state = orjson.loads(cp.state) if cp.state is not None else {}
