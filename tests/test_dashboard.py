@@ -184,3 +184,38 @@ def test_unknown_ids_and_bad_dates_are_pages_not_tracebacks(served):
     assert missing.status_code == 404 and "no session matches" in missing.text
     assert client.get("/calls/nope").status_code == 404
     assert client.get("/usage.csv", params={"by": "weekday"}).status_code == 400
+
+
+def test_the_exported_page_carries_its_stylesheet_as_css_not_as_escaped_text(served, tmp_path):
+    """Issue 25 item 1: autoescaping turned the inlined stylesheet's quotes into entities, so the export rendered
+    in the browser's default font."""
+    from reasonlog.server.dashboard.export import session_html
+
+    _, db, _ = served
+    store = open_store(db, read_only=True)
+    session_id = store.list_sessions(SessionFilter(limit=1))[0]["id"]
+    html = session_html(store, session_id)
+    store.close()
+    style = html.split("<style>", 1)[1].split("</style>", 1)[0]
+    assert '"Segoe UI"' in style and "&#34;" not in style and "&quot;" not in style
+
+
+def test_call_lines_keep_the_price_source_in_a_tooltip_and_unpriced_models_say_so(tmp_path):
+    """Issue 25 item 5: no `(computed@…)` on every call line, a space before a failed call's error, and a model
+    the price table does not know is "—" with its calls counted, never `$0.0000`."""
+    db = tmp_path / "u.db"
+    rec = reasonlog.Recorder(db, writer="sync")
+    with rec.session(agent="a") as s:
+        s.call(messages=[{"role": "user", "content": "hi"}], response="ok", model="claude-sonnet-4-5",
+               usage=reasonlog.Usage(input_tokens=10, output_tokens=5), latency_ms=60000)
+        s.call(messages=[{"role": "user", "content": "hi"}], model="a-model-nobody-prices",
+               usage=reasonlog.Usage(input_tokens=10, output_tokens=5), latency_ms=60000,
+               error=TimeoutError("took too long"))
+    rec.close()
+    client = TestClient(create_app(lambda: open_store(db)))
+    page = client.get(f"/sessions/{s.id}").text
+    assert "(computed@" not in page and 'title="price: computed@' in page
+    assert re.search(r"60000 ms\s*·\s*<span class=\"error\">", page)
+    usage = client.get("/usage").text
+    row = usage.split("<td>a-model-nobody-prices</td>", 1)[1].split("</tr>", 1)[0]  # its row in the table by model
+    assert row.endswith('<td class="num">— <span class="muted">(1 unpriced)</span></td>'), row

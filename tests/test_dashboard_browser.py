@@ -170,6 +170,8 @@ def test_the_exported_session_opens_as_a_file_and_reads_like_the_page(site, page
                     "-o", str(out)], check=True, timeout=60)
     page.goto(out.as_uri())
     assert page.locator("li.outcome").count() == 7
+    font = page.evaluate("getComputedStyle(document.body).fontFamily")
+    assert font.startswith("system-ui"), font  # the inlined stylesheet applies (issue 25 item 1)
     page.goto(f"{base}/sessions/{day['id']}")
     assert page.locator("li.outcome").count() == 7
     shot(page, "export")

@@ -1,6 +1,7 @@
 """Reading rows back as the JSON-shaped dicts every reader uses. Dialect-neutral (`?` placeholders)."""
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -261,6 +262,8 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
         calls = [_lean(r) for r in cur.execute(f"SELECT {', '.join(LEAN_CALL_COLUMNS)} FROM calls WHERE session_id = ?"
                                                " AND idx <= ? ORDER BY idx", (session_id, upto))]
     per_call = _per_call(cur, session_id, None if page is None else _entries_end(cur, session_id, end, calls))
+    if page is not None and (not calls or per_call.get(calls[-1]["id"], (0, -1))[1] < end) and (calls or first == 0):
+        calls += _entryless_after(cur, session_id, calls[-1]["idx"] if calls else -1)
     reader = ContentReader(cur, dicts)
     reader.load(m[2] for m in shown)
     # A request's own system prompt is not a message of the conversation: it gets its own key, with the
@@ -274,7 +277,7 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     session["system_prompts"] = [{k: m[k] for k in ("idx", "call_id", "at", "content")}
                                  for m in timeline if m["idx"] in system_at]
     _derive_window_facts(calls, per_call)
-    anchored = None if page is None else {call for _, _, _, call, _ in shown if call is not None}
+    anchored = None if page is None else _anchored(calls, per_call, {c for _, _, _, c, _ in shown}, first, end)
     _window_changes(calls, anchored)
     if anchored is not None:
         calls = _whole_rows(cur, [c for c in calls if c["id"] in anchored])
@@ -301,6 +304,32 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
                            for r in cur.execute("SELECT id, kind, payload_json, call_id, at, message_idx FROM outcomes"
                                                 " WHERE session_id = ? ORDER BY message_idx, at, id", (session_id,))]
     return session
+
+
+def _entryless_after(cur, session_id: str, after: int) -> list[dict]:
+    """The calls right after call number `after` that wrote no timeline entry (a retry of the same window that
+    failed, with no reply): a page shows them where the calls before them end."""
+    rows = [_lean(r) for r in cur.execute(f"SELECT {', '.join(LEAN_CALL_COLUMNS)} FROM calls WHERE session_id = ?"
+                                          " AND idx > ? ORDER BY idx LIMIT 100", (session_id, after))]
+    if not rows:
+        return []
+    ids = [c["id"] for c in rows]
+    written = {call for (call,) in cur.execute(f"SELECT DISTINCT call_id FROM messages WHERE session_id = ? AND"
+                                               f" call_id IN ({', '.join('?' * len(ids))})", (session_id, *ids))}
+    return list(itertools.takewhile(lambda c: c["id"] not in written, rows))
+
+
+def _anchored(calls: list[dict], per_call: dict[str, tuple[int, int]], shown: set[str | None], first: int,
+              end: int) -> set[str]:
+    """The calls a page shows: those with an entry on it, and those with none whose place (after the last entry
+    of the calls before them) is on it."""
+    out, last = {c for c in shown if c is not None}, -1
+    for c in calls:
+        if c["id"] in per_call:
+            last = per_call[c["id"]][1]
+        elif first <= max(last, 0) < end:
+            out.add(c["id"])
+    return out
 
 
 def _per_call(cur, session_id: str, below: int | None = None) -> dict[str, tuple[int, int]]:

@@ -47,7 +47,7 @@ def number(value: Any) -> str:
 
 def usd(value: Any) -> str:
     if value is None:
-        return "-"
+        return "—"
     return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
 
@@ -76,5 +76,11 @@ def page(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
 
 
-def stylesheet() -> str:
-    return (HERE / "static" / "app.css").read_text(encoding="utf-8")
+def stylesheet() -> Markup:
+    """The dashboard's own stylesheet, for a page that inlines it: marked safe, since autoescaping would turn its
+    quotes into entities, which a <style> element does not decode (the export rendered in the browser's default
+    font). It is reasonlog's file, never recorded text, and cannot close the element."""
+    css = (HERE / "static" / "app.css").read_text(encoding="utf-8")
+    if "</" in css:
+        raise ValueError("app.css: a stylesheet inlined in <style> must not contain '</'")
+    return Markup(css)
