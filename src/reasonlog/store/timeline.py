@@ -156,9 +156,15 @@ class Timeline:
             view = _legacy_view(cur, session_id, ids)
             reply = [_last_entry(cur, session_id, row[0])] if row[3] is not None else []
         contents = _entry_contents(cur, session_id, {s if isinstance(s, int) else s[0] for s in view + reply})
+        replies = _assistant_entries(cur, session_id, set(contents))
         reader.load([*contents.values(), *ids, row[3]])
         th.view, th.reply_ref = view, row[4]
         th.view_keys = [self._slot_key(s, contents, reader) for s in view]
+        # replies an earlier call may have sent back in another form (that call may be gone from the last context)
+        for slot, k in zip(view, th.view_keys, strict=True):
+            if isinstance(slot, int) and slot in replies:
+                th.aliases.update((key_of(v), k) for v in reply_variants(reader_form(self.plain(
+                    reader.get(contents[slot])))))
         th.sent_keys = [self.key(cid, reader.get(cid)) for cid in ids]
         held = len(view) - len(ids)
         for p, k in enumerate(th.sent_keys):  # forms of replies sent back, as the calls before aligned them
@@ -190,6 +196,18 @@ def _last_entry(cur, session_id: str, call_id: str) -> int:
     """The timeline entry a call wrote last (its reply, when it has one)."""
     return cur.execute("SELECT MAX(idx) FROM messages WHERE session_id = ? AND call_id = ?",
                        (session_id, call_id)).fetchone()[0]
+
+
+def _assistant_entries(cur, session_id: str, entries: set[int]) -> set[int]:
+    """Which of these timeline entries are the model's (role assistant): the replies."""
+    wanted = sorted(entries)
+    found: set[int] = set()
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        found.update(idx for (idx,) in cur.execute(
+            f"SELECT idx FROM messages WHERE session_id = ? AND role = 'assistant' AND idx IN"
+            f" ({', '.join('?' * len(chunk))})", (session_id, *chunk)))
+    return found
 
 
 def _entry_contents(cur, session_id: str, entries: set[int]) -> dict[int, int]:
