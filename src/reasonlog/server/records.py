@@ -45,7 +45,9 @@ def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRou
         return {"receipt": receipt, "record": saved}
 
     @api.get("/reasoning-records", dependencies=[reader], summary="Reasoning records, in the order saved",
-             responses={404: {"description": "No such session"}})
+             responses={400: {"description": "A parameter that cannot name anything (a NUL byte, an ambiguous"
+                                             " session prefix); names it"},
+                        404: {"description": "No such session"}})
     def list_records(session: str | None = Query(None, description="A session id or name"),
                      group: str | None = None, phase: str | None = None,
                      store: Store = Depends(get_reader)) -> dict:
