@@ -55,7 +55,8 @@ def main(argv=None) -> int:
     base = measure(args.baseline_src, args.baseline_db, args.runs)
     this = measure(REPO / "src", args.db, args.runs)
     for key, name in (("1000", "a 1,000-message session, one page"), ("50000", "first page of 50,000 messages")):
-        print(f"  {name:<36} {this[key]:7.1f} ms CPU  (baseline {base[key]:7.1f} ms, ratio {this[key] / base[key]:.2f})")
+        ratio = this[key] / base[key]
+        print(f"  {name:<36} {this[key]:7.1f} ms CPU  (baseline {base[key]:7.1f} ms, ratio {ratio:.2f})")
     return 0
 
 
