@@ -25,7 +25,7 @@ import orjson
 
 from ...capture.sinks import BaseSink, Outcome
 from ...model import Event, SessionStarted, format_instant, stable_id
-from ..importing import Checkpoint, Feed, FileImporter, first_values, walk
+from ..importer import Checkpoint, Feed, FileImporter, first_values, walk
 
 NAME = "claude-agent-sdk"
 SDK_TYPES = frozenset({"system", "assistant", "user", "result", "stream_event"})

@@ -52,7 +52,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import BaseImporter, Checkpoint, Feed, Line, ReimportFile, first_values, instant, walk
+from ..importer import BaseImporter, Checkpoint, Feed, Line, ReimportFile, first_values, instant, walk
 from .claude_code_files import nesting, titles_in
 
 NAME = "claude-code"

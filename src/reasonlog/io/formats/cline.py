@@ -29,7 +29,7 @@ import orjson
 
 from ...model import CallRecorded, Event, ExchangeStarted, SessionEnded, SessionStarted, Usage, stable_id
 from ...parts import RecordError
-from ..importing import BaseImporter, Checkpoint, Feed, instant
+from ..importer import BaseImporter, Checkpoint, Feed, instant
 
 NAME = "cline"
 EXTENSIONS = {"saoudrizwan.claude-dev": "cline", "rooveterinaryinc.roo-cline": "roo-code",

@@ -47,7 +47,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, FileImporter, Line, first_values, instant, walk
+from ..importer import Checkpoint, Feed, FileImporter, Line, first_values, instant, walk
 from .codex_shapes import legacy_line, model_of, usage_of
 
 NAME = "codex"

@@ -34,7 +34,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, FileImporter, Line, first_values, walk
+from ..importer import Checkpoint, Feed, FileImporter, Line, first_values, walk
 
 NAME = "exchange-jsonl"
 _STATS = (("tokens_in", "input_tokens"), ("tokens_out", "output_tokens"), ("cache_creation", "cache_write_tokens"),

@@ -53,7 +53,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import BaseImporter, Checkpoint, Feed, instant
+from ..importer import BaseImporter, Checkpoint, Feed, instant
 
 NAME = "game-log"
 ANCHOR = "session_metadata.json"

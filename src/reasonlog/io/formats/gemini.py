@@ -44,7 +44,7 @@ from ...model import (
 )
 from ...parts import RecordError
 from ...store import StoreError
-from ..importing import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
+from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
 
 NAME = "gemini"
 CHECK_EVERY = 256   # lines between checkpoints (the state holds every message id: not dumped at each line)

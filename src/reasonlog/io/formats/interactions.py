@@ -41,7 +41,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, FileImporter, walk
+from ..importer import Checkpoint, Feed, FileImporter, walk
 
 NAME = "interactions"
 _TAG = re.compile(r"<([A-Za-z_][\w-]*)(?:\s[^>]*)?>.*?</\1\s*>", re.DOTALL)

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from ...model import Event
-from ..importing import BaseImporter, Checkpoint, Feed
+from ..importer import BaseImporter, Checkpoint, Feed
 from .opencode_session import NAME, OpenCodeMessage, OpenCodeSession, session_events
 
 DB_NAME = "opencode.db"

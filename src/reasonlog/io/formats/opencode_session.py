@@ -35,7 +35,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Feed, instant
+from ..importer import Feed, instant
 
 NAME = "opencode"
 ENDED = frozenset({"completed", "error"})

@@ -39,7 +39,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importing import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
+from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
 
 NAME = "pi"
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...store import StoreError
 from .. import jsonl
-from ..importing import Checkpoint, Feed, FileImporter, Report, first_values, walk
+from ..importer import Checkpoint, Feed, FileImporter, Report, first_values, walk
 
 NAME = "reasonlog-jsonl"
 

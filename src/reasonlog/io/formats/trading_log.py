@@ -43,7 +43,7 @@ from ...model import (
     ToolResultRecorded,
     stable_id,
 )
-from ..importing import BaseImporter, Checkpoint, Feed, first_values
+from ..importer import BaseImporter, Checkpoint, Feed, first_values
 
 NAME = "trading-log"
 ROOT = "agent_data"

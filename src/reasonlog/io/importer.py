@@ -1,0 +1,333 @@
+"""The importer seam: what a format implements to be imported, and the helpers formats share.
+
+The contract of an importer (`Importer`): `name`, `description`, `incremental` (reads appended
+bytes from an offset, like JSONL; else a changed file is read again whole), `detect(path)`
+(a file or folder of this format?), `sources(path)` (the files to import under it, in order) and
+`read(feed)` (events and checkpoints). A format kept as a tree of files read through one of them
+defines `signature(path) -> (size, mtime_ns)` of the whole tree, so a change anywhere in it counts
+as a change of that file; if it is also `incremental` (a database, JSON files rewritten whole), a changed
+tree is read again with the state its last checkpoint left, and the importer itself emits only what is
+new (raising `ReimportFile` when what it imported changed). A format that has its own all-or-nothing import instead
+(reasonlog's export) defines `import_whole(store, path, report)` and is called with that alone.
+Third-party importers register under the entry-point group `reasonlog.importers`, as an object
+with that shape.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+import orjson
+
+from .. import providers
+from ..model import Event, format_instant
+from ..parts import RecordError
+
+
+class ReimportFile(Exception):
+    """Raised by an importer that finds, reading what was appended, that something it imported earlier
+    has changed (a response that was still being written): the file's sessions are removed and the
+    whole file is imported again."""
+
+
+class ImportError_(ValueError):
+    """A path or format the import cannot take (no such file, unknown format): one line for the user."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """All events yielded before it reflect the file up to byte `offset` (line `line`); `state` is what the
+    importer must know to go on from there, as JSON text (taken at once, so later changes don't leak in)."""
+
+    offset: int
+    line: int
+    state: bytes | None
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a JSONL file: its 1-based number, byte range, and parsed value (or why it has none)."""
+
+    number: int
+    start: int
+    end: int
+    value: Any = None
+    error: str | None = None
+
+
+class Importer(Protocol):
+    """A format reasonlog reads (see docs/importing.md). `detect`, `sources` and `read` are the format's own;
+    the hooks have `BaseImporter`'s answers unless a format needs another:
+
+    - `default_folders()`: where the agent writes (what `import` with no path and `watch` follow);
+    - `signature(path)`: for a tree of files read through one, the tree's size and newest change (None: the
+      file's own);
+    - `import_whole(store, path, report)`: True when the format imported the file itself, all or nothing
+      (reasonlog's export), with no offsets;
+    - `sessions_from_path`: the format names sessions after the file's place, so a copy of a file imported
+      before is not taken for the same sessions.
+    """
+
+    name: str
+    description: str
+    incremental: bool
+    sessions_from_path: bool
+
+    def detect(self, path: Path) -> bool: ...
+    def sources(self, path: Path) -> Iterator[Path]: ...
+    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]: ...
+    def default_folders(self) -> list[Path]: ...
+    def signature(self, path: Path) -> tuple[int, int] | None: ...
+    def import_whole(self, store: ImportStore, path: Path, report: Report) -> bool: ...
+
+
+class ImportStore(Protocol):
+    """What an import asks of a store: a `Store` has it all, and so does the import's batching store."""
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
+                    imports: list[dict] | None = None, batch_id: str | None = None) -> bool: ...
+    def existing_ids(self, kind: str, ids: Iterable[str]) -> set[str]: ...
+    def is_store_failure(self, exc: BaseException) -> bool: ...
+    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict: ...
+    def get_call(self, call_id: str) -> dict: ...
+    def replay_call(self, call_id: str) -> dict: ...
+    def last_call_id(self, session_id: str) -> str | None: ...
+    def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int: ...
+    def record_counts(self) -> dict[str, int]: ...
+    def import_records(self, records: Iterable[dict]) -> dict: ...
+    def status(self) -> dict: ...
+    def import_file(self, path: str) -> dict | None: ...
+    def import_files(self) -> list[dict]: ...
+
+
+class BaseImporter:
+    """The hooks of `Importer`, answered as by a format of plain files with no folder of its own."""
+
+    sessions_from_path = False
+
+    def default_folders(self) -> list[Path]:
+        return []
+
+    def signature(self, path: Path) -> tuple[int, int] | None:
+        return None
+
+    def import_whole(self, store: ImportStore, path: Path, report: Report) -> bool:
+        return False
+
+
+def as_importer(given: Any, name: str = "plugin") -> Importer:
+    """`given` as an `Importer`: a `BaseImporter` as it is; any other object with `name`, `description`,
+    `incremental`, `detect`, `sources` and `read` (a plug-in) with the hooks it has, else `BaseImporter`'s."""
+    return cast(Importer, given) if isinstance(given, BaseImporter) else _Plugin(given, name)
+
+
+class _Plugin(BaseImporter):
+    """An importer registered under `reasonlog.importers` that may leave hooks out: those it has, else
+    `BaseImporter`'s."""
+
+    def __init__(self, given: Any, name: str):
+        self.given, self.name = given, getattr(given, "name", name)
+        self.description = getattr(given, "description", "")
+        self.incremental = bool(getattr(given, "incremental", False))
+        self.sessions_from_path = bool(getattr(given, "sessions_from_path", False))
+        for hook in ("default_folders", "signature", "import_whole"):
+            if callable(getattr(given, hook, None)):
+                setattr(self, hook, getattr(given, hook))
+
+    def detect(self, path: Path) -> bool:
+        return self.given.detect(path)
+
+    def sources(self, path: Path) -> Iterator[Path]:
+        return self.given.sources(path)
+
+    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
+        return self.given.read(feed)
+
+
+@dataclass
+class Report:
+    """What an import did: counts of what it added, and every skip with its place and reason."""
+
+    files: int = 0
+    unchanged: int = 0
+    appended: int = 0
+    rewritten: int = 0
+    added: dict[str, int] = field(default_factory=dict)   # sessions, calls, messages, tool_results, outcomes
+    rejected: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (file:line, reason)
+    failed: list[tuple[str, str]] = field(default_factory=list)   # (file, reason): files not imported at all
+    copies: list[tuple[str, str]] = field(default_factory=list)   # (file, the path it was imported from)
+
+    def to_dict(self) -> dict:
+        return {"files": self.files, "unchanged": self.unchanged, "appended": self.appended,
+                "rewritten": self.rewritten, "added": self.added, "rejected": self.rejected,
+                "copies": [{"file": f, "imported_from": o} for f, o in self.copies],
+                "skipped": [{"where": w, "reason": r} for w, r in self.skipped],
+                "failed": [{"file": f, "reason": r} for f, r in self.failed]}
+
+
+class Feed:
+    """What an importer reads one file through: its bytes from where the last import stopped, the state it
+    left, deterministic ids, and questions to the store."""
+
+    def __init__(self, path: Path, importer: Importer, store: ImportStore, start: int, line: int, state: dict | None,
+                 report: Report, emitted: dict[str, set[str]]):
+        self.path, self.importer, self.store = path, importer, store
+        self.start, self.first_line, self.state = start, line, state
+        self.report, self._emitted = report, emitted
+        self.where = str(path)
+        self.line = line  # the number of the line `lines()` gave last: what the events yielded now come from
+        # True under `reasonlog watch`: the file may still be being written, so an importer may leave a
+        # record that looks unfinished for the next pass instead of importing half of it.
+        self.live = False
+
+    # ---------------------------------------------------------------- reading
+
+    def lines(self, ignore: Callable[[bytes], bool] | None = None) -> Iterator[Line]:
+        """The file's lines from the start offset, parsed as JSON, streaming (never the whole file in memory).
+
+        A blank line is passed over, and so is one for which `ignore(raw bytes)` is true (a cheap test
+        for records the importer has no use for: they are not even parsed). A line that is not JSON or
+        not UTF-8 comes with `error` set and no value. A last line without its newline that does not
+        parse is not yielded: a writer may be halfway through it, and the next import reads it whole."""
+        number, offset = self.first_line, self.start
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            for raw in f:
+                number += 1
+                self.line = number
+                start, offset = offset, offset + len(raw)
+                text = raw.strip()
+                if not text or (ignore is not None and raw.endswith(b"\n") and ignore(raw)):
+                    continue
+                try:
+                    value = orjson.loads(text)
+                except orjson.JSONDecodeError as exc:
+                    if not raw.endswith(b"\n"):
+                        return  # a partial last line: left for the next import
+                    yield Line(number, start, offset, error=_json_error(raw, exc))
+                    continue
+                yield Line(number, start, offset, value)
+
+    def read_bytes(self) -> bytes:
+        """The whole file (for formats that are one JSON document)."""
+        return self.path.read_bytes()
+
+    def checkpoint(self, line: Line | None, state: dict | None) -> Checkpoint:
+        """Everything yielded so far reflects the file up to the end of `line` (None: the whole file)."""
+        if line is None:
+            return Checkpoint(self.path.stat().st_size, self.first_line, dump_state(state))
+        return Checkpoint(line.end, line.number, dump_state(state))
+
+    def skip(self, line: Line | int | None, reason: str, record: str | None = None) -> None:
+        """Report a line (or the whole file, with None) that the import passed over, and why; `record` names
+        it where a file has no lines (a database's row, an entry of a JSON array)."""
+        number = line.number if isinstance(line, Line) else line
+        where = f"{self.where}:{number}" if number else self.where
+        self.report.skipped.append((f"{where} ({record})" if record else where, reason))
+
+    # ---------------------------------------------------------------- ids and the store
+
+    def exists(self, kind: str, ident: str) -> bool:
+        """Whether a session, call, tool_result or outcome with this id was written (by any import) already."""
+        if ident in self._emitted[kind]:
+            return True
+        return bool(self.store.existing_ids(kind, [ident]))
+
+    def history(self, session_id: str) -> list:
+        """The conversation as the session's last stored call left it: its request's messages and its response
+        (to go on from when a file grew)."""
+        last_id = self.store.last_call_id(session_id)
+        if last_id is None:
+            return []
+        last = self.store.get_call(last_id)
+        messages = list(providers.messages_of(last["request"]))
+        if last.get("response") is not None:
+            messages.append(last["response"])
+        return messages
+
+
+def _json_error(raw: bytes, exc: Exception) -> str:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return f"not UTF-8 (byte {bad.start + 1})"
+    return f"not JSON ({str(exc).split(':', 1)[0]})"
+
+
+def dump_state(state: dict | None) -> bytes | None:
+    return None if state is None else orjson.dumps(state)
+
+
+# -------------------------------------------------------------------------------------- helpers for formats
+
+
+def first_values(path: Path, n: int = 5, limit: int = 1 << 16) -> list[Any]:
+    """The first `n` JSON values of a JSONL file (lines that do not parse are left out): what `detect` sniffs.
+
+    It reads `limit` bytes, and up to 1 MiB when no whole line fitted in them (a long first line)."""
+    for size in dict.fromkeys((limit, max(limit, 1 << 20))):
+        try:
+            with open(path, "rb") as f:
+                data = f.read(size)
+        except OSError:
+            return []
+        lines = data.split(b"\n")
+        if len(data) == size:
+            lines.pop()  # cut by the limit
+        out = []
+        for raw in lines:
+            if raw.strip():
+                try:
+                    out.append(orjson.loads(raw))
+                except orjson.JSONDecodeError:
+                    continue
+            if len(out) >= n:
+                break
+        if out or len(data) < size:
+            return out
+    return []
+
+
+def walk(path: Path, pattern: str) -> Iterator[Path]:
+    """`path` itself when it is a file, else the files under it matching `pattern`, sorted (a stable order)."""
+    if path.is_file():
+        yield path
+        return
+    yield from sorted(p for p in path.rglob(pattern) if p.is_file())
+
+
+def instant(value: Any, numbers: bool = False) -> str | None:
+    """A file's timestamp as UTC text, or None when it is missing or not an instant (ISO text; with `numbers`,
+    epoch seconds too). Importers report or work around a missing time; they never fail on one."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float) if numbers else str):
+        return None
+    try:
+        return format_instant(value)
+    except RecordError:
+        return None
+
+
+class FileImporter(BaseImporter):
+    """The shape most importers share: a file of the format is told by sniffing it (`mine`), and the files
+    under a folder worth sniffing are its `candidates`. `detect` sniffs a file, or a folder's first five."""
+
+    def candidates(self, folder: Path) -> Iterable[Path]:
+        raise NotImplementedError
+
+    def mine(self, path: Path) -> bool:
+        raise NotImplementedError
+
+    def detect(self, path: Path) -> bool:
+        if path.is_dir():
+            return any(self.mine(p) for p in itertools.islice(self.candidates(path), 5))
+        return self.mine(path)
+
+    def sources(self, path: Path) -> Iterator[Path]:
+        if path.is_file():
+            yield path
+            return
+        yield from (p for p in self.candidates(path) if self.mine(p))
