@@ -3,6 +3,25 @@ from __future__ import annotations
 
 import reasonlog
 
+PEM_BODY = "MIIEpAIBAAKCAQEA7xTq9Vw3bLmN4kZ2rT8sYp1QaHcUoJ5nD6fE"
+# One example of each kind of secret the redactor masks, for the tests that plant them.
+SECRETS = {
+    "anthropic_key": "sk-ant-api03-" + "Ab3_-x" * 6,
+    "openai_key": "sk-proj-" + "a1B2" * 10,
+    "google_api_key": "AIzaSy" + "B7c" * 11,
+    "aws_access_key": "AKIAIOSFODNN7EXAMPLE",
+    "aws_secret_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",  # masked by its label (AWS_SECRET_ACCESS_KEY=)
+    "github_token": "ghp_" + "Ab1" * 12,
+    "slack_token": "xoxb-1234567890-abcdefghij",
+    "huggingface_token": "hf_" + "Ab1" * 11,
+    "groq_key": "gsk_" + "Ab1" * 8,
+    "xai_key": "xai-" + "Ab1" * 8,
+    "stripe_key": "sk_live_" + "Ab1" * 6,
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "bearer_token": "Bearer abc123DEF456ghi789JKL",
+    "private_key": f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----",
+}
+
 
 def record_workload(rec: reasonlog.Recorder, calls: list[dict]) -> dict[str, str]:
     """Record workload calls through the public API; returns workload session id -> reasonlog id."""

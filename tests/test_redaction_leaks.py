@@ -13,6 +13,7 @@ import sqlite3
 import orjson
 import pytest
 from click.testing import CliRunner
+from helpers import SECRETS
 
 import reasonlog
 from reasonlog import query
@@ -22,22 +23,8 @@ from reasonlog.io.jsonl import dump_lines
 from reasonlog.store import sqlite as sqlite_store
 from reasonlog.store.content import canonical
 
-PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----"
-EXAMPLES = {
-    "anthropic_key": "sk-ant-api03-" + "Ab3_-x" * 6,
-    "openai_key": "sk-proj-" + "a1B2" * 10,
-    "google_api_key": "AIzaSy" + "B7c" * 11,
-    "aws_access_key": "AKIAIOSFODNN7EXAMPLE",
-    "github_token": "ghp_" + "Ab1" * 12,
-    "slack_token": "xoxb-1234567890-abcdefghij",
-    "huggingface_token": "hf_" + "Ab1" * 11,
-    "groq_key": "gsk_" + "Ab1" * 8,
-    "xai_key": "xai-" + "Ab1" * 8,
-    "stripe_key": "sk_live_" + "Ab1" * 6,
-    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-    "bearer_token": "Bearer abc123DEF456ghi789JKL",
-    "private_key": PEM,
-}
+# Keys that stand alone in any text (an AWS secret key is masked only beside its label, tested elsewhere).
+EXAMPLES = {name: value for name, value in SECRETS.items() if name != "aws_secret_key"}
 # Where a token must still be found: alone, at either end, after a newline or tab, in quotes, after = or :.
 PLACES = ["{}", "{} tail", "head {}", "line one\n{}", "col\t{}", 'say "{}" now', "KEY={}", "key:{}", "x\r\n{}\n"]
 # Tokens that can be spelt in base64's alphabets (no space, dot or dash-run of their own).
@@ -202,7 +189,7 @@ def record_everything(rec) -> None:
                     response=f"{EXAMPLES['jwt']}\tok", raw={"h": EXAMPLES["bearer_token"]},
                     params={"metadata": {"user": EXAMPLES["google_api_key"]}})
             ex.end(result={"key": EXAMPLES["huggingface_token"]})
-        s.tool_result("t9", PEM, input={"k": "=" + EXAMPLES["stripe_key"]}, name="fetch")
+        s.tool_result("t9", EXAMPLES["private_key"], input={"k": "=" + EXAMPLES["stripe_key"]}, name="fetch")
         s.outcome("paid", {"card": EXAMPLES["groq_key"]})
         s.end(summary="xai " + EXAMPLES["xai_key"], status="completed")
 

@@ -26,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import FIXTURES
 from fastapi.testclient import TestClient
+from helpers import PEM_BODY, SECRETS
 from test_import_exchange_jsonl import recorded_session
 from test_ingest import Served, free_port
 from test_otlp import genai_attributes
@@ -43,23 +44,6 @@ from reasonlog.reasoning.saving import save
 from reasonlog.server.app import create_app
 from reasonlog.store import SessionFilter, open_store
 
-PEM_BODY = "MIIEpAIBAAKCAQEA7xTq9Vw3bLmN4kZ2rT8sYp1QaHcUoJ5nD6fE"
-SECRETS = {
-    "anthropic_key": "sk-ant-api03-" + "Ab3_-x" * 6,
-    "openai_key": "sk-proj-" + "a1B2" * 10,
-    "google_api_key": "AIzaSy" + "B7c" * 11,
-    "aws_access_key": "AKIAIOSFODNN7EXAMPLE",
-    "aws_secret_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-    "github_token": "ghp_" + "Ab1" * 12,
-    "slack_token": "xoxb-1234567890-abcdefghij",
-    "huggingface_token": "hf_" + "Ab1" * 11,
-    "groq_key": "gsk_" + "Ab1" * 8,
-    "xai_key": "xai-" + "Ab1" * 8,
-    "stripe_key": "sk_live_" + "Ab1" * 6,
-    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-    "bearer_token": "Bearer abc123DEF456ghi789JKL",
-    "private_key": f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----",
-}
 # Every kind in one text, each where the issue found it missed: after a slash, an underscore, a newline.
 PLANTED = " ".join([f"/v1/{SECRETS['openai_key']}/data", f"MY_TOKEN_{SECRETS['github_token']}",
                     f"AWS_SECRET_ACCESS_KEY={SECRETS['aws_secret_key']}",
