@@ -9,15 +9,21 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import re
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 from .parts import RecordError
+from .wire import EVENTS, decode_line, encode_line
+
+# Where callers found them before the wire contract held them.
+from .wire import jsonable as jsonable  # noqa: E402
+from .wire.rules import EVENT, UTC_TEXT, FieldCheck, Rule, checks_of, first_wrong
+from .wire.rules import is_amount as is_amount  # noqa: E402
+from .wire.shapes import CALL_STATUS, STATUS
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # 10 bits -> two digits, in one lookup
@@ -71,14 +77,14 @@ def _iso(value: datetime) -> str:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-_UTC_TEXT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.(\d{1,6}))?Z")
+
 
 
 def format_instant(value: datetime | str | float | None) -> str | None:
     """Normalise a datetime, an epoch-seconds float or an ISO string to `YYYY-MM-DDTHH:MM:SS.ffffffZ`."""
     if value is None:
         return None
-    if isinstance(value, str) and _UTC_TEXT.fullmatch(value):  # already UTC text: only pad the fraction
+    if isinstance(value, str) and UTC_TEXT.fullmatch(value):  # already UTC text: only pad the fraction
         fraction = value[20:-1] if len(value) > 20 else ""
         return f"{value[:19]}.{fraction:0<6}Z"
     try:  # out of range epochs and dates fail in three ways; all are bad input, never a store failure
@@ -172,20 +178,6 @@ class Usage:
         return cls(input_tokens=max(prompt - read - write, 0), output_tokens=output, cache_read_tokens=read,
                    cache_write_tokens=max(write, write_1h), cache_write_1h_tokens=write_1h,
                    reasoning_tokens=min(reasoning, output))
-
-
-def jsonable(value: Any) -> Any:
-    """orjson's `default`: SDK models (pydantic) as the SDKs put them on the wire.
-
-    Requests may hold the SDK's own objects (an assistant reply appended to the history);
-    turning them into JSON on the writer thread keeps that walk off the agent's thread.
-    """
-    dump = getattr(value, "model_dump", None)
-    if dump is not None:
-        return dump(mode="json", exclude_unset=True, warnings=False)
-    if isinstance(value, (set, frozenset)):
-        return list(value)
-    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
 
 
 # ---------------------------------------------------------------------------------- events
@@ -356,86 +348,15 @@ def event_from_dict(data: dict) -> Event:
 # data error that rejects its event alone: reaching SQLite, it would fail as a store error, and
 # the batch, its replay and every later batch would spill behind it.
 
-MAX_AMOUNT = 2**63 - 1  # SQLite's largest INTEGER; also bounds floats (and excludes inf; NaN fails any comparison)
-STATUSES = ("completed", "failed", "interrupted")
-CALL_STATUSES = ("ok", "error", "partial")
+STATUSES: tuple[str, ...] = get_args(STATUS)
+CALL_STATUSES: tuple[str, ...] = get_args(CALL_STATUS)
 
 
-def is_amount(value: Any) -> bool:
-    """A measurement or price: a finite, non-negative int or float (not a bool)."""
-    return value is None or (type(value) in (int, float) and 0 <= value <= MAX_AMOUNT)
-
-
-def _text(v: Any) -> bool:
-    return v is None or isinstance(v, str)
-
-
-def _id(v: Any) -> bool:
-    return isinstance(v, str) and v != ""
-
-
-def _instant(v: Any) -> bool:
-    return isinstance(v, str) and _UTC_TEXT.fullmatch(v) is not None
-
-
-def _dict(v: Any) -> bool:
-    return v is None or isinstance(v, dict)
-
-
-def _message(v: Any) -> bool:
-    return v is None or isinstance(v, dict) or hasattr(v, "model_dump")
-
-
-def _tags(v: Any) -> bool:
-    return v is None or (isinstance(v, list) and all(isinstance(t, str) and t for t in v))
-
-
-def _pid(v: Any) -> bool:
-    return v is None or (type(v) is int and 0 <= v <= MAX_AMOUNT)
-
-
-def _stats(v: Any) -> bool:
-    """Exchange stats: readers add up a reported `cost_usd`, so it must be a number."""
-    return v is None or (isinstance(v, dict) and is_amount(v.get("cost_usd")))
-
-
-def _one_of(choices: tuple[str, ...]):
-    return lambda v: isinstance(v, str) and v in choices
-
-
-TEXT, ID, INSTANT = (_text, "a str or None"), (_id, "a non-empty str"), (_instant, "UTC text YYYY-MM-DDTHH:MM:SSZ")
-DICT, AMOUNT = (_dict, "a dict or None"), (is_amount, "a non-negative number or None")
-_SESSION = (("session_id", *ID),)
-_CHECKS: dict[type, tuple[tuple[str, Any, str], ...]] = {
-    SessionStarted: (*_SESSION, ("started_at", *INSTANT), ("agent", *TEXT), ("run", *TEXT), ("model", *TEXT),
-                     ("provider", *TEXT), ("labels", _dict, "a dict"), ("parent_session_id", *TEXT),
-                     ("parent_call_id", *TEXT), ("external_id", *TEXT), ("host", *TEXT), ("pid", _pid, "an int"),
-                     ("xml_tool_tags", _tags, "a list of tag names or None")),
-    SessionEnded: (*_SESSION, ("ended_at", *INSTANT), ("status", _one_of(STATUSES), " or ".join(STATUSES)),
-                   ("summary", *TEXT), ("error", *DICT)),
-    ExchangeStarted: (("exchange_id", *ID), *_SESSION, ("started_at", *INSTANT)),
-    ExchangeEnded: (("exchange_id", *ID), *_SESSION, ("ended_at", *INSTANT),
-                    ("status", _one_of(STATUSES), " or ".join(STATUSES)),
-                    ("stats", _stats, "a dict whose cost_usd is a non-negative number, or None")),
-    CallRecorded: (("call_id", *ID), *_SESSION, ("exchange_id", *TEXT),
-                   ("request", lambda v: isinstance(v, dict), "a dict"),
-                   ("response", _message, "a message dict or None"), ("model", *TEXT), ("provider", *TEXT),
-                   ("stop_reason", *TEXT), ("usage", lambda v: v is None or type(v) is Usage, "a Usage or None"),
-                   ("cost_usd", *AMOUNT), ("latency_ms", *AMOUNT), ("ttft_ms", *AMOUNT),
-                   ("provider_message_id", *TEXT), ("request_id", *TEXT), ("error", *DICT),
-                   ("status", _one_of(CALL_STATUSES), " or ".join(CALL_STATUSES)), ("context_facts", *DICT),
-                   ("stable_history", lambda v: type(v) is bool, "a bool")),
-    ToolResultRecorded: (("tool_result_id", *ID), *_SESSION, ("at", *INSTANT), ("tool_use_id", *TEXT),
-                         ("name", *TEXT), ("is_error", lambda v: type(v) is bool, "a bool"),
-                         ("duration_ms", *AMOUNT)),
-    OutcomeRecorded: (("outcome_id", *ID), *_SESSION, ("at", *INSTANT), ("outcome_kind", *ID), ("call_id", *TEXT)),
-    ReasoningRecorded: (("record_id", *ID), *_SESSION, ("at", *INSTANT), ("phase", *ID), ("compact", _dict, "a dict"),
-                        ("agent", *TEXT), ("group", *TEXT), ("details", *TEXT), ("artifact_path", *TEXT),
-                        ("details_tokens", _pid, "an int"), ("compact_tokens", _pid, "an int"), ("tokenizer", *TEXT),
-                        ("redacted", lambda v: type(v) is bool, "a bool"), ("confidence", *TEXT),
-                        ("references", lambda v: v is None or isinstance(v, list), "a list or None"),
-                        ("state", _one_of(("kept", "held")), "kept or held")),
-}
+# In process, a call holds a `Usage` and may hold the SDK's own reply object; their wire forms are the shapes'.
+_IN_PROCESS = {"usage": Rule(lambda v: type(v) is Usage, "a Usage"),
+               "response": Rule(lambda v: isinstance(v, dict) or hasattr(v, "model_dump"), "a message dict")}
+_CHECKS: dict[type, tuple[FieldCheck, ...]] = {
+    cls: checks_of(EVENTS[kind], EVENT, skip=("event",), in_process=_IN_PROCESS) for kind, cls in EVENT_TYPES.items()}
 
 
 def check_event(event: Any) -> None:
@@ -443,7 +364,16 @@ def check_event(event: Any) -> None:
     checks = _CHECKS.get(type(event))
     if checks is None:
         raise RecordError(f"event: expected one of {sorted(EVENT_TYPES)}, got {type(event).__name__}")
-    for name, ok, expected in checks:
-        value = getattr(event, name)
-        if not ok(value):
-            raise RecordError(f"{name}: expected {expected}, got {type(value).__name__}")
+    wrong = first_wrong(checks, lambda name: getattr(event, name), EVENT)
+    if wrong is not None:
+        name, expected, value = wrong
+        raise RecordError(f"{name}: expected {expected}, got {type(value).__name__}")
+
+
+def dump_event(event: Event) -> bytes:
+    """One event as a line of the wire encoding (spill files, `POST /v1/ingest`)."""
+    return encode_line(event.to_dict())
+
+
+def load_event(line: bytes) -> Event:
+    return event_from_dict(decode_line(line))

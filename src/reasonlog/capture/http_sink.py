@@ -18,9 +18,9 @@ from typing import Any
 
 import orjson
 
-from ..model import Event, new_id
+from ..model import Event, dump_event, new_id
+from ..wire import masked_line
 from .sinks import BaseSink, Outcome, SpillingSink
-from .spillfiles import dump_event, masked_line
 
 DEFAULT_MAX_BYTES = 1 << 20  # until the server says its own
 BACKOFF_S = (0.25, 0.5, 1.0)

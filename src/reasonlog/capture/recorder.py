@@ -29,11 +29,11 @@ from ..model import (
     ToolResultRecorded,
     Usage,
     format_instant,
-    is_amount,
     new_id,
     utc_now,
 )
 from ..parts import RecordError
+from ..wire.rules import is_amount
 from .arguments import build_request, error_of, response_message, snapshot, unwrap_response, usage_of
 from .http_sink import remote_sink
 from .redact import Redactor

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from .. import model
-from ..model import Event
+from ..model import Event, dump_event
 from ..store import Store
-from .spillfiles import SpillFiles, claimed, dump_event
+from .spillfiles import SpillFiles, claimed
 
 log = logging.getLogger("reasonlog")
 

@@ -16,7 +16,6 @@ the same file twice.
 """
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
 import os
@@ -26,71 +25,10 @@ from typing import Any
 
 import orjson
 
-from ..model import Event, event_from_dict, jsonable, new_id
+from ..model import Event, dump_event, load_event, new_id
+from ..wire import masked_line
 
 SET_ASIDE = "set-aside.jsonl"
-_BYTES, _INT = "$reasonlog.bytes", "$reasonlog.int"
-_OPTS = orjson.OPT_NON_STR_KEYS
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return {_BYTES: base64.b64encode(bytes(value)).decode()}
-    return jsonable(value)
-
-
-def _tagged(value: Any) -> Any:
-    """`value` with integers beyond 64 bits as tagged text: orjson refuses them before any `default`."""
-    if isinstance(value, int) and not isinstance(value, bool) and not -2 ** 63 <= value < 2 ** 64:
-        return {_INT: str(value)}
-    if isinstance(value, dict):
-        return {k: _tagged(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_tagged(v) for v in value]
-    return value
-
-
-def dump_event(ev: Event) -> bytes:
-    """One event as a JSON line whose bytes and big integers come back as they were."""
-    return _dump(ev.to_dict())
-
-
-def masked_line(line: bytes, redactor: Any) -> bytes:
-    """An event line (`dump_event`) with every string of its event masked, one by one (never across the
-    line's structure), raw bytes included (their base64 hides them from a search of the line)."""
-    tagged = b'"$reasonlog.' in line
-    if not tagged and not redactor.may_hold(line):
-        return line
-    data = orjson.loads(line)
-    data = _untagged(data) if tagged else data
-    masked = redactor.value(data)
-    return line if masked is data else _dump(masked)
-
-
-def _dump(data: Any) -> bytes:
-    try:
-        return orjson.dumps(data, default=_default, option=_OPTS)
-    except TypeError:  # rare: a big integer somewhere; the slow walk only then
-        return orjson.dumps(_tagged(data), default=_default, option=_OPTS)
-
-
-def _untagged(value: Any) -> Any:
-    if isinstance(value, dict):
-        if len(value) == 1 and _BYTES in value:
-            return base64.b64decode(value[_BYTES])
-        if len(value) == 1 and _INT in value:
-            return int(value[_INT])
-        return {k: _untagged(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_untagged(v) for v in value]
-    return value
-
-
-def load_event(line: bytes) -> Event:
-    data = orjson.loads(line)
-    if b'"$reasonlog.' in line:
-        data = _untagged(data)
-    return event_from_dict(data)
 
 
 @contextlib.contextmanager

@@ -12,8 +12,9 @@ from dataclasses import fields
 
 import orjson
 
-from ..model import Event, jsonable
+from ..model import Event
 from ..parts import RecordError
+from ..wire import jsonable
 
 # The store's options: sorted keys for contents, and keys that are numbers or booleans written as text.
 _OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS

@@ -22,8 +22,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..capture.spillfiles import load_event
-from ..model import EVENT_TYPES, Event
+from ..model import EVENT_TYPES, Event, load_event
 from ..parts import RecordError
 from ..store import Store
 from . import guards

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import zstandard
 
-from ..model import jsonable
+from ..wire import jsonable
 
 CODEC_PLAIN = 0
 CODEC_ZSTD = 1

@@ -9,9 +9,9 @@ from typing import Any, Protocol
 
 import orjson
 
-from ..model import jsonable
 from ..parts import searchable_text
 from ..redact import Redactor
+from ..wire import jsonable
 from .content import (
     CANONICAL,
     COMPRESS_MIN_BYTES,

@@ -24,7 +24,7 @@ from ..conversation import (
     reply_units,
     reply_variants,
 )
-from ..model import jsonable
+from ..wire import jsonable
 from .content import CANONICAL, canonical, decode_context
 
 # Reader keys by content id, across sessions; cleared past this many (a key and its entry take ~150 bytes).

@@ -7,14 +7,15 @@ Needs no database, so a file can be checked before a store is even opened. Every
 from __future__ import annotations
 
 import base64
-import re
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from ..wire import EXPORT_VERSION, PARSED, WireError, row_of
+from ..wire import EXPORT_VERSION, PARSED, RECORDS, WireError, row_of
+from ..wire.rules import RECORD, checks_of
 from . import Invalid
 from .content import canonical, content_hash
 
@@ -23,8 +24,6 @@ VERSION = EXPORT_VERSION  # 2: ends with an `end` record counting its records; 3
 COUNTED = (2, 3)  # versions that end with an `end` record
 END = "end"
 RECORD_KINDS = ("session", "exchange", "call", "message", "tool_result", "outcome", "content", "counters")
-INT64 = (-(2 ** 63), 2 ** 63 - 1)
-_HASH = re.compile(r"[0-9a-f]{32}")
 
 
 class BadRecord(Invalid):
@@ -42,17 +41,36 @@ class BadRecord(Invalid):
 
 
 # ------------------------------------------------------------------ field types
+# The fields of every record and their types are the shapes of `wire.RECORDS`; a version 3 record is checked
+# in its row form (`wire.row_of`), where a parsed field is JSON text under its row name (`labels_json`).
 
 
-def _int(v: Any) -> bool:
-    return type(v) is int and INT64[0] <= v <= INT64[1]  # bool is an int to Python, not to us
+@dataclass(frozen=True, slots=True)
+class _Field:
+    column: str            # its name in the row form
+    test: Callable[[Any], bool]
+    expected: str          # as the row form says it
+    need: str              # "!" required and not null, "=" not null when present, "" may be null or absent
+    name: str              # its name in a version 3 record
+    expected_parsed: str   # as a version 3 record says it
 
 
-def _num(v: Any) -> bool:
-    return _int(v) or type(v) is float
+def _compile(kind: str, shape: type) -> tuple[_Field, ...]:
+    columns = PARSED.get(kind, {})
+    out = []
+    for check in checks_of(shape, RECORD, skip=("type",)):
+        need = "" if check.nullable else "=" if check.defaulted or not check.required else "!"
+        column = columns.get(check.name)
+        if column is None:
+            out.append(_Field(check.name, check.test, check.expected, need, check.name, check.expected))
+            continue
+        parsed = "a JSON value" if check.expected == RECORD.anything else check.expected
+        row = "JSON text" if check.expected == RECORD.anything else f"JSON text of {check.expected}"
+        out.append(_Field(column, _json_text(check.test, check.nullable), row, need, check.name, parsed))
+    return tuple(out)
 
 
-def _json_text(want: type | None) -> Callable[[Any], bool]:
+def _json_text(test: Callable[[Any], bool], nullable: bool) -> Callable[[Any], bool]:
     def check(v: Any) -> bool:
         if not isinstance(v, str):
             return False
@@ -60,101 +78,12 @@ def _json_text(want: type | None) -> Callable[[Any], bool]:
             parsed = orjson.loads(v)
         except orjson.JSONDecodeError:
             return False
-        return want is None or isinstance(parsed, want)
+        return nullable if parsed is None else test(parsed)
     return check
 
 
-def _hash(v: Any) -> bool:
-    return isinstance(v, str) and _HASH.fullmatch(v) is not None
-
-
-def _context(v: Any) -> bool:
-    """Content hashes and `[start, end]` runs into the previous call's context."""
-    items = _loads_list(v)
-    return items is not None and all(
-        _hash(i) or (isinstance(i, list) and len(i) == 2 and all(_int(n) and n >= 0 for n in i)) for i in items)
-
-
-def _hashes(v: Any) -> bool:
-    items = _loads_list(v)
-    return items is not None and all(_hash(i) for i in items)
-
-
-def _loads_list(v: Any) -> list | None:
-    try:
-        parsed = orjson.loads(v) if isinstance(v, str) else None
-    except orjson.JSONDecodeError:
-        return None
-    return parsed if isinstance(parsed, list) else None
-
-
-def _tags(v: Any) -> bool:
-    items = _loads_list(v)
-    return items is not None and all(isinstance(t, str) and t for t in items)
-
-
-def _counters(v: Any) -> bool:
-    return isinstance(v, dict) and all(_int(n) for n in v.values())
-
-
-TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "str": (lambda v: isinstance(v, str), "text"),
-    "int": (_int, "an integer (64-bit)"),
-    "num": (_num, "a number"),
-    "flag": (lambda v: type(v) is int and v in (0, 1), "0 or 1"),
-    "json": (_json_text(None), "JSON text"),
-    "obj": (_json_text(dict), "JSON text of an object"),
-    "hash": (_hash, "a content hash (32 hex digits)"),
-    "context": (_context, "JSON text of a list of content hashes and [start, end] runs"),
-    "hashes": (_hashes, "JSON text of a list of content hashes"),
-    "kind": (lambda v: v in ("message", "system", "tool"), "one of 'message', 'system', 'tool'"),
-    "counters": (_counters, "an object of integers"),
-    "tags": (_tags, "JSON text of a list of tag names"),
-    "any": (lambda v: True, "any JSON value"),
-    "raw_format": (lambda v: v in ("skeleton", "bytes"), "'skeleton' or 'bytes'"),
-    "raw_encoding": (lambda v: v == "base64", "'base64'"),
-    "version": (_int, "an integer"),
-}
-
-# Field -> type. A trailing "!" means NOT NULL and required; "=" means NOT NULL but the database has a
-# default for it when absent. Other fields may be null or absent (NULL).
-FIELDS: dict[str, dict[str, str]] = {
-    FORMAT: {"version": "version!"},
-    "session": {"id": "str!", "run": "str", "agent": "str", "model": "str", "provider": "str", "labels_json": "obj=",
-                "parent_session_id": "str", "parent_call_id": "str", "external_id": "str", "host": "str",
-                "pid": "int", "started_at": "str!", "ended_at": "str", "status": "str=", "summary": "str",
-                "error_json": "json", "xml_tool_tags_json": "tags"},
-    "exchange": {"id": "str!", "session_id": "str!", "idx": "int!", "input_json": "json", "result_json": "json",
-                 "status": "str=", "stats_json": "obj", "started_at": "str!", "ended_at": "str"},
-    "call": {"id": "str!", "session_id": "str!", "idx": "int!", "exchange_id": "str", "provider": "str",
-             "model": "str", "started_at": "str!", "latency_ms": "num", "ttft_ms": "num", "status": "str!",
-             "stop_reason": "str", "error_json": "json", "input_tokens": "int", "output_tokens": "int",
-             "cache_read_tokens": "int", "cache_write_tokens": "int", "cache_write_1h_tokens": "int",
-             "reasoning_tokens": "int", "cost_usd": "num", "cost_source": "str", "provider_message_id": "str",
-             "request_id": "str", "params_json": "obj!", "shape_json": "obj", "system_id": "hash",
-             "tools_json": "hashes", "context_json": "context!", "context_len": "int!", "response_id": "hash",
-             "context_facts_json": "obj", "window_json": "obj", "raw": "str", "raw_format": "raw_format",
-             "raw_encoding": "raw_encoding"},
-    "message": {"session_id": "str!", "idx": "int!", "role": "str", "content": "hash!", "call_id": "str",
-                "at": "str!"},
-    "tool_result": {"id": "str!", "session_id": "str!", "tool_use_id": "str", "name": "str", "input_json": "json",
-                    "content_json": "json", "is_error": "flag=", "duration_ms": "num", "at": "str!",
-                    "message_idx": "int!"},
-    "outcome": {"id": "str!", "session_id": "str!", "kind": "str!", "payload_json": "json", "call_id": "str",
-                "at": "str!", "message_idx": "int!"},
-    "content": {"hash": "hash!", "kind": "kind!", "value": "any!"},
-    "counters": {"values": "counters!"},
-    END: {"records": "int!", "counts": "counters!"},
-}
-
-
-def _compile(spec: dict[str, str]) -> list[tuple[str, Callable[[Any], bool], str, str]]:
-    """Field, test, what is expected, and "!" (required), "=" (required unless absent) or "" (nullable)."""
-    return [(name, *TYPES[typ.rstrip("!=")], typ[-1] if typ[-1] in "!=" else "") for name, typ in spec.items()]
-
-
-_COMPILED = {kind: _compile(spec) for kind, spec in FIELDS.items()}  # checked per record: keep it cheap
-WIRE_NAMES = {kind: {column: name for name, (column, _) in fields.items()} for kind, fields in PARSED.items()}
+_COMPILED = {kind: _compile(kind, shape) for kind, shape in RECORDS.items()}  # checked per record: keep it cheap
+FIELDS = {kind: {f.column for f in fields} for kind, fields in _COMPILED.items()}
 
 
 def _base64(text: Any) -> bool:
@@ -168,34 +97,27 @@ def _base64(text: Any) -> bool:
 def check_fields(index: int, kind: str, record: dict, wire: bool = False) -> None:
     """Every field known, present when required, and of its type. `wire`: the record came in version 3, so
     errors name its fields as the file does (`labels`, not the row's `labels_json`)."""
-    if len(record) - 1 > len(FIELDS[kind]) or not record.keys() - {"type"} <= FIELDS[kind].keys():
-        unknown = sorted(set(record) - set(FIELDS[kind]) - {"type"})
+    if len(record) - 1 > len(FIELDS[kind]) or not record.keys() - {"type"} <= FIELDS[kind]:
+        unknown = sorted(set(record) - FIELDS[kind] - {"type"})
         raise BadRecord(index, f"{kind} record: unknown field(s) {', '.join(map(repr, unknown))}")
-    for name, valid, expected, need in _COMPILED[kind]:
-        value = record.get(name)
+    for field in _COMPILED[kind]:
+        value = record.get(field.column)
         if value is None:
-            if need == "!" or (need == "=" and name in record):
-                shown, what = _shown(kind, name, expected, wire)
+            if field.need == "!" or (field.need == "=" and field.column in record):
+                shown, what = _shown(field, wire)
                 raise BadRecord(index, f"{kind} record: field {shown!r}: expected {what},"
-                                       f" got {'nothing' if name not in record else 'null'}")
-        elif not valid(value):
-            shown, what = _shown(kind, name, expected, wire)
-            got = orjson.loads(value) if shown != name else value
+                                       f" got {'nothing' if field.column not in record else 'null'}")
+        elif not field.test(value):
+            shown, what = _shown(field, wire)
+            what += " or null" if field.need == "" else ""
+            got = orjson.loads(value) if shown != field.column else value
             raise BadRecord(index, f"{kind} record: field {shown!r}: expected {what},"
                                    f" got {type(got).__name__} {_brief(got)}")
 
 
-_PARSED_EXPECTED = {"JSON text of an object": "an object", "JSON text": "a JSON value",
-                    "JSON text of a list of content hashes and [start, end] runs":
-                        "a list of content hashes and [start, end] runs",
-                    "JSON text of a list of content hashes": "a list of content hashes",
-                    "JSON text of a list of tag names": "a list of tag names"}
-
-
-def _shown(kind: str, column: str, expected: str, wire: bool) -> tuple[str, str]:
-    """The field's name and expected type as a version 3 file says them."""
-    name = WIRE_NAMES.get(kind, {}).get(column) if wire else None
-    return (name, _PARSED_EXPECTED.get(expected, expected)) if name else (column, expected)
+def _shown(field: _Field, wire: bool) -> tuple[str, str]:
+    """The field's name and expected type as the file says them."""
+    return (field.name, field.expected_parsed) if wire else (field.column, field.expected)
 
 
 def _brief(value: Any) -> str:

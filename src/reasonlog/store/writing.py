@@ -25,9 +25,9 @@ from ..model import (
     ToolResultRecorded,
     check_event,
     format_instant,
-    jsonable,
 )
 from ..parts import RecordError
+from ..wire import jsonable
 from .content import (
     decode_context,
     encode_context,

@@ -1,4 +1,4 @@
-"""The wire contract: the JSON form of what reasonlog sends and keeps outside a database.
+"""The wire contract's shapes: the JSON form of what reasonlog sends and keeps outside a database.
 
 One place for every shape that leaves the process: the events a recorder spills or sends (their
 `to_dict()` form, see `model.Event`), and the records of `reasonlog export` (version 3), which the
@@ -11,7 +11,7 @@ row form the store writes; an import of a version 2 file skips the conversion.
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 try:  # pydantic (the server's response models) reads only typing_extensions' TypedDict before Python 3.12
     from typing import NotRequired
@@ -22,10 +22,37 @@ except ImportError:  # the base install has no pydantic, and the typing module's
 
 import orjson
 
+from .rules import (
+    AMOUNT,
+    AS_GIVEN,
+    CONTEXT,
+    COUNT,
+    COUNTERS,
+    FLAG,
+    HASH,
+    HASHES,
+    ID,
+    INSTANT,
+    TAGS,
+    Defaulted,
+    Rule,
+    is_amount,
+)
+
 EXPORT_VERSION = 3
 
 
 # ------------------------------------------------------------------------------------ events
+# Each event is the dataclass of the same name in `model.py` (its fields, with an `event` key naming its kind);
+# `model.check_event` checks an event against these shapes, and a test holds the two to the same fields.
+
+STATUS = Literal["completed", "failed", "interrupted"]
+CALL_STATUS = Literal["ok", "error", "partial"]
+STATS = Rule(lambda v: isinstance(v, dict) and is_amount(v.get("cost_usd")),
+             "a dict whose cost_usd is a non-negative number")  # readers add up a reported cost_usd
+Id = Annotated[str, ID]
+Instant = Annotated[str, INSTANT]
+Amount = Annotated[float | None, AMOUNT]
 
 
 class UsageJSON(TypedDict):
@@ -39,8 +66,8 @@ class UsageJSON(TypedDict):
 
 class SessionStartedJSON(TypedDict):
     event: Literal["session_started"]
-    session_id: str
-    started_at: str
+    session_id: Id
+    started_at: Instant
     agent: str | None
     run: str | None
     model: str | None
@@ -50,40 +77,122 @@ class SessionStartedJSON(TypedDict):
     parent_call_id: str | None
     external_id: str | None
     host: str | None
-    pid: int | None
-    xml_tool_tags: list[str] | None
+    pid: Annotated[int | None, COUNT]
+    xml_tool_tags: Annotated[list[str] | None, TAGS]
     live_token: str | None
+
+
+class SessionEndedJSON(TypedDict):
+    event: Literal["session_ended"]
+    session_id: Id
+    ended_at: Instant
+    status: STATUS
+    summary: str | None
+    error: dict[str, Any] | None
+
+
+class ExchangeStartedJSON(TypedDict):
+    event: Literal["exchange_started"]
+    exchange_id: Id
+    session_id: Id
+    started_at: Instant
+    input: Any
+
+
+class ExchangeEndedJSON(TypedDict):
+    event: Literal["exchange_ended"]
+    exchange_id: Id
+    session_id: Id
+    ended_at: Instant
+    result: Any
+    status: STATUS
+    stats: Annotated[dict[str, Any] | None, STATS]
 
 
 class CallRecordedJSON(TypedDict):
     event: Literal["call"]
-    call_id: str
-    session_id: str
+    call_id: Id
+    session_id: Id
     exchange_id: str | None
-    started_at: str
+    started_at: Annotated[str | float, AS_GIVEN]  # ISO text or epoch seconds: the store normalises it
     request: dict[str, Any]          # the request body; messages, system and tools are stored by reference
     response: dict[str, Any] | None  # the assistant message
     model: str | None
     provider: str | None
     stop_reason: str | None
     usage: UsageJSON | None
-    cost_usd: float | None           # only when the provider reported it
-    latency_ms: float | None
-    ttft_ms: float | None
+    cost_usd: Amount                 # only when the provider reported it
+    latency_ms: Amount
+    ttft_ms: Amount
     provider_message_id: str | None
     request_id: str | None
     raw: Any
     error: dict[str, Any] | None
-    status: Literal["ok", "error", "partial"]
+    status: CALL_STATUS
     context_facts: dict[str, Any] | None
     stable_history: bool
 
 
-# The other events (`session_ended`, `exchange_started`, `exchange_ended`, `tool_result`, `outcome`) are the
-# fields of their dataclasses in `model.py` with an `event` key; `model.check_event` checks each field's type.
+class ToolResultJSON(TypedDict):
+    event: Literal["tool_result"]
+    tool_result_id: Id
+    session_id: Id
+    at: Instant
+    tool_use_id: str | None
+    content: Any
+    name: str | None
+    input: Any
+    is_error: bool
+    duration_ms: Amount
+
+
+class OutcomeJSON(TypedDict):
+    event: Literal["outcome"]
+    outcome_id: Id
+    session_id: Id
+    at: Instant
+    outcome_kind: Id
+    payload: Any
+    call_id: str | None
+
+
+class ReasoningJSON(TypedDict):
+    event: Literal["reasoning"]
+    record_id: Id
+    session_id: Id
+    at: Instant
+    phase: Id
+    compact: dict[str, Any]
+    agent: str | None
+    group: str | None
+    details: str | None
+    artifact_path: str | None
+    details_tokens: Annotated[int | None, COUNT]
+    compact_tokens: Annotated[int | None, COUNT]
+    tokenizer: str | None
+    redacted: bool
+    confidence: str | None
+    references: list[Any] | None
+    state: Literal["kept", "held"]
+
+
+EVENTS: dict[str, type] = {
+    "session_started": SessionStartedJSON, "session_ended": SessionEndedJSON,
+    "exchange_started": ExchangeStartedJSON, "exchange_ended": ExchangeEndedJSON, "call": CallRecordedJSON,
+    "tool_result": ToolResultJSON, "outcome": OutcomeJSON, "reasoning": ReasoningJSON,
+}
 
 
 # ------------------------------------------------------------------------------------ export records
+# `store/transfer_checks.py` checks each record against these shapes (in their row form, for version 2).
+
+Hash = Annotated[str, HASH]
+Json = Annotated[Any, Rule(lambda v: True, "any JSON value")]  # present and not null
+
+
+class HeaderRecord(TypedDict):
+    type: Literal["reasonlog"]
+    version: int
 
 
 class SessionFields(TypedDict):
@@ -94,7 +203,7 @@ class SessionFields(TypedDict):
     agent: str | None
     model: str | None
     provider: str | None
-    labels: dict[str, Any]
+    labels: Annotated[dict[str, Any], Defaulted()]
     parent_session_id: str | None
     parent_call_id: str | None
     external_id: str | None
@@ -102,10 +211,10 @@ class SessionFields(TypedDict):
     pid: int | None
     started_at: str
     ended_at: str | None
-    status: str
+    status: Annotated[str, Defaulted()]
     summary: str | None
     error: Any
-    xml_tool_tags: list[str] | None
+    xml_tool_tags: Annotated[list[str] | None, TAGS]
 
 
 class SessionRecord(SessionFields):
@@ -119,7 +228,7 @@ class ExchangeRecord(TypedDict):
     idx: int
     input: Any
     result: Any
-    status: str
+    status: Annotated[str, Defaulted()]
     stats: dict[str, Any] | None
     started_at: str
     ended_at: str | None
@@ -131,24 +240,36 @@ class CallRecord(TypedDict):
     session_id: str
     idx: int
     exchange_id: str | None
-    started_at: str
+    provider: str | None
     model: str | None
+    started_at: str
+    latency_ms: float | None
+    ttft_ms: float | None
     status: str
+    stop_reason: str | None
+    error: Any
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    cache_write_1h_tokens: int | None
+    reasoning_tokens: int | None
+    cost_usd: float | None
+    cost_source: str | None
+    provider_message_id: str | None
+    request_id: str | None
     params: dict[str, Any]
     shape: dict[str, Any] | None
-    context: list[str | list[int]]   # content hashes, and [start, end] runs into the previous call's context
-    context_len: int
-    tools: list[str] | None          # content hashes
-    system_id: str | None            # a content hash
-    response_id: str | None          # a content hash
+    system_id: Annotated[str | None, HASH]       # a content hash
+    tools: Annotated[list[str] | None, HASHES]   # content hashes
+    context: Annotated[list[str | list[int]], CONTEXT]  # content hashes, and [start, end] runs into the
+    context_len: int                                    # previous call's context
+    response_id: Annotated[str | None, HASH]     # a content hash
     context_facts: dict[str, Any] | None
-    window: NotRequired[dict[str, Any] | None]  # how the context follows from the previous call's (schema 12)
-    error: Any
+    window: NotRequired[dict[str, Any] | None]   # how the context follows from the previous call's (schema 12)
     raw: NotRequired[str | None]
     raw_format: NotRequired[Literal["skeleton", "bytes"] | None]
-    raw_encoding: NotRequired[Literal["base64"]]  # present when `raw` is base64 of bytes that are not UTF-8
-    # and the measurements: provider, latency_ms, ttft_ms, stop_reason, the token counts, cost_usd, cost_source,
-    # provider_message_id, request_id
+    raw_encoding: NotRequired[Literal["base64"] | None]  # set when `raw` is base64 of bytes that are not UTF-8
 
 
 class MessageRecord(TypedDict):
@@ -156,7 +277,7 @@ class MessageRecord(TypedDict):
     session_id: str
     idx: int
     role: str | None
-    content: str                     # a content hash
+    content: Hash
     call_id: str | None
     at: str
 
@@ -169,7 +290,7 @@ class ToolResultRecord(TypedDict):
     name: str | None
     input: Any
     content: Any
-    is_error: int
+    is_error: Annotated[int, FLAG, Defaulted()]
     duration_ms: float | None
     at: str
     message_idx: int
@@ -188,23 +309,39 @@ class OutcomeRecord(TypedDict):
 
 class ContentRecord(TypedDict):
     type: Literal["content"]
-    hash: str                        # BLAKE2b-128 of the value's canonical JSON, hex
+    hash: Hash                       # BLAKE2b-128 of the value's canonical JSON, hex
     kind: Literal["message", "system", "tool"]
-    value: Any
+    value: Json
 
 
-# Record type -> {field: (row column, what the value must be)}: the fields whose row form is JSON text.
-PARSED: dict[str, dict[str, tuple[str, str]]] = {
-    "session": {"labels": ("labels_json", "object"), "error": ("error_json", "any"),
-                "xml_tool_tags": ("xml_tool_tags_json", "list")},
-    "exchange": {"input": ("input_json", "any"), "result": ("result_json", "any"), "stats": ("stats_json", "object")},
-    "call": {"error": ("error_json", "any"), "params": ("params_json", "object"), "shape": ("shape_json", "object"),
-             "tools": ("tools_json", "list"), "context": ("context_json", "list"),
-             "context_facts": ("context_facts_json", "object"), "window": ("window_json", "object")},
-    "tool_result": {"input": ("input_json", "any"), "content": ("content_json", "any")},
-    "outcome": {"payload": ("payload_json", "any")},
+class CountersRecord(TypedDict):
+    type: Literal["counters"]
+    values: Annotated[dict[str, int], COUNTERS]
+
+
+class EndRecord(TypedDict):
+    type: Literal["end"]
+    records: int
+    counts: Annotated[dict[str, int], COUNTERS]
+
+
+RECORDS: dict[str, type] = {
+    "reasonlog": HeaderRecord, "session": SessionRecord, "exchange": ExchangeRecord, "call": CallRecord,
+    "message": MessageRecord, "tool_result": ToolResultRecord, "outcome": OutcomeRecord, "content": ContentRecord,
+    "counters": CountersRecord, "end": EndRecord,
 }
-_COLUMN = {kind: {column: name for name, (column, _) in fields.items()} for kind, fields in PARSED.items()}
+
+
+# Record type -> {field: row column}: the fields whose row form (versions 1 and 2, and the store) is JSON text.
+PARSED: dict[str, dict[str, str]] = {
+    "session": {"labels": "labels_json", "error": "error_json", "xml_tool_tags": "xml_tool_tags_json"},
+    "exchange": {"input": "input_json", "result": "result_json", "stats": "stats_json"},
+    "call": {"error": "error_json", "params": "params_json", "shape": "shape_json", "tools": "tools_json",
+             "context": "context_json", "context_facts": "context_facts_json", "window": "window_json"},
+    "tool_result": {"input": "input_json", "content": "content_json"},
+    "outcome": {"payload": "payload_json"},
+}
+_COLUMN = {kind: {column: name for name, column in fields.items()} for kind, fields in PARSED.items()}
 
 
 # ------------------------------------------------------------------------------------ API bodies
@@ -332,8 +469,8 @@ def record_of(kind: str, row: dict) -> dict:
 
 
 def row_of(kind: str, record: dict) -> dict:
-    """The row form of a version 3 record; raises WireError for a parsed field of the wrong type or a row
-    column name (which only versions 1 and 2 carry)."""
+    """The row form of a version 3 record (its types are checked in that form, by `store/transfer_checks.py`);
+    raises WireError for a row column name (which only versions 1 and 2 carry) or a value JSON cannot hold."""
     fields = PARSED.get(kind)
     if not fields:
         return record
@@ -341,14 +478,10 @@ def row_of(kind: str, record: dict) -> dict:
     for key, value in record.items():
         if key in _COLUMN[kind]:
             raise WireError(key, f"a version 2 name; version 3 writes {_COLUMN[kind][key]!r}")
-        spec = fields.get(key)
-        if spec is None:
+        column = fields.get(key)
+        if column is None:
             out[key] = value
             continue
-        column, want = spec
-        if value is not None and want != "any" and not isinstance(value, dict if want == "object" else list):
-            raise WireError(key, f"expected {'an object' if want == 'object' else 'a list'} or null,"
-                                 f" got {type(value).__name__}")
         try:
             out[column] = None if value is None else orjson.dumps(value).decode()
         except TypeError as exc:  # integers past 64 bits

@@ -1,0 +1,46 @@
+"""The wire contract: every shape that leaves the process, one place, used by whatever reads or writes it.
+
+- `shapes`: TypedDicts of the events a recorder spills or sends, the records of `reasonlog export`, and the
+  bodies of the HTTP API (the routes' response models). `model.check_event` checks events against them,
+  `store/transfer_checks.py` checks export records, FastAPI publishes them in /openapi.json.
+- `rules`: what an annotation means when a value arrives (`checks_of`), and the constraints types cannot say.
+- `codec`: the line encoding of events (spill files and `POST /v1/ingest`).
+No I/O here, and nothing from the rest of reasonlog: every layer may import it.
+"""
+from .codec import decode_line, encode_line, jsonable, masked_line
+from .shapes import (
+    EVENTS,
+    EXPORT_VERSION,
+    PARSED,
+    RECORDS,
+    CallDetailJSON,
+    CallJSON,
+    CallRecord,
+    CallRecordedJSON,
+    ContentRecord,
+    ExchangeRecord,
+    MessageJSON,
+    MessageRecord,
+    OutcomeRecord,
+    SessionCallJSON,
+    SessionFields,
+    SessionJSON,
+    SessionPageJSON,
+    SessionRecord,
+    SessionsPageJSON,
+    SessionStartedJSON,
+    ToolResultRecord,
+    UsageJSON,
+    WindowJSON,
+    WireError,
+    record_of,
+    row_of,
+)
+
+__all__ = [
+    "EVENTS", "EXPORT_VERSION", "PARSED", "RECORDS", "CallDetailJSON", "CallJSON", "CallRecord", "CallRecordedJSON",
+    "ContentRecord", "ExchangeRecord", "MessageJSON", "MessageRecord", "OutcomeRecord", "SessionCallJSON",
+    "SessionFields", "SessionJSON", "SessionPageJSON", "SessionRecord", "SessionsPageJSON", "SessionStartedJSON",
+    "ToolResultRecord", "UsageJSON", "WindowJSON", "WireError", "decode_line", "encode_line", "jsonable",
+    "masked_line", "record_of", "row_of",
+]

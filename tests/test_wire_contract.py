@@ -1,0 +1,123 @@
+"""The wire contract is used, not declared: the event checks, the line codec, the export checker and the API's
+response models all come from `reasonlog.wire`, and what each writes matches the shapes there."""
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reasonlog
+from reasonlog.demo import run_demo
+from reasonlog.io import jsonl
+from reasonlog.model import EVENT_TYPES, check_event, dump_event, load_event
+from reasonlog.parts import RecordError
+from reasonlog.store.transfer_checks import BadRecord, check_fields
+from reasonlog.wire import EVENTS, PARSED, RECORDS, decode_line, encode_line, row_of
+from reasonlog.wire.rules import EVENT, RECORD, checks_of
+
+
+def _keys(shape: type) -> set[str]:
+    return set(typing.get_type_hints(shape)) - {"event", "type"}
+
+
+@pytest.mark.parametrize("kind", sorted(EVENT_TYPES))
+def test_each_event_dataclass_has_the_fields_of_its_shape(kind):
+    assert {f.name for f in dataclasses.fields(EVENT_TYPES[kind])} == _keys(EVENTS[kind])
+
+
+class _Opaque:
+    """A value no field may hold (it has no JSON form)."""
+
+
+def _event_with(kind: str, name: str, value):
+    cls = EVENT_TYPES[kind]
+    good = {"session_id": "s", "started_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T00:00:00Z",
+            "at": "2026-01-01T00:00:00Z", "exchange_id": "e", "call_id": "c", "tool_result_id": "t",
+            "outcome_id": "o", "outcome_kind": "k", "record_id": "r", "phase": "p", "compact": {},
+            "request": {}, "response": None, "tool_use_id": None, "content": None}
+    required = {f.name: good[f.name] for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    return cls(**{**required, name: value})
+
+
+_CHECKED = [(kind, check.name) for kind in sorted(EVENT_TYPES)
+            for check in checks_of(EVENTS[kind], EVENT, skip=("event",)) if not check.test(_Opaque())]
+
+
+@pytest.mark.parametrize(("kind", "name"), _CHECKED)
+def test_every_typed_field_of_every_event_is_checked_by_name(kind, name):
+    """Not a hand-kept table: every field whose shape refuses a stray object is refused, naming the field."""
+    with pytest.raises(RecordError, match=rf"^{name}: expected "):
+        check_event(_event_with(kind, name, _Opaque()))
+
+
+def test_fields_that_take_any_json_are_the_ones_the_shapes_say():
+    loose = {(kind, check.name) for kind in EVENT_TYPES for check in checks_of(EVENTS[kind], EVENT, skip=("event",))
+             } - set(_CHECKED)
+    assert loose == {("call", "raw"), ("call", "started_at"), ("exchange_ended", "result"),
+                     ("exchange_started", "input"), ("outcome", "payload"), ("tool_result", "content"),
+                     ("tool_result", "input")}
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+    | st.integers(min_value=-(2 ** 80), max_value=2 ** 80) | st.binary(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_json)
+def test_the_line_codec_gives_back_every_value_as_it_was(value):
+    """Spill files and `POST /v1/ingest` carry bytes and integers past 64 bits, which JSON alone cannot."""
+    line = encode_line({"v": value})
+    assert b"\n" not in line
+    assert decode_line(line) == {"v": value}
+
+
+def test_spill_and_ingest_lines_are_the_wire_encoding_of_the_event():
+    event = _event_with("call", "raw", b"\x00\xff raw bytes")
+    line = dump_event(event)
+    assert line == encode_line(event.to_dict())
+    assert load_event(line) == event
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> list[dict]:
+    db = tmp_path_factory.mktemp("wire") / "demo.db"
+    run_demo(db, exchanges=2)
+    store = reasonlog.open_store(db)
+    try:
+        return [orjson.loads(line) for line in jsonl.dump_lines(store)]
+    finally:
+        store.close()
+
+
+def test_every_exported_record_has_exactly_the_fields_of_its_shape(exported):
+    kinds = {r["type"] for r in exported}
+    assert kinds == set(RECORDS)
+    for record in exported:
+        shape = RECORDS[record["type"]]
+        required = {check.name for check in checks_of(shape, RECORD, skip=("type",)) if check.required}
+        assert required <= record.keys() - {"type"} <= _keys(shape), record["type"]
+
+
+def test_the_export_checker_refuses_what_the_shape_refuses(exported):
+    call = next(r for r in exported if r["type"] == "call")
+    row = {**row_of("call", call), PARSED["call"]["params"]: orjson.dumps([1]).decode()}
+    with pytest.raises(BadRecord, match="field 'params': expected an object, got list"):
+        check_fields(7, "call", row, wire=True)
+
+
+def test_the_api_publishes_every_field_of_its_response_shapes(tmp_path):
+    pytest.importorskip("fastapi")
+    from reasonlog.server.app import create_app
+    from reasonlog.wire import CallDetailJSON, SessionPageJSON, SessionsPageJSON
+
+    schemas = create_app(lambda: reasonlog.open_store(tmp_path / "db")).openapi()["components"]["schemas"]
+    for shape in (SessionsPageJSON, SessionPageJSON, CallDetailJSON):
+        assert set(schemas[shape.__name__]["properties"]) == set(typing.get_type_hints(shape)), shape.__name__
