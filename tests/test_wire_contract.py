@@ -121,3 +121,24 @@ def test_the_api_publishes_every_field_of_its_response_shapes(tmp_path):
     schemas = create_app(lambda: reasonlog.open_store(tmp_path / "db")).openapi()["components"]["schemas"]
     for shape in (SessionsPageJSON, SessionPageJSON, CallDetailJSON):
         assert set(schemas[shape.__name__]["properties"]) == set(typing.get_type_hints(shape)), shape.__name__
+
+
+# A request as the provider takes it is the provider's own shape; every other answer has a described schema.
+_PROVIDER_SHAPED = {("get", "/v1/calls/{call_id}/request")}
+
+
+def test_every_json_answer_of_the_api_has_a_described_schema(tmp_path):
+    pytest.importorskip("fastapi")
+    from reasonlog.server.app import create_app
+
+    spec = create_app(lambda: reasonlog.open_store(tmp_path / "db")).openapi()
+    loose = []
+    for path, methods in spec["paths"].items():
+        for method, operation in methods.items():
+            ok = operation["responses"].get("200") or operation["responses"].get("201")
+            schema = ((ok or {}).get("content") or {}).get("application/json", {}).get("schema")
+            if schema is None or (method, path) in _PROVIDER_SHAPED:
+                continue
+            if "$ref" not in schema and "properties" not in schema:
+                loose.append(f"{method.upper()} {path}")
+    assert loose == []

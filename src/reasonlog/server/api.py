@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 from datetime import date
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import orjson
 from fastapi import APIRouter, Depends, HTTPException, Query
@@ -17,7 +17,16 @@ from .. import query
 from ..model import format_instant
 from ..parts import RecordError
 from ..store import SessionFilter, Store, StoreError
-from ..wire import CallDetailJSON, SessionPageJSON, SessionsPageJSON
+from ..wire import (
+    CallDetailJSON,
+    DiffJSON,
+    OutcomesJSON,
+    RequestBody,
+    RunsJSON,
+    SessionPageJSON,
+    SessionsPageJSON,
+    StatsJSON,
+)
 from .errors import status_of
 
 MAX_PAGE = 500
@@ -32,8 +41,8 @@ def router(get_store: Any, reader: Any) -> APIRouter:
     api = APIRouter(prefix="/v1", dependencies=[reader], tags=["v1"], responses=errors)
 
     @api.get("/runs", summary="Runs with their calls, tokens and cost")
-    def runs(store: Store = Depends(get_store)) -> dict:
-        return {"runs": query.stats(store, "run", SessionFilter(limit=None))}
+    def runs(store: Store = Depends(get_store)) -> RunsJSON:
+        return cast(RunsJSON, {"runs": query.stats(store, "run", SessionFilter(limit=None))})
 
     @api.get("/sessions", summary="Sessions, newest first, filtered, searched and paged by cursor")
     def sessions(run: str | None = None, agent: str | None = None, model: str | None = None,
@@ -80,33 +89,33 @@ def router(get_store: Any, reader: Any) -> APIRouter:
         return cast(CallDetailJSON, {**found, "window": shown})
 
     @api.get("/calls/{call_id}/request", summary="The exact request a call sent (replay)")
-    def request(call_id: str, store: Store = Depends(get_store)) -> dict:
+    def request(call_id: str, store: Store = Depends(get_store)) -> RequestBody:
         return _found(lambda: store.replay_call(store.resolve_id("call", call_id)), "call", call_id)
 
     @api.get("/diff", summary="What changed in the context window from call a to call b")
-    def diff(a: str, b: str, store: Store = Depends(get_store)) -> dict:
+    def diff(a: str, b: str, store: Store = Depends(get_store)) -> DiffJSON:
         first = _found(lambda: store.resolve_id("call", a), "call", a)
         second = _found(lambda: store.resolve_id("call", b), "call", b)
-        return query.diff_calls(store, first, second)
+        return cast(DiffJSON, query.diff_calls(store, first, second))
 
     @api.get("/outcomes", summary="What agents did (trades, moves, files), newest first")
     def outcomes(kind: str | None = None, run: str | None = None, agent: str | None = None,
                  model: str | None = None, session: str | None = None,
                  since: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
                  until: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
-                 limit: int = Query(100, ge=1, le=MAX_PAGE), store: Store = Depends(get_store)) -> dict:
+                 limit: int = Query(100, ge=1, le=MAX_PAGE), store: Store = Depends(get_store)) -> OutcomesJSON:
         flt = SessionFilter(run=run, agent=agent, model=model, since=_when("since", since),
                             until=_when("until", until), limit=limit)
         sid = None if session is None else _found(lambda: store.resolve_id("session", session), "session", session)
-        return {"outcomes": store.list_outcomes(flt, kind, sid)}
+        return cast(OutcomesJSON, {"outcomes": store.list_outcomes(flt, kind, sid)})
 
     @api.get("/stats", summary="Calls, errors, tokens by kind and cost, by day, model, agent or run")
-    def stats(by: str = Query("day", pattern="^(day|model|agent|run)$"), run: str | None = None,
+    def stats(by: Literal["day", "model", "agent", "run"] = "day", run: str | None = None,
               agent: str | None = None, model: str | None = None, since: str | None = None,
-              until: str | None = None, store: Store = Depends(get_store)) -> dict:
+              until: str | None = None, store: Store = Depends(get_store)) -> StatsJSON:
         flt = SessionFilter(run=run, agent=agent, model=model, since=_when("since", since),
                             until=_when("until", until), limit=None)
-        return {"by": by, "rows": query.stats(store, by, flt)}
+        return cast(StatsJSON, {"by": by, "rows": query.stats(store, by, flt)})
 
     return api
 

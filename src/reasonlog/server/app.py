@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from .. import __version__, query
 from ..store import ReadOnlyDatabase, Store, StoreError, keys
 from ..summaries import Summarizer
+from ..wire import HealthJSON, ModelDaysJSON, ReadyJSON
 from . import api, dashboard, ending, guards, ingest, otlp, records
 from .stores import Stores
 from .summarizing import BackgroundSummaries
@@ -93,11 +94,11 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
 
 def _add_health(app: FastAPI, stores: Stores, check_key: Callable[[Request], None]) -> None:
     @app.get("/healthz", summary="The process is up (no key needed)", tags=["health"])
-    def healthz() -> dict:
+    def healthz() -> HealthJSON:
         return {"status": "ok"}
 
     @app.get("/readyz", summary="The database is reachable and its schema current", tags=["health"],
-             responses=UNAUTHORIZED)
+             response_model=ReadyJSON, responses=UNAUTHORIZED)
     def readyz(request: Request) -> Any:
         try:
             stores.writer.get()
@@ -112,9 +113,9 @@ def _add_health(app: FastAPI, stores: Stores, check_key: Callable[[Request], Non
 
 def _add_reasoning(app: FastAPI, stores: Stores, reader: Any, deployment_mode: str) -> None:
     @app.get("/reasoning", summary="Model-days with their positions and, asked, their conversation", tags=["reasoning"],
-             dependencies=[reader], responses={400: {"description": "A malformed date", **ERROR},
-                                               404: {"description": "No session matches the filters", **ERROR},
-                                               **UNAUTHORIZED})
+             dependencies=[reader], response_model=ModelDaysJSON,
+             responses={400: {"description": "A malformed date", **ERROR},
+                        404: {"description": "No session matches the filters", **ERROR}, **UNAUTHORIZED})
     def reasoning(job_id: str | None = Query(None, description="The run (a simulation job)"),
                   date: str | None = Query(None, description="The session's date label, YYYY-MM-DD"),
                   model: str | None = Query(None, description="The model (signature) of the session"),

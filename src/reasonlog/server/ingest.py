@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from ..model import EVENT_TYPES, Event, load_event
 from ..parts import RecordError
 from ..store import Store
+from ..wire import IngestAnswerJSON, IngestLimitsJSON
 from . import guards
 
 MAX_BYTES = 8 << 20
@@ -34,7 +35,7 @@ def router(get_store: Any, writer: Any, max_bytes: int = MAX_BYTES) -> APIRouter
     api = APIRouter(prefix="/v1", dependencies=[writer], tags=["ingestion"])
 
     @api.get("/ingest", summary="What a batch may be: its largest body in bytes")
-    def limits() -> dict:
+    def limits() -> IngestLimitsJSON:
         return {"max_bytes": max_bytes, "format": "application/x-ndjson: a batch header, then one event a line"}
 
     @api.options("/ingest", include_in_schema=False)
@@ -42,6 +43,7 @@ def router(get_store: Any, writer: Any, max_bytes: int = MAX_BYTES) -> APIRouter
         return Response(status_code=204, headers={"Allow": "GET, POST, OPTIONS"})
 
     @api.post("/ingest", summary="Write a batch of events; sent again, it adds nothing",
+              response_model=IngestAnswerJSON,
               responses={200: {"description": "Written; `rejected` lists the events the store could not take"},
                          413: {"description": "The body is larger than max_bytes"},
                          422: {"description": "A line that is not an event (names the line and field), or a"

@@ -27,6 +27,7 @@ from ..io.otlp_logs import LogEvent, read_logs
 from ..io.otlp_spans import OtlpError, Span, read_request
 from ..parts import RecordError
 from ..store import Store
+from ..wire.api import otlp_answer_schema
 from . import guards
 
 KEEP_S = 600.0
@@ -43,7 +44,9 @@ def router(get_store: Any, writer: Any, max_bytes: int) -> APIRouter:
 
     @api.post("/traces", summary="Store OpenTelemetry GenAI, OpenInference and Claude Code model-call spans",
               responses={200: {"description": "An ExportTraceServiceResponse, protobuf or JSON as the request was",
-                               "content": {"application/x-protobuf": {}, "application/json": {}}}, **RESPONSES})
+                               "content": {"application/x-protobuf": {},
+                                           "application/json": {"schema": otlp_answer_schema("rejectedSpans")}}},
+                         **RESPONSES})
     async def traces(request: Request, store: Store = Depends(get_store)) -> Response:
         content_type = _content_type(request)
         try:
@@ -57,7 +60,9 @@ def router(get_store: Any, writer: Any, max_bytes: int) -> APIRouter:
 
     @api.post("/logs", summary="Take the GenAI events (messages) instrumentations send as OpenTelemetry log records",
               responses={200: {"description": "An ExportLogsServiceResponse, protobuf or JSON as the request was",
-                               "content": {"application/x-protobuf": {}, "application/json": {}}}, **RESPONSES})
+                               "content": {"application/x-protobuf": {},
+                                           "application/json": {"schema": otlp_answer_schema("rejectedLogRecords")}}},
+                         **RESPONSES})
     async def logs(request: Request) -> Response:
         content_type = _content_type(request)
         try:

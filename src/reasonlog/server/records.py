@@ -2,7 +2,7 @@
 machines, saved and read back exactly as `reasonlog reason save` does (see reasonlog/reasoning)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, Field
@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from ..reasoning import PHASES, ReasonError, policy
 from ..reasoning.saving import find_session, save
 from ..store import Store, StoreError
+from ..wire import ReasoningRecordsJSON, SavedRecordJSON
 
 
 class RecordIn(BaseModel):
@@ -34,7 +35,7 @@ def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRou
     @api.post("/reasoning-records", dependencies=[writer], status_code=201,
               summary="Save a reasoning record; it is read back before the answer",
               responses={400: {"description": "A record over its limits or not valid; names the field and limit"}})
-    async def create(record: RecordIn = Body(...), store: Store = Depends(get_writer)) -> dict:
+    async def create(record: RecordIn = Body(...), store: Store = Depends(get_writer)) -> SavedRecordJSON:
         try:
             saved, receipt = await run_in_threadpool(
                 save, store, policy.load(), record.session, record.phase, record.compact, agent=record.agent,
@@ -42,7 +43,7 @@ def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRou
                 references=record.references)
         except ReasonError as exc:
             raise HTTPException(400, str(exc)) from None
-        return {"receipt": receipt, "record": saved}
+        return cast(SavedRecordJSON, {"receipt": receipt, "record": saved})
 
     @api.get("/reasoning-records", dependencies=[reader], summary="Reasoning records, in the order saved",
              responses={400: {"description": "A parameter that cannot name anything (a NUL byte, an ambiguous"
@@ -50,7 +51,7 @@ def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRou
                         404: {"description": "No such session"}})
     def list_records(session: str | None = Query(None, description="A session id or name"),
                      group: str | None = None, phase: str | None = None,
-                     store: Store = Depends(get_reader)) -> dict:
+                     store: Store = Depends(get_reader)) -> ReasoningRecordsJSON:
         sid = None
         if session is not None:
             try:
@@ -59,6 +60,6 @@ def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRou
                 raise HTTPException(400, f"session: {exc}") from None
             if sid is None:
                 raise HTTPException(404, f"session: no session {session!r}")
-        return {"records": store.list_reasoning_records(sid, group, phase)}
+        return cast(ReasoningRecordsJSON, {"records": store.list_reasoning_records(sid, group, phase)})
 
     return api
