@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 
 import reasonlog
-from reasonlog.capture.redact import Redactor
 from reasonlog.io.jsonl import dump_lines
+from reasonlog.redact import Redactor
 from reasonlog.store import sqlite as sqlite_store
 
 ANTHROPIC = "sk-ant-api03-" + "Q" * 40

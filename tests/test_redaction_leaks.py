@@ -17,9 +17,9 @@ from helpers import SECRETS
 
 import reasonlog
 from reasonlog import query
-from reasonlog.capture.redact import Redactor
 from reasonlog.cli.main import cli
 from reasonlog.io.jsonl import dump_lines
+from reasonlog.redact import Redactor
 from reasonlog.store import sqlite as sqlite_store
 from reasonlog.store.content import canonical
 

@@ -15,7 +15,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reasonlog.capture.redact import Redactor
+from reasonlog.redact import Redactor
 
 MASK = re.compile(r"\[REDACTED:(\w+):([0-9a-f]{12})\]")
 KEY_A = "sk-proj-" + "a1B2" * 10
@@ -43,7 +43,7 @@ def test_the_same_secret_masks_the_same_in_another_process_through_the_key_file(
     env = {k: v for k, v in os.environ.items() if k != "REASONLOG_REDACTION_KEY"}
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
     code = textwrap.dedent(f"""
-        from reasonlog.capture.redact import Redactor
+        from reasonlog.redact import Redactor
         print(Redactor().text({KEY_A!r}))
     """)
     first, second = (subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,

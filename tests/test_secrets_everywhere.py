@@ -34,13 +34,13 @@ from test_otlp import genai_attributes
 import reasonlog
 from reasonlog import model
 from reasonlog.capture.http_sink import HttpSink
-from reasonlog.capture.redact import Redactor
 from reasonlog.capture.sinks import SpillingSink
 from reasonlog.cli.main import cli
 from reasonlog.io.exchange_jsonl import export_exchange_jsonl
 from reasonlog.io.jsonl import dump_lines
 from reasonlog.reasoning import policy
 from reasonlog.reasoning.saving import save
+from reasonlog.redact import Redactor
 from reasonlog.server.app import create_app
 from reasonlog.store import SessionFilter, open_store
 

@@ -16,7 +16,7 @@ import threading
 import traceback
 from typing import TYPE_CHECKING
 
-from .redact import Redactor
+from ..redact import Redactor
 
 if TYPE_CHECKING:
     from .recorder import Recorder

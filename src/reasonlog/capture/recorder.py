@@ -35,9 +35,7 @@ from ..model import (
 from ..parts import RecordError
 from ..wire.rules import is_amount
 from .arguments import build_request, error_of, response_message, snapshot, unwrap_response, usage_of
-from .http_sink import remote_sink
-from .redact import Redactor
-from .sinks import SpillingSink, StoreSink
+from .opening import open_sink, redactor_of
 from .storable import check_storable
 from .writer import BackgroundWriter, SyncWriter
 
@@ -88,11 +86,10 @@ class Recorder:
         except StoreError as exc:  # a URL it cannot write: said at once, never taken for a file name
             raise ValueError(str(exc)) from None
         self.strict = strict
-        self._redact = _redactor(redact)
-        if sink is None and self.url:
-            sink = remote_sink(self.url, api_key or os.environ.get("REASONLOG_API_KEY"), _redactor(redact))
-        elif sink is None:
-            sink = self._default_sink(price_table, redact, store_options)
+        self._redact = redactor_of(redact)
+        if sink is None:
+            sink = open_sink(self.url or self.db_path, redact=redact, api_key=api_key, price_table=price_table,
+                             store_options=store_options)
         if writer == "background":
             self._writer: BackgroundWriter | SyncWriter = BackgroundWriter(
                 sink, max_queue=max_queue, batch_size=batch_size, interval=flush_interval, on_full=on_full,
@@ -112,21 +109,6 @@ class Recorder:
                 r._sessions.clear()
 
         os.register_at_fork(after_in_child=forget_sessions)
-
-    def _default_sink(self, price_table: Any, redact: bool | list | dict, store_options: dict | None) -> Any:
-        """The local database, with spill files beside it for what it cannot take."""
-        from ..store import open_store, safe_target
-        from ..store.sqlite import spill_dirs
-
-        def factory():
-            # False, not None: a store opened without a redactor masks with the default patterns.
-            return open_store(self.db_path, price_table=price_table, redactor=_redactor(redact) or False,
-                              **(store_options or {}))
-
-        # The spill file's own redactor: its count of masked secrets travels in the file.
-        exists = None if "://" in self.db_path else (lambda: os.path.exists(self.db_path))
-        sink = StoreSink(factory, exists, target=safe_target(self.db_path))
-        return SpillingSink(sink, spill_dirs(self.db_path), _redactor(redact))
 
     # ------------------------------------------------------------------ sessions
 
@@ -506,14 +488,6 @@ def _live_token(db_path: str) -> str | None:
     from ..store.liveness import hold
 
     return hold(Path(db_path))
-
-
-def _redactor(redact: bool | list | dict):
-    if redact is False or redact is None:
-        return None
-    if redact is True:
-        return Redactor()
-    return Redactor.with_extra(redact)
 
 
 # ---------------------------------------------------------------------- checking arguments

@@ -116,15 +116,13 @@ def _imports(files: list[dict]) -> list[dict]:
 @click.pass_obj
 def db_upgrade(obj):
     """Apply pending schema migrations and write any spilled batches."""
-    from ..capture.redact import Redactor
-    from ..capture.sinks import SpillingSink, StoreSink
+    from ..capture.opening import open_sink
     from ..store import open_store
-    from ..store.sqlite import spill_dirs
 
     store = open_store(obj.path, upgrade=False)
     applied = store.upgrade()
     store.close()
-    sink = SpillingSink(StoreSink(lambda: open_store(obj.path)), spill_dirs(obj.path), Redactor())
+    sink = open_sink(obj.path)
     remaining = sink.replay()
     sink.close()
     console.print(f"schema: applied {applied or 'nothing'}; spill files left: {remaining}")

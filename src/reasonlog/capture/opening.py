@@ -1,0 +1,44 @@
+"""Where a recorder writes, from what it was told: `open_sink(target)`, the one place a sink is put together.
+
+A target is the URL of `reasonlog serve` (`http://`, `https://`): batches are sent there, and spill to the
+user's data folder while it cannot be reached. Anything else names a database (a path, `sqlite:///`,
+`postgresql://`): it is opened lazily on the writer thread, with spill files beside it for what it cannot take.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..redact import Redactor
+from .http_sink import remote_sink
+from .sinks import Sink, SpillingSink, StoreSink
+
+
+def redactor_of(redact: bool | list | dict | None) -> Redactor | None:
+    """`True`: the default patterns; a list or dict of regexes: those too; `False`/`None`: no masking."""
+    if redact is False or redact is None:
+        return None
+    return Redactor() if redact is True else Redactor.with_extra(redact)
+
+
+def is_remote(target: str) -> bool:
+    return target.startswith(("http://", "https://"))
+
+
+def open_sink(target: str | os.PathLike, *, redact: bool | list | dict = True, api_key: str | None = None,
+              price_table: Any = None, store_options: dict | None = None) -> Sink:
+    """The sink for `target`. Each part that masks gets its own redactor: a spill file's count of masked
+    secrets travels in the file, apart from what the store counts."""
+    target = os.fspath(target)
+    if is_remote(target):
+        return remote_sink(target, api_key or os.environ.get("REASONLOG_API_KEY"), redactor_of(redact))
+    from ..store import open_store, safe_target
+    from ..store.sqlite import spill_dirs
+
+    def factory():
+        # False, not None: a store opened without a redactor masks with the default patterns.
+        return open_store(target, price_table=price_table, redactor=redactor_of(redact) or False,
+                          **(store_options or {}))
+
+    exists = None if "://" in target else (lambda: os.path.exists(target))
+    return SpillingSink(StoreSink(factory, exists, target=safe_target(target)), spill_dirs(target), redactor_of(redact))
