@@ -12,7 +12,7 @@ import orjson
 
 from . import accounting, providers
 from .parts import Part, parts_of, searchable_text
-from .store import SessionFilter, Store
+from .store import SessionFilter, StoreReader
 from .store.content import canonical
 
 STAT_KEYS = ("day", "model", "agent", "run", "source")
@@ -186,7 +186,7 @@ def _part_dict(p: Part) -> dict:
 # ---------------------------------------------------------------------------- stats
 
 
-def stats(store: Store, by: str, flt: SessionFilter, latency: bool = True) -> list[dict]:
+def stats(store: StoreReader, by: str, flt: SessionFilter, latency: bool = True) -> list[dict]:
     """Calls, errors, tokens by kind, cost and latency, grouped by day (UTC), model, agent or run.
 
     Tokens and cost follow `reasonlog.accounting`: an exchange's SDK-reported figures replace its calls'.
@@ -211,7 +211,7 @@ def _summarise(by: str, key: Any, t: dict) -> dict:
 # ---------------------------------------------------------------------------- diff
 
 
-def diff_calls(store: Store, call_a: str, call_b: str) -> dict:
+def diff_calls(store: StoreReader, call_a: str, call_b: str) -> dict:
     """What changed in the context window from call A to call B."""
     a, b = store.get_call(call_a), store.get_call(call_b)
     msgs_a, msgs_b = _messages(a), _messages(b)
@@ -263,7 +263,7 @@ def _one_line(part: Part) -> str:
     return " ".join(part.text.split())
 
 
-def _timeline_positions(store: Store, *calls: dict) -> dict[bytes, int]:
+def _timeline_positions(store: StoreReader, *calls: dict) -> dict[bytes, int]:
     """Where each message of the calls' sessions sits in its timeline, by canonical bytes."""
     positions: dict[bytes, int] = {}
     for sid in dict.fromkeys(c["session_id"] for c in calls):
@@ -314,7 +314,7 @@ class NotFound(LookupError):
     """No session matches: the message says which filters found nothing."""
 
 
-def reasoning_sessions(store: Store, job_id: str | None = None, date: str | None = None, model: str | None = None,
+def reasoning_sessions(store: StoreReader, job_id: str | None = None, date: str | None = None, model: str | None = None,
                        include_conversation: bool = False) -> list[dict]:
     """Model-days with their positions (and, asked, their conversation), ordered by date then model.
 
@@ -346,7 +346,7 @@ def reasoning_sessions(store: Store, job_id: str | None = None, date: str | None
             for s in found]
 
 
-def summary_texts(store: Store, session_ids: list[str]) -> dict[tuple[str, str], str]:
+def summary_texts(store: StoreReader, session_ids: list[str]) -> dict[tuple[str, str], str]:
     """The stored summaries of these sessions that have text, by (kind, target id); failed ones without text left out.
 
     A message's target id is `<session id>:<idx>` (see reasonlog.summaries)."""
@@ -354,7 +354,7 @@ def summary_texts(store: Store, session_ids: list[str]) -> dict[tuple[str, str],
             if r["text"] is not None}
 
 
-def with_summaries(store: Store, session: dict) -> dict:
+def with_summaries(store: StoreReader, session: dict) -> dict:
     """`get_session`'s dict with `session_summary` (stored, else the session's own `summary`), and a `summary`
     on each exchange and message (None when there is none)."""
     texts = summary_texts(store, [session["id"]])

@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 
 from .. import model
 from ..model import Event, dump_event
-from ..store import Store
+from ..store import StoreWriter
 from .spillfiles import SpillFiles, claimed
 
 log = logging.getLogger("reasonlog")
@@ -125,18 +125,18 @@ class _Plain(BaseSink):
 class StoreSink(BaseSink):
     """A sink over a `Store`, opened on first use (so a recorder that records nothing opens nothing)."""
 
-    def __init__(self, store_factory: Callable[[], Store], exists: Callable[[], bool] | None = None,
+    def __init__(self, store_factory: Callable[[], StoreWriter], exists: Callable[[], bool] | None = None,
                  target: str | None = None):
         """`exists`: whether the database is there already; if so, a sink that wrote nothing still opens
         it once at close, since opening marks the sessions of dead recorders interrupted."""
         self._factory = store_factory
         self._exists = exists
         self.target = target  # the database, as a warning names it
-        self._store: Store | None = None
+        self._store: StoreWriter | None = None
         self.rejected = 0  # events the store left out of the batches it wrote (their data's fault)
 
     @property
-    def store(self) -> Store:
+    def store(self) -> StoreWriter:
         if self._store is None:
             self._store = self._factory()
         return self._store

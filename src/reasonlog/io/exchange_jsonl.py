@@ -55,7 +55,7 @@ def tools_sent(store, session: dict) -> list[str]:
 
 
 def exchange_records(session: dict, tools: list[str] | None = None) -> Iterator[dict]:
-    """The records of the export, from a session as `Store.get_session` returns it (`tools`: the names of the
+    """The records of the export, from a session as `StoreReader.get_session` returns it (`tools`: the names of the
     tools its calls sent, else those its `tools` label names)."""
     sid = session.get("external_id") or session["id"]
     labels = session.get("labels") or {}

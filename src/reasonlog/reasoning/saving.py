@@ -50,7 +50,7 @@ def find_session(store: Any, ref: str) -> str | None:
         found = store.resolve_id("session", ref)
     except StoreError:
         return None
-    return found if store.get_session(found).get("external_id") == ref else None
+    return found if store.session_row(found).get("external_id") == ref else None
 
 
 def _session(store: Any, ref: str, agent: str | None) -> tuple[str, list]:

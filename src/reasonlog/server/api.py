@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from .. import query
 from ..model import format_instant
 from ..parts import RecordError
-from ..store import SessionFilter, Store, StoreError
+from ..store import SessionFilter, StoreError, StoreReader
 from ..wire import (
     CallDetailJSON,
     DiffJSON,
@@ -41,7 +41,7 @@ def router(get_store: Any, reader: Any) -> APIRouter:
     api = APIRouter(prefix="/v1", dependencies=[reader], tags=["v1"], responses=errors)
 
     @api.get("/runs", summary="Runs with their calls, tokens and cost")
-    def runs(store: Store = Depends(get_store)) -> RunsJSON:
+    def runs(store: StoreReader = Depends(get_store)) -> RunsJSON:
         return cast(RunsJSON, {"runs": query.stats(store, "run", SessionFilter(limit=None))})
 
     @api.get("/sessions", summary="Sessions, newest first, filtered, searched and paged by cursor")
@@ -51,7 +51,7 @@ def router(get_store: Any, reader: Any) -> APIRouter:
                  until: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
                  q: str | None = Query(None, description="Only sessions whose text contains this"),
                  limit: int = Query(50, ge=1, le=MAX_PAGE), cursor: str | None = None,
-                 store: Store = Depends(get_store)) -> SessionsPageJSON:
+                 store: StoreReader = Depends(get_store)) -> SessionsPageJSON:
         flt = SessionFilter(run=run, agent=agent, model=model, status=status, labels=_labels(label),
                             since=_when("since", since), until=_when("until", until), limit=limit + 1,
                             after=_cursor(cursor), text=q or None)
@@ -68,7 +68,7 @@ def router(get_store: Any, reader: Any) -> APIRouter:
     @api.get("/sessions/{session_id}", summary="One session: its calls, exchanges, outcomes, a page of messages,"
                                                " and the summaries of the session, its exchanges and messages")
     def session(session_id: str, offset: int = Query(0, ge=0, description="Timeline position to start at"),
-                limit: int = Query(200, ge=1, le=5000), store: Store = Depends(get_store)) -> SessionPageJSON:
+                limit: int = Query(200, ge=1, le=5000), store: StoreReader = Depends(get_store)) -> SessionPageJSON:
         # A page of the timeline (positions [offset, offset + limit)) with only the calls, tool results and
         # outcomes anchored in it: a 50,000-message session costs a page, not its 25,000 calls.
         end = offset + limit
@@ -82,18 +82,18 @@ def router(get_store: Any, reader: Any) -> APIRouter:
         return cast(SessionPageJSON, {**found, **inside, "next_offset": end if full else None})
 
     @api.get("/calls/{call_id}", summary="One call: its request as sent, response, tokens, cost and timing")
-    def call(call_id: str, store: Store = Depends(get_store)) -> CallDetailJSON:
+    def call(call_id: str, store: StoreReader = Depends(get_store)) -> CallDetailJSON:
         found = _found(lambda: store.get_call(store.resolve_id("call", call_id)), "call", call_id)
         window = found.get("window")
         shown = {k: v for k, v in window.items() if k not in ("map", "reply")} if window else None
         return cast(CallDetailJSON, {**found, "window": shown})
 
     @api.get("/calls/{call_id}/request", summary="The exact request a call sent (replay)")
-    def request(call_id: str, store: Store = Depends(get_store)) -> RequestBody:
+    def request(call_id: str, store: StoreReader = Depends(get_store)) -> RequestBody:
         return _found(lambda: store.replay_call(store.resolve_id("call", call_id)), "call", call_id)
 
     @api.get("/diff", summary="What changed in the context window from call a to call b")
-    def diff(a: str, b: str, store: Store = Depends(get_store)) -> DiffJSON:
+    def diff(a: str, b: str, store: StoreReader = Depends(get_store)) -> DiffJSON:
         first = _found(lambda: store.resolve_id("call", a), "call", a)
         second = _found(lambda: store.resolve_id("call", b), "call", b)
         return cast(DiffJSON, query.diff_calls(store, first, second))
@@ -103,7 +103,7 @@ def router(get_store: Any, reader: Any) -> APIRouter:
                  model: str | None = None, session: str | None = None,
                  since: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
                  until: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
-                 limit: int = Query(100, ge=1, le=MAX_PAGE), store: Store = Depends(get_store)) -> OutcomesJSON:
+                 limit: int = Query(100, ge=1, le=MAX_PAGE), store: StoreReader = Depends(get_store)) -> OutcomesJSON:
         flt = SessionFilter(run=run, agent=agent, model=model, since=_when("since", since),
                             until=_when("until", until), limit=limit)
         sid = None if session is None else _found(lambda: store.resolve_id("session", session), "session", session)
@@ -112,7 +112,7 @@ def router(get_store: Any, reader: Any) -> APIRouter:
     @api.get("/stats", summary="Calls, errors, tokens by kind and cost, by day, model, agent or run")
     def stats(by: Literal["day", "model", "agent", "run"] = "day", run: str | None = None,
               agent: str | None = None, model: str | None = None, since: str | None = None,
-              until: str | None = None, store: Store = Depends(get_store)) -> StatsJSON:
+              until: str | None = None, store: StoreReader = Depends(get_store)) -> StatsJSON:
         flt = SessionFilter(run=run, agent=agent, model=model, since=_when("since", since),
                             until=_when("until", until), limit=None)
         return cast(StatsJSON, {"by": by, "rows": query.stats(store, by, flt)})

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 from ..model import Event
-from . import StoreError, liveness, safe_target
+from . import StoreError, Unavailable, liveness, safe_target
 from .pg_search import TRIGRAMS
 from .schema_pg import PG_MIGRATIONS
 from .sql import SQLStore
@@ -342,15 +342,15 @@ class PostgresStore(SQLStore):
         """Nothing to fold: PostgreSQL manages its own write-ahead log."""
 
     def backup(self, dest: Any, force: bool = False) -> int:
-        raise StoreError(f"{self.path}: back up a PostgreSQL database with its own tools (pg_dump), or copy"
+        raise Unavailable(f"{self.path}: back up a PostgreSQL database with its own tools (pg_dump), or copy"
                          " its sessions with `reasonlog export`")
 
     def check(self) -> dict:
-        raise StoreError(f"{self.path}: `db check` reads SQLite files; PostgreSQL checks its own pages"
+        raise Unavailable(f"{self.path}: `db check` reads SQLite files; PostgreSQL checks its own pages"
                          " (amcheck, pg_checksums)")
 
     def plan_prune(self, criteria: Any) -> dict:
-        raise StoreError(f"{self.path}: `db prune` is not available on PostgreSQL yet")
+        raise Unavailable(f"{self.path}: `db prune` is not available on PostgreSQL yet")
 
     prune = plan_prune
 

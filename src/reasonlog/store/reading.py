@@ -238,6 +238,14 @@ class ContentReader:
         return self.memo[cid]
 
 
+def session_row(cur, session_id: str) -> dict:
+    """One session as a list row (its totals, no timeline); NotFound when there is none."""
+    found = list_sessions(cur, SessionFilter(limit=1), [session_id])
+    if not found:
+        raise NotFound(f"no session {session_id!r}")
+    return found[0]
+
+
 def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int] | None = None) -> dict:
     """A whole session; with `page` (first, end), only the timeline entries whose idx is in [first, end) are
     read and returned (`message_count` counts them all), so a page of a huge session costs a page."""

@@ -220,6 +220,10 @@ class SQLStore:
         newest first; at most `flt.limit`."""
         return self._read(reading.list_outcomes, flt, kind, session_id)
 
+    def session_row(self, session_id: str) -> dict:
+        """The session's row with its totals, as `list_sessions` gives it: no timeline, no calls."""
+        return self._read(reading.session_row, session_id)
+
     def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict:
         """The session; with `page` (first, end), only its timeline entries with idx in [first, end)."""
         return self._read(reading.get_session, session_id, self._dicts, page)

@@ -1,4 +1,4 @@
-"""What each dashboard page shows, gathered from the query functions and the Store protocol (no SQL here).
+"""What each dashboard page shows, gathered from the query functions and the StoreReader protocol (no SQL here).
 
 The same functions feed the served pages and `reasonlog export --format html`."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import orjson
 from markupsafe import Markup, escape
 
 from ... import providers, query
-from ...store import SessionFilter, Store
+from ...store import SessionFilter, StoreReader
 from . import charts
 
 PAGE = 200  # timeline entries a session page shows
@@ -43,7 +43,7 @@ class Filters:
 SORTS = {"started": None, "cost": "cost_usd", "tokens": "tokens", "calls": "call_count", "errors": "error_count"}
 
 
-def sessions(store: Store, f: Filters, sort: str, cursor: tuple[str, str] | None, limit: int = 50) -> dict:
+def sessions(store: StoreReader, f: Filters, sort: str, cursor: tuple[str, str] | None, limit: int = 50) -> dict:
     rows = store.list_sessions(f.session_filter(limit + 1, cursor))
     more = len(rows) > limit
     rows = rows[:limit]
@@ -74,7 +74,7 @@ def highlight(text: str, q: str) -> Markup:
     return Markup("").join(out)
 
 
-def session(store: Store, session_id: str, view: str, offset: int, limit: int = PAGE) -> dict:
+def session(store: StoreReader, session_id: str, view: str, offset: int, limit: int = PAGE) -> dict:
     """A page of the session's timeline (`limit` entries from `offset`); `limit=0`: all of it."""
     s = store.get_session(session_id, page=(offset, offset + limit) if limit else None)
     s = query.with_summaries(store, s)
@@ -114,7 +114,7 @@ def window_of(model: str | None) -> int | None:
     return providers.context_window(model)
 
 
-def call(store: Store, call_id: str, against: str | None) -> dict:
+def call(store: StoreReader, call_id: str, against: str | None) -> dict:
     c = store.get_call(call_id)
     near = _calls_near(store, c["session_id"], c["idx"])
     previous = next((x["id"] for x in near if x["idx"] == c["idx"] - 1), None)
@@ -127,7 +127,7 @@ def call(store: Store, call_id: str, against: str | None) -> dict:
             "bar": charts.fullness(_window_tokens(c), window_of(c.get("model")))}
 
 
-def _calls_near(store: Store, session_id: str, idx: int, around: int = 25) -> list[dict]:
+def _calls_near(store: StoreReader, session_id: str, idx: int, around: int = 25) -> list[dict]:
     """The session's calls within `around` of call `idx` (by `SESSION#N`: a huge session is never read whole)."""
     from ...store import StoreError
 
@@ -154,7 +154,7 @@ def _python(c: dict, body: str) -> str:
     return f"import {module}, json\n\nrequest = json.loads({body!r})\n{send}(**request)"
 
 
-def usage(store: Store, since: str | None, until: str | None) -> dict:
+def usage(store: StoreReader, since: str | None, until: str | None) -> dict:
     flt = SessionFilter(since=since, until=until, limit=None)
     tables = {by: query.stats(store, by, flt, latency=False) for by in ("day", "model", "agent", "source")}
     cache = sum(r["cache_read_tokens"] or 0 for r in tables["day"])
@@ -186,7 +186,7 @@ def _tokens(row: dict) -> float:
                                                "cache_write_tokens")))
 
 
-def usage_csv(store: Store, by: str, since: str | None, until: str | None) -> str:
+def usage_csv(store: StoreReader, by: str, since: str | None, until: str | None) -> str:
     import csv
     import io
 
