@@ -65,16 +65,23 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def recorder(db_path: Path):
-    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+def db_target(db_path: Path):
+    """Where `recorder`, `rec` and `store_of` write and read: the SQLite file `db_path`. A suite that runs on
+    both dialects overrides it with `db` (see test_capture_anthropic.py)."""
+    return db_path
+
+
+@pytest.fixture
+def recorder(db_target):
+    rec = reasonlog.Recorder(db_target, writer="sync", strict=True)
     yield rec
     rec.close()
 
 
 @pytest.fixture(params=["strict", "default"])
-def rec(request, db_path: Path):
+def rec(request, db_target):
     """A synchronous recorder for the SDK tests, strict and in the default mode users run."""
-    rec = reasonlog.Recorder(db_path, writer="sync", strict=request.param == "strict")
+    rec = reasonlog.Recorder(db_target, writer="sync", strict=request.param == "strict")
     yield rec
     rec.close()
 
@@ -89,12 +96,12 @@ def server():
 
 
 @pytest.fixture
-def store_of(db_path: Path):
+def store_of(db_target):
     """Open the test database for reading (after the recorder has written)."""
     opened = []
 
     def open_():
-        store = reasonlog.open_store(db_path)
+        store = reasonlog.open_store(db_target)
         opened.append(store)
         return store
 

@@ -11,6 +11,12 @@ import reasonlog
 from reasonlog.capture.anthropic import instrument_anthropic
 from reasonlog.parts import parts_of
 
+
+@pytest.fixture
+def db_target(db):
+    """This suite runs on SQLite and on PostgreSQL."""
+    return db
+
 FOLDER = "anthropic-messages"
 JSON_FIXTURES = sorted(p.name for p in (FIXTURES / FOLDER).glob("*.json"))
 STREAM_FIXTURES = sorted(p.name for p in (FIXTURES / FOLDER).glob("*.chunks.txt"))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 
 import openai
@@ -12,6 +13,12 @@ from sdk_server import FIXTURES, load_chunks, load_json, split_streams
 import reasonlog
 from reasonlog.capture.openai import instrument_openai
 from reasonlog.parts import parts_of
+
+
+@pytest.fixture
+def db_target(db):
+    """This suite runs on SQLite and on PostgreSQL."""
+    return db
 
 CHAT, RESPONSES = "openai-chat", "openai-responses"
 ASK = {"model": "test-model", "messages": [{"role": "system", "content": "Be brief."},
@@ -403,11 +410,11 @@ def _hostile_tool_name_stream() -> list[dict]:
     raise AssertionError("the fixture has no named tool call")
 
 
-def test_internal_error_is_counted_not_raised_in_default_mode(server, db_path, monkeypatch):
+def test_internal_error_is_counted_not_raised_in_default_mode(server, db_target, monkeypatch):
     monkeypatch.delenv("REASONLOG_RAISE_INTERNAL_ERRORS")
     events = _hostile_tool_name_stream()
     server.reply_stream(events, named=False, done=True)
-    rec = reasonlog.Recorder(db_path, writer="sync")
+    rec = reasonlog.Recorder(db_target, writer="sync")
     client = client_for(server)
     instrument_openai(client, rec)
     with rec.session() as s:
@@ -426,3 +433,20 @@ def test_internal_error_is_raised_under_the_test_switch(server, rec):
     with rec.session():
         with pytest.raises(TypeError):
             list(client.chat.completions.create(**ASK, stream=True))
+
+
+def test_a_stream_dropped_unread_is_recorded_in_the_session_it_was_sent_from(server, rec):
+    """Collected later, while another session is current (another task, request or test), it stays where it was
+    sent: it used to land in whichever session was current when the garbage collector reached it."""
+    server.reply_stream(load_chunks(CHAT, "deepseek-tool-call.chunks.txt"), named=False, done=True)
+    client = client_for(server)
+    instrument_openai(client, rec)
+    with rec.session() as sent_from:
+        stream = client.chat.completions.create(**ASK, stream=True)
+        next(iter(stream))
+        with rec.session() as other:
+            del stream
+            gc.collect()
+            other.call(messages=[{"role": "user", "content": "hi"}], response={"role": "assistant", "content": "x"})
+    assert [c["status"] for c in calls_of(rec, sent_from.id)] == ["partial"]
+    assert [c["status"] for c in calls_of(rec, other.id)] == ["ok"]

@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 
 import pytest
 from click.testing import CliRunner
-from conftest import demo_and_trading_logs
+from conftest import demo_and_trading_logs, fresh_database
 from fastapi.testclient import TestClient
 
 import reasonlog
@@ -63,11 +63,12 @@ def assert_inert(html: str, export: bool = False) -> None:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    db = tmp_path_factory.mktemp("dash") / "t.db"
-    demo_and_trading_logs(db)
-    hostile = record_hostile(db)
-    return TestClient(create_app(lambda: open_store(db))), db, hostile
+def served(dialect, tmp_path_factory):
+    """The pages over the demo, the trading logs and hostile text, on each dialect."""
+    with fresh_database(dialect, tmp_path_factory.mktemp("dash")) as db:
+        demo_and_trading_logs(db)
+        hostile = record_hostile(db)
+        yield TestClient(create_app(lambda: open_store(db))), db, hostile
 
 
 def test_the_sessions_page_lists_filters_and_searches(served):

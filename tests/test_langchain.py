@@ -22,6 +22,12 @@ import reasonlog
 from reasonlog.langchain import ReasonlogCallback
 from reasonlog.parts import parts_of
 
+
+@pytest.fixture
+def db_target(db):
+    """This suite runs on SQLite and on PostgreSQL."""
+    return db
+
 CHAT, MESSAGES = "openai-chat", "anthropic-messages"
 ASK = [SystemMessage("Be brief."), HumanMessage("Weather in San Francisco?")]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import inspect
 
 import pytest
+from conftest import NO_POSTGRES, POSTGRES, postgres_schema
 
 import reasonlog
-from conftest import NO_POSTGRES, POSTGRES, postgres_schema
 from reasonlog.store import NotFound, Store, StoreAdmin, StoreReader, StoreWriter, Unavailable
 
 

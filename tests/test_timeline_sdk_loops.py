@@ -12,6 +12,12 @@ from sdk_server import load_json
 import reasonlog
 from reasonlog.query import timeline
 
+
+@pytest.fixture
+def db_target(db):
+    """This suite runs on SQLite and on PostgreSQL."""
+    return db
+
 ROUNDS = 3
 
 
@@ -128,12 +134,12 @@ def test_a_chained_responses_loop_shows_the_whole_conversation(server, rec, stor
     assert len(last["window_slots"]) == 2 * (1 + units) + 1  # what the model saw
 
 
-def test_a_conversation_continued_by_another_process_shows_each_message_once(server, db_path, store_of):
+def test_a_conversation_continued_by_another_process_shows_each_message_once(server, db_target, store_of):
     client = anthropic.Anthropic(base_url=server.url, api_key="sk-ant-test", max_retries=0)
     history: list = []
     sid = None
     for n in range(ROUNDS):  # each round a new process: a new recorder going on with the session by its id
-        rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+        rec = reasonlog.Recorder(db_target, writer="sync", strict=True)
         handle = reasonlog.instrument_anthropic(client, rec)
         with rec.session(id=sid, agent="claude") as s:
             server.reply_json(load_json("anthropic-messages", "anthropic-text.json"))
@@ -148,12 +154,12 @@ def test_a_conversation_continued_by_another_process_shows_each_message_once(ser
     assert _grew_by_one(windows)
 
 
-def test_replay_of_a_chained_call_says_what_the_server_held(server, db_path, store_of):
+def test_replay_of_a_chained_call_says_what_the_server_held(server, db_target, store_of):
     from click.testing import CliRunner
 
     from reasonlog.cli.main import cli
 
-    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+    rec = reasonlog.Recorder(db_target, writer="sync", strict=True)
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
     reasonlog.instrument_openai(client, rec)
     with rec.session(agent="gpt") as s:
@@ -163,7 +169,7 @@ def test_replay_of_a_chained_call_says_what_the_server_held(server, db_path, sto
         client.responses.create(model="gpt-5", input=[{"role": "user", "content": "question 1"}],
                                 previous_response_id=first.id)
     rec.close()
-    out = CliRunner().invoke(cli, ["--db", str(db_path), "replay", f"{s.id}#1"])
+    out = CliRunner().invoke(cli, ["--db", str(db_target), "replay", f"{s.id}#1"])
     units = len(_responses_reply(0)["output"])
     assert out.stderr.startswith(f"this request continues resp_0: the server held {1 + units} messages")
     sent = json.loads(out.stdout)

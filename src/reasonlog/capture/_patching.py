@@ -357,12 +357,22 @@ def error_info(exc: BaseException) -> dict:
 # ---------------------------------------------------------------------- recording
 
 
-def record(router: Router, fields: dict) -> None:
-    """Record one call; reasonlog's own failures go to `log_internal_error`, never into the agent."""
+def record(router: Router, fields: dict, session: SessionRecorder | None = None) -> None:
+    """Record one call in `session` (default: the router's session now); reasonlog's own failures go to
+    `log_internal_error`, never into the agent."""
     try:
-        router.session(fields.get("model")).call(**fields)
+        (session or router.session(fields.get("model"))).call(**fields)
     except Exception:
         log_internal_error(router.error_recorder(), "recording a call")
+
+
+def session_of(router: Router, model: str | None) -> SessionRecorder | None:
+    """The router's session now, or None (then `record` asks again) if finding it failed."""
+    try:
+        return router.session(model)
+    except Exception:
+        log_internal_error(router.error_recorder(), "finding the session of a call")
+        return None
 
 
 def record_error(router: Router, request: dict, start: float, exc: BaseException, provider: str) -> None:
@@ -382,6 +392,9 @@ class Tap:
 
     def __init__(self, router: Router, request: dict, start: float, request_id: str | None = None):
         self.router, self.request, self.start, self.request_id = router, request, start, request_id
+        # The session is the one current when the request was sent: a stream dropped unread is recorded when
+        # it is collected, and by then another session (another test, task or request) may be current.
+        self.session = session_of(router, request.get("model"))
         self.first_at: float | None = None
         self.ended = False
         self.done = False
@@ -417,7 +430,7 @@ class Tap:
                       partial=not (exhausted or self.ended))
         if error is not None:
             fields["error"] = error_info(error)
-        record(self.router, fields)
+        record(self.router, fields, self.session)
 
 
 # ---------------------------------------------------------------------- stream proxies
