@@ -281,6 +281,7 @@ class CallRecorded(Event):
     # The caller promises that the message objects it sends are never changed afterwards (importers build
     # each request from the last one's objects): the store then reuses what it knows of the resent prefix.
     stable_history: bool = False
+    replay_of: str | None = None  # the recorded call this one re-sent (`reasonlog replay --send`)
 
 
 @dataclass(slots=True)
@@ -424,7 +425,7 @@ _CHECKS: dict[type, tuple[tuple[str, Any, str], ...]] = {
                    ("cost_usd", *AMOUNT), ("latency_ms", *AMOUNT), ("ttft_ms", *AMOUNT),
                    ("provider_message_id", *TEXT), ("request_id", *TEXT), ("error", *DICT),
                    ("status", _one_of(CALL_STATUSES), " or ".join(CALL_STATUSES)), ("context_facts", *DICT),
-                   ("stable_history", lambda v: type(v) is bool, "a bool")),
+                   ("stable_history", lambda v: type(v) is bool, "a bool"), ("replay_of", *TEXT)),
     ToolResultRecorded: (("tool_result_id", *ID), *_SESSION, ("at", *INSTANT), ("tool_use_id", *TEXT),
                          ("name", *TEXT), ("is_error", lambda v: type(v) is bool, "a bool"),
                          ("duration_ms", *AMOUNT)),

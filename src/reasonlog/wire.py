@@ -77,6 +77,7 @@ class CallRecordedJSON(TypedDict):
     status: Literal["ok", "error", "partial"]
     context_facts: dict[str, Any] | None
     stable_history: bool
+    replay_of: NotRequired[str | None]  # the recorded call this one re-sent; absent before schema 14
 
 
 # The other events (`session_ended`, `exchange_started`, `exchange_ended`, `tool_result`, `outcome`) are the
