@@ -96,3 +96,100 @@ def test_the_side_by_side_report_names_what_differs(db_path, recorded, upstreams
     assert "estimated cost of 1 call to claude-sonnet-4-5-20250929: $0.003201" in _run(
         db_path, f"{recorded}#0", "--send", "--model", "claude-sonnet-4-5-20250929", "--base-url", claude.url,
         code=1).stderr  # no reply queued: the stand-in answers 500, named on one line
+
+
+def _session_onto_openai(db_path, recorded, gpt, *extra, code=0):
+    gpt.reply_json(load_json("openai-chat", "mistral-tool-call.json"))
+    gpt.reply_json(load_json("openai-chat", "openai-text.json"))
+    return _run(db_path, recorded, "--send", "--provider", "openai", "--model", "gpt-4.1-nano", "--base-url",
+                gpt.url, "--concurrency", "1", *extra, code=code)
+
+
+def test_a_session_resent_onto_another_provider_is_compared_call_by_call(db_path, recorded, upstreams):
+    _, gpt = upstreams
+    report = json.loads(_session_onto_openai(db_path, recorded, gpt, "--json").stdout)
+    assert [r["path"] for r in gpt.requests] == ["/v1/chat/completions"] * 2
+    assert gpt.requests[0]["headers"]["authorization"] == "Bearer sk-openai-test-key"
+    assert gpt.requests[1]["body"]["messages"][1:] == [  # the recorded context, in Chat's shape
+        {"role": "assistant", "content": load_json("anthropic-messages", "anthropic-tool-no-args.json")[
+            "content"][0]["text"], "tool_calls": [{"id": "toolu_01LRmxn9vGM1d2DZSDBowdZ1", "type": "function",
+                                                   "function": {"name": "updateIssueList", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "toolu_01LRmxn9vGM1d2DZSDBowdZ1", "content": "3 open issues"}]
+    first, second = report["calls"]
+    assert (first["same_tool"], first["same_arguments"], first["same_stop_reason"]) == (False, False, True)
+    assert [t["name"] for t in first["replay"]["tools"]] == ["weather"] and first["stop_reasons"] == ["tool", "tool"]
+    assert (second["same_tool"], second["same_arguments"], second["same_stop_reason"]) == (True, True, True)
+    assert second["stop_reasons"] == ["end", "end"]
+    # gpt-4.1-nano: $0.10 / $0.40 per million. 124 in + 22 out; 16 in + 363 out.
+    assert [r["cost_usd"][1] for r in report["calls"]] == [0.0000212, 0.0001468]
+    totals = report["totals"]
+    assert {k: totals[k] for k in ("calls", "errors", "same_tool", "same_arguments", "same_stop_reason")} == \
+        {"calls": 2, "errors": 0, "same_tool": 1, "same_arguments": 1, "same_stop_reason": 2}
+    assert totals["cost_usd"] == [0.01836, 0.000168]  # claude-3-opus: 0.016005 + (12 in + 29 out) 0.002355
+    assert totals["mean_text_similarity"] == round((first["text_similarity"] + second["text_similarity"]) / 2, 3)
+    assert totals["latency_ms"][0] == 2300.0
+    store = reasonlog.open_store(db_path, read_only=True)
+    replay = store.get_session(report["replay_session"])
+    assert [c["replay_of"] for c in replay["calls"]] == [first["call"], second["call"]]
+    assert [c["provider"] for c in replay["calls"]] == ["openai", "openai"]
+
+
+def test_a_request_translated_to_openai_and_back_is_the_recorded_one(db_path, recorded, upstreams):
+    _, gpt = upstreams
+    _session_onto_openai(db_path, recorded, gpt, "--json")
+    sent = gpt.requests[1]["body"]
+    back = translate_request(sent, openai_chat, anthropic, "claude-3-opus-20240229")
+    tool_reply = load_json("anthropic-messages", "anthropic-tool-no-args.json")
+    assert back.notices == [] and back.request == _second(tool_reply)
+
+
+def test_what_cannot_be_translated_is_named_on_stderr(db_path, upstreams):
+    _, gpt = upstreams
+    request = copy.deepcopy(FIRST)
+    request["system"] = [{"type": "text", "text": "Triage issues.", "cache_control": {"type": "ephemeral"}}]
+    request["tools"].append({"type": "web_search_20250305", "name": "web_search"})
+    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+    with rec.session(provider="anthropic") as s:
+        call = s.call(request=request, response=load_json("anthropic-messages", "anthropic-text.json"))
+    rec.close()
+    gpt.reply_json(load_json("openai-chat", "openai-text.json"))
+    out = _run(db_path, call, "--send", "--provider", "openai", "--model", "gpt-4.1-nano", "--base-url", gpt.url,
+               "--json")
+    assert "notice: not sent as recorded: cache_control (Anthropic prompt caching mark)" in out.stderr
+    assert "notice: not sent as recorded: Anthropic server tool web_search (web_search_20250305)" in out.stderr
+    assert json.loads(out.stdout)["calls"][0]["notices"] == [
+        "cache_control (Anthropic prompt caching mark)", "Anthropic server tool web_search (web_search_20250305)"]
+    assert [t["function"]["name"] for t in gpt.requests[0]["body"]["tools"]] == ["updateIssueList"]
+
+
+def test_max_cost_refuses_before_anything_is_sent(db_path, recorded, upstreams):
+    _, gpt = upstreams
+    out = _session_onto_openai(db_path, recorded, gpt, "--max-cost", "0.0001", code=1)
+    # the recorded 602 + 12 input and 93 + 29 output tokens at gpt-4.1-nano's prices
+    assert out.stderr.splitlines() == [
+        "estimated cost of 2 calls to gpt-4.1-nano: $0.000110",
+        "error: the estimated cost of 2 calls to gpt-4.1-nano is more than --max-cost $0.000100; nothing was sent"]
+    assert gpt.requests == []
+    assert _session_onto_openai(db_path, recorded, gpt, "--max-cost", "0.0002", "--json").exit_code == 0
+
+
+def test_a_missing_key_is_named_on_one_line(db_path, recorded, upstreams, monkeypatch):
+    _, gpt = upstreams
+    monkeypatch.delenv("OPENAI_API_KEY")
+    out = _session_onto_openai(db_path, recorded, gpt, code=1)
+    assert out.stderr == ("error: set OPENAI_API_KEY to send to openai: recorded keys are masked, so a replay is"
+                          " sent with your own key\n")
+    assert gpt.requests == [] and out.stdout == ""
+
+
+def test_json_has_one_shape(db_path, recorded, upstreams):
+    _, gpt = upstreams
+    report = json.loads(_session_onto_openai(db_path, recorded, gpt, "--json").stdout)
+    assert sorted(report) == ["calls", "estimate_usd", "original_session", "replay_session", "totals"]
+    assert sorted(report["calls"][0]) == [
+        "call", "cost_usd", "idx", "latency_ms", "notices", "original", "replay", "replay_call", "same_arguments",
+        "same_stop_reason", "same_tool", "stop_reasons", "text_diff", "text_similarity"]
+    assert sorted(report["calls"][0]["replay"]) == ["cost_usd", "error", "latency_ms", "model", "stop_reason",
+                                                    "text", "tokens", "tools"]
+    assert sorted(report["totals"]) == ["calls", "cost_usd", "errors", "latency_ms", "mean_text_similarity",
+                                        "same_arguments", "same_stop_reason", "same_tool"]

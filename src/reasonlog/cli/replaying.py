@@ -134,16 +134,20 @@ def _print_session_table(result: dict) -> None:
     columns = [Column("call"), Column("tools", keep=3), Column("same tool"), Column("same args"),
                Column("stop", keep=2), Column("similarity", numeric=True), Column("cost", numeric=True, keep=1),
                Column("latency", numeric=True, keep=1)]
-    rows = [[f"#{r['idx']}", Text(_names(r["original"]) + " → " + _names(r["replay"])), _yes(r["same_tool"]),
-             _yes(r["same_arguments"]), " → ".join(str(s) for s in r["stop_reasons"]),
-             "error" if r["replay"]["error"] else f"{r['text_similarity']:.3f}", _pair(r["cost_usd"], _usd),
-             _pair(r["latency_ms"], _ms)] for r in result["calls"]]
+    rows: list[list[str | Text]] = [_session_row(r) for r in result["calls"]]
     t = result["totals"]
     n = t["calls"] - t["errors"]
     similarity = "—" if t["mean_text_similarity"] is None else f"{t['mean_text_similarity']:.3f} mean"
     print_table(columns, rows, ["total", f"{t['errors']} errors" if t["errors"] else "", f"{t['same_tool']}/{n}",
                                 f"{t['same_arguments']}/{n}", f"{t['same_stop_reason']}/{n}", similarity,
                                 _pair(t["cost_usd"], _usd), _pair(t["latency_ms"], _ms)])
+
+
+def _session_row(r: dict) -> list[str | Text]:
+    return [f"#{r['idx']}", Text(_names(r["original"]) + " → " + _names(r["replay"])), _yes(r["same_tool"]),
+            _yes(r["same_arguments"]), " → ".join(str(s) for s in r["stop_reasons"]),
+            "error" if r["replay"]["error"] else f"{r['text_similarity']:.3f}", _pair(r["cost_usd"], _usd),
+            _pair(r["latency_ms"], _ms)]
 
 
 def _tools(answer: dict) -> Text:

@@ -27,8 +27,9 @@ def read_anthropic(request: dict) -> Conversation:
     _read_params(conv, request, _ANTHROPIC_PARAMS, _ANTHROPIC_ONLY, "Anthropic")
     choice = request.get("tool_choice")
     if isinstance(choice, dict):
+        kind = str(choice.get("type"))
         conv.params["tool_choice"] = {"auto": "auto", "any": "required", "none": "none"}.get(
-            choice.get("type"), {"name": choice.get("name")})
+            kind, {"name": choice.get("name")})
     return conv
 
 

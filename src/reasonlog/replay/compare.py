@@ -35,7 +35,7 @@ class Answer:
         error = call.get("error")
         return cls(call.get("model"), "\n".join(p.text for p in parts if p.kind == "text"),
                    [{"name": p.name, "arguments": p.input} for p in parts if p.kind == "tool_use"],
-                   call.get("stop_reason"), {k: call.get(k) for k in TOKEN_FIELDS}, call.get("cost_usd"),
+                   call.get("stop_reason"), {k: call.get(k) for k in TOKEN_FIELDS}, _usd(call.get("cost_usd")),
                    call.get("latency_ms"), (error.get("message") or str(error)) if isinstance(error, dict) else error)
 
     def stop_kind(self) -> str | None:
@@ -67,7 +67,8 @@ def compare(original: Answer, replayed: Answer) -> dict:
             "stop_reasons": [original.stop_kind(), replayed.stop_kind()],
             "text_similarity": similarity(original.text, replayed.text),
             "text_diff": text_diff(original.text, replayed.text),
-            "cost_usd": [original.cost_usd, replayed.cost_usd], "latency_ms": [original.latency_ms, replayed.latency_ms],
+            "cost_usd": [original.cost_usd, replayed.cost_usd],
+            "latency_ms": [original.latency_ms, replayed.latency_ms],
             "original": original.to_dict(), "replay": replayed.to_dict()}
 
 
@@ -80,6 +81,11 @@ def totals(rows: list[dict]) -> dict:
             if answered else None,
             "cost_usd": [_sum(r["cost_usd"][0] for r in rows), _sum(r["cost_usd"][1] for r in rows)],
             "latency_ms": [_sum(r["latency_ms"][0] for r in rows), _sum(r["latency_ms"][1] for r in rows)]}
+
+
+def _usd(value: float | None) -> float | None:
+    """Dollars to the nano-dollar: a sum of per-token prices carries binary noise past that."""
+    return None if value is None else round(value, 9)
 
 
 def _sum(values: Any) -> float | None:
