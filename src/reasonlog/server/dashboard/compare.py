@@ -30,8 +30,8 @@ def _row(n: int, answers_a: list, answers_b: list) -> dict[str, Any]:
     a = answers_a[n] if n < len(answers_a) else None
     b = answers_b[n] if n < len(answers_b) else None
     comparison = compare(a[1], b[1]) if a and b else None
-    same = comparison is not None and comparison["same_arguments"] and comparison["same_stop_reason"] \
-        and a[1].text == b[1].text and a[1].error == b[1].error
+    same = a is not None and b is not None and comparison is not None and comparison["same_arguments"] \
+        and comparison["same_stop_reason"] and a[1].text == b[1].text and a[1].error == b[1].error
     return {"idx": n, "a": a[0] if a else None, "b": b[0] if b else None, "comparison": comparison,
             "answer_a": a[1].to_dict() if a else None, "answer_b": b[1].to_dict() if b else None, "same": same}
 
