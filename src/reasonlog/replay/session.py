@@ -87,6 +87,9 @@ def _send_one(target: Target, outcome: Outcome) -> None:
         outcome.sent = send(target, outcome.planned.prepared)
     except ReplayError as exc:
         outcome.error = str(exc)
+        return
+    if target.protocol.unwrap(outcome.sent.body) is None:
+        outcome.error = f"the answer is no {target.protocol.NAME} response: {sorted(outcome.sent.body)[:6]} at its top"
 
 
 def record(store: Any, outcomes: list[Outcome], target: Target, original_session: dict) -> list[str]:
@@ -106,8 +109,6 @@ def _call_event(session_id: str, outcome: Outcome, target: Target) -> CallRecord
     prepared, sent = outcome.planned.prepared, outcome.sent
     unwrapped = target.protocol.unwrap(sent.body) if sent is not None else None
     error = {"message": outcome.error} if outcome.error else None
-    if sent is not None and unwrapped is None:
-        error = {"message": "the answer is no response of the protocol it was sent to"}
     return CallRecorded(
         call_id=new_id(), session_id=session_id, exchange_id=None, started_at=outcome.started_at,
         request=prepared.request, response=unwrapped.message if unwrapped else None, model=prepared.model,
