@@ -60,7 +60,7 @@ def test_anthropic_to_openai_and_back_keeps_every_message(request):
     assert back.request["max_tokens"] == 512
 
 
-def test_what_openai_cannot_take_is_named_once_with_its_count():
+def test_what_openai_cannot_take_is_named_once():
     request = {"model": "claude-opus-4-6", "max_tokens": 100, "top_k": 5, "thinking": {"type": "enabled"},
                "system": [{"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}],
                "tools": [{"type": "web_search_20250305", "name": "web_search"},
@@ -73,7 +73,7 @@ def test_what_openai_cannot_take_is_named_once_with_its_count():
                             {"role": "user", "content": [{"type": "text", "text": "more"}]}]}
     translated = translate_request(request, anthropic, openai_chat)
     assert translated.notices == [
-        "cache_control (Anthropic prompt caching mark) (x2)",
+        "cache_control (Anthropic prompt caching mark)",
         "Anthropic server tool web_search (web_search_20250305)",
         "Anthropic parameter top_k", "Anthropic parameter thinking",
         "thinking block and its signature (the OpenAI protocol takes no earlier reasoning)",

@@ -3,6 +3,7 @@ the run `replays`, and print them beside the recorded ones. Recorded text is pri
 from __future__ import annotations
 
 import sys
+from collections import Counter
 
 import click
 import orjson
@@ -50,8 +51,7 @@ def _send_replay(obj, target, as_json, model, provider, base_url, concurrency, m
     call_ids, session = _calls_of(store, target)
     destination, planned = replaying.plan(store, call_ids, provider=provider, model=model, base_url=base_url)
     _check_budget(replaying.estimate(planned), max_cost, len(planned), model or session.get("model"))
-    for notice in dict.fromkeys(n for p in planned for n in p.prepared.notices):
-        click.echo(f"notice: not sent as recorded: {notice}", err=True)
+    _print_notices([p.prepared.notices for p in planned])
     outcomes = _send_with_progress(planned, destination, concurrency)
     replay_ids = replaying.record(store, outcomes, destination, session)
     result = replaying.report(store, outcomes, replay_ids)
@@ -93,6 +93,14 @@ def _check_budget(estimate: float | None, max_cost: float | None, calls: int, mo
     raise ReplayError(f"the estimated cost of {what} is {over}; nothing was sent")
 
 
+def _print_notices(per_call: list[list[str]]) -> None:
+    """Each thing left out of the sent requests, once, with how many of the calls it was left out of."""
+    counts = Counter(n for notices in per_call for n in notices)
+    for notice, calls in counts.items():
+        where = f" (in {calls} of {len(per_call)} calls)" if len(per_call) > 1 else ""
+        click.echo(f"notice: not sent as recorded: {notice}{where}", err=True)
+
+
 def _send_with_progress(planned, destination, concurrency):
     progress = Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(),
                         console=Console(stderr=True), disable=len(planned) < 2 or not sys.stderr.isatty(),
@@ -125,7 +133,7 @@ def _print_side_by_side(row: dict) -> None:
     console.print(table)
     console.print(Text(f"same tool: {_yes(row['same_tool'])}  same arguments: {_yes(row['same_arguments'])}"
                        f"  same stop reason: {_yes(row['same_stop_reason'])}"
-                       f"  text similarity: {row['text_similarity']:.3f}"))
+                       f"  text similarity: {_similarity(row['text_similarity'])}"))
     for line in row["text_diff"]:
         console.print(Text(line, style="green" if line.startswith("+") else "red" if line.startswith("-") else ""))
 
@@ -145,8 +153,8 @@ def _print_session_table(result: dict) -> None:
 
 def _session_row(r: dict) -> list[str | Text]:
     return [f"#{r['idx']}", Text(_names(r["original"]) + " → " + _names(r["replay"])), _yes(r["same_tool"]),
-            _yes(r["same_arguments"]), " → ".join(str(s) for s in r["stop_reasons"]),
-            "error" if r["replay"]["error"] else f"{r['text_similarity']:.3f}", _pair(r["cost_usd"], _usd),
+            _yes(r["same_arguments"]), " → ".join(s or "—" for s in r["stop_reasons"]),
+            "—" if r["text_similarity"] is None else f"{r['text_similarity']:.3f}", _pair(r["cost_usd"], _usd),
             _pair(r["latency_ms"], _ms)]
 
 
@@ -183,6 +191,10 @@ def _ms(value) -> str:
 
 def _pair(values: list, show) -> str:
     return f"{show(values[0])} → {show(values[1])}"
+
+
+def _similarity(value: float | None) -> str:
+    return "— (a call failed)" if value is None else f"{value:.3f}"
 
 
 def _yes(value: bool) -> str:

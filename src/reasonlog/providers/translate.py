@@ -28,7 +28,7 @@ STOP_KINDS = {"end_turn": "end", "stop": "end", "STOP": "end", "stop_sequence": 
 @dataclass(frozen=True)
 class Translated:
     request: dict
-    notices: list[str]  # what the target protocol could not carry, each with how often it occurred
+    notices: list[str]  # what the target protocol could not carry, each named once
 
 
 def translate_request(request: dict, source: ModuleType, target: ModuleType, model: str | None = None) -> Translated:
@@ -38,8 +38,7 @@ def translate_request(request: dict, source: ModuleType, target: ModuleType, mod
                          " expected Anthropic Messages, OpenAI Chat Completions or Gemini generateContent")
     conversation = READERS[source.NAME](request)
     written = WRITERS[target.NAME](conversation, model or request.get("model"))
-    notices = [what if n == 1 else f"{what} (x{n})" for what, n in conversation.notices.items()]
-    return Translated(written, notices)
+    return Translated(written, list(conversation.notices))
 
 
 def stop_kind(reason: str | None, called_tools: bool) -> str | None:

@@ -61,11 +61,12 @@ def text_diff(a: str, b: str) -> list[str]:
 
 def compare(original: Answer, replayed: Answer) -> dict:
     """One call's comparison: the facts a reader checks first, then both answers whole."""
-    same_tools = [t["name"] for t in original.tools] == [t["name"] for t in replayed.tools]
+    answered = original.error is None and replayed.error is None  # a failed call is like no other answer
+    same_tools = answered and [t["name"] for t in original.tools] == [t["name"] for t in replayed.tools]
     return {"same_tool": same_tools, "same_arguments": same_tools and original.tools == replayed.tools,
-            "same_stop_reason": original.stop_kind() == replayed.stop_kind(),
+            "same_stop_reason": answered and original.stop_kind() == replayed.stop_kind(),
             "stop_reasons": [original.stop_kind(), replayed.stop_kind()],
-            "text_similarity": similarity(original.text, replayed.text),
+            "text_similarity": similarity(original.text, replayed.text) if answered else None,
             "text_diff": text_diff(original.text, replayed.text),
             "cost_usd": [original.cost_usd, replayed.cost_usd],
             "latency_ms": [original.latency_ms, replayed.latency_ms],
@@ -73,12 +74,13 @@ def compare(original: Answer, replayed: Answer) -> dict:
 
 
 def totals(rows: list[dict]) -> dict:
-    """Counts and sums over a session's comparisons; a sum of costs is None when any cost is unknown."""
+    """Counts and sums over a session's comparisons. `errors`: replayed calls that failed; the mean similarity is
+    over the calls both answered; costs and latencies add up what is known (None: nothing is)."""
     answered = [r for r in rows if r["replay"]["error"] is None]
+    compared = [r["text_similarity"] for r in rows if r["text_similarity"] is not None]
     return {"calls": len(rows), "errors": len(rows) - len(answered),
             **{key: sum(1 for r in answered if r[key]) for key in ("same_tool", "same_arguments", "same_stop_reason")},
-            "mean_text_similarity": round(sum(r["text_similarity"] for r in answered) / len(answered), 3)
-            if answered else None,
+            "mean_text_similarity": round(sum(compared) / len(compared), 3) if compared else None,
             "cost_usd": [_sum(r["cost_usd"][0] for r in rows), _sum(r["cost_usd"][1] for r in rows)],
             "latency_ms": [_sum(r["latency_ms"][0] for r in rows), _sum(r["latency_ms"][1] for r in rows)]}
 
@@ -89,5 +91,5 @@ def _usd(value: float | None) -> float | None:
 
 
 def _sum(values: Any) -> float | None:
-    values = list(values)
-    return None if any(v is None for v in values) or not values else round(sum(values), 9)
+    known = [v for v in values if v is not None]
+    return round(sum(known), 9) if known else None
