@@ -36,7 +36,7 @@ class Answer:
         return cls(call.get("model"), "\n".join(p.text for p in parts if p.kind == "text"),
                    [{"name": p.name, "arguments": p.input} for p in parts if p.kind == "tool_use"],
                    call.get("stop_reason"), {k: call.get(k) for k in TOKEN_FIELDS}, _usd(call.get("cost_usd")),
-                   call.get("latency_ms"), (error.get("message") or str(error)) if isinstance(error, dict) else error)
+                   _ms(call.get("latency_ms")), (error.get("message") or str(error)) if isinstance(error, dict) else error)
 
     def stop_kind(self) -> str | None:
         return stop_kind(self.stop_reason, bool(self.tools))
@@ -85,6 +85,10 @@ def totals(rows: list[dict]) -> dict:
             "latency_ms": [_sum(r["latency_ms"][0] for r in rows), _sum(r["latency_ms"][1] for r in rows)]}
 
 
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
 def _usd(value: float | None) -> float | None:
     """Dollars to the nano-dollar: a sum of per-token prices carries binary noise past that."""
     return None if value is None else round(value, 9)
@@ -92,4 +96,4 @@ def _usd(value: float | None) -> float | None:
 
 def _sum(values: Any) -> float | None:
     known = [v for v in values if v is not None]
-    return round(sum(known), 9) if known else None
+    return round(sum(known), 9) if known else None  # dollars to the nano-dollar; milliseconds as they are
