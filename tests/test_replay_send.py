@@ -193,3 +193,62 @@ def test_json_has_one_shape(db_path, recorded, upstreams):
                                                     "text", "tokens", "tools"]
     assert sorted(report["totals"]) == ["calls", "cost_usd", "errors", "latency_ms", "mean_text_similarity",
                                         "same_arguments", "same_stop_reason", "same_tool"]
+
+
+def test_on_a_terminal_over_the_budget_asks_first(db_path, recorded, upstreams):
+    """stdin a terminal (a pty): the question is asked, and `n` sends nothing, `y` sends."""
+    import pty
+    import sys
+
+    _, gpt = upstreams
+    gpt.reply_json(load_json("openai-chat", "mistral-tool-call.json"))
+    gpt.reply_json(load_json("openai-chat", "openai-text.json"))
+    command = [sys.executable, "-m", "reasonlog", "--db", str(db_path), "replay", recorded, "--send", "--provider",
+               "openai", "--model", "gpt-4.1-nano", "--base-url", gpt.url, "--max-cost", "0.0001", "--json"]
+    for answer, code, sent in ((b"n\n", 1, 0), (b"y\n", 0, 2)):
+        main, terminal = pty.openpty()
+        done = _asked(command, main, terminal, answer)
+        assert done.returncode == code, done.stderr
+        assert "the estimate is more than --max-cost $0.000100; send anyway? [y/N]" in done.stderr
+        assert len(gpt.requests) == sent
+
+
+def _asked(command, main, terminal, answer):
+    import os
+    import subprocess
+
+    os.write(main, answer)
+    try:
+        return subprocess.run(command, stdin=terminal, capture_output=True, timeout=60, text=True)
+    finally:
+        os.close(main)
+        os.close(terminal)
+
+
+def test_a_streamed_request_is_sent_whole_and_says_so(db_path, upstreams):
+    claude, _ = upstreams
+    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+    with rec.session(provider="anthropic") as s:
+        call = s.call(request={**FIRST, "stream": True},
+                      response=load_json("anthropic-messages", "anthropic-text.json"))
+    rec.close()
+    claude.reply_json(load_json("anthropic-messages", "anthropic-text.json"))
+    out = _run(db_path, call, "--send", "--base-url", claude.url, "--json")
+    assert "notice: not sent as recorded: stream: sent non-streamed (the answer is compared whole)" in out.stderr
+    assert claude.requests[0]["body"] == FIRST
+    row = json.loads(out.stdout)["calls"][0]
+    assert (row["same_tool"], row["same_stop_reason"], row["text_similarity"]) == (True, True, 1.0)
+
+
+def test_an_answer_of_another_protocol_is_a_failed_send(db_path, recorded, upstreams):
+    claude, _ = upstreams
+    claude.reply_json(load_json("openai-chat", "openai-text.json"))  # a Chat completion from a Messages endpoint
+    out = _run(db_path, f"{recorded}#1", "--send", "--base-url", claude.url, code=1)
+    assert out.stderr.splitlines()[-1] == ("error: 1 of 1 sends failed (recorded as errors); the first: the answer is"
+                                           " no anthropic response: ['choices', 'created', 'id', 'model', 'object',"
+                                           " 'service_tier'] at its top")
+
+
+def test_send_options_without_send_are_a_usage_error(db_path, recorded):
+    out = _run(db_path, f"{recorded}#0", "--model", "gpt-5", code=2)
+    assert "--model, --provider, --base-url and --max-cost go with --send" in out.stderr

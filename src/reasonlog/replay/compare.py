@@ -33,10 +33,11 @@ class Answer:
     def of_call(cls, call: dict) -> Answer:
         parts = parts_of(call.get("response")) if call.get("response") is not None else []
         error = call.get("error")
+        message = (error.get("message") or str(error)) if isinstance(error, dict) else error
         return cls(call.get("model"), "\n".join(p.text for p in parts if p.kind == "text"),
                    [{"name": p.name, "arguments": p.input} for p in parts if p.kind == "tool_use"],
                    call.get("stop_reason"), {k: call.get(k) for k in TOKEN_FIELDS}, _usd(call.get("cost_usd")),
-                   _ms(call.get("latency_ms")), (error.get("message") or str(error)) if isinstance(error, dict) else error)
+                   _ms(call.get("latency_ms")), message)
 
     def stop_kind(self) -> str | None:
         return stop_kind(self.stop_reason, bool(self.tools))
