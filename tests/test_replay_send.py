@@ -252,3 +252,56 @@ def test_an_answer_of_another_protocol_is_a_failed_send(db_path, recorded, upstr
 def test_send_options_without_send_are_a_usage_error(db_path, recorded):
     out = _run(db_path, f"{recorded}#0", "--model", "gpt-5", code=2)
     assert "--model, --provider, --base-url and --max-cost go with --send" in out.stderr
+
+
+def test_an_interrupted_replay_keeps_what_came_back(db_path, recorded, monkeypatch):
+    """Ctrl-C while the second call waits on its answer: the first answer is recorded, the session interrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    answered, release = [], threading.Event()
+    body = json.dumps(load_json("anthropic-messages", "anthropic-text.json")).encode()
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            answered.append(self.path)
+            if len(answered) > 1:
+                release.wait(30)  # the second answer comes only once the test lets it
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test"}
+    child = subprocess.Popen([sys.executable, "-m", "reasonlog", "--db", str(db_path), "replay", recorded, "--send",
+                              "--concurrency", "1", "--base-url", f"http://127.0.0.1:{upstream.server_port}"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(answered) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # the first answer is written before the second request goes out
+        child.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        release.set()  # the call in flight ends; its answer is not recorded
+        _, err = child.communicate(timeout=30)
+    finally:
+        release.set()
+        upstream.shutdown()
+    assert child.returncode != 0 and "Traceback" not in err, err
+    store = reasonlog.open_store(db_path, read_only=True)
+    replay = store.get_session(store.replay_links(recorded)["replays"][0])
+    assert replay["status"] == "interrupted" and replay["run"] == "replays"
+    assert [c["replay_of"] for c in replay["calls"]] == [store.resolve_id("call", f"{recorded}#0")]

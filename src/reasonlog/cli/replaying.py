@@ -52,8 +52,7 @@ def _send_replay(obj, target, as_json, model, provider, base_url, concurrency, m
     destination, planned = replaying.plan(store, call_ids, provider=provider, model=model, base_url=base_url)
     _check_budget(replaying.estimate(planned), max_cost, len(planned), model or session.get("model"))
     _print_notices([p.prepared.notices for p in planned])
-    outcomes = _send_with_progress(planned, destination, concurrency)
-    replay_ids = replaying.record(store, outcomes, destination, session)
+    outcomes, replay_ids = _send_with_progress(store, planned, destination, session, concurrency)
     result = replaying.report(store, outcomes, replay_ids)
     replay_session = store.get_call(replay_ids[0])["session_id"]
     if as_json:
@@ -101,13 +100,14 @@ def _print_notices(per_call: list[list[str]]) -> None:
         click.echo(f"notice: not sent as recorded: {notice}{where}", err=True)
 
 
-def _send_with_progress(planned, destination, concurrency):
+def _send_with_progress(store, planned, destination, session, concurrency):
     progress = Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(),
                         console=Console(stderr=True), disable=len(planned) < 2 or not sys.stderr.isatty(),
                         transient=True)
     with progress:
         task = progress.add_task("replaying", total=len(planned))
-        return replaying.send_all(planned, destination, concurrency, lambda _: progress.advance(task))
+        return replaying.send_and_record(store, planned, destination, session, concurrency,
+                                         lambda: progress.advance(task))
 
 
 def _print_report(result: dict, single: bool) -> None:

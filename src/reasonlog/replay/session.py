@@ -1,5 +1,5 @@
 """A replay from plan to record: the recorded calls prepared for the target and priced before anything is sent,
-then sent (several at a time), recorded as one session of the run `replays` in call order, and compared."""
+then sent (several at a time) and recorded as one session of the run `replays` in call order, and compared."""
 from __future__ import annotations
 
 import os
@@ -33,6 +33,7 @@ class Outcome:
     started_at: str
     sent: Sent | None = None
     error: str | None = None
+    done: bool = False
 
 
 def plan(store: Any, call_ids: list[str], *, provider: str | None, model: str | None,
@@ -70,15 +71,47 @@ def estimate(planned: list[Planned]) -> float | None:
     return None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6)
 
 
-def send_all(planned: list[Planned], target: Target, concurrency: int,
-             done: Callable[[Outcome], None] = lambda outcome: None) -> list[Outcome]:
-    """Send every call, `concurrency` at a time; `done` is told of each as it finishes (on this thread)."""
+def send_and_record(store: Any, planned: list[Planned], target: Target, original_session: dict, concurrency: int,
+                    tick: Callable[[], None] = lambda: None) -> tuple[list[Outcome], list[str]]:
+    """Send every call, `concurrency` at a time, and record the replay as one session of the run `replays`: each
+    answer is written as soon as every call before it has answered (so the session keeps the original's order,
+    and what came back before a Ctrl-C is kept). Returns the outcomes and the recorded calls' ids, in order."""
+    session_id = new_id()
+    store.write_batch([SessionStarted(
+        session_id=session_id, started_at=utc_now(), agent=original_session.get("agent"), run=RUN,
+        model=target.model or original_session.get("model"), provider=target.protocol.NAME,
+        labels={"replay_of": original_session["id"]}, host=os.uname().nodename, pid=os.getpid())])
     outcomes = [Outcome(p, utc_now()) for p in planned]
-    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="reasonlog-replay") as pool:
+    ids: list[str] = []
+
+    def finished(outcome: Outcome) -> None:
+        outcome.done = True
+        while len(ids) < len(outcomes) and outcomes[len(ids)].done:
+            event = _call_event(session_id, outcomes[len(ids)], target)
+            store.write_batch([event])
+            ids.append(event.call_id)
+        tick()
+
+    status = "interrupted"
+    try:
+        _send_all(outcomes, target, concurrency, finished)
+        status = "failed" if any(o.error for o in outcomes) else "completed"
+    finally:
+        store.write_batch([SessionEnded(session_id=session_id, ended_at=utc_now(), status=status)])
+    return outcomes, ids
+
+
+def _send_all(outcomes: list[Outcome], target: Target, concurrency: int, done: Callable[[Outcome], None]) -> None:
+    """Send every call; `done` is told of each as it finishes (on this thread). An interruption cancels what has
+    not started, rather than waiting for every queued call to be sent."""
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="reasonlog-replay")
+    try:
         futures: dict[Future, Outcome] = {pool.submit(_send_one, target, o): o for o in outcomes}
         for future in as_completed(futures):
+            future.result()  # _send_one keeps a send's failure on its outcome; anything else is a bug
             done(futures[future])
-    return outcomes
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _send_one(target: Target, outcome: Outcome) -> None:
@@ -90,19 +123,6 @@ def _send_one(target: Target, outcome: Outcome) -> None:
         return
     if target.protocol.unwrap(outcome.sent.body) is None:
         outcome.error = f"the answer is no {target.protocol.NAME} response: {sorted(outcome.sent.body)[:6]} at its top"
-
-
-def record(store: Any, outcomes: list[Outcome], target: Target, original_session: dict) -> list[str]:
-    """Write the replay as one session of the run `replays`, in call order; returns the new calls' ids."""
-    session_id = new_id()
-    started = SessionStarted(session_id=session_id, started_at=outcomes[0].started_at, agent=original_session.get(
-        "agent"), run=RUN, model=target.model or original_session.get("model"), provider=target.protocol.NAME,
-        labels={"replay_of": original_session["id"]}, host=os.uname().nodename, pid=os.getpid())
-    calls = [_call_event(session_id, o, target) for o in outcomes]
-    failed = any(o.error for o in outcomes)
-    ended = SessionEnded(session_id=session_id, ended_at=utc_now(), status="failed" if failed else "completed")
-    store.write_batch([started, *calls, ended])
-    return [c.call_id for c in calls]
 
 
 def _call_event(session_id: str, outcome: Outcome, target: Target) -> CallRecorded:
