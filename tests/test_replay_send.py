@@ -305,3 +305,19 @@ def test_an_interrupted_replay_keeps_what_came_back(db_path, recorded, monkeypat
     replay = store.get_session(store.replay_links(recorded)["replays"][0])
     assert replay["status"] == "interrupted" and replay["run"] == "replays"
     assert [c["replay_of"] for c in replay["calls"]] == [store.resolve_id("call", f"{recorded}#0")]
+
+
+def test_a_base_url_that_is_no_url_is_one_line(db_path, recorded, upstreams):
+    out = _run(db_path, f"{recorded}#0", "--send", "--base-url", "localhost:8080", code=1)
+    assert out.stderr == "error: --base-url 'localhost:8080': expected http://host[:port] or https://host[:port]\n"
+
+
+def test_a_responses_call_is_not_translated(db_path, upstreams):
+    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+    with rec.session(provider="openai") as s:
+        call = s.call(request={"model": "gpt-5", "input": [{"role": "user", "content": "hi"}]},
+                      response={"role": "assistant", "content": "hello"})
+    rec.close()
+    out = _run(db_path, call, "--send", "--provider", "anthropic", code=1)
+    assert out.stderr.splitlines() == ["error: translating to or from the OpenAI Responses API is not supported;"
+                                       " replay it on OpenAI"]

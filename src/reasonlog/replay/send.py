@@ -51,6 +51,8 @@ def target_for(provider: str | None, recorded: ModuleType, model: str | None, ba
     protocol = TARGETS[provider] if provider else recorded
     if provider == "openai" and recorded is openai_responses:
         protocol = openai_responses  # an OpenAI call stays on the API it was recorded on
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        raise ReplayError(f"--base-url {base_url!r}: expected http://host[:port] or https://host[:port]")
     names = KEY_VARIABLES[protocol.NAME]
     key = next((os.environ[n] for n in names if os.environ.get(n)), None)
     if key is None:
@@ -92,6 +94,7 @@ def send(target: Target, prepared: Prepared, timeout_s: float = TIMEOUT_S) -> Se
         raise ReplayError(f"{url}: HTTP {exc.code}: {_error_message(exc.read())}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise ReplayError(f"{url}: {getattr(exc, 'reason', exc)}") from None
+
     latency_ms = (time.perf_counter() - start) * 1000
     try:
         body = orjson.loads(raw)
