@@ -61,11 +61,12 @@ def target_for(provider: str | None, recorded: ModuleType, model: str | None, ba
     return Target(protocol, model, (base_url or protocol.BASE_URL).rstrip("/"), key)
 
 
-def prepare(request: dict, provider: str | None, target: Target) -> Prepared:
-    """The recorded `request` (of `provider`) as `target` takes it: translated when the protocol differs, on the
-    target's model, and non-streamed (the answer is compared whole)."""
+def prepare(request: dict, provider: str | None, target: Target, recorded_model: str | None = None) -> Prepared:
+    """The recorded `request` (of `provider`, sent to `recorded_model`) as `target` takes it: translated when the
+    protocol differs, on the target's model, and non-streamed (the answer is compared whole)."""
     recorded = protocol_of(provider, request)
-    model = target.model or (request.get("model") if isinstance(request.get("model"), str) else None)
+    sent = request.get("model") if isinstance(request.get("model"), str) else None
+    model = target.model or sent or recorded_model  # Gemini's bodies name no model: the call's column does
     notices: list[str] = []
     if recorded is target.protocol:
         body = dict(request, model=model) if model else dict(request)

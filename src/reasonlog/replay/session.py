@@ -50,7 +50,7 @@ def plan(store: Any, call_ids: list[str], *, provider: str | None, model: str | 
 def _planned(call: dict, target: Target) -> Planned:
     from ..pricing import load_price_table  # the table loads once, when first needed
 
-    prepared = prepare(call["request"], call.get("provider"), target)
+    prepared = prepare(call["request"], call.get("provider"), target, call.get("model"))
     price = load_price_table().cost(prepared.model or "", _expected_usage(call, prepared.request))
     return Planned(call, prepared, price.usd)
 
