@@ -321,3 +321,19 @@ def test_a_responses_call_is_not_translated(db_path, upstreams):
     out = _run(db_path, call, "--send", "--provider", "anthropic", code=1)
     assert out.stderr.splitlines() == ["error: translating to or from the OpenAI Responses API is not supported;"
                                        " replay it on OpenAI"]
+
+
+def test_a_call_sent_to_gemini_goes_to_its_model_url_with_the_gemini_key(db_path, recorded, upstreams,
+                                                                          monkeypatch):
+    """No recorded Gemini answer is at hand, so the stand-in answers 500: the request it got is what is checked."""
+    claude, _ = upstreams
+    monkeypatch.setenv("GOOGLE_API_KEY", "AIza-test")
+    out = _run(db_path, f"{recorded}#1", "--send", "--provider", "gemini", "--model", "gemini-2.5-flash",
+               "--base-url", claude.url, code=1)
+    sent = claude.requests[0]
+    assert sent["path"] == "/v1beta/models/gemini-2.5-flash:generateContent"
+    assert sent["headers"]["x-goog-api-key"] == "AIza-test" and "model" not in sent["body"]
+    assert [c["role"] for c in sent["body"]["contents"]] == ["user", "model", "user"]
+    assert sent["body"]["contents"][2]["parts"] == [{"functionResponse": {
+        "id": "toolu_01LRmxn9vGM1d2DZSDBowdZ1", "name": "updateIssueList", "response": {"content": "3 open issues"}}}]
+    assert "HTTP 500: no reply queued" in out.stderr
