@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOTS = os.environ.get("REASONLOG_SCREENSHOTS")  # a folder: the compare page's screenshot is written there
 HOSTILE = "<script>alert('replay')</script><img src=x onerror=alert(2)> done"
 
 
@@ -92,6 +94,8 @@ def test_from_the_original_to_the_comparison_where_they_diverged(site, page):
     assert "stop end → tool" in first.locator("h2").inner_text()
     assert page.locator("#totals").inner_text().startswith("same tool 2/3 · same arguments 2/3 · same stop reason 2/3")
     assert page.dialogs == [] and page.locator("ol.compare script").count() == 0
+    if SHOTS:
+        page.screenshot(path=str(Path(SHOTS) / "compare.png"), full_page=False)
     page.click("#verdict a")
     assert page.url.endswith("#c1")
 
