@@ -126,7 +126,9 @@ def test_a_session_resent_onto_another_provider_is_compared_call_by_call(db_path
     assert {k: totals[k] for k in ("calls", "errors", "same_tool", "same_arguments", "same_stop_reason")} == \
         {"calls": 2, "errors": 0, "same_tool": 1, "same_arguments": 1, "same_stop_reason": 2}
     assert totals["cost_usd"] == [0.01836, 0.000168]  # claude-3-opus: 0.016005 + (12 in + 29 out) 0.002355
-    assert totals["mean_text_similarity"] == round((first["text_similarity"] + second["text_similarity"]) / 2, 3)
+    # no text in the tool call: 0; "for" and "are" shared by 20 and 250 words: 2 x 2 / 270 = 0.015
+    assert (first["text_similarity"], second["text_similarity"], totals["mean_text_similarity"]) == \
+        (0.0, 0.015, 0.0075)
     assert totals["latency_ms"][0] == 2300.0
     store = reasonlog.open_store(db_path, read_only=True)
     replay = store.get_session(report["replay_session"])

@@ -81,7 +81,7 @@ def totals(rows: list[dict]) -> dict:
     compared = [r["text_similarity"] for r in rows if r["text_similarity"] is not None]
     return {"calls": len(rows), "errors": len(rows) - len(answered),
             **{key: sum(1 for r in answered if r[key]) for key in ("same_tool", "same_arguments", "same_stop_reason")},
-            "mean_text_similarity": round(sum(compared) / len(compared), 3) if compared else None,
+            "mean_text_similarity": round(sum(compared) / len(compared), 4) if compared else None,
             "cost_usd": [_sum(r["cost_usd"][0] for r in rows), _sum(r["cost_usd"][1] for r in rows)],
             "latency_ms": [_sum(r["latency_ms"][0] for r in rows), _sum(r["latency_ms"][1] for r in rows)]}
 
