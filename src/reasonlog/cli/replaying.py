@@ -7,13 +7,9 @@ from collections import Counter
 
 import click
 import orjson
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
 
-from ..replay import ReplayError
-from ..replay import session as replaying
 from ..store import NotFound
 from .group import console, emit_json
 from .tables import Column, print_table
@@ -39,6 +35,8 @@ def replay_options(command):
 
 def send_replay(obj, target: str, as_json: bool, model, provider, base_url, concurrency, max_cost) -> None:
     """Plan, price, send, record and compare; errors are one line and exit 1."""
+    from ..replay import ReplayError  # loaded only to send: every other command starts without it
+
     try:
         _send_replay(obj, target, as_json, model, provider, base_url, concurrency, max_cost)
     except ReplayError as exc:
@@ -47,6 +45,9 @@ def send_replay(obj, target: str, as_json: bool, model, provider, base_url, conc
 
 
 def _send_replay(obj, target, as_json, model, provider, base_url, concurrency, max_cost) -> None:
+    from ..replay import ReplayError
+    from ..replay import session as replaying
+
     store = obj.writable
     call_ids, session = _calls_of(store, target)
     destination, planned = replaying.plan(store, call_ids, provider=provider, model=model, base_url=base_url)
@@ -89,6 +90,8 @@ def _check_budget(estimate: float | None, max_cost: float | None, calls: int, mo
     over = f"more than --max-cost ${max_cost:,.6f}" if estimate is not None else "not known to be within --max-cost"
     if sys.stdin.isatty() and click.confirm(f"the estimate is {over}; send anyway?", default=False, err=True):
         return
+    from ..replay import ReplayError
+
     raise ReplayError(f"the estimated cost of {what} is {over}; nothing was sent")
 
 
@@ -101,6 +104,11 @@ def _print_notices(per_call: list[list[str]]) -> None:
 
 
 def _send_with_progress(store, planned, destination, session, concurrency):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from ..replay import session as replaying
+
     progress = Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(),
                         console=Console(stderr=True), disable=len(planned) < 2 or not sys.stderr.isatty(),
                         transient=True)
