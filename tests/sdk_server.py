@@ -101,7 +101,8 @@ def _handler(server: FixtureServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
-            server.requests.append({"path": self.path, "body": json.loads(body or b"null")})
+            server.requests.append({"path": self.path, "body": json.loads(body or b"null"),
+                                    "headers": {k.lower(): v for k, v in self.headers.items()}})
             reply = server.next_reply()
             request_id = next(server.request_ids)
             self.send_response(reply.status)

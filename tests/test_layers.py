@@ -14,7 +14,7 @@ LAYERS = (
      "conversation"},
     {"store"},
     {"capture", "query", "reasoning"},
-    {"io", "summaries", "demo", "langchain", "claude_agent"},
+    {"io", "summaries", "demo", "langchain", "claude_agent", "replay"},
     {"server", "cli", "__main__"},
 )
 LAYER = {name: n for n, names in enumerate(LAYERS) for name in names}

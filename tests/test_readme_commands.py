@@ -282,6 +282,39 @@ def serves_and_summarises(place, command):
     serving(place, command)
 
 
+def _replaying(place, command: str, *forms: tuple[str, str]) -> list[dict]:
+    """Each (form, recorded answer) of a `replay --send` line against a stand-in for the provider on 127.0.0.1,
+    which answers every request with that payload; the JSON each form printed."""
+    from sdk_server import FixtureServer, Reply, load_json
+
+    assert command.startswith("reasonlog replay ") and " --send" in command
+    keyed = {**place, "env": {**place["env"], "OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test"}}
+    reports = []
+    for form, answer in forms:
+        with FixtureServer() as upstream:
+            body = load_json("openai-chat" if answer.startswith("openai") else "anthropic-messages", answer)
+            upstream.default = Reply(200, json.dumps(body).encode(), "application/json")
+            reports.append(json.loads(sh(keyed, f"{form} --base-url {upstream.url} --json").stdout))
+    return reports
+
+
+def replays_a_call(place, command):
+    """The README's session is the demo's Claude agent: sent as recorded, then to an OpenAI model, translated."""
+    same, named, other = _replaying(
+        place, command, ("reasonlog replay CALL --send", "anthropic-text.json"),
+        ("reasonlog replay CALL --send --model M", "anthropic-text.json"),
+        ("reasonlog replay CALL --send --model gpt-4.1-nano --provider openai", "openai-text.json"))
+    assert same["calls"][0]["replay"]["text"].startswith("Hello! I'm doing well")
+    assert named["calls"][0]["replay"]["model"] == place["words"]["M"]
+    assert other["calls"][0]["replay"]["text"].startswith("**Holiday Name:** Galaxy Day")
+
+
+def replays_a_session(place, command):
+    report, = _replaying(place, command, ("reasonlog replay SESSION --send --model M --concurrency 4 --max-cost 1",
+                                          "anthropic-text.json"))
+    assert report["totals"]["calls"] == len(report["calls"]) == 7 and report["totals"]["errors"] == 0
+
+
 def summarises(place, command):
     assert re.search(r"^summarised \d+; failed 0$", sh(place, command).stderr, re.M)
 
@@ -327,6 +360,8 @@ COMMANDS = {
     "reasonlog db check": each_form("reasonlog db check"),
     "reasonlog db recount": recounts,
     "reasonlog prune --older-than 30d [--run R] [--agent A] [--dry-run]": prunes,
+    "reasonlog replay CALL --send [--model M] [--provider anthropic|openai|gemini] [--base-url URL]": replays_a_call,
+    "reasonlog replay SESSION --send --model M [--concurrency 4] [--max-cost USD] [--json]": replays_a_session,
     "reasonlog summarize": summarises,
     "reasonlog summarize --messages --run R": summarises,
     "reasonlog summarize --summarizer anthropic --model claude-haiku-4-5": form_only,

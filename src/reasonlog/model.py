@@ -273,6 +273,7 @@ class CallRecorded(Event):
     # The caller promises that the message objects it sends are never changed afterwards (importers build
     # each request from the last one's objects): the store then reuses what it knows of the resent prefix.
     stable_history: bool = False
+    replay_of: str | None = None  # the recorded call this one re-sent (`reasonlog replay --send`)
 
 
 @dataclass(slots=True)

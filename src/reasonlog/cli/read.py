@@ -15,6 +15,7 @@ from ..parts import RecordError
 from ..store import SessionFilter, StoreError
 from ..store.search import Query
 from .group import HOW_TO_START, cli, console, emit_json, json_option
+from .replaying import replay_options, send_replay
 from .show import money
 from .tables import Column, print_table
 
@@ -154,14 +155,20 @@ def _stat_row(by: str, r: dict) -> list:
 @cli.command()
 @click.argument("call", metavar="CALL")
 @json_option
+@replay_options
 @click.pass_obj
-def replay(obj, call, as_json):
+def replay(obj, call, as_json, send, **options):
     """Print the exact request a call sent (CALL: an id, a prefix, or SESSION#N as `show` prints it).
 
     Piped, or with --json, it is canonical JSON, byte for byte what was recorded; on a terminal it is indented.
+    With --send it sends the request again (CALL may then be a SESSION: every call of it) and compares the answers.
     """
     from ..store.content import canonical
 
+    if send:
+        return send_replay(obj, call, as_json, **options)
+    if any(value is not None for name, value in options.items() if name != "concurrency"):
+        raise click.UsageError("--model, --provider, --base-url and --max-cost go with --send")
     call_id = obj.store.resolve_id("call", call)
     request = obj.store.replay_call(call_id)
     window = obj.store.get_call(call_id).get("window") or {}

@@ -357,4 +357,11 @@ CREATE INDEX sessions_parent_call ON sessions(parent_call_id) WHERE parent_call_
 CREATE INDEX exchanges_reported ON exchanges(session_id) WHERE stats_json IS NOT NULL;
 CREATE INDEX session_labels_session ON session_labels(session_id, key);
 """, python=usage.recount),
+    Migration(14, "replays linked to their originals", """
+-- replay_of: the id of the recorded call this call re-sent (`reasonlog replay CALL --send`), which may live in
+-- another session; replays are recorded as sessions of the run `replays`. NULL: the call is no replay.
+-- The index finds the replays of a session's calls (the dashboard's compare link).
+ALTER TABLE calls ADD COLUMN replay_of TEXT;
+CREATE INDEX calls_replay_of ON calls(replay_of) WHERE replay_of IS NOT NULL;
+"""),
 )

@@ -301,4 +301,9 @@ CREATE INDEX sessions_parent_call ON sessions(parent_call_id) WHERE parent_call_
 CREATE INDEX exchanges_reported ON exchanges(session_id) WHERE stats_json IS NOT NULL;
 CREATE INDEX session_labels_session ON session_labels(session_id, key);
 """, python=_migration_13),
+    Migration(14, "replays linked to their originals", f"""
+-- See schema.py, migration 14.
+ALTER TABLE calls ADD COLUMN replay_of {T};
+CREATE INDEX calls_replay_of ON calls(replay_of) WHERE replay_of IS NOT NULL;
+"""),
 )

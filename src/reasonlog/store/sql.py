@@ -325,6 +325,12 @@ class SQLStore:
         """Every file imported so far, newest import first."""
         return self._read(imported.list_files)
 
+    def replay_links(self, session_id: str) -> dict:
+        """{"replay_of": the session this one replays or None, "replays": sessions replaying its calls}."""
+        from . import replays
+
+        return self._read(replays.replay_links, session_id)
+
     def last_call_id(self, session_id: str) -> str | None:
         """The id of the session's last call, or None (an importer going on from it)."""
         return self._read(imported.last_call, session_id)

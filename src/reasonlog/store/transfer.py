@@ -89,6 +89,8 @@ def _export_call(cur, call: dict, hashes: dict[int, str], reader: ContentReader)
     call["response_id"] = hashes.get(call["response_id"])
     if call.get("window_json") is None:
         call.pop("window_json", None)  # written before schema 12: the record stays as version 3 wrote it
+    if call.get("replay_of") is None:
+        call.pop("replay_of", None)  # most calls are no replay: their records stay as before schema 14
     yield {"type": "call", **call}
 
 

@@ -355,7 +355,8 @@ class Applier:
                 "params_json": self.dumps(split.params), "shape_json": _ours(split.shape), "system_id": system_id,
                 "tools_json": _ours(tool_ids), "context_json": _ours(context), "context_len": len(ids),
                 "response_id": response_id, "raw": raw, "raw_format": raw_format,
-                "context_facts_json": self.dumps(ev.context_facts), "window_json": window}
+                "context_facts_json": self.dumps(ev.context_facts), "window_json": window,
+                "replay_of": again(ev.replay_of) if ev.replay_of is not None else None}
 
     def _cost(self, ev: CallRecorded) -> tuple[float | None, str | None]:
         if ev.cost_usd is not None:
@@ -450,6 +451,6 @@ CALL_INSERT_COLUMNS = (
     "id", "session_id", "idx", "exchange_id", "provider", "model", "started_at", "latency_ms", "ttft_ms", "status",
     "stop_reason", "error_json", *TOKENS, "cost_usd", "cost_source", "provider_message_id", "request_id",
     "params_json", "shape_json", "system_id", "tools_json", "context_json", "context_len", "response_id", "raw",
-    "raw_format", "context_facts_json", "window_json")
+    "raw_format", "context_facts_json", "window_json", "replay_of")
 _INSERT_CALL = (f"INSERT INTO calls ({', '.join(CALL_INSERT_COLUMNS)})"
                 f" VALUES ({', '.join('?' * len(CALL_INSERT_COLUMNS))})")

@@ -131,6 +131,7 @@ class CallRecordedJSON(TypedDict):
     status: CALL_STATUS
     context_facts: dict[str, Any] | None
     stable_history: bool
+    replay_of: str | None            # the recorded call this one re-sent (`reasonlog replay --send`)
 
 
 class ToolResultJSON(TypedDict):
@@ -267,6 +268,7 @@ class CallRecord(TypedDict):
     response_id: Annotated[str | None, HASH]     # a content hash
     context_facts: dict[str, Any] | None
     window: NotRequired[dict[str, Any] | None]   # how the context follows from the previous call's (schema 12)
+    replay_of: NotRequired[str | None]  # the recorded call this one re-sent; present when set (schema 14)
     raw: NotRequired[str | None]
     raw_format: NotRequired[Literal["skeleton", "bytes"] | None]
     raw_encoding: NotRequired[Literal["base64"] | None]  # set when `raw` is base64 of bytes that are not UTF-8

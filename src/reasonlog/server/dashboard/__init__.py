@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...store import StoreError
 from ..errors import status_of
-from . import pages
+from . import compare, pages
 from .render import HERE, page
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self';"
@@ -72,8 +72,15 @@ def _router(get_store: Any, key_scope: Any) -> APIRouter:
     async def session_page(request: Request, session_id: str, view: str = "full", offset: int = Query(0, ge=0),
                            limit: int = Query(pages.PAGE, ge=1, le=2000)) -> Response:
         def build(s):
-            return pages.session(s, s.resolve_id("session", session_id), view, offset, limit)
+            found = s.resolve_id("session", session_id)
+            return {**pages.session(s, found, view, offset, limit), "links": compare.links_of(s, found)}
         return await run_in_threadpool(html, request, "session.html", build)
+
+    @ui.get("/compare")
+    async def compare_page(request: Request, a: str, b: str) -> Response:
+        def build(s):
+            return compare.compare_sessions(s, s.resolve_id("session", a), s.resolve_id("session", b))
+        return await run_in_threadpool(html, request, "compare.html", build)
 
     @ui.get("/calls/{call_id}")
     async def call_page(request: Request, call_id: str, against: str | None = None) -> Response:

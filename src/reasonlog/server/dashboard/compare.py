@@ -1,0 +1,41 @@
+"""The compare page: two sessions side by side, aligned by call position (a replay beside its original, a fork
+beside the run it forked from, or any two runs of one agent): where they diverged, and per call both answers.
+
+A call's answer is read from the session's own timeline (the message at its `response_idx`), so the page costs
+two session reads however long the sessions are, and no call's context is decoded."""
+from __future__ import annotations
+
+from typing import Any
+
+from ...replay.compare import Answer, compare, totals
+from ...store import Store
+
+
+def compare_sessions(store: Store, a: str, b: str) -> dict:
+    """Both sessions, each position's comparison, the first position that differs, and the totals."""
+    first, second = store.get_session(a), store.get_session(b)
+    answers_a, answers_b = _answers(first), _answers(second)
+    rows = [_row(n, answers_a, answers_b) for n in range(max(len(answers_a), len(answers_b)))]
+    diverged = next((r["idx"] for r in rows if not r["same"]), None)
+    both = [r["comparison"] for r in rows if r["comparison"] is not None]
+    return {"a": first, "b": second, "rows": rows, "diverged": diverged, "totals": totals(both) if both else None}
+
+
+def _answers(session: dict) -> list[tuple[dict, Answer]]:
+    by_idx = {m["idx"]: m["content"] for m in session["messages"]}
+    return [(c, Answer.of_call({**c, "response": by_idx.get(c["response_idx"])})) for c in session["calls"]]
+
+
+def _row(n: int, answers_a: list, answers_b: list) -> dict[str, Any]:
+    a = answers_a[n] if n < len(answers_a) else None
+    b = answers_b[n] if n < len(answers_b) else None
+    comparison = compare(a[1], b[1]) if a and b else None
+    same = a is not None and b is not None and comparison is not None and comparison["same_arguments"] \
+        and comparison["same_stop_reason"] and a[1].text == b[1].text and a[1].error == b[1].error
+    return {"idx": n, "a": a[0] if a else None, "b": b[0] if b else None, "comparison": comparison,
+            "answer_a": a[1].to_dict() if a else None, "answer_b": b[1].to_dict() if b else None, "same": same}
+
+
+def links_of(store: Store, session_id: str) -> dict:
+    """The compare links a session page shows: the session it replays, and the sessions replaying it."""
+    return store.replay_links(session_id)
