@@ -160,11 +160,12 @@ class Report:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file:line, reason)
     failed: list[tuple[str, str]] = field(default_factory=list)   # (file, reason): files not imported at all
     copies: list[tuple[str, str]] = field(default_factory=list)   # (file, the path it was imported from)
+    notes: list[str] = field(default_factory=list)  # what a format cannot give (tokens, times), said once each
 
     def to_dict(self) -> dict:
         return {"files": self.files, "unchanged": self.unchanged, "appended": self.appended,
                 "rewritten": self.rewritten, "added": self.added, "rejected": self.rejected,
-                "copies": [{"file": f, "imported_from": o} for f, o in self.copies],
+                "copies": [{"file": f, "imported_from": o} for f, o in self.copies], "notes": self.notes,
                 "skipped": [{"where": w, "reason": r} for w, r in self.skipped],
                 "failed": [{"file": f, "reason": r} for f, r in self.failed]}
 
@@ -228,6 +229,11 @@ class Feed:
         number = line.number if isinstance(line, Line) else line
         where = f"{self.where}:{number}" if number else self.where
         self.report.skipped.append((f"{where} ({record})" if record else where, reason))
+
+    def note(self, text: str) -> None:
+        """Tell the user, once per import, what this format's files cannot give (tokens, cost, times)."""
+        if text not in self.report.notes:
+            self.report.notes.append(text)
 
     # ---------------------------------------------------------------- ids and the store
 
