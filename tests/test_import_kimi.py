@@ -93,7 +93,7 @@ def test_bad_lines_are_named_and_unknown_events_kept(db, tmp_path):
     report = run_import(store, plan([path], "kimi"))
     assert report.skipped == [
         (f"{path}:6", "expected `{timestamp, message: {type, payload}}`"),
-        (f"{path}:7", "not JSON (key must be a string)"),
+        (f"{path}:7", "not JSON (unexpected character, expected a string key)"),
         (f"{path}:8", "expected `{timestamp, message: {type, payload}}`"),
         (f"{path}:9", "token_usage.output: expected a non-negative integer, got -5; the call is kept without usage")]
     session = store.get_session("k1")
