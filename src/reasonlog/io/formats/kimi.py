@@ -216,6 +216,7 @@ class _Wire:
             step["results"].append([payload, at])
         elif kind == "StatusUpdate" and isinstance(payload.get("token_usage"), dict):
             step["usage"], step["id"] = payload["token_usage"], _str(payload.get("message_id")) or step["id"]
+            step["usage_line"] = self.feed.line
 
     def _end_step(self) -> Iterator[Event]:
         step, self.step = self.step, None
@@ -228,7 +229,7 @@ class _Wire:
             system = _system_prompt(self.feed.path.parent)
             yield CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=step["at"],
                                request={"messages": list(self.window), **({"system": system} if system else {})},
-                               response=response, usage=self._usage(step["usage"], step["line"]),
+                               response=response, usage=self._usage(step["usage"], step.get("usage_line", step["line"])),
                                provider_message_id=step["id"], stable_history=True)
         self.window.append(response)
         yield from self._results(step)
