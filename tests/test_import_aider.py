@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
+from agent_logs import ALL, import_cut_then_whole
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_logs import ALL, import_cut_then_whole
 from reasonlog.cli.main import cli
 from reasonlog.io.formats.aider import NO_USAGE
 from reasonlog.io.formats.aider import importer as aider
@@ -62,29 +62,13 @@ def test_the_import_says_aider_has_no_tokens(tmp_path):
     assert f"note: {NO_USAGE}\n" in result.output
 
 
-HISTORY = """
-# aider chat started at 2026-01-01 10:00:00
-
-> Aider v0.86.2
-> Model: anthropic/claude-sonnet-4-5 with diff edit format
-
-#### fix the bug  
-#### in main.py  
-
-I will fix it.
-
-main.py
-<<<<<<< SEARCH
-=======
->>>>>>> REPLACE
-
-> The LLM did not conform to the edit format.  
-
-Here is the fixed edit.
-
-> Applied edit to main.py  
-> Tokens: 1.2k sent, 80 received.  
-"""
+# Aider ends its `####` and `>` lines with two spaces (Markdown line breaks): kept here as aider writes them.
+HISTORY = "\n".join([
+    "", "# aider chat started at 2026-01-01 10:00:00", "",
+    "> Aider v0.86.2", "> Model: anthropic/claude-sonnet-4-5 with diff edit format", "",
+    "#### fix the bug  ", "#### in main.py  ", "", "I will fix it.", "", "main.py", "<<<<<<< SEARCH", "=======",
+    ">>>>>>> REPLACE", "", "> The LLM did not conform to the edit format.  ", "", "Here is the fixed edit.", "",
+    "> Applied edit to main.py  ", "> Tokens: 1.2k sent, 80 received.  ", ""])
 
 
 def test_a_reflection_is_a_second_call_answering_aiders_notes(db, tmp_path):

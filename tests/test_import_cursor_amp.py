@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from agent_logs import import_cut_then_whole
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_logs import import_cut_then_whole
 from reasonlog.io.formats.amp import importer as amp
 from reasonlog.io.formats.cursor import NO_USAGE, cursor_time
 from reasonlog.io.formats.cursor import importer as cursor

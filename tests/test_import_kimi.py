@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from agent_logs import ALL, import_cut_then_whole
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_logs import ALL, import_cut_then_whole
 from reasonlog.io.formats.kimi import NO_MODEL
 from reasonlog.io.formats.kimi import importer as kimi
 from reasonlog.io.importing import plan, run_import

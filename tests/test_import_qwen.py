@@ -7,10 +7,10 @@ import json
 import shutil
 from pathlib import Path
 
+from agent_logs import import_cut_then_whole
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_logs import import_cut_then_whole
 from reasonlog.io.formats.qwen import importer as qwen
 from reasonlog.io.importing import plan, run_import
 from reasonlog.store import open_store
@@ -53,7 +53,8 @@ def user(uuid: str, parent: str | None, text: str, second: int) -> dict:
 def reply(uuid: str, parent: str | None, text: str, second: int, prompt: int = 100) -> dict:
     return record(uuid, parent, "assistant", second, model="qwen3-coder-plus",
                   message={"role": "model", "parts": [{"text": text}]},
-                  usageMetadata={"promptTokenCount": prompt, "candidatesTokenCount": 10, "totalTokenCount": prompt + 10})
+                  usageMetadata={"promptTokenCount": prompt, "candidatesTokenCount": 10,
+                                 "totalTokenCount": prompt + 10})
 
 
 def telemetry(uuid: str, parent: str | None, second: int) -> dict:

@@ -15,6 +15,7 @@ with that shape.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,6 +213,11 @@ class Feed:
                     yield Line(number, start, offset, error=_json_error(raw, exc))
                     continue
                 yield Line(number, start, offset, value)
+
+    def may_grow(self, settle_s: float = 30.0) -> bool:
+        """Under `reasonlog watch`, whether the file changed in the last `settle_s` seconds: a record at its end may
+        still be being written, so an importer holds it for the next pass (a file at rest is read to its end)."""
+        return self.live and time.time() - self.path.stat().st_mtime < settle_s
 
     def read_bytes(self) -> bytes:
         """The whole file (for formats that are one JSON document)."""

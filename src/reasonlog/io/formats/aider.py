@@ -15,8 +15,9 @@ format`, `Tokens: 2.4k sent, 306 received. Cost: …`, applied edits, commits); 
   estimates; they are kept verbatim as outcomes `aider:tokens` on the call before them, never as usage. Every call
   carries the session's start time.
 
-Incremental: the file is read from where the last import stopped. Under `watch` a reply at the end of the file
-waits for the next line; if a one-off import took a reply that then grew, the file is imported again whole.
+Incremental: the file is read from where the last import stopped. Under `watch`, in a file changed in the last 30
+seconds, a reply at the end of the file waits for the next line; if a one-off import took a reply that then grew,
+the file is imported again whole.
 """
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ class _History:
                 last = (offset, number)
         if last is None:
             return
-        if self.reply and not self.feed.live:
+        if self.reply and not self.feed.may_grow():
             yield from self._call()
             self.taken = True
         yield from self._close()

@@ -51,7 +51,8 @@ class AmpImporter(FileImporter):
 
     def default_folders(self) -> list[Path]:
         given = os.environ.get("AMP_DATA_DIR")
-        data = Path(given) if given else Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "amp"
+        share = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+        data = Path(given) if given else share / "amp"
         return [data.expanduser() / "threads"]
 
     def candidates(self, folder: Path) -> Iterator[Path]:
@@ -176,12 +177,12 @@ class _Thread:
                            usage=self._usage(event, usage, record), stable_history=True)
 
     def _usage(self, event: dict | None, usage: dict | None, record: str) -> Usage | None:
-        tokens = (event or {}).get("tokens") if isinstance((event or {}).get("tokens"), dict) else {}
-        u = usage or {}
-        values = {"input": tokens.get("input", u.get("inputTokens")), "output": tokens.get("output", u.get("outputTokens")),
-                  "cacheReadInputTokens": u.get("cacheReadInputTokens"),
-                  "cacheCreationInputTokens": u.get("cacheCreationInputTokens")}
-        values = {k: v or 0 for k, v in values.items()}
+        tokens, u = _dict((event or {}).get("tokens")), usage or {}
+        given = {"input": tokens.get("input", u.get("inputTokens")),
+                 "output": tokens.get("output", u.get("outputTokens")),
+                 "cacheReadInputTokens": u.get("cacheReadInputTokens"),
+                 "cacheCreationInputTokens": u.get("cacheCreationInputTokens")}
+        values: dict[str, Any] = {k: v or 0 for k, v in given.items()}
         bad = next((k for k, v in values.items() if type(v) is not int or v < 0), None)
         if bad is not None:
             self.feed.skip(None, f"{bad}: expected a non-negative integer, got {values[bad]!r}; the call is kept"
@@ -197,7 +198,7 @@ class _Thread:
 
     def _results(self, results: list[dict], k: int) -> Iterator[Event]:
         for n, block in enumerate(results):
-            run = block.get("run") if isinstance(block.get("run"), dict) else {}
+            run = _dict(block.get("run"))
             result_id = stable_id(self.at, NAME, self.sid, "result", k, n)
             if not self.feed.exists("tool_result", result_id):
                 yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=self.at,
@@ -210,7 +211,7 @@ def _block(b: dict) -> dict:
     """An Amp block in the Messages shape (its tool results name the call `toolUseID` and hold `run.result`)."""
     if b["type"] != "tool_result":
         return b
-    run = b.get("run") if isinstance(b.get("run"), dict) else {}
+    run = _dict(b.get("run"))
     result = run.get("result", b.get("content"))
     return {"type": "tool_result", "tool_use_id": b.get("toolUseID") or b.get("tool_use_id"),
             "content": result if isinstance(result, str) else orjson.dumps(result).decode(),
@@ -228,3 +229,7 @@ def _iso(value: Any) -> str | None:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None if value is None else str(value)
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}

@@ -21,9 +21,9 @@ just before the `assistant.message` with the same `apiCallId` (`content`, `reaso
 - Turn and bookkeeping events (`assistant.turn_start`, `assistant.turn_end`, `session.resume`, ...) set nothing;
   any other type is an outcome `copilot:<type>`.
 
-Incremental: what is appended is read from where the last import stopped. Under `watch` a trailing usage record
-waits for its reply; a one-off import counts it as a call without a response, and if the reply comes later the file
-is imported again whole (`ReimportFile`).
+Incremental: what is appended is read from where the last import stopped. Under `watch`, in a file changed in the
+last 30 seconds, a trailing usage record waits for its reply; a one-off import counts it as a call without a
+response, and if the reply comes later the file is imported again whole (`ReimportFile`).
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ class _Log:
                 yield from self._event(value, line.number)
         if last is None or self.sid is None:
             return
-        if self.held is not None and not self.feed.live:
+        if self.held is not None and not self.feed.may_grow():
             self.taken = _str(self.held[0]["data"]["usage"].get("apiCallId")) or ""
             yield from self._call(None, *self.held)
         if self.exchange is not None:
@@ -156,7 +156,7 @@ class _Log:
 
     def _start(self, data: dict, at: str) -> SessionStarted:
         self.sid = data["sessionId"]
-        context = data.get("context") if isinstance(data.get("context"), dict) else {}
+        context = _dict(data.get("context"))
         labels = {"source": NAME, **{k: str(context[k]) for k in ("cwd", "branch") if context.get(k)}}
         if data.get("copilotVersion"):
             labels["version"] = str(data["copilotVersion"])
@@ -184,7 +184,9 @@ class _Log:
         response = {"role": "assistant", "content": _blocks(data)}
         if not self.feed.exists("call", call_id):
             model = _str(counts.get("model")) or _str(data.get("model"))
-            request = {"model": model, "messages": list(self.window), **({"system": self.system} if self.system else {})}
+            request = {"model": model, "messages": list(self.window)}
+            if self.system:
+                request["system"] = self.system
             yield CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
                                request=request, response=response if reply is not None else None, model=model,
                                usage=self._usage(counts, number) if counts else None,
@@ -215,7 +217,7 @@ class _Log:
     def _tool_result(self, event: dict, data: dict, at: str) -> Iterator[Event]:
         tool_id = _str(data.get("toolCallId"))
         name, args, started = self.tools.pop(tool_id or "", [None, None, None])
-        result = data.get("result") if isinstance(data.get("result"), dict) else {}
+        result = _dict(data.get("result"))
         content = result.get("content", result.get("error", data.get("error")))
         block = {"type": "tool_result", "tool_use_id": tool_id, "content": content if isinstance(content, str)
                  else str(content), "is_error": data.get("success") is False}
@@ -265,3 +267,7 @@ def _number(value: Any) -> float | None:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None if value is None else str(value)
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}

@@ -18,8 +18,9 @@ tokens come in a `StatusUpdate` (`token_usage`: `input_other` uncached, `input_c
 - `CompactionBegin`/`End`, `StepInterrupted`, `StepRetry`, notifications and unknown types are outcomes
   `kimi:<type>`; approvals, hooks and MCP loading are passed over.
 
-Incremental: the file is read from where the last import stopped; under `watch` the last step waits for the next
-line. A step a one-off import took that then grew makes the file import again whole (`ReimportFile`).
+Incremental: the file is read from where the last import stopped; under `watch`, in a file changed in the last 30
+seconds, the last step waits for the next line. A step a one-off import took that then grew makes the file import
+again whole (`ReimportFile`).
 """
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ class _Wire:
                 yield from self._event(value, line.number)
         if last is None or not self.started:
             return
-        if self.step is not None and not self.feed.live:
+        if self.step is not None and not self.feed.may_grow():
             yield from self._end_step()
             self.taken = True
         if self.exchange is not None:
@@ -207,7 +208,7 @@ class _Wire:
             else:
                 blocks.append(block)
         elif kind == "ToolCall":
-            fn = payload.get("function") if isinstance(payload.get("function"), dict) else {}
+            fn = _dict(payload.get("function"))
             blocks.append({"type": "tool_use", "id": _str(payload.get("id")), "name": _str(fn.get("name")),
                            "arguments": fn.get("arguments") or ""})
         elif kind == "ToolCallPart" and blocks and blocks[-1]["type"] == "tool_use":
@@ -229,7 +230,8 @@ class _Wire:
             system = _system_prompt(self.feed.path.parent)
             yield CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=step["at"],
                                request={"messages": list(self.window), **({"system": system} if system else {})},
-                               response=response, usage=self._usage(step["usage"], step.get("usage_line", step["line"])),
+                               response=response,
+                               usage=self._usage(step["usage"], step.get("usage_line", step["line"])),
                                provider_message_id=step["id"], stable_history=True)
         self.window.append(response)
         yield from self._results(step)
@@ -237,7 +239,7 @@ class _Wire:
     def _results(self, step: dict) -> Iterator[Event]:
         blocks = []
         for payload, at in step["results"]:
-            value = payload.get("return_value") if isinstance(payload.get("return_value"), dict) else {}
+            value = _dict(payload.get("return_value"))
             tool_id, error = _str(payload.get("tool_call_id")), value.get("is_error") is True
             output = value.get("output")
             blocks.append({"type": "tool_result", "tool_use_id": tool_id, "content": _text(output), "is_error": error})
@@ -251,14 +253,15 @@ class _Wire:
 
     def _subagent(self, payload: dict, number: int, at: str) -> Iterator[Event]:
         """A sub-agent's step usage: a call of its child session, so what it cost is counted."""
-        inner = payload.get("event") if isinstance(payload.get("event"), dict) else {}
+        inner = _dict(payload.get("event"))
         usage = (inner.get("payload") or {}).get("token_usage") if isinstance(inner.get("payload"), dict) else None
         if inner.get("type") != "StatusUpdate" or not isinstance(usage, dict):
             return
         child = f"{self.sid}@{payload.get('agent_id') or payload.get('parent_tool_call_id')}"
         if child not in self.children:
             self.children.append(child)
-            yield SessionStarted(session_id=child, started_at=at, agent=_str(payload.get("subagent_type")) or "kimi-cli",
+            agent = _str(payload.get("subagent_type")) or "kimi-cli"
+            yield SessionStarted(session_id=child, started_at=at, agent=agent,
                                  labels={"source": NAME, "subagent": "true"}, parent_session_id=self.sid)
         call_id = stable_id(at, NAME, child, number)
         if not self.feed.exists("call", call_id):
@@ -313,3 +316,7 @@ def _text(value: Any) -> str:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None if value is None else str(value)
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}

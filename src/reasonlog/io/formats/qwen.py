@@ -19,9 +19,9 @@ the same file.
 - Other `system` subtypes (`slash_command`, `chat_compression`, `rewind`, `custom_title`, ...) are outcomes
   `qwen:<subtype>`; `attribution_snapshot` and the other telemetry events are passed over.
 
-Qwen records no cost; calls are priced by reasonlog from the model's name. Incremental: a trailing
-`api_response` is held while `watch` follows the file; a one-off import counts it as a side call, and if its
-reply then appears the file is imported again whole (`ReimportFile`).
+Qwen records no cost; calls are priced by reasonlog from the model's name. Incremental: a trailing `api_response` is
+held while `watch` follows a file changed in the last 30 seconds; a one-off import counts it as a side call, and if
+its reply then appears the file is imported again whole (`ReimportFile`).
 """
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ class _Chat:
                 yield from self._record(line.value, line.number)
         if last is None or self.sid is None:
             return
-        if self.held is not None and not self.feed.live:
+        if self.held is not None and not self.feed.may_grow():
             self.side = self.held[0]["uuid"]
             yield from self._release()
         if self.exchange is not None:
@@ -186,7 +186,7 @@ class _Chat:
                            provider_message_id=_str(telemetry.get("response_id")), stable_history=True)
 
     def _tool_result(self, record: dict, content: dict, at: str) -> Iterator[Event]:
-        result = record.get("toolCallResult") if isinstance(record.get("toolCallResult"), dict) else {}
+        result = _dict(record.get("toolCallResult"))
         for k, part in enumerate(content["parts"]):
             response = part.get("functionResponse") if isinstance(part, dict) else None
             if not isinstance(response, dict):
@@ -268,3 +268,7 @@ def _number(value: Any) -> float | None:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None if value is None else str(value)
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
