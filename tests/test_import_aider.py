@@ -3,6 +3,7 @@ the import saying so; then hand-written histories: a reflection, appended exchan
 imported, bad lines, an empty file; and every cut of the real file."""
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -147,3 +148,13 @@ def test_the_default_is_the_history_in_this_folder_and_home_or_the_one_named(mon
 @given(cut=st.integers(0, REAL.stat().st_size))
 def test_any_cut_of_the_real_history_imports_without_error_and_completes_to_the_whole(tmp_path_factory, cut):
     import_cut_then_whole(tmp_path_factory.mktemp("cut"), REAL, "repo/.aider.chat.history.md", cut, "aider")
+
+
+def test_under_watch_a_last_reply_waits_while_the_file_is_fresh(db, tmp_path):
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text("# aider chat started at 2026-01-01 10:00:00\n\n#### hi\n\nHello\n")
+    store = open_store(db)
+    assert run_import(store, plan([path]), live=True).added["calls"] == 0  # the reply may still be written
+    rested = path.stat().st_mtime - 60
+    os.utime(path, (rested, rested))
+    assert run_import(store, plan([path]), live=True).added["calls"] == 1

@@ -4,6 +4,7 @@ imported, bad and unknown lines, an empty file; and every cut of the real wire f
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from agent_logs import ALL, import_cut_then_whole
@@ -119,3 +120,12 @@ def test_the_default_folder_follows_kimi_share_dir(monkeypatch, tmp_path):
 @given(cut=st.integers(0, REAL.stat().st_size))
 def test_any_cut_of_the_real_wire_file_imports_without_error_and_completes_to_the_whole(tmp_path_factory, cut):
     import_cut_then_whole(tmp_path_factory.mktemp("cut"), REAL, f"h/{SID}/wire.jsonl", cut, "kimi")
+
+
+def test_under_watch_a_last_step_waits_while_the_file_is_fresh_and_is_read_once_it_rests(db, tmp_path):
+    path = write(tmp_path / "h" / "k1" / "wire.jsonl", HEAD)
+    store = open_store(db)
+    assert run_import(store, plan([path], "kimi"), live=True).added["calls"] == 0  # just written: may still grow
+    rested = path.stat().st_mtime - 60
+    os.utime(path, (rested, rested))
+    assert run_import(store, plan([path], "kimi"), live=True).added["calls"] == 1

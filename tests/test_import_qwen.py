@@ -4,6 +4,7 @@ an empty file, a reply that comes after its telemetry was imported as a side cal
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -152,3 +153,12 @@ def test_a_qwen_chat_is_detected_and_a_claude_transcript_is_not(tmp_path):
 @given(cut=st.integers(0, REAL.stat().st_size))
 def test_any_cut_of_the_real_chat_imports_without_error_and_completes_to_the_whole(tmp_path_factory, cut):
     import_cut_then_whole(tmp_path_factory.mktemp("cut"), REAL, "chats/q.jsonl", cut, "qwen")
+
+
+def test_under_watch_a_last_api_response_waits_while_the_file_is_fresh(db, tmp_path):
+    path = write(tmp_path / "q1.jsonl", [user("u1", None, "hi", 1), telemetry("t1", "u1", 2)])
+    store = open_store(db)
+    assert run_import(store, plan([path], "qwen"), live=True).added["calls"] == 0  # its reply may come next
+    rested = path.stat().st_mtime - 60
+    os.utime(path, (rested, rested))
+    assert run_import(store, plan([path], "qwen"), live=True).added["calls"] == 1  # at rest: a side call

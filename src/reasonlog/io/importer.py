@@ -229,6 +229,10 @@ class Feed:
             return Checkpoint(self.path.stat().st_size, self.first_line, dump_state(state))
         return Checkpoint(line.end, line.number, dump_state(state))
 
+    def checkpoint_at_start(self, state: dict | None) -> Checkpoint:
+        """No new line was read, but the state changed (a record held back is imported now that the file rests)."""
+        return Checkpoint(self.start, self.first_line, dump_state(state))
+
     def skip(self, line: Line | int | None, reason: str, record: str | None = None) -> None:
         """Report a line (or the whole file, with None) that the import passed over, and why; `record` names
         it where a file has no lines (a database's row, an entry of a JSON array)."""

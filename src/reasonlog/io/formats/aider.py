@@ -113,13 +113,14 @@ class _History:
                     continue
                 yield from self._line(text, number)
                 last = (offset, number)
-        if last is None:
-            return
+        if last is None and (not self.reply or self.feed.may_grow()):
+            return  # nothing new, and no reply held back that may be imported now
         if self.reply and not self.feed.may_grow():
             yield from self._call()
             self.taken = True
         yield from self._close()
-        yield Checkpoint(last[0], last[1], dump_state(self._state()))
+        offset, number = last or (self.feed.start, self.feed.first_line)
+        yield Checkpoint(offset, number, dump_state(self._state()))
 
     def _state(self) -> dict:
         return {"session": self.session, "exchange": self.exchange, "window": self.window, "user": self.user,

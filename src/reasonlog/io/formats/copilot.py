@@ -107,17 +107,21 @@ class _Log:
                 self.feed.skip(line, "expected an event with a string `type` and a `data` object")
             else:
                 yield from self._event(value, line.number)
-        if last is None or self.sid is None:
-            return
+        if self.sid is None or (last is None and (self.held is None or self.feed.may_grow())):
+            return  # nothing new, and no usage record held back that may be imported now
         if self.held is not None and not self.feed.may_grow():
             self.taken = _str(self.held[0]["data"]["usage"].get("apiCallId")) or ""
             yield from self._call(None, *self.held)
         if self.exchange is not None:
             yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
         yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
-        yield self.feed.checkpoint(last, {
+        state = self._state()
+        yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
+
+    def _state(self) -> dict:
+        return {
             "sid": self.sid, "exchange": self.exchange, "last_at": self.last_at, "system": self.system,
-            "window": self.window, "tools": self.tools, "held": self.held, "taken": self.taken})
+            "window": self.window, "tools": self.tools, "held": self.held, "taken": self.taken}
 
     def _event(self, event: dict, number: int) -> Iterator[Event]:
         at = instant(event.get("timestamp")) or self.last_at

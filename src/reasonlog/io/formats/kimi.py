@@ -132,17 +132,20 @@ class _Wire:
                 self.feed.skip(line, "expected `{timestamp, message: {type, payload}}`")
             else:
                 yield from self._event(value, line.number)
-        if last is None or not self.started:
-            return
+        if not self.started or (last is None and (self.step is None or self.feed.may_grow())):
+            return  # nothing new, and no step held back that may be imported now
         if self.step is not None and not self.feed.may_grow():
             yield from self._end_step()
             self.taken = True
         if self.exchange is not None:
             yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
         yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
-        yield self.feed.checkpoint(last, {"sid": self.sid, "started": self.started, "exchange": self.exchange,
-                                          "last_at": self.last_at, "window": self.window, "step": self.step,
-                                          "children": self.children, "taken": self.taken})
+        state = self._state()
+        yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
+
+    def _state(self) -> dict:
+        return {"sid": self.sid, "started": self.started, "exchange": self.exchange, "last_at": self.last_at,
+                "window": self.window, "step": self.step, "children": self.children, "taken": self.taken}
 
     def _event(self, value: dict, number: int) -> Iterator[Event]:
         at = instant(value.get("timestamp"), numbers=True) or self.last_at

@@ -106,17 +106,21 @@ class _Chat:
                 self.feed.skip(line, "expected a record with string `uuid`, `sessionId` and `type`, and `parentUuid`")
             else:
                 yield from self._record(line.value, line.number)
-        if last is None or self.sid is None:
-            return
+        if self.sid is None or (last is None and (self.held is None or self.feed.may_grow())):
+            return  # nothing new, and no telemetry held back that may be imported now
         if self.held is not None and not self.feed.may_grow():
             self.side = self.held[0]["uuid"]
             yield from self._release()
         if self.exchange is not None:
             yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
         yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
-        yield self.feed.checkpoint(last, {
+        state = self._state()
+        yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
+
+    def _state(self) -> dict:
+        return {
             "sid": self.sid, "exchange": self.exchange, "last_at": self.last_at, "contents": self.contents,
-            "lengths": self.lengths, "previous": self.previous, "held": self.held, "side": self.side})
+            "lengths": self.lengths, "previous": self.previous, "held": self.held, "side": self.side}
 
     def _record(self, record: dict, number: int) -> Iterator[Event]:
         at = instant(record.get("timestamp")) or self.last_at
