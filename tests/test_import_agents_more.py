@@ -66,6 +66,11 @@ def test_import_without_a_path_finds_the_six_agents_and_stats_shows_each(home):
     again = json.loads(invoke(home, "import", "--json"))
     assert {k: (v["unchanged"], v["added"]["calls"]) for k, v in again.items()} == {
         "qwen": (1, 0), "aider": (1, 0), "copilot": (1, 0), "kimi": (1, 0), "cursor": (1, 0), "amp": (1, 0)}
+    for path in home.rglob("*"):
+        if path.is_file() and path.name != "r.db" and not path.name.startswith("r.db"):
+            path.touch()  # changed in time only: read again from where it stopped, and nothing is added
+    touched = json.loads(invoke(home, "import", "--json"))
+    assert {k: sum(v["added"].values()) for k, v in touched.items()} == dict.fromkeys(again, 0)
 
 
 def test_watch_without_a_path_follows_the_same_folders(home):
