@@ -175,3 +175,14 @@ def test_any_cut_of_the_cursor_transcript_completes_to_the_whole(tmp_path_factor
 @given(cut=st.integers(0, AMP.stat().st_size))
 def test_any_cut_of_the_amp_thread_completes_to_the_whole(tmp_path_factory, cut):
     import_cut_then_whole(tmp_path_factory.mktemp("cut"), AMP, f"threads/{AMP.name}", cut, "amp")
+
+
+def test_a_cursor_line_with_its_own_timestamp_gives_the_time(db, tmp_path):
+    path = write(tmp_path / "p" / "agent-transcripts" / "c2.jsonl", [
+        {"role": "user", "timestamp": "2026-03-01T09:00:00Z", "message": {"content": "<user_query>go</user_query>"}},
+        {"role": "assistant", "timestamp": 1772355605000 / 1000, "message": {"content": "done"}}])
+    store = open_store(db)
+    run_import(store, plan([path], "cursor"))
+    session = store.get_session("c2")
+    assert (session["started_at"], session["calls"][0]["started_at"]) == ("2026-03-01T09:00:00.000000Z",
+                                                                         "2026-03-01T09:00:05.000000Z")

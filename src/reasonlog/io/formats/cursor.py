@@ -8,10 +8,11 @@ they typed in `<user_query>` and may carry `<timestamp>Sunday, Sep 20, 2026, 12:
 - **Session**: the transcript's id; agent `cursor`; labels `source=cursor`, `project` (the slug).
 - **Exchanges**: each user message (its `<user_query>`), ended by `turn_ended`.
 - **Calls**: each assistant line is taken as one model response, its request the conversation before it.
-- **What Cursor does not write**: tokens, cost, model, tool results (most versions) and times. reasonlog invents
-  none: calls have no usage, cost or model, and the import prints a note. Instants come from the user's
-  `<timestamp>` where there is one, else the session's start: the file's modification time when it was first
-  imported (kept, so the ids stay the same as the file grows).
+- **What Cursor does not write**: tokens, cost, model, tool results and call ids (a `tool_use` has none), and times
+  (most versions). reasonlog invents none: calls have no usage, cost or model, and the import prints a note.
+  Instants come from a line's `timestamp` or the user's `<timestamp>` where there is one, else the session's start:
+  the file's modification time when it was first imported (kept, so the ids stay the same as the file grows).
+  Assistant text is kept as written, with the bare `[REDACTED]` Cursor appends to most replies.
 
 Incremental: what is appended is read from where the last import stopped.
 """
@@ -122,6 +123,9 @@ class _Transcript:
     def _line(self, value: dict, number: int) -> Iterator[Event]:
         if self.started_at is None:
             yield self._start(value)
+        stamped = instant(value.get("timestamp"), numbers=True)  # some versions give a line its time
+        if stamped is not None:
+            self.at = max(self.at or stamped, stamped)
         role, message = value.get("role"), value.get("message")
         if value.get("type") == "turn_ended":
             yield from self._turn_ended(value, number)
@@ -140,7 +144,8 @@ class _Transcript:
 
     def _start(self, value: dict) -> SessionStarted:
         text = str(value.get("message"))
-        self.started_at = cursor_time(text) or instant(self.feed.path.stat().st_mtime, numbers=True) or ""
+        self.started_at = (instant(value.get("timestamp"), numbers=True) or cursor_time(text)
+                           or instant(self.feed.path.stat().st_mtime, numbers=True) or "")
         parts = self.feed.path.parts
         at = parts.index("agent-transcripts") if "agent-transcripts" in parts else 0
         labels = {"source": NAME, **({"project": parts[at - 1]} if at > 0 else {})}
@@ -156,8 +161,8 @@ class _Transcript:
             if self.exchange is not None:
                 yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
             self.exchange = stable_id(self.at, NAME, self.sid, "exchange", number)
-            query = QUERY.search(texts)
-            typed = query.group(1) if query else STAMP.sub("", texts).strip()
+            queries = QUERY.findall(texts)  # the prompt; the rest is context Cursor added (rules, files)
+            typed = "\n".join(queries) if queries else STAMP.sub("", texts).strip()
             yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at, input=typed)
         self.window.append({"role": "user", "content": blocks})
 
