@@ -1,9 +1,11 @@
 """An OpenAI-compatible upstream on 127.0.0.1 for running real coding agents offline, to make fixtures.
 
 `python tests/agent_upstream.py [--port N] [--log FILE]` serves `POST .../chat/completions` and `GET .../models`.
-A request whose last message is a user's asking to "run" a command is answered with the recorded DeepSeek
+A request whose last message is a user's asking to "run the shell command" is answered with the recorded DeepSeek
 tool-call stream (`openai-chat/deepseek-tool-call.chunks.txt`), its function renamed to the agent's own shell tool
-(the first tool offered whose schema has a `command` property) and its arguments `{"command": "echo hello"}`;
+(the first tool offered whose schema has a `command` property) and its arguments `{"command": "echo hello"}`; one
+asking to "use a subagent" gets the same stream calling the agent's sub-agent tool (one with `prompt` and
+`subagent_type`) with the prompt "Please run the shell command: echo hello";
 anything else with the recorded gpt-4.1-nano text stream (`openai-chat/openai-text.chunks.txt`). Non-streamed
 requests get the same reply assembled into one `chat.completion`. Every request is appended to `--log` as JSON.
 """
@@ -32,17 +34,41 @@ def shell_tool(request: dict) -> tuple[str, str] | None:
     return None
 
 
-def wants_tool(request: dict) -> bool:
+def agent_tool(request: dict) -> str | None:
+    """The name of the tool that starts a sub-agent (one that takes a `prompt` and a `subagent_type`)."""
+    for tool in request.get("tools") or []:
+        fn = tool.get("function") or tool
+        props = ((fn.get("parameters") or fn.get("input_schema") or {}).get("properties") or {})
+        if "prompt" in props and "subagent_type" in props:
+            return fn.get("name")
+    return None
+
+
+def last_user_text(request: dict) -> str:
     messages = request.get("messages") or []
     last = messages[-1] if messages else {}
     content = last.get("content")
     text = content if isinstance(content, str) else json.dumps(content)
-    return last.get("role") == "user" and "run the shell command" in text.lower() and shell_tool(request) is not None
+    return text.lower() if last.get("role") == "user" else ""
 
 
-def tool_chunks(request: dict) -> list[dict]:
-    """The recorded tool-call stream, its call renamed to the agent's tool, its arguments given whole."""
-    name, prop = shell_tool(request)  # type: ignore[misc]
+def wants_tool(request: dict) -> bool:
+    return "run the shell command" in last_user_text(request) and shell_tool(request) is not None
+
+
+def wants_subagent(request: dict) -> bool:
+    return "use a subagent" in last_user_text(request) and agent_tool(request) is not None
+
+
+def tool_chunks(request: dict, subagent: bool = False) -> list[dict]:
+    """The recorded tool-call stream, its call renamed to the agent's tool, its arguments given whole: the shell
+    tool running `echo hello`, or (`subagent`) the sub-agent tool asked to run it."""
+    if subagent:
+        name, args = agent_tool(request), {"description": "Run echo hello", "subagent_type": "general-purpose",
+                                           "prompt": "Please run the shell command: echo hello"}
+    else:
+        name, prop = shell_tool(request)  # type: ignore[misc]
+        args = {prop: "echo hello"}
     out = []
     for chunk in TOOL:
         calls = chunk["choices"][0]["delta"].get("tool_calls") if chunk["choices"] else None
@@ -50,8 +76,7 @@ def tool_chunks(request: dict) -> list[dict]:
             out.append(chunk)
         elif "id" in calls[0]:
             first = json.loads(json.dumps(chunk))
-            first["choices"][0]["delta"]["tool_calls"][0]["function"] = {
-                "name": name, "arguments": json.dumps({prop: "echo hello"})}
+            first["choices"][0]["delta"]["tool_calls"][0]["function"] = {"name": name, "arguments": json.dumps(args)}
             out.append(first)
     return out
 
@@ -93,7 +118,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.log_path is not None:
             with open(self.log_path, "a") as f:
                 f.write(json.dumps({"path": self.path, "body": request}) + "\n")
-        chunks = tool_chunks(request) if wants_tool(request) else TEXT
+        subagent = wants_subagent(request)
+        chunks = tool_chunks(request, subagent) if subagent or wants_tool(request) else TEXT
         if not request.get("stream"):
             self._send(200, json.dumps(assemble(chunks)).encode(), "application/json")
             return

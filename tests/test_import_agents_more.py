@@ -44,13 +44,14 @@ def invoke(home: Path, *args: str) -> str:
 
 EXPECTED = {  # agent: (calls, input, output, cache read, cost); None: the format has no tokens or cost
     "aider": (2, 0, 0, 0, None), "amp": (4, 397, 300, 18450, 0.0454735), "copilot-cli": (3, 51, 683, 320, 0.0002863),
-    "cursor": (4, 0, 0, 0, None), "kimi-cli": (3, 51, 683, 320, None), "qwen-code": (4, 67, 983, 320, 0.0004079)}
+    "cursor": (4, 0, 0, 0, None), "kimi-cli": (3, 51, 683, 320, None), "qwen-code": (3, 51, 683, 320, 0.0002863),
+    "managed-auto-memory-extractor": (1, 16, 300, 0, 0.0001216)}  # Qwen Code's memory sub-agent
 
 
 def test_import_without_a_path_finds_the_six_agents_and_stats_shows_each(home):
     out = invoke(home, "import")
     for name, folder, added in (
-            ("qwen", ".qwen/projects", "1 sessions, 4 calls"), ("aider", "repo/.aider.chat.history.md",
+            ("qwen", ".qwen/projects", "2 sessions, 4 calls"), ("aider", "repo/.aider.chat.history.md",
                                                                "2 sessions, 2 calls"),
             ("copilot", ".copilot/session-state", "1 sessions, 3 calls"), ("kimi", ".kimi/sessions",
                                                                           "1 sessions, 3 calls"),

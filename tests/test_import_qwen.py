@@ -25,21 +25,42 @@ def test_the_chat_qwen_code_wrote_imports_with_its_tokens(db):
     store = open_store(db)
     report = run_import(store, plan([ROOT]))
     assert (report.failed, report.skipped, report.rejected) == ([], [], 0)
-    assert report.added == {"sessions": 1, "calls": 4, "messages": 7, "tool_results": 1, "outcomes": 0}
+    assert report.added == {"sessions": 2, "calls": 4, "messages": 7, "tool_results": 1, "outcomes": 0}
     session = store.get_session(SID)
     assert session["agent"] == "qwen-code"
     assert session["labels"] == {"source": "qwen", "cwd": "/tmp/h22imp/qproj", "version": "0.15.10"}
     assert [(c["input_tokens"], c["output_tokens"], c["cache_read_tokens"], c["reasoning_tokens"], c["latency_ms"])
-            for c in session["calls"]] == [(19, 83, 320, 39, 60.0), (16, 300, 0, 0, 76.0), (16, 300, 0, 0, 439.0),
-                                           (16, 300, 0, 0, 64.0)]
+            for c in session["calls"]] == [(19, 83, 320, 39, 60.0), (16, 300, 0, 0, 76.0), (16, 300, 0, 0, 439.0)]
     # No cost in the file: priced from gpt-4.1-nano's list prices (cache reads at a quarter of the input price).
-    assert [round(c["cost_usd"], 10) for c in session["calls"]] == [0.0000431, 0.0001216, 0.0001216, 0.0001216]
+    assert [round(c["cost_usd"], 10) for c in session["calls"]] == [0.0000431, 0.0001216, 0.0001216]
+    # The memory extraction after the second prompt is a sub-agent's call, kept only as telemetry: a child session.
+    memory = store.get_session(f"{SID}@managed-auto-memory-extractor-xy6qt1")
+    assert (memory["agent"], memory["parent_session_id"]) == ("managed-auto-memory-extractor", SID)
+    assert [(c["input_tokens"], c["output_tokens"], c["latency_ms"]) for c in memory["calls"]] == [(16, 300, 64.0)]
     assert [e["input"] for e in session["exchanges"]] == ["Please run the shell command: echo hello",
                                                           "Thanks, that is all"]
     assert [(t["name"], t["is_error"]) for t in session["tool_results"]] == [("run_shell_command", False)]
     sent = store.replay_call(session["calls"][1]["id"])["contents"]
     assert [c["role"] for c in sent] == ["user", "model", "user"]
     assert run_import(store, plan([ROOT])).unchanged == 1
+
+
+SUB = Path(__file__).resolve().parent / "fixtures" / "qwen" / "v0.15.10-subagent" / "projects"
+SUB_ID = "9fd14cdc-04c9-4a58-893f-dfdd21f9551b"
+
+
+def test_a_subagents_calls_which_qwen_keeps_only_as_telemetry_are_a_child_session(db):
+    store = open_store(db)
+    report = run_import(store, plan([SUB]))
+    assert (report.failed, report.skipped, report.rejected) == ([], [], 0)
+    assert report.added == {"sessions": 2, "calls": 4, "messages": 6, "tool_results": 1, "outcomes": 0}
+    main, child = store.get_session(SUB_ID), store.get_session(f"{SUB_ID}@general-purpose-mvzcph")
+    assert (child["agent"], child["parent_session_id"], child["status"]) == ("general-purpose", SUB_ID, "completed")
+    assert [(c["input_tokens"], c["cache_read_tokens"], c["output_tokens"]) for c in main["calls"]] == [
+        (19, 320, 83), (16, 0, 300)]
+    assert [(c["input_tokens"], c["cache_read_tokens"], c["output_tokens"]) for c in child["calls"]] == [
+        (19, 320, 83), (16, 0, 300)]
+    assert [(t["name"], t["content"][:17]) for t in main["tool_results"]] == [("agent", "**Holiday Name:**")]
 
 
 def record(uuid: str, parent: str | None, kind: str, second: int, **more) -> dict:

@@ -140,6 +140,8 @@ class _Wire:
         if self.exchange is not None:
             yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
         yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
+        for child in self.children:  # a sub-agent's session ends with the file as far as it goes
+            yield SessionEnded(session_id=child, ended_at=self.last_at or "")
         state = self._state()
         yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
 

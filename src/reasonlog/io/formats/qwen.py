@@ -14,6 +14,7 @@ the same file.
   so). The `ui_telemetry` record `qwen-code.api_response` written just before it gives its latency and response
   id. An `api_response` not followed by an `assistant` record is a call the CLI made on the side (memory, titles,
   next-speaker checks): billed, so it is a call too, with the telemetry's tokens and `response_text` and no request.
+  One a sub-agent made (`subagent_name`) is a call of the child session `<session>@<sub-agent instance>`.
 - **Tool results**: `tool_result` records (`toolCallResult.status` error or cancelled: failed).
 - **Rewinds**: a record whose parent is not the record before it goes back in the conversation to its parent.
 - Other `system` subtypes (`slash_command`, `chat_compression`, `rewind`, `custom_title`, ...) are outcomes
@@ -26,7 +27,7 @@ its reply then appears the file is imported again whole (`ReimportFile`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,7 @@ class _Chat:
         self.previous: str | None = s.get("previous")          # the uuid of the last record read
         self.held: list | None = s.get("held")                 # [api_response record, line]: its reply may follow
         self.side: str | None = s.get("side")                  # a trailing api_response imported as a side call
+        self.children: list[str] = s.get("children", [])       # the sub-agent sessions started
 
     def read(self) -> Iterator[Event | Checkpoint]:
         last: Line | None = None
@@ -114,13 +116,16 @@ class _Chat:
         if self.exchange is not None:
             yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
         yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
+        for child in self.children:  # a sub-agent's session ends with the file as far as it goes
+            yield SessionEnded(session_id=child, ended_at=self.last_at or "")
         state = self._state()
         yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
 
     def _state(self) -> dict:
         return {
             "sid": self.sid, "exchange": self.exchange, "last_at": self.last_at, "contents": self.contents,
-            "lengths": self.lengths, "previous": self.previous, "held": self.held, "side": self.side}
+            "lengths": self.lengths, "previous": self.previous, "held": self.held, "side": self.side,
+            "children": self.children}
 
     def _record(self, record: dict, number: int) -> Iterator[Event]:
         at = instant(record.get("timestamp")) or self.last_at
@@ -229,16 +234,31 @@ class _Chat:
         call_id = stable_id(at, NAME, self.sid, record["uuid"])
         if self.feed.exists("call", call_id):
             return
+        session, exchange = yield from self._caller(event, at)
         model = _str(event.get("model"))
         usage = self._usage(number, event, ("input_token_count", "output_token_count", "cached_content_token_count",
                                             "thoughts_token_count", "total_token_count"))
         text = event.get("response_text")
-        yield CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
+        yield CallRecorded(call_id=call_id, session_id=session, exchange_id=exchange, started_at=at,
                            request={"model": model, "contents": []}, model=model, usage=usage,
                            response={"role": "model", "parts": [{"text": text}] if isinstance(text, str) else []},
                            latency_ms=_number(event.get("duration_ms")),
                            provider_message_id=_str(event.get("response_id")),
                            status="ok" if event.get("status_code") in (None, 200) else "error")
+
+    def _caller(self, event: dict, at: str) -> Generator[Event, None, tuple[str, str | None]]:
+        """The session a side call belongs to: this one, or the child session of the sub-agent that made it
+        (`subagent_name`; its instance is the part of `prompt_id` after `#`), started when first seen."""
+        name = event.get("subagent_name")
+        if not isinstance(name, str):
+            return self.sid or "", self.exchange
+        instance = str(event.get("prompt_id") or "").split("#")
+        child = f"{self.sid}@{instance[1] if len(instance) > 1 and instance[1] else name}"
+        if child not in self.children:
+            self.children.append(child)
+            yield SessionStarted(session_id=child, started_at=at, agent=name, parent_session_id=self.sid,
+                                 labels={"source": NAME, "subagent": "true"})
+        return child, None
 
     def _usage(self, number: int, counts: Any, keys: tuple[str, str, str, str, str]) -> Usage | None:
         """Gemini-style counts as disjoint counters: the prompt includes the cache reads; thoughts are inside the
