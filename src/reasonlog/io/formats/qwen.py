@@ -12,8 +12,9 @@ the same file.
   `chat_compression` record's `compressedHistory`); its usage is `usageMetadata` (`promptTokenCount` includes
   `cachedContentTokenCount`; `thoughtsTokenCount` is reasoning, inside `candidatesTokenCount` when the total says
   so). The `ui_telemetry` record `qwen-code.api_response` written just before it gives its latency and response
-  id. An `api_response` not followed by an `assistant` record is a call the CLI made on the side (a sub-agent such as its memory extractor, titles,
-  next-speaker checks): billed, so it is a call too, with the telemetry's tokens and `response_text` and no request.
+  id. An `api_response` not followed by an `assistant` record is a call the CLI made on the side (a sub-agent such
+  as its memory extractor, titles, next-speaker checks): billed, so it is a call too, with the telemetry's tokens
+  and `response_text` and no request.
   One a sub-agent made (`subagent_name`) is a call of the child session `<session>@<sub-agent instance>`.
 - **Tool results**: `tool_result` records (`toolCallResult.status` error or cancelled: failed).
 - **Rewinds**: a record whose parent is not the record before it goes back in the conversation to its parent.
