@@ -25,7 +25,6 @@ def home(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / ".local" / "share"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
-    monkeypatch.setenv("TZ", "UTC")
     shutil.copytree(FIXTURES / "qwen" / "v0.15.10" / "projects", tmp_path / ".qwen" / "projects")
     shutil.copytree(FIXTURES / "copilot" / "v1.0.102" / "session-state", tmp_path / ".copilot" / "session-state")
     shutil.copytree(FIXTURES / "kimi" / "v1.51.0", tmp_path / ".kimi")
