@@ -243,7 +243,8 @@ def test_cli_import_reports_and_refuses_bad_paths(tmp_path):
     wrong = run("import", "--format", "nope", str(SPOTTER))
     assert wrong.returncode == 1 and "--format nope: not a format reasonlog knows" in wrong.stderr
     listed = run("import", "--list-formats")
-    assert listed.stdout.splitlines()[0].split()[0] in {"claude-agent-sdk", "claude-code"}
+    names = [line.split()[0] for line in listed.stdout.splitlines()]
+    assert names == sorted(names)  # by name (the coding agents' formats, aider and amp, come first)
     assert any(line.startswith("claude-code ") for line in listed.stdout.splitlines())
 
 

@@ -228,9 +228,9 @@ def test_a_refused_import_leaves_a_database_as_it_was(exported, tmp_path):
     assert CliRunner().invoke(cli, ["--db", str(db), "export"]).stdout_bytes == before
 
 
-NO_IMPORTER = (": no importer recognises it; if it is one of claude-agent-sdk, claude-code, cline, codex,"
-               " exchange-jsonl, game-log, gemini, interactions, opencode, pi, reasonlog-jsonl, trading-log,"
-               " name it with --format NAME"
+NO_IMPORTER = (": no importer recognises it; if it is one of aider, amp, claude-agent-sdk, claude-code, cline, codex,"
+               " copilot, cursor, exchange-jsonl, game-log, gemini, interactions, kimi, opencode, pi, qwen,"
+               " reasonlog-jsonl, trading-log, name it with --format NAME"
                " (reasonlog import --list-formats describes them)")
 
 

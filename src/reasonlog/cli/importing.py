@@ -164,6 +164,8 @@ def _print_report(report: Report) -> None:
                f"{added.get('outcomes', 0)} outcomes added.")
     for copy, original in report.copies:
         click.echo(f"{copy}: already imported from {original} (a copy: nothing added)")
+    for note in report.notes:
+        click.echo(f"note: {note}")
     if report.rejected:
         click.echo(f"{report.rejected} record(s) rejected by the store (see the log)", err=True)
     if report.skipped:

@@ -6,7 +6,7 @@ import pkgutil
 from typing import Any
 
 # Detection asks importers in this order (the most specific first); formats not named here come after.
-DETECTION_ORDER = ("reasonlog-jsonl", "exchange-jsonl", "claude-code", "codex", "gemini", "claude-agent-sdk",
+DETECTION_ORDER = ("reasonlog-jsonl", "exchange-jsonl", "qwen", "claude-code", "codex", "gemini", "claude-agent-sdk",
                    "trading-log", "game-log", "interactions")
 
 

@@ -15,6 +15,7 @@ with that shape.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,11 +161,12 @@ class Report:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file:line, reason)
     failed: list[tuple[str, str]] = field(default_factory=list)   # (file, reason): files not imported at all
     copies: list[tuple[str, str]] = field(default_factory=list)   # (file, the path it was imported from)
+    notes: list[str] = field(default_factory=list)  # what a format cannot give (tokens, times), said once each
 
     def to_dict(self) -> dict:
         return {"files": self.files, "unchanged": self.unchanged, "appended": self.appended,
                 "rewritten": self.rewritten, "added": self.added, "rejected": self.rejected,
-                "copies": [{"file": f, "imported_from": o} for f, o in self.copies],
+                "copies": [{"file": f, "imported_from": o} for f, o in self.copies], "notes": self.notes,
                 "skipped": [{"where": w, "reason": r} for w, r in self.skipped],
                 "failed": [{"file": f, "reason": r} for f, r in self.failed]}
 
@@ -212,6 +214,11 @@ class Feed:
                     continue
                 yield Line(number, start, offset, value)
 
+    def may_grow(self, settle_s: float = 30.0) -> bool:
+        """Under `reasonlog watch`, whether the file changed in the last `settle_s` seconds: a record at its end may
+        still be being written, so an importer holds it for the next pass (a file at rest is read to its end)."""
+        return self.live and time.time() - self.path.stat().st_mtime < settle_s
+
     def read_bytes(self) -> bytes:
         """The whole file (for formats that are one JSON document)."""
         return self.path.read_bytes()
@@ -222,12 +229,21 @@ class Feed:
             return Checkpoint(self.path.stat().st_size, self.first_line, dump_state(state))
         return Checkpoint(line.end, line.number, dump_state(state))
 
+    def checkpoint_at_start(self, state: dict | None) -> Checkpoint:
+        """No new line was read, but the state changed (a record held back is imported now that the file rests)."""
+        return Checkpoint(self.start, self.first_line, dump_state(state))
+
     def skip(self, line: Line | int | None, reason: str, record: str | None = None) -> None:
         """Report a line (or the whole file, with None) that the import passed over, and why; `record` names
         it where a file has no lines (a database's row, an entry of a JSON array)."""
         number = line.number if isinstance(line, Line) else line
         where = f"{self.where}:{number}" if number else self.where
         self.report.skipped.append((f"{where} ({record})" if record else where, reason))
+
+    def note(self, text: str) -> None:
+        """Tell the user, once per import, what this format's files cannot give (tokens, cost, times)."""
+        if text not in self.report.notes:
+            self.report.notes.append(text)
 
     # ---------------------------------------------------------------- ids and the store
 
