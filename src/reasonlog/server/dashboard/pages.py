@@ -13,7 +13,7 @@ from markupsafe import Markup, escape
 
 from ... import providers, query
 from ...store import SessionFilter, Store
-from . import charts
+from . import charts, tools
 
 PAGE = 200  # timeline entries a session page shows
 # Context windows, for the fullness bar; a model not listed shows its tokens without a share.
@@ -85,6 +85,9 @@ def session(store: Store, session_id: str, view: str, offset: int, limit: int = 
     items = query.timeline(s)
     by_call = {c["id"]: c for c in s["calls"]}
     for item in items:
+        for part in item.get("parts", ()):
+            if part["kind"] == "tool_use":
+                part["line"] = tools.tool_line(part.get("name"), part.get("input"), part.get("result"))
         if item["kind"] in ("call", "failed_call"):
             call = by_call[item["call_id"]]
             item["facts"] = call.get("context_facts") or {}
