@@ -235,6 +235,15 @@ class SessionEnded(Event):
 
 
 @dataclass(slots=True)
+class SessionTitled(Event):
+    """A title given to a session after it started (a rename read by `watch`): its label `title` becomes it."""
+
+    kind: ClassVar[str] = "session_titled"
+    session_id: str
+    title: str
+
+
+@dataclass(slots=True)
 class ExchangeStarted(Event):
     kind: ClassVar[str] = "exchange_started"
     exchange_id: str
@@ -334,8 +343,8 @@ class ReasoningRecorded(Event):
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.kind: cls for cls in (SessionStarted, SessionEnded, ExchangeStarted, ExchangeEnded, CallRecorded,
-                              ToolResultRecorded, OutcomeRecorded, ReasoningRecorded)
+    cls.kind: cls for cls in (SessionStarted, SessionEnded, SessionTitled, ExchangeStarted, ExchangeEnded,
+                              CallRecorded, ToolResultRecorded, OutcomeRecorded, ReasoningRecorded)
 }
 
 
@@ -413,6 +422,7 @@ _CHECKS: dict[type, tuple[tuple[str, Any, str], ...]] = {
                      ("xml_tool_tags", _tags, "a list of tag names or None")),
     SessionEnded: (*_SESSION, ("ended_at", *INSTANT), ("status", _one_of(STATUSES), " or ".join(STATUSES)),
                    ("summary", *TEXT), ("error", *DICT)),
+    SessionTitled: (*_SESSION, ("title", *ID)),
     ExchangeStarted: (("exchange_id", *ID), *_SESSION, ("started_at", *INSTANT)),
     ExchangeEnded: (("exchange_id", *ID), *_SESSION, ("ended_at", *INSTANT),
                     ("status", _one_of(STATUSES), " or ".join(STATUSES)),

@@ -79,8 +79,9 @@ class CallRecordedJSON(TypedDict):
     stable_history: bool
 
 
-# The other events (`session_ended`, `exchange_started`, `exchange_ended`, `tool_result`, `outcome`) are the
-# fields of their dataclasses in `model.py` with an `event` key; `model.check_event` checks each field's type.
+# The other events (`session_ended`, `session_titled`, `exchange_started`, `exchange_ended`, `tool_result`,
+# `outcome`) are the fields of their dataclasses in `model.py` with an `event` key; `model.check_event` checks each
+# field's type.
 
 
 # ------------------------------------------------------------------------------------ export records

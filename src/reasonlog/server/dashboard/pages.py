@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from markupsafe import Markup, escape
 
-from ... import providers, query
+from ... import providers, query, titles
 from ...store import SessionFilter, Store
 from . import charts, tools
 
@@ -47,9 +47,12 @@ def sessions(store: Store, f: Filters, sort: str, cursor: tuple[str, str] | None
     rows = store.list_sessions(f.session_filter(limit + 1, cursor))
     more = len(rows) > limit
     rows = rows[:limit]
+    prompts = store.first_prompts([s["id"] for s in rows if not (s.get("labels") or {}).get("title")])
     for s in rows:
         s["tokens"] = sum(s.get(k) or 0 for k in query.TOKEN_FIELDS if k != "reasoning_tokens")
         s["source"] = (s.get("labels") or {}).get("source", "recorded")
+        s["title"] = titles.title_of(s, prompts.get(s["id"]))
+        s["project"] = project_of(s)
     if SORTS.get(sort):  # within the page: the cursor walks the list newest first
         rows.sort(key=lambda s: s.get(SORTS[sort]) or 0, reverse=True)
     hits: dict[str, list[Markup]] = {}
@@ -59,6 +62,15 @@ def sessions(store: Store, f: Filters, sort: str, cursor: tuple[str, str] | None
                 hits[h["session_id"]].append(highlight(h["snippet"], f.q))
     nxt = f"{rows[-1]['started_at']}|{rows[-1]['id']}" if more and rows else None
     return {"sessions": rows, "hits": hits, "next": nxt}
+
+
+def project_of(session: dict) -> dict[str, str]:
+    """Where the session worked, short and in full: its working directory's last folder, else its run."""
+    cwd = (session.get("labels") or {}).get("cwd")
+    if isinstance(cwd, str) and cwd.strip("/"):
+        return {"short": cwd.rstrip("/").rsplit("/", 1)[-1], "full": cwd}
+    run = session.get("run") or ""
+    return {"short": run, "full": run}
 
 
 def highlight(text: str, q: str) -> Markup:
@@ -78,6 +90,8 @@ def session(store: Store, session_id: str, view: str, offset: int, limit: int = 
     """A page of the session's timeline (`limit` entries from `offset`); `limit=0`: all of it."""
     s = store.get_session(session_id, page=(offset, offset + limit) if limit else None)
     s = query.with_summaries(store, s)
+    s["title"] = titles.title_of(s, None if (s.get("labels") or {}).get("title") else
+                                 store.first_prompts([s["id"]]).get(s["id"]))
     shown = {m["idx"] for m in s["messages"]} | {p["idx"] for p in s.get("system_prompts", ())}
     first, end = (offset, offset + limit) if limit else (0, 1 << 62)
     s["calls"] = [c for c in s["calls"] if _anchor(c, shown, first, end)]
