@@ -75,6 +75,12 @@ def _router(get_store: Any, key_scope: Any) -> APIRouter:
             return pages.session(s, s.resolve_id("session", session_id), view, offset, limit)
         return await run_in_threadpool(html, request, "session.html", build)
 
+    @ui.get("/sessions/{session_id}/timeline")
+    async def timeline_page(request: Request, session_id: str, offset: int = Query(0, ge=0)) -> Response:
+        def build(s):
+            return pages.session_timeline(s, s.resolve_id("session", session_id), offset)
+        return await run_in_threadpool(html, request, "timeline.html", build)
+
     @ui.get("/calls/{call_id}")
     async def call_page(request: Request, call_id: str, against: str | None = None) -> Response:
         def build(s):

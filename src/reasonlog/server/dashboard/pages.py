@@ -13,7 +13,7 @@ from markupsafe import Markup, escape
 
 from ... import providers, query, titles
 from ...store import SessionFilter, Store
-from . import charts, tools
+from . import charts, timeline, tools
 
 PAGE = 200  # timeline entries a session page shows
 # Context windows, for the fullness bar; a model not listed shows its tokens without a share.
@@ -115,6 +115,14 @@ def session(store: Store, session_id: str, view: str, offset: int, limit: int = 
     return {"session": s, "items": items, "view": view, "offset": offset, "limit": limit,
             "total": s["message_count"], "records": store.list_reasoning_records(s["id"]), "spawned": spawned,
             "summaries": {m["idx"]: m.get("summary") for m in s["messages"]}}
+
+
+def session_timeline(store: Store, session_id: str, offset: int) -> dict:
+    """A page of the session's timeline chart: PAGE calls from `offset`, their tool runs and sub-agents nested."""
+    spans = store.get_spans(session_id, (offset, offset + timeline.PAGE))
+    rows = timeline.rows_of(spans)
+    return {"session": spans["session"], "chart": timeline.svg(rows), "offset": offset, "page": timeline.PAGE,
+            "total": spans["total_calls"], "shown": len(spans["calls"]), "spent": timeline.spent(rows)}
 
 
 def _anchor(call: dict, shown: set[int], first: int, end: int) -> bool:
