@@ -47,8 +47,25 @@ def test_a_title_is_one_line_of_at_most_80_characters(text):
     assert len(title) <= LENGTH and "\n" not in title and title == title.strip()
 
 
+def test_each_sessions_first_prompt_is_read_on_both_databases(db):
+    store = open_store(db)
+    run_import(store, plan([CLAUDE / "current", CLAUDE / "nested"]))
+    rec = reasonlog.Recorder(db, writer="sync")
+    with rec.session(agent="silent") as silent:
+        silent.call(messages=[{"role": "system", "content": "be brief"}], response={"role": "assistant",
+                                                                                  "content": "ok"})
+    rec.close()
+    ids = [SID, "9e8d7c6b-5a49-4382-8170-6f5e4d3c2b1a", silent.id, "no-such-session"]
+    prompts = store.first_prompts(ids)
+    assert {sid: prompt_text(p) for sid, p in prompts.items()} == {
+        SID: "Why does checkout fail for EU users?", "9e8d7c6b-5a49-4382-8170-6f5e4d3c2b1a":
+        "Level 0: dig one level deeper"}  # a session without a user message has none
+    assert store.first_prompts([]) == {}
+    store.close()
+
+
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
+def site_db(tmp_path_factory):
     db = tmp_path_factory.mktemp("titles") / "t.db"
     store = open_store(db)
     run_import(store, plan([CLAUDE / "current", CLAUDE / "nested"]))
@@ -72,8 +89,8 @@ def rows_of(page: str) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-def test_the_sessions_page_shows_titles_projects_and_one_line_of_figures(db):
-    rows = rows_of(TestClient(create_app(lambda: open_store(db))).get("/").text)
+def test_the_sessions_page_shows_titles_projects_and_one_line_of_figures(site_db):
+    rows = rows_of(TestClient(create_app(lambda: open_store(site_db))).get("/").text)
     texts = {sid: [t for t, _ in cells] for sid, cells in rows.items()}
     assert texts[SID][1:5] == ["EU checkout bug", "claude-code", "claude-opus-4-6", "shop"]
     assert rows[SID][4] == ("shop", "/home/USER/projects/shop")
@@ -83,14 +100,14 @@ def test_the_sessions_page_shows_titles_projects_and_one_line_of_figures(db):
                                "1", "0", "—", texts[poem][9], "0"]
 
 
-def test_the_session_page_is_headed_by_its_title(db):
-    page = TestClient(create_app(lambda: open_store(db))).get(f"/sessions/{SID}").text
+def test_the_session_page_is_headed_by_its_title(site_db):
+    page = TestClient(create_app(lambda: open_store(site_db))).get(f"/sessions/{SID}").text
     assert re.search(r'<h1 class="session-title">EU checkout bug <span', page)
     assert "<title>EU checkout bug · " in page
 
 
-def test_reasonlog_sessions_lists_the_titles(db):
-    out = CliRunner().invoke(cli, ["--db", str(db), "sessions", "--limit", "0"], env={"COLUMNS": "250"}).output
+def test_reasonlog_sessions_lists_the_titles(site_db):
+    out = CliRunner().invoke(cli, ["--db", str(site_db), "sessions", "--limit", "0"], env={"COLUMNS": "250"}).output
     lines = {line.split()[2]: line for line in out.splitlines()[2:] if len(line.split()) > 2}
     assert "EU checkout bug" in lines[SID]
     assert "Level 0: dig one level deeper" in lines["9e8d7c6b-5a49-4382-8170-6f5e4d3c2b1a"]
