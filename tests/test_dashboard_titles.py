@@ -16,6 +16,7 @@ import reasonlog
 from reasonlog.cli.main import cli
 from reasonlog.io.importing import plan, run_import
 from reasonlog.server.app import create_app
+from reasonlog.server.dashboard.pages import project_of
 from reasonlog.store import open_store
 from reasonlog.titles import LENGTH, prompt_text, shorten, title_of
 
@@ -111,3 +112,13 @@ def test_reasonlog_sessions_lists_the_titles(site_db):
     lines = {line.split()[2]: line for line in out.splitlines()[2:] if len(line.split()) > 2}
     assert "EU checkout bug" in lines[SID]
     assert "Level 0: dig one level deeper" in lines["9e8d7c6b-5a49-4382-8170-6f5e4d3c2b1a"]
+
+
+@pytest.mark.parametrize(("labels", "run", "shown"), [
+    ({"cwd": "/home/me/projects/shop/"}, "r", {"short": "shop", "full": "/home/me/projects/shop/"}),
+    ({"cwd": "C:\\Users\\me\\shop"}, None, {"short": "shop", "full": "C:\\Users\\me\\shop"}),
+    ({"cwd": "/"}, "job-7", {"short": "job-7", "full": "job-7"}),
+    ({}, None, {"short": "", "full": ""}),
+])
+def test_the_project_is_the_working_directorys_last_folder_else_the_run(labels, run, shown):
+    assert project_of({"labels": labels, "run": run}) == shown

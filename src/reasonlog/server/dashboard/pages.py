@@ -67,8 +67,8 @@ def sessions(store: Store, f: Filters, sort: str, cursor: tuple[str, str] | None
 def project_of(session: dict) -> dict[str, str]:
     """Where the session worked, short and in full: its working directory's last folder, else its run."""
     cwd = (session.get("labels") or {}).get("cwd")
-    if isinstance(cwd, str) and cwd.strip("/"):
-        return {"short": cwd.rstrip("/").rsplit("/", 1)[-1], "full": cwd}
+    if isinstance(cwd, str) and cwd.strip("/\\"):
+        return {"short": re.split(r"[/\\]", cwd.rstrip("/\\"))[-1], "full": cwd}  # POSIX or Windows
     run = session.get("run") or ""
     return {"short": run, "full": run}
 
