@@ -135,3 +135,14 @@ def test_a_thousand_call_session_is_paged_by_200_calls(tmp_path):
     assert [label for _, label, _ in bars_of(last)] == [f"#{n} m" for n in range(800, 1000)]
     assert "Calls 801–1,000 of 1,000" in last.replace("801–1000", "801–1,000") and "later →" not in last
     assert client.get("/sessions/nope/timeline").status_code == 404
+
+
+def test_recorded_text_stays_text_on_the_timeline(tmp_path):
+    from test_dashboard import assert_inert, record_hostile, tags_of
+
+    db = tmp_path / "t.db"
+    hostile = record_hostile(db)
+    page = TestClient(create_app(lambda: open_store(db))).get(f"/sessions/{hostile}/timeline").text
+    assert_inert(page)
+    assert [a["href"] for t, a in tags_of(page) if t == "a" and "/calls/" in a.get("href", "")] != []
+    assert "<img src=x onerror=alert(1)>" not in page and "→ &lt;img src=x onerror=alert(1)&gt;" in page
