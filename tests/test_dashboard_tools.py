@@ -54,6 +54,14 @@ def test_a_failure_is_said_by_is_error_or_an_exit_code(result, failed):
     assert tool_line("Bash", {"command": "x"}, result).failed is failed
 
 
+def test_a_codex_shell_result_shows_its_output_exit_code_and_duration():
+    content = '{"output":"1 failed\\nsee above","metadata":{"exit_code":1,"duration_seconds":2.1}}'
+    line = tool_line("shell", {"command": ["bash", "-lc", "cargo test"]}, {"content": content, "is_error": False,
+                                                                         "duration_ms": None})
+    assert (line.argument, line.head, line.failed, line.took) == ("bash -lc 'cargo test'", "1 failed\nsee above",
+                                                                  True, "2.1 s")
+
+
 def test_the_result_shows_its_first_three_lines_and_its_duration():
     line = tool_line("Bash", {"command": "seq 5"}, {"content": "1\n2\n3\n4\n5\n", "is_error": False,
                                                     "duration_ms": 1500.0})

@@ -46,12 +46,16 @@ def tool_line(name: str | None, given: Any, result: dict | None) -> ToolLine:
     full = argument_of(name, given)
     one = " ".join(full.split())
     content = str((result or {}).get("content") or "")
-    lines = content.strip("\n").splitlines()
+    shell = _shell_output(content)  # Codex's shell: {"output": …, "metadata": {"exit_code", "duration_seconds"}}
+    lines = (shell[0] if shell else content).strip("\n").splitlines()
+    duration = (result or {}).get("duration_ms")
+    if duration is None and shell and isinstance(shell[2], (int, float)):
+        duration = shell[2] * 1000
     return ToolLine(argument=_cut(one, SHOWN), full=full,
                     head="\n".join(_cut(line, HEAD_WIDTH) for line in lines[:HEAD_LINES]),
                     more=len(lines) > HEAD_LINES or any(len(line) > HEAD_WIDTH for line in lines[:HEAD_LINES]),
-                    failed=bool((result or {}).get("is_error")) or _nonzero_exit(content),
-                    took=milliseconds((result or {}).get("duration_ms")))
+                    failed=bool((result or {}).get("is_error")) or _nonzero_exit(content, shell),
+                    took=milliseconds(duration))
 
 
 def _cut(text: str, width: int) -> str:
@@ -96,15 +100,25 @@ def _json(value: Any) -> str:
         return json.dumps(value, default=str, separators=(",", ":"))
 
 
-def _nonzero_exit(content: str) -> bool:
-    """A shell's result that begins by saying its exit code, and it is not 0."""
+def _shell_output(content: str) -> tuple[str, Any, Any] | None:
+    """A shell result given as JSON with its output and metadata: (output, exit code, seconds), else None."""
+    if not (content.startswith("{") and '"metadata"' in content):
+        return None
+    try:
+        value = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    meta = value.get("metadata") if isinstance(value, dict) else None
+    if not isinstance(meta, dict) or not isinstance(value.get("output"), str):
+        return None
+    return value["output"], meta.get("exit_code"), meta.get("duration_seconds")
+
+
+def _nonzero_exit(content: str, shell: tuple[str, Any, Any] | None) -> bool:
+    """A shell's result that says its exit code (first, or in its metadata), and it is not 0."""
+    if shell is not None:
+        return isinstance(shell[1], int) and shell[1] != 0
     found = EXIT.match(content.lstrip()[:40])
-    if found is None and content.startswith("{") and '"exit_code"' in content:
-        try:
-            meta = orjson.loads(content).get("metadata") or {}
-        except (orjson.JSONDecodeError, AttributeError):
-            return False
-        return isinstance(meta, dict) and isinstance(meta.get("exit_code"), int) and meta["exit_code"] != 0
     return found is not None and found.group(1) != "0"
 
 
