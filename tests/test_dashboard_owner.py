@@ -110,6 +110,31 @@ def test_reasonlog_ui_opens_the_browser_with_a_token_that_works_once(keyed, tmp_
                and p.name.startswith(Path(db).name))
 
 
+def test_reasonlog_ui_without_a_browser_prints_the_sign_in_address(keyed):
+    db, _ = keyed
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "reasonlog", "--db", str(db), "ui", "--no-browser", "--port",
+                             str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        said = [proc.stderr.readline().strip() for _ in range(2)]  # the address, then how to sign in
+        assert said[0].startswith(f"reasonlog dashboard on http://127.0.0.1:{port}/ ")
+        assert said[1].startswith(f"open http://127.0.0.1:{port}/login?token=") and said[1].endswith(
+            " (it signs you in once)")
+        url = said[1].split()[1]
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                first = httpx.get(url, follow_redirects=False)
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline, "reasonlog ui did not start"
+                time.sleep(0.1)
+        assert first.status_code == 303 and httpx.get(url, follow_redirects=False).status_code == 401
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
+
+
 def _wait_for(path: Path, within_s: float = 30.0) -> str:
     end = time.monotonic() + within_s
     while time.monotonic() < end:

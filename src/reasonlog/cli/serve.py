@@ -89,10 +89,13 @@ def _summarizer(name: str, db: str, model: str | None, base_url: str | None):
 
 @cli.command()
 @click.option("--port", type=click.IntRange(0, 65535), default=0, help="Port on 127.0.0.1 (default: a free one).")
-@click.option("--no-browser", is_flag=True, help="Print the address instead of opening a browser.")
+@click.option("--no-browser", is_flag=True, help="Print the sign-in address (it works once) instead of opening a"
+              " browser.")
 @click.pass_obj
 def ui(obj, port, no_browser):
-    """Open the dashboard on this machine's database in the browser (serves on 127.0.0.1 until Ctrl-C)."""
+    """Open the dashboard on this machine's database in the browser (serves on 127.0.0.1 until Ctrl-C).
+
+    The browser is signed in by a one-time token in the address, so no API key is asked of you."""
     import socket
     import threading
     import webbrowser
