@@ -12,7 +12,8 @@ one of 1,000 timeline messages and one of 50,000 (calls that each add a question
 - the first page of the 50,000-message session (target < 300 ms), beside `GET /v1/sessions/{id}?limit=200`;
   its calls send a sliding window of their last 400 messages;
 - the usage page (target < 200 ms), beside `GET /v1/stats?by=day` (which also reads every call's latency for
-  the median).
+  the median);
+- the timeline of the 50,000-message session (25,000 calls), its first page of 200 calls (target < 300 ms).
 """
 from __future__ import annotations
 
@@ -85,6 +86,8 @@ def main(argv=None) -> int:
             ("first page of a 50,000-message session", f"/sessions/{fifty_k}", 300,
              f"/v1/sessions/{fifty_k}?limit=200"),
             ("usage page (day, model, agent, source)", "/usage", 200, "/v1/stats?by=day"),
+            ("timeline, first 200 of 25,000 calls", f"/sessions/{fifty_k}/timeline", 300,
+             f"/v1/sessions/{fifty_k}?limit=200"),
         ]
         print(f"{'PostgreSQL' if args.db else 'SQLite'}: dashboard pages, p50 of {n}")
         for name, page, target_ms, api in rows:

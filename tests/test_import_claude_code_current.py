@@ -115,7 +115,7 @@ def _snapshot(store):
     out = []
     for s in sorted(store.list_sessions(ALL), key=lambda s: s["id"]):
         full = store.get_session(s["id"])
-        out.append((s["id"], s["started_at"], s["parent_session_id"], s["parent_call_id"],
+        out.append((s["id"], s["started_at"], s["parent_session_id"], s["parent_call_id"], s["labels"],
                     [(c["id"], c["input_tokens"], c["cache_write_1h_tokens"], c["output_tokens"],
                       store.replay_call(c["id"]), store.get_call(c["id"])["response"]) for c in full["calls"]],
                     sorted((o["id"], o["kind"], o["at"]) for o in full["outcomes"])))
@@ -124,8 +124,8 @@ def _snapshot(store):
 
 @pytest.mark.parametrize("cut", range(1, 19))
 def test_a_transcript_imported_in_two_parts_equals_one_imported_whole(tmp_path, cut):
-    """Calls, sessions and outcomes; the title label is set when the session starts, so a title written after the
-    first part was imported stays an outcome only (see docs/importing.md)."""
+    """Calls, sessions, outcomes and labels: a title written after the first part was imported (a `/rename` that
+    `watch` sees) becomes the session's title then, as if the file had been imported whole (issue 25 item 3)."""
     whole = open_store(tmp_path / "whole.db")
     run_import(whole, plan([CURRENT]))
     lines = CURRENT.read_bytes().splitlines(keepends=True)

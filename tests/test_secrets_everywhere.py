@@ -117,8 +117,8 @@ def planted_events() -> tuple[list[model.Event], set[str]]:
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 values[f.name] = None
         events.append(cls(**values))
-    order = ["session_started", "exchange_started", "call", "tool_result", "outcome", "reasoning", "exchange_ended",
-             "session_ended"]
+    order = ["session_started", "session_titled", "exchange_started", "call", "tool_result", "outcome", "reasoning",
+             "exchange_ended", "session_ended"]
     return sorted(events, key=lambda e: order.index(e.kind)), fields
 
 

@@ -38,7 +38,7 @@ def _event_with(kind: str, name: str, value):
     good = {"session_id": "s", "started_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T00:00:00Z",
             "at": "2026-01-01T00:00:00Z", "exchange_id": "e", "call_id": "c", "tool_result_id": "t",
             "outcome_id": "o", "outcome_kind": "k", "record_id": "r", "phase": "p", "compact": {},
-            "request": {}, "response": None, "tool_use_id": None, "content": None}
+            "request": {}, "response": None, "tool_use_id": None, "content": None, "title": "t"}
     required = {f.name: good[f.name] for f in dataclasses.fields(cls)
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
     return cls(**{**required, name: value})

@@ -227,6 +227,15 @@ class SessionEnded(Event):
 
 
 @dataclass(slots=True)
+class SessionTitled(Event):
+    """A title given to a session after it started (a rename read by `watch`): its label `title` becomes it."""
+
+    kind: ClassVar[str] = "session_titled"
+    session_id: str
+    title: str
+
+
+@dataclass(slots=True)
 class ExchangeStarted(Event):
     kind: ClassVar[str] = "exchange_started"
     exchange_id: str
@@ -327,8 +336,8 @@ class ReasoningRecorded(Event):
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.kind: cls for cls in (SessionStarted, SessionEnded, ExchangeStarted, ExchangeEnded, CallRecorded,
-                              ToolResultRecorded, OutcomeRecorded, ReasoningRecorded)
+    cls.kind: cls for cls in (SessionStarted, SessionEnded, SessionTitled, ExchangeStarted, ExchangeEnded,
+                              CallRecorded, ToolResultRecorded, OutcomeRecorded, ReasoningRecorded)
 }
 
 

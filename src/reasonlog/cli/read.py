@@ -9,7 +9,7 @@ import click
 import orjson
 from rich.text import Text
 
-from .. import query
+from .. import query, titles
 from ..model import format_instant
 from ..parts import RecordError
 from ..store import SessionFilter, StoreError
@@ -74,7 +74,8 @@ def make_filter(run, agent, model, status, labels, date, since, until, limit) ->
                          limit=limit or None)
 
 
-SESSION_COLUMNS = [Column("started (UTC)", keep=8), Column("session", whole=True), Column("run", keep=2),
+SESSION_COLUMNS = [Column("started (UTC)", keep=8), Column("session", whole=True), Column("title", keep=6),
+                   Column("run", keep=2),
                    Column("agent", keep=7), Column("model", keep=5), Column("status", keep=4),
                    Column("calls", keep=6, numeric=True), Column("err", keep=1, numeric=True),
                    Column("in", keep=3, numeric=True), Column("out", keep=3, numeric=True),
@@ -91,7 +92,8 @@ def sessions(obj, as_json, **filters):
     rows = obj.store.list_sessions(flt)
     if as_json:
         return emit_json(_with_summaries(obj.store, rows))
-    print_table(SESSION_COLUMNS, [_session_row(s) for s in rows])
+    prompts = obj.store.first_prompts([s["id"] for s in rows if not (s.get("labels") or {}).get("title")])
+    print_table(SESSION_COLUMNS, [_session_row(s, titles.title_of(s, prompts.get(s["id"]))) for s in rows])
     if not rows and flt == SessionFilter(limit=flt.limit):
         console.print(Text(f"no sessions yet. {HOW_TO_START}"), style="dim")
     elif not rows:
@@ -106,8 +108,9 @@ def _with_summaries(store, rows: list[dict]) -> list[dict]:
     return [{**s, "summary": texts.get(("session", s["id"])) or s.get("summary")} for s in rows]
 
 
-def _session_row(s: dict) -> list:
-    return [s["started_at"][:16].replace("T", " "), Text(s["id"]), Text(s["run"] or ""), Text(s["agent"] or ""),
+def _session_row(s: dict, title: str) -> list:
+    return [s["started_at"][:16].replace("T", " "), Text(s["id"]), Text(titles.shorten(title, 48)),
+            Text(s["run"] or ""), Text(s["agent"] or ""),
             Text(s["model"] or ""), s["status"], str(s["call_count"]), str(s["error_count"]),
             f"{s['input_tokens']:,}", f"{s['output_tokens']:,}",
             f"{s['cache_read_tokens']:,}/{s['cache_write_tokens']:,}", money(s["cost_usd"])]

@@ -89,10 +89,13 @@ def _summarizer(name: str, db: str, model: str | None, base_url: str | None):
 
 @cli.command()
 @click.option("--port", type=click.IntRange(0, 65535), default=0, help="Port on 127.0.0.1 (default: a free one).")
-@click.option("--no-browser", is_flag=True, help="Print the address instead of opening a browser.")
+@click.option("--no-browser", is_flag=True, help="Print the sign-in address (it works once) instead of opening a"
+              " browser.")
 @click.pass_obj
 def ui(obj, port, no_browser):
-    """Open the dashboard on this machine's database in the browser (serves on 127.0.0.1 until Ctrl-C)."""
+    """Open the dashboard on this machine's database in the browser (serves on 127.0.0.1 until Ctrl-C).
+
+    The browser is signed in by a one-time token in the address, so no API key is asked of you."""
     import socket
     import threading
     import webbrowser
@@ -101,6 +104,7 @@ def ui(obj, port, no_browser):
         import uvicorn
 
         from ..server.app import create_app
+        from ..server.dashboard.owner import new_token
     except ImportError:
         raise StoreError("reasonlog ui needs the server extra: pip install 'reasonlog[server]'") from None
     path = obj.path
@@ -109,9 +113,17 @@ def ui(obj, port, no_browser):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
+    token = new_token()  # signs the browser it opens in once, keys or not (see server/dashboard/owner.py)
     url = f"http://127.0.0.1:{port}/"
+    sign_in = f"{url}login?token={token}"
     click.echo(f"reasonlog dashboard on {url} ({obj.shown}; Ctrl-C stops)", err=True)
-    if not no_browser:
-        threading.Timer(0.8, lambda: webbrowser.open(url)).start()
-    uvicorn.run(create_app(lambda: open_store_or_read_only(path)), host="127.0.0.1", port=port, log_level="warning",
-                access_log=False)
+
+    def open_browser() -> None:
+        if not webbrowser.open(sign_in):  # no browser here: the person opens the address (it works once)
+            click.echo(f"open {sign_in} (it signs you in once)", err=True)
+    if no_browser:
+        click.echo(f"open {sign_in} (it signs you in once)", err=True)
+    else:
+        threading.Timer(0.8, open_browser).start()
+    uvicorn.run(create_app(lambda: open_store_or_read_only(path), login_token=token), host="127.0.0.1", port=port,
+                log_level="warning", access_log=False)

@@ -35,7 +35,7 @@ UNAUTHORIZED: dict[int | str, dict[str, Any]] = {
 def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                summarizer: Callable[[], Summarizer] | None = None, summarize_every_s: float = 60.0,
                max_body_bytes: int | None = None, open_reader: Callable[[], Store] | None = None,
-               exit_within_s: float | None = None) -> FastAPI:
+               exit_within_s: float | None = None, login_token: str | None = None) -> FastAPI:
     """The app over the store `open_store` opens (once, on first use). `deployment_mode` is echoed by /reasoning.
 
     `open_reader`: open a second, read-only store for every route that only reads, so that reads never wait
@@ -45,7 +45,8 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     `max_body_bytes`: the largest request body (default `server.ingest.MAX_BYTES`), advertised to recorders.
     `exit_within_s`: once the server shuts down (after uvicorn's grace for requests under way), end the process
     this many seconds later even if a request is still at work in a thread (`reasonlog serve` sets it; what
-    was answered is committed already, and what was not is rolled back by the database)."""
+    was answered is committed already, and what was not is rolled back by the database).
+    `login_token`: a one-time token that signs its first bringer in to the dashboard (`reasonlog ui`)."""
     stores = Stores(open_store, open_reader)
     background = None if summarizer is None else BackgroundSummaries(stores.writer.get, summarizer,
                                                                       summarize_every_s)
@@ -86,7 +87,8 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     # The body limit is the innermost middleware: its 413, raised while a route reads, must not cross the
     # dashboard's header middleware (which runs the route in a task group, where it would turn into a 400 or 500).
     app.add_middleware(guards.BodyLimit, max_bytes=limit)
-    dashboard.mount(app, stores.reader.get, lambda store, secret: store.api_key_scope(secret) if secret else None)
+    dashboard.mount(app, stores.reader.get, lambda store, secret: store.api_key_scope(secret) if secret else None,
+                    login_token)
     _add_docs(app, Depends(_requires(stores, "read", cookie=dashboard.COOKIE)))
     app.add_middleware(guards.StoreFailures, stores=stores, html_page=dashboard.error_page)
     return app

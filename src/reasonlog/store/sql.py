@@ -14,7 +14,19 @@ from typing import Any, ClassVar
 
 from ..model import Event
 from ..parts import RecordError
-from . import ReadOnlyDatabase, SessionFilter, ids, imported, keys, reading, records, safe_target, search, usage
+from . import (
+    ReadOnlyDatabase,
+    SessionFilter,
+    ids,
+    imported,
+    keys,
+    overview,
+    reading,
+    records,
+    safe_target,
+    search,
+    usage,
+)
 from .content import Dictionaries
 from .contents import ContentWriter
 from .writing import Applier
@@ -234,6 +246,15 @@ class SQLStore:
 
     def get_call(self, call_id: str) -> dict:
         return self._read(reading.get_call, call_id, self._dicts)
+
+    def first_prompts(self, session_ids: Iterable[str]) -> dict[str, Any]:
+        """Each session's first user message as stored, by session id (see store/overview.py)."""
+        return self._read(overview.first_prompts, self._dicts, list(session_ids))
+
+    def get_spans(self, session_id: str, page: tuple[int, int]) -> dict:
+        """The session's calls in `page` as time spans, with recorded tool runs and the sub-agents they spawned,
+        nested (see store/overview.py): what a timeline draws, read without the session's messages."""
+        return self._read(overview.session_spans, self._dicts, session_id, page)
 
     def replay_call(self, call_id: str) -> dict:
         return self.get_call(call_id)["request"]

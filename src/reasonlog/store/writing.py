@@ -22,6 +22,7 @@ from ..model import (
     ReasoningRecorded,
     SessionEnded,
     SessionStarted,
+    SessionTitled,
     ToolResultRecorded,
     check_event,
     format_instant,
@@ -263,6 +264,17 @@ class Applier:
                         (self.again(ev.session_id),))
         elif ev.status == "completed":
             self.completed.append(self.again(ev.session_id))
+
+    def _apply_session_titled(self, cur, ev: SessionTitled) -> None:
+        session_id = self.ident(ev.session_id)
+        row = cur.execute("SELECT labels_json FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise RecordError(f"session_id: no session {ev.session_id!r} in the store")
+        title = self.mask_text(ev.title)
+        cur.execute("UPDATE sessions SET labels_json = ? WHERE id = ?",
+                    (self.dumps({**(orjson.loads(row[0]) if row[0] else {}), "title": title}), session_id))
+        cur.execute("DELETE FROM session_labels WHERE session_id = ? AND key = 'title'", (session_id,))
+        cur.execute("INSERT INTO session_labels (key, value, session_id) VALUES ('title', ?, ?)", (title, session_id))
 
     def _apply_exchange_started(self, cur, ev: ExchangeStarted) -> None:
         st = self.state(cur, ev.session_id)

@@ -91,6 +91,14 @@ class SessionEndedJSON(TypedDict):
     error: dict[str, Any] | None
 
 
+class SessionTitledJSON(TypedDict):
+    """A title given to a session after it started (a rename read by `watch`): its label `title` becomes it."""
+
+    event: Literal["session_titled"]
+    session_id: Id
+    title: Id
+
+
 class ExchangeStartedJSON(TypedDict):
     event: Literal["exchange_started"]
     exchange_id: Id
@@ -178,7 +186,7 @@ class ReasoningJSON(TypedDict):
 
 
 EVENTS: dict[str, type] = {
-    "session_started": SessionStartedJSON, "session_ended": SessionEndedJSON,
+    "session_started": SessionStartedJSON, "session_ended": SessionEndedJSON, "session_titled": SessionTitledJSON,
     "exchange_started": ExchangeStartedJSON, "exchange_ended": ExchangeEndedJSON, "call": CallRecordedJSON,
     "tool_result": ToolResultJSON, "outcome": OutcomeJSON, "reasoning": ReasoningJSON,
 }

@@ -24,7 +24,8 @@ How a transcript becomes reasonlog's records:
   (`claude-code:<type>`). Hook and bash progress, file-history snapshots and queue operations are
   bookkeeping of the CLI and are passed over.
 - **Titles.** The session's title label is its last `custom-title` (a rename), else its last
-  `ai-title`. Records without an instant (titles, modes, summaries) never start a session: they
+  `ai-title`; a title read after the session was stored (a later pass of `watch`) retitles it
+  (`SessionTitled`). Records without an instant (titles, modes, summaries) never start a session: they
   wait for the session's first instant, and one of no session in the file is reported, not kept.
 - **Nesting.** A sub-agent hangs from the session and call that spawned it, at any depth: a Task
   tool result naming the sub-agent's `agentId` starts its session there (its own file, read
@@ -48,6 +49,7 @@ from ...model import (
     OutcomeRecorded,
     SessionEnded,
     SessionStarted,
+    SessionTitled,
     Usage,
     stable_id,
 )
@@ -56,6 +58,7 @@ from ..importer import BaseImporter, Checkpoint, Feed, Line, ReimportFile, first
 from .claude_code_files import nesting, titles_in
 
 NAME = "claude-code"
+TITLE_KINDS = frozenset({f"{NAME}:custom-title", f"{NAME}:ai-title"})
 TRANSCRIPT_TYPES = frozenset({"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
                               "queue-operation", "result"})
 # Claude Code's own envelope keys; the Agent SDK's messages say session_id and parent_tool_use_id instead.
@@ -161,6 +164,7 @@ class _Reader:
         self.waiting: list = saved.get("waiting", [])  # [session or None, kind, payload, line]: records with no
         #                                                instant, until their session's first one
         self.titles: dict[str, str] | None = None  # session id -> title, read when a session starts
+        self.earlier = {sid for sid, t in self.threads.items() if t.started}  # sessions an earlier pass stored
         self.run_name = feed.path.parent.name if "subagents" not in feed.path.parts else feed.path.parents[2].name
         self.done: Line | None = None  # the last line whose effects are all in the state
 
@@ -245,6 +249,7 @@ class _Reader:
             thread = self.threads[sid] = _Thread(sid)
             thread.started = self.feed.exists("session", sid)
             if thread.started:
+                self.earlier.add(sid)
                 thread.history = None  # another file began it: go on from what is stored
         return thread
 
@@ -445,12 +450,21 @@ class _Reader:
         known = self.threads.get(session or self.main or "")
         if known is not None and known.started and known.last_at:
             yield self._outcome(known.sid, kind, payload, line.number, at or known.last_at)
+            if known.sid in self.earlier:
+                yield from self._retitle(known.sid, kind)
         else:
             self.waiting.append([session, kind, payload, line.number])
 
     def _outcome(self, sid: str, kind: str, payload: Any, number: int, at: str) -> OutcomeRecorded:
         return OutcomeRecorded(outcome_id=stable_id(at, NAME, sid, kind, number), session_id=sid, at=at,
                                outcome_kind=kind, payload=payload)
+
+    def _retitle(self, sid: str, kind: str) -> Iterator[Event]:
+        """A title record read after its session was stored (by an earlier pass, or from another file): the
+        session's title label follows the file's titles as they are now."""
+        title = self._titles().get(sid) if kind in TITLE_KINDS else None
+        if title:
+            yield SessionTitled(session_id=sid, title=title)
 
     def _claim(self, thread: _Thread, at: str) -> Iterator[Event]:
         """The waiting records of a session that has just started, at its first instant."""
@@ -469,6 +483,7 @@ class _Reader:
             session, kind, payload, number = item
             if session is not None and self.feed.exists("session", session):
                 yield self._outcome(session, kind, payload, number, _epoch(self.feed))
+                yield from self._retitle(session, kind)
                 continue
             self.waiting.append(item)
             if self.feed.live:

@@ -2,7 +2,8 @@
 
 Pages are Jinja2 templates with autoescaping; recorded Markdown is sanitised (render.py); the only script is
 the dashboard's own static file, and every page is served with a Content-Security-Policy that forbids inline
-scripts. When API keys exist, the dashboard asks for one and keeps it in a session cookie."""
+scripts. When API keys exist, the dashboard asks for one and keeps it in a session cookie; the person who ran
+`reasonlog ui` signs in once with the token in the address it opened (owner.py)."""
 from __future__ import annotations
 
 from typing import Any
@@ -14,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...store import StoreError
 from ..errors import status_of
-from . import compare, pages
+from . import compare, owner, pages
 from .render import HERE, page
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self';"
@@ -22,12 +23,13 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 COOKIE = "reasonlog_key"
 
 
-def mount(app: Any, get_store: Any, key_scope: Any) -> None:
+def mount(app: Any, get_store: Any, key_scope: Any, login_token: str | None = None) -> None:
     """Add the dashboard's pages at `/` and its files at `/static` to `app`.
 
-    `key_scope(store, secret)` gives a key's scope or None; with no key made yet every page is open."""
+    `key_scope(store, secret)` gives a key's scope or None; with no key made yet every page is open.
+    `login_token`: the one-time token `reasonlog ui` puts in the address it opens (see owner.py)."""
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
-    app.include_router(_router(get_store, key_scope))
+    app.include_router(_router(get_store, key_scope, owner.OwnerLogin(login_token)))
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):
@@ -44,12 +46,16 @@ def error_page(message: str) -> str:
     return page("error.html", message=message, title="The database cannot be used now")
 
 
-def _router(get_store: Any, key_scope: Any) -> APIRouter:
+def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin) -> APIRouter:
     ui = APIRouter(include_in_schema=False)
+
+    def signed_in(store: Any, request: Request) -> bool:
+        return (not store.has_api_keys() or owner_login.knows(request.cookies.get(owner.COOKIE))
+                or key_scope(store, request.cookies.get(COOKIE, "")) is not None)
 
     def html(request: Request, template: str, build, *args: Any) -> Response:
         store = get_store()
-        if store.has_api_keys() and key_scope(store, request.cookies.get(COOKIE, "")) is None:
+        if not signed_in(store, request):
             return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
         try:
             context = build(store, *args)
@@ -82,6 +88,12 @@ def _router(get_store: Any, key_scope: Any) -> APIRouter:
             return compare.compare_sessions(s, s.resolve_id("session", a), s.resolve_id("session", b))
         return await run_in_threadpool(html, request, "compare.html", build)
 
+    @ui.get("/sessions/{session_id}/timeline")
+    async def timeline_page(request: Request, session_id: str, offset: int = Query(0, ge=0)) -> Response:
+        def build(s):
+            return pages.session_timeline(s, s.resolve_id("session", session_id), offset)
+        return await run_in_threadpool(html, request, "timeline.html", build)
+
     @ui.get("/calls/{call_id}")
     async def call_page(request: Request, call_id: str, against: str | None = None) -> Response:
         def build(s):
@@ -97,7 +109,7 @@ def _router(get_store: Any, key_scope: Any) -> APIRouter:
     async def usage_csv(request: Request, by: str = "day", since: str | None = None,
                         until: str | None = None) -> Response:
         store = get_store()
-        if store.has_api_keys() and key_scope(store, request.cookies.get(COOKIE, "")) is None:
+        if not signed_in(store, request):
             return PlainTextResponse("a key is needed: /login", status_code=401)
         try:
             body = await run_in_threadpool(pages.usage_csv, store, by, since or None, until or None)
@@ -107,8 +119,16 @@ def _router(get_store: Any, key_scope: Any) -> APIRouter:
                                  headers={"Content-Disposition": f'attachment; filename="usage-by-{by}.csv"'})
 
     @ui.get("/login")
-    async def login_form(next: str = "/") -> Response:
-        return HTMLResponse(page("login.html", next=next if next.startswith("/") else "/", failed=False))
+    async def login_form(next: str = "/", token: str | None = None) -> Response:
+        target = next if next.startswith("/") and not next.startswith("//") else "/"
+        if token is None:
+            return HTMLResponse(page("login.html", next=target, failed=False))
+        session = owner_login.redeem(token)
+        if session is None:  # spent, or never this server's: a key still opens the dashboard
+            return HTMLResponse(page("login.html", next=target, failed=False, spent=True), status_code=401)
+        response = RedirectResponse(target, status_code=303)  # the address bar and history lose the token
+        response.set_cookie(owner.COOKIE, session, httponly=True, samesite="strict")  # a session cookie
+        return response
 
     @ui.post("/login")
     async def login(key: str = Form(...), next: str = Form("/")) -> Response:

@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 from markupsafe import Markup, escape
 
-from ... import providers, query
+from ... import providers, query, titles
 from ...store import SessionFilter, StoreReader
-from . import charts
+from . import charts, timeline, tools
 
 PAGE = 200  # timeline entries a session page shows
 # Context windows, for the fullness bar; a model not listed shows its tokens without a share.
@@ -47,9 +47,12 @@ def sessions(store: StoreReader, f: Filters, sort: str, cursor: tuple[str, str] 
     rows = store.list_sessions(f.session_filter(limit + 1, cursor))
     more = len(rows) > limit
     rows = rows[:limit]
+    prompts = store.first_prompts([s["id"] for s in rows if not (s.get("labels") or {}).get("title")])
     for s in rows:
         s["tokens"] = sum(s.get(k) or 0 for k in query.TOKEN_FIELDS if k != "reasoning_tokens")
         s["source"] = (s.get("labels") or {}).get("source", "recorded")
+        s["title"] = titles.title_of(s, prompts.get(s["id"]))
+        s["project"] = project_of(s)
     if SORTS.get(sort):  # within the page: the cursor walks the list newest first
         rows.sort(key=lambda s: s.get(SORTS[sort]) or 0, reverse=True)
     hits: dict[str, list[Markup]] = {}
@@ -59,6 +62,15 @@ def sessions(store: StoreReader, f: Filters, sort: str, cursor: tuple[str, str] 
                 hits[h["session_id"]].append(highlight(h["snippet"], f.q))
     nxt = f"{rows[-1]['started_at']}|{rows[-1]['id']}" if more and rows else None
     return {"sessions": rows, "hits": hits, "next": nxt}
+
+
+def project_of(session: dict) -> dict[str, str]:
+    """Where the session worked, short and in full: its working directory's last folder, else its run."""
+    cwd = (session.get("labels") or {}).get("cwd")
+    if isinstance(cwd, str) and cwd.strip("/\\"):
+        return {"short": re.split(r"[/\\]", cwd.rstrip("/\\"))[-1], "full": cwd}  # POSIX or Windows
+    run = session.get("run") or ""
+    return {"short": run, "full": run}
 
 
 def highlight(text: str, q: str) -> Markup:
@@ -78,6 +90,8 @@ def session(store: StoreReader, session_id: str, view: str, offset: int, limit: 
     """A page of the session's timeline (`limit` entries from `offset`); `limit=0`: all of it."""
     s = store.get_session(session_id, page=(offset, offset + limit) if limit else None)
     s = query.with_summaries(store, s)
+    s["title"] = titles.title_of(s, None if (s.get("labels") or {}).get("title") else
+                                 store.first_prompts([s["id"]]).get(s["id"]))
     shown = {m["idx"] for m in s["messages"]} | {p["idx"] for p in s.get("system_prompts", ())}
     first, end = (offset, offset + limit) if limit else (0, 1 << 62)
     s["calls"] = [c for c in s["calls"] if _anchor(c, shown, first, end)]
@@ -85,6 +99,9 @@ def session(store: StoreReader, session_id: str, view: str, offset: int, limit: 
     items = query.timeline(s)
     by_call = {c["id"]: c for c in s["calls"]}
     for item in items:
+        for part in item.get("parts", ()):
+            if part["kind"] == "tool_use":
+                part["line"] = tools.tool_line(part.get("name"), part.get("input"), part.get("result"))
         if item["kind"] in ("call", "failed_call"):
             call = by_call[item["call_id"]]
             item["facts"] = call.get("context_facts") or {}
@@ -98,6 +115,14 @@ def session(store: StoreReader, session_id: str, view: str, offset: int, limit: 
     return {"session": s, "items": items, "view": view, "offset": offset, "limit": limit,
             "total": s["message_count"], "records": store.list_reasoning_records(s["id"]), "spawned": spawned,
             "summaries": {m["idx"]: m.get("summary") for m in s["messages"]}}
+
+
+def session_timeline(store: StoreReader, session_id: str, offset: int) -> dict:
+    """A page of the session's timeline chart: PAGE calls from `offset`, their tool runs and sub-agents nested."""
+    spans = store.get_spans(session_id, (offset, offset + timeline.PAGE))
+    rows = timeline.rows_of(spans)
+    return {"session": spans["session"], "chart": timeline.svg(rows), "offset": offset, "page": timeline.PAGE,
+            "total": spans["total_calls"], "shown": len(spans["calls"]), "spent": timeline.spent(rows)}
 
 
 def _anchor(call: dict, shown: set[int], first: int, end: int) -> bool:
