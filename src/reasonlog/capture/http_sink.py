@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from ..model import Event, dump_event, new_id
+from ..redact import Redactor
 from ..wire import masked_line
 from .sinks import BaseSink, Outcome, SpillingSink
 
@@ -39,7 +40,8 @@ class HttpError(OSError):
 class HttpSink(BaseSink):
     """A sink that sends batches to `reasonlog serve` (`POST /v1/ingest`)."""
 
-    def __init__(self, url: str, api_key: str | None = None, timeout_s: float = 10.0, redactor: Any = None):
+    def __init__(self, url: str, api_key: str | None = None, timeout_s: float = 10.0,
+                 redactor: Redactor | None = None):
         self.url = url.rstrip("/")
         self.target = self.url
         self.redactor = redactor  # secrets are masked before they leave the process (the server masks again)
@@ -157,7 +159,7 @@ def _detail(exc: urllib.error.HTTPError) -> str:
         return exc.reason or ""
 
 
-def remote_sink(url: str, api_key: str | None, redactor: Any) -> Any:
+def remote_sink(url: str, api_key: str | None, redactor: Redactor | None) -> SpillingSink:
     """`reasonlog serve` at `url`, with spill files in the user's data folder while it cannot be reached."""
     import platformdirs
 

@@ -7,8 +7,8 @@ user's data folder while it cannot be reached. Anything else names a database (a
 from __future__ import annotations
 
 import os
-from typing import Any
 
+from ..pricing import PriceTable
 from ..redact import Redactor
 from .http_sink import remote_sink
 from .sinks import Sink, SpillingSink, StoreSink
@@ -26,7 +26,7 @@ def is_remote(target: str) -> bool:
 
 
 def open_sink(target: str | os.PathLike, *, redact: bool | list | dict = True, api_key: str | None = None,
-              price_table: Any = None, store_options: dict | None = None) -> Sink:
+              price_table: PriceTable | None = None, store_options: dict | None = None) -> Sink:
     """The sink for `target`. Each part that masks gets its own redactor: a spill file's count of masked
     secrets travels in the file, apart from what the store counts."""
     target = os.fspath(target)

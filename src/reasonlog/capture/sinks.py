@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 from .. import model
 from ..model import Event, dump_event
+from ..redact import Redactor
 from ..store import StoreWriter
 from .spillfiles import SpillFiles, claimed
 
@@ -26,6 +27,14 @@ log = logging.getLogger("reasonlog")
 
 # What became of a batch: written; kept in a spill file for later; or known already (its id was written before).
 Outcome = Literal["written", "spilled", "known"]
+
+
+class BasicSink(Protocol):
+    """The three methods every sink has, and all a user's own sink needs (`Recorder(sink=...)`)."""
+
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> Any: ...
+    def add_counters(self, counters: dict[str, int]) -> None: ...
+    def close(self) -> None: ...
 
 
 class Sink(Protocol):
@@ -98,7 +107,7 @@ class BaseSink:
         return {}
 
 
-def as_sink(given: Any) -> Sink:
+def as_sink(given: BasicSink | Sink) -> Sink:
     """`given` as a `Sink`: a `BaseSink` as it is; any other object with the three methods every sink has
     (`write_batch`, `add_counters`, `close`: a user's own, behind `Recorder(sink=...)`) with the answers of one
     that keeps nothing aside."""
@@ -106,7 +115,7 @@ def as_sink(given: Any) -> Sink:
 
 
 class _Plain(BaseSink):
-    def __init__(self, given: Any):
+    def __init__(self, given: BasicSink):
         self.given = given
         self.target = getattr(given, "target", None)
 
@@ -183,7 +192,8 @@ class StoreSink(BaseSink):
 class SpillingSink(BaseSink):
     """Spilling around any sink: what `inner` refuses waits in files and goes first when it can."""
 
-    def __init__(self, inner: Any, directory: Path | list[Path] | None, redactor: Any = None):
+    def __init__(self, inner: BasicSink | Sink, directory: Path | list[Path] | None,
+                 redactor: Redactor | None = None):
         self.inner: Sink = as_sink(inner)
         self.files = SpillFiles(directory, redactor)
         self.redactor = redactor

@@ -32,7 +32,8 @@ import weakref
 from typing import Any
 
 from ..model import Event, SessionEnded, SessionStarted, new_id
-from .sinks import Sink, as_sink
+from ..redact import Redactor
+from .sinks import BasicSink, Sink, as_sink
 
 log = logging.getLogger("reasonlog")
 
@@ -51,7 +52,7 @@ FIRST_BATCH = 50  # events in a batch before the writer's speed is measured
 
 
 class _Base:
-    def __init__(self, sink: Any, redactor: Any = None):
+    def __init__(self, sink: BasicSink | Sink, redactor: Redactor | None = None):
         self.sink: Sink = as_sink(sink)
         self.redactor = redactor
         self._init_counts()
@@ -139,7 +140,7 @@ class _Base:
 class SyncWriter(_Base):
     """Writes each event before `submit` returns: durable per call, for tests and careful callers."""
 
-    def __init__(self, sink: Any, redactor: Any = None):
+    def __init__(self, sink: BasicSink | Sink, redactor: Redactor | None = None):
         super().__init__(sink, redactor)
         self._lock = threading.Lock()
         self._submitted = 0
@@ -171,8 +172,8 @@ class BackgroundWriter(_Base):
     an earlier process are replayed even if nothing new is recorded.
     """
 
-    def __init__(self, sink: Any, *, max_queue: int = 100_000, batch_size: int = 2_000, interval: float = 0.2,
-                 on_full: str = "block", redactor: Any = None):
+    def __init__(self, sink: BasicSink | Sink, *, max_queue: int = 100_000, batch_size: int = 2_000,
+                 interval: float = 0.2, on_full: str = "block", redactor: Redactor | None = None):
         if on_full not in ("block", "drop"):
             raise ValueError(f"on_full: expected 'block' or 'drop', got {on_full!r}")
         super().__init__(sink, redactor)

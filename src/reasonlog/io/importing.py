@@ -143,7 +143,7 @@ def plan(paths: Iterable[Path], fmt: str | None = None) -> list[tuple[Path, Impo
     return out
 
 
-def run_import(store: Any, files: list[tuple[Path, Importer]],
+def run_import(store: ImportStore, files: list[tuple[Path, Importer]],
                progress: Callable[[Path, int], None] | None = None, live: bool = False) -> Report:
     """Import `files` into `store`; every file is imported alone, so one bad file never stops the others.
 
@@ -265,7 +265,7 @@ class _Batched:
 
 
 @contextmanager
-def _import_lock(store: Any) -> Iterator[None]:
+def _import_lock(store: ImportStore) -> Iterator[None]:
     """The store's exclusive "import" lock while importing (none for a store that has no such lock)."""
     exclusive = getattr(store, "exclusive", None)
     if exclusive is None:
@@ -418,7 +418,7 @@ def _tail_hash(path: Path, offset: int) -> str | None:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def follow(store: Any, paths: list[Path], fmt: str | None, interval: float, stop: Callable[[], bool],
+def follow(store: ImportStore, paths: list[Path], fmt: str | None, interval: float, stop: Callable[[], bool],
            on_report: Callable[[Report], None]) -> None:
     """Import `paths` again every `interval` seconds until `stop()` says so (reasonlog watch)."""
     while not stop():

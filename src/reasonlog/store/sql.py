@@ -10,7 +10,7 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..model import Event
 from ..parts import RecordError
@@ -33,6 +33,10 @@ from .writing import Applier
 
 log = logging.getLogger("reasonlog")
 
+if TYPE_CHECKING:
+    from ..pricing import PriceTable
+    from ..redact import Redactor
+
 
 class SQLStore:
     """The dialect-neutral part of a reasonlog store. One connection, guarded by a lock.
@@ -50,7 +54,7 @@ class SQLStore:
     BEGIN_WRITE = "BEGIN"
     BEGIN_READ = "BEGIN"
 
-    def _setup_writer(self, price_table: Any, redactor: Any) -> None:
+    def _setup_writer(self, price_table: PriceTable | None, redactor: Redactor | Literal[False] | None) -> None:
         self._lock = threading.RLock()
         self._dicts = Dictionaries()
         self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)  # type: ignore[arg-type]
