@@ -25,7 +25,8 @@ class Event(NamedTuple):
 
 def parse_events(body: bytes) -> list[Event]:
     """The events of a whole SSE body; an event cut off at the end still counts."""
-    events, start = [], 0
+    events: list[Event] = []
+    start = 0
     for match in _BOUNDARY.finditer(body):
         _add_event(events, body[start:match.start()], match.end())
         start = match.end()
