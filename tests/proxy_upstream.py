@@ -58,6 +58,24 @@ ANSWERS = {  # protocol: (unstreamed body, streamed body)
 }
 
 
+def responses_events(body: dict) -> list[dict]:
+    """The Responses events that stream `body`: created, each item added and done (a message's text as one
+    delta), completed."""
+    events = [{"type": "response.created", "response": {**body, "status": "in_progress", "output": []}}]
+    for i, item in enumerate(body["output"]):
+        events.append({"type": "response.output_item.added", "output_index": i,
+                       "item": {**item, "content": []} if item["type"] == "message" else item})
+        for j, part in enumerate(item.get("content") or () if item["type"] == "message" else ()):
+            where = {"item_id": item["id"], "output_index": i, "content_index": j}
+            events += [{"type": "response.content_part.added", **where, "part": {**part, "text": ""}},
+                       {"type": "response.output_text.delta", **where, "delta": part["text"]},
+                       {"type": "response.output_text.done", **where, "text": part["text"]},
+                       {"type": "response.content_part.done", **where, "part": part}]
+        events.append({"type": "response.output_item.done", "output_index": i, "item": item})
+    events.append({"type": "response.completed", "response": body})
+    return [{**e, "sequence_number": n} for n, e in enumerate(events)]
+
+
 def protocol_of(path: str) -> str | None:
     bare = path.split("?")[0]
     for suffix, name in (("/messages", "anthropic"), ("/chat/completions", "chat"), ("/responses", "responses"),
@@ -91,6 +109,7 @@ class Upstream:
         self.replies: collections.deque[Reply] = collections.deque()
         self.received: list[Received] = []
         self.port = port
+        self.answers = dict(ANSWERS)  # protocol: (unstreamed, streamed), what a request gets without a queued reply
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
 
@@ -104,7 +123,7 @@ class Upstream:
         protocol = protocol_of(path)
         if protocol is None:
             return Reply(200, [b'{"object": "list", "data": [{"id": "a-model", "object": "model"}]}'])
-        plain, streamed = ANSWERS[protocol]
+        plain, streamed = self.answers[protocol]
         wants_stream = b'"stream":true' in body.replace(b" ", b"") or "streamGenerateContent" in path
         return Reply(200, [streamed], "text/event-stream") if wants_stream else Reply(200, [plain])
 

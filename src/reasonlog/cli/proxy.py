@@ -25,6 +25,17 @@ def client_environment(url: str) -> dict[str, str]:
             "GOOGLE_GEMINI_BASE_URL": url}  # Gemini CLI, google-genai
 
 
+# Clients that read their base URL from their own configuration rather than the environment: the arguments that
+# point them at the proxy. Codex (0.1xx) reads `openai_base_url` from config.toml or `-c`, not OPENAI_BASE_URL.
+CLIENT_ARGUMENTS = {"codex": lambda url: ["-c", f'openai_base_url="{url}/v1"']}
+
+
+def client_arguments(argv: list[str], url: str) -> list[str]:
+    """`argv` with the arguments its client needs to reach the proxy at `url` put after the program."""
+    extra = CLIENT_ARGUMENTS.get(Path(argv[0]).name)
+    return argv if extra is None else [argv[0], *extra(url), *argv[1:]]
+
+
 def _modules():
     """The proxy's modules, or a one-line error naming the extra it needs."""
     try:
@@ -145,7 +156,8 @@ def run(obj, port, upstream, command):
         _finish(recorder, recording)
         raise _port_taken("127.0.0.1", port, exc) from None
     try:
-        code = _run_child([program, *command[1:]], {**os.environ, **client_environment(running.url)})
+        argv = client_arguments([program, *command[1:]], running.url)
+        code = _run_child(argv, {**os.environ, **client_environment(running.url)})
     finally:
         running.stop()
         _finish(recorder, recording)
