@@ -10,7 +10,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from proxy_upstream import GEMINI_BODY, GEMINI_CHUNKS, Upstream
+from proxy_upstream import GEMINI_BODY, GEMINI_CHUNKS, Upstream, anthropic_events, halves
 from proxying import recording_proxy
 from sdk_server import load_json, sse
 
@@ -21,37 +21,6 @@ ANTHROPIC = [load_json("anthropic-messages", name) for name in
              ("anthropic-text.json", "anthropic-tool-no-args.json", "anthropic-clear-thinking.1.json",
               "anthropic-json-tool.1.json")]
 CHAT = [load_json("openai-chat", name) for name in ("openai-text.json", "deepseek-tool-call.json")]
-
-
-def halves(text: str) -> list[str]:
-    return [text[:len(text) // 2], text[len(text) // 2:]] if text else []
-
-
-def anthropic_events(body: dict) -> list[dict]:
-    """The Messages events that stream `body`: each block started empty, then its deltas."""
-    head = {**body, "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {**body["usage"], "output_tokens": 1}}
-    events = [{"type": "message_start", "message": head}]
-    for i, block in enumerate(body["content"]):
-        kind = block["type"]
-        empty = {"text": {"text": ""}, "thinking": {"thinking": "", "signature": ""}}.get(kind, {"input": {}})
-        events.append({"type": "content_block_start", "index": i, "content_block": {**block, **empty}})
-        if kind == "text":
-            events += [{"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": t}}
-                       for t in halves(block["text"])]
-        elif kind == "thinking":
-            events += [{"type": "content_block_delta", "index": i, "delta": {"type": "thinking_delta", "thinking": t}}
-                       for t in halves(block["thinking"])]
-            events.append({"type": "content_block_delta", "index": i,
-                           "delta": {"type": "signature_delta", "signature": block["signature"]}})
-        else:
-            events += [{"type": "content_block_delta", "index": i,
-                        "delta": {"type": "input_json_delta", "partial_json": t}}
-                       for t in halves(json.dumps(block["input"]))]
-        events.append({"type": "content_block_stop", "index": i})
-    events.append({"type": "message_delta", "delta": {"stop_reason": body["stop_reason"], "stop_sequence": None},
-                   "usage": {"output_tokens": body["usage"]["output_tokens"]}})
-    return [*events, {"type": "message_stop"}]
 
 
 def chat_chunks(body: dict) -> list[dict]:

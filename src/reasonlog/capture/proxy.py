@@ -16,7 +16,7 @@ import asyncio
 import socket
 import threading
 import time
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .proxy_record import Exchange, Recording
 from .proxy_routes import HOP_BY_HOP, Route, error_body, provider_of, route_of
@@ -30,11 +30,18 @@ class Answer(Protocol):
     body: bytes
 
 
-class Replayer(Protocol):
-    """What `proxy --replay` plugs in (capture/proxy_replay.py): an answer from the recording, or None to forward
-    (with the request's path and body, which a fork may rewrite)."""
+class Forward(NamedTuple):
+    """Forward this request, with this path and body (a fork may ask another model)."""
 
-    def answer(self, route: Route | None, path: str, body: bytes) -> "Answer | tuple[str, bytes] | None": ...
+    path: str
+    body: bytes
+
+
+class Replayer(Protocol):
+    """What `proxy --replay` plugs in (capture/proxy_replay.py): an answer from the recording, a `Forward`, or
+    None to forward the request as it came."""
+
+    def answer(self, route: Route | None, path: str, body: bytes) -> "Answer | Forward | None": ...
 
 
 class Proxy:
@@ -73,7 +80,7 @@ class Proxy:
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP]
         if self.replayer is not None:
             answered = self.replayer.answer(route, path, body)
-            if isinstance(answered, tuple):
+            if isinstance(answered, Forward):
                 path, body = answered
             elif answered is not None:
                 return await self._answer(request, answered)

@@ -113,6 +113,8 @@ def _replay_setup(obj, session: str, until: int | None, model: str | None):
     store = obj.store
     sid = store.resolve_id("session", session)
     script = proxy_replay.load_script(store, sid)
+    if not script.calls:
+        raise click.UsageError(f"--replay {session}: session {sid} recorded no calls")
     if until is not None and until > len(script.calls):
         raise click.UsageError(f"--until {until}: session {sid} has {len(script.calls)} calls")
     if until is None:
@@ -150,6 +152,7 @@ def run(obj, port, upstream, command):
     cwd, name = os.getcwd(), Path(command[0]).name
     recorder, recording = _recording(obj.path, agent=name, run=f"{name} in {cwd}",
                                      labels={"command": shlex.join(command), "cwd": cwd})
+    sys.setswitchinterval(module.SWITCH_INTERVAL_S)  # this process forwards the child's calls (see capture/proxy.py)
     try:
         running = module.Running(module.Proxy(upstreams, recording), port=port)
     except OSError as exc:
