@@ -98,7 +98,7 @@ def test_an_agent_rerun_under_replay_sends_every_request_byte_for_byte_and_gets_
                                   " update the current issue list:",
                                   "Hello! I'm doing well, thank you for asking. How are you doing today? Is there"
                                   " anything I can help you with?"]
-    assert proxied.recording.recorded == []  # a replay records nothing
+    assert proxied.recording.count == 0  # a replay records nothing
 
 
 def test_a_changed_line_gets_a_409_naming_the_first_call_that_differs_with_the_diff(recorded, tmp_path):

@@ -66,11 +66,11 @@ def proxied(tmp_path_factory):
 
 def recorded_response(proxied, count: int) -> dict:
     deadline = time.monotonic() + 10
-    while len(proxied.recording.recorded) < count and time.monotonic() < deadline:
+    while proxied.recording.count < count and time.monotonic() < deadline:
         time.sleep(0.01)
     proxied.recording.sessions.recorder.flush()
     return reasonlog.open_store(proxied.recording.sessions.recorder.db_path, read_only=True).get_call(
-        proxied.recording.recorded[count - 1])
+        proxied.recording.last_call)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -50,7 +50,8 @@ class Recording:
 
     def __init__(self, sessions: Sessions):
         self.sessions = sessions
-        self.recorded: list[str] = []  # call ids, in the order recorded
+        self.count = 0  # calls recorded (a count, not a list: a proxy may run for months)
+        self.last_call: str | None = None
         self._queue: queue.SimpleQueue[Exchange | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="reasonlog-proxy-recording", daemon=True)
         self._thread.start()
@@ -68,7 +69,7 @@ class Recording:
             try:
                 call_id = record_exchange(self.sessions, exchange)
                 if call_id is not None:
-                    self.recorded.append(call_id)
+                    self.count, self.last_call = self.count + 1, call_id
             except Exception:
                 log_internal_error(self.sessions.recorder, "recording a proxied call")
 

@@ -183,7 +183,7 @@ def _run_child(argv: list[str], env: dict[str, str]) -> int:
 
 def _say_where(obj, recording, run_name: str) -> None:
     sessions = recording.sessions.started
-    calls = len(recording.recorded)
+    calls = recording.count
     if not sessions:
         click.echo("reasonlog: no model calls went through the proxy", err=True)
         return
