@@ -278,6 +278,26 @@ def prunes(place, command):
     sh(place, "reasonlog prune --older-than 30d --yes")
 
 
+def proxy_forms(place, command):
+    """`reasonlog run -- claude …` needs the Claude Code CLI and its provider: parsed here (tests/test_proxy_clis.py
+    runs the real CLI through it against a local upstream)."""
+    installs_known_extras(command)
+    form_only(place, command)
+
+
+def proxy_starts(place, command):
+    """The proxy starts (on a free port: no request is made, so nothing goes to a provider) and says so."""
+    args = bound(command, place["words"]).replace("--port 8788", "") + f" --port {free_port()}"
+    proxy = subprocess.Popen(["bash", "-c", f"exec {args}"], env=place["env"], cwd=place["folder"],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        said = proxy.stderr.readline()
+    finally:
+        proxy.terminate()
+        _, err = proxy.communicate(timeout=20)
+    assert said.startswith("reasonlog proxy on http://127.0.0.1:") and "Traceback" not in err, said + err
+
+
 def serves_and_summarises(place, command):
     serving(place, command)
 
@@ -322,6 +342,10 @@ def summarises(place, command):
 COMMANDS = {
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/reasonlog demo": start_demo,
     "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -q": start_tests,
+    "pip install -e '.[proxy]' && reasonlog run -- claude -p \"fix the failing test\"": proxy_forms,
+    "reasonlog proxy --port 8788": proxy_starts,
+    "reasonlog proxy --replay SESSION": proxy_starts,
+    "reasonlog proxy --replay SESSION --until 3 --model claude-haiku-4-5": proxy_starts,
     "reasonlog import ~/.claude/projects": imports_claude_code,
     "reasonlog import": imports_default_folders,
     "reasonlog import --list-formats": lists_formats,

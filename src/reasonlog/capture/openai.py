@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..model import Usage
-from ..providers import openai_responses
+from ..providers import openai_chat, openai_responses
 from ._patching import Adapter, Api, Handle, Router, Tap, hook_client, install
 from .recorder import Recorder, SessionRecorder
 
@@ -79,123 +79,40 @@ def _responses_object_fields(result: Any) -> dict:
 
 
 class ChatTap(Tap):
-    """Folds chat.completion.chunk deltas into the message a non-streamed call would have returned."""
+    """Folds chat.completion.chunk deltas into the message a non-streamed call would have returned
+    (`providers.openai_chat.Stream`, which the proxy uses too)."""
 
     provider = PROVIDER
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.head: dict = {}
-        self.text: list[str] | None = None
-        self.reasoning: list[str] = []
-        self.refusal: list[str] = []
-        self.calls: dict[int, dict] = {}
-        self.finish_reason: str | None = None
-        self.usage: dict | None = None
+        self.stream = openai_chat.Stream()
 
     def add(self, chunk: Any) -> None:
-        if not self.head:
-            self.head = {k: getattr(chunk, k, None) for k in ("id", "created", "model", "system_fingerprint")}
-        if chunk.usage is not None:
-            self.usage = chunk.usage.model_dump(mode="json", exclude_unset=True, warnings=False)
-        for choice in chunk.choices:
-            if choice.index == 0:
-                self._delta(choice.delta)
-                self.finish_reason = choice.finish_reason or self.finish_reason
-
-    def _delta(self, delta: Any) -> None:
-        if delta is None:
-            return
-        if delta.content is not None:  # None means "no content" (a tool call), "" means empty text
-            if self.text is None:
-                self.text = []
-            self.text.append(delta.content)
-        # DeepSeek and xAI say `reasoning_content`; vLLM and Ollama say `reasoning`.
-        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
-        if isinstance(reasoning, str):
-            self.reasoning.append(reasoning)
-        if getattr(delta, "refusal", None):
-            self.refusal.append(delta.refusal)
-        for call in delta.tool_calls or ():
-            self._tool_call(call)
-        if self.first_at is None and (delta.content or reasoning or delta.tool_calls):
-            self.first_at = time.perf_counter()
-
-    def _tool_call(self, call: Any) -> None:
-        slot = self.calls.setdefault(call.index, {"id": None, "type": "function",
-                                                  "function": {"name": "", "arguments": ""}})
-        if call.id:
-            slot["id"] = call.id
-        if call.function is not None:
-            slot["function"]["name"] += call.function.name or ""
-            slot["function"]["arguments"] += call.function.arguments or ""
-
-    def message(self) -> dict:
-        msg: dict = {"role": "assistant", "content": None if self.text is None else "".join(self.text)}
-        if self.reasoning:
-            msg["reasoning_content"] = "".join(self.reasoning)
-        if self.refusal:
-            msg["refusal"] = "".join(self.refusal)
-        if self.calls:
-            msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
-        return msg
+        if self.stream.add(chunk):
+            self.first_at = self.first_at or time.perf_counter()
 
     def fields(self) -> dict:
-        raw = {**{k: v for k, v in self.head.items() if v is not None}, "object": "chat.completion",
-               "choices": [{"index": 0, "message": self.message(), "finish_reason": self.finish_reason}]}
-        if self.usage is not None:
-            raw["usage"] = self.usage
-        return _chat_fields(raw)
+        return _chat_fields(self.stream.body())
 
 
 class ResponsesTap(Tap):
-    """Folds Responses stream events into the response; the terminal event carries it whole."""
+    """Folds Responses stream events into the response (`providers.openai_responses.Stream`); the terminal event
+    carries it whole."""
 
     provider = PROVIDER
-    _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.response: dict = {}
-        self.items: dict[int, dict] = {}
+        self.stream = openai_responses.Stream()
 
     def add(self, event: Any) -> None:
-        kind = event.type
-        if kind.endswith(".delta"):
+        if self.stream.add(event):
             self.first_at = self.first_at or time.perf_counter()
-            self._delta(kind, event)
-        elif kind in ("response.output_item.added", "response.output_item.done"):
-            self.items[event.output_index] = event.item.model_dump(mode="json", exclude_unset=True, warnings=False)
-        elif kind == "response.content_part.added":
-            self._slot(event, "content", event.content_index, event.part.model_dump(mode="json", warnings=False))
-        elif kind == "response.reasoning_summary_part.added":
-            self._slot(event, "summary", event.summary_index, event.part.model_dump(mode="json", warnings=False))
-        elif kind in self._TERMINAL or kind in ("response.created", "response.in_progress"):
-            self.response = event.response.model_dump(mode="json", exclude_unset=True, warnings=False)
-            self.ended = kind in self._TERMINAL
-
-    def _slot(self, event: Any, key: str, index: int, value: dict) -> dict:
-        parts = self.items.setdefault(event.output_index, {}).setdefault(key, [])
-        while len(parts) <= index:
-            parts.append(dict(value))
-        return parts[index]
-
-    def _delta(self, kind: str, event: Any) -> None:
-        if kind == "response.output_text.delta":
-            part = self._slot(event, "content", event.content_index, {"type": "output_text", "text": ""})
-            part["text"] = part.get("text", "") + event.delta
-        elif kind == "response.reasoning_summary_text.delta":
-            part = self._slot(event, "summary", event.summary_index, {"type": "summary_text", "text": ""})
-            part["text"] = part.get("text", "") + event.delta
-        elif kind == "response.function_call_arguments.delta":
-            item = self.items.setdefault(event.output_index, {"type": "function_call"})
-            item["arguments"] = item.get("arguments", "") + event.delta
+        self.ended = self.stream.ended
 
     def fields(self) -> dict:
-        raw = dict(self.response)
-        if not self.ended:  # cut short: what arrived, item by item
-            raw["output"] = [self.items[i] for i in sorted(self.items)]
-        return _responses_fields(raw)
+        return _responses_fields(self.stream.body())
 
 
 CHAT = Api("messages", _chat_object_fields, _chat_fields, ChatTap)

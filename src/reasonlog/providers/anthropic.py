@@ -1,10 +1,11 @@
 """Anthropic Messages: `POST /v1/messages`, `system` beside `messages`, usage whose input excludes the cache."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..model import Usage
-from .common import Unwrapped, getter
+from .common import Unwrapped, dump, getter
 
 NAME = "anthropic"
 BASE_URL = "https://api.anthropic.com"
@@ -44,3 +45,94 @@ def curl(body: str) -> str:
 
 
 PYTHON_CALL = "anthropic.Anthropic().messages.create"
+
+
+# ---------------------------------------------------------------------- streams
+
+
+def streams(request: dict) -> bool:
+    """Whether the request asked for an event stream."""
+    return request.get("stream") is True
+
+
+class Stream:
+    """Folds Messages stream events (dicts as sent, or the SDK's event objects) into the Message the same call
+    would have returned unstreamed.
+
+    `add` says whether the event carried output (the first such is the first token). A `message_delta`'s usage
+    counts are running totals that overwrite, and a count it leaves out keeps its `message_start` value, as the
+    SDK's own accumulation does.
+    """
+
+    def __init__(self) -> None:
+        self.message: dict | None = None
+        self.json_parts: dict[int, list[str]] = {}
+        self.ended = False
+
+    def add(self, event: Any) -> bool:
+        get = getter(event)
+        kind = get("type")
+        if kind == "content_block_delta":
+            self._delta(get("index"), get("delta"))
+            return True
+        if kind == "content_block_start" and self.message is not None:
+            self.message["content"].append(dump(get("content_block")))
+            return True
+        if kind == "message_start":
+            self.message = dump(get("message"))
+            self.message["content"] = []
+        elif kind == "message_delta" and self.message is not None:
+            self._message_delta(dump(get("delta")) or {}, dump(get("usage")) or {})
+        elif kind == "content_block_stop":
+            self._parse_input(get("index"))
+        elif kind == "message_stop":
+            self.ended = True
+        return False
+
+    def _delta(self, index: int, delta: Any) -> None:
+        if self.message is None or not isinstance(index, int) or index >= len(self.message["content"]):
+            return
+        get = getter(delta)
+        block, kind = self.message["content"][index], get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + get("text")
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + get("thinking")
+        elif kind == "signature_delta":
+            block["signature"] = get("signature")
+        elif kind == "input_json_delta":
+            self.json_parts.setdefault(index, []).append(get("partial_json"))
+        elif kind == "citations_delta":
+            block.setdefault("citations", []).append(dump(get("citation")))
+
+    def _parse_input(self, index: Any) -> None:
+        text = "".join(self.json_parts.pop(index, ()))
+        if text and self.message is not None and index < len(self.message["content"]):
+            self.message["content"][index]["input"] = _parse_json(text)
+
+    def _message_delta(self, delta: dict, usage: dict) -> None:
+        message = self.message
+        assert message is not None
+        message.update({k: v for k, v in delta.items() if v is not None or k.startswith("stop_")})
+        counts = message.setdefault("usage", {})
+        counts.update({k: v for k, v in usage.items() if v is not None})
+
+    def body(self) -> dict | None:
+        """The Message so far (whole once the stream ended); None before `message_start`."""
+        for index in list(self.json_parts):
+            self._parse_input(index)
+        return self.message
+
+
+def _parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:  # cut off mid-way: keep what arrived, parsed as far as it goes, as the SDK does
+        try:
+            from jiter import from_json  # a dependency of the anthropic SDK, present wherever its streams are
+        except ImportError:
+            return {}
+        try:
+            return from_json(text.encode(), partial_mode=True)
+        except ValueError:
+            return {}

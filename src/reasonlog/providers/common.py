@@ -24,3 +24,11 @@ def getter(obj: Any):
 
 def first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
+
+
+def dump(value: Any) -> Any:
+    """A stream event's part as plain JSON: a dict as it came (the caller owns it), an SDK object dumped as the
+    SDKs put it on the wire."""
+    if isinstance(value, dict) or value is None:
+        return value
+    return value.model_dump(mode="json", exclude_unset=True, warnings=False)

@@ -43,3 +43,59 @@ def curl(body: str, model: str = "MODEL") -> str:
 
 
 PYTHON_CALL = "google.genai.Client().models.generate_content"
+
+
+# ---------------------------------------------------------------------- streams
+
+
+def streams(path: str) -> bool:
+    """Whether a request to `path` streams (`:streamGenerateContent`; the model and method live in the path)."""
+    return ":streamGenerateContent" in path
+
+
+def model_of(path: str) -> str | None:
+    """The model a generateContent path names (`/v1beta/models/gemini-2.5-flash:generateContent`)."""
+    name = path.split("?", 1)[0].rpartition("/models/")[2]
+    return name.partition(":")[0] or None
+
+
+class Stream:
+    """Folds `streamGenerateContent` chunks (each a response holding the next parts) into the one response the
+    unstreamed call returns: adjacent text parts of the same kind joined, the last usage and finish reason kept.
+
+    `add` says whether the chunk carried parts (the first such is the first token).
+    """
+
+    def __init__(self) -> None:
+        self.head: dict = {}
+        self.content: dict = {"role": "model", "parts": []}
+        self.candidate: dict = {}
+        self.ended = False
+
+    def add(self, chunk: Any) -> bool:
+        if not isinstance(chunk, dict):
+            return False
+        self.head.update({k: v for k, v in chunk.items() if k != "candidates"})
+        candidates = chunk.get("candidates") or [{}]
+        first = candidates[0] if isinstance(candidates[0], dict) else {}
+        self.candidate.update({k: v for k, v in first.items() if k != "content"})
+        content = first.get("content") or {}
+        self.content["role"] = content.get("role", self.content["role"])
+        parts = [p for p in content.get("parts") or () if isinstance(p, dict)]
+        for part in parts:
+            self._add_part(dict(part))
+        self.ended = self.ended or "finishReason" in first
+        return bool(parts)
+
+    def _add_part(self, part: dict) -> None:
+        last = self.content["parts"][-1] if self.content["parts"] else None
+        if (last is not None and set(last) <= {"text", "thought"} and set(part) <= {"text", "thought"}
+                and "text" in last and "text" in part and last.get("thought") == part.get("thought")):
+            last["text"] += part["text"]
+        else:
+            self.content["parts"].append(part)
+
+    def body(self) -> dict:
+        """The response so far."""
+        candidate = {"content": self.content, **self.candidate}
+        return {"candidates": [candidate], **self.head}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Usage
-from .common import Unwrapped, first, getter
+from .common import Unwrapped, dump, first, getter
 
 NAME = "openai"
 BASE_URL = "https://api.openai.com"
@@ -56,3 +56,90 @@ def curl(body: str) -> str:
 
 
 PYTHON_CALL = "openai.OpenAI().chat.completions.create"
+
+
+# ---------------------------------------------------------------------- streams
+
+
+def streams(request: dict) -> bool:
+    """Whether the request asked for an event stream."""
+    return request.get("stream") is True
+
+
+class Stream:
+    """Folds `chat.completion.chunk` events (dicts as sent, or the SDK's chunk objects) into the chat completion
+    the same call would have returned unstreamed (its first choice; usage from the chunk that carries it).
+
+    `add` says whether the chunk carried output (the first such is the first token).
+    """
+
+    def __init__(self) -> None:
+        self.head: dict = {}
+        self.text: list[str] | None = None
+        self.reasoning: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, dict] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict | None = None
+        self.ended = False
+
+    def add(self, chunk: Any) -> bool:
+        get = getter(chunk)
+        if not self.head:
+            self.head = {k: get(k) for k in ("id", "created", "model", "system_fingerprint")}
+        if get("usage") is not None:
+            self.usage = dump(get("usage"))
+        carried = False
+        for choice in get("choices") or ():
+            pick = getter(choice)
+            if pick("index") == 0:
+                carried = self._delta(pick("delta")) or carried
+                self.finish_reason = pick("finish_reason") or self.finish_reason
+        self.ended = self.ended or self.finish_reason is not None
+        return carried
+
+    def _delta(self, delta: Any) -> bool:
+        if delta is None:
+            return False
+        get = getter(delta)
+        content = get("content")
+        if content is not None:  # None means "no content" (a tool call), "" means empty text
+            self.text = [] if self.text is None else self.text
+            self.text.append(content)
+        # DeepSeek and xAI say `reasoning_content`; vLLM and Ollama say `reasoning`.
+        reasoning = get("reasoning_content") or get("reasoning")
+        if isinstance(reasoning, str):
+            self.reasoning.append(reasoning)
+        if get("refusal"):
+            self.refusal.append(get("refusal"))
+        for call in get("tool_calls") or ():
+            self._tool_call(getter(call))
+        return bool(content or reasoning or get("tool_calls"))
+
+    def _tool_call(self, get: Any) -> None:
+        slot = self.calls.setdefault(get("index"), {"id": None, "type": "function",
+                                                    "function": {"name": "", "arguments": ""}})
+        if get("id"):
+            slot["id"] = get("id")
+        function = get("function")
+        if function is not None:
+            slot["function"]["name"] += getter(function)("name") or ""
+            slot["function"]["arguments"] += getter(function)("arguments") or ""
+
+    def message(self) -> dict:
+        msg: dict = {"role": "assistant", "content": None if self.text is None else "".join(self.text)}
+        if self.reasoning:
+            msg["reasoning_content"] = "".join(self.reasoning)
+        if self.refusal:
+            msg["refusal"] = "".join(self.refusal)
+        if self.calls:
+            msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        return msg
+
+    def body(self) -> dict:
+        """The chat completion so far."""
+        raw = {**{k: v for k, v in self.head.items() if v is not None}, "object": "chat.completion",
+               "choices": [{"index": 0, "message": self.message(), "finish_reason": self.finish_reason}]}
+        if self.usage is not None:
+            raw["usage"] = self.usage
+        return raw

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import openai_chat
-from .common import Unwrapped
+from .common import Unwrapped, dump, getter
 
 NAME = "openai"
 BASE_URL = "https://api.openai.com"
@@ -66,3 +66,67 @@ def curl(body: str) -> str:
 
 
 PYTHON_CALL = "openai.OpenAI().responses.create"
+
+
+# ---------------------------------------------------------------------- streams
+
+TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+
+
+def streams(request: dict) -> bool:
+    """Whether the request asked for an event stream."""
+    return request.get("stream") is True
+
+
+class Stream:
+    """Folds Responses stream events (dicts as sent, or the SDK's event objects) into the response; the terminal
+    event carries it whole, and a stream cut short keeps what arrived, item by item.
+
+    `add` says whether the event carried output (a `*.delta`: the first such is the first token).
+    """
+
+    def __init__(self) -> None:
+        self.response: dict = {}
+        self.items: dict[int, dict] = {}
+        self.ended = False
+
+    def add(self, event: Any) -> bool:
+        get = getter(event)
+        kind = get("type") or ""
+        if kind.endswith(".delta"):
+            self._delta(kind, get)
+            return True
+        if kind in ("response.output_item.added", "response.output_item.done"):
+            self.items[get("output_index")] = dump(get("item"))
+        elif kind == "response.content_part.added":
+            self._slot(get, "content", get("content_index"), dict(dump(get("part"))))
+        elif kind == "response.reasoning_summary_part.added":
+            self._slot(get, "summary", get("summary_index"), dict(dump(get("part"))))
+        elif kind in TERMINAL or kind in ("response.created", "response.in_progress"):
+            self.response = dump(get("response"))
+            self.ended = kind in TERMINAL
+        return False
+
+    def _slot(self, get: Any, key: str, index: int, value: dict) -> dict:
+        parts = self.items.setdefault(get("output_index"), {}).setdefault(key, [])
+        while len(parts) <= index:
+            parts.append(dict(value))
+        return parts[index]
+
+    def _delta(self, kind: str, get: Any) -> None:
+        if kind == "response.output_text.delta":
+            part = self._slot(get, "content", get("content_index"), {"type": "output_text", "text": ""})
+            part["text"] = part.get("text", "") + get("delta")
+        elif kind == "response.reasoning_summary_text.delta":
+            part = self._slot(get, "summary", get("summary_index"), {"type": "summary_text", "text": ""})
+            part["text"] = part.get("text", "") + get("delta")
+        elif kind == "response.function_call_arguments.delta":
+            item = self.items.setdefault(get("output_index"), {"type": "function_call"})
+            item["arguments"] = item.get("arguments", "") + get("delta")
+
+    def body(self) -> dict:
+        """The response so far."""
+        raw = dict(self.response)
+        if not self.ended:
+            raw["output"] = [self.items[i] for i in sorted(self.items)]
+        return raw

@@ -1,0 +1,106 @@
+"""What the proxy recognises in a request: which provider protocol a path speaks, where it goes upstream, and
+which headers may be written down.
+
+A model call is a POST to one of the four protocols' paths; everything else (`/v1/models`, token counting,
+health checks) is forwarded without being recorded. The upstream is chosen per provider; a path that names none
+goes where its headers point (an Anthropic or Google key header), else to the OpenAI upstream.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+from ..providers import anthropic, gemini, openai_chat, openai_responses
+
+UPSTREAMS = {"anthropic": anthropic.BASE_URL, "openai": openai_chat.BASE_URL, "google": gemini.BASE_URL}
+PROVIDERS = tuple(UPSTREAMS)
+
+# Hop-by-hop headers (RFC 9110 7.6.1) and the length, which the proxy's own connections carry.
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+                        "transfer-encoding", "upgrade", "host", "content-length"})
+# Headers that carry a credential: never written, never logged. A header whose name says key, token, secret,
+# auth, cookie or session-token is treated as one too.
+CREDENTIAL_HEADERS = frozenset({"x-api-key", "authorization", "x-goog-api-key", "api-key", "cookie", "set-cookie",
+                                "proxy-authorization", "openai-organization", "openai-project", "chatgpt-account-id"})
+_CREDENTIAL_WORDS = ("key", "token", "secret", "auth", "cookie", "password", "signature", "credential")
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A model call's protocol (a `providers` module), whether it streams, and the model its path names."""
+
+    protocol: ModuleType
+    path: str
+    path_streams: bool = False
+    model: str | None = None
+
+    @property
+    def provider(self) -> str:
+        return self.protocol.NAME
+
+
+def route_of(method: str, path: str) -> Route | None:
+    """The model call a request is, or None for any other request (forwarded, not recorded)."""
+    if method != "POST":
+        return None
+    bare = path.split("?", 1)[0].rstrip("/")
+    if bare.endswith("/messages"):
+        return Route(anthropic, path)
+    if bare.endswith("/chat/completions"):
+        return Route(openai_chat, path)
+    if bare.endswith("/responses"):
+        return Route(openai_responses, path)
+    if bare.endswith((":generateContent", ":streamGenerateContent")):
+        return Route(gemini, path, gemini.streams(bare), gemini.model_of(bare))
+    return None
+
+
+def provider_of(route: Route | None, path: str, headers: dict[str, str]) -> str:
+    """Which provider's upstream a request goes to."""
+    if route is not None:
+        return route.provider
+    if "x-api-key" in headers or "anthropic-version" in headers:
+        return "anthropic"
+    if "x-goog-api-key" in headers or path.startswith(("/v1beta/", "/v1alpha/", "/upload/")):
+        return "google"
+    return "openai"
+
+
+def parse_upstreams(given: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """`--upstream URL` (every provider) and `--upstream NAME=URL` into a map by provider; ValueError naming the
+    value it cannot read."""
+    chosen = dict(UPSTREAMS)
+    for value in given:
+        name, sep, url = value.partition("=")
+        if sep and not name.startswith(("http://", "https://")):
+            if name not in UPSTREAMS:
+                raise ValueError(f"--upstream {value}: expected NAME=URL with NAME one of {', '.join(PROVIDERS)}")
+            chosen[name] = _url(url, value)
+        else:
+            chosen = dict.fromkeys(UPSTREAMS, _url(value, value))
+    return chosen
+
+
+def _url(url: str, given: str) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"--upstream {given}: expected an http:// or https:// URL")
+    return url.rstrip("/")
+
+
+def is_credential(name: str) -> bool:
+    """Whether a header (its name lowercased) may carry a credential."""
+    return name in CREDENTIAL_HEADERS or any(word in name for word in _CREDENTIAL_WORDS)
+
+
+def recordable_headers(headers: dict[str, str]) -> dict[str, str]:
+    """The request headers that may be written down: no credential, nothing hop-by-hop."""
+    return {k: v for k, v in headers.items() if not is_credential(k) and k not in HOP_BY_HOP}
+
+
+def error_body(provider: str, status: int, kind: str, message: str) -> dict:
+    """An error as the provider's own clients read one (its SDKs show `message`)."""
+    if provider == "anthropic":
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    if provider == "google":
+        return {"error": {"code": status, "message": message, "status": kind.upper()}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}

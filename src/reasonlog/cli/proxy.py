@@ -1,0 +1,195 @@
+"""`reasonlog proxy` (record any client pointed at it; `--replay` answers from a recording) and `reasonlog run`
+(a command run with its model calls going through a proxy of its own). See docs/proxy.md."""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from ..store import StoreError
+from .group import cli
+
+UPSTREAM_HELP = ("Where calls go: a URL for every provider, or NAME=URL (anthropic, openai, google); repeatable."
+                 " Default: each provider's public API.")
+
+
+def client_environment(url: str) -> dict[str, str]:
+    """The variables each client reads for its base URL, pointing at the proxy at `url`."""
+    return {"ANTHROPIC_BASE_URL": url,  # Claude Code, the Anthropic SDKs
+            "OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_BASE": f"{url}/v1",  # Codex, the OpenAI SDKs, older tools
+            "GOOGLE_GEMINI_BASE_URL": url}  # Gemini CLI, google-genai
+
+
+# Clients that read their base URL from their own configuration rather than the environment: the arguments that
+# point them at the proxy. Codex (0.1xx) reads `openai_base_url` from config.toml or `-c`, not OPENAI_BASE_URL.
+CLIENT_ARGUMENTS = {"codex": lambda url: ["-c", f'openai_base_url="{url}/v1"']}
+
+
+def client_arguments(argv: list[str], url: str) -> list[str]:
+    """`argv` with the arguments its client needs to reach the proxy at `url` put after the program."""
+    extra = CLIENT_ARGUMENTS.get(Path(argv[0]).name)
+    return argv if extra is None else [argv[0], *extra(url), *argv[1:]]
+
+
+def _modules():
+    """The proxy's modules, or a one-line error naming the extra it needs."""
+    try:
+        import aiohttp  # noqa: F401
+
+        from ..capture import proxy, proxy_record, proxy_routes, proxy_sessions
+    except ImportError:
+        raise StoreError("the proxy needs its extra: pip install 'reasonlog[proxy]'") from None
+    return proxy, proxy_record, proxy_routes, proxy_sessions
+
+
+def _upstreams(given: tuple[str, ...]) -> dict[str, str]:
+    _, _, routes, _ = _modules()
+    try:
+        return routes.parse_upstreams(given)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def _recording(path, **session_args):
+    from ..capture.recorder import Recorder
+
+    _, record, _, sessions = _modules()
+    recorder = Recorder(path)
+    return recorder, record.Recording(sessions.Sessions(recorder, **session_args))
+
+
+def _port_taken(host: str, port: int, exc: OSError) -> click.ClickException:
+    return click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port)")
+
+
+@cli.command()
+@click.option("--port", type=click.IntRange(0, 65535), default=8788, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--upstream", multiple=True, metavar="URL|NAME=URL", help=UPSTREAM_HELP)
+@click.option("--replay", "replay_session", metavar="SESSION",
+              help="Answer from this recorded session, byte for byte, with no network.")
+@click.option("--until", type=click.IntRange(min=0), metavar="N",
+              help="With --replay: serve calls #0..#N-1 from the recording, forward #N on (recorded as a fork).")
+@click.option("--model", metavar="M", help="With --until: the model forwarded calls ask for.")
+@click.pass_obj
+def proxy(obj, port, host, upstream, replay_session, until, model):
+    """Forward model calls to their provider, recording each one (Anthropic Messages, OpenAI Chat Completions and
+    Responses, Gemini generateContent; streams pass through as they arrive). Point a client at it with
+    ANTHROPIC_BASE_URL, OPENAI_BASE_URL or GOOGLE_GEMINI_BASE_URL; Ctrl-C stops."""
+    if (until is not None or model) and not replay_session:
+        raise click.UsageError("--until and --model go with --replay SESSION")
+    if model and until is None:
+        raise click.UsageError("--model needs --until N (the calls before #N are served from the recording)")
+    module, _, _, _ = _modules()
+    upstreams = _upstreams(upstream)
+    recorder, recording, replayer = None, None, None
+    if replay_session:
+        replayer, recorder, recording = _replay_setup(obj, replay_session, until, model)
+    else:
+        recorder, recording = _recording(obj.path)
+    url = f"http://{host}:{port}"
+    try:
+        sock = module.bind(host, port)
+    except OSError as exc:
+        raise _port_taken(host, port, exc) from None
+    said = "answering from the recording" if replay_session and until is None else f"recording into {obj.shown}"
+    click.echo(f"reasonlog proxy on {url}, {said} (Ctrl-C stops). Point clients at it:\n"
+               + "".join(f"  export {k}={v}\n" for k, v in client_environment(url).items()), err=True)
+    try:
+        module.serve_forever(module.Proxy(upstreams, recording, replayer), sock)
+    finally:
+        _finish(recorder, recording)
+
+
+def _replay_setup(obj, session: str, until: int | None, model: str | None):
+    from ..capture import proxy_replay
+
+    _modules()
+    store = obj.store
+    sid = store.resolve_id("session", session)
+    script = proxy_replay.load_script(store, sid)
+    if not script.calls:
+        raise click.UsageError(f"--replay {session}: session {sid} recorded no calls")
+    if until is not None and until > len(script.calls):
+        raise click.UsageError(f"--until {until}: session {sid} has {len(script.calls)} calls")
+    if until is None:
+        return proxy_replay.Replayer(script, None, model), None, None
+    fork_at = script.calls[until].call_id if until < len(script.calls) else script.calls[-1].call_id
+    obj.close()
+    recorder, recording = _recording(obj.path, run=f"fork of {sid} at #{until}", parent=sid, parent_call=fork_at,
+                                     labels={"fork_of": sid, "fork_at": str(until)})
+    return proxy_replay.Replayer(script, until, model), recorder, recording
+
+
+def _finish(recorder, recording) -> None:
+    if recording is not None:
+        recording.close()
+    if recorder is not None:
+        recorder.close(timeout=30)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--port", type=click.IntRange(0, 65535), default=0, help="The proxy's port (default: a free one).")
+@click.option("--upstream", multiple=True, metavar="URL|NAME=URL", help=UPSTREAM_HELP)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_obj
+def run(obj, port, upstream, command):
+    """Run COMMAND with its model calls recorded: a proxy on a free port, the client variables pointing at it
+    (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL); exits with the command's code.
+
+    Example: reasonlog run -- claude -p "fix the failing test"."""
+    module, _, _, _ = _modules()
+    upstreams = _upstreams(upstream)
+    program = shutil.which(command[0])
+    if program is None:
+        click.echo(f"error: {command[0]}: command not found", err=True)
+        sys.exit(127)
+    cwd, name = os.getcwd(), Path(command[0]).name
+    recorder, recording = _recording(obj.path, agent=name, run=f"{name} in {cwd}",
+                                     labels={"command": shlex.join(command), "cwd": cwd})
+    sys.setswitchinterval(module.SWITCH_INTERVAL_S)  # this process forwards the child's calls (see capture/proxy.py)
+    try:
+        running = module.Running(module.Proxy(upstreams, recording), port=port)
+    except OSError as exc:
+        _finish(recorder, recording)
+        raise _port_taken("127.0.0.1", port, exc) from None
+    try:
+        argv = client_arguments([program, *command[1:]], running.url)
+        code = _run_child(argv, {**os.environ, **client_environment(running.url)})
+    finally:
+        running.stop()
+        _finish(recorder, recording)
+    _say_where(obj, recording, f"{name} in {cwd}")
+    sys.exit(code)
+
+
+def _run_child(argv: list[str], env: dict[str, str]) -> int:
+    """Run the child with this terminal; Ctrl-C reaches it (same process group) and we wait for it to end.
+    A child ended by a signal exits 128 + the signal, as a shell says."""
+    child = subprocess.Popen(argv, env=env)
+    while True:
+        try:
+            code = child.wait()
+            break
+        except KeyboardInterrupt:
+            continue  # the child got the same SIGINT; its exit decides ours
+    return 128 - code if code < 0 else code
+
+
+def _say_where(obj, recording, run_name: str) -> None:
+    sessions = recording.sessions.started
+    calls = recording.count
+    if not sessions:
+        click.echo("reasonlog: no model calls went through the proxy", err=True)
+        return
+    db = "" if obj.db is None else f" --db {shlex.quote(str(obj.db))}"
+    click.echo(f"reasonlog: recorded {calls} call(s) in {len(sessions)} session(s). Look at them with:", err=True)
+    for session in sessions[:5]:
+        click.echo(f"  reasonlog{db} show {session.id}", err=True)
+    click.echo(f"  reasonlog{db} sessions --run {shlex.quote(run_name)}", err=True)
+
