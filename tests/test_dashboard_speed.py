@@ -4,6 +4,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jinja2 import Environment
 from markdown_it import MarkdownIt
 
 import reasonlog
@@ -68,3 +69,12 @@ def test_markdown_from_the_cache_is_what_markdown_it_made(text):
     fresh = str(render.markdown(text))
     assert str(render.markdown(text)) == fresh
     assert render.RENDERED.get(text) == fresh
+
+
+def test_templates_read_keys_dict_methods_and_missing_keys_as_plain_jinja_does():
+    data = {"kind": "call", "items": "a key named like a method", "n": 0}
+    source = ("{{ d.kind }}|{{ d.items is callable }}|{{ d.nothing is defined }}|{{ d.get('kind') }}|{{ d.n }}"
+              "|{{ o.real }}|{% for k, v in d.items() %}{{ k }}{% endfor %}")
+    plain = Environment(autoescape=True).from_string(source).render(d=data, o=3)
+    ours = render.environment().from_string(source).render(d=data, o=3)
+    assert ours == plain == "call|True|False|call|0|3|kinditemsn"
