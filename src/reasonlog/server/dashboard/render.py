@@ -131,7 +131,7 @@ class PageEnvironment(Environment):
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     env = PageEnvironment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
-                      trim_blocks=True, lstrip_blocks=True, auto_reload=False)  # no stat() per include
+                          trim_blocks=True, lstrip_blocks=True, auto_reload=False)  # no stat() per include
     env.filters.update(markdown=markdown, pretty=pretty, number=number, usd=usd, when=when, duration=duration)
     return env
 
