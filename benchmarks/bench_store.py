@@ -127,10 +127,10 @@ class WriterTimer:
         self._orig = SQLiteStore.write_batch
         timer = self
 
-        def write_batch(store, events, counters=None):
+        def write_batch(store, events, *args, **kwargs):  # whatever the store's signature grows to
             t = time.perf_counter_ns()
             try:
-                return timer._orig(store, events, counters)
+                return timer._orig(store, events, *args, **kwargs)
             finally:
                 timer.ns += time.perf_counter_ns() - t
                 timer.batches += 1

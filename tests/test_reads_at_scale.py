@@ -118,6 +118,38 @@ def test_statistics_from_kept_usage_equal_the_ledger_of_every_call(db):
     store.close()
 
 
+def _unbilled_events() -> list:
+    """What Claude Code's transcripts import as: an exchange whose stats state a duration and no figures, a
+    sub-agent spawned inside it (billed nowhere else), and a grandchild of the sub-agent a reporting exchange
+    covers (billed in it, two levels up)."""
+    return [SessionStarted(session_id="cc", started_at="2025-01-03T09:00:00Z", agent="a", run="r3"),
+            ExchangeStarted(exchange_id="x2", session_id="cc", started_at="2025-01-03T09:00:00Z", input="go"),
+            _call("cc", 0, "2025-01-03T09:00:01Z", "claude-sonnet-4-5", 200, exchange="x2"),
+            SessionStarted(session_id="cc-sub", started_at="2025-01-03T09:00:02Z", agent="c", run="r3",
+                           parent_session_id="cc", parent_call_id="cc-0"),
+            _call("cc-sub", 0, "2025-01-03T09:00:03Z", "claude-haiku-4-5", 60),
+            ExchangeEnded(exchange_id="x2", session_id="cc", ended_at="2025-01-03T09:01:00Z", result="done",
+                          stats={"duration_ms": 60000}),
+            SessionStarted(session_id="grandchild", started_at="2025-01-02T10:00:04Z", agent="c", run="r1",
+                           parent_session_id="child", parent_call_id="child-0"),
+            _call("grandchild", 0, "2025-01-02T10:00:05Z", "claude-haiku-4-5", 40)]
+
+
+def test_exchanges_that_report_no_cost_and_their_sub_agents_count_their_calls(db):
+    """Only an exchange whose stats report a cost takes its calls' (and its sub-agents') figures over; the kept
+    sums answer for the rest, and every statistic equals the ledger's."""
+    store = open_store(db)
+    _write_mixed(store)
+    store.write_batch(_unbilled_events())
+    for flt in [*FILTERS, SessionFilter(run="r3", limit=None)]:
+        for by in query.STAT_KEYS:
+            assert query.stats(store, by, flt) == _ledger_stats(store, by, flt), (by, flt)
+    totals = {s["id"]: (s["call_count"], s["input_tokens"], s["output_tokens"])
+              for s in store.list_sessions(SessionFilter(limit=None))}
+    assert (totals["cc"], totals["cc-sub"], totals["grandchild"]) == ((1, 200, 101), (1, 60, 31), (1, 0, 0))
+    store.close()
+
+
 def _cli(db, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), *args], capture_output=True,
                           text=True, timeout=120)

@@ -1,7 +1,8 @@
-"""The `reasonlog` command's entry point: `reason save` runs without loading the rest of the CLI.
+"""The `reasonlog` command's entry point: `reason save` and `stats --json` run without loading the rest of the CLI.
 
 An agent calls `reasonlog reason save` on its critical path, so that command parses its own arguments
-(cli/reason_save.py) and imports only what saving needs; every other command goes to click (cli/main.py).
+(cli/reason_save.py) and imports only what saving needs; `stats --json` is a usage question that must answer
+faster than re-reading transcripts (cli/quick_stats.py); every other command goes to click (cli/main.py).
 """
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ def main() -> None:
         from .reason_save import run
 
         sys.exit(run(argv))
+    if "stats" in argv and "--json" in argv:
+        from . import quick_stats
+
+        asked = quick_stats.parse(argv)
+        if asked is not None and quick_stats.run(*asked):
+            sys.exit(0)
     from .main import main as full
 
     full()

@@ -80,6 +80,12 @@ class Fts5Index:
     def argument(cur, query: "Query") -> str | None:
         return query.match()
 
+    @staticmethod
+    def is_common(cur, match: str, common: int) -> bool:
+        """Whether the index finds `common` contents or more (FTS5 stops counting there)."""
+        return cur.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM contents_search WHERE contents_search MATCH ?"
+                           f" LIMIT {common}) c", (match,)).fetchone()[0] >= common
+
 
 FTS5 = Fts5Index()
 
@@ -228,9 +234,7 @@ WALK = 8  # a common text's walk reads at most this many times the page's sessio
 
 
 def _is_common(cur, index, match: str) -> bool:
-    found = cur.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM contents_search WHERE"
-                        f" {index.matches('contents_search')} LIMIT {COMMON}) c", (match,)).fetchone()[0]
-    return found >= COMMON
+    return index.is_common(cur, match, COMMON)
 
 
 def _walk(cur, flt: SessionFilter, query: "Query", texts: "_Texts") -> tuple[list[str], SessionFilter]:

@@ -4,6 +4,9 @@ Every recorded text is untrusted: templates autoescape, and Markdown is rendered
 off and links kept only when they are http, https or mailto (a `javascript:` link stays text)."""
 from __future__ import annotations
 
+import sys
+import threading
+from collections import OrderedDict
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -27,10 +30,52 @@ def _markdown():
     return md
 
 
+class RenderedTexts:
+    """HTML already made from Markdown, by its text, within `budget` bytes (the least recently shown leaves first).
+
+    A session page shows hundreds of assistant messages and markdown-it takes about half of its time; a page seen
+    again (paging, reloading, another reader) then renders none of them. Recorded texts never change, so an entry
+    is never stale. Texts longer than `largest` are rendered each time: a few of them would fill the budget."""
+
+    def __init__(self, budget: int = 16 << 20, largest: int = 256 << 10) -> None:
+        self.budget, self.largest, self.bytes_held = budget, largest, 0
+        self._html: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()  # the server renders pages on several threads
+
+    def get(self, text: str) -> str | None:
+        with self._lock:
+            html = self._html.get(text)
+            if html is not None:
+                self._html.move_to_end(text)
+            return html
+
+    def put(self, text: str, html: str) -> None:
+        if len(text) > self.largest:
+            return
+        with self._lock:
+            if text not in self._html:
+                self._html[text] = html
+                self.bytes_held += _size(text, html)
+            while self.bytes_held > self.budget:
+                old, old_html = self._html.popitem(last=False)
+                self.bytes_held -= _size(old, old_html)
+
+
+def _size(text: str, html: str) -> int:
+    return sys.getsizeof(text) + sys.getsizeof(html) + 100  # 100: the dictionary's slot and links
+
+
+RENDERED = RenderedTexts()
+
+
 def markdown(text: Any) -> Markup:
     """Sanitised HTML of Markdown text: no raw HTML, only http(s)/mailto links, no images."""
-    html = _markdown().render(str(text or ""))
-    return Markup(html.replace("<a href=", '<a rel="noopener noreferrer nofollow" href='))
+    text = str(text or "")
+    html = RENDERED.get(text)
+    if html is None:
+        html = _markdown().render(text).replace("<a href=", '<a rel="noopener noreferrer nofollow" href=')
+        RENDERED.put(text, html)
+    return Markup(html)
 
 
 def pretty(value: Any) -> str:
@@ -64,10 +109,29 @@ def duration(start: Any, end: Any) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
+_DICT_NAMES = frozenset(dir(dict))
+
+
+class PageEnvironment(Environment):
+    """Jinja's environment, reading `item.kind` of a dict as its key at once.
+
+    Jinja tries the attribute first, and a dict has none: each of a long page's ~90,000 lookups raised and caught
+    an AttributeError (a third of its rendering). A name that is a dict method (`items`, `get`) and a missing key
+    still go Jinja's way, so every lookup answers as before."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_NAMES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return super().getattr(obj, attribute)
+
+
 @lru_cache(maxsize=1)
 def environment() -> Environment:
-    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
-                      trim_blocks=True, lstrip_blocks=True)
+    env = PageEnvironment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
+                          trim_blocks=True, lstrip_blocks=True, auto_reload=False)  # no stat() per include
     env.filters.update(markdown=markdown, pretty=pretty, number=number, usd=usd, when=when, duration=duration)
     return env
 

@@ -1,0 +1,107 @@
+"""The routes issue 20 times, served by this tree and by another version of reasonlog at once, asked in turns.
+
+    python benchmarks/bench_ab.py --baseline-src ../old/src                     # SQLite (bench_server.py's data)
+    python benchmarks/bench_ab.py --baseline-src ../old/src --db postgresql://postgres@127.0.0.1:55432/postgres
+
+On a machine shared with other work, two runs minutes apart differ by more than most changes do. Here both
+versions serve the same database (bench_server.py's 10,000 sessions; on SQLite also bench_dashboard.py's
+1,000-message session) from two `reasonlog serve` processes started together, and each request goes to one
+then the other, so both meet the same load. Prints p50 and p95 of each and the ratio this / baseline
+(below 1: this tree is faster).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_server import MODELS, days, free_port, targets  # noqa: E402
+
+from reasonlog.model import stable_id  # noqa: E402
+
+
+def serve(target, src: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "REASONLOG_DB": str(target), "PYTHONPATH": str(src)}
+    proc = subprocess.Popen([sys.executable, "-m", "reasonlog", "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            if urllib.request.urlopen(base + "/readyz", timeout=5).status == 200:
+                return proc, base
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"reasonlog serve ({src}) did not become ready")
+
+
+def fetch_ms(url: str) -> float:
+    start = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        answer.read()
+    return (time.perf_counter() - start) * 1000
+
+
+def routes(sessions: int, sqlite: bool) -> dict[str, str]:
+    day = days(sessions // len(MODELS) + 1)[sessions // len(MODELS) // 2]
+    one_k = stable_id("2024-06-01T00:00:00Z", "bench-dashboard", 1000, None)
+    return {"GET /healthz (floor)": "/healthz",
+            "GET /v1/sessions?q= rare text": "/v1/sessions?" + urllib.parse.urlencode(
+                {"q": f"model-07 on {day}: decision 3"}),
+            "GET /v1/sessions?q=price (every session)": "/v1/sessions?q=price",
+            "GET /usage (dashboard)": "/usage",
+            **({"a 1,000-message session page": f"/sessions/{one_k}?limit=1000"} if sqlite else {})}
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100)[94]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--baseline-src", type=Path, required=True)
+    ap.add_argument("--db", help="a PostgreSQL URL (default: SQLite in benchmarks/out)")
+    ap.add_argument("--requests", type=int, default=60)
+    args = ap.parse_args(argv)
+    target, fresh = targets(args.db, 10_000)
+    servers = {"this": serve(target, REPO / "src"), "baseline": serve(target, args.baseline_src.resolve())}
+    try:
+        print(f"{'PostgreSQL' if args.db else 'SQLite'}: {args.requests} requests each, in turns; ms")
+        for name, path in routes(10_000, not args.db).items():
+            for _proc, base in servers.values():
+                for _ in range(3):
+                    fetch_ms(base + path)  # warm-up (the page's first view is bench_dashboard.py's)
+            took: dict[str, list[float]] = {"this": [], "baseline": []}
+            for _ in range(args.requests):
+                for who, (_proc, base) in servers.items():
+                    took[who].append(fetch_ms(base + path))
+            a, b = took["this"], took["baseline"]
+            mid_a, mid_b = statistics.median(a), statistics.median(b)
+            print(f"  {name:<42} this p50 {mid_a:7.1f} p95 {p95(a):7.1f} | baseline p50 {mid_b:7.1f}"
+                  f" p95 {p95(b):7.1f} | ratio p50 {mid_a / mid_b:.2f} p95 {p95(a) / p95(b):.2f}")
+    finally:
+        for proc, _base in servers.values():
+            proc.terminate()
+            proc.wait(timeout=30)
+        if args.db:
+            import psycopg
+
+            schema = str(fresh).rsplit("%3D", 1)[1]  # targets() made it for an ingestion not run here
+            with psycopg.connect(args.db, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema}_local CASCADE")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
