@@ -13,7 +13,6 @@ import orjson
 from . import accounting, providers
 from .parts import Part, parts_of, searchable_text
 from .store import SessionFilter, StoreReader
-from .store.content import canonical
 
 STAT_KEYS = ("day", "model", "agent", "run", "source")
 TOKEN_FIELDS = accounting.TOKENS
@@ -217,14 +216,15 @@ def diff_calls(store: StoreReader, call_a: str, call_b: str) -> dict:
     msgs_a, msgs_b = _messages(a), _messages(b)
     ops = difflib.SequenceMatcher(a=a["context_ids"], b=b["context_ids"], autojunk=False).get_opcodes()
     added, trimmed, edited = [], [], []
-    recorded = _timeline_positions(store, a, b) if any(op[0] == "replace" for op in ops) else {}
+    recorded = _in_timeline(store, a, b) if any(op[0] == "replace" for op in ops) else set()
     for tag, i1, i2, j1, j2 in ops:
         if tag == "insert":
             added += [_brief(j, msgs_b[j]) for j in range(j1, j2)]
         elif tag == "delete":
             trimmed += [_brief(i, msgs_a[i]) for i in range(i1, i2)]
         elif tag == "replace":
-            edited += _replacements(msgs_a, msgs_b, (i1, i2, j1, j2), recorded, added, trimmed)
+            edited += _replacements((msgs_a, a["context_ids"]), (msgs_b, b["context_ids"]), (i1, i2, j1, j2), recorded,
+                                    added, trimmed)
     system_a, system_b = _system_of(a), _system_of(b)
     return {
         "call_a": a["id"], "call_b": b["id"], "messages_a": len(msgs_a), "messages_b": len(msgs_b),
@@ -263,21 +263,19 @@ def _one_line(part: Part) -> str:
     return " ".join(part.text.split())
 
 
-def _timeline_positions(store: StoreReader, *calls: dict) -> dict[bytes, int]:
-    """Where each message of the calls' sessions sits in its timeline, by canonical bytes."""
-    positions: dict[bytes, int] = {}
-    for sid in dict.fromkeys(c["session_id"] for c in calls):
-        positions.update((canonical(m["content"]), m["idx"]) for m in store.get_session(sid)["messages"])
-    return positions
+def _in_timeline(store: StoreReader, a: dict, b: dict) -> set[int]:
+    """The contents of both calls' contexts that are entries of their sessions' timelines."""
+    return store.in_timeline(dict.fromkeys((a["session_id"], b["session_id"])), {*a["context_ids"], *b["context_ids"]})
 
 
-def _replacements(msgs_a, msgs_b, span, recorded: dict[bytes, int], added, trimmed) -> list[dict]:
+def _replacements(side_a, side_b, span, recorded: set[int], added, trimmed) -> list[dict]:
     """Pair replaced messages as edits, unless both are messages of the conversation (a window that slid)."""
+    (msgs_a, ids_a), (msgs_b, ids_b) = side_a, side_b
     i1, i2, j1, j2 = span
     edited = []
     for k in range(min(i2 - i1, j2 - j1)):
         old, new = msgs_a[i1 + k], msgs_b[j1 + k]
-        if canonical(old) in recorded and canonical(new) in recorded:
+        if ids_a[i1 + k] in recorded and ids_b[j1 + k] in recorded:
             trimmed.append(_brief(i1 + k, old))
             added.append(_brief(j1 + k, new))
             continue

@@ -360,6 +360,18 @@ def _entries_end(cur, session_id: str, end: int, calls: list[dict]) -> int:
     return 1 << 62
 
 
+def in_timeline(cur, session_ids: list[str], content_ids: list[int]) -> set[int]:
+    """Which of these contents are entries of these sessions' timelines (a narrow read: no message is decoded)."""
+    found: set[int] = set()
+    sessions = ", ".join("?" * len(session_ids))
+    for start in range(0, len(content_ids), 500):
+        chunk = content_ids[start:start + 500]
+        found.update(r[0] for r in cur.execute(
+            f"SELECT DISTINCT content_id FROM messages WHERE session_id IN ({sessions})"
+            f" AND content_id IN ({', '.join('?' * len(chunk))})", [*session_ids, *chunk]))
+    return found
+
+
 def count_messages(cur, session_ids: list[str]) -> dict[str, int]:
     """Timeline entries of these sessions whose role is not system (neither a system prompt nor a system
     message), by session: what the reasoning view calls a session's messages."""

@@ -244,6 +244,10 @@ class SQLStore:
         """The session; with `page` (first, end), only its timeline entries with idx in [first, end)."""
         return self._read(reading.get_session, session_id, self._dicts, page)
 
+    def in_timeline(self, session_ids: Iterable[str], content_ids: Iterable[int]) -> set[int]:
+        """Which of these contents (a call's `context_ids`) are entries of these sessions' timelines."""
+        return self._read(reading.in_timeline, list(session_ids), list(content_ids))
+
     def count_messages(self, session_ids: Iterable[str]) -> dict[str, int]:
         """Messages (timeline entries whose role is not system) of each of these sessions."""
         return self._read(reading.count_messages, list(session_ids))
