@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,11 +16,17 @@ from reasonlog.store.content import canonical
 
 
 @pytest.fixture
-def run(db_path):
+def db_target(db):
+    """This suite runs on SQLite and on PostgreSQL (`--db` takes either)."""
+    return db
+
+
+@pytest.fixture
+def run(db_target):
     runner = CliRunner()
 
     def invoke(*args, ok=True):
-        result = runner.invoke(cli, ["--db", str(db_path), *args], catch_exceptions=False)
+        result = runner.invoke(cli, ["--db", str(db_target), *args], catch_exceptions=False)
         if ok:
             assert result.exit_code == 0, result.output
         return result
@@ -89,8 +96,8 @@ def test_show_prints_the_conversation(demo, run):
     assert [i["kind"] for i in data["timeline"]].count("exchange") == 3
 
 
-def test_show_prints_recorded_markup_as_text(run, db_path):
-    rec = reasonlog.Recorder(db_path, writer="sync")
+def test_show_prints_recorded_markup_as_text(run, db_target):
+    rec = reasonlog.Recorder(db_target, writer="sync")
     with rec.session(agent="x") as s:
         s.call(messages=[{"role": "user", "content": "[bold red]not markup[/] <script>alert(1)</script>"}],
                response="ok")
@@ -152,25 +159,28 @@ def test_export_import_round_trip_is_byte_identical(demo, run, tmp_path):
     assert third.read_bytes() == first.read_bytes()
 
 
-def test_import_of_a_bad_file_names_the_line_and_writes_nothing(run, tmp_path, db_path):
+def test_import_of_a_bad_file_names_the_line_and_writes_nothing(run, tmp_path, db_target):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type": "reasonlog", "version": 1}\n'
                    '{"type": "session", "id": "s1", "started_at": "x"}\nnot json\n')
     result = run("import", str(bad), ok=False)
     assert result.exit_code == 1 and "bad.jsonl:3" in result.output and "not valid JSON" in result.output
-    assert not db_path.exists()  # a refused file creates no database
+    if isinstance(db_target, Path):
+        assert not db_target.exists()  # a refused file creates no database
+    else:
+        assert reasonlog.open_store(db_target).record_counts()["sessions"] == 0
 
 
-def test_db_commands(demo, run, db_path):
-    assert run("db", "path").output.strip() == str(db_path)
+def test_db_commands(demo, run, db_target):
+    assert run("db", "path").output.strip() == str(db_target)
     status = json.loads(run("db", "status", "--json").output)
     assert status["schema_version"] == status["latest_schema_version"] >= 2
     assert status["counts"]["calls"] == 14 and status["dropped_records"] == 0
     assert "applied nothing" in run("db", "upgrade").output
 
 
-def test_unknown_session_is_one_clear_line(run, db_path):
-    reasonlog.open_store(db_path).close()
+def test_unknown_session_is_one_clear_line(run, db_target):
+    reasonlog.open_store(db_target).close()
     result = run("show", "does-not-exist", ok=False)
     assert result.exit_code == 1 and "no session matches 'does-not-exist'" in result.output
 
