@@ -74,7 +74,7 @@ def make_filter(run, agent, model, status, labels, date, since, until, limit) ->
                          limit=limit or None)
 
 
-SESSION_COLUMNS = [Column("started (UTC)", keep=8), Column("session", whole=True), Column("title", keep=6),
+SESSION_COLUMNS = [Column("started (UTC)", keep=8), Column("session", whole=True), Column("title", keep=3),
                    Column("run", keep=2),
                    Column("agent", keep=7), Column("model", keep=5), Column("status", keep=4),
                    Column("calls", keep=6, numeric=True), Column("err", keep=1, numeric=True),
