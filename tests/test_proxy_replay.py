@@ -175,3 +175,28 @@ def test_proxy_replay_mistakes_are_one_line(recorded, args, says):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode in (1, 2) and "Traceback" not in done.stderr
     assert says in done.stderr.strip().splitlines()[-1]
+
+
+def test_a_fork_is_linked_from_both_session_pages_and_compared_from_its_call(recorded, tmp_path):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from reasonlog.server.app import create_app
+
+    db, session_id, _, _ = recorded
+    original = reasonlog.open_store(db, read_only=True).get_session(session_id)["calls"]
+    with Upstream() as up:
+        up.replies.append(Reply(200, [FINAL], "text/event-stream"))
+        fork = replaying(db, session_id, until=1, model="claude-haiku-4-5")
+        with recording_proxy(db, up.url, fork, run=f"fork of {session_id} at #1", parent=session_id,
+                             parent_call=original[1]["id"], labels={"fork_of": session_id, "fork_at": "1"}) as proxied:
+            agent(proxied.url, [])
+    store = reasonlog.open_store(db, read_only=True)
+    (forked,) = [s["id"] for s in store.list_sessions(SessionFilter(limit=None)) if s["id"] != session_id]
+    client = TestClient(create_app(lambda: reasonlog.open_store(db)))
+    compare = f"/compare?a={session_id}&amp;b={forked}&amp;start=1"
+    assert compare in client.get(f"/sessions/{session_id}").text  # the original links its fork
+    assert compare in client.get(f"/sessions/{forked}").text      # and the fork its original
+    page = client.get(f"/compare?a={session_id}&b={forked}&start=1").text
+    assert "B begins at A's call #1" in page
+    assert page.count("<h2>Call #") == 1 and "<h2>Call #1 " in page  # the fork's one call, beside the original's #1

@@ -83,9 +83,9 @@ def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin) -> AP
         return await run_in_threadpool(html, request, "session.html", build)
 
     @ui.get("/compare")
-    async def compare_page(request: Request, a: str, b: str) -> Response:
+    async def compare_page(request: Request, a: str, b: str, start: int = Query(0, ge=0)) -> Response:
         def build(s):
-            return compare.compare_sessions(s, s.resolve_id("session", a), s.resolve_id("session", b))
+            return compare.compare_sessions(s, s.resolve_id("session", a), s.resolve_id("session", b), start)
         return await run_in_threadpool(html, request, "compare.html", build)
 
     @ui.get("/sessions/{session_id}/timeline")

@@ -8,17 +8,19 @@ from __future__ import annotations
 from typing import Any
 
 from ...replay.compare import Answer, compare, totals
-from ...store import Store
+from ...store import SessionFilter, Store
 
 
-def compare_sessions(store: Store, a: str, b: str) -> dict:
-    """Both sessions, each position's comparison, the first position that differs, and the totals."""
+def compare_sessions(store: Store, a: str, b: str, start: int = 0) -> dict:
+    """Both sessions, each position's comparison, the first position that differs, and the totals. `start`: a's
+    call at which b begins (a fork made at call #N records its own calls from there on)."""
     first, second = store.get_session(a), store.get_session(b)
-    answers_a, answers_b = _answers(first), _answers(second)
+    answers_a, answers_b = _answers(first)[start:], _answers(second)
     rows = [_row(n, answers_a, answers_b) for n in range(max(len(answers_a), len(answers_b)))]
     diverged = next((r["idx"] for r in rows if not r["same"]), None)
     both = [r["comparison"] for r in rows if r["comparison"] is not None]
-    return {"a": first, "b": second, "rows": rows, "diverged": diverged, "totals": totals(both) if both else None}
+    return {"a": first, "b": second, "rows": rows, "diverged": diverged, "totals": totals(both) if both else None,
+            "start": start}
 
 
 def _answers(session: dict) -> list[tuple[dict, Answer]]:
@@ -37,5 +39,14 @@ def _row(n: int, answers_a: list, answers_b: list) -> dict[str, Any]:
 
 
 def links_of(store: Store, session_id: str) -> dict:
-    """The compare links a session page shows: the session it replays, and the sessions replaying it."""
-    return store.replay_links(session_id)
+    """The compare links a session page shows: the session it replays or forks (`reasonlog proxy --until N`
+    labels a fork `fork_of`, `fork_at`), and the sessions replaying or forking it."""
+    labels = store.session_row(session_id)["labels"] or {}
+    forks = store.list_sessions(SessionFilter(labels={"fork_of": session_id}, limit=None))
+    return {**store.replay_links(session_id), "fork_of": labels.get("fork_of"), "fork_at": _at(labels),
+            "forks": [{"id": f["id"], "at": _at(f["labels"])} for f in reversed(forks)]}
+
+
+def _at(labels: dict) -> int:
+    at = str((labels or {}).get("fork_at", "0"))
+    return int(at) if at.isdigit() else 0
