@@ -138,36 +138,62 @@ def test_a_fork_at_call_n_serves_the_recording_then_forwards_to_another_model_an
     assert store.get_call(call["id"])["request"] == json.loads(forwarded.body)  # the fork records what it sent
 
 
-def test_proxy_replay_from_the_command_line(recorded, tmp_path):
-    db, session_id, sent_first, said_first = recorded
+def run_agent_through_cli_proxy(db, args: list[str], upstream: str) -> tuple[list[bytes], list[str], str]:
+    """`reasonlog proxy ARGS` in its own process, the agent run through it, then Ctrl-C: (bytes sent, said, stderr)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen([sys.executable, "-m", "reasonlog", "--db", str(db), "proxy", "--port", str(port),
-                               "--replay", session_id[:10], "--upstream", dead_upstream()],
-                              stderr=subprocess.PIPE, text=True)
+                               *args, "--upstream", upstream], stderr=subprocess.PIPE, text=True)
     try:
-        assert "answering from the recording" in server.stderr.readline()
+        first = server.stderr.readline()
         sent: list[bytes] = []
         deadline = time.monotonic() + 10
         while True:  # the port opens just after the line is printed
             try:
-                assert agent(f"http://127.0.0.1:{port}", sent) == said_first
+                said = agent(f"http://127.0.0.1:{port}", sent)
                 break
             except anthropic.APIConnectionError:
                 assert time.monotonic() < deadline
                 sent.clear()
                 time.sleep(0.05)
-        assert sent == sent_first
     finally:
         os.kill(server.pid, signal.SIGINT)
         err = server.communicate(timeout=30)[1]
     assert server.returncode == 0 and "Traceback" not in err
+    return sent, said, first + err
+
+
+def test_proxy_replay_from_the_command_line(recorded, tmp_path):
+    db, session_id, sent_first, said_first = recorded
+    sent, said, err = run_agent_through_cli_proxy(db, ["--replay", session_id[:10]], dead_upstream())
+    assert "answering from the recording" in err.splitlines()[0]
+    assert sent == sent_first and said == said_first
+
+
+def test_proxy_from_session_and_call_forks_there_from_the_command_line(recorded):
+    db, session_id, sent_first, _ = recorded
+    with Upstream() as up:
+        up.replies.append(Reply(200, [FINAL], "text/event-stream"))
+        sent, _, err = run_agent_through_cli_proxy(
+            db, ["--from", f"{session_id[:10]}#1", "--model", "claude-haiku-4-5"], up.url)
+    assert sent == sent_first and f"recording into {db}" in err.splitlines()[0]
+    (forwarded,) = up.received  # call #0 came from the recording, #1 went to the upstream for the other model
+    assert json.loads(forwarded.body)["model"] == "claude-haiku-4-5"
+    store = reasonlog.open_store(db, read_only=True)
+    (forked,) = [s for s in store.list_sessions(SessionFilter(limit=None)) if s["id"] != session_id]
+    original = store.get_session(session_id)["calls"]
+    assert (forked["parent_session_id"], forked["parent_call_id"]) == (session_id, original[1]["id"])
+    assert (forked["labels"]["fork_of"], forked["labels"]["fork_at"], forked["run"]) == (
+        session_id, "1", f"fork of {session_id} at #1")
 
 
 @pytest.mark.parametrize("args, says", [
     (["--until", "1"], "--until and --model go with --replay SESSION"),
     (["--replay", "nosuchsession"], "nosuchsession"),
+    (["--from", "nosuchsession"], "--from nosuchsession: expected SESSION#N"),
+    (["--from", "x#1", "--until", "1"], "--from SESSION#N stands for --replay SESSION --until N"),
+    (["--from", "nosuchsession#1"], "nosuchsession"),
 ])
 def test_proxy_replay_mistakes_are_one_line(recorded, args, says):
     db = recorded[0]

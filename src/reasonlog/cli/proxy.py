@@ -75,12 +75,18 @@ def _port_taken(host: str, port: int, exc: OSError) -> click.ClickException:
               help="Answer from this recorded session, byte for byte, with no network.")
 @click.option("--until", type=click.IntRange(min=0), metavar="N",
               help="With --replay: serve calls #0..#N-1 from the recording, forward #N on (recorded as a fork).")
+@click.option("--from", "fork_point", metavar="SESSION#N",
+              help="The same as --replay SESSION --until N: serve the recording up to call #N, forward from there.")
 @click.option("--model", metavar="M", help="With --until: the model forwarded calls ask for.")
 @click.pass_obj
-def proxy(obj, port, host, upstream, replay_session, until, model):
+def proxy(obj, port, host, upstream, replay_session, until, fork_point, model):
     """Forward model calls to their provider, recording each one (Anthropic Messages, OpenAI Chat Completions and
     Responses, Gemini generateContent; streams pass through as they arrive). Point a client at it with
     ANTHROPIC_BASE_URL, OPENAI_BASE_URL or GOOGLE_GEMINI_BASE_URL; Ctrl-C stops."""
+    if fork_point:
+        if replay_session or until is not None:
+            raise click.UsageError("--from SESSION#N stands for --replay SESSION --until N: give one or the other")
+        replay_session, until = _fork_point(fork_point)
     if (until is not None or model) and not replay_session:
         raise click.UsageError("--until and --model go with --replay SESSION")
     if model and until is None:
@@ -104,6 +110,13 @@ def proxy(obj, port, host, upstream, replay_session, until, model):
         module.serve_forever(module.Proxy(upstreams, recording, replayer), sock)
     finally:
         _finish(recorder, recording)
+
+
+def _fork_point(text: str) -> tuple[str, int]:
+    session, _, call = text.rpartition("#")
+    if not session or not call.isdigit():
+        raise click.UsageError(f"--from {text}: expected SESSION#N, a session id and a call number (e.g. 01J9X#3)")
+    return session, int(call)
 
 
 def _replay_setup(obj, session: str, until: int | None, model: str | None):
