@@ -141,6 +141,17 @@ def test_usage_page_with_its_charts_and_numbers(site, page):
     shot(page, "usage")
 
 
+def test_usage_chart_labels_are_drawn_whole_inside_their_chart(site, page):
+    """Issue 25: a long model name was cut at both ends (`aude-haiku-4-5-2025100`)."""
+    base, _, _ = site
+    page.goto(base + "/usage")
+    labels = page.locator("svg.chart text.label").evaluate_all(
+        "els => els.map(e => [e.textContent, e.getBBox().x, e.closest('svg').viewBox.baseVal.width])")
+    names = [name for name, _, _ in labels]
+    assert "claude-haiku-4-5-20251001" in names  # the model the issue saw clipped, whole
+    assert [(n, x) for n, x, _ in labels if x < 0] == []  # no label starts left of its chart
+
+
 def test_nothing_recorded_runs_on_the_dashboard_or_in_the_exported_file(site, page, tmp_path):
     base, db, hostile = site
     page.goto(f"{base}/sessions/{hostile}")

@@ -3,27 +3,40 @@ from __future__ import annotations
 
 from markupsafe import Markup, escape
 
-WIDTH, BAR, GAP, LABEL = 640, 18, 6, 150
+WIDTH, BAR, GAP = 640, 18, 6
+CHAR_PX, LONGEST = 7.2, 34  # a 12 px sans-serif character is at most about 7 px wide; longer labels are shortened
 
 
 def bars(rows: list[tuple[str, float]], unit: str = "") -> Markup:
-    """A horizontal bar chart of (label, value) rows, labels and values as text."""
+    """A horizontal bar chart of (label, value) rows, labels and values as text.
+
+    The label column is as wide as the longest label drawn (`claude-haiku-4-5-20251001` was cut at both ends in a
+    fixed column); a label over LONGEST characters loses its middle, and its bar's tooltip names it whole."""
     if not rows:
         return Markup('<p class="muted">Nothing in this range.</p>')
     top = max(v for _, v in rows) or 1
     height = len(rows) * (BAR + GAP)
+    drawn = [_shortened(label) for label, _ in rows]
+    column = round(max(len(d) for d in drawn) * CHAR_PX) + 12
     out = [f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {height}" width="100%" '
            f'preserveAspectRatio="xMinYMin meet">']
-    for i, (label, value) in enumerate(rows):
+    for i, ((label, value), text) in enumerate(zip(rows, drawn, strict=True)):
         y = i * (BAR + GAP)
-        w = max(1.0, (WIDTH - LABEL - 110) * value / top)
+        w = max(1.0, (WIDTH - column - 110) * value / top)
         shown = f"{value:,.4f}" if unit == "$" and value < 1 else f"{value:,.2f}" if unit == "$" else f"{value:,.0f}"
-        out.append(f'<text x="{LABEL - 6}" y="{y + BAR - 5}" text-anchor="end">{escape(label[:24])}</text>'
-                   f'<rect x="{LABEL}" y="{y}" width="{w:.1f}" height="{BAR}" class="bar"><title>{escape(label)}:'
+        out.append(f'<text x="{column - 6}" y="{y + BAR - 5}" text-anchor="end" class="label">{escape(text)}</text>'
+                   f'<rect x="{column}" y="{y}" width="{w:.1f}" height="{BAR}" class="bar"><title>{escape(label)}:'
                    f' {escape(unit)}{shown}</title></rect>'
-                   f'<text x="{LABEL + w + 6:.1f}" y="{y + BAR - 5}">{escape(unit)}{shown}</text>')
+                   f'<text x="{column + w + 6:.1f}" y="{y + BAR - 5}">{escape(unit)}{shown}</text>')
     out.append("</svg>")
     return Markup("".join(out))
+
+
+def _shortened(label: str) -> str:
+    if len(label) <= LONGEST:
+        return label
+    half = (LONGEST - 1) // 2
+    return f"{label[:half]}…{label[-(LONGEST - 1 - half):]}"
 
 
 def fullness(used: int | None, window: int | None) -> Markup:
