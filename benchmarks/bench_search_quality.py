@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -41,9 +42,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "real"
 QUERIES = Path(__file__).resolve().with_name("search_queries.json")
-MODES = ("text", "keywords", "semantic", "hybrid")
-FULL_TEXT = ("text", "keywords")
+MODES = ("text", "text-any", "keywords", "semantic", "hybrid")
+FULL_TEXT = ("text", "text-any", "keywords")
+BASELINE = "text-any"
 K = 10
+# Left out of `text-any`'s OR query: words that occur in nearly every message (search matches any part of a word).
+STOP_WORDS = frozenset(
+    "a an and any are as at be because been before but by could did didn't does doesn't for from get got had has have"
+    " how i in into is it its it's me my no not of on once or our out over so than that the their them then there"
+    " they this to too up was wasn't were what when where which while who why will with would you your".split())
 
 Key = tuple[str, int]  # (session_id, message_idx)
 
@@ -193,14 +200,26 @@ def availability(modes: Sequence[str]) -> dict[str, str | None]:
     choices = mode_choices()
     out: dict[str, str | None] = {}
     for mode in modes:
+        asked = "text" if mode == "text-any" else mode
         if choices is None:
-            out[mode] = None if mode == "text" else "not available (reasonlog search has no --mode option)"
+            out[mode] = None if asked == "text" else "not available (reasonlog search has no --mode option)"
         else:
-            out[mode] = None if mode in choices else f"not available (--mode takes {', '.join(choices)})"
+            out[mode] = None if asked in choices else f"not available (--mode takes {', '.join(choices)})"
     return out
 
 
+def any_word_query(query: str) -> str:
+    """The query's words (3 characters or more, stop words left out) joined by OR: what today's search can be asked
+    for a question in words."""
+    words = re.findall(r"[a-z0-9]+(?:[.'][a-z0-9]+)*", query.lower())
+    kept = list(dict.fromkeys(w for w in words if len(w) >= 3 and w not in STOP_WORDS))
+    return " OR ".join(kept) if kept else query
+
+
 def search_args(db: Path, query: str, mode: str, k: int) -> list[str]:
+    """`reasonlog search` arguments for `query` in `mode`; `text-any` is `text` asked for any of the query's words."""
+    if mode == "text-any":
+        mode, query = "text", any_word_query(query)
     flag = [] if mode_choices() is None else ["--mode", mode]
     return ["--db", str(db), "search", query, *flag, "--json", "--limit", str(k)]
 
@@ -297,27 +316,27 @@ def report(qset: dict, targets: dict, results: dict[str, ModeResult], k: int, co
     n_targets = sum(len(t) for t in targets.values())
     print(f"issue 24 search quality: {len(qset['queries'])} queries "
           f"({', '.join(f'{n} {st}' for st, n in styles.items())}), {n_targets} target messages, k={k}; corpus: "
-          f"{corpus['sessions']} sessions from {corpus['files']} fixture files")
-    print(f"{'mode':<9} {'session R@' + str(k):>13} {'MRR':>6} {'message R@' + str(k):>14} {'MRR':>6} "
+          f"{corpus['sessions']} sessions, {corpus['files']} files imported")
+    print(f"{'mode':<16} {'session R@' + str(k):>13} {'MRR':>6} {'message R@' + str(k):>14} {'MRR':>6} "
           f"{'no hit':>8} {'time':>7}")
     for mode, r in results.items():
         if r.unavailable:
-            print(f"{mode:<9} {r.unavailable}")
+            print(f"{mode:<16} {r.unavailable}")
             continue
-        print(f"{mode:<9} {r.session_recall:13.3f} {r.session_mrr:6.3f} {r.message_recall:14.3f} {r.message_mrr:6.3f}"
-              f" {r.no_hit:>4}/{r.queries:<3} {r.seconds:6.1f}s")
-        for st, f in (r.by_style or {}).items():
-            print(f"  {st:<7} {f['session_recall']:13.3f} {f['session_mrr']:6.3f} {f['message_recall']:14.3f}"
-                  f" {f['message_mrr']:6.3f} {f['no_hit']:>4}/{f['queries']:<3}")
-    base = results.get("text")
+        rows = [(mode, vars(r), f" {r.seconds:6.1f}s")] + \
+            [(f"  {st}", f, "") for st, f in (r.by_style or {}).items()]
+        for name, f, tail in rows:
+            print(f"{name:<16} {f['session_recall']:13.3f} {f['session_mrr']:6.3f} {f['message_recall']:14.3f}"
+                  f" {f['message_mrr']:6.3f} {f['no_hit']:>4}/{f['queries']:<3}{tail}")
+    base = results.get(BASELINE)
     if base is not None and base.unavailable is None:
         for mode, r in results.items():
-            if mode != "text" and r.unavailable is None:
-                print(f"{mode} / text (same run): session R@{k} {ratio(r.session_recall, base.session_recall)},"
+            if mode != BASELINE and r.unavailable is None:
+                print(f"{mode} / {BASELINE} (same run): session R@{k} {ratio(r.session_recall, base.session_recall)},"
                       f" MRR {ratio(r.session_mrr, base.session_mrr)}; message R@{k}"
                       f" {ratio(r.message_recall, base.message_recall)}, MRR {ratio(r.message_mrr, base.message_mrr)}")
     verdict = beats_full_text(results)
-    print("hybrid beats full-text (session R@k and MRR above text and keywords): "
+    print(f"hybrid beats full-text (session R@{k} and MRR above {', '.join(FULL_TEXT)}): "
           + {None: "not measured", True: "yes", False: "NO"}[verdict])
 
 
@@ -351,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         corpus = {"sessions": len(store.list_sessions(SessionFilter(limit=None))),
                   "files": len(sessions_by_file(store))}
         store.close()
-        print(f"imported and resolved in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+        print(f"imported and resolved in {time.perf_counter() - started:.1f}s", file=sys.stderr, flush=True)
         results: dict[str, ModeResult] = {}
         for mode, why in availability(modes).items():
             results[mode] = ModeResult(mode, unavailable=why) if why else \
