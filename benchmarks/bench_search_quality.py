@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -45,6 +46,8 @@ QUERIES = Path(__file__).resolve().with_name("search_queries.json")
 MODES = ("text", "text-any", "keywords", "semantic", "hybrid")
 FULL_TEXT = ("text", "text-any", "keywords")
 BASELINE = "text-any"
+# The `--mode` value each mode is asked with (`text-any` is `text` asked for the query's words joined by OR).
+CLI_MODE = {"text": "text", "text-any": "text", "keywords": "keywords", "semantic": "semantic", "hybrid": "hybrid"}
 K = 10
 # Left out of `text-any`'s OR query: words that occur in nearly every message (search matches any part of a word).
 STOP_WORDS = frozenset(
@@ -111,8 +114,9 @@ def cli():
     return group
 
 
-def build_database(folder: Path, qset: dict, fixtures: Path = FIXTURES) -> Path:
-    """A fresh database in `folder` holding `reasonlog import` of the set's fixture paths."""
+def build_database(folder: Path, qset: dict, fixtures: Path = FIXTURES, after: Sequence[str] = ()) -> Path:
+    """A fresh database in `folder` holding `reasonlog import` of the set's fixture paths; then each of `after`
+    (reasonlog arguments, split like a shell's, e.g. a command that builds an index the search needs) on it."""
     from click.testing import CliRunner
 
     db = folder / "quality.db"
@@ -120,6 +124,10 @@ def build_database(folder: Path, qset: dict, fixtures: Path = FIXTURES) -> Path:
     result = CliRunner().invoke(cli(), ["--db", str(db), "import", "--json", *paths])
     if result.exit_code not in (0, 1):  # 1: some lines skipped (the synthetic edge cases have malformed lines)
         raise RuntimeError(f"import failed ({result.exit_code}): {result.output}")
+    for command in after:
+        result = CliRunner().invoke(cli(), ["--db", str(db), *shlex.split(command)])
+        if result.exit_code != 0:
+            raise RuntimeError(f"reasonlog {command} failed ({result.exit_code}): {result.output}")
     return db
 
 
@@ -200,7 +208,7 @@ def availability(modes: Sequence[str]) -> dict[str, str | None]:
     choices = mode_choices()
     out: dict[str, str | None] = {}
     for mode in modes:
-        asked = "text" if mode == "text-any" else mode
+        asked = CLI_MODE[mode]
         if choices is None:
             out[mode] = None if asked == "text" else "not available (reasonlog search has no --mode option)"
         else:
@@ -219,8 +227,8 @@ def any_word_query(query: str) -> str:
 def search_args(db: Path, query: str, mode: str, k: int) -> list[str]:
     """`reasonlog search` arguments for `query` in `mode`; `text-any` is `text` asked for any of the query's words."""
     if mode == "text-any":
-        mode, query = "text", any_word_query(query)
-    flag = [] if mode_choices() is None else ["--mode", mode]
+        query = any_word_query(query)
+    flag = [] if mode_choices() is None else ["--mode", CLI_MODE[mode]]
     return ["--db", str(db), "search", query, *flag, "--json", "--limit", str(k)]
 
 
@@ -349,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--subprocess", action="store_true",
                     help="run `python -m reasonlog search` once per query instead of the CLI in this process")
     ap.add_argument("--keep", type=Path, help="build the database in this folder and keep it")
+    ap.add_argument("--after-import", action="append", default=[], metavar="ARGS",
+                    help="reasonlog arguments to run on the database after the import (repeatable), e.g. a command"
+                         " that builds what a search mode needs")
     args = ap.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     if unknown := [m for m in modes if m not in MODES]:
@@ -360,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
-        db = build_database(folder, qset)
+        db = build_database(folder, qset, after=args.after_import)
         store = open_store(db)
         try:
             targets = resolve(store, qset)
