@@ -7,11 +7,14 @@
 Builds a fresh database in a temporary folder with `reasonlog import` of the importable real fixtures
 (`../shared/fixtures/real`, the paths listed in `search_queries.json`: the same set every run), resolves every
 query's targets to messages of that database, then asks `reasonlog search QUERY --mode M --json --limit 10` for
-each mode (`text` is today's exact-substring search: without `--mode` when the CLI has no such option). It prints,
-per mode, recall@10 and MRR at the session level and at the message level, how many queries found nothing, and
-the ratio of each figure to `text` measured in the same run. A mode the CLI does not offer is reported as not
-available. The exit status is 1 when hybrid was measured and does not beat full-text search (`text` and `keywords`,
-each where available: higher session recall@10 and higher session MRR), 2 when a target does not resolve.
+each mode (`text` is today's exact-substring search: without `--mode` when the CLI has no such option; `text-any`
+is the same search asked for the query's words joined by OR, the baseline a user has today). It prints, per mode,
+recall@10 and MRR at the session level and at the message level, how many queries found nothing, and the ratio of
+each figure to `text-any` measured in the same run. A mode the CLI does not offer is reported as not available, and
+one whose search fails as failed. The exit status is 1 when hybrid was measured and does not beat full-text search
+(`text`, `text-any` and `keywords`, each where available: higher session recall@10 and higher session MRR), 2 when a
+target does not resolve. `--after-import ARGS` runs a reasonlog command on the fresh database first (an index a mode
+needs, say).
 
 Targets are named stably, never by session id: a fixture file (relative to the fixtures folder; the sessions the
 import reports for that file, optionally only those of one `agent`) and a piece of text that occurs in exactly one
