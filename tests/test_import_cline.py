@@ -134,6 +134,38 @@ def test_a_task_that_goes_on_adds_only_its_new_requests_and_watch_waits_for_usag
     assert run_import(store, plan([folder])).unchanged == 1
 
 
+def test_tool_results_in_each_shape_cline_writes_them(db, tmp_path):
+    """A `tool_result` block (Cline with the tool's id, Roo Code), Cline's text with no `tool_use` (XML tool tags),
+    a failed tool; and `apiProtocol: anthropic` on an OpenAI-compatible provider keeps its input whole."""
+    use = {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a.py"}}
+    ui = [UI[0], req(1767261601000, tokensIn=100, tokensOut=5, cacheReads=40, cost=0.1, apiProtocol="anthropic"),
+          req(1767261602000, tokensIn=100, tokensOut=5), req(1767261603000, tokensIn=100, tokensOut=5)]
+    for record in ui[1:]:
+        record["modelInfo"]["providerId"] = "openai"
+    history = [HISTORY[0], {"role": "assistant", "content": [use]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+                   {"type": "text", "text": "[read_file for 'a.py'] Result:\nprint(1)"}]}], "ts": 1767261601500},
+               {"role": "assistant", "content": [{"type": "text", "text": "<execute_command><command>ls</command>"}]},
+               {"role": "user", "content": [{"type": "text", "text": "[execute_command for 'ls'] Result:\nThe tool "
+                                             "execution failed with the following error:\n<error>\nno\n</error>"},
+                                            {"type": "text", "text": "<environment_details />"}]},
+               {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}]
+    folder = task(tmp_path, "saoudrizwan.claude-dev", ui, history)
+    store = open_store(db)
+    report = run_import(store, plan([folder]))
+    assert (report.skipped, report.added["tool_results"]) == ([], 2)
+    session = store.get_session(f"cline-{TASK}")
+    assert [(t["tool_use_id"], t["name"], t["input"], t["is_error"], t["content"], t["at"][:19])
+            for t in session["tool_results"]] == [
+        ("t1", "read_file", {"path": "a.py"}, False, [{"type": "text", "text": "[read_file for 'a.py'] Result:\n"
+                                                                             "print(1)"}], "2026-01-01T10:00:01"),
+        (None, "execute_command", None, True, "The tool execution failed with the following error:\n<error>\nno\n"
+                                              "</error>", "2026-01-01T10:00:03")]  # no ts: its request's time
+    assert [(c["input_tokens"], c["cache_read_tokens"]) for c in session["calls"]] == [(100, 40), (100, 0),
+                                                                                      (100, 0)]
+    assert run_import(store, plan([folder])).unchanged == 1
+
+
 def test_bad_records_are_named(db, tmp_path):
     ui = [UI[0], {"ts": 1767261601000, "type": "say", "say": "api_req_started", "text": "{cut"},
           req(1767261602000, tokensIn=-1, tokensOut=2, cost=0.1)]
