@@ -3,14 +3,14 @@
 `python tests/agent_upstream.py [--port N] [--log FILE]` serves `POST .../chat/completions` and `GET .../models`.
 A request whose last message is a user's asking to "run the shell command" is answered with the recorded DeepSeek
 tool-call stream (`openai-chat/deepseek-tool-call.chunks.txt`), its function renamed to the agent's own shell tool
-(the first tool offered whose schema has a `command` property) and its arguments `{"command": "echo hello"}`; one
-asking to "use a subagent" gets the same stream calling the agent's sub-agent tool (one with `prompt` and
-`subagent_type`) with the prompt "Please run the shell command: echo hello";
-anything else with the recorded gpt-4.1-nano text stream (`openai-chat/openai-text.chunks.txt`), except for agents
-that end a task only through a tool (Cline and its forks offer `attempt_completion`): they get the same tool-call
-stream calling it with the recorded text as its `result`. A shell tool's other required yes/no properties (Cline's
-`requires_approval`) are given as false. Non-streamed
-requests get the same reply assembled into one `chat.completion`. Every request is appended to `--log` as JSON.
+(the first tool offered whose schema has a `command` property and needs no other answer but yes/no, which are given
+as false: Cline's `requires_approval`) and its arguments `{"command": "echo hello"}`; one asking to "use a
+subagent" gets the same stream calling the agent's sub-agent tool (one with `prompt` and `subagent_type`) with the
+prompt "Please run the shell command: echo hello"; anything else with the recorded gpt-4.1-nano text stream
+(`openai-chat/openai-text.chunks.txt`), except for agents that end a task only through a tool (Cline and its forks
+offer `attempt_completion`): they get the same tool-call stream calling it with the recorded text as its `result`.
+Non-streamed requests get the same reply assembled into one `chat.completion`. Every request is appended to
+`--log` as JSON.
 """
 from __future__ import annotations
 
@@ -35,27 +35,35 @@ def _schema(tool: dict) -> tuple[str | None, dict]:
     return fn.get("name"), fn.get("parameters") or fn.get("input_schema") or {}
 
 
+def _shell(request: dict) -> tuple[str | None, dict] | None:
+    """The first tool offered that takes a `command` and needs nothing else but yes/no answers (Kilo's
+    `background_process` also takes a command, but needs an `action`), else the first that takes a `command`."""
+    shells = [_schema(tool) for tool in request.get("tools") or []]
+    shells = [(name, schema) for name, schema in shells if "command" in (schema.get("properties") or {})]
+    for name, schema in shells:
+        props = schema.get("properties") or {}
+        if all(key == "command" or (props.get(key) or {}).get("type") == "boolean"
+               for key in schema.get("required") or []):
+            return name, schema
+    return shells[0] if shells else None
+
+
 def shell_tool(request: dict) -> tuple[str, str] | None:
-    """The name of the first tool offered that takes a `command`, and that property's name."""
-    for tool in request.get("tools") or []:
-        name, schema = _schema(tool)
-        if "command" in (schema.get("properties") or {}):
-            return name, "command"
-    return None
+    """The name of the agent's shell tool (see `_shell`), and the property that takes the command."""
+    shell = _shell(request)
+    return (shell[0], "command") if shell and shell[0] else None
 
 
 def shell_arguments(request: dict) -> dict:
     """`echo hello` for the shell tool, with its other required yes/no properties false."""
-    for tool in request.get("tools") or []:
-        name, schema = _schema(tool)
-        props = schema.get("properties") or {}
-        if "command" in props:
-            args: dict = {"command": "echo hello"}
-            for key in schema.get("required") or []:
-                if key != "command" and (props.get(key) or {}).get("type") == "boolean":
-                    args[key] = False
-            return args
-    return {"command": "echo hello"}
+    args: dict = {"command": "echo hello"}
+    shell = _shell(request)
+    if shell:
+        props = shell[1].get("properties") or {}
+        for key in shell[1].get("required") or []:
+            if key != "command" and (props.get(key) or {}).get("type") == "boolean":
+                args[key] = False
+    return args
 
 
 def completion_tool(request: dict) -> bool:

@@ -61,3 +61,13 @@ def test_cline_gets_its_required_yes_no_arguments_and_ends_through_its_completio
     assert call.function.name == "attempt_completion"
     assert json.loads(call.function.arguments)["result"].startswith("**Holiday Name:** Harmony Day")
     assert (done.usage.prompt_tokens, done.usage.completion_tokens) == (339, 83)
+
+
+def test_a_tool_that_takes_a_command_but_needs_more_is_not_the_shell(client):
+    background = {"type": "function", "function": {"name": "background_process", "parameters": {
+        "type": "object", "properties": {"action": {"type": "string"}, "command": {"type": "string"}},
+        "required": ["action"]}}}
+    reply = client.chat.completions.create(model="deepseek-reasoner", tools=[background, SHELL], messages=[
+        {"role": "user", "content": "Please run the shell command: echo hello"}])
+    (call,) = reply.choices[0].message.tool_calls
+    assert (call.function.name, call.function.arguments) == ("run_shell_command", '{"command": "echo hello"}')
