@@ -3,11 +3,14 @@
 `python tests/agent_upstream.py [--port N] [--log FILE]` serves `POST .../chat/completions` and `GET .../models`.
 A request whose last message is a user's asking to "run the shell command" is answered with the recorded DeepSeek
 tool-call stream (`openai-chat/deepseek-tool-call.chunks.txt`), its function renamed to the agent's own shell tool
-(the first tool offered whose schema has a `command` property) and its arguments `{"command": "echo hello"}`; one
-asking to "use a subagent" gets the same stream calling the agent's sub-agent tool (one with `prompt` and
-`subagent_type`) with the prompt "Please run the shell command: echo hello";
-anything else with the recorded gpt-4.1-nano text stream (`openai-chat/openai-text.chunks.txt`). Non-streamed
-requests get the same reply assembled into one `chat.completion`. Every request is appended to `--log` as JSON.
+(the first tool offered whose schema has a `command` property and needs no other answer but yes/no, which are given
+as false: Cline's `requires_approval`) and its arguments `{"command": "echo hello"}`; one asking to "use a
+subagent" gets the same stream calling the agent's sub-agent tool (one with `prompt` and `subagent_type`) with the
+prompt "Please run the shell command: echo hello"; anything else with the recorded gpt-4.1-nano text stream
+(`openai-chat/openai-text.chunks.txt`), except for agents that end a task only through a tool (Cline and its forks
+offer `attempt_completion`): they get the same tool-call stream calling it with the recorded text as its `result`.
+Non-streamed requests get the same reply assembled into one `chat.completion`. Every request is appended to
+`--log` as JSON.
 """
 from __future__ import annotations
 
@@ -24,14 +27,49 @@ TEXT = load_chunks("openai-chat", "openai-text.chunks.txt")
 TOOL = load_chunks("openai-chat", "deepseek-tool-call.chunks.txt")
 
 
+COMPLETION = "attempt_completion"
+
+
+def _schema(tool: dict) -> tuple[str | None, dict]:
+    fn = tool.get("function") or tool
+    return fn.get("name"), fn.get("parameters") or fn.get("input_schema") or {}
+
+
+def _shell(request: dict) -> tuple[str | None, dict] | None:
+    """The first tool offered that takes a `command` and needs nothing else but yes/no answers (Kilo's
+    `background_process` also takes a command, but needs an `action`), else the first that takes a `command`."""
+    shells = [_schema(tool) for tool in request.get("tools") or []]
+    shells = [(name, schema) for name, schema in shells if "command" in (schema.get("properties") or {})]
+    for name, schema in shells:
+        props = schema.get("properties") or {}
+        if all(key == "command" or (props.get(key) or {}).get("type") == "boolean"
+               for key in schema.get("required") or []):
+            return name, schema
+    return shells[0] if shells else None
+
+
 def shell_tool(request: dict) -> tuple[str, str] | None:
-    """The name of the first tool offered that takes a `command`, and that property's name."""
-    for tool in request.get("tools") or []:
-        fn = tool.get("function") or tool
-        props = ((fn.get("parameters") or fn.get("input_schema") or {}).get("properties") or {})
-        if "command" in props:
-            return fn.get("name"), "command"
-    return None
+    """The name of the agent's shell tool (see `_shell`), and the property that takes the command."""
+    shell = _shell(request)
+    return (shell[0], "command") if shell and shell[0] else None
+
+
+def shell_arguments(request: dict) -> dict:
+    """`echo hello` for the shell tool, with its other required yes/no properties false."""
+    args: dict = {"command": "echo hello"}
+    shell = _shell(request)
+    if shell:
+        props = shell[1].get("properties") or {}
+        for key in shell[1].get("required") or []:
+            if key != "command" and (props.get(key) or {}).get("type") == "boolean":
+                args[key] = False
+    return args
+
+
+def completion_tool(request: dict) -> bool:
+    """Whether the agent ends its task only through a tool (Cline's `attempt_completion`, with a `result`)."""
+    return any(_schema(tool)[0] == COMPLETION and "result" in (_schema(tool)[1].get("properties") or {})
+               for tool in request.get("tools") or [])
 
 
 def agent_tool(request: dict) -> str | None:
@@ -60,15 +98,21 @@ def wants_subagent(request: dict) -> bool:
     return "use a subagent" in last_user_text(request) and agent_tool(request) is not None
 
 
-def tool_chunks(request: dict, subagent: bool = False) -> list[dict]:
+def recorded_text() -> str:
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in TEXT if c["choices"])
+
+
+def tool_chunks(request: dict, subagent: bool = False, completion: bool = False) -> list[dict]:
     """The recorded tool-call stream, its call renamed to the agent's tool, its arguments given whole: the shell
-    tool running `echo hello`, or (`subagent`) the sub-agent tool asked to run it."""
+    tool running `echo hello`, (`subagent`) the sub-agent tool asked to run it, or (`completion`) the agent's
+    completion tool given the recorded text as its result."""
     if subagent:
         name, args = agent_tool(request), {"description": "Run echo hello", "subagent_type": "general-purpose",
                                            "prompt": "Please run the shell command: echo hello"}
+    elif completion:
+        name, args = COMPLETION, {"result": recorded_text()}
     else:
-        name, prop = shell_tool(request)  # type: ignore[misc]
-        args = {prop: "echo hello"}
+        name, args = shell_tool(request)[0], shell_arguments(request)  # type: ignore[index]
     out = []
     for chunk in TOOL:
         calls = chunk["choices"][0]["delta"].get("tool_calls") if chunk["choices"] else None
@@ -119,7 +163,10 @@ class Handler(BaseHTTPRequestHandler):
             with open(self.log_path, "a") as f:
                 f.write(json.dumps({"path": self.path, "body": request}) + "\n")
         subagent = wants_subagent(request)
-        chunks = tool_chunks(request, subagent) if subagent or wants_tool(request) else TEXT
+        if subagent or wants_tool(request):
+            chunks = tool_chunks(request, subagent)
+        else:
+            chunks = tool_chunks(request, completion=True) if completion_tool(request) else TEXT
         if not request.get("stream"):
             self._send(200, json.dumps(assemble(chunks)).encode(), "application/json")
             return

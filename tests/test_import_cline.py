@@ -1,15 +1,74 @@
-"""Cline, Roo Code and Kilo Code task folders, written by hand after Cline's `ClineMessage` / `ClineApiReqInfo`
-types (no real task folder with a licence that allows copying it was found; see tests/fixtures/NOTICE-agents.md):
-each `api_req_started` is a call with its tokens and cost, paired with the n-th assistant message; OpenAI-protocol
-input loses its cached tokens once; a task that goes on adds only its new requests; bad records are named."""
+"""Cline, Roo Code and Kilo Code task folders. First the task folder Cline CLI 2.18.0 (Cline 3.82.0's core) wrote
+against a local upstream (tests/fixtures/cline, see its NOTICE.md), to the token and the cost, equal to Cline's own
+totals in its task history; the same task after its first run, then after its follow-up. Then folders written by
+hand after Cline's `ClineMessage` / `ClineApiReqInfo` types: each `api_req_started` is a call with its tokens and
+cost, paired with the n-th assistant message; OpenAI-protocol input loses its cached tokens once; a task that goes
+on adds only its new requests; bad records are named."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from agent_logs import totals
+
 from reasonlog.io.formats.cline import importer as cline
 from reasonlog.io.importing import plan, run_import
 from reasonlog.store import open_store
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "cline"
+REAL = FIXTURES / "v2.18.0" / "data"
+REAL_ID = "1795780953376"
+
+
+def test_the_task_cline_wrote_imports_with_its_tokens_cost_and_tool_result(db):
+    store = open_store(db)
+    report = run_import(store, plan([REAL]))
+    assert (report.failed, report.skipped, report.rejected) == ([], [], 0)
+    assert report.added == {"sessions": 1, "calls": 3, "messages": 6, "tool_results": 1, "outcomes": 0}
+    session = store.get_session(f"cline-{REAL_ID}")
+    assert (session["agent"], session["model"]) == ("cline", "deepseek-reasoner")
+    assert session["labels"] == {"source": "cline", "task_id": REAL_ID}
+    # Cline's OpenAI-compatible provider ("openai") writes the prompt's tokens whole in `tokensIn` (339: 320 cache
+    # reads and DeepSeek's 19 cache misses, which Cline counts as cache writes), and no `apiProtocol`.
+    calls = session["calls"]
+    assert [(c["input_tokens"], c["cache_read_tokens"], c["cache_write_tokens"], c["output_tokens"], c["cost_usd"],
+             c["model"], c["provider"], c["status"]) for c in calls] == [
+        (0, 320, 19, 83, 0.00023702, "deepseek-reasoner", "openai", "ok")] * 3
+    # Cline's own totals for the task (state/taskHistory.json) count tokensIn with the cache in it.
+    (history,) = json.loads((REAL / "state" / "taskHistory.json").read_text())
+    assert (history["tokensIn"], history["tokensOut"], history["cacheReads"], history["cacheWrites"]) == (
+        sum(c["input_tokens"] + c["cache_read_tokens"] + c["cache_write_tokens"] for c in calls),
+        sum(c["output_tokens"] for c in calls), sum(c["cache_read_tokens"] for c in calls),
+        sum(c["cache_write_tokens"] for c in calls))
+    assert round(sum(c["cost_usd"] for c in calls), 10) == history["totalCost"] == 0.00071106
+    assert [e["input"] for e in session["exchanges"]] == ["Please run the shell command: echo hello",
+                                                          "Thanks, that is all"]
+    (result,) = session["tool_results"]
+    assert (result["name"], result["input"], result["is_error"], result["content"]) == (
+        "execute_command", {"command": "echo hello", "requires_approval": False}, False,
+        "Command executed successfully (exit code 0).\nOutput:\nhello")
+    sent = store.replay_call(calls[1]["id"])["messages"]
+    assert [(m["role"], [b["type"] for b in m["content"]]) for m in sent] == [
+        ("user", ["text", "text", "text"]), ("assistant", ["thinking", "tool_use"]), ("user", ["text", "text", "text"])]
+    assert run_import(store, plan([REAL])).unchanged == 1
+
+
+def test_the_real_task_imported_after_its_first_run_then_after_its_follow_up_is_as_if_imported_once(db, tmp_path):
+    folder = tmp_path / "data" / "tasks" / REAL_ID
+    folder.mkdir(parents=True)
+    first = FIXTURES / "v2.18.0-first-run" / "data" / "tasks" / REAL_ID
+    for f in first.iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    store = open_store(db)
+    assert run_import(store, plan([folder])).added["calls"] == 2
+    for f in (REAL / "tasks" / REAL_ID).iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    again = run_import(store, plan([folder]))
+    assert (again.appended, again.added["calls"], again.added["sessions"], again.added["tool_results"]) == (1, 1, 0, 0)
+    whole = open_store(tmp_path / "whole.db")
+    run_import(whole, plan([REAL]))
+    assert totals(store) == totals(whole)
+
 
 TASK = "1767261600000"
 
@@ -75,6 +134,38 @@ def test_a_task_that_goes_on_adds_only_its_new_requests_and_watch_waits_for_usag
     assert run_import(store, plan([folder])).unchanged == 1
 
 
+def test_tool_results_in_each_shape_cline_writes_them(db, tmp_path):
+    """A `tool_result` block (Cline with the tool's id, Roo Code), Cline's text with no `tool_use` (XML tool tags),
+    a failed tool; and `apiProtocol: anthropic` on an OpenAI-compatible provider keeps its input whole."""
+    use = {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a.py"}}
+    ui = [UI[0], req(1767261601000, tokensIn=100, tokensOut=5, cacheReads=40, cost=0.1, apiProtocol="anthropic"),
+          req(1767261602000, tokensIn=100, tokensOut=5), req(1767261603000, tokensIn=100, tokensOut=5)]
+    for record in ui[1:]:
+        record["modelInfo"]["providerId"] = "openai"
+    history = [HISTORY[0], {"role": "assistant", "content": [use]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+                   {"type": "text", "text": "[read_file for 'a.py'] Result:\nprint(1)"}]}], "ts": 1767261601500},
+               {"role": "assistant", "content": [{"type": "text", "text": "<execute_command><command>ls</command>"}]},
+               {"role": "user", "content": [{"type": "text", "text": "[execute_command for 'ls'] Result:\nThe tool "
+                                             "execution failed with the following error:\n<error>\nno\n</error>"},
+                                            {"type": "text", "text": "<environment_details />"}]},
+               {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}]
+    folder = task(tmp_path, "saoudrizwan.claude-dev", ui, history)
+    store = open_store(db)
+    report = run_import(store, plan([folder]))
+    assert (report.skipped, report.added["tool_results"]) == ([], 2)
+    session = store.get_session(f"cline-{TASK}")
+    assert [(t["tool_use_id"], t["name"], t["input"], t["is_error"], t["content"], t["at"][:19])
+            for t in session["tool_results"]] == [
+        ("t1", "read_file", {"path": "a.py"}, False, [{"type": "text", "text": "[read_file for 'a.py'] Result:\n"
+                                                                             "print(1)"}], "2026-01-01T10:00:01"),
+        (None, "execute_command", None, True, "The tool execution failed with the following error:\n<error>\nno\n"
+                                              "</error>", "2026-01-01T10:00:03")]  # no ts: its request's time
+    assert [(c["input_tokens"], c["cache_read_tokens"]) for c in session["calls"]] == [(100, 40), (100, 0),
+                                                                                      (100, 0)]
+    assert run_import(store, plan([folder])).unchanged == 1
+
+
 def test_bad_records_are_named(db, tmp_path):
     ui = [UI[0], {"ts": 1767261601000, "type": "say", "say": "api_req_started", "text": "{cut"},
           req(1767261602000, tokensIn=-1, tokensOut=2, cost=0.1)]
@@ -99,4 +190,7 @@ def test_default_folders_are_the_editors_global_storage(monkeypatch, tmp_path):
     folders = cline.default_folders()
     assert tmp_path / "Code" / "User" / "globalStorage" / "saoudrizwan.claude-dev" / "tasks" in folders
     assert tmp_path / "Cursor" / "User" / "globalStorage" / "kilocode.kilo-code" / "tasks" in folders
-    assert len(folders) == 15
+    assert len(folders) == 16
+    assert Path.home() / ".cline" / "data" / "tasks" in folders  # the Cline CLI 1.x and 2.x store
+    monkeypatch.setenv("CLINE_DIR", str(tmp_path / "cl"))
+    assert tmp_path / "cl" / "data" / "tasks" in cline.default_folders()

@@ -232,10 +232,11 @@ def test_the_json_storage_copied_into_the_database_is_not_counted_twice(db, tmp_
 
 def test_the_default_folder_follows_xdg_data_home(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    assert opencode.default_folders() == [tmp_path / "data" / "opencode"]
+    assert opencode.default_folders() == [tmp_path / "data" / "opencode", tmp_path / "data" / "kilo"]
     monkeypatch.delenv("XDG_DATA_HOME")
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert opencode.default_folders() == [tmp_path / ".local" / "share" / "opencode"]
+    assert opencode.default_folders() == [tmp_path / ".local" / "share" / "opencode",
+                                          tmp_path / ".local" / "share" / "kilo"]
 
 
 @pytest.mark.parametrize("name", ["notes.db", "opencode.json"])

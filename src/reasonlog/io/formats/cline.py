@@ -1,4 +1,5 @@
-"""Cline, Roo Code and Kilo Code tasks: VS Code's `globalStorage/<extension>/tasks/<task id>/`, one folder per task.
+"""Cline, Roo Code and Kilo Code tasks: VS Code's `globalStorage/<extension>/tasks/<task id>/`, one folder per task
+(and the Cline CLI 1.x and 2.x's `~/.cline/data/tasks/<task id>/`, the same folder).
 
 The three extensions share Cline's task folder (Roo Code and Kilo Code are its forks):
 `api_conversation_history.json` (the conversation as sent: Anthropic-shaped messages), `ui_messages.json` (what the
@@ -10,8 +11,13 @@ panel shows: `say` and `ask` records, among them `api_req_started`, whose `text`
 - **Calls.** Each `api_req_started` is one request to the model, with its own tokens and cost (as the extension
   reported it; a 0 with tokens means it knew no price, and reasonlog prices it). The n-th one's reply is the n-th
   assistant message of the conversation, and its request the conversation before that. `apiProtocol: openai`
-  means `tokensIn` counted the cache reads and writes too: they are taken out once.
+  means `tokensIn` counted the cache reads and writes too: they are taken out once. Cline writes no
+  `apiProtocol`: there the record's provider says it (`WHOLE_PROMPT`, the providers whose handlers report the
+  prompt's tokens whole).
 - **Exchanges.** The task's first prompt (`say: task`) and each later message the user typed (`user_feedback`).
+- **Tool results.** In the user message after an assistant's tools: a `tool_result` block, or Cline's text block
+  `[<tool> for '<what>'] Result:` followed by the output, paired with that message's `tool_use` of the same id or
+  name where there is one (native tool calls); with XML tool tags there is none, and the result has only its name.
 
 Both JSON files are rewritten whole as the task goes on: the folder is one source (its files' sizes and times are
 its signature), read again when it changed, and only requests after the last one imported become calls. Under
@@ -20,6 +26,7 @@ its signature), read again when it changed, and only requests after the last one
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +34,16 @@ from typing import Any
 
 import orjson
 
-from ...model import CallRecorded, Event, ExchangeStarted, SessionEnded, SessionStarted, Usage, stable_id
+from ...model import (
+    CallRecorded,
+    Event,
+    ExchangeStarted,
+    SessionEnded,
+    SessionStarted,
+    ToolResultRecorded,
+    Usage,
+    stable_id,
+)
 from ...parts import RecordError
 from ..importer import BaseImporter, Checkpoint, Feed, instant
 
@@ -37,6 +53,14 @@ EXTENSIONS = {"saoudrizwan.claude-dev": "cline", "rooveterinaryinc.roo-cline": "
 EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor", "Windsurf")
 ANCHOR = "ui_messages.json"
 FILES = (ANCHOR, "api_conversation_history.json", "task_metadata.json")
+# Cline's providers (`modelInfo.providerId`) whose handlers put the prompt's tokens whole in `tokensIn`, its cache
+# reads and writes among them (Cline 3.82's handlers; `openai`, its OpenAI-compatible provider, checked on a task
+# folder Cline wrote). The others report the uncached input alone, as Anthropic does.
+WHOLE_PROMPT = frozenset({"openai", "lmstudio", "fireworks", "qwen", "doubao", "xai", "zai", "litellm", "requesty",
+                          "oca"})
+# Cline's text for a tool's result: `formatResponse.toolResult` after the tool's description.
+RESULT = re.compile(r"\[(\S+?)(?: for '.*?')?\] Result:[\n ]?", re.S)
+FAILED = ("The tool execution failed with the following error:", "The user denied this operation.")
 
 
 class ClineImporter(BaseImporter):
@@ -49,7 +73,9 @@ class ClineImporter(BaseImporter):
             config = Path.home() / "Library" / "Application Support"
         else:
             config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").expanduser()
-        return [config / editor / "User" / "globalStorage" / ext / "tasks" for editor in EDITORS for ext in EXTENSIONS]
+        cli = Path(os.environ.get("CLINE_DIR") or Path.home() / ".cline").expanduser() / "data" / "tasks"
+        return [config / editor / "User" / "globalStorage" / ext / "tasks" for editor in EDITORS
+                for ext in EXTENSIONS] + [cli]
 
     def detect(self, path: Path) -> bool:
         return next(self.sources(path), None) is not None
@@ -104,7 +130,7 @@ class _Task:
                                  external_id=self.folder.name)
             self.state["started"] = True
         replies = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "assistant"]
-        calls, exchange, exchanges = 0, None, 0
+        calls, exchange, exchanges, times = 0, None, 0, []
         for n, record in records:
             at = _ms(record["ts"]) or ""
             if record.get("say") in ("task", "user_feedback"):
@@ -115,6 +141,7 @@ class _Task:
                     self.state["exchanges"] = exchanges + 1
                 exchanges += 1
             elif record.get("say") == "api_req_started":
+                times.append(at)
                 info = self._info(record, n)
                 if self.feed.live and info is not None and _unfinished(info) and n == records[-1][0]:
                     break  # still streaming: its usage comes when it ends
@@ -122,7 +149,37 @@ class _Task:
                     yield self._call(calls, record, info, history, replies, exchange, at)
                     self.state["calls"] = calls + 1
                 calls += 1
+        yield from self._tool_results(history, times or [_ms(records[0][1]["ts"]) or ""])
         yield SessionEnded(session_id=self.sid, ended_at=_ms(records[-1][1]["ts"]) or "")
+
+    def _tool_results(self, history: list, times: list[str]) -> Iterator[Event]:
+        """The results in each user message that follows an assistant's: its time the message's `ts`, else that of
+        the request that sent it."""
+        asked: list = []
+        replies = 0
+        for i, message in enumerate(history):
+            if not isinstance(message, dict):
+                continue
+            content = message.get("content")
+            if message.get("role") == "assistant":
+                asked = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"] \
+                    if isinstance(content, list) else []
+                replies += 1
+                continue
+            if not replies or not isinstance(content, list):
+                continue
+            at = _ms(message.get("ts")) or times[min(replies, len(times) - 1)]
+            for j, block in enumerate(content):
+                found = _result(block, asked)
+                if found is None:
+                    continue
+                result_id = stable_id(at, NAME, self.sid, "tool_result", i, j)
+                if self.feed.exists("tool_result", result_id):
+                    continue
+                use, name, output, failed = found
+                yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=at,
+                                         tool_use_id=use.get("id") if use else block.get("tool_use_id"), name=name,
+                                         input=use.get("input") if use else None, content=output, is_error=failed)
 
     def _array(self, path: Path) -> list | None:
         try:
@@ -152,7 +209,7 @@ class _Task:
         sent = history[:replies[k]] if k < len(replies) else list(history)
         model_info: dict = record["modelInfo"] if isinstance(record.get("modelInfo"), dict) else {}
         model = model_info.get("modelId") if isinstance(model_info.get("modelId"), str) else None
-        usage, cost = self._usage(info or {}, k)
+        usage, cost = self._usage(info or {}, k, model_info.get("providerId"))
         cancelled = (info or {}).get("cancelReason")
         return CallRecorded(
             call_id=stable_id(at, self.sid, "call", record["ts"]), session_id=self.sid, exchange_id=exchange,
@@ -162,7 +219,7 @@ class _Task:
             usage=usage, cost_usd=cost, status="error" if cancelled else "ok",
             error={"reason": cancelled, "message": info.get("streamingFailedMessage")} if cancelled and info else None)
 
-    def _usage(self, info: dict, k: int) -> tuple[Usage | None, float | None]:
+    def _usage(self, info: dict, k: int, provider: Any) -> tuple[Usage | None, float | None]:
         keys = ("tokensIn", "tokensOut", "cacheReads", "cacheWrites")
         if not any(key in info for key in keys):
             return None, None
@@ -175,7 +232,8 @@ class _Task:
                 return None, None
             n[key] = value
         uncached = n["tokensIn"]
-        if info.get("apiProtocol") == "openai":  # its tokensIn counted the cached tokens too
+        protocol = info.get("apiProtocol")
+        if protocol == "openai" or (protocol is None and provider in WHOLE_PROMPT):  # tokensIn counted the cache
             uncached = max(0, uncached - n["cacheReads"] - n["cacheWrites"])
         try:
             usage = Usage(input_tokens=uncached, output_tokens=n["tokensOut"], cache_read_tokens=n["cacheReads"],
@@ -187,6 +245,37 @@ class _Task:
         if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
             return usage, None
         return usage, float(cost) if cost > 0 or sum(n.values()) == 0 else None
+
+
+def _result(block: Any, asked: list) -> tuple[dict | None, str | None, Any, bool] | None:
+    """A tool's result in a user message's block: the `tool_use` it answers (taken from `asked`), its name, its
+    output and whether it failed; None for any other block."""
+    if not isinstance(block, dict):
+        return None
+    if block.get("type") == "tool_result":
+        use = next((u for u in asked if u.get("id") == block.get("tool_use_id")), None)
+        output = block.get("content")
+        text = output if isinstance(output, str) else ""
+        if isinstance(output, list):
+            text = next((b.get("text") for b in output if isinstance(b, dict) and b.get("type") == "text"), "") or ""
+        match = RESULT.match(text)
+        if match:  # Cline's own text for the result, inside the block
+            text = text[match.end():]
+            output = text if isinstance(output, str) else output
+        failed = block.get("is_error") is True or text.startswith(FAILED)
+    elif block.get("type") == "text" and isinstance(block.get("text"), str):
+        match = RESULT.match(block["text"])
+        if not match:
+            return None
+        use = next((u for u in asked if u.get("name") == match.group(1)), None)
+        output = block["text"][match.end():]
+        failed = output.startswith(FAILED)
+    else:
+        return None
+    if use is not None:
+        asked.remove(use)
+    name = use.get("name") if use else (match.group(1) if match else None)
+    return use, name if isinstance(name, str) else None, output, failed
 
 
 def _unfinished(info: dict) -> bool:

@@ -1,6 +1,7 @@
 """OpenCode sessions: `~/.local/share/opencode/opencode.db` (OpenCode 1.2 and later) and the older JSON storage
 (`storage/session/<project>/<session>.json`, `storage/message/<session>/<message>.json`,
-`storage/part/<message>/<part>.json`).
+`storage/part/<message>/<part>.json`); and Kilo Code's CLI (7.x, an OpenCode fork), whose `~/.local/share/kilo/kilo.db`
+has the same tables: its sessions are Kilo's (`source=kilo`).
 
 Both hold the same records: a session, its messages (`data`: role, times, model, tokens, cost) and each message's
 parts (text, reasoning, tool, step-start, step-finish, ...). This module finds and loads them into
@@ -28,6 +29,7 @@ from ..importer import BaseImporter, Checkpoint, Feed
 from .opencode_session import NAME, OpenCodeMessage, OpenCodeSession, session_events
 
 DB_NAME = "opencode.db"
+DB_AGENTS = {DB_NAME: NAME, "kilo.db": "kilo"}  # a database's name: the agent that writes it
 CHECK_EVERY = 50  # sessions between checkpoints of a database
 
 
@@ -38,12 +40,12 @@ class OpenCodeImporter(BaseImporter):
 
     def default_folders(self) -> list[Path]:
         data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share").expanduser()
-        return [data / "opencode"]
+        return [data / "opencode", data / "kilo"]
 
     def detect(self, path: Path) -> bool:
         if path.is_dir():
-            return (path / DB_NAME).is_file() or (path / "storage" / "session").is_dir() or (
-                path.name == "storage" and (path / "session").is_dir())
+            return any((path / name).is_file() for name in DB_AGENTS) or (path / "storage" / "session").is_dir() \
+                or (path.name == "storage" and (path / "session").is_dir())
         return _is_db(path) or _is_session_file(path)
 
     def sources(self, path: Path) -> Iterator[Path]:
@@ -51,8 +53,9 @@ class OpenCodeImporter(BaseImporter):
             yield path
             return
         storage = path if path.name == "storage" else path / "storage"
-        if (path / DB_NAME).is_file():
-            yield path / DB_NAME
+        for name in DB_AGENTS:
+            if (path / name).is_file():
+                yield path / name
         yield from sorted(p for p in storage.glob("session/*/*.json") if p.is_file())
 
     def signature(self, path: Path) -> tuple[int, int]:
@@ -79,7 +82,7 @@ def _is_db(path: Path) -> bool:
     if not path.is_file() or path.suffix != ".db":
         return False
     with open(path, "rb") as f:
-        return f.read(16) == b"SQLite format 3\x00" and path.name == DB_NAME
+        return f.read(16) == b"SQLite format 3\x00" and path.name in DB_AGENTS
 
 
 def _is_session_file(path: Path) -> bool:
@@ -102,7 +105,8 @@ def _read_db(feed: Feed, state: dict) -> Iterator[Event | Checkpoint]:
             info["time"] = {"created": row[5], "updated": row[6], "archived": row[7]}
             if (state.get(row[0]) or {}).get("updated") == row[6]:
                 continue  # not changed since the last import
-            session = OpenCodeSession(info, list(_db_messages(db, feed, row[0])), where=feed.where)
+            session = OpenCodeSession(info, list(_db_messages(db, feed, row[0])), where=feed.where,
+                                      agent=DB_AGENTS[feed.path.name])
             yield from session_events(feed, session, state)
             if n % CHECK_EVERY == 0:
                 yield feed.checkpoint(None, state)

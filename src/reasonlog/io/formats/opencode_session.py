@@ -1,6 +1,7 @@
 """One OpenCode session as reasonlog's events (the records are loaded by `opencode`, from either layout).
 
-- **Session.** OpenCode's session id is reasonlog's; labels `source=opencode`, `cwd`, `version`, `title`; a
+- **Session.** OpenCode's session id is reasonlog's; agent and label `source` `opencode` (`kilo` for Kilo's
+  database), labels `cwd`, `version`, `title`; a
   subagent's session (the `task` tool) has OpenCode's `parentID` as its parent.
 - **Calls.** Each step of an assistant message is one model call: the parts up to its `step-finish`, whose
   `tokens` and `cost` are the call's. (OpenCode 1.x writes one assistant message per step; older versions wrote
@@ -54,6 +55,7 @@ class OpenCodeSession:
     messages: list[OpenCodeMessage]
     where: str = ""
     window: list = field(default_factory=list)
+    agent: str = NAME               # opencode, or kilo (Kilo CLI's database)
 
 
 def session_events(feed: Feed, session: OpenCodeSession, state: dict) -> Iterator[Event]:
@@ -125,10 +127,10 @@ class _Session:
 
     def _started(self) -> SessionStarted:
         info = self.s.info
-        labels = {"source": NAME, **{k: info[f] for k, f in (("cwd", "directory"), ("version", "version"),
+        labels = {"source": self.s.agent, **{k: info[f] for k, f in (("cwd", "directory"), ("version", "version"),
                                                               ("title", "title")) if isinstance(info.get(f), str)}}
         parent = info.get("parentID") if isinstance(info.get("parentID"), str) else None
-        return SessionStarted(session_id=self.sid, started_at=self.last_at, agent=NAME, labels=labels,
+        return SessionStarted(session_id=self.sid, started_at=self.last_at, agent=self.s.agent, labels=labels,
                               external_id=self.sid, parent_session_id=parent)
 
     def _message(self, m: OpenCodeMessage) -> Iterator[Event]:
