@@ -68,7 +68,8 @@ class Recorder:
     `strict`: raise bad input at the call site instead of counting and logging it as rejected.
     `redact`: mask API keys, tokens and private keys before anything is written (default True);
     False turns it off, a list or dict of regexes adds the user's own patterns.
-    `store_options`: passed to `open_store` (for SQLite: `busy_timeout_ms`; tests use it to provoke faults).
+    `store_options`: passed to `open_store` (`busy_timeout_ms`: how long a write waits for another
+    connection's lock, SQLite's busy timeout or PostgreSQL's lock_timeout; tests use it to provoke faults).
     """
 
     def __init__(self, db: str | os.PathLike | None = None, *, writer: str = "background", strict: bool = False,

@@ -113,8 +113,12 @@ class PostgresStore(SQLStore):
     DATA_ERRORS = (*SQLStore.DATA_ERRORS, psycopg.errors.IntegrityError, psycopg.DataError)
 
     def __init__(self, url: str, *, upgrade: bool = True, price_table: Any = None, redactor: Any = None,
-                 read_only: bool = False, connect_timeout_s: int = 10, **_ignored: Any):
+                 read_only: bool = False, connect_timeout_s: int = 10, busy_timeout_ms: int | None = None,
+                 **_ignored: Any):
+        """`busy_timeout_ms`: how long a statement waits for a lock another connection holds before it fails (as
+        SQLite's busy timeout: a writer then spills its batch); None waits as long as it takes."""
         self.url = url
+        self._busy_timeout_ms = busy_timeout_ms
         self.path = safe_target(url)  # what messages name; never the password
         self.read_only = read_only
         self._setup_writer(price_table, redactor)
@@ -138,8 +142,11 @@ class PostgresStore(SQLStore):
 
     def _connect(self) -> psycopg.Connection:
         # Keepalives let a connection whose server vanished without a word (a host gone) be found broken.
-        return psycopg.connect(self.url, autocommit=True, connect_timeout=self._connect_timeout_s,
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=self._connect_timeout_s,
                                keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3)
+        if self._busy_timeout_ms is not None:  # set here, not in the URL's `options`, which may name a schema
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(self._busy_timeout_ms)}ms",))
+        return conn
 
     @property
     def _conn(self) -> psycopg.Connection:
