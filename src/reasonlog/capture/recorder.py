@@ -151,8 +151,7 @@ class Recorder:
             self._writer.count("dropped")
             return
         if type(event) is SessionStarted:  # liveness: the session is open while this process holds the lock
-            # A lock file beside the database tells the liveness of a session; a PostgreSQL URL has no "beside".
-            event.live_token = _live_token(self.db_path) if self.db_path and "://" not in self.db_path else None
+            event.live_token = _live_token(self.db_path) if self.db_path else None
         self._writer.submit(event)
 
     def reject(self, exc: Exception) -> None:
@@ -484,11 +483,13 @@ class ExchangeRecorder:
 
 
 def _live_token(db_path: str) -> str | None:
+    """A lock file beside a SQLite database; a PostgreSQL database has no "beside": the store that writes there
+    holds an advisory lock named after the process's token (store/liveness.py)."""
     from pathlib import Path
 
-    from ..store.liveness import hold
+    from ..store.liveness import hold, process_token
 
-    return hold(Path(db_path))
+    return process_token() if "://" in db_path else hold(Path(db_path))
 
 
 # ---------------------------------------------------------------------- checking arguments

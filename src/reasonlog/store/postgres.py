@@ -8,9 +8,11 @@ migrations under an advisory lock, and locks that serialise writers of one sessi
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -30,6 +32,7 @@ TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_
           "import_files", "api_keys", "ingested_batches", "summaries", "reasoning_records",
           "reasoning_records_search", "usage_rollup", MIGRATIONS_TABLE)
 RECONNECT_EVERY_S = 1.0  # while the server is away, how often a use of the store tries to connect again
+LIVE = "reasonlog-live:"  # + a process's token: the advisory lock each store a recording process writes through holds
 
 
 _QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
@@ -123,6 +126,7 @@ class PostgresStore(SQLStore):
         self.read_only = read_only
         self._setup_writer(price_table, redactor)
         self._generation: int | None = None
+        self._holds_live = False  # whether this connection holds the process's liveness lock
         self._connect_timeout_s, self._closed, self._retry_at = connect_timeout_s, False, 0.0
         try:
             self._connection = self._connect()
@@ -172,6 +176,8 @@ class PostgresStore(SQLStore):
         self._connection = self._connect()  # its OperationalError says why, while the server is away
         self._retry_at = 0.0
         self._applier.reset()  # what the writer remembers may be what a lost transaction wrote
+        if self._holds_live:  # the lost connection's lock went with it
+            self._hold_live(_Cursor(self._connection))
 
     def _read(self, fn, *args):
         """A read; once more on a new connection when the one it found had broken unnoticed (a read is safe
@@ -250,16 +256,38 @@ class PostgresStore(SQLStore):
                 self._conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
 
     def mark_interrupted(self) -> int:
-        """Mark open sessions whose recording process on this host is gone as interrupted."""
+        """Mark open sessions whose recording process is gone as interrupted: a session with a liveness token is
+        alive while a connection holds its lock (from any host); one without (recorded through `reasonlog serve`,
+        or before liveness by lock) while its pid lives on this host."""
         with self._lock:
-            rows = self._conn.execute("SELECT id, host, pid FROM sessions WHERE status = 'open'").fetchall()
-            here = socket.gethostname()
-            dead = [(sid,) for sid, host, pid in rows if host == here and pid and not liveness.pid_alive(pid)]
+            rows = self._conn.execute("SELECT id, host, pid, live_token FROM sessions WHERE status = 'open'").fetchall()
+            gone: dict[tuple, bool] = {}
+            for _sid, host, pid, token in rows:
+                if (host, pid, token) not in gone:
+                    gone[host, pid, token] = self._gone(host, pid, token)
+            dead = [(sid,) for sid, host, pid, token in rows if gone[host, pid, token]]
             if dead:
                 with self._conn.cursor() as cur:
                     cur.executemany("UPDATE sessions SET status = 'interrupted' WHERE id = %s AND status = 'open'",
                                     dead)
         return len(dead)
+
+    def _gone(self, host: str | None, pid: int | None, token: str | None) -> bool:
+        if not token:
+            return host == socket.gethostname() and bool(pid) and not liveness.pid_alive(pid)  # type: ignore[arg-type]
+        if token == liveness.process_token():
+            return False  # this process is alive (and this connection may hold the lock itself)
+        free = self._conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 7))", (LIVE + token,)).fetchone()
+        if free and free[0]:  # nobody holds it: let it go at once, so a writer's shared hold never waits long
+            self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (LIVE + token,))
+        return bool(free and free[0])
+
+    def _hold_live(self, cur) -> None:
+        """Hold this process's liveness lock while the connection lives: a session recorded with the process's
+        token is open while some connection holds it. Shared, so every store of the process may hold it."""
+        cur.execute("SELECT pg_advisory_lock_shared(hashtextextended(?, 7))", (LIVE + liveness.process_token(),))
+        self._holds_live = True
+        _HOLDING.add(self)
 
     # ------------------------------------------------------------ writing
 
@@ -283,7 +311,10 @@ class PostgresStore(SQLStore):
 
     def _lock_sessions(self, cur, events: list[Event]) -> None:
         """Writers of one session take turns (in id order, so two batches never wait for each other), and a
-        writer whose memory of a session another process has since extended reads it again."""
+        writer whose memory of a session another process has since extended reads it again. A store that writes
+        holds its process's liveness lock from its first batch on."""
+        if not self._holds_live:
+            self._hold_live(cur)
         touched = sorted({sid for ev in events if isinstance(sid := getattr(ev, "session_id", None), str)})
         for sid in touched:
             cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 7))", (sid,))
@@ -365,6 +396,25 @@ class PostgresStore(SQLStore):
         with self._lock:
             self._closed = True
             self._connection.close()
+
+
+_HOLDING: weakref.WeakSet[PostgresStore] = weakref.WeakSet()  # stores whose connection holds a liveness lock
+
+
+def _let_go_in_child() -> None:
+    """A forked child shares its parent's connections: their sockets become /dev/null in the child (the number
+    stays taken, so no file of the child's gets it), so that the parent's death ends them and frees its lock."""
+    for store in list(_HOLDING):
+        with contextlib.suppress(Exception):
+            fd = store._connection.pgconn.socket
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, fd)
+            os.close(null)
+        store._holds_live = False
+    _HOLDING.clear()
+
+
+os.register_at_fork(after_in_child=_let_go_in_child)
 
 
 def _now() -> str:
