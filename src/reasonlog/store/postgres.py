@@ -388,7 +388,7 @@ class PostgresStore(SQLStore):
                          " (amcheck, pg_checksums)")
 
     def plan_prune(self, criteria: Any) -> dict:
-        raise Unavailable(f"{self.path}: `db prune` is not available on PostgreSQL yet")
+        raise Unavailable(f"{self.path}: `reasonlog prune` is not available on PostgreSQL yet")
 
     prune = plan_prune
 
