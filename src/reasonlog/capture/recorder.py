@@ -15,7 +15,7 @@ import socket
 import time
 import weakref
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model import (
     STATUSES,
@@ -38,6 +38,10 @@ from .arguments import build_request, error_of, response_message, snapshot, unwr
 from .opening import open_sink, redactor_of
 from .storable import check_storable
 from .writer import BackgroundWriter, SyncWriter
+
+if TYPE_CHECKING:
+    from ..store import StoreOptions
+    from .sinks import BasicSink, Sink
 
 log = logging.getLogger("reasonlog")
 _current: contextvars.ContextVar["SessionRecorder | None"] = contextvars.ContextVar("reasonlog_session", default=None)
@@ -75,7 +79,8 @@ class Recorder:
     def __init__(self, db: str | os.PathLike | None = None, *, writer: str = "background", strict: bool = False,
                  max_queue: int = 100_000, batch_size: int = 2_000, flush_interval: float = 0.2,
                  on_full: str = "block", price_table: Any = None, redact: bool | list | dict = True,
-                 store_options: dict | None = None, sink: Any = None, api_key: str | None = None):
+                 store_options: StoreOptions | None = None, sink: BasicSink | Sink | None = None,
+                 api_key: str | None = None):
         from ..store import StoreError, database_target
 
         target = os.fspath(db) if db is not None else os.environ.get("REASONLOG_URL")

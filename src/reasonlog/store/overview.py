@@ -18,7 +18,7 @@ CHILD_CALLS = 200   # calls of a sub-agent read for its parent's timeline (its o
 DEPTH = 8           # sub-agent levels read (Claude Code nests five deep)
 
 
-def first_prompts(cur, dicts: Dictionaries, session_ids: list[str]) -> dict[str, Any]:
+def first_prompts(cur, dicts: Dictionaries, session_ids: list[str]) -> dict[str, object]:
     """Each session's first user message, as stored (sessions without one are left out)."""
     if not session_ids:
         return {}

@@ -13,16 +13,23 @@ import re
 import socket
 import time
 import weakref
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Concatenate, Literal
 
 import psycopg
 
 from ..model import Event
 from . import StoreError, Unavailable, liveness, safe_target
+from .dbapi import Cursor
 from .pg_search import TRIGRAMS
 from .schema_pg import PG_MIGRATIONS
-from .sql import SQLStore
+from .sql import P, SQLStore, T
+
+if TYPE_CHECKING:
+    from ..pricing import PriceTable
+    from ..redact import Redactor
+    from .maintenance import PruneCriteria
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 MIGRATION_LOCK = 0x7265_6173_6F6E  # "reason": the advisory lock key every migrating process takes
@@ -66,17 +73,17 @@ class _Cursor:
             out = cls._translated[sql] = translate_placeholders(sql)
         return out
 
-    def execute(self, sql: str, params: Any = None) -> _Cursor:
+    def execute(self, sql: str, params: Iterable[object] | None = None) -> _Cursor:
         if params is None:
             self._cur.execute(sql)  # type: ignore[arg-type]
         else:
             self._cur.execute(self._sql(sql), list(params))  # type: ignore[arg-type]
         return self
 
-    def executemany(self, sql: str, rows: Iterable[Any]) -> _Cursor:
-        rows = [list(r) for r in rows]
-        if rows:
-            self._cur.executemany(self._sql(sql), rows)  # type: ignore[arg-type]
+    def executemany(self, sql: str, rows: Iterable[Iterable[object]]) -> _Cursor:
+        listed = [list(r) for r in rows]
+        if listed:
+            self._cur.executemany(self._sql(sql), listed)  # type: ignore[arg-type]
         return self
 
     def fetchone(self):
@@ -115,9 +122,9 @@ class PostgresStore(SQLStore):
     index = TRIGRAMS
     DATA_ERRORS = (*SQLStore.DATA_ERRORS, psycopg.errors.IntegrityError, psycopg.DataError)
 
-    def __init__(self, url: str, *, upgrade: bool = True, price_table: Any = None, redactor: Any = None,
-                 read_only: bool = False, connect_timeout_s: int = 10, busy_timeout_ms: int | None = None,
-                 **_ignored: Any):
+    def __init__(self, url: str, *, upgrade: bool = True, price_table: PriceTable | None = None,
+                 redactor: Redactor | Literal[False] | None = None, read_only: bool = False,
+                 connect_timeout_s: int = 10, busy_timeout_ms: int | None = None, **_ignored: object):
         """`busy_timeout_ms`: how long a statement waits for a lock another connection holds before it fails (as
         SQLite's busy timeout: a writer then spills its batch); None waits as long as it takes."""
         self.url = url
@@ -179,15 +186,15 @@ class PostgresStore(SQLStore):
         if self._holds_live:  # the lost connection's lock went with it
             self._hold_live(_Cursor(self._connection))
 
-    def _read(self, fn, *args):
+    def _read(self, fn: Callable[Concatenate[Cursor, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A read; once more on a new connection when the one it found had broken unnoticed (a read is safe
         to repeat, and the first request after a restart need not fail)."""
         try:
-            return super()._read(fn, *args)
+            return super()._read(fn, *args, **kwargs)
         except psycopg.OperationalError:
             if self._closed or not self._connection.closed or time.monotonic() < self._retry_at:
                 raise
-        return super()._read(fn, *args)
+        return super()._read(fn, *args, **kwargs)
 
     def _check(self, read_only: bool) -> None:
         version = self.schema_version()
@@ -282,7 +289,7 @@ class PostgresStore(SQLStore):
             self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (LIVE + token,))
         return bool(free and free[0])
 
-    def _hold_live(self, cur) -> None:
+    def _hold_live(self, cur: Cursor) -> None:
         """Hold this process's liveness lock while the connection lives: a session recorded with the process's
         token is open while some connection holds it. Shared, so every store of the process may hold it."""
         cur.execute("SELECT pg_advisory_lock_shared(hashtextextended(?, 7))", (LIVE + liveness.process_token(),))
@@ -302,14 +309,14 @@ class PostgresStore(SQLStore):
             with self._lock:
                 self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (f"reasonlog:{name}",))
 
-    def _follow_prunes(self, cur) -> None:
+    def _follow_prunes(self, cur: Cursor) -> None:
         row = cur.execute("SELECT value FROM counters WHERE name = ?", (GENERATION,)).fetchone()
         generation = row[0] if row else 0
         if generation != self._generation:
             self._applier.reset()
             self._generation = generation
 
-    def _lock_sessions(self, cur, events: list[Event]) -> None:
+    def _lock_sessions(self, cur: Cursor, events: list[Event]) -> None:
         """Writers of one session take turns (in id order, so two batches never wait for each other), and a
         writer whose memory of a session another process has since extended reads it again. A store that writes
         holds its process's liveness lock from its first batch on."""
@@ -321,7 +328,7 @@ class PostgresStore(SQLStore):
         self._applier.revalidate(cur, touched)
 
     @staticmethod
-    def insert_content(cur, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
+    def insert_content(cur: Cursor, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
                        blob: bytes) -> int:
         # Another process may be storing the same content: its row wins, and this one reads it back.
         row = cur.execute("INSERT INTO contents (hash, kind, size, codec, dict_id, data) VALUES (?,?,?,?,?,?)"
@@ -332,12 +339,12 @@ class PostgresStore(SQLStore):
         return row[0]
 
     @staticmethod
-    def insert_dictionary(cur, data: bytes) -> int:
+    def insert_dictionary(cur: Cursor, data: bytes) -> int:
         return cur.execute("INSERT INTO zstd_dicts (data, trained_at) VALUES (?, ?) RETURNING id",
                            (data, _now())).fetchone()[0]
 
     @staticmethod
-    def latest_dictionary(cur) -> int | None:
+    def latest_dictionary(cur: Cursor) -> int | None:
         return cur.execute("SELECT MAX(id) FROM zstd_dicts").fetchone()[0]
 
     def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int:
@@ -353,7 +360,7 @@ class PostgresStore(SQLStore):
     # ------------------------------------------------------------ status
 
     def status(self) -> dict:
-        def read(cur) -> dict:
+        def read(cur: Cursor) -> dict:
             counts = {t: cur.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
                       for t in ("sessions", "calls", "messages", "contents", "outcomes")}
             counters = dict(cur.execute("SELECT name, value FROM counters").fetchall())
@@ -379,7 +386,7 @@ class PostgresStore(SQLStore):
     def checkpoint(self) -> None:
         """Nothing to fold: PostgreSQL manages its own write-ahead log."""
 
-    def backup(self, dest: Any, force: bool = False) -> int:
+    def backup(self, dest: Path, force: bool = False) -> int:
         raise Unavailable(f"{self.path}: back up a PostgreSQL database with its own tools (pg_dump), or copy"
                          " its sessions with `reasonlog export`")
 
@@ -387,7 +394,7 @@ class PostgresStore(SQLStore):
         raise Unavailable(f"{self.path}: `db check` reads SQLite files; PostgreSQL checks its own pages"
                          " (amcheck, pg_checksums)")
 
-    def plan_prune(self, criteria: Any) -> dict:
+    def plan_prune(self, criteria: PruneCriteria) -> dict:
         raise Unavailable(f"{self.path}: `reasonlog prune` is not available on PostgreSQL yet")
 
     prune = plan_prune
