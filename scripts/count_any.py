@@ -144,6 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     totals = [(sum(len(c.any) for d in r.values() for c in d.values()),
                sum(len(c.bare) for d in r.values() for c in d.values())) for r in results]
     print(f"{'all seams':<{width}}" + "".join(f"{f'{a} + {b} = {a + b}':>20}" for a, b in totals))
+    if len(results) > 1:  # like for like: only the modules every column has
+        common = [(s, m) for s, m in modules if all(m in r[s] for r in results)]
+        same = [(sum(len(r[s][m].any) for s, m in common), sum(len(r[s][m].bare) for s, m in common))
+                for r in results]
+        print(f"{f'in the {len(common)} modules all have':<{width}}"
+              + "".join(f"{f'{a} + {b} = {a + b}':>20}" for a, b in same))
     if args.list:
         for name, r in zip(names, results, strict=True):
             print(f"\n# {name}")
