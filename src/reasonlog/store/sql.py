@@ -267,6 +267,11 @@ class SQLStore:
         nested (see store/overview.py): what a timeline draws, read without the session's messages."""
         return self._read(overview.session_spans, self._dicts, session_id, page)
 
+    def get_calls(self, session_id: str, page: tuple[int, int]) -> list[dict]:
+        """The session's calls whose idx is in `page` [first, end), each with its reply (`response`), read without
+        the session's timeline or any context (see store/overview.py)."""
+        return self._read(overview.session_calls, self._dicts, session_id, page)
+
     def replay_call(self, call_id: str) -> dict:
         return self.get_call(call_id)["request"]
 
