@@ -3,7 +3,8 @@
 Shared by `tests/test_fault_matrix.py` (which asserts) and `benchmarks/fault_matrix.py` (which prints the
 figures in docs/reliability.md). A recording child (`recording_child.py`) records sessions whose every call
 can be rebuilt from its tag, recorder and index, so `verify` can say, for each call that should exist,
-whether it is there exactly once and replays byte for byte.
+whether it is there exactly once and replays byte for byte. The scenarios that take `db` run on a SQLite file
+in `tmp` by default, or on the database given (a PostgreSQL URL).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+from helpers import Locked, is_postgres
 
 import reasonlog
 
@@ -53,8 +55,9 @@ def expected_request(tag: str, k: int, i: int, pad: int = 0) -> dict:
     return {"model": "claude-sonnet-4-5", "max_tokens": 256, "system": SYSTEM, "messages": history}
 
 
-def child_command(db: Path, tag: str, calls: int, *, rate: float = 0, recorders: int = 1, busy_ms: int | None = None,
-                  close_timeout: float | None = None, progress: bool = False, pad: int = 0) -> list[str]:
+def child_command(db: Path | str, tag: str, calls: int, *, rate: float = 0, recorders: int = 1,
+                  busy_ms: int | None = None, close_timeout: float | None = None, progress: bool = False,
+                  pad: int = 0) -> list[str]:
     cmd = [sys.executable, str(CHILD), "--db", str(db), "--tag", tag, "--calls", str(calls), "--rate", str(rate),
            "--recorders", str(recorders)]
     if busy_ms is not None:
@@ -107,7 +110,7 @@ class Found:
         return out
 
 
-def verify(db: Path, tag: str, pad: int = 0) -> Found:
+def verify(db: Path | str, tag: str, pad: int = 0) -> Found:
     """Find every call recorded under `tag`, count copies, and replay each against what was sent."""
     found = Found()
     store = reasonlog.open_store(db)
@@ -131,11 +134,32 @@ def canonical(value) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-def integrity(db: Path) -> str:
+def integrity(db: Path | str) -> str:
+    """SQLite's integrity check of the file; on PostgreSQL amcheck's of every B-tree index and the rows it
+    indexes (the pages PostgreSQL can check; its GIN indexes need a later amcheck)."""
+    if is_postgres(db):
+        return _pg_integrity(str(db))
     import sqlite3
 
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         return conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+def _pg_integrity(url: str) -> str:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS amcheck SCHEMA public")
+        indexes = [r[0] for r in conn.execute(
+            "SELECT c.oid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam"
+            " WHERE a.amname = 'btree' AND c.relnamespace = current_schema()::regnamespace").fetchall()]
+        problems = []
+        for oid in indexes:
+            try:
+                conn.execute("SELECT public.bt_index_check(%s, true)", (oid,))
+            except psycopg.Error as exc:
+                problems.append(str(exc).strip().splitlines()[0])
+    return "; ".join(problems) or ("ok" if indexes else "no index checked")
 
 
 # ----------------------------------------------------------------------------- scenarios
@@ -160,7 +184,7 @@ class Outcome:
         return dict(self.__dict__)
 
 
-def tally(name: str, db: Path, tags: list[str], recorders: int, calls: int, children: list[dict],
+def tally(name: str, db: Path | str, tags: list[str], recorders: int, calls: int, children: list[dict],
           pad: int = 0) -> Outcome:
     """What the database holds after the children ran and the fault cleared."""
     out = Outcome(name, written=len(tags) * recorders * calls,
@@ -178,14 +202,15 @@ def tally(name: str, db: Path, tags: list[str], recorders: int, calls: int, chil
     return out
 
 
-def settle(db: Path) -> None:
+def settle(db: Path | str) -> None:
     """What a user does after a fault: `reasonlog db upgrade` writes what waited in spill files."""
     subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "db", "upgrade"], check=True,
                    capture_output=True, env={**os.environ, "PYTHONPATH": str(Path(reasonlog.__file__).parents[1])})
 
 
-def many_processes(tmp: Path, processes: int = 8, recorders: int = 2, calls: int = 60) -> Outcome:
-    db = tmp / "shared.db"
+def many_processes(tmp: Path, processes: int = 8, recorders: int = 2, calls: int = 60,
+                   db: Path | str | None = None) -> Outcome:
+    db = db or tmp / "shared.db"
     reasonlog.open_store(db).close()
     tags = [f"p{n}" for n in range(processes)]
     procs = [start_child(child_command(db, tag, calls, recorders=recorders)) for tag in tags]
@@ -194,15 +219,15 @@ def many_processes(tmp: Path, processes: int = 8, recorders: int = 2, calls: int
     return tally(f"{processes} processes x {recorders} recorders", db, tags, recorders, calls, children)
 
 
-def lock_held(tmp: Path, hold_s: float = 1.5, calls: int = 100, rate: float = 50, busy_ms: int = 100) -> Outcome:
-    import sqlite3
+def lock_held(tmp: Path, hold_s: float = 1.5, calls: int = 100, rate: float = 50, busy_ms: int = 100,
+              db: Path | str | None = None) -> Outcome:
+    """Another connection holds the write lock for `hold_s` while a child records (SQLite's BEGIN IMMEDIATE,
+    PostgreSQL's tables locked EXCLUSIVE); the child's busy timeout is `busy_ms`."""
     import threading
 
-    db = tmp / "locked.db"
-    reasonlog.open_store(db).close()
-    blocker = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
-    blocker.execute("BEGIN IMMEDIATE")
-    threading.Timer(hold_s, lambda: (blocker.execute("ROLLBACK"), blocker.close())).start()
+    db = db or tmp / "locked.db"
+    blocker = Locked(db).__enter__()
+    threading.Timer(hold_s, blocker.release).start()
     result = finish_child(start_child(child_command(db, "lock", calls, rate=rate, busy_ms=busy_ms)))
     settle(db)
     return tally(f"database locked {hold_s} s (busy timeout {busy_ms} ms)", db, ["lock"], 1, calls,
@@ -276,13 +301,14 @@ def can_mount_tmpfs() -> bool:
     return ok
 
 
-def killed(tmp: Path, rate: float, kill_after_s: float, calls: int = 10**7) -> tuple[Outcome, float]:
+def killed(tmp: Path, rate: float, kill_after_s: float, calls: int = 10**7,
+           db: Path | str | None = None) -> tuple[Outcome, float]:
     """SIGKILL a recording process `kill_after_s` after its first call; returns the outcome and how long
     before the kill the oldest lost call was sent (the loss window, in seconds)."""
     import signal
     import time
 
-    db = tmp / f"killed-{int(rate)}.db"
+    db = db or tmp / f"killed-{int(rate)}.db"
     reasonlog.open_store(db).close()
     proc = start_child(child_command(db, "kill", calls, rate=rate, progress=True))
     sent_at: dict[int, float] = {}

@@ -57,3 +57,63 @@ def query_db(target, sql: str) -> list[tuple]:
 
     with sqlite3.connect(target) as conn:
         return conn.execute(sql).fetchall()
+
+
+def execute_db(target, sql: str, params: tuple = ()) -> None:
+    """Run one statement that changes a test database (SQLite file or PostgreSQL URL), committed."""
+    if is_postgres(target):
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+        return
+    import sqlite3
+
+    with sqlite3.connect(target) as conn:
+        conn.execute(sql, params)
+
+
+def is_postgres(target) -> bool:
+    return isinstance(target, str) and target.startswith("postgresql://")
+
+
+def spill_folder(target):
+    """The first folder a recorder spills to for `target`: beside a SQLite file, in the user's data folder for
+    a PostgreSQL URL (which has no 'beside')."""
+    from reasonlog.store.sqlite import spill_dirs
+
+    return spill_dirs(target)[0]
+
+
+class Locked:
+    """Another connection holds the database's write lock until the block ends (or `release()`): SQLite's
+    BEGIN IMMEDIATE; on PostgreSQL every reasonlog table locked in EXCLUSIVE mode (reads go on, writes wait)."""
+
+    def __init__(self, target):
+        reasonlog.open_store(target).close()
+        self.target = target
+        if is_postgres(target):
+            import psycopg
+
+            from reasonlog.store.postgres import TABLES
+
+            self.conn = psycopg.connect(target, autocommit=True)
+            self.lock = [f"LOCK TABLE {', '.join(TABLES)} IN EXCLUSIVE MODE"]
+        else:
+            import sqlite3
+
+            self.conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
+            self.lock = []
+
+    def __enter__(self):
+        self.conn.execute("BEGIN" if self.lock else "BEGIN IMMEDIATE")
+        for statement in self.lock:
+            self.conn.execute(statement)
+        return self
+
+    def release(self) -> None:
+        self.conn.execute("ROLLBACK")
+        self.conn.close()
+
+    def __exit__(self, *exc):
+        self.release()

@@ -2,8 +2,9 @@
 
 Each scenario records through the public API in child processes (`recording_child.py`), breaks the
 database the way the world does, lets the fault clear, and checks every call: present exactly once,
-replaying byte for byte, the file intact. `benchmarks/fault_matrix.py` prints the same scenarios'
-figures for docs/reliability.md.
+replaying byte for byte, the database intact. `benchmarks/fault_matrix.py` prints the same scenarios'
+figures for docs/reliability.md. Many processes, a held lock and SIGKILL run on SQLite and PostgreSQL; a
+read-only file or folder and a full disk are a SQLite file's faults (PostgreSQL's files are its server's).
 """
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ SCHEDULING_SLACK_MS = 150
 # processes started mid-run). The test allows this much on a loaded machine.
 KILL_LOSS_WINDOW_S = 1.5
 
+@pytest.fixture
+def db(dialect, tmp_path):
+    """A fresh database of the dialect, in a folder apart from the scenario's own files."""
+    from conftest import fresh_database
+
+    (tmp_path / "db").mkdir()
+    with fresh_database(dialect, tmp_path / "db") as target:
+        yield target
+
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for chattr +i and read-only bind mounts")
 
 
@@ -33,14 +44,14 @@ def assert_nothing_lost(out: faultkit.Outcome, statuses: str = "completed") -> N
     assert set(out.statuses) == {statuses}
 
 
-def test_eight_processes_with_two_recorders_each_share_one_file(tmp_path):
-    out = faultkit.many_processes(tmp_path, processes=8, recorders=2, calls=60)
+def test_eight_processes_with_two_recorders_each_share_one_database(tmp_path, db):
+    out = faultkit.many_processes(tmp_path, processes=8, recorders=2, calls=60, db=db)
     assert_nothing_lost(out)
     assert out.written == 960
 
 
-def test_a_lock_held_past_the_busy_timeout_delays_nothing_and_loses_nothing(tmp_path):
-    out = faultkit.lock_held(tmp_path, hold_s=1.5, calls=100, rate=50, busy_ms=100)
+def test_a_lock_held_past_the_busy_timeout_delays_nothing_and_loses_nothing(tmp_path, db):
+    out = faultkit.lock_held(tmp_path, hold_s=1.5, calls=100, rate=50, busy_ms=100, db=db)
     assert_nothing_lost(out)
     assert out.longest_wait_ms < WAIT_BOUND_MS + SCHEDULING_SLACK_MS
 
@@ -67,9 +78,9 @@ def test_a_full_disk_loses_nothing_once_space_returns(tmp_path):
 
 
 @pytest.mark.parametrize("rate", [50.0, 0.0], ids=["agent-pace", "flat-out"])
-def test_a_sigkill_loses_only_the_last_moments(tmp_path, rate):
+def test_a_sigkill_loses_only_the_last_moments(tmp_path, db, rate):
     kill_after_s = random.Random(int(rate)).uniform(1.0, 3.0)  # at a random moment, the same in every run
-    out, window = faultkit.killed(tmp_path, rate=rate, kill_after_s=kill_after_s)
+    out, window = faultkit.killed(tmp_path, rate=rate, kill_after_s=kill_after_s, db=db)
     assert out.duplicates == 0 and out.wrong_replays == 0 and out.integrity == "ok"
     assert out.statuses == ["interrupted"]
     assert out.note.startswith(f"first {out.found} calls all present")

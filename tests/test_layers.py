@@ -1,9 +1,11 @@
-"""The layers of docs/architecture.md hold in the code: a module imports only layers to its left (issue 21 item 9).
+"""The layers of docs/architecture.md hold in the code: a module imports only its own layer and layers to its left
+(issue 21 item 9), and the server and the CLI hold no SQL.
 
 Every import counts, those inside functions too (a lazy import is still a dependency)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import reasonlog
@@ -52,3 +54,29 @@ def test_the_check_sees_an_import_that_runs_upward():
     assert _imports_of("def f():\n    from ..cli import main\n", ["store"]) == {"cli"}
     assert _imports_of("from ... import providers, query\n", ["server", "dashboard"]) == {"providers", "query"}
     assert _imports_of("import reasonlog.server.app\n", ["store"]) == {"server"}
+
+
+SQL = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|WITH)\s")
+
+
+def _sql_in(source: str) -> list[str]:
+    """Statements a module runs or spells: calls of `.execute`/`.executemany`, and strings that open like SQL."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("execute", "executemany", "executescript"):
+            found.append(f"line {node.lineno}: .{node.func.attr}(")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.match(node.value):
+            found.append(f"line {node.lineno}: {node.value[:40]!r}")
+    return sorted(found)
+
+
+def test_the_server_and_the_cli_hold_no_sql():
+    wrong = [(str(p.relative_to(ROOT)), hit) for layer in ("server", "cli") for p in (ROOT / layer).rglob("*.py")
+             for hit in _sql_in(p.read_text())]
+    assert wrong == []
+
+
+def test_the_sql_check_sees_a_statement_and_a_cursor():
+    assert _sql_in('cur.execute("SELECT 1")\nq = "DELETE FROM calls"\nok = "Select a session"\n') == [
+        "line 1: 'SELECT 1'", "line 1: .execute(", "line 2: 'DELETE FROM calls'"]

@@ -1,4 +1,9 @@
-"""Keeping a database healthy: `db backup`, `db check`, `prune`, and what `db status` says about space."""
+"""Keeping a database healthy: `db backup`, `db check`, `prune`, and what `db status` says about space.
+
+These commands work on SQLite files; on PostgreSQL `db backup` and `db check` name its own tools and `prune` is
+not available yet. The tests that take `db_target` run on both dialects; those on `db_path` look inside the
+SQLite file (its pages, its full-text index, its bytes), which PostgreSQL does not have.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -9,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import is_postgres, query_db
 
 import reasonlog
 from reasonlog.cli.main import cli
@@ -38,7 +44,13 @@ def _session(rec: reasonlog.Recorder, run: str, words: str, big: int = 0) -> tup
     return s.id, {"system": SHARED_SYSTEM, "messages": history[:-2]}
 
 
-def _cli(db: Path, *args: str):
+@pytest.fixture
+def db_target(db):
+    """The tests that take it run on SQLite and on PostgreSQL."""
+    return db
+
+
+def _cli(db: Path | str, *args: str):
     return CliRunner().invoke(cli, ["--db", str(db), *args])
 
 
@@ -48,6 +60,7 @@ def _file_pages(db: Path) -> tuple[int, int]:
 
 
 def test_prune_removes_the_sessions_and_their_text_keeps_shared_contents_and_shrinks_the_file(db_path):
+    """SQLite only (prune is not available on PostgreSQL): the file's pages and its FTS5 index."""
     rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
     _session(rec, "old", "qxjzqv marmalade", big=200_000)
     kept_id, kept_request = _session(rec, "new", "plain words")
@@ -92,6 +105,7 @@ def _only_the_new_session(path: Path) -> Path:
 
 
 def test_a_recorder_that_stays_open_across_a_prune_still_stores_what_replays(db_path):
+    """SQLite only: prune is not available on PostgreSQL."""
     rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
     _session(rec, "old", "first")  # its system prompt is now in the writer's cache
     assert _cli(db_path, "prune", "--run", "old", "--yes").exit_code == 0  # and gone from the database
@@ -108,6 +122,7 @@ def test_a_recorder_that_stays_open_across_a_prune_still_stores_what_replays(db_
 
 
 def test_prune_never_takes_an_open_session_unless_asked(db_path):
+    """SQLite only: prune is not available on PostgreSQL."""
     rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
     s = rec.session(run="live")
     s.call(messages=[{"role": "user", "content": "hi"}], response="hello")
@@ -119,6 +134,7 @@ def test_prune_never_takes_an_open_session_unless_asked(db_path):
 
 
 def test_a_backup_taken_while_another_thread_writes_holds_every_earlier_session_and_checks_clean(db_path, tmp_path):
+    """SQLite only: a backup of the file (PostgreSQL's is pg_dump's)."""
     rec = reasonlog.Recorder(db_path, writer="sync")
     earlier = {_session(rec, f"before-{i}", f"words {i}")[0] for i in range(5)}
     stop = threading.Event()
@@ -154,6 +170,7 @@ def test_a_backup_taken_while_another_thread_writes_holds_every_earlier_session_
 
 
 def test_check_names_a_corrupt_content_and_a_missing_one(db_path, tmp_path):
+    """SQLite only: `db check` reads the file (PostgreSQL checks its pages with amcheck)."""
     rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
     sid, _ = _session(rec, "run", "some words " * 20)
     rec.close()
@@ -176,16 +193,21 @@ def test_check_names_a_corrupt_content_and_a_missing_one(db_path, tmp_path):
     assert lines[-1].startswith(f"{len(lines) - 1} problem(s): ")
 
 
-@pytest.mark.parametrize(("args", "code", "message"), [
-    (["db", "check"], 1, "error: no database at {missing}"),
-    (["db", "backup", "{tmp}/copy.db"], 1, "error: no database at {missing}"),
-    (["prune", "--older-than", "30d", "--yes"], 1, "error: no database at {missing}"),
-])
-def test_care_commands_never_create_a_missing_database(tmp_path, args, code, message):
-    missing = tmp_path / "missing.db"
-    result = _cli(missing, *[a.format(tmp=tmp_path) for a in args])
-    assert (result.exit_code, result.output) == (code, message.format(missing=missing) + "\n")
+@pytest.mark.parametrize("args", [["db", "check"], ["db", "backup", "{tmp}/copy.db"],
+                                  ["prune", "--older-than", "30d", "--yes"]])
+def test_care_commands_never_create_a_missing_database(db_target, tmp_path, args):
+    """A missing SQLite file, or a PostgreSQL database without reasonlog's tables (an empty schema)."""
+    result = _cli(db_target, *[a.format(tmp=tmp_path) for a in args])
+    missing = "no reasonlog database" if is_postgres(db_target) else "no database"
+    assert (result.exit_code, result.output) == (1, f"error: {missing} at {db_target}\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+    if is_postgres(db_target):
+        assert query_db(db_target, "SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema()") == [(0,)]
+
+
+PG_BACKUP = "back up a PostgreSQL database with its own tools (pg_dump), or copy its sessions with `reasonlog export`"
+PG_CHECK = "`db check` reads SQLite files; PostgreSQL checks its own pages (amcheck, pg_checksums)"
+PG_PRUNE = "`reasonlog prune` is not available on PostgreSQL yet"
 
 
 @pytest.mark.parametrize(("args", "code", "message"), [
@@ -196,13 +218,40 @@ def test_care_commands_never_create_a_missing_database(tmp_path, args, code, mes
     (["prune", "--older-than", "1d", "--before", "2025-01-01"], 2, "error: give --older-than or --before, not both"),
     (["db", "backup", "{tmp}"], 1, "error: {tmp} is a directory; give a file name for the backup"),
 ])
-def test_bad_input_to_care_commands_gives_one_line(db_path, tmp_path, args, code, message):
-    reasonlog.open_store(db_path).close()
-    result = _cli(db_path, *[a.format(tmp=tmp_path) for a in args])
+def test_bad_input_to_care_commands_gives_one_line(db_target, tmp_path, args, code, message):
+    reasonlog.open_store(db_target).close()
+    if is_postgres(db_target) and args[:2] == ["db", "backup"]:  # PostgreSQL is backed up by its own tools
+        message = f"error: {db_target}: {PG_BACKUP}"
+    result = _cli(db_target, *[a.format(tmp=tmp_path) for a in args])
     assert (result.exit_code, result.output) == (code, message.format(tmp=tmp_path) + "\n")
 
 
+def test_each_care_command_does_its_work_or_names_the_tool_that_does(db_target, tmp_path):
+    rec = reasonlog.Recorder(db_target, writer="sync", strict=True)
+    _session(rec, "old", "some words")
+    rec.close()
+    dest = tmp_path / "copy.db"
+    backup, check = _cli(db_target, "db", "backup", str(dest)), _cli(db_target, "db", "check")
+    prune = _cli(db_target, "prune", "--run", "old", "--yes")
+    left = reasonlog.open_store(db_target)
+    try:
+        sessions = len(left.list_sessions(reasonlog.SessionFilter()))
+    finally:
+        left.close()
+    if is_postgres(db_target):
+        assert [(r.exit_code, r.output) for r in (backup, check, prune)] == [
+            (1, f"error: {db_target}: {PG_BACKUP}\n"), (1, f"error: {db_target}: {PG_CHECK}\n"),
+            (1, f"error: {db_target}: {PG_PRUNE}\n")]
+        assert (dest.exists(), sessions) == (False, 1)
+        return
+    assert backup.output == f"backed up {db_target} to {dest} ({dest.stat().st_size} bytes)\n"
+    assert check.output == "ok: 1 sessions, 0 exchanges, 2 calls, 5 messages, 0 tool_results, 0 outcomes, 5 contents\n"
+    assert prune.output.startswith("removed 1 sessions, 2 calls, 5 messages, 5 contents (")
+    assert ([r.exit_code for r in (backup, check, prune)], sessions) == ([0, 0, 0], 0)
+
+
 def test_a_directory_or_a_file_that_is_no_database_is_refused_in_one_line(tmp_path):
+    """SQLite only: a file or folder given for a database; a PostgreSQL URL names no file."""
     assert (_cli(tmp_path, "db", "check").exit_code, _cli(tmp_path, "db", "check").output) == (
         2, f"error: {tmp_path} is a directory, not a reasonlog database\n")
     text = tmp_path / "notes.txt"

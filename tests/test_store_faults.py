@@ -1,10 +1,12 @@
 """Faults of the store itself: threads sharing compressors, and a disk that fills up.
 
 The concurrency test runs in a child process: a crash there (SIGSEGV, "double free") must fail
-the test, not kill pytest.
+the test, not kill pytest. It and the reader beside a writer run on SQLite and PostgreSQL; a full disk is
+SQLite's (a file's pages; PostgreSQL's disk is its server's).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -15,6 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import fresh_database
 
 import reasonlog
 from reasonlog.store.content import canonical
@@ -35,7 +38,7 @@ def _workloads(seeds: range) -> list[list[dict]]:
     return [list(workload.generate("small", seed=seed)) for seed in seeds]
 
 
-def _record(path: Path, workloads: list[list[dict]], errors: list | None = None, **options) -> None:
+def _record(path: Path | str, workloads: list[list[dict]], errors: list | None = None, **options) -> None:
     sys.path.insert(0, str(TESTS))
     from helpers import record_workload
 
@@ -44,10 +47,10 @@ def _record(path: Path, workloads: list[list[dict]], errors: list | None = None,
         record_workload(rec, calls)
     rec.close(timeout=60)
     if errors is not None and rec.stats()["last_error"] is not None:
-        errors.append(f"{path.name}: {rec.stats()['last_error']}")
+        errors.append(f"{path}: {rec.stats()['last_error']}")
 
 
-def _read_until(path: Path, expected: dict[str, bytes], stop: threading.Event, errors: list[str]) -> None:
+def _read_until(path: Path | str, expected: dict[str, bytes], stop: threading.Event, errors: list[str]) -> None:
     """Replay every call of `path` over and over, as a dashboard would, until told to stop."""
     store = reasonlog.open_store(path)
     try:
@@ -63,16 +66,16 @@ def _read_until(path: Path, expected: dict[str, bytes], stop: threading.Event, e
         store.close()
 
 
-def _child(tmp: Path) -> None:
-    """Two recorders on two files and two readers of a third, all at once, in this process."""
-    read_db = tmp / "read.db"
+def _child(targets: list[str]) -> None:
+    """Two recorders on two databases and two readers of a third, all at once, in this process."""
+    read_db, *write_dbs = targets
     readable = _workloads(range(100, 101))
     _record(read_db, readable)
     expected = {c["call_id"]: canonical(c["request"]) for calls in readable for c in calls}
     stop, errors = threading.Event(), []
     readers = [threading.Thread(target=_read_until, args=(read_db, expected, stop, errors)) for _ in range(2)]
-    writers = [threading.Thread(target=_record, args=(tmp / f"w{i}.db", _workloads(_writer_seeds(i)), errors),
-                                kwargs={"batch_size": 40, "flush_interval": 0.01}) for i in range(2)]
+    writers = [threading.Thread(target=_record, args=(db, _workloads(_writer_seeds(i)), errors),
+                                kwargs={"batch_size": 40, "flush_interval": 0.01}) for i, db in enumerate(write_dbs)]
     for t in readers + writers:
         t.start()
     for t in writers:
@@ -83,24 +86,31 @@ def _child(tmp: Path) -> None:
     print(json.dumps({"errors": errors}))
 
 
-def test_two_recorders_and_two_readers_in_one_process_neither_crash_nor_lose_calls(tmp_path):
-    child = subprocess.run([sys.executable, __file__, str(tmp_path)], capture_output=True, text=True, timeout=120)
-    assert child.returncode == 0, f"child died ({child.returncode}): {child.stderr[-2000:]}"
-    assert json.loads(child.stdout.splitlines()[-1]) == {"errors": []}  # no store error, no wrong replay
-    for i in range(2):
-        workloads = _workloads(_writer_seeds(i))
-        path = tmp_path / f"w{i}.db"
-        store = reasonlog.open_store(path)
-        try:
-            status = store.status()
-            assert status["counts"]["calls"] == 240 * SEEDS_PER_WRITER
-            # Batches the writer could not keep up with may spill and come back; none may fail or wait.
-            assert (status["pending_spill_files"], status["dropped_records"], status["rejected_records"]) == ([], 0, 0)
-            for c in (c for calls in workloads for c in calls):
-                assert canonical(store.replay_call(c["call_id"])) == canonical(c["request"]), c["call_id"]
-        finally:
-            store.close()
+def test_two_recorders_and_two_readers_in_one_process_neither_crash_nor_lose_calls(dialect, tmp_path):
+    with contextlib.ExitStack() as databases:
+        targets = [str(databases.enter_context(fresh_database(dialect, _folder(tmp_path, name))))
+                   for name in ("read", "w0", "w1")]
+        child = subprocess.run([sys.executable, __file__, *targets], capture_output=True, text=True, timeout=300)
+        assert child.returncode == 0, f"child died ({child.returncode}): {child.stderr[-2000:]}"
+        assert json.loads(child.stdout.splitlines()[-1]) == {"errors": []}  # no store error, no wrong replay
+        for i, path in enumerate(targets[1:]):
+            workloads = _workloads(_writer_seeds(i))
+            store = reasonlog.open_store(path)
+            try:
+                status = store.status()
+                assert status["counts"]["calls"] == 240 * SEEDS_PER_WRITER
+                # Batches the writer could not keep up with may spill and come back; none may fail or wait.
+                assert (status["pending_spill_files"], status["dropped_records"], status["rejected_records"]) == \
+                    ([], 0, 0)
+                for c in (c for calls in workloads for c in calls):
+                    assert canonical(store.replay_call(c["call_id"])) == canonical(c["request"]), c["call_id"]
+            finally:
+                store.close()
 
+
+def _folder(tmp_path: Path, name: str) -> Path:
+    (tmp_path / name).mkdir()
+    return tmp_path / name
 
 
 # ------------------------------------------------------------------ a full disk
@@ -124,6 +134,7 @@ def _check_everything_arrived_once(path: Path, calls: list[dict]) -> None:
 
 
 def test_a_full_disk_then_free_space_leaves_every_call_stored_once_and_replaying_exactly(db_path):
+    """SQLite only: the file capped at a number of pages (PostgreSQL's disk is its server's)."""
     calls = _workloads(range(7, 8))[0][:60]
     reasonlog.open_store(db_path).close()
     with sqlite3.connect(db_path) as conn:
@@ -147,6 +158,7 @@ def _can_mount_tmpfs() -> bool:
 
 @pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs root and tmpfs mounts")
 def test_a_real_full_disk_then_more_space_leaves_every_call_stored_once_and_replaying_exactly(tmp_path):
+    """SQLite only: the file on a small tmpfs (PostgreSQL's disk is its server's)."""
     calls = _workloads(range(7, 8))[0][:60]
     mount, spilled = tmp_path / "small", tmp_path / "spill"
     mount.mkdir(), spilled.mkdir()
@@ -175,26 +187,26 @@ def _record_stats(path: Path, calls: list[dict], **options) -> dict:
 
 
 if __name__ == "__main__":
-    _child(Path(sys.argv[1]))
+    _child(sys.argv[1:])
 
 
-def test_a_reader_opened_beside_a_writer_sees_what_other_processes_write(tmp_path):
-    """Opening a second store on a file must not drop the first one's locks: a process that saw no other
-    connection would checkpoint and remove the WAL under this one, whose reads would then stay stale."""
-    import subprocess
-    import sys
-
+def test_a_reader_opened_beside_a_writer_sees_what_other_processes_write(db):
+    """Opening a second store on a database must not drop the first one's locks: on SQLite, a process that saw no
+    other connection would checkpoint and remove the WAL under this one, whose reads would then stay stale."""
     from conftest import FIXTURES
 
-    db = tmp_path / "t.db"
     writer = reasonlog.open_store(db)
     reader = reasonlog.open_store(db, read_only=True)
     spotter = FIXTURES / "claude-code-transcripts" / "spotter"
     seen = []
-    for name in ("short.jsonl", "tool_heavy.jsonl", "subagent.jsonl"):
-        done = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "import", str(spotter / name)],
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-        seen.append(len(reader.list_sessions(reasonlog.SessionFilter(limit=None))))
-    assert seen == [1, 2, 4]
-    assert len(writer.list_sessions(reasonlog.SessionFilter(limit=None))) == 4
+    try:
+        for name in ("short.jsonl", "tool_heavy.jsonl", "subagent.jsonl"):
+            done = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "import", str(spotter / name)],
+                                  capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+            seen.append(len(reader.list_sessions(reasonlog.SessionFilter(limit=None))))
+        assert seen == [1, 2, 4]
+        assert len(writer.list_sessions(reasonlog.SessionFilter(limit=None))) == 4
+    finally:
+        reader.close()
+        writer.close()

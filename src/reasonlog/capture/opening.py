@@ -10,6 +10,7 @@ import os
 
 from ..pricing import PriceTable
 from ..redact import Redactor
+from ..store import Store, StoreOptions
 from .http_sink import remote_sink
 from .sinks import Sink, SpillingSink, StoreSink
 
@@ -26,7 +27,7 @@ def is_remote(target: str) -> bool:
 
 
 def open_sink(target: str | os.PathLike, *, redact: bool | list | dict = True, api_key: str | None = None,
-              price_table: PriceTable | None = None, store_options: dict | None = None) -> Sink:
+              price_table: PriceTable | None = None, store_options: StoreOptions | None = None) -> Sink:
     """The sink for `target`. Each part that masks gets its own redactor: a spill file's count of masked
     secrets travels in the file, apart from what the store counts."""
     target = os.fspath(target)
@@ -35,10 +36,11 @@ def open_sink(target: str | os.PathLike, *, redact: bool | list | dict = True, a
     from ..store import open_store, safe_target
     from ..store.sqlite import spill_dirs
 
-    def factory():
+    def factory() -> Store:
         # False, not None: a store opened without a redactor masks with the default patterns.
-        return open_store(target, price_table=price_table, redactor=redactor_of(redact) or False,
-                          **(store_options or {}))
+        options: StoreOptions = {**(store_options or {}), "price_table": price_table,
+                                 "redactor": redactor_of(redact) or False}
+        return open_store(target, **options)
 
     exists = None if "://" in target else (lambda: os.path.exists(target))
     return SpillingSink(StoreSink(factory, exists, target=safe_target(target)), spill_dirs(target), redactor_of(redact))

@@ -15,7 +15,7 @@ import socket
 import time
 import weakref
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model import (
     STATUSES,
@@ -38,6 +38,10 @@ from .arguments import build_request, error_of, response_message, snapshot, unwr
 from .opening import open_sink, redactor_of
 from .storable import check_storable
 from .writer import BackgroundWriter, SyncWriter
+
+if TYPE_CHECKING:
+    from ..store import StoreOptions
+    from .sinks import BasicSink, Sink
 
 log = logging.getLogger("reasonlog")
 _current: contextvars.ContextVar["SessionRecorder | None"] = contextvars.ContextVar("reasonlog_session", default=None)
@@ -68,13 +72,15 @@ class Recorder:
     `strict`: raise bad input at the call site instead of counting and logging it as rejected.
     `redact`: mask API keys, tokens and private keys before anything is written (default True);
     False turns it off, a list or dict of regexes adds the user's own patterns.
-    `store_options`: passed to `open_store` (for SQLite: `busy_timeout_ms`; tests use it to provoke faults).
+    `store_options`: passed to `open_store` (`busy_timeout_ms`: how long a write waits for another
+    connection's lock, SQLite's busy timeout or PostgreSQL's lock_timeout; tests use it to provoke faults).
     """
 
     def __init__(self, db: str | os.PathLike | None = None, *, writer: str = "background", strict: bool = False,
                  max_queue: int = 100_000, batch_size: int = 2_000, flush_interval: float = 0.2,
                  on_full: str = "block", price_table: Any = None, redact: bool | list | dict = True,
-                 store_options: dict | None = None, sink: Any = None, api_key: str | None = None):
+                 store_options: StoreOptions | None = None, sink: BasicSink | Sink | None = None,
+                 api_key: str | None = None):
         from ..store import StoreError, database_target
 
         target = os.fspath(db) if db is not None else os.environ.get("REASONLOG_URL")
@@ -150,8 +156,7 @@ class Recorder:
             self._writer.count("dropped")
             return
         if type(event) is SessionStarted:  # liveness: the session is open while this process holds the lock
-            # A lock file beside the database tells the liveness of a session; a PostgreSQL URL has no "beside".
-            event.live_token = _live_token(self.db_path) if self.db_path and "://" not in self.db_path else None
+            event.live_token = _live_token(self.db_path) if self.db_path else None
         self._writer.submit(event)
 
     def reject(self, exc: Exception) -> None:
@@ -483,11 +488,13 @@ class ExchangeRecorder:
 
 
 def _live_token(db_path: str) -> str | None:
+    """A lock file beside a SQLite database; a PostgreSQL database has no "beside": the store that writes there
+    holds an advisory lock named after the process's token (store/liveness.py)."""
     from pathlib import Path
 
-    from ..store.liveness import hold
+    from ..store.liveness import hold, process_token
 
-    return hold(Path(db_path))
+    return process_token() if "://" in db_path else hold(Path(db_path))
 
 
 # ---------------------------------------------------------------------- checking arguments

@@ -15,7 +15,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from .. import model
 from ..model import Event, dump_event
@@ -32,7 +32,7 @@ Outcome = Literal["written", "spilled", "known"]
 class BasicSink(Protocol):
     """The three methods every sink has, and all a user's own sink needs (`Recorder(sink=...)`)."""
 
-    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> Any: ...
+    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> object: ...  # not read
     def add_counters(self, counters: dict[str, int]) -> None: ...
     def close(self) -> None: ...
 
@@ -252,7 +252,8 @@ class SpillingSink(BaseSink):
         self._add({"spilled_batches": 1, "spilled_events": len(events) - result, "rejected": result})
         return True
 
-    def _spill_or_raise(self, events, counters, batch_id, exc) -> Outcome:
+    def _spill_or_raise(self, events: list[Event], counters: dict[str, int] | None, batch_id: str | None,
+                        exc: BaseException | None) -> Outcome:
         if exc is not None:
             self._note(exc)
         if self.spill(events, counters, batch_id):

@@ -144,8 +144,15 @@ def _existing_store(obj, upgrade: bool, reads_only: bool = False):
 
     path = obj.path
     open_store = open_store_or_read_only if reads_only else open_store
-    if isinstance(path, str):  # a PostgreSQL URL: the server says whether it exists
-        return open_store(path, upgrade=upgrade)
+    if isinstance(path, str):  # a PostgreSQL URL: the server says whether it exists, its tables whether it is ours
+        probe = open_store(path, upgrade=False)
+        if probe.schema_version() == 0:
+            probe.close()
+            _fail(f"no reasonlog database at {obj.shown}")
+        if not upgrade:
+            return probe
+        probe.close()
+        return open_store(path, upgrade=True)
     if path.is_dir():
         _fail(f"{path} is a directory, not a reasonlog database", 2)
     if not path.exists():

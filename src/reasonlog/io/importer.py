@@ -119,7 +119,16 @@ class BaseImporter:
         return False
 
 
-def as_importer(given: Any, name: str = "plugin") -> Importer:
+class PluginImporter(Protocol):
+    """The least a plug-in registered under `reasonlog.importers` has; `name`, `description`, `incremental` and
+    the hooks are taken when it has them."""
+
+    def detect(self, path: Path) -> bool: ...
+    def sources(self, path: Path) -> Iterator[Path]: ...
+    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]: ...
+
+
+def as_importer(given: PluginImporter, name: str = "plugin") -> Importer:
     """`given` as an `Importer`: a `BaseImporter` as it is; any other object with `name`, `description`,
     `incremental`, `detect`, `sources` and `read` (a plug-in) with the hooks it has, else `BaseImporter`'s."""
     return cast(Importer, given) if isinstance(given, BaseImporter) else _Plugin(given, name)
@@ -129,7 +138,7 @@ class _Plugin(BaseImporter):
     """An importer registered under `reasonlog.importers` that may leave hooks out: those it has, else
     `BaseImporter`'s."""
 
-    def __init__(self, given: Any, name: str):
+    def __init__(self, given: PluginImporter, name: str):
         self.given, self.name = given, getattr(given, "name", name)
         self.description = getattr(given, "description", "")
         self.incremental = bool(getattr(given, "incremental", False))
@@ -281,7 +290,7 @@ def dump_state(state: dict | None) -> bytes | None:
 # -------------------------------------------------------------------------------------- helpers for formats
 
 
-def first_values(path: Path, n: int = 5, limit: int = 1 << 16) -> list[Any]:
+def first_values(path: Path, n: int = 5, limit: int = 1 << 16) -> list[object]:
     """The first `n` JSON values of a JSONL file (lines that do not parse are left out): what `detect` sniffs.
 
     It reads `limit` bytes, and up to 1 MiB when no whole line fitted in them (a long first line)."""
@@ -316,7 +325,7 @@ def walk(path: Path, pattern: str) -> Iterator[Path]:
     yield from sorted(p for p in path.rglob(pattern) if p.is_file())
 
 
-def instant(value: Any, numbers: bool = False) -> str | None:
+def instant(value: object, numbers: bool = False) -> str | None:
     """A file's timestamp as UTC text, or None when it is missing or not an instant (ISO text; with `numbers`,
     epoch seconds too). Importers report or work around a missing time; they never fail on one."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float) if numbers else str):

@@ -9,7 +9,6 @@ and the dashboard ask here.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
 
 from . import anthropic, gemini, openai_chat, openai_responses
 from .common import Unwrapped
@@ -28,7 +27,7 @@ def messages_of(request: dict) -> list:
     return next((request[k] for k in MESSAGE_KEYS if isinstance(request.get(k), list)), [])
 
 
-def system_of(request: dict) -> Any:
+def system_of(request: dict) -> object:
     """The system prompt a request sent outside its messages, or None."""
     return next((request[k] for k in SYSTEM_KEYS if k in request), None)
 

@@ -15,7 +15,7 @@ SYSTEM = "system"
 KEY_HEADERS = ("x-api-key",)
 
 
-def usage(raw: Any) -> Usage:
+def usage(raw: object) -> Usage:
     """Disjoint counters from a Messages `usage` (a dict or the SDK's object): `input_tokens` excludes cache reads
     and writes, which come beside it; 1-hour writes are a part of the writes."""
     get = getter(raw)
@@ -69,7 +69,7 @@ class Stream:
         self.json_parts: dict[int, list[str]] = {}
         self.ended = False
 
-    def add(self, event: Any) -> bool:
+    def add(self, event: object) -> bool:
         get = getter(event)
         kind = get("type")
         if kind == "content_block_delta":
@@ -89,7 +89,7 @@ class Stream:
             self.ended = True
         return False
 
-    def _delta(self, index: int, delta: Any) -> None:
+    def _delta(self, index: int, delta: object) -> None:
         if self.message is None or not isinstance(index, int) or index >= len(self.message["content"]):
             return
         get = getter(delta)
@@ -124,7 +124,7 @@ class Stream:
         return self.message
 
 
-def _parse_json(text: str) -> Any:
+def _parse_json(text: str) -> object:
     try:
         return json.loads(text)
     except ValueError:  # cut off mid-way: keep what arrived, parsed as far as it goes, as the SDK does

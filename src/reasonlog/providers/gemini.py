@@ -2,8 +2,6 @@
 cached tokens and whose thoughts come beside the candidates."""
 from __future__ import annotations
 
-from typing import Any
-
 from ..model import Usage
 from .common import Unwrapped, getter
 
@@ -15,7 +13,7 @@ SYSTEM = "system_instruction"
 KEY_HEADERS = ("x-goog-api-key",)
 
 
-def usage(raw: Any) -> Usage:
+def usage(raw: object) -> Usage:
     """Disjoint counters from `usageMetadata`: cached tokens split off from the prompt; thoughts are output, as
     reasoning."""
     get = getter(raw)
@@ -72,7 +70,7 @@ class Stream:
         self.candidate: dict = {}
         self.ended = False
 
-    def add(self, chunk: Any) -> bool:
+    def add(self, chunk: object) -> bool:
         if not isinstance(chunk, dict):
             return False
         self.head.update({k: v for k, v in chunk.items() if k != "candidates"})

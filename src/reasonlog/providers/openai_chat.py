@@ -15,7 +15,7 @@ SYSTEM = None  # a message with role system (or developer)
 KEY_HEADERS = ("authorization",)
 
 
-def usage(raw: Any) -> Usage:
+def usage(raw: object) -> Usage:
     """Disjoint counters from Chat (`prompt_tokens`) or Responses (`input_tokens`) usage, a dict or an SDK object:
     cached tokens split off from input; reasoning counted inside output exactly once."""
     get = getter(raw)
@@ -83,7 +83,7 @@ class Stream:
         self.usage: dict | None = None
         self.ended = False
 
-    def add(self, chunk: Any) -> bool:
+    def add(self, chunk: object) -> bool:
         get = getter(chunk)
         if not self.head:
             self.head = {k: get(k) for k in ("id", "created", "model", "system_fingerprint")}
@@ -98,7 +98,7 @@ class Stream:
         self.ended = self.ended or self.finish_reason is not None
         return carried
 
-    def _delta(self, delta: Any) -> bool:
+    def _delta(self, delta: object) -> bool:
         if delta is None:
             return False
         get = getter(delta)

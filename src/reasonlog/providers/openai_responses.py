@@ -23,14 +23,16 @@ ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "web_search_cal
 usage = openai_chat.usage  # the same counters under other names (`input_tokens`, `input_tokens_details`)
 
 
-def is_item(value: Any) -> bool:
+def is_item(value: object) -> bool:
     """An output item as an agent appends it to `input` (a message item has a role; no block has these types)."""
-    kind = value.get("type") if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        return False
+    kind = value.get("type")
     return isinstance(kind, str) and (kind in ITEM_TYPES or kind.endswith("_call")) and \
         (kind != "message" or "role" in value)
 
 
-def is_output(items: Any) -> bool:
+def is_output(items: object) -> bool:
     """A non-empty list of output items, which no Anthropic or reasonlog content block list is."""
     return isinstance(items, (list, tuple)) and bool(items) and all(map(is_item, items))
 
@@ -90,7 +92,7 @@ class Stream:
         self.items: dict[int, dict] = {}
         self.ended = False
 
-    def add(self, event: Any) -> bool:
+    def add(self, event: object) -> bool:
         get = getter(event)
         kind = get("type") or ""
         if kind.endswith(".delta"):

@@ -26,12 +26,12 @@ class Conversation:
         self.notices[what] += count
 
 
-def arguments_text(value: Any) -> str:
+def arguments_text(value: object) -> str:
     """Tool arguments as OpenAI sends them: JSON text (a recorded string that was not JSON stays as it was)."""
     return value if isinstance(value, str) else orjson.dumps(value if value is not None else {}).decode()
 
 
-def arguments_object(value: Any) -> dict:
+def arguments_object(value: object) -> dict:
     """Tool arguments as Anthropic and Gemini take them: an object (any other value under `arguments`)."""
     return value if isinstance(value, dict) else {} if value is None else {"arguments": value}
 

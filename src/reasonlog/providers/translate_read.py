@@ -2,8 +2,6 @@
 only that provider understands."""
 from __future__ import annotations
 
-from typing import Any
-
 from ..parts import parts_of
 from .translate_form import Conversation
 
@@ -42,7 +40,7 @@ def _read_anthropic_tool(conv: Conversation, tool: dict) -> None:
                        "schema": tool.get("input_schema") or {"type": "object"}})
 
 
-def _note_cache(conv: Conversation, block: Any) -> None:
+def _note_cache(conv: Conversation, block: object) -> None:
     if isinstance(block, dict) and "cache_control" in block:
         conv.drop("cache_control (Anthropic prompt caching mark)")
 

@@ -68,12 +68,12 @@ def _openai_assistant(conv: Conversation, parts: list[Part]) -> list[dict]:
     return [message]
 
 
-def _openai_content(blocks: list[dict]) -> Any:
+def _openai_content(blocks: list[dict]) -> str | list[dict]:
     """One text block as a string (what most callers send); several blocks as the list of parts."""
     return blocks[0]["text"] if len(blocks) == 1 and blocks[0]["type"] == "text" else blocks
 
 
-def _image_url(block: Any) -> str | None:
+def _image_url(block: object) -> str | None:
     """An Anthropic image block's source as a URL (a data URL for base64); None for other shapes."""
     source = block.get("source") if isinstance(block, dict) else None
     if not isinstance(source, dict):
@@ -195,5 +195,5 @@ def _gemini_part(conv: Conversation, part: Part, names: dict) -> dict | None:
     return None
 
 
-def _without_none(**fields: Any) -> dict:
+def _without_none(**fields: object) -> dict:
     return {k: v for k, v in fields.items() if v is not None}

@@ -10,11 +10,13 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, Unpack
 
 from ..model import Event
 
 if TYPE_CHECKING:  # the maintenance module imports this one
+    from ..pricing import PriceTable
+    from ..redact import Redactor
     from .maintenance import PruneCriteria
 
 
@@ -113,8 +115,9 @@ class StoreWriter(Protocol):
 
 class StoreReader(Protocol):
     """What a reader needs: the CLI's reading commands, the API, the dashboard. Narrow reads first: a session's
-    row (`session_row`), a page of its timeline (`get_session(page=)`), one call (`get_call`); a whole session
-    (`get_session` without a page) only where the whole is shown or exported.
+    row (`session_row`), a page of its timeline (`get_session(page=)`), a range of its calls with their replies
+    (`get_calls`), one call (`get_call`); a whole session (`get_session` without a page) only where the whole is
+    shown or exported.
     Readers return plain dicts and lists in the JSON form of `wire/api.py`."""
 
     url: str
@@ -129,12 +132,13 @@ class StoreReader(Protocol):
     def count_messages(self, session_ids: Iterable[str]) -> dict[str, int]: ...
     def in_timeline(self, session_ids: Iterable[str], content_ids: Iterable[int]) -> set[int]: ...
     def get_call(self, call_id: str) -> dict: ...
-    def first_prompts(self, session_ids: Iterable[str]) -> dict[str, Any]: ...
+    def get_calls(self, session_id: str, page: tuple[int, int]) -> list[dict]: ...
+    def first_prompts(self, session_ids: Iterable[str]) -> dict[str, object]: ...
     def get_spans(self, session_id: str, page: tuple[int, int]) -> dict: ...
     def replay_call(self, call_id: str) -> dict: ...
     def search(self, text: str, flt: SessionFilter, limit: int | None = 50) -> list[dict]: ...
     def call_rows(self, flt: SessionFilter) -> Iterator[dict]: ...
-    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[Any, dict]: ...
+    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[str | None, dict]: ...
     def resolve_id(self, kind: str, prefix: str) -> str: ...
     def export_records(self, session_ids: Iterable[str] | None = None) -> Iterator[dict]: ...
     def import_files(self) -> list[dict]: ...
@@ -233,16 +237,32 @@ def is_postgres(target: str | os.PathLike | None) -> bool:
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
-def open_store_or_read_only(target: str | os.PathLike | None = None, **options: Any) -> Store:
+class StoreOptions(TypedDict, total=False):
+    """How `open_store` opens a store (each backend takes the options it knows and ignores the others).
+
+    `upgrade`: migrate a database of an older schema (default True); `read_only`: never create, migrate or write;
+    `price_table` and `redactor` (False: no masking) for the writer; `busy_timeout_ms`: how long a write waits
+    for another connection's lock; `max_page_count`: SQLite's file capped (a test seam for a full disk)."""
+
+    upgrade: bool
+    read_only: bool
+    price_table: PriceTable | None
+    redactor: Redactor | Literal[False] | None
+    busy_timeout_ms: int
+    max_page_count: int | None
+
+
+def open_store_or_read_only(target: str | os.PathLike | None = None, **options: Unpack[StoreOptions]) -> Store:
     """The store for writing, or, when the database cannot be written, for reading: what a server serves
     (its pages read; what writes is refused with `ReadOnlyDatabase`)."""
     try:
         return open_store(target, **options)
     except ReadOnlyDatabase:
-        return open_store(target, **options, read_only=True)
+        options["read_only"] = True
+        return open_store(target, **options)
 
 
-def open_store(target: str | os.PathLike | None = None, **options: Any) -> Store:
+def open_store(target: str | os.PathLike | None = None, **options: Unpack[StoreOptions]) -> Store:
     """Open a store from a path or URL (`sqlite:///path`, a bare path, `postgresql://…`, or None for the default).
 
     `read_only=True` opens an existing, current database without ever writing it (reading commands)."""

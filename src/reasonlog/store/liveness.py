@@ -7,6 +7,10 @@ is a random id per process (a forked child gets its own), and stores the token w
 session it starts. The kernel releases the lock when the process dies, whatever its pid, and
 also when it execs another program (the descriptor is close-on-exec). A lock file that can be
 locked therefore belongs to a recorder that is gone.
+
+A PostgreSQL database has no folder beside it: there the token is one per process (`process_token`), and the
+lock is an advisory lock named after it, held by the connection of each store that process writes through
+(store/postgres.py). The server releases it when that connection ends: the process died, or exec'd.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from pathlib import Path
 
 _held: dict[Path, tuple[str, int]] = {}  # live folder -> (token, locked descriptor), for this process
 _lock = threading.Lock()
+_process_token: str | None = None
 
 
 def live_dir(db_path: Path) -> Path:
@@ -53,6 +58,15 @@ def _locked(path: Path) -> int:
         os.close(fd)
 
 
+def process_token() -> str:
+    """This process's token where no lock file can be made beside the database (PostgreSQL); a forked child
+    gets its own."""
+    global _process_token
+    if _process_token is None:
+        _process_token = secrets.token_hex(12)
+    return _process_token
+
+
 def is_held(db_path: Path, token: str, clean: bool = True) -> bool:
     """Whether a live process holds `token`'s lock; a free lock file is removed on the way (unless not `clean`:
     a reader looks without changing anything)."""
@@ -85,8 +99,9 @@ def _unlink_quietly(path: Path) -> None:
 def _after_fork_in_child() -> None:
     # The child shares the parent's locks through inherited descriptors: let go of them, so the
     # parent's death releases its lock, and take a token of the child's own on first use.
-    global _lock
+    global _lock, _process_token
     _lock = threading.Lock()  # another thread may have held it at the fork
+    _process_token = None
     for _token, fd in _held.values():
         try:
             os.close(fd)

@@ -1,6 +1,7 @@
 """Narrow reads for the dashboard's overviews, which never read a session's messages: each session's first prompt
-(its title when the agent gave none) and a session's time spans (its calls, the tool runs it recorded and the
-sub-agents its calls spawned, nested), for the timeline. Dialect-neutral (`?` placeholders)."""
+(its title when the agent gave none), a session's time spans (its calls, the tool runs it recorded and the
+sub-agents its calls spawned, nested), for the timeline, and a range of its calls with their replies, for the
+compare page. Dialect-neutral (`?` placeholders)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,16 +10,20 @@ from .. import accounting
 from ..parts import parts_of
 from . import NotFound
 from .content import Dictionaries
-from .reading import ContentReader, row_dict
+from .reading import CALL_COLUMNS, ContentReader, row_dict
 
 SPAN_COLUMNS = ("id", "idx", "started_at", "latency_ms", "model", "status", "stop_reason", *accounting.TOKENS,
                 "cost_usd", "cost_source", "response_id")
 SPAN_SESSION_COLUMNS = ("id", "agent", "model", "parent_call_id", "started_at", "ended_at", "status")
+# A call's row as a range of calls gives it: no store-internal reference (get_call resolves them) and none of the
+# facts and window changes a whole session works out from the calls before it.
+ANSWER_COLUMNS = tuple(c for c in CALL_COLUMNS if c not in ("shape_json", "system_id", "tools_json", "context_json",
+                                                             "response_id", "context_facts_json", "window_json"))
 CHILD_CALLS = 200   # calls of a sub-agent read for its parent's timeline (its own timeline pages the rest)
 DEPTH = 8           # sub-agent levels read (Claude Code nests five deep)
 
 
-def first_prompts(cur, dicts: Dictionaries, session_ids: list[str]) -> dict[str, Any]:
+def first_prompts(cur, dicts: Dictionaries, session_ids: list[str]) -> dict[str, object]:
     """Each session's first user message, as stored (sessions without one are left out)."""
     if not session_ids:
         return {}
@@ -84,3 +89,16 @@ def _children(cur, dicts: Dictionaries, call_ids: list[str], depth: int) -> list
         found += [r[0] for r in cur.execute("SELECT id FROM sessions WHERE parent_call_id IN"
                                             f" ({', '.join('?' * len(chunk))}) ORDER BY started_at, id", chunk)]
     return [session_spans(cur, dicts, sid, (0, CHILD_CALLS), depth - 1) for sid in found]
+
+
+def session_calls(cur, dicts: Dictionaries, session_id: str, page: tuple[int, int]) -> list[dict]:
+    """The session's calls whose idx is in `page` [first, end), each its row with its reply (`response`, None for
+    a call without one): no context decoded, no message read but the replies."""
+    if cur.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+        raise NotFound(f"no session {session_id!r}")
+    rows = cur.execute(f"SELECT {', '.join(ANSWER_COLUMNS)}, response_id FROM calls WHERE session_id = ? AND idx >= ?"
+                       " AND idx < ? ORDER BY idx", (session_id, *page)).fetchall()
+    reader = ContentReader(cur, dicts)
+    reader.load(r[-1] for r in rows if r[-1] is not None)
+    return [{**row_dict(ANSWER_COLUMNS, r[:-1]), "response": None if r[-1] is None else reader.get(r[-1])}
+            for r in rows]

@@ -8,19 +8,28 @@ migrations under an advisory lock, and locks that serialise writers of one sessi
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Concatenate, Literal
 
 import psycopg
 
 from ..model import Event
 from . import StoreError, Unavailable, liveness, safe_target
+from .dbapi import Cursor
 from .pg_search import TRIGRAMS
 from .schema_pg import PG_MIGRATIONS
-from .sql import SQLStore
+from .sql import P, SQLStore, T
+
+if TYPE_CHECKING:
+    from ..pricing import PriceTable
+    from ..redact import Redactor
+    from .maintenance import PruneCriteria
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 MIGRATION_LOCK = 0x7265_6173_6F6E  # "reason": the advisory lock key every migrating process takes
@@ -30,6 +39,7 @@ TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_
           "import_files", "api_keys", "ingested_batches", "summaries", "reasoning_records",
           "reasoning_records_search", "usage_rollup", MIGRATIONS_TABLE)
 RECONNECT_EVERY_S = 1.0  # while the server is away, how often a use of the store tries to connect again
+LIVE = "reasonlog-live:"  # + a process's token: the advisory lock each store a recording process writes through holds
 
 
 _QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
@@ -63,17 +73,17 @@ class _Cursor:
             out = cls._translated[sql] = translate_placeholders(sql)
         return out
 
-    def execute(self, sql: str, params: Any = None) -> _Cursor:
+    def execute(self, sql: str, params: Iterable[object] | None = None) -> _Cursor:
         if params is None:
             self._cur.execute(sql)  # type: ignore[arg-type]
         else:
             self._cur.execute(self._sql(sql), list(params))  # type: ignore[arg-type]
         return self
 
-    def executemany(self, sql: str, rows: Iterable[Any]) -> _Cursor:
-        rows = [list(r) for r in rows]
-        if rows:
-            self._cur.executemany(self._sql(sql), rows)  # type: ignore[arg-type]
+    def executemany(self, sql: str, rows: Iterable[Iterable[object]]) -> _Cursor:
+        listed = [list(r) for r in rows]
+        if listed:
+            self._cur.executemany(self._sql(sql), listed)  # type: ignore[arg-type]
         return self
 
     def fetchone(self):
@@ -112,13 +122,18 @@ class PostgresStore(SQLStore):
     index = TRIGRAMS
     DATA_ERRORS = (*SQLStore.DATA_ERRORS, psycopg.errors.IntegrityError, psycopg.DataError)
 
-    def __init__(self, url: str, *, upgrade: bool = True, price_table: Any = None, redactor: Any = None,
-                 read_only: bool = False, connect_timeout_s: int = 10, **_ignored: Any):
+    def __init__(self, url: str, *, upgrade: bool = True, price_table: PriceTable | None = None,
+                 redactor: Redactor | Literal[False] | None = None, read_only: bool = False,
+                 connect_timeout_s: int = 10, busy_timeout_ms: int | None = None, **_ignored: object):
+        """`busy_timeout_ms`: how long a statement waits for a lock another connection holds before it fails (as
+        SQLite's busy timeout: a writer then spills its batch); None waits as long as it takes."""
         self.url = url
+        self._busy_timeout_ms = busy_timeout_ms
         self.path = safe_target(url)  # what messages name; never the password
         self.read_only = read_only
         self._setup_writer(price_table, redactor)
         self._generation: int | None = None
+        self._holds_live = False  # whether this connection holds the process's liveness lock
         self._connect_timeout_s, self._closed, self._retry_at = connect_timeout_s, False, 0.0
         try:
             self._connection = self._connect()
@@ -138,8 +153,11 @@ class PostgresStore(SQLStore):
 
     def _connect(self) -> psycopg.Connection:
         # Keepalives let a connection whose server vanished without a word (a host gone) be found broken.
-        return psycopg.connect(self.url, autocommit=True, connect_timeout=self._connect_timeout_s,
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=self._connect_timeout_s,
                                keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3)
+        if self._busy_timeout_ms is not None:  # set here, not in the URL's `options`, which may name a schema
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(self._busy_timeout_ms)}ms",))
+        return conn
 
     @property
     def _conn(self) -> psycopg.Connection:
@@ -165,16 +183,18 @@ class PostgresStore(SQLStore):
         self._connection = self._connect()  # its OperationalError says why, while the server is away
         self._retry_at = 0.0
         self._applier.reset()  # what the writer remembers may be what a lost transaction wrote
+        if self._holds_live:  # the lost connection's lock went with it
+            self._hold_live(_Cursor(self._connection))
 
-    def _read(self, fn, *args):
+    def _read(self, fn: Callable[Concatenate[Cursor, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A read; once more on a new connection when the one it found had broken unnoticed (a read is safe
         to repeat, and the first request after a restart need not fail)."""
         try:
-            return super()._read(fn, *args)
+            return super()._read(fn, *args, **kwargs)
         except psycopg.OperationalError:
             if self._closed or not self._connection.closed or time.monotonic() < self._retry_at:
                 raise
-        return super()._read(fn, *args)
+        return super()._read(fn, *args, **kwargs)
 
     def _check(self, read_only: bool) -> None:
         version = self.schema_version()
@@ -243,16 +263,38 @@ class PostgresStore(SQLStore):
                 self._conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
 
     def mark_interrupted(self) -> int:
-        """Mark open sessions whose recording process on this host is gone as interrupted."""
+        """Mark open sessions whose recording process is gone as interrupted: a session with a liveness token is
+        alive while a connection holds its lock (from any host); one without (recorded through `reasonlog serve`,
+        or before liveness by lock) while its pid lives on this host."""
         with self._lock:
-            rows = self._conn.execute("SELECT id, host, pid FROM sessions WHERE status = 'open'").fetchall()
-            here = socket.gethostname()
-            dead = [(sid,) for sid, host, pid in rows if host == here and pid and not liveness.pid_alive(pid)]
+            rows = self._conn.execute("SELECT id, host, pid, live_token FROM sessions WHERE status = 'open'").fetchall()
+            gone: dict[tuple, bool] = {}
+            for _sid, host, pid, token in rows:
+                if (host, pid, token) not in gone:
+                    gone[host, pid, token] = self._gone(host, pid, token)
+            dead = [(sid,) for sid, host, pid, token in rows if gone[host, pid, token]]
             if dead:
                 with self._conn.cursor() as cur:
                     cur.executemany("UPDATE sessions SET status = 'interrupted' WHERE id = %s AND status = 'open'",
                                     dead)
         return len(dead)
+
+    def _gone(self, host: str | None, pid: int | None, token: str | None) -> bool:
+        if not token:
+            return host == socket.gethostname() and bool(pid) and not liveness.pid_alive(pid)  # type: ignore[arg-type]
+        if token == liveness.process_token():
+            return False  # this process is alive (and this connection may hold the lock itself)
+        free = self._conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 7))", (LIVE + token,)).fetchone()
+        if free and free[0]:  # nobody holds it: let it go at once, so a writer's shared hold never waits long
+            self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (LIVE + token,))
+        return bool(free and free[0])
+
+    def _hold_live(self, cur: Cursor) -> None:
+        """Hold this process's liveness lock while the connection lives: a session recorded with the process's
+        token is open while some connection holds it. Shared, so every store of the process may hold it."""
+        cur.execute("SELECT pg_advisory_lock_shared(hashtextextended(?, 7))", (LIVE + liveness.process_token(),))
+        self._holds_live = True
+        _HOLDING.add(self)
 
     # ------------------------------------------------------------ writing
 
@@ -267,23 +309,26 @@ class PostgresStore(SQLStore):
             with self._lock:
                 self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (f"reasonlog:{name}",))
 
-    def _follow_prunes(self, cur) -> None:
+    def _follow_prunes(self, cur: Cursor) -> None:
         row = cur.execute("SELECT value FROM counters WHERE name = ?", (GENERATION,)).fetchone()
         generation = row[0] if row else 0
         if generation != self._generation:
             self._applier.reset()
             self._generation = generation
 
-    def _lock_sessions(self, cur, events: list[Event]) -> None:
+    def _lock_sessions(self, cur: Cursor, events: list[Event]) -> None:
         """Writers of one session take turns (in id order, so two batches never wait for each other), and a
-        writer whose memory of a session another process has since extended reads it again."""
+        writer whose memory of a session another process has since extended reads it again. A store that writes
+        holds its process's liveness lock from its first batch on."""
+        if not self._holds_live:
+            self._hold_live(cur)
         touched = sorted({sid for ev in events if isinstance(sid := getattr(ev, "session_id", None), str)})
         for sid in touched:
             cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 7))", (sid,))
         self._applier.revalidate(cur, touched)
 
     @staticmethod
-    def insert_content(cur, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
+    def insert_content(cur: Cursor, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
                        blob: bytes) -> int:
         # Another process may be storing the same content: its row wins, and this one reads it back.
         row = cur.execute("INSERT INTO contents (hash, kind, size, codec, dict_id, data) VALUES (?,?,?,?,?,?)"
@@ -294,12 +339,12 @@ class PostgresStore(SQLStore):
         return row[0]
 
     @staticmethod
-    def insert_dictionary(cur, data: bytes) -> int:
+    def insert_dictionary(cur: Cursor, data: bytes) -> int:
         return cur.execute("INSERT INTO zstd_dicts (data, trained_at) VALUES (?, ?) RETURNING id",
                            (data, _now())).fetchone()[0]
 
     @staticmethod
-    def latest_dictionary(cur) -> int | None:
+    def latest_dictionary(cur: Cursor) -> int | None:
         return cur.execute("SELECT MAX(id) FROM zstd_dicts").fetchone()[0]
 
     def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int:
@@ -315,7 +360,7 @@ class PostgresStore(SQLStore):
     # ------------------------------------------------------------ status
 
     def status(self) -> dict:
-        def read(cur) -> dict:
+        def read(cur: Cursor) -> dict:
             counts = {t: cur.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
                       for t in ("sessions", "calls", "messages", "contents", "outcomes")}
             counters = dict(cur.execute("SELECT name, value FROM counters").fetchall())
@@ -341,7 +386,7 @@ class PostgresStore(SQLStore):
     def checkpoint(self) -> None:
         """Nothing to fold: PostgreSQL manages its own write-ahead log."""
 
-    def backup(self, dest: Any, force: bool = False) -> int:
+    def backup(self, dest: Path, force: bool = False) -> int:
         raise Unavailable(f"{self.path}: back up a PostgreSQL database with its own tools (pg_dump), or copy"
                          " its sessions with `reasonlog export`")
 
@@ -349,8 +394,8 @@ class PostgresStore(SQLStore):
         raise Unavailable(f"{self.path}: `db check` reads SQLite files; PostgreSQL checks its own pages"
                          " (amcheck, pg_checksums)")
 
-    def plan_prune(self, criteria: Any) -> dict:
-        raise Unavailable(f"{self.path}: `db prune` is not available on PostgreSQL yet")
+    def plan_prune(self, criteria: PruneCriteria) -> dict:
+        raise Unavailable(f"{self.path}: `reasonlog prune` is not available on PostgreSQL yet")
 
     prune = plan_prune
 
@@ -358,6 +403,25 @@ class PostgresStore(SQLStore):
         with self._lock:
             self._closed = True
             self._connection.close()
+
+
+_HOLDING: weakref.WeakSet[PostgresStore] = weakref.WeakSet()  # stores whose connection holds a liveness lock
+
+
+def _let_go_in_child() -> None:
+    """A forked child shares its parent's connections: their sockets become /dev/null in the child (the number
+    stays taken, so no file of the child's gets it), so that the parent's death ends them and frees its lock."""
+    for store in list(_HOLDING):
+        with contextlib.suppress(Exception):
+            fd = store._connection.pgconn.socket
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, fd)
+            os.close(null)
+        store._holds_live = False
+    _HOLDING.clear()
+
+
+os.register_at_fork(after_in_child=_let_go_in_child)
 
 
 def _now() -> str:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Literal, ParamSpec, TypeVar
 
 from ..model import Event
 from ..parts import RecordError
@@ -29,9 +29,12 @@ from . import (
 )
 from .content import Dictionaries
 from .contents import ContentWriter
+from .dbapi import Cursor
 from .writing import Applier
 
 log = logging.getLogger("reasonlog")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ..pricing import PriceTable
@@ -62,16 +65,16 @@ class SQLStore:
 
     # ------------------------------------------------------------ the dialect's part
 
-    def _cursor(self):
+    def _cursor(self) -> Cursor:
         return self._conn.cursor()
 
     def _in_transaction(self) -> bool:
         return self._conn.in_transaction
 
-    def _follow_prunes(self, cur) -> None:
+    def _follow_prunes(self, cur: Cursor) -> None:
         """A prune elsewhere may have freed content ids the writer cached: forget them (see maintenance.py)."""
 
-    def _lock_sessions(self, cur, events: list[Event]) -> None:
+    def _lock_sessions(self, cur: Cursor, events: list[Event]) -> None:
         """Serialise writers of the same sessions across processes, where BEGIN alone does not."""
 
     def _abandon(self) -> None:
@@ -85,11 +88,11 @@ class SQLStore:
             self._applier.reset()
 
     @staticmethod
-    def find_content(cur, digest: bytes) -> int | None:
+    def find_content(cur: Cursor, digest: bytes) -> int | None:
         row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
         return row[0] if row else None
 
-    def index_texts(self, cur, rows: list[tuple[int, str]]) -> None:
+    def index_texts(self, cur: Cursor, rows: list[tuple[int, str]]) -> None:
         search.index_contents(cur, rows, self.index)
 
     # ------------------------------------------------------------ writing
@@ -161,7 +164,7 @@ class SQLStore:
         return {**row, "state": redactor.value(row.get("state")),
                 "sessions": [self._applier.again(s) for s in row.get("sessions") or ()]}
 
-    def _apply_alone(self, cur, event: Event) -> str | None:
+    def _apply_alone(self, cur: Cursor, event: Event) -> str | None:
         """Apply one event in a savepoint; why it was rejected, or None."""
         mark = self._applier.checkpoint()
         cur.execute("SAVEPOINT event")
@@ -184,7 +187,7 @@ class SQLStore:
         self._write(self._add_counters, counters)
 
     @staticmethod
-    def _add_counters(cur, counters: dict[str, int] | None) -> None:
+    def _add_counters(cur: Cursor, counters: dict[str, int] | None) -> None:
         for name, value in (counters or {}).items():
             if value:
                 cur.execute("INSERT INTO counters (name, value) VALUES (?, ?)"
@@ -196,14 +199,14 @@ class SQLStore:
         path = getattr(self, "path", None)
         return str(path) if path is not None else safe_target(self.url)
 
-    def _write(self, fn, *args):
+    def _write(self, fn: Callable[Concatenate[Cursor, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         if self.read_only:
             raise ReadOnlyDatabase(self.shown_target())
         with self._lock:
             cur = self._cursor()
             cur.execute(self.BEGIN_WRITE)
             try:
-                result = fn(cur, *args)
+                result = fn(cur, *args, **kwargs)
                 cur.execute("COMMIT")
             except BaseException:
                 self._abandon()
@@ -212,12 +215,12 @@ class SQLStore:
 
     # ------------------------------------------------------------ reading
 
-    def _read(self, fn, *args):
+    def _read(self, fn: Callable[Concatenate[Cursor, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         with self._lock:
             cur = self._cursor()
             cur.execute(self.BEGIN_READ)
             try:
-                return fn(cur, *args)
+                return fn(cur, *args, **kwargs)
             finally:
                 cur.execute("COMMIT")
 
@@ -225,7 +228,7 @@ class SQLStore:
         if flt.text is None:
             return self._read(reading.list_sessions, flt)
 
-        def found(cur) -> list[dict]:
+        def found(cur: Cursor) -> list[dict]:
             ids = search.matching_sessions(cur, self._dicts, flt, self.index)
             return reading.list_sessions(cur, SessionFilter(limit=None), ids) if ids else []
         return self._read(found)
@@ -255,7 +258,7 @@ class SQLStore:
     def get_call(self, call_id: str) -> dict:
         return self._read(reading.get_call, call_id, self._dicts)
 
-    def first_prompts(self, session_ids: Iterable[str]) -> dict[str, Any]:
+    def first_prompts(self, session_ids: Iterable[str]) -> dict[str, object]:
         """Each session's first user message as stored, by session id (see store/overview.py)."""
         return self._read(overview.first_prompts, self._dicts, list(session_ids))
 
@@ -264,13 +267,18 @@ class SQLStore:
         nested (see store/overview.py): what a timeline draws, read without the session's messages."""
         return self._read(overview.session_spans, self._dicts, session_id, page)
 
+    def get_calls(self, session_id: str, page: tuple[int, int]) -> list[dict]:
+        """The session's calls whose idx is in `page` [first, end), each with its reply (`response`), read without
+        the session's timeline or any context (see store/overview.py)."""
+        return self._read(overview.session_calls, self._dicts, session_id, page)
+
     def replay_call(self, call_id: str) -> dict:
         return self.get_call(call_id)["request"]
 
     def call_rows(self, flt: SessionFilter) -> Iterator[dict]:
         return iter(self._read(lambda cur: list(reading.iter_call_rows(cur, flt))))
 
-    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[Any, dict]:
+    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[str | None, dict]:
         """Totals grouped by day, model, agent, run or source, by the accounting rule (see store/usage.py)."""
         return self._read(usage.stats_groups, by, flt, latencies)
 
@@ -308,7 +316,7 @@ class SQLStore:
     def settle_reasoning(self, session_id: str, failed: bool, group: str | None = None) -> int:
         """The outcome of a session (or of one group in it) for its held records: kept if it failed, else
         dropped. Returns how many records it settled."""
-        def settle(cur) -> int:
+        def settle(cur: Cursor) -> int:
             if not failed:
                 return search.drop_held_reasoning(cur, [session_id], self.index, group)
             where = "session_id = ? AND state = 'held'" + (" AND group_name = ?" if group is not None else "")
@@ -327,7 +335,7 @@ class SQLStore:
         """Import export records in one transaction, committed only once every session reads back."""
         from . import transfer
 
-        def run(cur) -> dict:
+        def run(cur: Cursor) -> dict:
             marks = search.record_marks(cur)
             masked = self._applier.redactor.masked
             importer = transfer.Importer(cur, self._applier)

@@ -8,13 +8,16 @@ import socket
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 from . import StoreError, imported, liveness, opening
+from .dbapi import Cursor
 from .schema import SQLITE_MIGRATIONS
 from .sql import SQLStore
 
 if TYPE_CHECKING:
+    from ..pricing import PriceTable
+    from ..redact import Redactor
     from . import maintenance
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
@@ -53,8 +56,9 @@ class SQLiteStore(SQLStore):
     DATA_ERRORS = (*SQLStore.DATA_ERRORS, sqlite3.IntegrityError)
     BEGIN_WRITE = "BEGIN IMMEDIATE"
 
-    def __init__(self, path: Path, *, busy_timeout_ms: int = 5000, upgrade: bool = True, price_table: Any = None,
-                 redactor: Any = None, max_page_count: int | None = None, read_only: bool = False):
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 5000, upgrade: bool = True,
+                 price_table: PriceTable | None = None, redactor: Redactor | Literal[False] | None = None,
+                 max_page_count: int | None = None, read_only: bool = False):
         """`read_only`: never create, migrate or write (reading commands); the file must be a current
         reasonlog database. `max_page_count` caps the file at that many pages: a test seam for a full disk."""
         self.path = Path(path)
@@ -190,7 +194,7 @@ class SQLiteStore(SQLStore):
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
-    def _follow_prunes(self, cur) -> None:
+    def _follow_prunes(self, cur: Cursor) -> None:
         generation = cur.execute("PRAGMA user_version").fetchone()[0]
         if generation != self._generation:
             self._applier.reset()
@@ -199,20 +203,20 @@ class SQLiteStore(SQLStore):
     # The dialect's part of writing contents (see store/contents.py: ContentBackend).
 
     @staticmethod
-    def insert_content(cur, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
+    def insert_content(cur: sqlite3.Cursor, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
                        blob: bytes) -> int:
         cur.execute("INSERT INTO contents (hash, kind, size, codec, dict_id, data) VALUES (?,?,?,?,?,?)",
                     (digest, kind, size, codec, dict_id, blob))
-        return cur.lastrowid
+        return _inserted(cur)
 
     @staticmethod
-    def insert_dictionary(cur, data: bytes) -> int:
+    def insert_dictionary(cur: sqlite3.Cursor, data: bytes) -> int:
         cur.execute("INSERT INTO zstd_dicts (data, trained_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ'))",
                     (data,))
-        return cur.lastrowid
+        return _inserted(cur)
 
     @staticmethod
-    def latest_dictionary(cur) -> int | None:
+    def latest_dictionary(cur: Cursor) -> int | None:
         return cur.execute("SELECT MAX(id) FROM zstd_dicts").fetchone()[0]
 
     # ------------------------------------------------------------ imports: the hot reads, without a transaction
@@ -232,7 +236,7 @@ class SQLiteStore(SQLStore):
         `forget_file` also drops that file's import row, in the same transaction."""
         from . import maintenance
 
-        def delete(cur) -> int:
+        def delete(cur: Cursor) -> int:
             n = maintenance.choose_sessions_by_id(cur, list(session_ids))
             maintenance.prune(cur, self._dicts)
             if forget_file is not None:
@@ -329,6 +333,13 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error:
                 pass
             self._conn.close()
+
+
+def _inserted(cur: sqlite3.Cursor) -> int:
+    """The rowid the INSERT just run on `cur` gave its row (sqlite3 types it as maybe None: before any INSERT)."""
+    rowid = cur.lastrowid
+    assert rowid is not None
+    return rowid
 
 
 def _statements(sql: str) -> list[str]:

@@ -208,7 +208,7 @@ def _totals(sums: dict) -> dict:
     return out
 
 
-def stats_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
+def stats_groups(cur, by: str, flt, latencies: bool) -> dict[str | None, dict]:
     """Totals of the calls of the sessions `flt` selects, grouped by day (UTC), model, agent, run or source, as
     `reasonlog.accounting` counts them; with `latencies`, each group's call latencies too (for a median).
 

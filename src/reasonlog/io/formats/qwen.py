@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ...model import (
     CallRecorded,
@@ -77,7 +77,7 @@ class QwenImporter(FileImporter):
 importer = QwenImporter()
 
 
-def _is_record(value: Any) -> bool:
+def _is_record(value: object) -> TypeGuard[dict]:
     return (isinstance(value, dict) and isinstance(value.get("sessionId"), str) and isinstance(value.get("uuid"), str)
             and "parentUuid" in value and isinstance(value.get("type"), str))
 

@@ -1,21 +1,23 @@
 """The compare page: two sessions side by side, aligned by call position (a replay beside its original, a fork
 beside the run it forked from, or any two runs of one agent): where they diverged, and per call both answers.
 
-A call's answer is read from the session's own timeline (the message at its `response_idx`), so the page costs
-two session reads however long the sessions are, and no call's context is decoded."""
+Each session is read as its row and its calls with their replies (`get_calls`): no timeline and no context, however
+long the sessions are."""
 from __future__ import annotations
 
 from typing import Any
 
 from ...replay.compare import Answer, compare, totals
-from ...store import SessionFilter, Store
+from ...store import SessionFilter, StoreReader
+
+END = 1 << 62  # past any call's idx
 
 
-def compare_sessions(store: Store, a: str, b: str, start: int = 0) -> dict:
+def compare_sessions(store: StoreReader, a: str, b: str, start: int = 0) -> dict:
     """Both sessions, each position's comparison, the first position that differs, and the totals. `start`: a's
     call at which b begins (a fork made at call #N records its own calls from there on)."""
-    first, second = store.get_session(a), store.get_session(b)
-    answers_a, answers_b = _answers(first)[start:], _answers(second)
+    first, second = store.session_row(a), store.session_row(b)
+    answers_a, answers_b = _answers(store.get_calls(a, (start, END))), _answers(store.get_calls(b, (0, END)))
     rows = [_row(n, answers_a, answers_b) for n in range(max(len(answers_a), len(answers_b)))]
     diverged = next((r["idx"] for r in rows if not r["same"]), None)
     both = [r["comparison"] for r in rows if r["comparison"] is not None]
@@ -23,9 +25,8 @@ def compare_sessions(store: Store, a: str, b: str, start: int = 0) -> dict:
             "start": start}
 
 
-def _answers(session: dict) -> list[tuple[dict, Answer]]:
-    by_idx = {m["idx"]: m["content"] for m in session["messages"]}
-    return [(c, Answer.of_call({**c, "response": by_idx.get(c["response_idx"])})) for c in session["calls"]]
+def _answers(calls: list[dict]) -> list[tuple[dict, Answer]]:
+    return [({k: v for k, v in c.items() if k != "response"}, Answer.of_call(c)) for c in calls]
 
 
 def _row(n: int, answers_a: list, answers_b: list) -> dict[str, Any]:
@@ -38,7 +39,7 @@ def _row(n: int, answers_a: list, answers_b: list) -> dict[str, Any]:
             "answer_a": a[1].to_dict() if a else None, "answer_b": b[1].to_dict() if b else None, "same": same}
 
 
-def links_of(store: Store, session_id: str) -> dict:
+def links_of(store: StoreReader, session_id: str) -> dict:
     """The compare links a session page shows: the session it replays or forks (`reasonlog proxy --until N`
     labels a fork `fork_of`, `fork_at`), and the sessions replaying or forking it."""
     labels = store.session_row(session_id)["labels"] or {}
