@@ -54,3 +54,23 @@ def embed_backlog(store: Store, embedder: Embedder, limit: int | None = None, ba
     done.left = total - done.embedded
     done.seconds = time.monotonic() - started
     return done
+
+
+def backlog_note(store: Store) -> str | None:
+    """A line for after an import: how much awaits embedding and how to embed it; None when search by meaning is
+    not installed here, or nothing waits."""
+    from .embedders import SemanticUnavailable, choose_embedder, missing_packages
+
+    try:
+        embedder = choose_embedder()
+    except SemanticUnavailable:
+        return None
+    if missing_packages(local=not hasattr(embedder, "url"), sqlite=store.url.startswith("sqlite")):
+        return None
+    counts = store.semantic_counts(embedder.model, sessions=True)
+    if not counts["sessions_to_cut"] and not counts["backlog"]:
+        return None
+    waiting = [f"{counts['sessions_to_cut']} session(s) with new text"] if counts["sessions_to_cut"] else []
+    waiting += [f"{counts['backlog']} text(s)"] if counts["backlog"] else []
+    return (f"search by meaning: {' and '.join(waiting)} await embedding; run `reasonlog embed` (`reasonlog serve`"
+            " embeds in the background)")

@@ -77,13 +77,20 @@ def hit_key(hit: dict) -> tuple:
     return (hit["session_id"], hit["message_idx"], hit["kind"], hit.get("tool_use_id"))
 
 
-def ready_embedder(store: StoreReader) -> Embedder:
-    """The embedder for searching `store` by meaning; SemanticUnavailable saying what to install or run when
-    this cannot be done."""
+def embedder_for(store: StoreReader) -> Embedder:
+    """The embedder the environment names, once the packages it and `store` need are there; else
+    SemanticUnavailable saying what to install."""
     embedder = choose_embedder()
     missing = missing_packages(local=not hasattr(embedder, "url"), sqlite=_is_sqlite(store))
     if missing:
         raise SemanticUnavailable(f"search by meaning needs {', '.join(missing)}: {EXTRA}")
+    return embedder
+
+
+def ready_embedder(store: StoreReader) -> Embedder:
+    """The embedder for searching `store` by meaning; SemanticUnavailable saying what to install or run when
+    this cannot be done."""
+    embedder = embedder_for(store)
     if store.semantic_counts(embedder.model)["embedded"] == 0:
         raise SemanticUnavailable(f"nothing is embedded for search by meaning with {embedder.model} yet: run"
                                   " `reasonlog embed` (or `reasonlog serve`, which embeds in the background)")

@@ -37,20 +37,20 @@ class SemanticStore:
         stale = self._read(units.stale_sessions)
         added = done = 0
         while done < len(stale):
-            first = done
-
-            def cut(cur) -> int:
-                nonlocal done
-                n = 0
-                while done < len(stale) and done - first < CUT_SESSIONS and n < CUT_UNITS:
-                    self._lock_units(cur, stale[done][0])
-                    n += units.cut_session(cur, self._dicts, stale[done])
-                    done += 1
-                return n
-            added += self._write(cut)
+            n, done = self._write(self._cut, stale, done)
+            added += n
             if progress is not None:
                 progress(done, len(stale))
         return added
+
+    def _cut(self, cur, stale: list[tuple], first: int) -> tuple[int, int]:
+        """Cut sessions of `stale` from `first` on, until a transaction's worth; (units added, next session)."""
+        n, at = 0, first
+        while at < len(stale) and at - first < CUT_SESSIONS and n < CUT_UNITS:
+            self._lock_units(cur, stale[at][0])
+            n += units.cut_session(cur, self._dicts, stale[at])
+            at += 1
+        return n, at
 
     def _lock_units(self, cur, session_id: str) -> None:
         """Two workers never cut one session at once (SQLite's write transactions take turns already)."""
@@ -69,10 +69,12 @@ class SemanticStore:
 
     # ------------------------------------------------------------ reading
 
-    def semantic_counts(self, model: str | None = None) -> dict[str, int]:
-        """Units, distinct texts, texts embedded by `model`, the backlog, and sessions not cut into units yet."""
+    def semantic_counts(self, model: str | None = None, sessions: bool = False) -> dict[str, int]:
+        """Units, distinct texts, texts embedded by `model` and the backlog (texts without one); with `sessions`,
+        also `sessions_to_cut`: sessions with text not cut into units yet (that reads every session's marks)."""
         def read(cur) -> dict[str, int]:
-            return {**vectors.counts(cur, model), "sessions_to_cut": len(units.stale_sessions(cur))}
+            found = vectors.counts(cur, model)
+            return {**found, "sessions_to_cut": len(units.stale_sessions(cur))} if sessions else found
         return self._read(read)
 
     def keyword_search(self, text: str, flt: SessionFilter, limit: int = 50) -> list[dict]:
@@ -100,5 +102,6 @@ class SemanticStore:
         ranked = self._rank("session_vectors", model, query, SessionFilter(limit=None), limit, exclude=session_id)
         if not ranked:
             return []
-        rows = {r["id"]: r for r in self._read(reading.list_sessions, SessionFilter(limit=None), [s for s, _ in ranked])}
+        found = self._read(reading.list_sessions, SessionFilter(limit=None), [sid for sid, _ in ranked])
+        rows = {r["id"]: r for r in found}
         return [{**rows[sid], "score": round(score, 6)} for sid, score in ranked if sid in rows]

@@ -228,7 +228,8 @@ def unit_hits(cur, ranked: list[tuple[int, float]], where: str, args: list) -> l
             "SELECT u.text_id, u.session_id, u.kind, u.message_idx, u.tool_result_id, m.role, m.call_id, m.at,"
             " r.name, r.tool_use_id, r.at, (SELECT p.call_id FROM messages p WHERE p.session_id = r.session_id"
             " AND p.idx = r.message_idx - 1), s.started_at FROM search_units u JOIN sessions s ON s.id = u.session_id"
-            " LEFT JOIN messages m ON u.tool_result_id IS NULL AND m.session_id = u.session_id AND m.idx = u.message_idx"
+            " LEFT JOIN messages m ON u.tool_result_id IS NULL AND m.session_id = u.session_id"
+            " AND m.idx = u.message_idx"
             " LEFT JOIN tool_results r ON r.id = u.tool_result_id"
             f" WHERE u.text_id IN ({', '.join('?' * len(chunk))}) AND {where}", [*chunk, *args]).fetchall()
     best: dict[tuple, tuple] = {}
