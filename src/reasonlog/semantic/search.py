@@ -24,7 +24,7 @@ def search(store: StoreReader, text: str, mode: str, flt: SessionFilter, limit: 
            embedder: Embedder | None = None) -> list[dict]:
     """The hits for `text` in `mode`, at most `limit` (None: every text hit; the ranked modes need a limit)."""
     if mode not in MODES:
-        raise SemanticUnavailable(f"mode {mode!r}: expected one of {', '.join(MODES)}")
+        raise SemanticUnavailable(f"{mode!r} is not a search mode; expected one of {', '.join(MODES)}")
     flt = replace(flt, limit=None, text=None)
     if mode == "text":
         return [{**h, "score": None, "mode": mode} for h in store.search(text, flt, limit)]
@@ -108,3 +108,13 @@ def default_mode(store: StoreReader) -> str:
 
 def _is_sqlite(store: StoreReader) -> bool:
     return store.url.startswith("sqlite")
+
+
+def similar_sessions(store: StoreReader, session_id: str, limit: int = 10) -> tuple[str | None, list[dict]]:
+    """The sessions nearest this one by the mean of their unit vectors, with the model compared; (None, []) when
+    search by meaning is not available here. Nothing is embedded to answer (the vectors are stored)."""
+    try:
+        embedder = embedder_for(store)
+    except SemanticUnavailable:
+        return None, []
+    return embedder.model, store.similar_sessions(session_id, embedder.model, limit)
