@@ -34,9 +34,9 @@ def counts(cur, model: str | None) -> dict[str, int]:
     """Units, distinct texts, texts with a vector of `model`, and the backlog (texts without one)."""
     units = cur.execute("SELECT COUNT(*) FROM search_units").fetchone()[0]
     texts = cur.execute("SELECT COUNT(*) FROM unit_texts").fetchone()[0]
+    # A vector goes with its text (units.forget_sessions), so the model's vectors are its texts embedded.
     embedded = 0 if model is None else cur.execute(
-        "SELECT COUNT(*) FROM unit_vectors v WHERE v.model = ? AND EXISTS (SELECT 1 FROM unit_texts t"
-        " WHERE t.id = v.text_id)", (model,)).fetchone()[0]
+        "SELECT COUNT(*) FROM unit_vectors WHERE model = ?", (model,)).fetchone()[0]
     return {"units": units, "texts": texts, "embedded": embedded, "backlog": texts - embedded}
 
 
