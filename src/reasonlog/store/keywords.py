@@ -63,8 +63,9 @@ def keyword_search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limi
 
 
 def _ranked(hits: list[dict]) -> list[dict]:
-    """Best score first; among equal scores the newest session first, then the timeline's order."""
-    hits.sort(key=lambda h: h["order"][2])
+    """Best score first; among equal scores the newest session first, then the timeline's order (a tool result or
+    outcome before the message at its position, as text search has them)."""
+    hits.sort(key=lambda h: (h["order"][2], h["kind"] == "message"))
     hits.sort(key=lambda h: h["order"][:2], reverse=True)
     hits.sort(key=lambda h: -h["score"])
     return hits
