@@ -54,7 +54,8 @@ def bench_embed() -> None:
         after = db.stat().st_size
         store.close()
     print(f"import of {SPOTTER.name} (baseline): {imported:.2f} s")
-    print(f"units {counts['units']}, distinct texts {counts['texts']}, embedded {done.embedded} in {done.seconds:.1f} s")
+    print(f"units {counts['units']}, distinct texts {counts['texts']}, embedded {done.embedded}"
+          f" in {done.seconds:.1f} s")
     print(f"catch-up rate: {counts['units'] / done.seconds:.1f} units/s; embedding throughput:"
           f" {done.embedded / done.seconds:.1f} texts/s; catch-up ÷ import time: {done.seconds / imported:.1f}")
     print(f"bytes added by units, texts and vectors: {after - before:,} = {(after - before) / unique:.2f} × the unique"
@@ -75,8 +76,8 @@ def bench_scan(units: int, postgres: str | None) -> None:
             _fill(target, matrix)
             store = open_store(target, read_only=True)
             store.vector_search(queries[0].astype("<f4").tobytes(), MODEL, SessionFilter(limit=None), 10)  # warm
-            p50, p95 = _timed(lambda q: store.vector_search(q.astype("<f4").tobytes(), MODEL,
-                                                            SessionFilter(limit=None), 10), queries)
+            p50, p95 = _timed(lambda q, store=store: store.vector_search(q.astype("<f4").tobytes(), MODEL,
+                                                                         SessionFilter(limit=None), 10), queries)
             store.close()
             print(f"{name}: store.vector_search over {units:,} units: p50 {p50:.0f} ms, p95 {p95:.0f} ms"
                   f" ({p50 / floor[0]:.1f} × the floor; database built in {time.perf_counter() - built:.0f} s)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from .group import cli, emit_json
 
@@ -32,7 +32,7 @@ def embed(obj, limit, as_json):
     if show:
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
         with Progress(*columns, transient=True, console=_stderr()) as bar:
-            tasks: dict[str, int] = {}
+            tasks: dict[str, TaskID] = {}
 
             def progress(stage: str, done: int, total: int) -> None:
                 if stage not in tasks:
