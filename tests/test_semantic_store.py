@@ -215,3 +215,38 @@ def test_vector_search_follows_the_session_filter_and_similar_sessions_rank_by_m
     assert [s["id"] for s in similar] == [ids["ops2"], ids["poet"]]
     assert similar[0]["score"] > 0.5 > similar[1]["score"]
     assert store.similar_sessions(ids["ops"], "another model", 5) == []
+
+
+def test_a_file_with_vectors_opens_in_the_stdlib_sqlite3_checks_backs_up_and_exports_without_them(tmp_path, server):
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from reasonlog.cli.main import cli
+
+    db = tmp_path / "v.db"
+    _record_all_kinds(db)
+    store = reasonlog.open_store(db)
+    assert embed_backlog(store, HttpEmbedder(server.url, "bow")).embedded == 5
+    store.close()
+    with sqlite3.connect(db) as plain:  # no extension loaded: the tables are plain ones
+        assert plain.execute("SELECT COUNT(*), MIN(dim), MAX(dim) FROM unit_vectors").fetchone() == (5, 64, 64)
+    runner = CliRunner()
+    checked = runner.invoke(cli, ["--db", str(db), "db", "check", "--json"])
+    assert checked.exit_code == 0 and orjson_loads(checked.stdout)["ok"] is True
+    assert runner.invoke(cli, ["--db", str(db), "db", "backup", str(tmp_path / "b.db")]).exit_code == 0
+    backup = reasonlog.open_store(tmp_path / "b.db", read_only=True)
+    assert backup.semantic_counts("bow@" + server.url)["embedded"] == 5
+    backup.close()
+    assert runner.invoke(cli, ["--db", str(db), "export", "-o", str(tmp_path / "all.jsonl")]).exit_code == 0
+    assert runner.invoke(cli, ["--db", str(tmp_path / "n.db"), "import", str(tmp_path / "all.jsonl")]).exit_code == 0
+    fresh = reasonlog.open_store(tmp_path / "n.db")
+    assert fresh.semantic_counts("bow@" + server.url) == {"units": 0, "texts": 0, "embedded": 0, "backlog": 0}
+    assert embed_backlog(fresh, HttpEmbedder(server.url, "bow")).units_cut == 5  # derived again from the import
+    fresh.close()
+
+
+def orjson_loads(text: str):
+    import orjson
+
+    return orjson.loads(text)
