@@ -166,3 +166,32 @@ def test_asking_for_meaning_before_anything_is_embedded_says_to_embed(tmp_path):
     assert (answer.status_code, answer.json()) == (400, {"detail": f"mode: {said}"})
     assert client.get("/v1/search", params={"q": "hello"}).json()["mode"] == "text"  # the default falls back
     assert run("--db", str(db), "search", "greeting", "--mode", "semantic")[0::2] == (1, f"error: {said}\n")
+
+
+def test_the_server_embeds_what_is_recorded_while_it_runs_in_the_background(tmp_path):
+    import time
+
+    from reasonlog.semantic import HttpEmbedder
+
+    db = tmp_path / "s.db"
+    reasonlog.open_store(db).close()
+    with EmbeddingsServer() as server:
+        embedder = HttpEmbedder(server.url, "bow")
+        app = create_app(lambda: reasonlog.open_store(db), embedder=lambda: embedder, embed_every_s=0.2)
+        with TestClient(app) as client:
+            rec = reasonlog.Recorder(db, writer="sync")
+            with rec.session(agent="a") as s:
+                s.call(messages=[{"role": "user", "content": "rotate the signing keys tonight"}], response="done")
+            rec.close()
+            deadline = time.monotonic() + 30
+            while app.state.embedding.last is None or app.state.embedding.last.embedded == 0:
+                assert time.monotonic() < deadline, "nothing was embedded"
+                time.sleep(0.1)
+            os.environ.update(REASONLOG_EMBEDDINGS_URL=server.url, REASONLOG_EMBEDDINGS_MODEL="bow")
+            try:
+                hits = client.get("/v1/search", params={"q": "signing keys", "mode": "semantic"}).json()["hits"]
+            finally:
+                del os.environ["REASONLOG_EMBEDDINGS_URL"], os.environ["REASONLOG_EMBEDDINGS_MODEL"]
+        assert [(h["session_id"], h["message_idx"]) for h in hits] == [(s.id, 0), (s.id, 1)]
+        assert sorted(server.texts()) == ["done", "rotate the signing keys tonight", "signing keys"]  # + the query
+        assert app.state.embedding.passes >= 1

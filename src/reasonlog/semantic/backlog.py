@@ -32,9 +32,11 @@ class Pass:
 
 def embed_backlog(store: Store, embedder: Embedder, limit: int | None = None, batch: int = BATCH,
                   progress: Callable[[str, int, int], None] | None = None,
-                  stop: threading.Event | None = None) -> Pass:
+                  stop: threading.Event | None = None, always_refresh: bool = True) -> Pass:
     """Cut new text into units and embed up to `limit` texts (None: all). `progress(stage, done, total)` is called
-    as it goes (stage "cut" or "embed"); `stop`, once set, ends the pass after the batch under way."""
+    as it goes (stage "cut" or "embed"); `stop`, once set, ends the pass after the batch under way. The sessions'
+    means are brought up to date after (with `always_refresh=False` only when the pass cut or embedded something:
+    finding which are stale reads every unit, which a server's idle pass every 30 s need not)."""
     started = time.monotonic()
     done = Pass(units_cut=store.cut_units(None if progress is None else lambda d, t: progress("cut", d, t)))
     total = store.semantic_counts(embedder.model)["backlog"]
@@ -50,7 +52,8 @@ def embed_backlog(store: Store, embedder: Embedder, limit: int | None = None, ba
         after = todo[-1][0]
         if progress is not None:
             progress("embed", done.embedded, goal)
-    done.sessions = store.refresh_session_vectors(embedder.model)  # a pass killed before it did this, too
+    if always_refresh or done.units_cut or done.embedded:
+        done.sessions = store.refresh_session_vectors(embedder.model)  # a pass killed before it did this, too
     done.left = total - done.embedded
     done.seconds = time.monotonic() - started
     return done

@@ -50,7 +50,7 @@ class BackgroundEmbedding:
             store = self._get_store()
             if not store.read_only:  # a server on a read-only database embeds nothing (its pages still search)
                 self._embedder = self._embedder or self._make()  # the model loads once, on the first pass
-                self.last = embed_backlog(store, self._embedder, stop=self._stop)
+                self.last = embed_backlog(store, self._embedder, stop=self._stop, always_refresh=self.passes == 0)
         except Exception as exc:  # noqa: BLE001 - the server stays up; the next pass tries again
             first = (str(exc).strip().splitlines() or [""])[0]
             log.warning("reasonlog background embedding failed: %s: %s", type(exc).__name__, first)

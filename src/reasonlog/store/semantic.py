@@ -15,6 +15,7 @@ from . import SessionFilter, keywords, reading, units, vectors
 
 CUT_SESSIONS = 25  # sessions a transaction cuts into units
 CUT_UNITS = 2000  # ... or fewer, once this many units are added
+MEANS = 50  # session means written a transaction
 
 
 class SemanticStore:
@@ -64,8 +65,13 @@ class SemanticStore:
         return self._write(vectors.save, model, rows)
 
     def refresh_session_vectors(self, model: str) -> int:
-        """Recompute the sessions' mean vectors of `model` that units were embedded for since; how many."""
-        return self._write(vectors.refresh_sessions, model)
+        """Recompute the sessions' mean vectors of `model` that units were embedded for since; how many. Read in
+        read transactions, written a few sessions a transaction: a writer waits for a moment at most."""
+        stale = self._read(vectors.stale_means, model)
+        for start in range(0, len(stale), MEANS):
+            rows = self._read(vectors.means, model, stale[start:start + MEANS])
+            self._write(vectors.save_means, model, rows)
+        return len(stale)
 
     # ------------------------------------------------------------ reading
 

@@ -50,25 +50,37 @@ def save(cur, model: str, rows: list[tuple[int, bytes]]) -> int:
     return len(rows)
 
 
-def refresh_sessions(cur, model: str) -> int:
-    """Recompute the session vectors of `model` whose sessions have more embedded units than they average."""
-    import numpy as np
-
+def stale_means(cur, model: str) -> list[tuple[str, int]]:
+    """Sessions (id, embedded units) whose mean vector of `model` averages another number of units than they have."""
     have = dict(cur.execute("SELECT session_id, units FROM session_vectors WHERE model = ?", (model,)).fetchall())
     now = cur.execute("SELECT u.session_id, COUNT(*) FROM search_units u JOIN unit_vectors v ON v.text_id = u.text_id"
                       " AND v.model = ? GROUP BY u.session_id", (model,)).fetchall()
-    stale = [(sid, n) for sid, n in now if have.get(sid) != n]
-    for sid, n in stale:
+    return [(sid, n) for sid, n in now if have.get(sid) != n]
+
+
+def means(cur, model: str, sessions: list[tuple[str, int]]) -> list[tuple[str, int, int, bytes]]:
+    """(session id, units, dim, the L2-normalised mean of its unit vectors) of each of `sessions`."""
+    import numpy as np
+
+    out = []
+    for sid, n in sessions:
         blobs = [bytes(b) for (b,) in cur.execute(
             "SELECT v.vector FROM search_units u JOIN unit_vectors v ON v.text_id = u.text_id AND v.model = ?"
             " WHERE u.session_id = ?", (model, sid)).fetchall()]
+        if not blobs:
+            continue
         matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1)
         mean = matrix.mean(axis=0)
         mean /= max(float(np.linalg.norm(mean)), 1e-12)
-        cur.execute("INSERT INTO session_vectors (model, session_id, dim, units, vector) VALUES (?, ?, ?, ?, ?)"
+        out.append((sid, n, matrix.shape[1], mean.astype("<f4").tobytes()))
+    return out
+
+
+def save_means(cur, model: str, rows: list[tuple[str, int, int, bytes]]) -> int:
+    cur.executemany("INSERT INTO session_vectors (model, session_id, dim, units, vector) VALUES (?, ?, ?, ?, ?)"
                     " ON CONFLICT (model, session_id) DO UPDATE SET dim = excluded.dim, units = excluded.units,"
-                    " vector = excluded.vector", (model, sid, matrix.shape[1], n, mean.astype("<f4").tobytes()))
-    return len(stale)
+                    " vector = excluded.vector", [(model, sid, dim, n, v) for sid, n, dim, v in rows])
+    return len(rows)
 
 
 def session_vector(cur, model: str, session_id: str) -> bytes | None:
