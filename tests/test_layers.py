@@ -16,7 +16,7 @@ LAYERS = (
      "conversation", "titles"},
     {"store"},
     {"capture", "query", "reasoning"},
-    {"io", "summaries", "demo", "langchain", "claude_agent", "replay"},
+    {"io", "summaries", "demo", "langchain", "claude_agent", "replay", "semantic"},
     {"server", "cli", "__main__"},
 )
 LAYER = {name: n for n, names in enumerate(LAYERS) for name in names}

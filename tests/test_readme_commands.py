@@ -339,6 +339,35 @@ def summarises(place, command):
     assert re.search(r"^summarised \d+; failed 0$", sh(place, command).stderr, re.M)
 
 
+def _embedding(place) -> contextlib.AbstractContextManager:
+    """The place with its embeddings asked of a local OpenAI-shaped server (the local model's own tests are in
+    test_semantic_cli.py; here a command line is checked as written, without loading a model twice)."""
+    from embeddings_server import EmbeddingsServer
+
+    @contextlib.contextmanager
+    def served():
+        with EmbeddingsServer() as server:
+            yield {**place, "env": {**place["env"], "REASONLOG_EMBEDDINGS_URL": server.url,
+                                    "REASONLOG_EMBEDDINGS_MODEL": "bow"}}
+    return served()
+
+
+def embeds(place, command):
+    installs_known_extras(command)
+    with _embedding(place) as served:
+        done = sh(served, command.rpartition("&& ")[2])
+    assert re.fullmatch(r"\d+ new units; \d+ texts embedded in [\d.]+ s \([\d,.]+ a second\)\n|0 new units; 0 texts"
+                        r" embedded in [\d.]+ s\n", done.stdout), done.stdout
+
+
+def searches_by_meaning(place, command):
+    with _embedding(place) as served:
+        sh(served, "reasonlog embed")
+        out = sh(served, command).stdout
+    lines = out.splitlines()  # two lines a hit (where, then the call and snippet), then the count
+    assert lines[-1] == f"{(len(lines) - 1) // 2} hits, best first (hybrid)" and len(lines) % 2 == 1 < len(lines)
+
+
 COMMANDS = {
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/reasonlog demo": start_demo,
     "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -q": start_tests,
@@ -384,6 +413,8 @@ COMMANDS = {
     "reasonlog db check": each_form("reasonlog db check"),
     "reasonlog db recount": recounts,
     "reasonlog prune --older-than 30d [--run R] [--agent A] [--dry-run]": prunes,
+    "pip install -e '.[semantic]' && reasonlog embed": embeds,
+    'reasonlog search "the agent gave up on the migration"': searches_by_meaning,
     "reasonlog replay CALL --send [--model M] [--provider anthropic|openai|gemini] [--base-url URL]": replays_a_call,
     "reasonlog replay SESSION --send --model M [--concurrency 4] [--max-cost USD] [--json]": replays_a_session,
     "reasonlog summarize": summarises,

@@ -23,7 +23,7 @@ from reasonlog.server.app import create_app, serve_app
 from reasonlog.store import open_store
 
 # The dashboard's pages are not in the schema: their parameters, as its routes take them.
-DASHBOARD = [("/", [], ["run", "agent", "model", "status", "source", "since", "until", "q", "sort", "after"]),
+DASHBOARD = [("/", [], ["run", "agent", "model", "status", "source", "since", "until", "q", "mode", "sort", "after"]),
              ("/sessions/{session_id}", ["session_id"], ["view", "offset", "limit"]),
              ("/calls/{call_id}", ["call_id"], ["against"]), ("/usage", [], ["since", "until"]),
              ("/usage.csv", [], ["by", "since", "until"]), ("/login", [], ["next"])]
@@ -44,7 +44,7 @@ def test_a_nul_byte_in_any_parameter_of_any_read_route_is_a_400_naming_it(db):
     open_store(db).close()
     app = serve_app(db)
     routes = read_routes(app)
-    assert len(routes) == 15  # every read route with a parameter (a new one is tested here too)
+    assert len(routes) == 17  # every read route with a parameter (a new one is tested here too)
     answers = {}
     with TestClient(app, raise_server_exceptions=False) as client:  # its end closes the app's stores
         for path, path_params, query_params in routes:
@@ -53,7 +53,7 @@ def test_a_nul_byte_in_any_parameter_of_any_read_route_is_a_400_naming_it(db):
                 answer = client.get(url + (f"?{name}=a%00b" if name in query_params else ""))
                 answers[(path, name)] = (answer.status_code, answer.json().get("detail", "")[:len(name) + 1])
     assert {key: value for key, value in answers.items() if value != (400, f"{key[1]}:")} == {}
-    assert len(answers) == 60
+    assert len(answers) == 72
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -92,6 +92,9 @@ ROUTES = {
     "outcomes": "/v1/outcomes",
     "stats_by_model": "/v1/stats?by=model",
     "reasoning": "/reasoning?job_id=job-1&date=2025-10-02&include_full_conversation=true",
+    "search_text": "/v1/search?q=nvda&mode=text",
+    "search_keywords": "/v1/search?q=what%20did%20it%20buy%20in%20NVDA&mode=keywords",
+    "similar": "/v1/sessions/trader-1/similar",
 }
 
 

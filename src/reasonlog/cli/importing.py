@@ -52,6 +52,7 @@ def import_(obj, paths, fmt, list_formats, as_json):
         emit_json(report.to_dict())
     else:
         _print_report(report)
+        _say_backlog(obj.writable, report)
     if report.failed:
         sys.exit(1)
 
@@ -70,6 +71,8 @@ def _import_defaults(obj, fmt: str | None, as_json: bool) -> None:
             _print_report(report)
     if as_json:
         emit_json({name: {"folders": [str(f) for f in found[name]], **r.to_dict()} for name, r in reports.items()})
+    elif reports:
+        _say_backlog(obj.writable, *reports.values())
     if any(r.failed for r in reports.values()):
         sys.exit(1)
 
@@ -147,6 +150,19 @@ def _run_with_progress(store, files, show: bool) -> Report:
         return run_import(store, files, progress=lambda path, size: bar.advance(task, size))
 
 
+def _say_backlog(store, *reports: Report) -> bool:
+    """After an import that added sessions: what awaits embedding for search by meaning, and how to embed it (when
+    the semantic extra is installed). The import itself never embeds: it would wait on a model for minutes."""
+    if not any(r.added.get("messages") or r.added.get("tool_results") for r in reports):
+        return False
+    from ..semantic.backlog import backlog_note
+
+    note = backlog_note(store)
+    if note is not None:
+        click.echo(note, err=True)
+    return note is not None
+
+
 def _stderr_console():
     from rich.console import Console
 
@@ -209,10 +225,14 @@ def watch(obj, paths, fmt, interval, once, install):
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     click.echo(f"watching {', '.join(map(str, folders))} (every {interval:g} s; Ctrl-C stops)", err=True)
 
+    said: list[bool] = []
+
     def on_report(report: Report) -> None:
         _write_marker(marker, folders)
         if any(report.added.values()) or report.failed:
             _print_report(report)
+            if not said:  # once a watch: it adds text every few seconds
+                said.append(_say_backlog(store, report))
         if once:
             stopping.append(True)
 

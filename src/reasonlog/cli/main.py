@@ -6,7 +6,19 @@ loading the other commands, and importing anything under `reasonlog.cli` runs th
 """
 from __future__ import annotations
 
-from . import data, database, importing, keys, proxy, read, reason, serve, show, summarize  # noqa: F401  (their commands)
+from . import (  # noqa: F401  (their commands)
+    data,
+    database,
+    embedding,
+    importing,
+    keys,
+    proxy,
+    read,
+    reason,
+    serve,
+    show,
+    summarize,
+)
 from .group import Context, cli
 
 __all__ = ["Context", "cli", "main"]

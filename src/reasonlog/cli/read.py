@@ -12,6 +12,8 @@ from rich.text import Text
 from .. import query, titles
 from ..model import format_instant
 from ..parts import RecordError
+from ..semantic.search import MODES, default_mode
+from ..semantic.search import search as semantic_search
 from ..store import SessionFilter, StoreError
 from ..store.search import Query
 from .group import HOW_TO_START, cli, console, emit_json, json_option
@@ -226,18 +228,25 @@ def _print_diff(result: dict) -> None:
 
 @cli.command()
 @click.argument("text")
+@click.option("--mode", type=click.Choice(MODES), help="text: where TEXT occurs as written, in timeline order;"
+              " keywords: ranked by the words of TEXT each holds; semantic: ranked by meaning; hybrid: both ranks"
+              " fused. Default: hybrid once `reasonlog embed` has run (the semantic extra), else text.")
 @filter_options
 @json_option
 @click.pass_obj
-def search(obj, text, as_json, limit, **filters):
-    """Find TEXT in every message, tool result and outcome (any part of a word, any case); prints where each is."""
+def search(obj, text, mode, as_json, limit, **filters):
+    """Find TEXT in every message, tool result and outcome; prints where each is. By default as written (any part
+    of a word, any case); --mode keywords, semantic or hybrid rank what comes closest to TEXT, best first."""
     if not text.strip():
         raise click.UsageError("nothing to search for: give some text, e.g. reasonlog search \"timed out\"")
+    mode = mode or default_mode(obj.store)
+    if mode != "text":
+        return _ranked_search(obj, text, mode, as_json, limit, filters)
     try:
         Query.parse(text)
     except StoreError as exc:
         raise click.UsageError(str(exc)) from None
-    hits = obj.store.search(text, make_filter(limit=None, **filters), limit=None)  # all: the count is of matches
+    hits = semantic_search(obj.store, text, "text", make_filter(limit=None, **filters), None)  # all: a count
     shown = hits[:limit] if limit else hits
     if as_json:
         return emit_json(shown)
@@ -250,11 +259,29 @@ def search(obj, text, as_json, limit, **filters):
     console.print(f"{len(hits)} match{'es' if len(hits) != 1 else ''}{more}", style="dim")
 
 
+RANKED_ALL = 1000  # --limit 0 in a ranked mode: this many hits
+
+
+def _ranked_search(obj, text: str, mode: str, as_json: bool, limit: int, filters: dict) -> None:
+    hits = semantic_search(obj.store, text, mode, make_filter(limit=None, **filters), limit or RANKED_ALL)
+    if as_json:
+        return emit_json(hits)
+    if not hits:
+        console.print(Text(f"nothing found for {text!r} ({mode})"), style="dim")
+        return
+    for h in hits:
+        _print_hit(h)
+    console.print(f"{len(hits)} hit{'s' if len(hits) != 1 else ''}, best first ({mode})", style="dim")
+
+
 def _print_hit(h: dict) -> None:
     """Two lines a hit: where it is (the session id whole), then the call's id (whole) and the snippet on one line."""
-    where = Text(h["session_id"], style="bold") + Text(f"  at {h['message_idx']}  {h['kind']}")
+    at = "" if h["message_idx"] is None else f"  at {h['message_idx']}"
+    where = Text(h["session_id"], style="bold") + Text(f"{at}  {h['kind']}")
     if h["name"] or h["role"]:
         where += Text(f"  {h['name'] or h['role']}")
+    if h.get("score") is not None:
+        where += Text(f"  {h['score']:.4f}", style="dim")
     console.print(where)
     call = Text(f"  call {h['call_id']}: ", style="dim") if h["call_id"] else Text("  ")
     console.print(call + Text(" ".join(h["snippet"].split())), no_wrap=True, overflow="ellipsis")

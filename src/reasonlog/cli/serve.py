@@ -25,12 +25,17 @@ from .group import cli
 @click.option("--summarize-base-url", metavar="U", help="The server the openai/anthropic summarizer asks.")
 @click.option("--summarize-every", type=click.FloatRange(min=1), default=60.0, show_default=True, metavar="SECONDS",
               help="How often the background summaries look for new work.")
+@click.option("--embed/--no-embed", default=True, show_default=True,
+              help="Embed new text for search by meaning in the background (with the semantic extra installed;"
+                   " one server process only).")
+@click.option("--embed-every", type=click.FloatRange(min=1), default=30.0, show_default=True, metavar="SECONDS",
+              help="How often the background embedding looks for new text.")
 @click.option("--shutdown-grace", type=click.FloatRange(min=0, max=600), default=3.0, show_default=True,
               metavar="SECONDS", help="On SIGTERM or Ctrl-C, what requests under way get to finish before they"
                                       " are cancelled; the process ends at most 2 s after that.")
 @click.pass_obj
 def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, summarize_base_url, summarize_every,
-          shutdown_grace):
+          embed, embed_every, shutdown_grace):
     """Serve the database over HTTP: /reasoning, /healthz, /readyz, and the OpenAPI schema at /openapi.json.
 
     Once a key exists, every request but /healthz needs one: `Authorization: Bearer <key>`."""
@@ -55,10 +60,14 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
     if workers == 1:
         app = serve_app(path, deployment_mode=os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
                         summarizer=make, summarize_every_s=summarize_every,
+                        embedder=_embedder(path) if embed else None, embed_every_s=embed_every,
                         max_body_bytes=int(max_body_mb * (1 << 20)), exit_within_s=ending.EXIT_WITHIN_S)
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                     timeout_graceful_shutdown=shutdown_grace)
         return
+    if embed and _embedder(path, say=False) is not None:
+        click.echo("background embedding runs with --workers 1 only: run `reasonlog embed` beside the workers",
+                   err=True)
     os.environ["REASONLOG_SERVE_DB"] = str(path)  # each worker process builds its app from these
     os.environ["REASONLOG_SERVE_MAX_BODY"] = str(int(max_body_mb * (1 << 20)))
     uvicorn.run("reasonlog.server.app:app_from_environment", factory=True, host=host, port=port, workers=workers,
@@ -72,6 +81,26 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _embedder(path, say: bool = True):
+    """A maker of the embedder for background embedding, when search by meaning is installed here; else None
+    (said once, so a server without the extra starts as before)."""
+    from ..semantic import SemanticUnavailable, choose_embedder, missing_packages
+
+    try:
+        embedder = choose_embedder()
+    except SemanticUnavailable as exc:
+        if say:
+            click.echo(f"no background embedding: {exc}", err=True)
+        return None
+    missing = missing_packages(local=not hasattr(embedder, "url"), sqlite="://" not in str(path))
+    if missing:
+        return None
+    if say:
+        click.echo(f"embedding new text in the background with {embedder.model} (--no-embed turns it off)",
+                   err=True)
+    return lambda: embedder
 
 
 def _summarizer(name: str, db: str, model: str | None, base_url: str | None):

@@ -16,6 +16,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from .. import query
 from ..model import format_instant
 from ..parts import RecordError
+from ..semantic import EmbeddingFailed, SemanticUnavailable
+from ..semantic import search as semantic
 from ..store import SessionFilter, StoreError, StoreReader
 from ..wire import (
     CallDetailJSON,
@@ -23,8 +25,10 @@ from ..wire import (
     OutcomesJSON,
     RequestBody,
     RunsJSON,
+    SearchJSON,
     SessionPageJSON,
     SessionsPageJSON,
+    SimilarSessionsJSON,
     StatsJSON,
 )
 from .errors import status_of
@@ -64,6 +68,35 @@ def router(get_store: Any, reader: Any) -> APIRouter:
         more = len(page) > limit
         page = page[:limit]
         return cast(SessionsPageJSON, {"sessions": page, "next_cursor": _next(page[-1]) if more and page else None})
+
+    @api.get("/search", summary="Messages, tool results and outcomes that match q: as written (mode text), by"
+                                 " keywords, by meaning (semantic), or both ranks fused (hybrid)")
+    def search(q: str = Query(..., min_length=1, description="What to look for"),
+               mode: str | None = Query(None, description="text, keywords, semantic or hybrid (default: hybrid once"
+                                                          " something is embedded, else text)"),
+               limit: int = Query(50, ge=1, le=MAX_PAGE), run: str | None = None, agent: str | None = None,
+               model: str | None = None, status: str | None = None,
+               since: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
+               until: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
+               store: StoreReader = Depends(get_store)) -> SearchJSON:
+        flt = SessionFilter(run=run, agent=agent, model=model, status=status, since=_when("since", since),
+                            until=_when("until", until), limit=None)
+        chosen = mode or semantic.default_mode(store)
+        try:
+            hits = semantic.search(store, q, chosen, flt, limit)
+        except (ValueError, StoreError) as exc:
+            about = "mode" if isinstance(exc, SemanticUnavailable) else "embeddings" if isinstance(
+                exc, EmbeddingFailed) else "q"
+            raise HTTPException(status_of(exc), f"{about}: {exc}") from None
+        return cast(SearchJSON, {"mode": chosen, "hits": hits})
+
+    @api.get("/sessions/{session_id}/similar", summary="Sessions like this one: nearest by the mean of their"
+                                                       " embedded units (empty before anything is embedded)")
+    def similar(session_id: str, limit: int = Query(10, ge=1, le=100),
+                store: StoreReader = Depends(get_store)) -> SimilarSessionsJSON:
+        found = _found(lambda: store.resolve_id("session", session_id), "session", session_id)
+        model, rows = semantic.similar_sessions(store, found, limit)
+        return cast(SimilarSessionsJSON, {"model": model, "sessions": rows})
 
     @api.get("/sessions/{session_id}", summary="One session: its calls, exchanges, outcomes, a page of messages,"
                                                " and the summaries of the session, its exchanges and messages")

@@ -20,6 +20,7 @@ from ..store import ReadOnlyDatabase, Store, StoreError, keys
 from ..summaries import Summarizer
 from ..wire import HealthJSON, ModelDaysJSON, ReadyJSON
 from . import api, dashboard, ending, guards, ingest, otlp, records
+from .embedding import BackgroundEmbedding
 from .stores import Stores
 from .summarizing import BackgroundSummaries
 
@@ -35,7 +36,8 @@ UNAUTHORIZED: dict[int | str, dict[str, Any]] = {
 def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                summarizer: Callable[[], Summarizer] | None = None, summarize_every_s: float = 60.0,
                max_body_bytes: int | None = None, open_reader: Callable[[], Store] | None = None,
-               exit_within_s: float | None = None, login_token: str | None = None) -> FastAPI:
+               exit_within_s: float | None = None, login_token: str | None = None,
+               embedder: Callable[[], Any] | None = None, embed_every_s: float = 30.0) -> FastAPI:
     """The app over the store `open_store` opens (once, on first use). `deployment_mode` is echoed by /reasoning.
 
     `open_reader`: open a second, read-only store for every route that only reads, so that reads never wait
@@ -46,30 +48,35 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     `exit_within_s`: once the server shuts down (after uvicorn's grace for requests under way), end the process
     this many seconds later even if a request is still at work in a thread (`reasonlog serve` sets it; what
     was answered is committed already, and what was not is rolled back by the database).
-    `login_token`: a one-time token that signs its first bringer in to the dashboard (`reasonlog ui`)."""
+    `login_token`: a one-time token that signs its first bringer in to the dashboard (`reasonlog ui`).
+    `embedder`: make one to embed new text for search by meaning in the background every `embed_every_s` seconds
+    (server/embedding.py); `app.state.embedding` is that background job, else None."""
     stores = Stores(open_store, open_reader)
     background = None if summarizer is None else BackgroundSummaries(stores.writer.get, summarizer,
                                                                       summarize_every_s)
+    embedding = None if embedder is None else BackgroundEmbedding(stores.writer.get, embedder, embed_every_s)
     limit = ingest.MAX_BYTES if max_body_bytes is None else max_body_bytes
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if background is not None:
-            background.start()
+        for job in (background, embedding):
+            if job is not None:
+                job.start()
         try:
             yield
         finally:
             if exit_within_s is not None:
                 ending.exit_within(exit_within_s)
-            if background is not None:
-                background.stop()
+            for job in (background, embedding):
+                if job is not None:
+                    job.stop()
             stores.close()
 
     app = FastAPI(title="reasonlog", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None, dependencies=[Depends(guards.refuse_nul)],
                   description="What LLM agents saw, thought and did: sessions, calls, reasoning and outcomes. "
                               "Once an API key exists, send one: `Authorization: Bearer <key>`.")
-    app.state.summaries, app.state.stores = background, stores
+    app.state.summaries, app.state.stores, app.state.embedding = background, stores, embedding
 
     @app.exception_handler(ReadOnlyDatabase)
     def read_only(request: Request, exc: ReadOnlyDatabase) -> JSONResponse:

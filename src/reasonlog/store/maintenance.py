@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from . import StoreError, search, usage
+from . import StoreError, search, units, usage
 from .content import content_hash, decode_context
 from .reading import ContentReader
 
@@ -219,6 +219,7 @@ def prune(cur, dicts) -> None:
     """Delete what `plan_prune` chose, inside the caller's write transaction."""
     _unindex(cur, dicts)
     chosen = "session_id IN (SELECT id FROM temp.prune_sessions)"
+    units.forget_sessions(cur, chosen)
     for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries",
                   "reasoning_records", "usage_rollup"):
         cur.execute(f"DELETE FROM {table} WHERE {chosen}")

@@ -6,6 +6,8 @@ counter) is bumped: writers in other processes then forget the content ids they 
 """
 from __future__ import annotations
 
+from . import units
+
 CHOSEN = "session_id = ANY(?::text[])"
 
 
@@ -30,6 +32,7 @@ def delete_sessions(cur, session_ids: list[str], forget_file: str | None) -> int
         for table in ("tool_results", "outcomes", "reasoning_records"):
             cur.execute(f"DELETE FROM {table}_search WHERE rowid IN (SELECT rowid FROM {table} WHERE {CHOSEN})",
                         (ids,))
+        units.forget_sessions(cur, CHOSEN, (ids,))
         for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries",
                       "reasoning_records", "usage_rollup"):
             cur.execute(f"DELETE FROM {table} WHERE {CHOSEN}", (ids,))

@@ -37,7 +37,8 @@ GENERATION = "content_generation"  # a counter bumped whenever contents are dele
 TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "contents",
           "contents_search", "tool_results_search", "outcomes_search", "zstd_dicts", "counters",
           "import_files", "api_keys", "ingested_batches", "summaries", "reasoning_records",
-          "reasoning_records_search", "usage_rollup", MIGRATIONS_TABLE)
+          "reasoning_records_search", "usage_rollup", "unit_texts", "search_units", "unit_vectors", "session_vectors",
+          "unit_marks", MIGRATIONS_TABLE)
 RECONNECT_EVERY_S = 1.0  # while the server is away, how often a use of the store tries to connect again
 LIVE = "reasonlog-live:"  # + a process's token: the advisory lock each store a recording process writes through holds
 
@@ -326,6 +327,16 @@ class PostgresStore(SQLStore):
         for sid in touched:
             cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 7))", (sid,))
         self._applier.revalidate(cur, touched)
+
+    def _lock_units(self, cur, session_id: str) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 7))", (f"units:{session_id}",))
+
+    def _rank(self, table: str, model: str, query: bytes, flt: Any, limit: int,
+              exclude: str | None = None) -> list[tuple[Any, float]]:
+        from .vectors import rank_scan
+
+        with self._lock:
+            return rank_scan(self._conn, table, model, query, flt, limit, exclude)
 
     @staticmethod
     def insert_content(cur: Cursor, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,

@@ -364,4 +364,62 @@ CREATE INDEX session_labels_session ON session_labels(session_id, key);
 ALTER TABLE calls ADD COLUMN replay_of TEXT;
 CREATE INDEX calls_replay_of ON calls(replay_of) WHERE replay_of IS NOT NULL;
 """),
+    Migration(15, "search by meaning", """
+-- Search by meaning (docs/search.md, store/units.py, store/vectors.py). All of it is derived from what is stored,
+-- in the background (`reasonlog embed`, `reasonlog serve`), never by a recorder; plain tables, so a file stays
+-- readable by any sqlite3 (the vector functions of sqlite-vec are loaded only by the search's own connection).
+-- unit_texts: each distinct text that is embedded, once: a chunk of a user message's text, of an assistant's text
+-- and thinking, of a tool result of 200 characters or more, or a session's summary. hash: BLAKE2b-128 of its
+-- UTF-8 bytes; size: those bytes; codec: 0 plain, 1 zstd (as contents).
+CREATE TABLE unit_texts (
+    id INTEGER PRIMARY KEY,
+    hash BLOB NOT NULL UNIQUE,
+    size INTEGER NOT NULL,
+    codec INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+-- search_units: where each text occurs. kind: user | assistant | tool_result | summary. message_idx: the timeline
+-- position of the message (or the tool_results row's message_idx); NULL: a session's summary. tool_result_id: the
+-- tool_results row it was cut from; NULL: a part of a message, or no tool result. part: the n-th tool result of
+-- its message (0 otherwise); chunk: the n-th chunk of that text.
+CREATE TABLE search_units (
+    id INTEGER PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    message_idx INTEGER,
+    tool_result_id TEXT,
+    part INTEGER NOT NULL,
+    chunk INTEGER NOT NULL,
+    text_id INTEGER NOT NULL
+);
+CREATE INDEX search_units_session ON search_units(session_id, message_idx);
+CREATE INDEX search_units_text ON search_units(text_id);
+-- unit_vectors: a text's embedding by one model. model: its name and version (a vector of another model is
+-- never compared, and a new model embeds again); vector: `dim` float32 numbers, little-endian, L2-normalised.
+CREATE TABLE unit_vectors (
+    model TEXT NOT NULL,
+    text_id INTEGER NOT NULL,
+    dim INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, text_id)
+);
+-- session_vectors: per model and session, the L2-normalised mean of its units' vectors ("sessions like this one");
+-- units: how many unit vectors it averages (fewer than the session has now: it is recomputed).
+CREATE TABLE session_vectors (
+    model TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    units INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, session_id)
+);
+-- unit_marks: how far each session was cut into units: its first `messages` timeline entries, its tool results up
+-- to rowid `tool_results`, and the summary whose text has the BLAKE2b-128 hex `summary` (NULL: no summary yet).
+CREATE TABLE unit_marks (
+    session_id TEXT PRIMARY KEY,
+    messages INTEGER NOT NULL,
+    tool_results INTEGER NOT NULL,
+    summary TEXT
+);
+"""),
 )

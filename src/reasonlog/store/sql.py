@@ -30,6 +30,7 @@ from . import (
 from .content import Dictionaries
 from .contents import ContentWriter
 from .dbapi import Cursor
+from .semantic import SemanticStore
 from .writing import Applier
 
 log = logging.getLogger("reasonlog")
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from ..redact import Redactor
 
 
-class SQLStore:
+class SQLStore(SemanticStore):
     """The dialect-neutral part of a reasonlog store. One connection, guarded by a lock.
 
     A subclass sets `_conn`, `url`, `index` (its full-text index, see store/search.py) and `DATA_ERRORS`

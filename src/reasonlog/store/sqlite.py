@@ -14,6 +14,7 @@ from . import StoreError, imported, liveness, opening
 from .dbapi import Cursor
 from .schema import SQLITE_MIGRATIONS
 from .sql import SQLStore
+from .vectors import VectorReader
 
 if TYPE_CHECKING:
     from ..pricing import PriceTable
@@ -67,6 +68,7 @@ class SQLiteStore(SQLStore):
         opening.check_path(self.path, create=not read_only)
         self._setup_writer(price_table, redactor)
         self._conn = opening.connect(self.path, read_only=read_only, timeout_s=busy_timeout_ms / 1000)
+        self._vectors = VectorReader(self.path)  # sqlite-vec's connection, opened by the first vector search
         self._generation: int | None = None  # the content generation the caches hold (see maintenance.py)
         try:
             opening.check_reasonlog(self._conn, self.path, SQLITE_MIGRATIONS[-1].number, read_only=read_only)
@@ -281,6 +283,10 @@ class SQLiteStore(SQLStore):
             "set_aside_file": ", ".join(map(str, asides)) or None,
         }
 
+    def _rank(self, table: str, model: str, query: bytes, flt: Any, limit: int,
+              exclude: str | None = None) -> list[tuple[Any, float]]:
+        return self._vectors.rank(table, model, query, flt, limit, exclude)
+
     # ------------------------------------------------------------ care (see store/maintenance.py)
 
     def backup(self, dest: Path, force: bool = False) -> int:
@@ -333,6 +339,7 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error:
                 pass
             self._conn.close()
+            self._vectors.close()
 
 
 def _inserted(cur: sqlite3.Cursor) -> int:

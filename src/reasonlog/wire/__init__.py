@@ -22,10 +22,13 @@ from .api import (
     RequestBody,
     RunsJSON,
     SavedRecordJSON,
+    SearchHitJSON,
+    SearchJSON,
     SessionCallJSON,
     SessionJSON,
     SessionPageJSON,
     SessionsPageJSON,
+    SimilarSessionsJSON,
     StatsJSON,
     WindowJSON,
 )
@@ -53,7 +56,8 @@ from .shapes import (
 
 __all__ = [
     "DiffJSON", "HealthJSON", "IngestAnswerJSON", "IngestLimitsJSON", "ModelDaysJSON", "OutcomesJSON", "ReadyJSON",
-    "ReasoningRecordsJSON", "RequestBody", "RunsJSON", "SavedRecordJSON", "StatsJSON",
+    "ReasoningRecordsJSON", "RequestBody", "RunsJSON", "SavedRecordJSON", "SearchHitJSON", "SearchJSON",
+    "SimilarSessionsJSON", "StatsJSON",
     "EVENTS", "EXPORT_VERSION", "PARSED", "RECORDS", "CallDetailJSON", "CallJSON", "CallRecord", "CallRecordedJSON",
     "ContentRecord", "ExchangeRecord", "MessageJSON", "MessageRecord", "OutcomeRecord", "SessionCallJSON",
     "SessionFields", "SessionJSON", "SessionPageJSON", "SessionRecord", "SessionsPageJSON", "SessionStartedJSON",

@@ -197,6 +197,41 @@ class DiffJSON(TypedDict):
     params: dict[str, ParamChangeJSON]
 
 
+SearchMode = Literal["text", "keywords", "semantic", "hybrid"]
+
+
+class SearchHitJSON(TypedDict):
+    """Where a search found something: a message, tool result, outcome or reasoning record at its timeline position,
+    or a session's summary (`message_idx` null). `score`: the mode's ranking score (null in text mode); `snippet`:
+    the text around the match, or the start of the unit found by meaning."""
+
+    kind: Literal["message", "tool_result", "outcome", "reasoning", "summary"]
+    session_id: str
+    message_idx: int | None
+    role: str | None
+    call_id: str | None
+    at: str | None
+    tool_use_id: str | None
+    name: str | None
+    snippet: str
+    score: float | None
+    mode: SearchMode
+
+
+class SearchJSON(TypedDict):
+    mode: SearchMode
+    hits: list[SearchHitJSON]
+
+
+class SimilarSessionJSON(SessionJSON):
+    score: float  # the cosine similarity of the two sessions' mean unit vectors
+
+
+class SimilarSessionsJSON(TypedDict):
+    model: str | None  # the embedding model compared; null: search by meaning is not available here
+    sessions: list[SimilarSessionJSON]
+
+
 class OutcomeJSON(TypedDict):
     id: str
     session_id: str

@@ -12,10 +12,13 @@ import orjson
 from markupsafe import Markup, escape
 
 from ... import providers, query, titles
+from ...semantic import search as semantic
 from ...store import SessionFilter, StoreReader
+from ...store.keywords import words_of
 from . import charts, timeline, tools
 
 PAGE = 200  # timeline entries a session page shows
+SIMILAR = 5  # "sessions like this one" a session page lists
 # Context windows, for the fullness bar; a model not listed shows its tokens without a share.
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class Filters:
     since: str | None = None
     until: str | None = None
     q: str | None = None
+    mode: str | None = None  # how `q` is searched (reasonlog.semantic.search.MODES); None: the default here
 
     def session_filter(self, limit: int | None, after=None) -> SessionFilter:
         return SessionFilter(run=self.run, agent=self.agent, model=self.model, status=self.status,
@@ -44,15 +48,13 @@ SORTS = {"started": None, "cost": "cost_usd", "tokens": "tokens", "calls": "call
 
 
 def sessions(store: StoreReader, f: Filters, sort: str, cursor: tuple[str, str] | None, limit: int = 50) -> dict:
+    mode = (f.mode or semantic.default_mode(store)) if f.q else None
+    if f.q and mode != "text":
+        return {**_ranked_sessions(store, f, mode or "hybrid", sort, limit), "mode": mode}
     rows = store.list_sessions(f.session_filter(limit + 1, cursor))
     more = len(rows) > limit
     rows = rows[:limit]
-    prompts = store.first_prompts([s["id"] for s in rows if not (s.get("labels") or {}).get("title")])
-    for s in rows:
-        s["tokens"] = sum(s.get(k) or 0 for k in query.TOKEN_FIELDS if k != "reasoning_tokens")
-        s["source"] = (s.get("labels") or {}).get("source", "recorded")
-        s["title"] = titles.title_of(s, prompts.get(s["id"]))
-        s["project"] = project_of(s)
+    _decorate(store, rows)
     if SORTS.get(sort):  # within the page: the cursor walks the list newest first
         rows.sort(key=lambda s: s.get(SORTS[sort]) or 0, reverse=True)
     hits: dict[str, list[Markup]] = {}
@@ -61,7 +63,35 @@ def sessions(store: StoreReader, f: Filters, sort: str, cursor: tuple[str, str] 
             if len(hits.setdefault(h["session_id"], [])) < 3:
                 hits[h["session_id"]].append(highlight(h["snippet"], f.q))
     nxt = f"{rows[-1]['started_at']}|{rows[-1]['id']}" if more and rows else None
-    return {"sessions": rows, "hits": hits, "next": nxt}
+    return {"sessions": rows, "hits": hits, "next": nxt, "mode": mode, "modes": semantic.MODES}
+
+
+def _ranked_sessions(store: StoreReader, f: Filters, mode: str, sort: str, limit: int) -> dict:
+    """The sessions of a ranked search's hits, in the order of each one's best hit (one page: ranks have no cursor),
+    with up to three hits each."""
+    found = semantic.search(store, f.q or "", mode, f.session_filter(None), RANKED_HITS)
+    hits: dict[str, list[Markup]] = {}
+    for h in found:
+        if len(hits.setdefault(h["session_id"], [])) < 3:
+            hits[h["session_id"]].append(highlight(h["snippet"], f.q or "", words_of(f.q or "")))
+    rows = [store.session_row(sid) for sid in list(hits)[:limit]]
+    _decorate(store, rows)
+    if SORTS.get(sort):
+        rows.sort(key=lambda s: s.get(SORTS[sort]) or 0, reverse=True)
+    return {"sessions": rows, "hits": hits, "next": None, "modes": semantic.MODES}
+
+
+RANKED_HITS = 500  # hits a ranked search of the sessions page reads
+
+
+def _decorate(store: StoreReader, rows: list[dict]) -> None:
+    """What the sessions table shows of each row besides its columns: tokens, source, title, project."""
+    prompts = store.first_prompts([s["id"] for s in rows if not (s.get("labels") or {}).get("title")])
+    for s in rows:
+        s["tokens"] = sum(s.get(k) or 0 for k in query.TOKEN_FIELDS if k != "reasoning_tokens")
+        s["source"] = (s.get("labels") or {}).get("source", "recorded")
+        s["title"] = titles.title_of(s, prompts.get(s["id"]))
+        s["project"] = project_of(s)
 
 
 def project_of(session: dict) -> dict[str, str]:
@@ -73,10 +103,12 @@ def project_of(session: dict) -> dict[str, str]:
     return {"short": run, "full": run}
 
 
-def highlight(text: str, q: str) -> Markup:
-    """`text` escaped, with each query term marked."""
+def highlight(text: str, q: str, words: list[str] | None = None) -> Markup:
+    """`text` escaped, with each query term (or each of `words`, when given) marked."""
     terms = [t.strip('"-*').lower() for t in re.findall(r'"[^"]*"|\S+', q) if t != "OR" and not t.startswith("-")]
-    terms = [t for t in terms if t] or [q.lower()]
+    terms = words if words is not None else [t for t in terms if t] or [q.lower()]
+    if not terms:
+        return Markup(escape(text))
     out, low, i = [], text.lower(), 0
     pattern = re.compile("|".join(re.escape(t) for t in sorted(set(terms), key=len, reverse=True)))
     for m in pattern.finditer(low):
@@ -112,7 +144,9 @@ def session(store: StoreReader, session_id: str, view: str, offset: int, limit: 
     spawned: dict[str, list[dict]] = {}
     for child in children:
         spawned.setdefault(child.get("parent_call_id") or "", []).append(child)
-    return {"session": s, "items": items, "view": view, "offset": offset, "limit": limit,
+    _, similar = semantic.similar_sessions(store, s["id"], SIMILAR)
+    _decorate(store, similar)
+    return {"session": s, "items": items, "view": view, "offset": offset, "limit": limit, "similar": similar,
             "total": s["message_count"], "records": store.list_reasoning_records(s["id"]), "spawned": spawned,
             "summaries": {m["idx"]: m.get("summary") for m in s["messages"]}}
 

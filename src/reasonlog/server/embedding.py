@@ -1,0 +1,57 @@
+"""The server's background embedding (`reasonlog serve`, unless --no-embed): a thread that, every `every_s` seconds,
+works off the search-by-meaning backlog (reasonlog.semantic.backlog) on the server's own store.
+
+Off the request path and the recording path alike: ingestion writes events, this thread embeds what they hold
+later, committing a batch at a time. Its errors are logged by type and first line (an embeddings server's error
+names its URL, never recorded text) and the next pass tries again.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from ..semantic import Embedder
+from ..semantic.backlog import Pass, embed_backlog
+from ..store import Store
+
+log = logging.getLogger("reasonlog")
+
+
+class BackgroundEmbedding:
+    """Start with `start()`; `stop()` ends the thread after the batch under way. `passes` counts finished passes."""
+
+    def __init__(self, get_store: Callable[[], Store], make: Callable[[], Embedder], every_s: float = 30.0):
+        if every_s <= 0:
+            raise ValueError(f"every_s: expected a positive number of seconds, got {every_s}")
+        self._get_store, self._make, self.every_s = get_store, make, every_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._embedder: Embedder | None = None
+        self.passes = 0
+        self.last: Pass | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="reasonlog-embedding", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.run_once()
+            self._stop.wait(self.every_s)
+
+    def run_once(self) -> None:
+        try:
+            store = self._get_store()
+            if not store.read_only:  # a server on a read-only database embeds nothing (its pages still search)
+                self._embedder = self._embedder or self._make()  # the model loads once, on the first pass
+                self.last = embed_backlog(store, self._embedder, stop=self._stop, always_refresh=self.passes == 0)
+        except Exception as exc:  # noqa: BLE001 - the server stays up; the next pass tries again
+            first = (str(exc).strip().splitlines() or [""])[0]
+            log.warning("reasonlog background embedding failed: %s: %s", type(exc).__name__, first)
+        self.passes += 1

@@ -1,0 +1,113 @@
+"""The store's part of search by meaning (docs/search.md): cutting sessions into units, the embedding backlog,
+vectors, and the rankings over them. `SQLStore` takes these methods; the dialect ranks (`_rank`).
+
+The embedding itself (a model, or an HTTP endpoint) lives in reasonlog.semantic and never holds SQL; it asks here
+for the texts to embed and hands their vectors back, one transaction a batch, so a killed worker loses a batch at
+most and the next one goes on where it stopped.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from . import SessionFilter, keywords, reading, units, vectors
+
+CUT_SESSIONS = 25  # sessions a transaction cuts into units
+CUT_UNITS = 2000  # ... or fewer, once this many units are added
+MEANS = 50  # session means written a transaction
+
+
+class SemanticStore:
+    """Search by meaning and by keywords, for `SQLStore` (which provides `_read`, `_write`, `_dicts`, `index`)."""
+
+    _read: Callable[..., Any]
+    _write: Callable[..., Any]
+    _dicts: Any
+    index: Any
+
+    def _rank(self, table: str, model: str, query: bytes, flt: SessionFilter, limit: int,
+              exclude: str | None = None) -> list[tuple[Any, float]]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ writing: units and vectors
+
+    def cut_units(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Cut every session with text not cut yet into units (store/units.py), in transactions of a few sessions;
+        `progress(done, total)` after each. Returns how many units were added."""
+        stale = self._read(units.stale_sessions)
+        added = done = 0
+        while done < len(stale):
+            n, done = self._write(self._cut, stale, done)
+            added += n
+            if progress is not None:
+                progress(done, len(stale))
+        return added
+
+    def _cut(self, cur, stale: list[tuple], first: int) -> tuple[int, int]:
+        """Cut sessions of `stale` from `first` on, until a transaction's worth; (units added, next session)."""
+        n, at = 0, first
+        while at < len(stale) and at - first < CUT_SESSIONS and n < CUT_UNITS:
+            self._lock_units(cur, stale[at][0])
+            n += units.cut_session(cur, self._dicts, stale[at])
+            at += 1
+        return n, at
+
+    def _lock_units(self, cur, session_id: str) -> None:
+        """Two workers never cut one session at once (SQLite's write transactions take turns already)."""
+
+    def unit_backlog(self, model: str, limit: int, after: int = 0) -> list[tuple[int, str]]:
+        """Up to `limit` unit texts (id, text) without a vector of `model`, ids above `after`, oldest first."""
+        return self._read(vectors.backlog, model, limit, after)
+
+    def save_vectors(self, model: str, rows: list[tuple[int, bytes]]) -> int:
+        """Store a batch of vectors (text id, float32 bytes, L2-normalised) of `model` in one transaction."""
+        return self._write(vectors.save, model, rows)
+
+    def refresh_session_vectors(self, model: str) -> int:
+        """Recompute the sessions' mean vectors of `model` that units were embedded for since; how many. Read in
+        read transactions, written a few sessions a transaction: a writer waits for a moment at most."""
+        stale = self._read(vectors.stale_means, model)
+        for start in range(0, len(stale), MEANS):
+            rows = self._read(vectors.means, model, stale[start:start + MEANS])
+            self._write(vectors.save_means, model, rows)
+        return len(stale)
+
+    # ------------------------------------------------------------ reading
+
+    def semantic_counts(self, model: str | None = None, sessions: bool = False) -> dict[str, int]:
+        """Units, distinct texts, texts embedded by `model` and the backlog (texts without one); with `sessions`,
+        also `sessions_to_cut`: sessions with text not cut into units yet (that reads every session's marks)."""
+        def read(cur) -> dict[str, int]:
+            found = vectors.counts(cur, model)
+            return {**found, "sessions_to_cut": len(units.stale_sessions(cur))} if sessions else found
+        return self._read(read)
+
+    def keyword_search(self, text: str, flt: SessionFilter, limit: int = 50) -> list[dict]:
+        """Messages, tool results and outcomes ranked by the query's words they hold (store/keywords.py)."""
+        return self._read(keywords.keyword_search, self._dicts, text, flt, limit, self.index)
+
+    def vector_search(self, query: bytes, model: str, flt: SessionFilter, limit: int = 50) -> list[dict]:
+        """The units nearest `query` (float32, L2-normalised) among the vectors of `model`, one hit per message,
+        tool result or summary, best first, each with its cosine `score`."""
+        where, args = reading.filter_sql(replace(flt, limit=None, text=None, after=None))
+        depth = max(2 * limit, 20)
+        while True:
+            ranked = self._rank("unit_vectors", model, query, flt, depth)
+            hits = self._read(units.unit_hits, ranked, where, args)
+            if len(hits) >= limit or len(ranked) < depth:
+                return hits[:limit]
+            depth *= 4  # the texts ranked were shared by units of the same messages: look deeper
+
+    def similar_sessions(self, session_id: str, model: str, limit: int = 10) -> list[dict]:
+        """The sessions whose mean unit vector is nearest this session's, best first, as `list_sessions` rows with a
+        `score`; empty when this session has no vector of `model` yet."""
+        query = self._read(vectors.session_vector, model, session_id)
+        if query is None:
+            return []
+        ranked = self._rank("session_vectors", model, query, SessionFilter(limit=None), limit, exclude=session_id)
+        if not ranked:
+            return []
+        found = self._read(reading.list_sessions, SessionFilter(limit=None), [sid for sid, _ in ranked])
+        rows = {r["id"]: r for r in found}
+        return [{**rows[sid], "score": round(score, 6)} for sid, score in ranked if sid in rows]
