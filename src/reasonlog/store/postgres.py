@@ -29,6 +29,7 @@ from .sql import P, SQLStore, T
 if TYPE_CHECKING:
     from ..pricing import PriceTable
     from ..redact import Redactor
+    from . import SessionFilter
     from .maintenance import PruneCriteria
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
@@ -328,11 +329,11 @@ class PostgresStore(SQLStore):
             cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 7))", (sid,))
         self._applier.revalidate(cur, touched)
 
-    def _lock_units(self, cur, session_id: str) -> None:
+    def _lock_units(self, cur: Cursor, session_id: str) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 7))", (f"units:{session_id}",))
 
-    def _rank(self, table: str, model: str, query: bytes, flt: Any, limit: int,
-              exclude: str | None = None) -> list[tuple[Any, float]]:
+    def _rank(self, table: str, model: str, query: bytes, flt: SessionFilter, limit: int,
+              exclude: str | None = None) -> list[tuple[int | str, float]]:
         from .vectors import rank_scan
 
         with self._lock:

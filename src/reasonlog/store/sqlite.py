@@ -19,7 +19,7 @@ from .vectors import VectorReader
 if TYPE_CHECKING:
     from ..pricing import PriceTable
     from ..redact import Redactor
-    from . import maintenance
+    from . import SessionFilter, maintenance
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 PAGE_SIZE = 16384
@@ -283,8 +283,8 @@ class SQLiteStore(SQLStore):
             "set_aside_file": ", ".join(map(str, asides)) or None,
         }
 
-    def _rank(self, table: str, model: str, query: bytes, flt: Any, limit: int,
-              exclude: str | None = None) -> list[tuple[Any, float]]:
+    def _rank(self, table: str, model: str, query: bytes, flt: SessionFilter, limit: int,
+              exclude: str | None = None) -> list[tuple[int | str, float]]:
         return self._vectors.rank(table, model, query, flt, limit, exclude)
 
     # ------------------------------------------------------------ care (see store/maintenance.py)

@@ -118,7 +118,7 @@ class VectorReader:
         self._lock = threading.Lock()
 
     def rank(self, table: str, model: str, query: bytes, flt: SessionFilter, limit: int,
-             exclude: str | None = None) -> list[tuple[Any, float]]:
+             exclude: str | None = None) -> list[tuple[int | str, float]]:
         """The `limit` rows of `table` nearest `query`: (text id or session id, cosine similarity), best first."""
         key = "text_id" if table == "unit_vectors" else "session_id"
         where, args = candidates_sql(flt, table)
@@ -179,7 +179,7 @@ def _sqlite_with_extensions():
 
 
 def rank_scan(conn, table: str, model: str, query: bytes, flt: SessionFilter, limit: int,
-              exclude: str | None = None) -> list[tuple[Any, float]]:
+              exclude: str | None = None) -> list[tuple[int | str, float]]:
     """PostgreSQL: the `limit` rows of `table` nearest `query`, by an exact scan of the model's vectors with numpy
     (`conn`: a psycopg connection; the vectors come through a server-side binary cursor, SCAN_ROWS at a time)."""
     import numpy as np
