@@ -29,26 +29,40 @@ from reasonlog.store import database_target, schema
 FIXTURES = Path(__file__).parent / "fixtures"
 HEAVY = ("click", "rich", "reasonlog.cli.main", "reasonlog.io.importing", "reasonlog.store", "reasonlog.query",
          "orjson", "typing")
-ENTRY = f"""
-import sys, runpy
-sys.argv = ["reasonlog", *sys.argv[1:]]
-try:
-    runpy.run_module("reasonlog", run_name="__main__")
-except SystemExit as end:
-    code = end.code
-loaded = sorted(m for m in {HEAVY!r} if m in sys.modules)
-print(code, *loaded, file=sys.stderr)
-"""
 # What the full command line loads, and what the store's path (PostgreSQL, irregular sessions) loads before it.
 CLICK = "click orjson reasonlog.cli.main reasonlog.io.importing reasonlog.query reasonlog.store rich typing"
 STORE = "orjson reasonlog.query reasonlog.store typing"
 
 
-def reasonlog_cli(*args: str, env: dict | None = None) -> tuple[str, str]:
-    """stdout, and the exit code with the heavy modules the command loaded."""
+# The command in a process that then names the modules it loaded (os._exit, which the SQLite reader ends with,
+# leaves as SystemExit here so that they can be named).
+ENTRY = """
+import os, runpy, sys
+def leave(code):
+    sys.stdout.flush()
+    raise SystemExit(code)
+os._exit = leave
+sys.argv = ["reasonlog", *sys.argv[1:]]
+try:
+    runpy.run_module("reasonlog", run_name="__main__")
+except SystemExit as end:
+    code = end.code
+print(code, *sorted(sys.modules), file=sys.stderr)
+"""
+
+
+def run_reasonlog(*args: str, env: dict | None = None) -> tuple[str, str, set[str]]:
+    """stdout, the exit code and every module the command loaded."""
     done = subprocess.run([sys.executable, "-c", ENTRY, *args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, **(env or {})})
-    return done.stdout, done.stderr.splitlines()[-1]
+    code, *loaded = done.stderr.splitlines()[-1].split()
+    return done.stdout, code, set(loaded)
+
+
+def reasonlog_cli(*args: str, env: dict | None = None) -> tuple[str, str]:
+    """stdout, and the exit code with the heavy modules the command loaded."""
+    out, code, imported = run_reasonlog(*args, env=env)
+    return out, " ".join([code, *sorted(m for m in HEAVY if m in imported)])
 
 
 def full_command(*args: str) -> tuple[str, str]:
@@ -84,6 +98,19 @@ def test_the_database_comes_from_the_environment_or_a_db_after_the_command(recor
     by_option, _ = reasonlog_cli("--db", str(tmp_path / "other.db"), "stats", "--json", "--db", str(recorded))
     full, _ = reasonlog_cli("--db", str(recorded), "stats", "--json", "--limit", "0")
     assert by_env == by_option == full and loaded == ("0" if isinstance(recorded, Path) else f"0 {STORE}")
+
+
+def test_on_sqlite_the_plain_form_imports_one_module_of_ours_beside_the_entry(tmp_path):
+    path = tmp_path / "r.db"
+    reasonlog.open_store(path).close()
+    out, code, loaded = run_reasonlog("--db", str(path), "stats", "--by", "model", "--json")
+    assert (out, code) == ("[]\n", "0")
+    assert sorted(m for m in loaded if m.startswith("reasonlog")) == [
+        "reasonlog", "reasonlog.cli", "reasonlog.cli.entry", "reasonlog.cli.quick_stats", "reasonlog.usage_sql"]
+    assert not loaded & {*HEAVY, "json", "re", "statistics", "pathlib", "platformdirs", "datetime"}
+    real = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(path), "stats", "--json"],
+                          capture_output=True, timeout=120)  # and ended by os._exit: all of it printed, status 0
+    assert (real.stdout, real.stderr, real.returncode) == (b"[]\n", b"", 0)
 
 
 def test_what_the_quick_path_does_not_answer_the_full_command_explains(tmp_path):
