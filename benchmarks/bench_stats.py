@@ -10,7 +10,9 @@ for later runs. Then, interleaved --runs times, each in a fresh process, and the
 - ccusage 20.0.24 `claude daily --json --offline --timezone UTC` (the baseline);
 - `reasonlog stats --by day --json` over the imported database;
 - the floor of any Python command: `python -c pass` (`-S`: no site packages) and `python -c pass` as the
-  console script starts it, and `python -c "import reasonlog.cli.entry"` (what `reasonlog` imports first).
+  console script starts it, `python -c "import reasonlog.cli.entry"` (what `reasonlog` imports first), and
+  `python -m reasonlog.usage_sql` (`-m` imports runpy and the package before any module of ours runs; that module
+  imports nothing).
 
 The ratio `stats / ccusage` of wall times is the issue's figure (target <= 0.1); CPU times are printed beside
 them, since on a loaded machine a process waits for a core for longer than it runs.
@@ -78,7 +80,8 @@ def main() -> int:
     commands = {"ccusage claude daily": (ccusage, env), "reasonlog stats --by day": (stats, None),
                 "python -S -c pass": ([sys.executable, "-S", "-c", "pass"], None),
                 "python -c pass": ([sys.executable, "-c", "pass"], None),
-                "python -c 'import reasonlog.cli.entry'": ([sys.executable, "-c", "import reasonlog.cli.entry"], None)}
+                "python -c 'import reasonlog.cli.entry'": ([sys.executable, "-c", "import reasonlog.cli.entry"], None),
+                "python -m reasonlog.usage_sql": ([sys.executable, "-m", "reasonlog.usage_sql"], None)}
     took: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(args.runs):
         for name, (cmd, cmd_env) in commands.items():
