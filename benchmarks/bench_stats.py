@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_stats.py                  # the spotter samples replicated to ~211 MB
     .venv/bin/python benchmarks/bench_stats.py --mb 50 --runs 5
+    .venv/bin/python benchmarks/bench_stats.py --baseline-src ../old/src   # and an older tree's `stats`, interleaved
 
 The transcripts are bench_import.py's (the spotter samples copied to --mb, each copy with its own ids),
 written once into benchmarks/out/stats-<mb>/ with the database `reasonlog import` makes of them, and kept
@@ -10,7 +11,9 @@ for later runs. Then, interleaved --runs times, each in a fresh process, and the
 - ccusage 20.0.24 `claude daily --json --offline --timezone UTC` (the baseline);
 - `reasonlog stats --by day --json` over the imported database;
 - the floor of any Python command: `python -c pass` (`-S`: no site packages) and `python -c pass` as the
-  console script starts it, and `python -c "import reasonlog.cli.entry"` (what `reasonlog` imports first).
+  console script starts it, `python -c "import reasonlog.cli.entry"` (what `reasonlog` imports first), and
+  `python -m reasonlog.usage_sql` (`-m` imports runpy and the package before any module of ours runs; that module
+  imports nothing).
 
 The ratio `stats / ccusage` of wall times is the issue's figure (target <= 0.1); CPU times are printed beside
 them, since on a loaded machine a process waits for a core for longer than it runs.
@@ -66,6 +69,7 @@ def main() -> int:
     parser.add_argument("--mb", type=int, default=200, help="total size of the replicated transcripts")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / "out" / "ccusage")
+    parser.add_argument("--baseline-src", type=Path, help="also time `stats` with this `src` folder (git archive)")
     args = parser.parse_args()
     folder = ROOT / "benchmarks" / "out" / f"stats-{args.mb}"
     ccusage, stats, env = prepare(folder, args.mb, args.cache)
@@ -73,12 +77,18 @@ def main() -> int:
     # every module of every command, 0.4 s of reasonlog's here).
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], check=True, capture_output=True)
+    sources = [ROOT / "src", *([args.baseline_src.resolve()] if args.baseline_src else [])]
+    for src in sources:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True, capture_output=True)
     size = sum(p.stat().st_size for p in (folder / "claude").rglob("*.jsonl"))
-    commands = {"ccusage claude daily": (ccusage, env), "reasonlog stats --by day": (stats, None),
+    here = {**os.environ, "PYTHONPATH": str(sources[0])}  # this tree's reasonlog, whatever the venv installed
+    commands = {"ccusage claude daily": (ccusage, env), "reasonlog stats --by day": (stats, here),
                 "python -S -c pass": ([sys.executable, "-S", "-c", "pass"], None),
                 "python -c pass": ([sys.executable, "-c", "pass"], None),
-                "python -c 'import reasonlog.cli.entry'": ([sys.executable, "-c", "import reasonlog.cli.entry"], None)}
+                "python -c 'import reasonlog.cli.entry'": ([sys.executable, "-c", "import reasonlog.cli.entry"], here),
+                "python -m reasonlog.usage_sql": ([sys.executable, "-m", "reasonlog.usage_sql"], here)}
+    if args.baseline_src:
+        commands["reasonlog stats, baseline src"] = (stats, {**os.environ, "PYTHONPATH": str(sources[1])})
     took: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(args.runs):
         for name, (cmd, cmd_env) in commands.items():

@@ -13,7 +13,7 @@ import reasonlog
 ROOT = Path(reasonlog.__file__).parent
 LAYERS = (
     {"model", "wire", "parts", "providers", "pricing", "redact", "redact_key", "redact_patterns", "accounting",
-     "conversation", "titles"},
+     "usage_sql", "conversation", "titles"},
     {"store"},
     {"capture", "query", "reasoning"},
     {"io", "summaries", "demo", "langchain", "claude_agent", "replay", "semantic"},

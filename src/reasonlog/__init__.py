@@ -5,9 +5,6 @@ The names below load on first use (PEP 562), so a command that needs one part of
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 
 _WHERE = {"ExchangeRecorder": ".capture", "Recorder": ".capture", "SessionRecorder": ".capture",
@@ -17,7 +14,12 @@ _WHERE = {"ExchangeRecorder": ".capture", "Recorder": ".capture", "SessionRecord
 __all__ = ["instrument_anthropic", "instrument_openai", "Recorder", "SessionRecorder", "ExchangeRecorder",
            "current_session", "Usage", "Part", "RecordError", "SessionFilter", "open_store"]
 
+# Neither `typing` nor `importlib` is imported to run: `reasonlog stats --json` answers in about the time the
+# interpreter takes to start (cli/quick_stats.py), and `typing` alone is a fifth of that.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .capture import (
         ExchangeRecorder,
         Recorder,
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    import importlib
+
     if name not in _WHERE:
         try:  # a subpackage, as `reasonlog.store` after `import reasonlog`
             return importlib.import_module(f".{name}", __name__)

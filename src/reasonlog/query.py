@@ -13,8 +13,8 @@ import orjson
 from . import accounting, providers
 from .parts import Part, parts_of, searchable_text
 from .store import SessionFilter, StoreReader
+from .usage_sql import STAT_KEYS
 
-STAT_KEYS = ("day", "model", "agent", "run", "source")
 TOKEN_FIELDS = accounting.TOKENS
 
 

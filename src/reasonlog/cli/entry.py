@@ -20,7 +20,7 @@ def main() -> None:
 
         asked = quick_stats.parse(argv)
         if asked is not None and quick_stats.run(*asked):
-            sys.exit(0)
+            quick_stats.leave()
     from .main import main as full
 
     full()

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from .. import accounting
+from .. import accounting, usage_sql
 from ..conversation import decode_map, reply_slots
 from . import NotFound, SessionFilter, StoreError, usage
 from .content import (
@@ -176,7 +176,7 @@ LEDGER_CALL_COLUMNS = ("id", "session_id", "exchange_id", "started_at", "model",
 
 
 # Where a session came from: the `source` label importers set (claude-code, codex, …), else "recorded".
-SOURCE = "COALESCE((SELECT l.value FROM session_labels l WHERE l.key = 'source' AND l.session_id = s.id), 'recorded')"
+SOURCE = usage_sql.SOURCE
 
 
 def _ledger(cur, where: str, args: list) -> list[dict]:

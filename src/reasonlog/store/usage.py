@@ -14,25 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import accounting
+from ..usage_sql import CALL_KEYS, GROUP_KEYS, IRREGULAR, SUMS, grouped_sql, latencies_sql
 
+# The statistics' SQL, and which sessions are irregular (IRREGULAR, alias `s`), are in usage_sql.py, which
+# `reasonlog stats --json` reads without importing the store (cli/quick_stats.py).
 TOKENS = accounting.TOKENS
-SUMS = ("calls", "errors", *TOKENS, "cost_usd", "calls_without_cost", "latency_ms_sum", "latency_count")
-# A session whose totals the accounting rule may make other than the plain sums of its calls (alias `s`): one
-# with an exchange whose stats may report a cost, and a sub-agent spawned (at any depth) inside such an exchange.
-# Stats without the key `cost_usd` report nothing (Claude Code's exchanges state only a duration), and a sub-agent
-# no reporting exchange covers counts its own calls, so both are regular: 15,300 of 16,500 imported calls went
-# through the ledger before. The LIKE may take in more than `accounting.reported_cost` would (a null cost, a
-# `cost_usd` inside `by_model`): such a session is read through the ledger, which is never wrong, only slower.
-# The subquery is evaluated once (a set, probed per row), not once per session or call.
-_IRREGULAR_IDS = (
-    "(WITH RECURSIVE reporting AS (SELECT id, session_id FROM exchanges"
-    " WHERE stats_json IS NOT NULL AND stats_json LIKE '%\"cost_usd\"%'),"
-    " covered (id) AS (SELECT sub.id FROM sessions sub JOIN calls pc ON pc.id = sub.parent_call_id"
-    " JOIN reporting r ON r.id = pc.exchange_id"
-    " UNION SELECT sub.id FROM sessions sub JOIN calls pc ON pc.id = sub.parent_call_id"
-    " JOIN covered v ON v.id = pc.session_id)"
-    " SELECT session_id FROM reporting UNION SELECT id FROM covered)")
-IRREGULAR = f"s.id IN {_IRREGULAR_IDS}"
 
 _UPSERT = (f"INSERT INTO usage_rollup (session_id, day, model, {', '.join(SUMS)}, last_call_at)"
            f" VALUES ({', '.join('?' * (len(SUMS) + 4))}) ON CONFLICT (session_id, day, model) DO UPDATE SET "
@@ -165,9 +151,6 @@ def _chunks(items: list[str], size: int = 500) -> list[list[str]]:
     return [items[start:start + size] for start in range(0, len(items), size)]
 
 
-GROUP_KEYS = {"day": "u.day", "model": "NULLIF(u.model, '')", "agent": "s.agent", "run": "s.run"}
-
-
 def grouped(cur, key_sql: str, where: str, args: list, since: str | None, until: str | None) -> dict[Any, dict]:
     """The regular sessions' sums grouped by `key_sql`, for the sessions `where` selects and the days asked."""
     days, day_args = [], []
@@ -177,13 +160,7 @@ def grouped(cur, key_sql: str, where: str, args: list, since: str | None, until:
     if until:
         days.append("u.day <= ?")
         day_args.append(until)
-    # Unfiltered and grouped by the rollup's own columns, the sessions are not joined (half the time).
-    joined = where != "1=1" or "s." in key_sql
-    source = f"usage_rollup u JOIN sessions s ON s.id = u.session_id WHERE {where} AND NOT {IRREGULAR}" if joined \
-        else f"usage_rollup u WHERE u.session_id NOT IN {_IRREGULAR_IDS}"
-    rows = cur.execute(
-        f"SELECT {key_sql}, {', '.join(f'SUM(u.{c})' for c in SUMS)} FROM {source}"
-        f"{''.join(' AND ' + d for d in days)} GROUP BY {key_sql}", [*args, *day_args]).fetchall()
+    rows = cur.execute(grouped_sql(key_sql, where, days), [*args, *day_args]).fetchall()
     return {r[0]: dict(zip(SUMS, r[1:], strict=True)) for r in rows}
 
 
@@ -221,7 +198,7 @@ def stats_groups(cur, by: str, flt, latencies: bool) -> dict[str | None, dict]:
     if not can_answer(flt.since, flt.until):
         return _of_entries(by, list(reading.iter_call_rows(cur, flt)), latencies)
     where, args = reading.filter_sql(replace(flt, since=None, until=None, limit=None, text=None))
-    sums = grouped(cur, GROUP_KEYS.get(by, reading.SOURCE), where, args, flt.since, flt.until)
+    sums = grouped(cur, GROUP_KEYS[by], where, args, flt.since, flt.until)
     irregular = [r[0] for r in cur.execute(f"SELECT s.id FROM sessions s WHERE ({where}) AND {IRREGULAR}", args)]
     entries = [e for chunk in _chunks(irregular)
                for e in reading.iter_call_rows(cur, flt, only=f"s.id IN ({', '.join('?' * len(chunk))})",
@@ -248,18 +225,12 @@ def _of_entries(by: str, entries: list[dict], latencies: bool) -> dict[Any, dict
     return out
 
 
-CALL_KEYS = {"day": "SUBSTR(c.started_at, 1, 10)", "model": "c.model", "agent": "s.agent", "run": "s.run"}
-
-
 def _latencies(cur, by: str, where: str, args: list, flt) -> dict[Any, list[float]]:
     """The regular sessions' call latencies by group: two columns of the calls, for the medians."""
     from . import reading
 
-    key = CALL_KEYS.get(by, reading.SOURCE)
     span, span_args = reading.span_sql(flt)
-    rows = cur.execute(f"SELECT {key}, c.latency_ms FROM calls c JOIN sessions s ON s.id = c.session_id"
-                       f" WHERE {where} AND NOT {IRREGULAR} AND c.latency_ms IS NOT NULL"
-                       f"{' AND ' + span.replace('@', 'c.started_at') if span else ''}", [*args, *span_args])
+    rows = cur.execute(latencies_sql(CALL_KEYS[by], where, span.replace("@", "c.started_at")), [*args, *span_args])
     out: dict[Any, list[float]] = {}
     for k, value in rows:
         out.setdefault(k, []).append(value)

@@ -1,0 +1,58 @@
+"""The SQL that reads the usage kept as calls are written (`usage_rollup`), importing nothing.
+
+store/usage.py builds its statistics queries from these texts, and `reasonlog stats --json` (cli/quick_stats.py)
+runs the same texts on a SQLite file without importing the store, so both add the same rows in the same order
+(a float sum depends on it). See store/usage.py for what the table keeps and which sessions it does not answer for.
+"""
+
+STAT_KEYS = ("day", "model", "agent", "run", "source")
+# Must equal reasonlog.accounting.TOKENS (tests/test_cli_quick_stats.py checks it): the rollup's columns.
+TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens",
+          "reasoning_tokens")
+SUMS = ("calls", "errors", *TOKENS, "cost_usd", "calls_without_cost", "latency_ms_sum", "latency_count")
+
+# Where a session came from: the `source` label importers set (claude-code, codex, …), else "recorded".
+SOURCE = "COALESCE((SELECT l.value FROM session_labels l WHERE l.key = 'source' AND l.session_id = s.id), 'recorded')"
+
+# Exchanges whose stats may report a cost (store/usage.py: what makes a session irregular).
+_REPORTING = "SELECT id, session_id FROM exchanges WHERE stats_json IS NOT NULL AND stats_json LIKE '%\"cost_usd\"%'"
+# Whether any session is irregular: none is unless an exchange reports (a covered sub-agent needs one above it).
+ANY_REPORTING = f"SELECT EXISTS ({_REPORTING})"
+# A session whose totals the accounting rule may make other than the plain sums of its calls (alias `s`): one
+# with an exchange whose stats may report a cost, and a sub-agent spawned (at any depth) inside such an exchange.
+# Stats without the key `cost_usd` report nothing (Claude Code's exchanges state only a duration), and a sub-agent
+# no reporting exchange covers counts its own calls, so both are regular: 15,300 of 16,500 imported calls went
+# through the ledger before. The LIKE may take in more than `accounting.reported_cost` would (a null cost, a
+# `cost_usd` inside `by_model`): such a session is read through the ledger, which is never wrong, only slower.
+# The subquery is evaluated once (a set, probed per row), not once per session or call.
+IRREGULAR_IDS = (
+    f"(WITH RECURSIVE reporting AS ({_REPORTING}),"
+    " covered (id) AS (SELECT sub.id FROM sessions sub JOIN calls pc ON pc.id = sub.parent_call_id"
+    " JOIN reporting r ON r.id = pc.exchange_id"
+    " UNION SELECT sub.id FROM sessions sub JOIN calls pc ON pc.id = sub.parent_call_id"
+    " JOIN covered v ON v.id = pc.session_id)"
+    " SELECT session_id FROM reporting UNION SELECT id FROM covered)")
+IRREGULAR = f"s.id IN {IRREGULAR_IDS}"
+
+# A statistics key as the rollup's rows (alias `u`, with sessions `s`) and as the calls' (alias `c`) name it.
+GROUP_KEYS = {"day": "u.day", "model": "NULLIF(u.model, '')", "agent": "s.agent", "run": "s.run", "source": SOURCE}
+CALL_KEYS = {"day": "SUBSTR(c.started_at, 1, 10)", "model": "c.model", "agent": "s.agent", "run": "s.run",
+             "source": SOURCE}
+
+
+def grouped_sql(key_sql: str, where: str, days: list[str]) -> str:
+    """The regular sessions' kept sums grouped by `key_sql`, for the sessions `where` selects (alias `s`) and the
+    conditions on the rollup's day in `days`."""
+    # Unfiltered and grouped by the rollup's own columns, the sessions are not joined (half the time).
+    joined = where != "1=1" or "s." in key_sql
+    source = f"usage_rollup u JOIN sessions s ON s.id = u.session_id WHERE {where} AND NOT {IRREGULAR}" if joined \
+        else f"usage_rollup u WHERE u.session_id NOT IN {IRREGULAR_IDS}"
+    return (f"SELECT {key_sql}, {', '.join(f'SUM(u.{c})' for c in SUMS)} FROM {source}"
+            f"{''.join(' AND ' + d for d in days)} GROUP BY {key_sql}")
+
+
+def latencies_sql(key_sql: str, where: str, span: str) -> str:
+    """The regular sessions' call latencies with their key (`key_sql` over calls `c` and sessions `s`), for the
+    sessions `where` selects and the calls the condition `span` (on `c.started_at`, or '') keeps."""
+    return (f"SELECT {key_sql}, c.latency_ms FROM calls c JOIN sessions s ON s.id = c.session_id"
+            f" WHERE {where} AND NOT {IRREGULAR} AND c.latency_ms IS NOT NULL{' AND ' + span if span else ''}")
