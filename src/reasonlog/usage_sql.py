@@ -1,8 +1,8 @@
 """The SQL that reads the usage kept as calls are written (`usage_rollup`), importing nothing.
 
 store/usage.py builds its statistics queries from these texts, and `reasonlog stats --json` (cli/quick_stats.py)
-runs the same texts on a SQLite file without importing the store, so both add the same rows in the same order
-(a float sum depends on it). See store/usage.py for what the table keeps and which sessions it does not answer for.
+runs the same texts on a SQLite file without importing the store (`read_kept`, here so that the CLI holds no SQL),
+so both add the same rows in the same order (a float sum depends on it). See store/usage.py for what the table keeps and which sessions it does not answer for.
 """
 
 STAT_KEYS = ("day", "model", "agent", "run", "source")
@@ -56,3 +56,23 @@ def latencies_sql(key_sql: str, where: str, span: str) -> str:
     sessions `where` selects and the calls the condition `span` (on `c.started_at`, or '') keeps."""
     return (f"SELECT {key_sql}, c.latency_ms FROM calls c JOIN sessions s ON s.id = c.session_id"
             f" WHERE {where} AND NOT {IRREGULAR} AND c.latency_ms IS NOT NULL{' AND ' + span if span else ''}")
+
+
+def read_kept(conn, by: str, schema: int) -> tuple[dict, dict] | None:
+    """The kept sums by `by` and, when any call has a latency, the latencies by `by`, from a DB-API connection to a
+    SQLite file of `schema` in which no session is irregular; None when the file is of another schema or holds an
+    exchange reporting its own cost (the store answers those)."""
+    conn.execute("BEGIN")  # one snapshot: no reporting exchange may come in between the queries
+    if conn.execute("SELECT MAX(number) FROM _reasonlog_migrations").fetchone()[0] != schema:
+        return None
+    if conn.execute(ANY_REPORTING).fetchone()[0]:
+        return None
+    sums = {r[0]: dict(zip(SUMS, r[1:], strict=True))
+            for r in conn.execute(grouped_sql(GROUP_KEYS[by], "1=1", [])).fetchall()}
+    latencies: dict = {}
+    # The medians read every call's latency; the kept counts say first whether any call has one (an imported
+    # transcript states none). Every statistic the store gives rests on the same counts (`db check`).
+    if any(s["latency_count"] for s in sums.values()):
+        for key, value in conn.execute(latencies_sql(CALL_KEYS[by], "1=1", "")):
+            latencies.setdefault(key, []).append(value)
+    return sums, latencies

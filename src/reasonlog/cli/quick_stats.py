@@ -22,7 +22,7 @@ Every answer is byte for byte what click's command prints (tests/test_cli_quick_
 import os
 import sys
 
-from ..usage_sql import ANY_REPORTING, CALL_KEYS, GROUP_KEYS, STAT_KEYS, SUMS, TOKENS, grouped_sql, latencies_sql
+from ..usage_sql import STAT_KEYS, TOKENS, read_kept
 
 # The schema the SQLite reader knows (store/schema.py, SQLITE_MIGRATIONS); another goes through the store.
 SCHEMA = 15
@@ -120,23 +120,14 @@ def sqlite_stats(path: str, by: str) -> bytes | None:
     except Exception:  # noqa: BLE001 - the store meets the same and says what it is
         return None
     try:
-        conn.execute("BEGIN")  # one snapshot: no reporting exchange may come in between the queries
-        if conn.execute("SELECT MAX(number) FROM _reasonlog_migrations").fetchone()[0] != SCHEMA:
-            return None
-        if conn.execute(ANY_REPORTING).fetchone()[0]:
-            return None
-        sums = {r[0]: dict(zip(SUMS, r[1:], strict=True))
-                for r in conn.execute(grouped_sql(GROUP_KEYS[by], "1=1", [])).fetchall()}
-        latencies: dict = {}
-        # The medians read every call's latency; the kept counts say first whether any call has one (an imported
-        # transcript states none). Every statistic the store gives rests on the same counts (`db check`).
-        if any(s["latency_count"] for s in sums.values()):
-            for key, value in conn.execute(latencies_sql(CALL_KEYS[by], "1=1", "")):
-                latencies.setdefault(key, []).append(value)
+        read = read_kept(conn, by, SCHEMA)
     except Exception:  # noqa: BLE001
         return None
     finally:
         conn.close()
+    if read is None:
+        return None
+    sums, latencies = read
     rows = [_row(by, key, sums[key], latencies.get(key)) for key in sorted({*sums}, key=str)]
     return dumps(rows)
 
