@@ -2,7 +2,8 @@
 
 store/usage.py builds its statistics queries from these texts, and `reasonlog stats --json` (cli/quick_stats.py)
 runs the same texts on a SQLite file without importing the store (`read_kept`, here so that the CLI holds no SQL),
-so both add the same rows in the same order (a float sum depends on it). See store/usage.py for what the table keeps and which sessions it does not answer for.
+so both add the same rows in the same order (a float sum depends on it). See store/usage.py for what the table
+keeps and which sessions it does not answer for.
 """
 
 STAT_KEYS = ("day", "model", "agent", "run", "source")
