@@ -150,6 +150,8 @@ def test_usage_chart_labels_are_drawn_whole_inside_their_chart(site, page):
     names = [name for name, _, _ in labels]
     assert "claude-haiku-4-5-20251001" in names  # the model the issue saw clipped, whole
     assert [(n, x) for n, x, _ in labels if x < 0] == []  # no label starts left of its chart
+    costs = page.locator("#by-day svg.chart").nth(1).locator("text").all_text_contents()
+    assert "$0.0000" not in costs and costs.count("—") == 20  # the AI-Trader days: no tokens, no price, no zero
 
 
 def test_nothing_recorded_runs_on_the_dashboard_or_in_the_exported_file(site, page, tmp_path):

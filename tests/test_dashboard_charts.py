@@ -49,3 +49,11 @@ def test_every_label_fits_left_of_its_bars(rows):
     for (right, text), (label, _) in zip(chart.labels, rows, strict=True):
         assert len(text) <= LONGEST and right - len(text) * CHAR_PX >= 0  # starts inside the chart
         assert text == label if len(label) <= LONGEST else text.count("…") >= 1
+
+
+def test_an_unpriced_cost_is_a_dash_with_no_bar_never_a_zero():
+    html = str(bars([("gpt-5", 0.5), ("local-llama", None), ("claude-opus-4-5", 2.0)], "$"))
+    chart = Chart(html)
+    assert [text for _, text in chart.labels] == ["gpt-5", "local-llama", "claude-opus-4-5"]
+    assert chart.tooltips == ["gpt-5: $0.5000", "local-llama: not priced", "claude-opus-4-5: $2.00"]
+    assert html.count("<rect") == 2 and "$0.0000" not in html and html.count("—</text>") == 1

@@ -220,7 +220,7 @@ def usage(store: StoreReader, since: str | None, until: str | None) -> dict:
     prompt = sum((r["input_tokens"] or 0) + (r["cache_read_tokens"] or 0) + (r["cache_write_tokens"] or 0)
                  for r in tables["day"])
     charts_of = {by: {"tokens": charts.bars([(str(r[by]), _tokens(r)) for r in rows]),
-                      "cost": charts.bars([(str(r[by]), r["cost_usd"] or 0.0) for r in rows], "$")}
+                      "cost": charts.bars([(str(r[by]), r["cost_usd"]) for r in rows], "$")}
                  for by, rows in tables.items()}
     return {"tables": tables, "charts": charts_of, "since": since, "until": until,
             "cache": {"read": cache, "prompt": prompt, "share": cache / prompt if prompt else 0.0,
