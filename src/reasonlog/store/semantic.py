@@ -85,6 +85,11 @@ class SemanticStore:
             return {**found, "sessions_to_cut": len(units.stale_sessions(cur))} if sessions else found
         return self._read(read)
 
+    def has_vectors(self, model: str) -> bool:
+        """Whether any text has a vector of `model` (one indexed row read: what a search asks before each query)."""
+        return self._read(lambda cur: cur.execute("SELECT 1 FROM unit_vectors WHERE model = ? LIMIT 1",
+                                                  (model,)).fetchone() is not None)
+
     def keyword_search(self, text: str, flt: SessionFilter, limit: int = 50) -> list[dict]:
         """Messages, tool results and outcomes ranked by the query's words they hold (store/keywords.py)."""
         return self._read(keywords.keyword_search, self._dicts, text, flt, limit, self.index)
