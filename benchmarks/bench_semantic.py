@@ -145,14 +145,44 @@ def _fill(target: str, matrix: np.ndarray) -> None:
     conn.close()
 
 
+def bench_recall(vectors: list[Path], queries: int) -> None:
+    """recall@10 of codes + rescore against the exact scan, on real embeddings (.npy files of L2-normalised float32
+    rows, e.g. what `embed` stored for the real fixtures): each of `queries` rows in turn is the query, the rest
+    the corpus; for several candidate counts K."""
+    from reasonlog.store.vector_index import VectorIndex
+
+    matrix = np.concatenate([np.load(v).astype("<f4") for v in vectors])
+    rng = np.random.default_rng(11)
+    picked = rng.choice(len(matrix), size=min(queries, len(matrix)), replace=False)
+    index = VectorIndex(MODEL, matrix.shape[1])
+    index.append(np.arange(len(matrix), dtype=np.int64), sign_codes(matrix).view("<u8"))
+    print(f"{len(matrix):,} real vectors ({', '.join(v.name for v in vectors)}), {len(picked)} of them as queries")
+    for k in (50, 100, 200, 400, 800, 1600):
+        found = []
+        for i in picked:
+            q = matrix[i].tobytes()
+            scores = matrix @ matrix[i]
+            scores[i] = -2.0  # the query itself left out
+            tenth = np.sort(scores)[-10]
+            near = index.nearest(q, k + 1)
+            best = np.sort(scores[near[near != i]])[-10:]
+            found.append(float(np.sum(best >= tenth - 1e-6)) / 10)  # equal scores are the same answer
+        print(f"  K = {k:5d} ({k / len(matrix):.2%} of the vectors): recall@10 mean {np.mean(found):.3f},"
+              f" worst query {min(found):.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=["embed", "scan"])
+    parser.add_argument("part", choices=["embed", "scan", "recall"])
+    parser.add_argument("--vectors", type=Path, nargs="*", help="recall: .npy files of real embeddings")
+    parser.add_argument("--queries", type=int, default=500, help="recall: how many of the vectors ask")
     parser.add_argument("--units", type=int, default=500_000)
     parser.add_argument("--postgres", metavar="URL", help="also scan on this PostgreSQL database (a new schema)")
     args = parser.parse_args()
     if args.part == "embed":
         return bench_embed()
+    if args.part == "recall":
+        return bench_recall(args.vectors, args.queries)
     url = None
     if args.postgres:
         import uuid
