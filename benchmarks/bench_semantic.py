@@ -76,6 +76,7 @@ def bench_scan(units: int, postgres: str | None) -> None:
             built = time.perf_counter()
             _fill(target, matrix)
             print(f"{name}: database built in {time.perf_counter() - built:.0f} s")
+            answers: dict[bool, list[list[str]]] = {}
             for how, exact in (("exact scan", True), ("codes + rescore", False)):
                 store = open_store(target, read_only=True)
                 store.exact_vectors = exact
@@ -87,10 +88,15 @@ def bench_scan(units: int, postgres: str | None) -> None:
                 agent = _timed(lambda q, store=store: store.vector_search(q.astype("<f4").tobytes(), MODEL,
                                                                           SessionFilter(agent="a3", limit=None), 10),
                                queries[:5])
+                answers[exact] = [[h["session_id"] + str(h["message_idx"]) for h in store.vector_search(
+                    q.astype("<f4").tobytes(), MODEL, SessionFilter(limit=None), 10)] for q in queries]
                 store.close()
                 print(f"{name}, {how}: store.vector_search over {units:,} units: p50 {p50:.0f} ms, p95 {p95:.0f} ms"
                       f" ({p50 / floor[0]:.2f} × the floor); first search {first:.0f} ms; filtered to one agent of"
                       f" {AGENTS} ({units // AGENTS:,} units): p50 {agent[0]:.0f} ms")
+            recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(answers[True], answers[False], strict=True)])
+            print(f"{name}: recall@10 of codes + rescore on these random vectors (the worst case: no structure):"
+                  f" {recall:.3f}")
 
 
 def sign_codes(matrix: np.ndarray) -> np.ndarray:
