@@ -81,10 +81,12 @@ def test_with_candidates_for_every_vector_the_answer_is_the_exact_scans(n, seed,
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(20, 300), seed=st.integers(0, 2**32 - 1), limit=st.integers(1, 10),
-       agent=st.sampled_from([None, "a0", "a1"]))
-def test_with_few_candidates_the_answer_is_in_exact_order_and_in_the_filter(monkeypatch, n, seed, limit, agent):
+       agent=st.sampled_from([None, "a0", "a1"]), narrow=st.sampled_from([1, 4, 10**6]))
+def test_with_few_candidates_the_answer_is_in_exact_order_and_in_the_filter(monkeypatch, n, seed, limit, agent,
+                                                                           narrow):
     monkeypatch.setattr(vector_index, "CANDIDATES", 4)
     monkeypatch.setattr(vector_index, "PER_HIT", 1)
+    monkeypatch.setattr(vector_index, "NARROW", narrow)  # 1: the texts the filter selects are listed at once
     rng = np.random.default_rng(seed)
     matrix = _unit_vectors(rng, n, 64)
     with tempfile.TemporaryDirectory() as folder:

@@ -9,9 +9,8 @@ each word of every code is one contiguous array). A search
    every `RECOUNT_S` seconds, counts the model's vectors: a count that differs from the index's (vectors deleted, or
    on PostgreSQL a transaction that committed an id below one already read) reloads it all;
 2. ranks every code by its Hamming distance to the query's sign bits and takes the nearest `candidates(limit)`;
-3. keeps those with a unit in a session the filter selects, widening the candidates until as many pass (or falling
-   back to the exact scan, restricted by the filter in SQL, when that would mean more than `WIDEST` candidates: a
-   filter that selects so few vectors is scanned exactly quickly);
+3. keeps those with a unit in a session the filter selects, widening the candidates until as many pass; when fewer
+   than 1 in `NARROW` pass, it lists the texts the filter selects instead and ranks only their codes;
 4. reads those candidates' float vectors by id and ranks them by exact cosine similarity; the answer is always in
    exact cosine order, ties by text id. A candidate whose vector is gone (its session deleted) leaves the index.
 
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
 CANDIDATES = 400  # codes rescored at least
 PER_HIT = 4  # ... and this many for each text asked for (more costs rescoring time: 1,200 took 20 ms, 400 2 ms)
 WIDEST = 50_000  # a filter that needs more candidates than this to pass enough of them: the exact scan instead
+NARROW = 4  # fewer than 1 in this many of the nearest candidates in the filter: rank only the texts it selects
 RECOUNT_S = 30.0  # how often the index counts the stored vectors to see deletions and late commits
 FETCH = 500  # ids an SQL statement names at most
 
@@ -163,8 +163,9 @@ class VectorIndex:
         return ranked
 
     def _passing(self, cur, query: bytes, flt: SessionFilter, want: int) -> list[int] | None:
-        """Up to about `want` text ids nearest by code whose units are in sessions `flt` selects, widening the
-        candidates as the filter rejects them; None when more than WIDEST candidates would be needed."""
+        """About `want` text ids nearest by code whose units are in sessions `flt` selects: the nearest candidates
+        checked against the filter, widened while at least 1 in `NARROW` passes; a narrower filter instead lists the
+        texts it selects and ranks only their codes. None: more than WIDEST candidates would be needed."""
         import numpy as np
 
         where, args = sessions_sql(flt)
@@ -181,9 +182,23 @@ class VectorIndex:
             passed += passing(cur, [int(t) for t in self.text_ids[fresh]], where, args)
             if len(passed) >= want or k >= self.size:
                 return passed
+            if len(passed) * NARROW < k:
+                return self._selected(cur, dist, where, args, want)
             k = min(self.size, max(2 * k, math.ceil(k * want / max(len(passed), 1) * 1.25)))
             if k > WIDEST:
                 return None
+
+    def _selected(self, cur, dist: np.ndarray, where: str, args: list, want: int) -> list[int]:
+        """The `want` texts nearest by code (`dist`) among all those with a unit in a session `where` selects."""
+        import numpy as np
+
+        chosen = np.fromiter((tid for (tid,) in cur.execute(
+            f"SELECT DISTINCT u.text_id FROM search_units u JOIN sessions s ON s.id = u.session_id WHERE {where}",
+            args).fetchall()), dtype=np.int64)
+        at = np.flatnonzero(np.isin(self.text_ids[:self.size], chosen))
+        if len(at) > want:
+            at = at[np.argpartition(dist[at], want - 1)[:want]]
+        return [int(t) for t in self.text_ids[at]]
 
 
 def passing(cur, text_ids: list[int], where: str, args: list) -> list[int]:
