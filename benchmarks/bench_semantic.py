@@ -31,6 +31,7 @@ from reasonlog.store import SessionFilter, open_store
 SPOTTER = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "claude-code-transcripts" / "spotter"
 MODEL = "synthetic@bench"
 DIM = 384
+AGENTS = 20  # sessions' agents, one in 20 each: a filter to one of them keeps 5% of the units
 
 
 def bench_embed() -> None:
@@ -74,13 +75,34 @@ def bench_scan(units: int, postgres: str | None) -> None:
         for name, target in targets:
             built = time.perf_counter()
             _fill(target, matrix)
-            store = open_store(target, read_only=True)
-            store.vector_search(queries[0].astype("<f4").tobytes(), MODEL, SessionFilter(limit=None), 10)  # warm
-            p50, p95 = _timed(lambda q, store=store: store.vector_search(q.astype("<f4").tobytes(), MODEL,
-                                                                         SessionFilter(limit=None), 10), queries)
-            store.close()
-            print(f"{name}: store.vector_search over {units:,} units: p50 {p50:.0f} ms, p95 {p95:.0f} ms"
-                  f" ({p50 / floor[0]:.1f} × the floor; database built in {time.perf_counter() - built:.0f} s)")
+            print(f"{name}: database built in {time.perf_counter() - built:.0f} s")
+            answers: dict[bool, list[list[str]]] = {}
+            for how, exact in (("exact scan", True), ("codes + rescore", False)):
+                store = open_store(target, read_only=True)
+                store.exact_vectors = exact
+                started = time.perf_counter()
+                store.vector_search(queries[0].astype("<f4").tobytes(), MODEL, SessionFilter(limit=None), 10)
+                first = (time.perf_counter() - started) * 1000  # the index loaded (codes + rescore)
+                p50, p95 = _timed(lambda q, store=store: store.vector_search(q.astype("<f4").tobytes(), MODEL,
+                                                                             SessionFilter(limit=None), 10), queries)
+                agent = _timed(lambda q, store=store: store.vector_search(q.astype("<f4").tobytes(), MODEL,
+                                                                          SessionFilter(agent="a3", limit=None), 10),
+                               queries[:5])
+                answers[exact] = [[h["session_id"] + str(h["message_idx"]) for h in store.vector_search(
+                    q.astype("<f4").tobytes(), MODEL, SessionFilter(limit=None), 10)] for q in queries]
+                store.close()
+                print(f"{name}, {how}: store.vector_search over {units:,} units: p50 {p50:.0f} ms, p95 {p95:.0f} ms"
+                      f" ({p50 / floor[0]:.2f} × the floor); first search {first:.0f} ms; filtered to one agent of"
+                      f" {AGENTS} ({units // AGENTS:,} units): p50 {agent[0]:.0f} ms")
+            recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(answers[True], answers[False], strict=True)])
+            print(f"{name}: recall@10 of codes + rescore on these random vectors (the worst case: no structure):"
+                  f" {recall:.3f}")
+
+
+def sign_codes(matrix: np.ndarray) -> np.ndarray:
+    """Each row's sign bits as vectors.sign_code writes them (384 dimensions: 48 bytes, whole words already)."""
+    bits = np.packbits(matrix > 0, axis=1)
+    return np.pad(bits, ((0, 0), (0, -bits.shape[1] % 8)))
 
 
 def _timed(fn, queries) -> tuple[float, float]:
@@ -107,10 +129,12 @@ def _fill(target: str, matrix: np.ndarray) -> None:
         conn = sqlite3.connect(target)
         mark = "?"
     sessions = max(1, len(matrix) // 100)
+    codes = sign_codes(matrix)
     with conn:
         cur = conn.cursor()
-        cur.executemany(f"INSERT INTO sessions (id, started_at, status) VALUES ({mark}, {mark}, 'completed')",
-                        [(f"s{n:06d}", f"2026-01-01T00:00:{n % 60:02d}.000000Z") for n in range(sessions)])
+        cur.executemany(f"INSERT INTO sessions (id, started_at, status, agent) VALUES ({mark}, {mark}, 'completed',"
+                        f" {mark})", [(f"s{n:06d}", f"2026-01-01T00:00:{n % 60:02d}.000000Z", f"a{n % AGENTS}")
+                                      for n in range(sessions)])
         for start in range(0, len(matrix), 20000):
             rows = range(start, min(start + 20000, len(matrix)))
             cur.executemany(f"INSERT INTO unit_texts (id, hash, size, codec, data) VALUES ({mark}, {mark}, {mark},"
@@ -118,22 +142,53 @@ def _fill(target: str, matrix: np.ndarray) -> None:
             cur.executemany(f"INSERT INTO search_units (session_id, kind, message_idx, part, chunk, text_id) VALUES"
                             f" ({mark}, 'user', {mark}, 0, 0, {mark})",
                             [(f"s{i // 100:06d}", i % 100, i + 1) for i in rows])
-            cur.executemany(f"INSERT INTO unit_vectors (model, text_id, dim, vector) VALUES ({mark}, {mark}, {DIM},"
-                            f" {mark})", [(MODEL, i + 1, matrix[i].tobytes()) for i in rows])
+            cur.executemany(f"INSERT INTO unit_vectors (model, text_id, dim, code, vector) VALUES ({mark}, {mark},"
+                            f" {DIM}, {mark}, {mark})",
+                            [(MODEL, i + 1, codes[i].tobytes(), matrix[i].tobytes()) for i in rows])
             print(f"  {min(start + 20000, len(matrix)):,} units written", end="\r", file=sys.stderr)
         if target.startswith("postgres"):
             cur.execute("ANALYZE")
     conn.close()
 
 
+def bench_recall(vectors: list[Path], queries: int) -> None:
+    """recall@10 of codes + rescore against the exact scan, on real embeddings (.npy files of L2-normalised float32
+    rows, e.g. what `embed` stored for the real fixtures): each of `queries` rows in turn is the query, the rest
+    the corpus; for several candidate counts K."""
+    from reasonlog.store.vector_index import VectorIndex
+
+    matrix = np.concatenate([np.load(v).astype("<f4") for v in vectors])
+    rng = np.random.default_rng(11)
+    picked = rng.choice(len(matrix), size=min(queries, len(matrix)), replace=False)
+    index = VectorIndex(MODEL, matrix.shape[1])
+    index.append(np.arange(len(matrix), dtype=np.int64), sign_codes(matrix).view("<u8"))
+    print(f"{len(matrix):,} real vectors ({', '.join(v.name for v in vectors)}), {len(picked)} of them as queries")
+    for k in (50, 100, 200, 400, 800, 1600):
+        found = []
+        for i in picked:
+            q = matrix[i].tobytes()
+            scores = matrix @ matrix[i]
+            scores[i] = -2.0  # the query itself left out
+            tenth = np.sort(scores)[-10]
+            near = index.nearest(q, k + 1)
+            best = np.sort(scores[near[near != i]])[-10:]
+            found.append(float(np.sum(best >= tenth - 1e-6)) / 10)  # equal scores are the same answer
+        print(f"  K = {k:5d} ({k / len(matrix):.2%} of the vectors): recall@10 mean {np.mean(found):.3f},"
+              f" worst query {min(found):.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=["embed", "scan"])
+    parser.add_argument("part", choices=["embed", "scan", "recall"])
+    parser.add_argument("--vectors", type=Path, nargs="*", help="recall: .npy files of real embeddings")
+    parser.add_argument("--queries", type=int, default=500, help="recall: how many of the vectors ask")
     parser.add_argument("--units", type=int, default=500_000)
     parser.add_argument("--postgres", metavar="URL", help="also scan on this PostgreSQL database (a new schema)")
     args = parser.parse_args()
     if args.part == "embed":
         return bench_embed()
+    if args.part == "recall":
+        return bench_recall(args.vectors, args.queries)
     url = None
     if args.postgres:
         import uuid

@@ -91,7 +91,7 @@ def ready_embedder(store: StoreReader) -> Embedder:
     """The embedder for searching `store` by meaning; SemanticUnavailable saying what to install or run when
     this cannot be done."""
     embedder = embedder_for(store)
-    if store.semantic_counts(embedder.model)["embedded"] == 0:
+    if not store.has_vectors(embedder.model):
         raise SemanticUnavailable(f"nothing is embedded for search by meaning with {embedder.model} yet: run"
                                   " `reasonlog embed` (or `reasonlog serve`, which embeds in the background)")
     return embedder

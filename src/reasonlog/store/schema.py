@@ -395,14 +395,21 @@ CREATE TABLE search_units (
 CREATE INDEX search_units_session ON search_units(session_id, message_idx);
 CREATE INDEX search_units_text ON search_units(text_id);
 -- unit_vectors: a text's embedding by one model. model: its name and version (a vector of another model is
--- never compared, and a new model embeds again); vector: `dim` float32 numbers, little-endian, L2-normalised.
+-- never compared, and a new model embeds again); vector: `dim` float32 numbers, little-endian, L2-normalised;
+-- code: the vector's sign bits (bit i set: number i > 0; numpy's packbits order, zero-padded to whole 8-byte words:
+-- 48 bytes at 384 dimensions), the prefilter a search ranks first (store/vector_index.py). id: never reused
+-- (AUTOINCREMENT), so a searching process reads only the rows added since it last looked; the index on
+-- (model, dim, id) holds the codes, so that reading them never reads the vectors.
 CREATE TABLE unit_vectors (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     model TEXT NOT NULL,
     text_id INTEGER NOT NULL,
     dim INTEGER NOT NULL,
+    code BLOB NOT NULL,
     vector BLOB NOT NULL,
-    PRIMARY KEY (model, text_id)
+    UNIQUE (model, text_id)
 );
+CREATE INDEX unit_vectors_codes ON unit_vectors(model, dim, id, text_id, code);
 -- session_vectors: per model and session, the L2-normalised mean of its units' vectors ("sessions like this one");
 -- units: how many unit vectors it averages (fewer than the session has now: it is recomputed).
 CREATE TABLE session_vectors (

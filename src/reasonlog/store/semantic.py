@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from . import SessionFilter, keywords, reading, units, vectors
+from . import SessionFilter, keywords, reading, units, vector_index, vectors
 
 CUT_SESSIONS = 25  # sessions a transaction cuts into units
 CUT_UNITS = 2000  # ... or fewer, once this many units are added
@@ -25,6 +25,8 @@ class SemanticStore:
     _write: Callable[..., Any]
     _dicts: Any
     index: Any
+    exact_vectors = False  # True: rank by the exact scan alone, never the index of codes (benchmarks, tests)
+    _vector_indexes: dict[tuple[str, int], vector_index.VectorIndex] | None = None
 
     def _rank(self, table: str, model: str, query: bytes, flt: SessionFilter, limit: int,
               exclude: str | None = None) -> list[tuple[Any, float]]:
@@ -83,6 +85,11 @@ class SemanticStore:
             return {**found, "sessions_to_cut": len(units.stale_sessions(cur))} if sessions else found
         return self._read(read)
 
+    def has_vectors(self, model: str) -> bool:
+        """Whether any text has a vector of `model` (one indexed row read: what a search asks before each query)."""
+        return self._read(lambda cur: cur.execute("SELECT 1 FROM unit_vectors WHERE model = ? LIMIT 1",
+                                                  (model,)).fetchone() is not None)
+
     def keyword_search(self, text: str, flt: SessionFilter, limit: int = 50) -> list[dict]:
         """Messages, tool results and outcomes ranked by the query's words they hold (store/keywords.py)."""
         return self._read(keywords.keyword_search, self._dicts, text, flt, limit, self.index)
@@ -93,11 +100,30 @@ class SemanticStore:
         where, args = reading.filter_sql(replace(flt, limit=None, text=None, after=None))
         depth = max(2 * limit, 20)
         while True:
-            ranked = self._rank("unit_vectors", model, query, flt, depth)
+            ranked = self._rank_units(model, query, flt, depth)
             hits = self._read(units.unit_hits, ranked, where, args)
             if len(hits) >= limit or len(ranked) < depth:
                 return hits[:limit]
             depth *= 4  # the texts ranked were shared by units of the same messages: look deeper
+
+    def _rank_units(self, model: str, query: bytes, flt: SessionFilter, limit: int) -> list[tuple[Any, float]]:
+        """The `limit` texts nearest `query`: by the codes in memory and an exact rescore (store/vector_index.py),
+        or by the exact scan when asked to, or when the filter leaves too few candidates."""
+        if not self.exact_vectors:
+            ranked = self._read(self._rank_by_codes, model, query, flt, limit)
+            if ranked is not None:
+                return ranked
+        return self._rank("unit_vectors", model, query, flt, limit)
+
+    def _rank_by_codes(self, cur, model: str, query: bytes, flt: SessionFilter, limit: int
+                       ) -> list[tuple[Any, float]] | None:
+        if self._vector_indexes is None:
+            self._vector_indexes = {}
+        index = self._vector_indexes.get((model, len(query) // 4))
+        if index is None:
+            index = self._vector_indexes[(model, len(query) // 4)] = vector_index.VectorIndex(model, len(query) // 4)
+        index.refresh(cur)
+        return index.rank(cur, query, flt, limit)
 
     def similar_sessions(self, session_id: str, model: str, limit: int = 10) -> list[dict]:
         """The sessions whose mean unit vector is nearest this session's, best first, as `list_sessions` rows with a

@@ -45,9 +45,19 @@ def save(cur, model: str, rows: list[tuple[int, bytes]]) -> int:
     for _, vector in rows:
         if len(vector) % 4 or not vector:
             raise ValueError(f"a vector of {len(vector)} bytes is no float32 vector")
-    cur.executemany("INSERT INTO unit_vectors (model, text_id, dim, vector) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (model, text_id) DO NOTHING", [(model, tid, len(v) // 4, v) for tid, v in rows])
+    cur.executemany("INSERT INTO unit_vectors (model, text_id, dim, code, vector) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (model, text_id) DO NOTHING",
+                    [(model, tid, len(v) // 4, sign_code(v), v) for tid, v in rows])
     return len(rows)
+
+
+def sign_code(vector: bytes) -> bytes:
+    """The sign bits of a float32 vector (bit i set: number i > 0), numpy's packbits order (the first number the
+    highest bit of the first byte), zero-padded to whole 8-byte words: 48 bytes at 384 dimensions."""
+    import numpy as np
+
+    bits = np.packbits(np.frombuffer(vector, dtype="<f4") > 0).tobytes()
+    return bits + bytes(-len(bits) % 8)
 
 
 def stale_means(cur, model: str) -> list[tuple[str, int]]:
@@ -92,12 +102,17 @@ def session_vector(cur, model: str, session_id: str) -> bytes | None:
 # ------------------------------------------------------------------ what a ranking may look at
 
 
+def sessions_sql(flt: SessionFilter) -> tuple[str, list]:
+    """The condition on sessions `s` of what `flt` selects that a ranking heeds; "1=1" without one."""
+    return reading.filter_sql(SessionFilter(run=flt.run, agent=flt.agent, model=flt.model, status=flt.status,
+                                            labels=flt.labels, since=flt.since, until=flt.until, parent=flt.parent,
+                                            limit=None))
+
+
 def candidates_sql(flt: SessionFilter, table: str) -> tuple[str, list]:
     """A condition on `table`'s rows (unit_vectors or session_vectors) keeping those of sessions `flt` selects;
     "1=1" without a filter (the scan then reads the model's vectors alone)."""
-    where, args = reading.filter_sql(SessionFilter(run=flt.run, agent=flt.agent, model=flt.model, status=flt.status,
-                                                   labels=flt.labels, since=flt.since, until=flt.until,
-                                                   parent=flt.parent, limit=None))
+    where, args = sessions_sql(flt)
     if where == "1=1":
         return where, []
     sessions = f"SELECT s.id FROM sessions s WHERE {where}"
