@@ -196,6 +196,28 @@ def test_keywords_rank_rarer_words_higher_and_drop_stopwords(db, store):
     assert [h["snippet"] for h in store.keyword_search("migrat", ALL, 10)] == ["migrations ran"]
 
 
+def test_a_word_in_most_records_lists_no_candidates_of_its_own_and_the_answer_stays_bounded(db, store, monkeypatch):
+    """At 500,000 messages a word like "price" is in most records: listing them made a hybrid search take 30 s.
+    Past CAP records a word is common: a rarer word's records are the candidates, and each still scores it."""
+    from reasonlog.store import keywords
+
+    rec = reasonlog.Recorder(db, writer="sync", strict=True)
+    with rec.session(agent="a") as s:
+        for n in range(8):
+            s.call(messages=[{"role": "user", "content": f"price check {n}"}], response=None)
+        s.call(messages=[{"role": "user", "content": "price of the rollback"}], response=None)
+        s.call(messages=[{"role": "user", "content": "rollback done"}], response=None)
+    rec.close()
+    uncapped = store.keyword_search("price rollback", ALL, 3)
+    assert [h["snippet"] for h in uncapped] == ["price of the rollback", "rollback done", "price check 0"]
+    monkeypatch.setattr(keywords, "CAP", 4)  # "price" (9 records) is now common, "rollback" (2) is not
+    capped = store.keyword_search("price rollback", ALL, 3)
+    assert [h["snippet"] for h in capped] == ["price of the rollback", "rollback done"]  # only rollback's records
+    assert capped[0]["score"] == pytest.approx(np.log(1 + 10 / 2) + np.log(1 + 10 / 8))  # price weighs as if in 4+4
+    monkeypatch.setattr(keywords, "VERIFIED", 2)
+    assert [h["snippet"] for h in store.keyword_search("price", ALL, 10)] == ["price check 0", "price check 1"]
+
+
 def test_vector_search_follows_the_session_filter_and_similar_sessions_rank_by_mean(db, store, server):
     rec = reasonlog.Recorder(db, writer="sync", strict=True)
     ids = {}

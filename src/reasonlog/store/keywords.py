@@ -29,6 +29,12 @@ where which while who whom why with won't would wouldn't you your yours yourself
 """.split())
 _WORD = re.compile(r"[\w']+")
 PAGE = 200  # candidates verified at a time
+# A word the index finds in more than CAP records of a table is *common*: its records are not listed as candidates
+# (at 500,000 messages "price" is in most of them, and listing them took seconds), it weighs as if it were in CAP,
+# and a candidate found by a rarer word still scores it when its text holds it. When every word is common, the
+# first CAP records of each are the candidates. At most VERIFIED candidates are read and checked a query.
+CAP = 5000
+VERIFIED = 2000
 TABLES = (("contents", "contents_search"), ("tool_results", "tool_results_search"), ("outcomes", "outcomes_search"))
 
 
@@ -51,6 +57,7 @@ def keyword_search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limi
     bound = sorted(holders, key=lambda key: (-sum(weight[w] for w in holders[key]), key))
     reader = reading.ContentReader(cur.connection.cursor(), dicts)
     hits: list[dict] = []
+    bound = bound[:VERIFIED]
     for start in range(0, len(bound), PAGE):
         page = bound[start:start + PAGE]
         if len(hits) >= limit and sum(weight[w] for w in holders[page[0]]) < hits[limit - 1]["score"]:
@@ -72,20 +79,33 @@ def _ranked(hits: list[dict]) -> list[dict]:
 
 
 def _candidates(cur, words: list[str], index) -> tuple[dict[tuple[str, int], set[str]], dict[str, float]]:
-    """For each record whose index entry may hold a word, the words it may hold; and each word's weight."""
+    """For each record whose index entry may hold a word, the words it may hold; and each word's weight. A common
+    word (more than CAP records in a table) lists no candidates of its own unless every word is common, and every
+    candidate may hold it."""
     total = sum(cur.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table, _ in TABLES) or 1
-    holders: dict[tuple[str, int], set[str]] = {}
+    found: dict[str, list[tuple[str, int]]] = {}
+    common: list[str] = []
     weight: dict[str, float] = {}
     for word in words:
         argument = index.argument(cur, Query(((word,),)))
         if argument is None:
             continue
-        found = 0
+        rows: list[tuple[str, int]] = []
         for table, name in TABLES:
-            for (rowid,) in cur.execute(f"SELECT rowid FROM {name} WHERE {index.matches(name)}", (argument,)):
-                holders.setdefault((table, rowid), set()).add(word)
-                found += 1
-        weight[word] = math.log(1 + total / max(found, 1))
+            listed = cur.execute(f"SELECT rowid FROM {name} WHERE {index.matches(name)} LIMIT {CAP + 1}",
+                                 (argument,)).fetchall()
+            if len(listed) > CAP:
+                common.append(word)
+            rows += [(table, rowid) for (rowid,) in listed[:CAP]]
+        found[word] = rows
+        weight[word] = math.log(1 + total / max(len(rows) + (CAP if word in common else 0), 1))
+    listing = [w for w in found if w not in common] or list(found)
+    holders: dict[tuple[str, int], set[str]] = {}
+    for word in listing:
+        for key in found[word]:
+            holders.setdefault(key, set()).add(word)
+    for key in holders:
+        holders[key].update(common)
     return holders, weight
 
 
