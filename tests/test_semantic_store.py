@@ -214,6 +214,8 @@ def test_a_word_in_most_records_lists_no_candidates_of_its_own_and_the_answer_st
     capped = store.keyword_search("price rollback", ALL, 3)
     assert [h["snippet"] for h in capped] == ["price of the rollback", "rollback done"]  # only rollback's records
     assert capped[0]["score"] == pytest.approx(np.log(1 + 10 / 2) + np.log(1 + 10 / 8))  # price weighs as if in 4+4
+    # a word found nowhere lists nothing: the common word's first records are the candidates, not none
+    assert [h["snippet"] for h in store.keyword_search("price zebra", ALL, 2)] == ["price check 0", "price check 1"]
     monkeypatch.setattr(keywords, "VERIFIED", 2)
     assert [h["snippet"] for h in store.keyword_search("price", ALL, 10)] == ["price check 0", "price check 1"]
 

@@ -99,7 +99,7 @@ def _candidates(cur, words: list[str], index) -> tuple[dict[tuple[str, int], set
             rows += [(table, rowid) for (rowid,) in listed[:CAP]]
         found[word] = rows
         weight[word] = math.log(1 + total / max(len(rows) + (CAP if word in common else 0), 1))
-    listing = [w for w in found if w not in common] or list(found)
+    listing = [w for w in found if w not in common and found[w]] or [w for w in found if found[w]]
     holders: dict[tuple[str, int], set[str]] = {}
     for word in listing:
         for key in found[word]:
