@@ -8,44 +8,28 @@ names its URL, never recorded text) and the next pass tries again.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from ..semantic import Embedder
 from ..semantic.backlog import Pass, embed_backlog
 from ..store import Store
+from .periodic import Periodic
 
 log = logging.getLogger("reasonlog")
 
 
-class BackgroundEmbedding:
+class BackgroundEmbedding(Periodic):
     """Start with `start()`; `stop()` ends the thread after the batch under way. `passes` counts finished passes."""
 
+    name = "reasonlog-embedding"
+
     def __init__(self, get_store: Callable[[], Store], make: Callable[[], Embedder], every_s: float = 30.0):
-        if every_s <= 0:
-            raise ValueError(f"every_s: expected a positive number of seconds, got {every_s}")
-        self._get_store, self._make, self.every_s = get_store, make, every_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(every_s)
+        self._get_store, self._make = get_store, make
         self._embedder: Embedder | None = None
-        self.passes = 0
         self.last: Pass | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="reasonlog-embedding", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.run_once()
-            self._stop.wait(self.every_s)
-
-    def run_once(self) -> None:
+    def run_pass(self) -> None:
         try:
             store = self._get_store()
             if not store.read_only:  # a server on a read-only database embeds nothing (its pages still search)
@@ -54,4 +38,3 @@ class BackgroundEmbedding:
         except Exception as exc:  # noqa: BLE001 - the server stays up; the next pass tries again
             first = (str(exc).strip().splitlines() or [""])[0]
             log.warning("reasonlog background embedding failed: %s: %s", type(exc).__name__, first)
-        self.passes += 1
