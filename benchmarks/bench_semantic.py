@@ -34,16 +34,23 @@ DIM = 384
 AGENTS = 20  # sessions' agents, one in 20 each: a filter to one of them keeps 5% of the units
 
 
-def bench_embed() -> None:
+def bench_embed(megabytes: int) -> None:
+    """`megabytes` 0: the spotter folder as it is; else its transcripts copied to that size as bench_import.py
+    and bench_stats.py copy them (each copy with its own ids), the catch-up after a large import."""
+    from bench_import import replicate
+
     from reasonlog.io.importing import plan, run_import
     from reasonlog.semantic import LocalEmbedder
     from reasonlog.semantic.backlog import embed_backlog
 
     with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "e.db"
+        db, source = Path(folder) / "e.db", SPOTTER
+        if megabytes:
+            source = Path(folder) / "transcripts"
+            replicate(source, megabytes)
         store = open_store(db)
         started = time.perf_counter()
-        run_import(store, plan([SPOTTER]))
+        run_import(store, plan([source]))
         imported = time.perf_counter() - started
         store.checkpoint()
         before, unique = db.stat().st_size, store.status()["unique_content_bytes"]
@@ -54,7 +61,7 @@ def bench_embed() -> None:
         counts = store.semantic_counts(embedder.model)
         after = db.stat().st_size
         store.close()
-    print(f"import of {SPOTTER.name} (baseline): {imported:.2f} s")
+    print(f"import of {SPOTTER.name}{f' copied to {megabytes} MB' if megabytes else ''} (baseline): {imported:.2f} s")
     print(f"units {counts['units']}, distinct texts {counts['texts']}, embedded {done.embedded}"
           f" in {done.seconds:.1f} s")
     print(f"catch-up rate: {counts['units'] / done.seconds:.1f} units/s; embedding throughput:"
@@ -184,9 +191,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500, help="recall: how many of the vectors ask")
     parser.add_argument("--units", type=int, default=500_000)
     parser.add_argument("--postgres", metavar="URL", help="also scan on this PostgreSQL database (a new schema)")
+    parser.add_argument("--mb", type=int, default=0, help="embed: the transcripts copied to this many MB first")
     args = parser.parse_args()
     if args.part == "embed":
-        return bench_embed()
+        return bench_embed(args.mb)
     if args.part == "recall":
         return bench_recall(args.vectors, args.queries)
     url = None
