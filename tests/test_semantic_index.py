@@ -139,4 +139,20 @@ def test_recall_at_10_on_fixed_clustered_vectors_is_pinned():
     assert min(found) >= 0.5
 
 
-RECALL_PINNED = 0.929  # measured once; the data and the code are fixed, so it moves only when the ranking does
+RECALL_PINNED = 0.933  # measured once; the data and the code are fixed, so it moves only when the ranking does
+# (0.929 while a partition chose among the codes at the k-th distance; counting takes the first of them)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(0, 384), min_size=2, max_size=3000), st.data())
+def test_the_nearest_codes_are_the_k_smallest_distances_for_any_distances(distances, data):
+    """Counting replaced a partition (5x faster at 500,000 codes): for any distances and any k, the k positions
+    chosen are distinct, hold the k smallest distances, and at the k-th distance the first positions are taken."""
+    dist = np.array(distances, dtype=np.uint16)
+    k = data.draw(st.integers(1, len(dist) - 1))
+    chosen = vector_index.nearest_of(dist, k)
+    assert len(chosen) == len(set(chosen.tolist())) == k
+    assert sorted(dist[chosen].tolist()) == sorted(distances)[:k]
+    kth = max(dist[chosen].tolist())
+    at_kth = np.flatnonzero(dist == kth)
+    assert sorted(chosen[dist[chosen] == kth].tolist()) == at_kth[:int((dist[chosen] == kth).sum())].tolist()

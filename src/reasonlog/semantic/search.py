@@ -11,6 +11,7 @@ what to install or run.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from ..store import SessionFilter, StoreReader
@@ -31,11 +32,15 @@ def search(store: StoreReader, text: str, mode: str, flt: SessionFilter, limit: 
     shown = 50 if limit is None else limit
     if mode == "keywords":
         hits = store.keyword_search(text, flt, shown)
+    elif mode == "semantic":
+        embedder = embedder or ready_embedder(store)
+        hits = _semantic(store, embedder, _embedded(embedder, text), flt, shown)
     else:
         embedder = embedder or ready_embedder(store)
-        semantic = _semantic(store, embedder, text, flt, shown if mode == "semantic" else depth_of(shown))
-        hits = semantic if mode == "semantic" else fuse(
-            [store.keyword_search(text, flt, depth_of(shown)), semantic])[:shown]
+        with ThreadPoolExecutor(1, thread_name_prefix="reasonlog-embed") as pool:
+            query = pool.submit(_embedded, embedder, text)  # the model runs outside the GIL meanwhile
+            keyword = store.keyword_search(text, flt, depth_of(shown))
+            hits = fuse([keyword, _semantic(store, embedder, query.result(), flt, depth_of(shown))])[:shown]
     return [{**h, "mode": mode} for h in hits]
 
 
@@ -44,11 +49,14 @@ def depth_of(limit: int) -> int:
     return max(3 * limit, 60)
 
 
-def _semantic(store: StoreReader, embedder: Embedder, text: str, flt: SessionFilter, limit: int) -> list[dict]:
-    if not text.strip():
-        return []
-    (query,) = embedder.embed([text])
-    return store.vector_search(query, embedder.model, flt, limit)
+def _embedded(embedder: Embedder, text: str) -> bytes | None:
+    """The query's vector; None for a blank query."""
+    return embedder.embed([text])[0] if text.strip() else None
+
+
+def _semantic(store: StoreReader, embedder: Embedder, query: bytes | None, flt: SessionFilter, limit: int
+              ) -> list[dict]:
+    return [] if query is None else store.vector_search(query, embedder.model, flt, limit)
 
 
 def fuse(rankings: list[list[dict]], k: int = RRF_K) -> list[dict]:

@@ -32,9 +32,12 @@ PAGE = 200  # candidates verified at a time
 # A word the index finds in more than CAP records of a table is *common*: its records are not listed as candidates
 # (at 500,000 messages "price" is in most of them, and listing them took seconds), it weighs as if it were in CAP,
 # and a candidate found by a rarer word still scores it when its text holds it. When every word is common, the
-# first CAP records of each are the candidates. At most VERIFIED candidates are read and checked a query.
-CAP = 5000
-VERIFIED = 2000
+# first CAP records of each are the candidates. Candidates are read best bound first, the newest first among equal
+# bounds; reading stops once no candidate left can score above the last hit kept, and after
+# verified(limit) candidates in any case (reading one costs about 35 microseconds).
+CAP = 2000
+VERIFIED = 600
+VERIFIED_PER_HIT = 10
 TABLES = (("contents", "contents_search"), ("tool_results", "tool_results_search"), ("outcomes", "outcomes_search"))
 
 
@@ -48,25 +51,42 @@ def words_of(text: str) -> list[str]:
     return out
 
 
-def keyword_search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int, index) -> list[dict]:
-    """The `limit` best hits for the words of `text`, best first, each with its `score` (the idf of the words held)."""
+def records(cur) -> int:
+    """How many records keyword ranking ranks (messages' contents, tool results, outcomes): the N of the idf. Counting
+    500,000 contents takes 4 ms on SQLite; a searching process counts again every RECOUNT_S seconds."""
+    return sum(cur.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table, _ in TABLES)
+
+
+RECOUNT_S = 30.0
+
+
+def keyword_search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int, index,
+                   total: int | None = None) -> list[dict]:
+    """The `limit` best hits for the words of `text`, best first, each with its `score` (the idf of the words held);
+    `total` is `records(cur)`, counted here when not given."""
     words = words_of(text)
     if not words or limit <= 0:
         return []
-    holders, weight = _candidates(cur, words, index)
-    bound = sorted(holders, key=lambda key: (-sum(weight[w] for w in holders[key]), key))
+    found = _candidates(cur, words, index, records(cur) if total is None else total)
     reader = reading.ContentReader(cur.connection.cursor(), dicts)
+    where, args = reading.filter_sql(replace(flt, limit=None, text=None))
     hits: list[dict] = []
-    bound = bound[:VERIFIED]
+    bound = found.in_bound_order()[:verified(limit)]
     for start in range(0, len(bound), PAGE):
         page = bound[start:start + PAGE]
-        if len(hits) >= limit and sum(weight[w] for w in holders[page[0]]) < hits[limit - 1]["score"]:
-            break  # no candidate left can reach the hits kept
-        hits = _ranked(hits + _verified(cur, reader, page, holders, weight, flt))
+        if len(hits) >= limit and found.bound_of(page[0]) <= hits[limit - 1]["score"]:
+            break  # no candidate left can score above the hits kept
+        hits = _ranked(hits + _verified(cur, reader, page, found, where, args))[:limit]
         reader.memo.clear()
     for h in hits:
-        del h["order"]
-    return hits[:limit]
+        text, rarest = h.pop("order")[3:]
+        h["snippet"] = snippet_of(text, rarest) or ""
+    return hits
+
+
+def verified(limit: int) -> int:
+    """How many candidates a query for `limit` hits reads at most."""
+    return max(VERIFIED, VERIFIED_PER_HIT * limit)
 
 
 def _ranked(hits: list[dict]) -> list[dict]:
@@ -78,63 +98,112 @@ def _ranked(hits: list[dict]) -> list[dict]:
     return hits
 
 
-def _candidates(cur, words: list[str], index) -> tuple[dict[tuple[str, int], set[str]], dict[str, float]]:
-    """For each record whose index entry may hold a word, the words it may hold; and each word's weight. A common
-    word (more than CAP records in a table) lists no candidates of its own unless every word is common, and every
-    candidate may hold it."""
-    total = sum(cur.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table, _ in TABLES) or 1
-    found: dict[str, list[tuple[str, int]]] = {}
-    common: list[str] = []
-    weight: dict[str, float] = {}
+# A candidate is one int: its table's place in TABLES' alphabetical order times SPAN, plus its rowid, so that the
+# candidates sort as (table, rowid) pairs would, and a word's holders are a dict of ints to bit masks.
+SPAN = 1 << 48
+_BY_NAME = sorted(table for table, _ in TABLES)
+
+
+class Found:
+    """The candidates of a query: for each, the bits of the words its index entry may hold (`holders`), every common
+    word's bit (`common`) counted as held by all of them; and each word's weight."""
+
+    def __init__(self, words: list[str]):
+        self.words = words
+        self.weight: dict[str, float] = {}
+        self.holders: dict[int, int] = {}
+        self.common = 0
+        self._bounds: dict[int, float] = {}
+
+    def held(self, mask: int) -> list[str]:
+        """The words of these bits (with the common words), in the query's order."""
+        mask |= self.common
+        return [w for i, w in enumerate(self.words) if mask >> i & 1]
+
+    def bound_of(self, key: int) -> float:
+        """The best score this candidate can have: the weights of every word it may hold."""
+        mask = self.holders[key]
+        if mask not in self._bounds:
+            self._bounds[mask] = round(sum(self.weight[w] for w in self.held(mask)), 6)  # as scores are
+        return self._bounds[mask]
+
+    def in_bound_order(self) -> list[int]:
+        """The candidates, highest bound first, then the newest first (in (table, rowid) order, descending)."""
+        by_mask: dict[int, list[int]] = {}
+        for key, mask in self.holders.items():
+            by_mask.setdefault(mask, []).append(key)
+        buckets: dict[float, list[int]] = {}
+        for keys in by_mask.values():
+            buckets.setdefault(self.bound_of(keys[0]), []).extend(keys)
+        return [key for b in sorted(buckets, reverse=True) for key in sorted(buckets[b], reverse=True)]
+
+
+def _candidates(cur, words: list[str], index, total: int) -> Found:
+    """The records whose index entry may hold a word of the query, and the words' weights. A common word (more than
+    CAP records in a table) lists no candidates of its own unless every word is common, and every candidate may
+    hold it."""
+    total = max(total, 1)
+    out = Found(words)
+    listed: dict[str, list[int]] = {}
+    common: set[str] = set()
     for word in words:
         argument = index.argument(cur, Query(((word,),)))
         if argument is None:
             continue
-        rows: list[tuple[str, int]] = []
+        keys: list[int] = []
         for table, name in TABLES:
-            listed = cur.execute(f"SELECT rowid FROM {name} WHERE {index.matches(name)} LIMIT {CAP + 1}",
-                                 (argument,)).fetchall()
-            if len(listed) > CAP:
-                common.append(word)
-            rows += [(table, rowid) for (rowid,) in listed[:CAP]]
-        found[word] = rows
-        weight[word] = math.log(1 + total / max(len(rows) + (CAP if word in common else 0), 1))
-    listing = [w for w in found if w not in common and found[w]] or [w for w in found if found[w]]
-    holders: dict[tuple[str, int], set[str]] = {}
+            rows = cur.execute(f"SELECT rowid FROM {name} WHERE {index.matches(name)} LIMIT {CAP + 1}",
+                               (argument,)).fetchall()
+            if len(rows) > CAP:
+                common.add(word)
+            base = _BY_NAME.index(table) * SPAN
+            keys += [base + rowid for (rowid,) in rows[:CAP]]
+        listed[word] = keys
+        out.weight[word] = math.log(1 + total / max(len(keys) + (CAP if word in common else 0), 1))
+    listing = [w for w in listed if w not in common and listed[w]] or [w for w in listed if listed[w]]
+    holders = out.holders
     for word in listing:
-        for key in found[word]:
-            holders.setdefault(key, set()).add(word)
-    for key in holders:
-        holders[key].update(common)
-    return holders, weight
+        bit = 1 << words.index(word)
+        for key in listed[word]:
+            holders[key] = holders.get(key, 0) | bit
+    out.common = sum(1 << words.index(w) for w in common)
+    return out
 
 
-def _verified(cur, reader, page: list[tuple[str, int]], holders, weight, flt: SessionFilter) -> list[dict]:
-    """The hits of a page of candidates: each record's occurrences in the sessions `flt` selects, scored by the words
-    its text really holds."""
-    where, args = reading.filter_sql(replace(flt, limit=None, text=None))
+def _verified(cur, reader, page: list[int], found: Found, where: str, args: list) -> list[dict]:
+    """The hits of a page of candidates: each record's occurrences in the sessions `where` selects, scored by the
+    words its text really holds. A hit's `order` carries its text and rarest word for the snippet, made once kept."""
     out: list[dict] = []
-    contents = [rowid for table, rowid in page if table == "contents"]
+    by_table: dict[str, list[int]] = {}
+    for key in page:
+        by_table.setdefault(_BY_NAME[key // SPAN], []).append(key % SPAN)
+    contents = by_table.get("contents", [])
     if contents:
         reader.load(contents)
+        scored: dict[int, tuple | None] = {}
         marks = ", ".join("?" * len(contents))
         for sid, idx, role, call_id, at, cid, started in cur.execute(
                 f"SELECT m.session_id, m.idx, m.role, m.call_id, m.at, m.content_id, s.started_at FROM messages m"
                 f" JOIN sessions s ON s.id = m.session_id WHERE m.content_id IN ({marks})"
                 f" AND (m.role IS NULL OR m.role != 'system') AND {where}", [*contents, *args]).fetchall():
-            text = _text_of(reader, cid)
-            hit = _scored(text, holders[("contents", cid)], weight)
+            if cid not in scored:
+                text = _text_of(reader, cid)
+                scored[cid] = _scored(text, found.held(found.holders[cid]), found.weight)
+            hit = scored[cid]
             if hit is not None:
                 out.append({"kind": "message", "session_id": sid, "message_idx": idx, "role": role, "call_id": call_id,
-                            "at": at, "tool_use_id": None, "name": None, **hit, "order": (started, sid, idx)})
+                            "at": at, "tool_use_id": None, "name": None, "score": hit[0], "snippet": None,
+                            "order": (started, sid, idx, *hit[1:])})
     for table, kind in (("tool_results", "tool_result"), ("outcomes", "outcome")):
-        rowids = [rowid for t, rowid in page if t == table]
+        rowids = by_table.get(table)
         if rowids:
-            out += _records(cur, table, kind, rowids, holders, weight, where, args)
+            base = _BY_NAME.index(table) * SPAN
+            out += _records(cur, table, kind, rowids, base, found, where, args)
     return out
 
 
-def _records(cur, table: str, kind: str, rowids: list[int], holders, weight, where: str, args: list) -> list[dict]:
+def _records(cur, table: str, kind: str, rowids: list[int], base: int, found: Found, where: str, args: list
+             ) -> list[dict]:
     columns = ("r.tool_use_id, r.name, r.input_json, r.content_json, (SELECT call_id FROM messages p WHERE"
                " p.session_id = r.session_id AND p.idx = r.message_idx - 1)" if table == "tool_results" else
                "NULL, r.kind, NULL, r.payload_json, r.call_id")
@@ -143,11 +212,11 @@ def _records(cur, table: str, kind: str, rowids: list[int], holders, weight, whe
             f"SELECT r.rowid, r.session_id, r.message_idx, r.at, s.started_at, {columns} FROM {table} r"
             f" JOIN sessions s ON s.id = r.session_id WHERE r.rowid IN ({', '.join('?' * len(rowids))}) AND {where}",
             [*rowids, *args]).fetchall():
-        hit = _scored(record_text(name, input_json, body), holders[(table, rowid)], weight)
+        hit = _scored(record_text(name, input_json, body), found.held(found.holders[base + rowid]), found.weight)
         if hit is not None:
             out.append({"kind": kind, "session_id": sid, "message_idx": idx, "role": "tool" if kind == "tool_result"
-                        else None, "call_id": call_id, "at": at, "tool_use_id": tool_use_id, "name": name, **hit,
-                        "order": (started, sid, idx)})
+                        else None, "call_id": call_id, "at": at, "tool_use_id": tool_use_id, "name": name,
+                        "score": hit[0], "snippet": None, "order": (started, sid, idx, *hit[1:])})
     return out
 
 
@@ -160,8 +229,8 @@ def _text_of(reader, cid: int) -> str | None:
         return None
 
 
-def _scored(text: str | None, maybe: set[str], weight: dict[str, float]) -> dict | None:
-    """The score and snippet of a text for the words it may hold; None when it holds none."""
+def _scored(text: str | None, maybe: list[str], weight: dict[str, float]) -> tuple[float, str, str] | None:
+    """The score of a text for the words it may hold, the text and its rarest word held; None when it holds none."""
     if text is None:
         return None
     low = text.lower()
@@ -169,4 +238,4 @@ def _scored(text: str | None, maybe: set[str], weight: dict[str, float]) -> dict
     if not held:
         return None
     rarest = max(held, key=lambda w: (weight[w], w))
-    return {"score": round(sum(weight[w] for w in held), 6), "snippet": snippet_of(text, rarest) or ""}
+    return round(sum(weight[w] for w in held), 6), text, rarest

@@ -7,6 +7,7 @@ most and the next one goes on where it stopped.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -27,6 +28,7 @@ class SemanticStore:
     index: Any
     exact_vectors = False  # True: rank by the exact scan alone, never the index of codes (benchmarks, tests)
     _vector_indexes: dict[tuple[str, int], vector_index.VectorIndex] | None = None
+    _records: tuple[float, int] | None = None  # (time.monotonic(), keywords.records) of the last count
 
     def _rank(self, table: str, model: str, query: bytes, flt: SessionFilter, limit: int,
               exclude: str | None = None) -> list[tuple[Any, float]]:
@@ -92,7 +94,13 @@ class SemanticStore:
 
     def keyword_search(self, text: str, flt: SessionFilter, limit: int = 50) -> list[dict]:
         """Messages, tool results and outcomes ranked by the query's words they hold (store/keywords.py)."""
-        return self._read(keywords.keyword_search, self._dicts, text, flt, limit, self.index)
+        return self._read(self._keyword_search, text, flt, limit)
+
+    def _keyword_search(self, cur, text: str, flt: SessionFilter, limit: int) -> list[dict]:
+        now = time.monotonic()
+        if self._records is None or now - self._records[0] >= keywords.RECOUNT_S:
+            self._records = (now, keywords.records(cur))  # the idf's N, counted again every RECOUNT_S seconds
+        return keywords.keyword_search(cur, self._dicts, text, flt, limit, self.index, self._records[1])
 
     def vector_search(self, query: bytes, model: str, flt: SessionFilter, limit: int = 50) -> list[dict]:
         """The units nearest `query` (float32, L2-normalised) among the vectors of `model`, one hit per message,

@@ -147,7 +147,7 @@ class VectorIndex:
 
         if k >= self.size:
             return np.arange(self.size)
-        return np.argpartition(self.distances(query), k - 1)[:k]
+        return nearest_of(self.distances(query), k)
 
     def rank(self, cur, query: bytes, flt: SessionFilter, limit: int) -> list[tuple[int | str, float]] | None:
         """The `limit` texts nearest `query` among the candidates whose units are in sessions `flt` selects:
@@ -176,7 +176,7 @@ class VectorIndex:
         k = want
         dist = self.distances(query).copy()
         while True:
-            top = np.arange(self.size) if k >= self.size else np.argpartition(dist, k - 1)[:k]
+            top = np.arange(self.size) if k >= self.size else nearest_of(dist, k)
             fresh = top[~seen[top]]
             seen[fresh] = True
             passed += passing(cur, [int(t) for t in self.text_ids[fresh]], where, args)
@@ -199,6 +199,18 @@ class VectorIndex:
         if len(at) > want:
             at = at[np.argpartition(dist[at], want - 1)[:want]]
         return [int(t) for t in self.text_ids[at]]
+
+
+def nearest_of(dist: np.ndarray, k: int) -> np.ndarray:
+    """Positions of `k` of the smallest distances (0 < k < len(dist)), in position order: those below the k-th
+    smallest distance and the first ones at it. Distances are small integers (at most the dimension), so counting
+    them finds the k-th in two passes, where a partition took five times as long at 500,000 vectors."""
+    import numpy as np
+
+    cumulative = np.cumsum(np.bincount(dist))
+    kth = int(np.searchsorted(cumulative, k))  # the smallest distance with k at or below it
+    below = np.flatnonzero(dist < kth)
+    return np.concatenate([below, np.flatnonzero(dist == kth)[:k - len(below)]])
 
 
 def passing(cur, text_ids: list[int], where: str, args: list) -> list[int]:
