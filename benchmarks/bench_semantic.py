@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/bench_semantic.py embed                      # ~2 min: real transcripts, real model
     .venv/bin/python benchmarks/bench_semantic.py scan --units 500000        # SQLite; add --postgres URL for both
+    .venv/bin/python benchmarks/bench_semantic.py corpus --texts 60000 --out out/docstrings.f32   # ~20 min, resumes
+    .venv/bin/python benchmarks/bench_semantic.py recall --vectors out/docstrings.f32 --sizes 10000 60000
 
 `embed`: imports the real Claude Code transcripts of shared/fixtures/real/claude-code-transcripts/spotter into a new
 SQLite file (timed: the baseline of the same run), then works off the embedding backlog with the local model
@@ -12,6 +14,12 @@ bytes the units, texts and vectors add (the file after checkpoint, before and af
 `scan`: a database of N units in N/100 sessions with random unit vectors (384 float32, normalised; synthetic, as
 latency does not depend on what they mean), then `store.vector_search` of 20 random queries (limit 10), p50 and p95,
 against the floor measured in the same run: numpy's exact scan of the same vectors held in memory.
+
+`corpus`: real embeddings at a size the fixtures cannot give: distinct paragraphs (80 to 1,000 characters) of the
+docstrings of the packages installed beside reasonlog (PyTorch, transformers, numpy, ...: prose and code, as the files
+an agent reads come back in tool results), a seeded sample of N, embedded by the local model and appended to a raw
+float32 file, so that a killed run goes on where it stopped. `recall`: recall@10 of codes + rescore against the exact
+scan, on the first `--sizes` rows of such files (or .npy files), for several candidate counts K.
 """
 from __future__ import annotations
 
@@ -158,13 +166,68 @@ def _fill(target: str, matrix: np.ndarray) -> None:
     conn.close()
 
 
-def bench_recall(vectors: list[Path], queries: int) -> None:
-    """recall@10 of codes + rescore against the exact scan, on real embeddings (.npy files of L2-normalised float32
-    rows, e.g. what `embed` stored for the real fixtures): each of `queries` rows in turn is the query, the rest
-    the corpus; for several candidate counts K."""
+def docstring_paragraphs() -> list[str]:
+    """The distinct paragraphs of 80 to 1,000 characters of the docstrings under this Python's site-packages, sorted."""
+    import re
+    import site
+
+    found: set[str] = set()
+    for root in {Path(p) for p in site.getsitepackages()}:
+        for path in root.rglob("*.py"):
+            try:
+                source = path.read_text(errors="ignore")
+            except OSError:
+                continue
+            for doc in re.finditer(r'"""(.*?)"""', source, re.S):
+                for paragraph in re.split(r"\n\s*\n", doc.group(1)):
+                    paragraph = " ".join(paragraph.split())
+                    if 80 <= len(paragraph) <= 1000:
+                        found.add(paragraph)
+    return sorted(found)
+
+
+def bench_corpus(texts: int, out: Path) -> None:
+    """Embed a seeded sample of `texts` docstring paragraphs with the local model into `out` (raw float32 rows of
+    384), appending; rows already there are kept and not embedded again."""
+    from reasonlog.semantic import LocalEmbedder
+
+    paragraphs = docstring_paragraphs()
+    rng = np.random.default_rng(24)
+    chosen = [paragraphs[i] for i in rng.permutation(len(paragraphs))[:texts]]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = out.stat().st_size // (DIM * 4) if out.exists() else 0
+    with open(out, "r+b" if out.exists() else "wb") as f:
+        f.truncate(done * DIM * 4)  # a row cut by a kill is embedded again
+    print(f"{len(paragraphs):,} distinct docstring paragraphs; {len(chosen):,} chosen, {done:,} embedded already")
+    embedder = LocalEmbedder()
+    t0 = time.perf_counter()
+    for start in range(done, len(chosen), 1000):
+        batch = chosen[start:start + 1000]
+        with open(out, "ab") as f:
+            f.write(b"".join(embedder.embed(batch)))
+        rate = (start + len(batch) - done) / (time.perf_counter() - t0)
+        print(f"  {start + len(batch):,} embedded ({rate:.0f} texts/s)", end="\r", file=sys.stderr)
+    print(f"{out}: {out.stat().st_size // (DIM * 4):,} vectors of {DIM}")
+
+
+def load_vectors(path: Path) -> np.ndarray:
+    if path.suffix == ".npy":
+        return np.load(path).astype("<f4")
+    return np.fromfile(path, dtype="<f4").reshape(-1, DIM)
+
+
+def bench_recall(vectors: list[Path], queries: int, sizes: list[int] | None = None) -> None:
+    """recall@10 of codes + rescore against the exact scan, on real embeddings (.npy or raw float32 files of
+    L2-normalised rows, e.g. what `embed` stored for the real fixtures, or `corpus` wrote): each of `queries` rows in
+    turn is the query, the rest the corpus; for several candidate counts K; at each of `sizes` (the first rows)."""
+    everything = np.concatenate([load_vectors(v) for v in vectors])
+    for size in sizes or [len(everything)]:
+        _recall(everything[:size], vectors, queries)
+
+
+def _recall(matrix: np.ndarray, vectors: list[Path], queries: int) -> None:
     from reasonlog.store.vector_index import VectorIndex
 
-    matrix = np.concatenate([np.load(v).astype("<f4") for v in vectors])
     rng = np.random.default_rng(11)
     picked = rng.choice(len(matrix), size=min(queries, len(matrix)), replace=False)
     index = VectorIndex(MODEL, matrix.shape[1])
@@ -186,17 +249,22 @@ def bench_recall(vectors: list[Path], queries: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=["embed", "scan", "recall"])
+    parser.add_argument("part", choices=["embed", "scan", "recall", "corpus"])
     parser.add_argument("--vectors", type=Path, nargs="*", help="recall: .npy files of real embeddings")
     parser.add_argument("--queries", type=int, default=500, help="recall: how many of the vectors ask")
     parser.add_argument("--units", type=int, default=500_000)
     parser.add_argument("--postgres", metavar="URL", help="also scan on this PostgreSQL database (a new schema)")
     parser.add_argument("--mb", type=int, default=0, help="embed: the transcripts copied to this many MB first")
+    parser.add_argument("--texts", type=int, default=60_000, help="corpus: how many docstring paragraphs to embed")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "docstrings.f32")
+    parser.add_argument("--sizes", type=int, nargs="*", help="recall: measure on the first N vectors, for each N")
     args = parser.parse_args()
+    if args.part == "corpus":
+        return bench_corpus(args.texts, args.out)
     if args.part == "embed":
         return bench_embed(args.mb)
     if args.part == "recall":
-        return bench_recall(args.vectors, args.queries)
+        return bench_recall(args.vectors, args.queries, args.sizes)
     url = None
     if args.postgres:
         import uuid
