@@ -32,15 +32,16 @@ def search(store: StoreReader, text: str, mode: str, flt: SessionFilter, limit: 
     shown = 50 if limit is None else limit
     if mode == "keywords":
         hits = store.keyword_search(text, flt, shown)
-    elif mode == "semantic":
-        embedder = embedder or ready_embedder(store)
-        hits = _semantic(store, embedder, _embedded(embedder, text), flt, shown)
     else:
         embedder = embedder or ready_embedder(store)
         with ThreadPoolExecutor(1, thread_name_prefix="reasonlog-embed") as pool:
             query = pool.submit(_embedded, embedder, text)  # the model runs outside the GIL meanwhile
-            keyword = store.keyword_search(text, flt, depth_of(shown))
-            hits = fuse([keyword, _semantic(store, embedder, query.result(), flt, depth_of(shown))])[:shown]
+            keyword = store.keyword_search(text, flt, depth_of(shown)) if mode == "hybrid" else []
+            if embedder.dim:
+                store.warm_vectors(embedder.model, embedder.dim)  # a process's first search reads the codes
+            semantic = _semantic(store, embedder, query.result(), flt, shown if mode == "semantic" else
+                                 depth_of(shown))
+        hits = semantic if mode == "semantic" else fuse([keyword, semantic])[:shown]
     return [{**h, "mode": mode} for h in hits]
 
 
