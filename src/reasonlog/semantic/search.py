@@ -52,7 +52,7 @@ def depth_of(limit: int) -> int:
 
 def _embedded(embedder: Embedder, text: str) -> bytes | None:
     """The query's vector; None for a blank query."""
-    return embedder.embed([text])[0] if text.strip() else None
+    return embedder.embed_query(text) if text.strip() else None
 
 
 def _semantic(store: StoreReader, embedder: Embedder, query: bytes | None, flt: SessionFilter, limit: int

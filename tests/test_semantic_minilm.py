@@ -1,0 +1,82 @@
+"""The local model run with numpy (semantic/minilm.py) against the same model run by sentence-transformers: a
+search's query is embedded by the first, the backlog by the second, and their vectors are compared with each other,
+so they must be the same vectors. Needs the `semantic` extra (the test extra has it)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("sentence_transformers")
+
+from reasonlog.semantic import LocalEmbedder  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return LocalEmbedder()
+
+
+def vectors(embedder, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    by_torch = np.frombuffer(b"".join(embedder.embed(texts)), dtype="<f4").reshape(len(texts), -1)
+    by_numpy = np.frombuffer(b"".join(embedder.embed_query(t) for t in texts), dtype="<f4").reshape(len(texts), -1)
+    return by_torch, by_numpy
+
+
+TEXTS = ["the agent gave up on the migration", "", "a", "Ünïcödé — émojis 🎉 and 中文字符 mixed in",
+         "def f(x):\n    return x ** 2  # a comment\n", "word " * 400]  # the last is cut at 256 tokens by both
+
+
+def test_named_texts_embed_alike_with_numpy_and_pytorch(embedder):
+    by_torch, by_numpy = vectors(embedder, TEXTS)
+    assert by_numpy.shape == by_torch.shape == (len(TEXTS), 384)
+    assert np.abs(by_numpy - by_torch).max() < 1e-5
+    assert np.allclose(np.linalg.norm(by_numpy, axis=1), 1.0, atol=1e-6)
+
+
+def test_real_transcript_lines_embed_alike(embedder):
+    """Real text: every line of a real Claude Code transcript, as raw JSON (long, punctuated, nested quoting)."""
+    lines = (FIXTURES / "claude-code-transcripts" / "spotter" / "short.jsonl").read_text().splitlines()
+    by_torch, by_numpy = vectors(embedder, lines)
+    assert len(lines) == 15 and np.abs(by_numpy - by_torch).max() < 1e-5
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(min_size=0, max_size=1500))
+def test_any_text_embeds_alike_with_numpy_and_pytorch(embedder, text):
+    by_torch, by_numpy = vectors(embedder, [text])
+    assert np.abs(by_numpy - by_torch).max() < 1e-5
+
+
+def test_a_search_by_meaning_imports_no_pytorch(tmp_path):
+    """What a person waits for: `reasonlog search` by meaning loads numpy's model (0.4 s), not PyTorch (4-12 s)."""
+    script = f"""
+import sys
+import reasonlog
+from reasonlog.semantic import LocalEmbedder
+from reasonlog.semantic.search import search
+from reasonlog.store import SessionFilter
+store = reasonlog.open_store({str(tmp_path / 'q.db')!r})
+rec = reasonlog.Recorder(store.url, writer="sync", strict=True)
+with rec.session(agent="a") as s:
+    s.call(messages=[{{"role": "user", "content": "the migration failed twice"}}], response=None)
+rec.close()
+store.cut_units()
+embedder = LocalEmbedder()
+(tid, _), = store.unit_backlog(embedder.model, 10)
+store.save_vectors(embedder.model, [(tid, embedder.embed_query("the migration failed twice"))])
+hits = search(store, "a migration that did not work", "hybrid", SessionFilter(), 5)
+print(len(hits), "torch" in sys.modules, "sentence_transformers" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "False", "False"]
