@@ -289,7 +289,9 @@ def test_an_interrupted_replay_keeps_what_came_back(db_path, recorded, monkeypat
     env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test"}
     child = subprocess.Popen([sys.executable, "-m", "reasonlog", "--db", str(db_path), "replay", recorded, "--send",
                               "--concurrency", "1", "--base-url", f"http://127.0.0.1:{upstream.server_port}"],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             # as a terminal starts it: a suite run in the background inherits SIGINT ignored
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 30
         while len(answered) < 2 and time.monotonic() < deadline:
