@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/bench_semantic.py embed                      # ~2 min: real transcripts, real model
     .venv/bin/python benchmarks/bench_semantic.py scan --units 500000        # SQLite; add --postgres URL for both
-    .venv/bin/python benchmarks/bench_semantic.py corpus --texts 60000 --out out/docstrings.f32   # ~20 min, resumes
-    .venv/bin/python benchmarks/bench_semantic.py recall --vectors out/docstrings.f32 --sizes 10000 60000
+    .venv/bin/python benchmarks/bench_semantic.py corpus --texts 60000   # ~20 min; into benchmarks/out, resumes
+    .venv/bin/python benchmarks/bench_semantic.py recall --vectors benchmarks/out/docstrings.f32 --sizes 10000 60000
 
 `embed`: imports the real Claude Code transcripts of shared/fixtures/real/claude-code-transcripts/spotter into a new
 SQLite file (timed: the baseline of the same run), then works off the embedding backlog with the local model

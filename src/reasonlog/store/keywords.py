@@ -38,6 +38,7 @@ PAGE = 200  # candidates verified at a time
 CAP = 2000
 VERIFIED = 600
 VERIFIED_PER_HIT = 10
+RECOUNT_S = 30.0  # how often a searching process counts the records again (the idf's N)
 TABLES = (("contents", "contents_search"), ("tool_results", "tool_results_search"), ("outcomes", "outcomes_search"))
 
 
@@ -57,17 +58,14 @@ def records(cur) -> int:
     return sum(cur.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table, _ in TABLES)
 
 
-RECOUNT_S = 30.0
-
-
-def keyword_search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int, index,
-                   total: int | None = None) -> list[dict]:
+def keyword_search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int, index, total: int
+                   ) -> list[dict]:
     """The `limit` best hits for the words of `text`, best first, each with its `score` (the idf of the words held);
-    `total` is `records(cur)`, counted here when not given."""
+    `total` is `records(cur)`, as recently as the caller counted it."""
     words = words_of(text)
     if not words or limit <= 0:
         return []
-    found = _candidates(cur, words, index, records(cur) if total is None else total)
+    found = _candidates(cur, words, index, total)
     reader = reading.ContentReader(cur.connection.cursor(), dicts)
     where, args = reading.filter_sql(replace(flt, limit=None, text=None))
     hits: list[dict] = []

@@ -197,7 +197,7 @@ class VectorIndex:
             args).fetchall()), dtype=np.int64)
         at = np.flatnonzero(np.isin(self.text_ids[:self.size], chosen))
         if len(at) > want:
-            at = at[np.argpartition(dist[at], want - 1)[:want]]
+            at = at[nearest_of(dist[at], want)]
         return [int(t) for t in self.text_ids[at]]
 
 
