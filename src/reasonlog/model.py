@@ -32,6 +32,18 @@ _last_id: list[Any] = [0, 0, ""]  # last millisecond, last random part, the mill
 _random = random.Random(os.urandom(16))
 
 
+def _new_random_in_child() -> None:
+    """A forked child draws from its own generator: with the parent's state, children started in the same
+    millisecond made the same ids (issue 30 item 1). Its lock is new too, as another thread may have held it."""
+    global _id_lock
+    _id_lock = threading.Lock()
+    _last_id[:] = [0, 0, ""]
+    _random.seed(os.urandom(16))
+
+
+os.register_at_fork(after_in_child=_new_random_in_child)
+
+
 def new_id() -> str:
     """A 26-character, time-sortable id (ULID layout: 48-bit milliseconds, 80 random bits)."""
     ms = time.time_ns() // 1_000_000
