@@ -112,3 +112,45 @@ def test_a_multiprocessing_pool_of_recorders_stores_every_call(db_target):
         assert store.status()["rejected_records"] == 0
     finally:
         store.close()
+
+
+def test_a_close_that_times_out_keeps_the_batch_being_committed(db_target):
+    """The writer is stuck committing (another process holds the lock past close's timeout) when the process
+    exits: the batch in flight is in a spill file, and every call is stored once after the lock goes."""
+    calls = 100
+    with Locked(db_target):
+        child = faultkit.start_child(faultkit.child_command(db_target, "closing", calls, busy_ms=60_000,
+                                                            close_timeout=2))
+        result = faultkit.finish_child(child)
+    assert result["closed"] == [False]
+    (stats,) = result["stats"]
+    # Every event (the session's start, its calls, its end) is in a spill file: none was written, none lost.
+    assert (stats["written"], stats["spilled_events"], stats["dropped"]) == (0, calls + 2, 0)
+    faultkit.settle(db_target)
+    found = faultkit.verify(db_target, "closing")
+    assert (found.count(), found.duplicates(), found.missing(1, calls)) == (calls, 0, 0)
+    assert found.wrong_replays == []
+
+
+def test_when_both_the_batch_in_flight_and_its_spilled_copy_land_it_is_stored_once(db_target):
+    """close() times out and spills a copy of the batch being committed; the lock then goes, the commit lands
+    in the still running process, and the spilled copy is replayed: nothing twice."""
+    calls = 60
+    blocker = Locked(db_target).__enter__()
+    try:
+        rec = reasonlog.Recorder(db_target, store_options={"busy_timeout_ms": 60_000})
+        s = rec.session(agent="landing-0", run="landing")
+        for i in range(calls):
+            s.call(request=faultkit.expected_request("landing", 0, i), response=faultkit.answer("landing", 0, i),
+                   usage=reasonlog.Usage(input_tokens=10 + i, output_tokens=5))
+        s.end()
+        assert rec.close(timeout=1.0) is False
+    finally:
+        blocker.release()
+    deadline = time.monotonic() + 30
+    while rec.stats()["written"] == 0 and time.monotonic() < deadline:  # the batch in flight commits now
+        time.sleep(0.05)
+    assert rec.stats()["written"] > 0
+    faultkit.settle(db_target)
+    found = faultkit.verify(db_target, "landing")
+    assert (found.count(), found.duplicates(), found.missing(1, calls)) == (calls, 0, 0)

@@ -214,7 +214,7 @@ class SpillingSink(BaseSink):
         if self._maybe_pending and self.replay():
             return self._spill_or_raise(events, counters, batch_id, None)
         try:
-            return self.inner.write_batch(events, counters)
+            return self.inner.write_batch(events, counters, batch_id=batch_id)
         except Exception as exc:
             return self._spill_or_raise(events, counters, batch_id, exc)
 
@@ -303,8 +303,8 @@ class SpillingSink(BaseSink):
             header, events, aside = self.files.read(fd, path)
             events = [ev for ev in events if self._checked(ev, path, aside)]
             counters = dict(header, spilled_batches=1, replayed_batches=1)
-            try:
-                self.inner.write_batch(events, _plus(counters, "set_aside", len(aside)))
+            try:  # by the batch's own name: a copy spilled by a close that could not wait lands once
+                self.inner.write_batch(events, _plus(counters, "set_aside", len(aside)), batch_id=path.stem)
             except Exception as exc:
                 self.inner_probe(exc)  # raises when the sink itself is failing: keep the file
                 self._write_parts(events, path, aside)  # some event of the file is at fault

@@ -57,6 +57,7 @@ class _Base:
         self.redactor = redactor
         self._init_counts()
         self.last_error: str | None = None
+        self.in_flight: tuple[list[Event], str | None, dict[str, int]] | None = None
 
     def _init_counts(self) -> None:
         self._count_lock = threading.Lock()  # callers count while the writer's thread takes the unsaved part
@@ -79,8 +80,12 @@ class _Base:
             self._unsaved.update(counters)
 
     def _write(self, batch: list[Event], name: str | None = None) -> None:
-        """Hand one batch to the sink with the unsaved counters; what it cannot take is counted dropped."""
+        """Hand one batch to the sink with the unsaved counters; what it cannot take is counted dropped.
+
+        While the sink holds it, the batch is `in_flight`: a close that cannot wait for it spills a copy under
+        the same name, and the store writes a batch of a name once, so it lands once whichever copy does."""
         counters = self._take_unsaved()
+        self.in_flight = (batch, name, counters)
         try:
             outcome = self.sink.write_batch(batch, counters, batch_id=name)
         except Exception as exc:
@@ -88,6 +93,8 @@ class _Base:
             self._give_back(counters)
             self.count("dropped", len(batch))
             return
+        finally:
+            self.in_flight = None
         if outcome != "spilled":
             with self._count_lock:
                 self._counts["written"] += len(batch)
@@ -380,8 +387,23 @@ class BackgroundWriter(_Base):
         if self._thread is None or not self._thread.is_alive():
             self._close_sink(replay=ok)
         else:
-            log.warning("reasonlog: a batch was still being written at close; it commits or spills on its own")
+            self._spill_in_flight()
         return ok
+
+    def _spill_in_flight(self) -> None:
+        """The writer's thread is still committing a batch and the process may exit under it: keep a copy in a
+        spill file of the batch's own name (the next writer replays it; if the commit lands first, the store
+        knows the name and writes nothing twice)."""
+        in_flight = self.in_flight
+        if in_flight is None:
+            return
+        batch, name, counters = in_flight
+        if self.sink.spill(batch, counters, name):
+            log.warning("reasonlog: a batch of %d events was still being written at close; a copy waits in a spill"
+                        " file and is written once, by whichever lands first", len(batch))
+        else:
+            log.warning("reasonlog: a batch of %d events was still being written at close and no spill file could"
+                        " be written; it is lost if this process exits before it commits", len(batch))
 
     def _spill_rest(self) -> None:
         with self._take_lock:
