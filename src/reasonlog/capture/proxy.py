@@ -127,7 +127,7 @@ class Proxy:
         try:
             async for chunk in upstream.content.iter_any():
                 if ex is not None:
-                    ex.chunks.append((time.perf_counter(), chunk))
+                    ex.add(time.perf_counter(), chunk)
                 await response.write(chunk)
             await response.write_eof()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:

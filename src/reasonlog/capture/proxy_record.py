@@ -7,6 +7,8 @@ bytes the upstream sent (`raw`), which is what `proxy --replay` serves again.
 """
 from __future__ import annotations
 
+import collections
+import os
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -22,10 +24,24 @@ from .proxy_routes import Route, recordable_headers
 from .proxy_sessions import Sessions
 
 
+def keep_limit() -> int:
+    """The bytes of one answer the recording keeps (`REASONLOG_PROXY_KEEP_MB`, default 32 MiB): the client always
+    gets every byte, but a proxy that held a multi-GB answer to record it would grow by its size."""
+    try:
+        mb = float(os.environ.get("REASONLOG_PROXY_KEEP_MB", "32"))
+    except ValueError:
+        mb = 32.0
+    return max(int(mb * (1 << 20)), 1 << 12)
+
+
 @dataclass(slots=True)
 class Exchange:
     """One model call as the proxy saw it: the request's bytes and headers, and the response's chunks with the
-    instant (`perf_counter`) each arrived."""
+    instant (`perf_counter`) each arrived.
+
+    Of an answer larger than `keep` bytes, the head (`chunks`, half the budget) and the tail (the last chunks
+    within the other half) are kept: a stream's first events and its last (the usage and stop reason) are read,
+    and the call says how much of the middle the recording lacks."""
 
     route: Route
     body: bytes
@@ -38,10 +54,41 @@ class Exchange:
     complete: bool = False
     failure: str | None = None  # the upstream could not be reached, or the exchange broke off
     replayed: bool = False
+    keep: int = field(default_factory=keep_limit)
+    received: int = 0  # bytes of the answer the client got
+    head: int = 0  # bytes in `chunks`
+    tail: collections.deque = field(default_factory=collections.deque)
+    tail_bytes: int = 0
+
+    def add(self, at: float, chunk: bytes) -> None:
+        """Note a chunk of the answer, keeping within `keep` bytes."""
+        self.received += len(chunk)
+        room = self.keep // 2 - self.head
+        if not self.tail and room > 0:
+            part = chunk if len(chunk) <= room else chunk[:room]
+            self.chunks.append((at, part))
+            self.head += len(part)
+            chunk = chunk[len(part):]
+            if not chunk:
+                return
+        self.tail.append(chunk)
+        self.tail_bytes += len(chunk)
+        while len(self.tail) > 1 and self.tail_bytes > self.keep - self.head:
+            self.tail_bytes -= len(self.tail.popleft())
+
+    @property
+    def kept(self) -> int:
+        return self.head + self.tail_bytes
 
     @property
     def response_bytes(self) -> bytes:
-        return b"".join(chunk for _, chunk in self.chunks)
+        """The answer as received; of one kept in part, the head and the tail's whole events (SSE) or the head."""
+        head = b"".join(chunk for _, chunk in self.chunks)
+        if self.kept == self.received:
+            return head + b"".join(self.tail)
+        tail = b"".join(self.tail)
+        cut = tail.find(b"\n\n")
+        return head + (b"\n\n" + tail[cut + 2:] if is_sse(head) and cut >= 0 else b"")
 
 
 class Recording:
@@ -53,6 +100,7 @@ class Recording:
         self.count = 0  # calls recorded (a count, not a list: a proxy may run for months)
         self.last_call: str | None = None
         self._queue: queue.SimpleQueue[Exchange | None] = queue.SimpleQueue()
+        self._busy = 0  # 1 while an exchange is being recorded
         self._thread = threading.Thread(target=self._run, name="reasonlog-proxy-recording", daemon=True)
         self._thread.start()
 
@@ -60,18 +108,26 @@ class Recording:
         self._queue.put(exchange)
 
     def close(self, timeout: float | None = 30.0) -> None:
+        """Record what is queued, waiting at most `timeout`; what is still not recorded then is counted dropped
+        (the process is about to exit: a daemon thread's work would vanish uncounted)."""
         self._queue.put(None)
         self._thread.join(timeout)
+        if self._thread.is_alive():
+            left = self._queue.qsize() - 1 + self._busy  # the closing None is not an exchange
+            self.sessions.recorder.count_dropped(left, f"the proxy's recording did not finish within {timeout} s")
         self.sessions.end()
 
     def _run(self) -> None:
         while (exchange := self._queue.get()) is not None:
+            self._busy = 1
             try:
                 call_id = record_exchange(self.sessions, exchange)
                 if call_id is not None:
                     self.count, self.last_call = self.count + 1, call_id
             except Exception:
                 log_internal_error(self.sessions.recorder, "recording a proxied call")
+            finally:
+                self._busy = 0
 
 
 def record_exchange(sessions: Sessions, ex: Exchange) -> str | None:
@@ -85,6 +141,10 @@ def record_exchange(sessions: Sessions, ex: Exchange) -> str | None:
     model = fields.pop("model", None) or ex.route.model or request.get("model")
     session = sessions.session_for(request, providers.messages_of(request), recordable_headers(ex.headers),
                                    protocol.NAME, model if isinstance(model, str) else None)
+    if ex.kept < ex.received:
+        fields["error"] = {"type": "answer_kept_in_part", "received_bytes": ex.received, "kept_bytes": ex.kept,
+                           "message": f"the client got all {ex.received:,} bytes of the answer; the recording keeps"
+                                      f" its first {ex.head:,} and last {ex.tail_bytes:,} (REASONLOG_PROXY_KEEP_MB)"}
     call_id = session.call(request=request, raw=body or None, model=model if isinstance(model, str) else None,
                            provider=protocol.NAME, latency_ms=max(ex.ended - ex.t0, 0.0) * 1000,
                            started_at=ex.started_at, partial=not ex.complete, **fields)

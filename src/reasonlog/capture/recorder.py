@@ -167,6 +167,13 @@ class Recorder:
         message = str(exc)
         log.warning("reasonlog rejected a record: %s", self._redact.text(message) if self._redact else message)
 
+    def count_dropped(self, n: int, why: str) -> None:
+        """Count `n` records that were lost before they reached this recorder (a proxy that had to exit before
+        recording what it forwarded), so that `db status` says so, and log why."""
+        if n:
+            self._writer.count("dropped", n)
+            log.warning("reasonlog dropped %d records: %s", n, why)
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything recorded so far is in the database (or spilled); by default as long as it takes."""
         return self._writer.flush(timeout)

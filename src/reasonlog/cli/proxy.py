@@ -2,9 +2,11 @@
 (a command run with its model calls going through a proxy of its own). See docs/proxy.md."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -183,14 +185,26 @@ def run(obj, port, upstream, command):
 
 def _run_child(argv: list[str], env: dict[str, str]) -> int:
     """Run the child with this terminal; Ctrl-C reaches it (same process group) and we wait for it to end.
-    A child ended by a signal exits 128 + the signal, as a shell says."""
+    SIGTERM or SIGHUP sent to `run` alone is passed on to the child, and `run` still finishes recording what the
+    child sent (Python's default would end `run` at once, with the calls not yet written). A child ended by a
+    signal exits 128 + the signal, as a shell says."""
     child = subprocess.Popen(argv, env=env)
-    while True:
-        try:
-            code = child.wait()
-            break
-        except KeyboardInterrupt:
-            continue  # the child got the same SIGINT; its exit decides ours
+
+    def pass_on(signum: int, _frame) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, pass_on) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                code = child.wait()
+                break
+            except KeyboardInterrupt:
+                continue  # the child got the same SIGINT; its exit decides ours
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 128 - code if code < 0 else code
 
 
