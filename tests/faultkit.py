@@ -335,3 +335,63 @@ def killed(tmp: Path, rate: float, kill_after_s: float, calls: int = 10**7,
                   statuses=[found.statuses.get(0, "missing")],
                   note=f"first {prefix} calls all present; loss window {window:.2f} s")
     return out, window
+
+
+# ----------------------------------------------------------------------------- issue 30: forks and closes
+
+
+def _pool_worker(db: str, tag: str, k: int, calls: int, start_ns: int) -> dict:
+    """A forked worker: waits for `start_ns` (so the workers start in the same milliseconds), then records."""
+    import time
+
+    while time.time_ns() < start_ns:
+        pass
+    rec = reasonlog.Recorder(db)
+    s = rec.session(agent=f"{tag}-{k}", run=tag)
+    for i in range(calls):
+        s.call(request=expected_request(tag, k, i), response=answer(tag, k, i),
+               usage=reasonlog.Usage(input_tokens=10 + i, output_tokens=5))
+    s.end()
+    rec.close()
+    return rec.stats()
+
+
+def forked_pool(tmp: Path, workers: int = 4, calls: int = 150, db: Path | str | None = None) -> Outcome:
+    """A `multiprocessing` pool (fork) of recorders, reasonlog imported and an id made before the fork, the
+    workers starting in the same millisecond (issue 30 item 1: they made the same ids)."""
+    import multiprocessing
+    import time
+
+    from reasonlog.model import new_id
+
+    db = db or tmp / "pool.db"
+    reasonlog.open_store(db).close()
+    new_id()
+    start = time.time_ns() + 500_000_000
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        stats = pool.starmap(_pool_worker, [(str(db), "pool", k, calls, start) for k in range(workers)])
+    out = tally(f"multiprocessing pool (fork) of {workers} recorders started in the same millisecond", db, ["pool"],
+                workers, calls, [{"max_wait_ms": 0.0, "stats": stats}])
+    out.note += f"; {rejected(db)} events rejected"
+    return out
+
+
+def close_in_flight(tmp: Path, calls: int = 100, db: Path | str | None = None) -> Outcome:
+    """`close(timeout=2)` while the writer is committing a batch another process's lock holds up (busy timeout
+    60 s), then the process exits under it (issue 30 item 2: that batch went nowhere)."""
+    db = db or tmp / "closing.db"
+    with Locked(db):
+        child = finish_child(start_child(child_command(db, "closing", calls, busy_ms=60_000, close_timeout=2)))
+    settle(db)
+    out = tally("close(timeout=2 s) while a batch is held up by a lock, then exit", db, ["closing"], 1, calls,
+                [child])
+    out.longest_wait_ms = 0.0
+    return out
+
+
+def rejected(db: Path | str) -> int:
+    store = reasonlog.open_store(db, read_only=True)
+    try:
+        return store.status()["rejected_records"]
+    finally:
+        store.close()

@@ -82,54 +82,20 @@ def test_os_fork_by_hand_and_a_fork_of_a_fork_never_repeat_an_id():
     assert len(set(ids)) == len(ids)
 
 
-def _record(db: str, tag: str, k: int, calls: int, start_ns: int) -> None:
-    while time.time_ns() < start_ns:
-        pass
-    rec = reasonlog.Recorder(db)
-    s = rec.session(agent=f"{tag}-{k}", run=tag)
-    for i in range(calls):
-        s.call(request=faultkit.expected_request(tag, k, i), response=faultkit.answer(tag, k, i),
-               usage=reasonlog.Usage(input_tokens=10 + i, output_tokens=5))
-    s.end()
-    rec.close()
-
-
-def test_a_multiprocessing_pool_of_recorders_stores_every_call(db_target):
+def test_a_multiprocessing_pool_of_recorders_stores_every_call(db_target, tmp_path):
     """Four forked workers, each with its own recorder, start in the same millisecond: every call is stored once."""
-    reasonlog.open_store(db_target).close()
-    new_id()
-    workers, calls = 4, 150
-    start = time.time_ns() + 500_000_000
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        pool.starmap(_record, [(str(db_target), "pool", k, calls, start) for k in range(workers)])
-    found = faultkit.verify(db_target, "pool")
-    assert found.count() == workers * calls
-    assert found.duplicates() == 0
-    assert found.missing(workers, calls) == 0
-    assert found.wrong_replays == []
-    store = reasonlog.open_store(db_target, read_only=True)
-    try:
-        assert store.status()["rejected_records"] == 0
-    finally:
-        store.close()
+    out = faultkit.forked_pool(tmp_path, workers=4, calls=150, db=db_target)
+    assert (out.written, out.found, out.lost, out.duplicates, out.wrong_replays) == (600, 600, 0, 0, 0)
+    assert faultkit.rejected(db_target) == 0
 
 
-def test_a_close_that_times_out_keeps_the_batch_being_committed(db_target):
+def test_a_close_that_times_out_keeps_the_batch_being_committed(db_target, tmp_path):
     """The writer is stuck committing (another process holds the lock past close's timeout) when the process
     exits: the batch in flight is in a spill file, and every call is stored once after the lock goes."""
-    calls = 100
-    with Locked(db_target):
-        child = faultkit.start_child(faultkit.child_command(db_target, "closing", calls, busy_ms=60_000,
-                                                            close_timeout=2))
-        result = faultkit.finish_child(child)
-    assert result["closed"] == [False]
-    (stats,) = result["stats"]
-    # Every event (the session's start, its calls, its end) is in a spill file: none was written, none lost.
-    assert (stats["written"], stats["spilled_events"], stats["dropped"]) == (0, calls + 2, 0)
-    faultkit.settle(db_target)
-    found = faultkit.verify(db_target, "closing")
-    assert (found.count(), found.duplicates(), found.missing(1, calls)) == (calls, 0, 0)
-    assert found.wrong_replays == []
+    out = faultkit.close_in_flight(tmp_path, calls=100, db=db_target)
+    assert (out.written, out.found, out.lost, out.duplicates, out.wrong_replays) == (100, 100, 0, 0, 0)
+    # Every event (the session's start, its calls, its end) went through a spill file: none was lost before exit.
+    assert out.note == "102 events went through spill files"
 
 
 def test_when_both_the_batch_in_flight_and_its_spilled_copy_land_it_is_stored_once(db_target):
