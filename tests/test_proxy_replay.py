@@ -112,7 +112,8 @@ def test_a_changed_line_gets_a_409_naming_the_first_call_that_differs_with_the_d
     store = reasonlog.open_store(db, read_only=True)
     second = store.get_session(session_id)["calls"][1]["id"]
     assert message.splitlines()[0] == (f"reasonlog replay: request #1 differs from the recorded call"
-                                       f" {session_id}#1 ({second}):")
+                                       f" {session_id}#1 ({second}) (beyond the ids, times and process ids a"
+                                       f" re-run makes fresh):")
     assert '-          "content": "Paris: 18°C, sunny",' in message.splitlines()
     assert '+          "content": "Paris: 19°C, sunny",' in message.splitlines()
 

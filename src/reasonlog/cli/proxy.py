@@ -80,8 +80,10 @@ def _port_taken(host: str, port: int, exc: OSError) -> click.ClickException:
 @click.option("--from", "fork_point", metavar="SESSION#N",
               help="The same as --replay SESSION --until N: serve the recording up to call #N, forward from there.")
 @click.option("--model", metavar="M", help="With --until: the model forwarded calls ask for.")
+@click.option("--strict", is_flag=True, help="With --replay: match requests exactly (canonical JSON), not up to the"
+              " ids, times and process ids a re-run makes fresh.")
 @click.pass_obj
-def proxy(obj, port, host, upstream, replay_session, until, fork_point, model):
+def proxy(obj, port, host, upstream, replay_session, until, fork_point, model, strict):
     """Forward model calls to their provider, recording each one (Anthropic Messages, OpenAI Chat Completions and
     Responses, Gemini generateContent; streams pass through as they arrive). Point a client at it with
     ANTHROPIC_BASE_URL, OPENAI_BASE_URL or GOOGLE_GEMINI_BASE_URL; Ctrl-C stops."""
@@ -97,7 +99,7 @@ def proxy(obj, port, host, upstream, replay_session, until, fork_point, model):
     upstreams = _upstreams(upstream)
     recorder, recording, replayer = None, None, None
     if replay_session:
-        replayer, recorder, recording = _replay_setup(obj, replay_session, until, model)
+        replayer, recorder, recording = _replay_setup(obj, replay_session, until, model, strict)
     else:
         recorder, recording = _recording(obj.path)
     url = f"http://{host}:{port}"
@@ -112,6 +114,7 @@ def proxy(obj, port, host, upstream, replay_session, until, fork_point, model):
         module.serve_forever(module.Proxy(upstreams, recording, replayer), sock)
     finally:
         _finish(recorder, recording)
+        _report(replayer)
 
 
 def _fork_point(text: str) -> tuple[str, int]:
@@ -121,24 +124,37 @@ def _fork_point(text: str) -> tuple[str, int]:
     return session, int(call)
 
 
-def _replay_setup(obj, session: str, until: int | None, model: str | None):
+def _replay_setup(obj, session: str, until: int | None, model: str | None, strict: bool = False):
+    """The replayer of a recorded run (the session and the calls its run made beside it), and for a fork the
+    recorder of what is forwarded."""
     from ..capture import proxy_replay
 
     _modules()
     store = obj.store
     sid = store.resolve_id("session", session)
     script = proxy_replay.load_script(store, sid)
-    if not script.calls:
+    own = [c for c in script.calls if c.session_id == sid]
+    if not own:
         raise click.UsageError(f"--replay {session}: session {sid} recorded no calls")
-    if until is not None and until > len(script.calls):
-        raise click.UsageError(f"--until {until}: session {sid} has {len(script.calls)} calls")
+    if until is not None and until > len(own):
+        raise click.UsageError(f"--until {until}: session {sid} has {len(own)} calls")
     if until is None:
-        return proxy_replay.Replayer(script, None, model), None, None
-    fork_at = script.calls[until].call_id if until < len(script.calls) else script.calls[-1].call_id
+        return proxy_replay.Replayer(script, None, model, strict=strict), None, None
+    fork_at = own[min(until, len(own) - 1)].call_id
     obj.close()
     recorder, recording = _recording(obj.path, run=f"fork of {sid} at #{until}", parent=sid, parent_call=fork_at,
                                      labels={"fork_of": sid, "fork_at": str(until)})
-    return proxy_replay.Replayer(script, until, model), recorder, recording
+    return proxy_replay.Replayer(script, until, model, strict=strict), recorder, recording
+
+
+def _report(replayer) -> None:
+    """What a replay served from the recording, and what each match tolerated."""
+    if replayer is None or not (replayer.served or replayer.forwarded):
+        return
+    click.echo(f"reasonlog replay: {len(replayer.served)} request(s) answered from the recording"
+               f" {replayer.script.session_id}:", err=True)
+    for line in replayer.report():
+        click.echo(line, err=True)
 
 
 def _finish(recorder, recording) -> None:
@@ -151,13 +167,21 @@ def _finish(recorder, recording) -> None:
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--port", type=click.IntRange(0, 65535), default=0, help="The proxy's port (default: a free one).")
 @click.option("--upstream", multiple=True, metavar="URL|NAME=URL", help=UPSTREAM_HELP)
+@click.option("--replay", "replay_session", metavar="SESSION",
+              help="Answer the command's model calls from this recorded run (the session and the calls its run made"
+                   " beside it), with no network.")
+@click.option("--from", "fork_point", metavar="SESSION#N",
+              help="Answer from the recording up to call #N of SESSION, then forward (recorded as a fork).")
+@click.option("--model", metavar="M", help="With --from: the model the forwarded calls ask for.")
+@click.option("--strict", is_flag=True, help="With --replay or --from: match requests exactly (canonical JSON).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
-def run(obj, port, upstream, command):
+def run(obj, port, upstream, replay_session, fork_point, model, strict, command):
     """Run COMMAND with its model calls recorded: a proxy on a free port, the client variables pointing at it
     (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL); exits with the command's code.
 
-    Example: reasonlog run -- claude -p "fix the failing test"."""
+    Example: reasonlog run -- claude -p "fix the failing test". With --replay SESSION the command is answered
+    from that recording instead; with --from SESSION#N --model M it is forked there onto M."""
     module, _, _, _ = _modules()
     upstreams = _upstreams(upstream)
     program = shutil.which(command[0])
@@ -165,11 +189,16 @@ def run(obj, port, upstream, command):
         click.echo(f"error: {command[0]}: command not found", err=True)
         sys.exit(127)
     cwd, name = os.getcwd(), Path(command[0]).name
-    recorder, recording = _recording(obj.path, agent=name, run=f"{name} in {cwd}",
-                                     labels={"command": shlex.join(command), "cwd": cwd})
+    replayer = None
+    if replay_session or fork_point:
+        replayer, recorder, recording = _replay_setup(obj, *_replay_choice(replay_session, fork_point, model),
+                                                      strict)
+    else:
+        recorder, recording = _recording(obj.path, agent=name, run=f"{name} in {cwd}",
+                                         labels={"command": shlex.join(command), "cwd": cwd})
     sys.setswitchinterval(module.SWITCH_INTERVAL_S)  # this process forwards the child's calls (see capture/proxy.py)
     try:
-        running = module.Running(module.Proxy(upstreams, recording), port=port)
+        running = module.Running(module.Proxy(upstreams, recording, replayer), port=port)
     except OSError as exc:
         _finish(recorder, recording)
         raise _port_taken("127.0.0.1", port, exc) from None
@@ -179,8 +208,23 @@ def run(obj, port, upstream, command):
     finally:
         running.stop()
         _finish(recorder, recording)
-    _say_where(obj, recording, f"{name} in {cwd}")
+    _report(replayer)
+    if recording is not None:
+        _say_where(obj, recording, recording.sessions.run or f"{name} in {cwd}")
     sys.exit(code)
+
+
+def _replay_choice(replay_session: str | None, fork_point: str | None,
+                   model: str | None) -> tuple[str, int | None, str | None]:
+    """`run`'s --replay / --from / --model as (session, until, model)."""
+    if replay_session and fork_point:
+        raise click.UsageError("--from SESSION#N already names the recording: give --replay or --from, not both")
+    if model and not fork_point:
+        raise click.UsageError("--model goes with --from SESSION#N (the calls before #N come from the recording)")
+    if fork_point:
+        session, until = _fork_point(fork_point)
+        return session, until, model
+    return replay_session or "", None, None
 
 
 def _run_child(argv: list[str], env: dict[str, str]) -> int:

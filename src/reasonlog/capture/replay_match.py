@@ -1,0 +1,122 @@
+"""Whether a re-run's request is the recorded one: the same up to what a real agent makes fresh every run.
+
+A real agent CLI never sends its recorded requests again byte for byte. Each run it makes new ids (tool-call ids it
+generates, thread, turn and item ids, device and session ids), stamps times, and its tools print process ids and
+temporary paths into their results. Read from the real CLIs' requests (issue 32):
+
+- Claude Code: `metadata.user_id` holds a device id made per HOME and the session's UUID;
+- Codex: `prompt_cache_key` and `client_metadata` name the thread (a UUIDv7); items carry fresh ids and times;
+- Gemini CLI: a `functionCall.id` it makes is `<tool>_<epoch ms>_<n>`; its shell tool ends its output with
+  `Process Group PGID: <pid>`;
+- Qwen Code: the same PGID line in the shell tool's result.
+
+So a request is compared in a *matching form*: its canonical JSON with each volatile value replaced by its kind and
+the order it first appeared in (`<uuid#1>`, `<time#2>`, ...), so that an id used twice (a tool call and its result)
+must still be used twice, and the values of the keys a protocol fills per run (`VOLATILE_KEYS`) replaced whole. Two
+requests match when their matching forms are equal; `tolerated` lists, path by path, what differed in the raw
+values, so a replay can say what it let pass. Everything else (a prompt, a tool result's text, a parameter) must be
+equal, as before.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+# Per protocol, the keys whose whole value a client fills anew each run (a dotted path; `*` is any list item).
+VOLATILE_KEYS: dict[str, frozenset[str]] = {
+    "anthropic": frozenset({"metadata.user_id"}),
+    "openai_responses": frozenset({"prompt_cache_key", "client_metadata", "metadata", "user", "safety_identifier"}),
+    "openai_chat": frozenset({"user", "prompt_cache_key", "metadata", "safety_identifier"}),
+    "gemini": frozenset({"labels", "sessionId", "session_id"}),
+}
+
+# The kinds of value that are fresh each run wherever they stand, in the order they are looked for.
+_KINDS = [
+    ("uuid", r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
+    ("time", r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?"),
+    ("hex", r"(?<![0-9A-Za-z])[0-9a-f]{24,}(?![0-9A-Za-z])"),
+    ("epoch", r"(?<!\d)1[5-9]\d{8}(?:\d{3}(?:\d{3})?)?(?!\d)"),  # seconds, ms or µs from 2017 to 2033
+    ("pid", r"(?<=PGID: )\d+|(?<=PID: )\d+|(?<=\bpid )\d+|(?<=\bpid=)\d+"),
+    ("tmp", r"/tmp/[A-Za-z0-9._-]+"),
+]
+_TOKENS = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in _KINDS))
+_NUMBER_KEYS = frozenset({"create_time", "created_at", "timestamp", "created"})  # numbers that are instants
+
+
+@dataclass(frozen=True)
+class Tolerated:
+    """One place where the re-run's request differed from the recording in a volatile value."""
+
+    path: str
+    kind: str
+    recorded: str
+    sent: str
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.kind}): {_short(self.recorded)} → {_short(self.sent)}"
+
+
+def matching_form(request: Any, protocol: str | None = None) -> Any:
+    """`request` with its volatile values replaced by their kind and order of first appearance."""
+    return _Namer(VOLATILE_KEYS.get(protocol or "", frozenset())).form(request, "")
+
+
+def tolerated(recorded: Any, sent: Any, protocol: str | None = None) -> list[Tolerated]:
+    """What differs between two requests whose matching forms are equal, path by path."""
+    keys = VOLATILE_KEYS.get(protocol or "", frozenset())
+    return list(_differences(recorded, sent, "", keys))
+
+
+class _Namer:
+    def __init__(self, keys: frozenset[str]):
+        self.keys = keys
+        self.names: dict[tuple[str, str], str] = {}
+
+    def form(self, value: Any, path: str) -> Any:
+        if isinstance(value, dict):
+            return {k: self._member(k, v, f"{path}.{k}" if path else k) for k, v in sorted(value.items())}
+        if isinstance(value, list):
+            return [self.form(v, f"{path}.*") for v in value]
+        if isinstance(value, str):
+            return _TOKENS.sub(self._name, value)
+        return value
+
+    def _member(self, key: str, value: Any, path: str) -> Any:
+        if path in self.keys:
+            return "<volatile>"
+        if key in _NUMBER_KEYS and isinstance(value, int | float) and not isinstance(value, bool):
+            return "<time>"
+        return self.form(value, path)
+
+    def _name(self, match: re.Match) -> str:
+        kind = match.lastgroup or "value"
+        key = (kind, match.group())
+        if key not in self.names:
+            self.names[key] = f"<{kind}#{sum(1 for k in self.names if k[0] == kind) + 1}>"
+        return self.names[key]
+
+
+def _differences(recorded: Any, sent: Any, path: str, keys: frozenset[str]) -> Iterator[Tolerated]:
+    if recorded == sent:
+        return
+    if path in keys or (path.rsplit(".", 1)[-1] in _NUMBER_KEYS and not isinstance(recorded, dict | list | str)):
+        yield Tolerated(path, "fresh each run" if path in keys else "time", _text(recorded), _text(sent))
+    elif isinstance(recorded, dict) and isinstance(sent, dict):
+        for k in sorted(recorded.keys() & sent.keys()):
+            yield from _differences(recorded[k], sent[k], f"{path}.{k}" if path else k, keys)
+    elif isinstance(recorded, list) and isinstance(sent, list):
+        for i, (a, b) in enumerate(zip(recorded, sent, strict=False)):
+            yield from _differences(a, b, f"{path}.{i}", keys)
+    elif isinstance(recorded, str) and isinstance(sent, str):
+        kinds = sorted({m.lastgroup or "value" for m in _TOKENS.finditer(recorded)})
+        yield Tolerated(path or "(the body)", "/".join(kinds) or "value", recorded, sent)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -1,0 +1,93 @@
+"""Replay and fork a real agent CLI's recorded run (issue 32): Claude Code and Codex from npm, recorded through
+`reasonlog run` against a provider on 127.0.0.1, then run again in a fresh HOME with `run --replay` and no upstream
+(nothing may reach the network, and the CLI must print the recorded answer and exit 0), and forked with
+`run --from SESSION#0 --model M` (the upstream gets exactly the calls from #0 on, asking for M).
+A fresh HOME means a new device id and session id in Claude Code's `metadata.user_id`, and new thread ids in
+Codex's requests: the replay matches up to them. Skipped where the CLIs are not installed (CI installs them)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import orjson
+from proxy_upstream import Upstream, responses_events
+from proxying import ANTHROPIC_KEY, OPENAI_KEY
+from sdk_server import load_json, sse
+from test_proxy_clis import SEARCH, cli, recorded
+from test_proxy_replay import dead_upstream
+
+HELLO = "Hello! I'm doing well, thank you for asking. How are you doing today? Is there anything I can help you with?"
+
+
+def reasonlog_run(tmp_path, home: str, db, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """`reasonlog --db DB run ARGS` with a fresh HOME (and CODEX_HOME): the folder `home` emptied first, so that
+    nothing of an earlier run (Claude Code's device id, Codex's sessions) is left, at the same path (Claude Code
+    writes its home folder into its system prompt)."""
+    home_dir = tmp_path / "home"
+    shutil.rmtree(home_dir, ignore_errors=True)
+    (home_dir / ".codex").mkdir(parents=True, exist_ok=True)
+    child_env = {**os.environ, "HOME": str(home_dir), "CODEX_HOME": str(home_dir / ".codex"), "PATH": SEARCH,
+                 "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                 **env}
+    return subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "run", *args], capture_output=True,
+                          text=True, timeout=180, env=child_env, cwd=tmp_path)
+
+
+def model_calls(up: Upstream, path: str) -> list[dict]:
+    return [orjson.loads(r.body) for r in up.received if r.method == "POST" and r.path.startswith(path)]
+
+
+def test_claude_code_replays_in_a_fresh_home_with_no_upstream_and_forks_onto_another_model(tmp_path):
+    claude = cli("claude")
+    db = tmp_path / "r.db"
+    with Upstream() as up:
+        first = reasonlog_run(tmp_path, "home-a", db, "--upstream", up.url, "--", claude, "-p", "Say hello",
+                              ANTHROPIC_API_KEY=ANTHROPIC_KEY)
+    assert first.returncode == 0, first.stderr
+    session, calls = recorded(db)
+
+    again = reasonlog_run(tmp_path, "home-b", db, "--upstream", dead_upstream(), "--replay", session["id"], "--",
+                          claude, "-p", "Say hello", ANTHROPIC_API_KEY=ANTHROPIC_KEY)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == first.stdout.strip() == HELLO
+    assert f"{len(calls)} request(s) answered from the recording {session['id']}" in again.stderr
+    assert "metadata.user_id (fresh each run)" in again.stderr  # what the match let pass is said
+
+    with Upstream() as up:
+        forked = reasonlog_run(tmp_path, "home-c", db, "--upstream", up.url, "--from", f"{session['id']}#0",
+                               "--model", "claude-haiku-4-5", "--", claude, "-p", "Say hello",
+                               ANTHROPIC_API_KEY=ANTHROPIC_KEY)
+        sent = model_calls(up, "/v1/messages")
+    assert forked.returncode == 0, forked.stderr
+    assert len(sent) == len(calls) and {r["model"] for r in sent} == {"claude-haiku-4-5"}
+
+
+def test_codex_replays_in_a_fresh_home_with_no_upstream_and_forks_onto_another_model(tmp_path):
+    codex = cli("codex")
+    db = tmp_path / "r.db"
+    body = load_json("openai-responses", "openai-reasoning-encrypted-content.1.json")
+    streamed = sse(responses_events(body), named=True)
+    with Upstream() as up:
+        up.answers["responses"] = (json.dumps(body).encode(), streamed)
+        first = reasonlog_run(tmp_path, "home-a", db, "--upstream", up.url, "--", codex, "exec",
+                              "--skip-git-repo-check", "Compute it", OPENAI_API_KEY=OPENAI_KEY)
+    assert first.returncode == 0, first.stderr
+    session, calls = recorded(db)
+
+    again = reasonlog_run(tmp_path, "home-b", db, "--upstream", dead_upstream(), "--replay", session["id"], "--",
+                          codex, "exec", "--skip-git-repo-check", "Compute it", OPENAI_API_KEY=OPENAI_KEY)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip().endswith("Final result: 570")
+    assert f"{len(calls)} request(s) answered from the recording {session['id']}" in again.stderr
+
+    with Upstream() as up:
+        up.answers["responses"] = (json.dumps(body).encode(), streamed)
+        forked = reasonlog_run(tmp_path, "home-c", db, "--upstream", up.url, "--from", f"{session['id']}#0",
+                               "--model", "gpt-5-mini", "--", codex, "exec", "--skip-git-repo-check", "Compute it",
+                               OPENAI_API_KEY=OPENAI_KEY)
+        sent = model_calls(up, "/v1/responses")
+    assert forked.returncode == 0, forked.stderr
+    assert len(sent) == len(calls) and {r["model"] for r in sent} == {"gpt-5-mini"}
