@@ -12,6 +12,7 @@ from . import (  # noqa: F401  (their commands)
     embedding,
     importing,
     keys,
+    mcp_command,
     proxy,
     read,
     reason,

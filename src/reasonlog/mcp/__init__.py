@@ -1,0 +1,1 @@
+"""`reasonlog mcp`: the archive offered to agents through the Model Context Protocol (docs/mcp.md)."""

@@ -1,0 +1,91 @@
+"""The MCP server over the archive: the tools of `tools.py` and `session://` / `call://` resources, on the
+official SDK's `MCPServer` (the `mcp` extra), over stdio (`reasonlog mcp`) or streamable HTTP (`/mcp` in
+`reasonlog serve`).
+
+The SDK runs sync tools in worker threads; the store's reads are made under its own lock, so one store serves them
+all. An argument a tool cannot use comes back as a tool error naming it (`ToolError`), never as a crash.
+"""
+import functools  # no `from __future__ import annotations`: the SDK reads the tools' annotations at run time
+from collections.abc import Callable
+from typing import Any
+
+from . import tools
+from .tools import Archive, ToolInputError
+
+INSTRUCTIONS = (
+    "The archive of earlier agents' sessions recorded by reasonlog: every conversation, tool call and result, "
+    "outcome, reasoning record, token and cost. Search it before redoing work, and cite what you use: each fact "
+    "comes with a citation (SESSION#N@fingerprint) that get_call or get_session opens again.")
+
+
+def build(archive: Archive) -> Any:
+    """An `MCPServer` whose tools and resources read `archive`."""
+    from mcp.server import MCPServer
+
+    server = MCPServer("reasonlog", instructions=INSTRUCTIONS)
+
+    @server.tool(description=_doc(tools.search_history))
+    def search_history(query: str, mode: str = "auto", agent: str | None = None, project: str | None = None,
+                       model: str | None = None, since: str | None = None, until: str | None = None,
+                       outcome: str | None = None, start: int = 0) -> dict[str, Any]:
+        return _answer(tools.search_history, archive, query, mode, agent, project, model, since, until, outcome,
+                       start)
+
+    @server.tool(description=_doc(tools.get_session))
+    def get_session(session: str, start: int = 0) -> dict[str, Any]:
+        return _answer(tools.get_session, archive, session, start)
+
+    @server.tool(description=_doc(tools.get_call))
+    def get_call(call: str) -> dict[str, Any]:
+        return _answer(tools.get_call, archive, call)
+
+    @server.tool(description=_doc(tools.tool_history))
+    def tool_history(subject: str, agent: str | None = None, project: str | None = None,
+                     start: int = 0) -> dict[str, Any]:
+        return _answer(tools.tool_history, archive, subject, agent, project, start)
+
+    @server.tool(description=_doc(tools.usage))
+    def usage(by: str = "day", agent: str | None = None, model: str | None = None, run: str | None = None,
+              since: str | None = None, until: str | None = None) -> dict[str, Any]:
+        return _answer(tools.usage, archive, by, agent, model, run, since, until)
+
+    @server.tool(description=_doc(tools.reasoning))
+    def reasoning(session: str | None = None, group: str | None = None, start: int = 0) -> dict[str, Any]:
+        return _answer(tools.reasoning, archive, session, group, start)
+
+    @server.resource("session://{session_id}", mime_type="application/json",
+                     description="A recorded session, as get_session answers it")
+    def session_resource(session_id: str) -> dict[str, Any]:
+        return _answer(tools.get_session, archive, session_id, 0)
+
+    @server.resource("call://{call_id}", mime_type="application/json",
+                     description="A recorded call's request and reply, as get_call answers it")
+    def call_resource(call_id: str) -> dict[str, Any]:
+        return _answer(tools.get_call, archive, call_id)
+
+    return server
+
+
+def _doc(function: Callable) -> str:
+    return " ".join((function.__doc__ or "").split())
+
+
+def _answer(function: Callable, *args: Any) -> dict[str, Any]:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from ..store import NotFound
+
+    try:
+        return function(*args)
+    except (ToolInputError, NotFound) as exc:
+        raise ToolError(str(exc)) from None
+
+
+@functools.cache
+def available() -> bool:
+    """Whether the `mcp` extra is installed."""
+    try:
+        import mcp.server  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -1,0 +1,166 @@
+"""`reasonlog mcp` (issue 37) tested as agents use it: the official SDK's own client starts `reasonlog mcp` over
+stdio and calls every tool; answers are small, cited, and a citation says when its record changed; bad arguments
+come back as tool errors naming the argument; an empty database and one being written meanwhile are answered."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import reasonlog
+from reasonlog.mcp.tools import BUDGET
+
+pytest.importorskip("mcp")
+from mcp import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+
+TOOLS = ["get_call", "get_session", "reasoning", "search_history", "tool_history", "usage"]
+
+
+def record_coding_session(db: Path, agent: str = "claude", failing: str = "ModuleNotFoundError: no module parser"):
+    """A coding agent's session: it reads src/parser.py, runs the tests (which fail), then answers."""
+    rec = reasonlog.Recorder(db, writer="sync")
+    with rec.session(agent=agent, run="fix-parser", model="claude-sonnet-4-5", labels={"cwd": "/work/app"}) as s:
+        history = [{"role": "user", "content": "Fix the failing parser test"}]
+        reply = [{"type": "text", "text": "Let me read the parser."},
+                 {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "src/parser.py"}}]
+        s.call(messages=list(history), response=reply, stop_reason="tool_use", model="claude-sonnet-4-5",
+               usage=reasonlog.Usage(input_tokens=100, output_tokens=20))
+        history.append({"role": "assistant", "content": reply})
+        history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                     "content": "def parse(text): return text.split()"}]})
+        s.tool_result("toolu_1", "def parse(text): return text.split()", name="Read",
+                      input={"file_path": "src/parser.py"})
+        reply = [{"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {"command": "pytest tests/"}}]
+        s.call(messages=list(history), response=reply, stop_reason="tool_use", model="claude-sonnet-4-5",
+               usage=reasonlog.Usage(input_tokens=150, output_tokens=15))
+        history.append({"role": "assistant", "content": reply})
+        history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2",
+                                                     "content": failing, "is_error": True}]})
+        s.tool_result("toolu_2", failing, name="Bash", input={"command": "pytest tests/"}, is_error=True)
+        reply = [{"type": "text", "text": "The tests need the parser package installed: pip install -e ."}]
+        s.call(messages=list(history), response=reply, stop_reason="end_turn", model="claude-sonnet-4-5",
+               usage=reasonlog.Usage(input_tokens=200, output_tokens=30))
+        s.outcome("answer", {"text": "install the package"})
+    rec.close()
+
+
+def ask(db: Path, *calls: tuple[str, dict], dashboard: str | None = None) -> list:
+    """Start `reasonlog mcp` over stdio with the SDK's client, make `calls`, return their results."""
+    args = ["-m", "reasonlog", "--db", str(db), "mcp"] + (["--dashboard", dashboard] if dashboard else [])
+
+    async def run():
+        async with Client(StdioServerParameters(command=sys.executable, args=args)) as client:
+            out = [sorted(t.name for t in (await client.list_tools()).tools)]
+            for name, arguments in calls:
+                out.append(await client.call_tool(name, arguments))
+            return out
+    return asyncio.run(run())
+
+
+def structured(result) -> dict:
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def test_every_tool_answers_over_stdio_with_citations(tmp_path):
+    db = tmp_path / "r.db"
+    record_coding_session(db)
+    store = reasonlog.open_store(db, read_only=True)
+    (session,) = store.list_sessions(reasonlog.SessionFilter())
+    listed, found, history, whole, used = ask(
+        db, ("search_history", {"query": "parser test"}), ("tool_history", {"subject": "src/parser.py"}),
+        ("get_session", {"session": session["id"][:12]}), ("usage", {"by": "agent"}),
+        dashboard="http://127.0.0.1:8787")
+    assert listed == TOOLS
+    hits = structured(found)["hits"]
+    assert hits and all(h["cite"].startswith(f"{session['id']}#") for h in hits)
+    assert all(h["url"].startswith("http://127.0.0.1:8787/calls/") for h in hits)
+    uses = structured(history)["uses"]
+    assert any(u["tool"] == "Read" and "src/parser.py" in u["text"] for u in uses)
+
+    answer = structured(whole)
+    assert answer["session"]["title"] == "Fix the failing parser test"
+    assert answer["session"]["totals"]["input_tokens"] == 450
+    tools = [t for step in answer["steps"] for t in step.get("tools", ())]
+    assert [t["tool"] for t in tools] == ["Read", "Bash"]
+    assert tools[1]["is_error"] is True and "ModuleNotFoundError" in tools[1]["result"]
+    assert {"outcome": "answer", "payload": {"text": "install the package"}}.items() <= answer["steps"][-1].items()
+    (row,) = structured(used)["rows"]
+    assert (row["agent"], row["calls"], row["input_tokens"], row["output_tokens"]) == ("claude", 3, 450, 65)
+    assert len(json.dumps(answer)) <= BUDGET
+
+
+def test_a_citation_opens_its_call_and_says_when_the_record_changed(tmp_path):
+    db = tmp_path / "r.db"
+    record_coding_session(db)
+    store = reasonlog.open_store(db, read_only=True)
+    (session,) = store.list_sessions(reasonlog.SessionFilter())
+    _, first = ask(db, ("get_call", {"call": f"{session['id']}#2"}))
+    cite = structured(first)["cite"]
+    assert cite.startswith(f"{session['id']}#2@")
+    assert structured(first)["reply"]["content"][0]["text"].startswith("The tests need the parser package")
+    _, again, stale = ask(db, ("get_call", {"call": cite}), ("get_call", {"call": cite[:-8] + "00000000"}))
+    assert "changed_since_cited" not in structured(again)
+    assert "changed since it was cited" in structured(stale)["changed_since_cited"]
+
+
+@pytest.mark.parametrize("name, arguments, named", [
+    ("search_history", {"query": "x", "mode": "psychic"}, "mode: expected one of auto, text"),
+    ("search_history", {"query": "x", "since": "2026-13-45"}, "since: expected a date as YYYY-MM-DD"),
+    ("search_history", {"query": "  "}, "query: expected some text"),
+    ("get_session", {"session": "nope"}, "session: no session has the id or prefix 'nope'"),
+    ("get_call", {"call": "nope#x"}, "call: expected SESSION#N with N a number"),
+    ("usage", {"by": "colour"}, "by: expected one of day, model, agent, run, source"),
+    ("get_session", {"session": "0", "start": -1}, None),
+])
+def test_bad_arguments_are_tool_errors_naming_the_argument(tmp_path, name, arguments, named):
+    db = tmp_path / "r.db"
+    record_coding_session(db)
+    _, result = ask(db, (name, arguments))
+    assert result.is_error
+    text = result.content[0].text
+    assert "Traceback" not in text
+    if named:
+        assert named in text
+
+
+def test_an_empty_database_answers_with_nothing_found(tmp_path):
+    db = tmp_path / "empty.db"
+    reasonlog.open_store(db).close()
+    _, found, used = ask(db, ("search_history", {"query": "anything"}), ("usage", {}))
+    assert structured(found)["hits"] == [] and structured(used)["rows"] == []
+
+
+def test_a_session_recorded_while_the_server_runs_is_found(tmp_path):
+    db = tmp_path / "r.db"
+    record_coding_session(db)
+    args = ["-m", "reasonlog", "--db", str(db), "mcp"]
+
+    async def run():
+        async with Client(StdioServerParameters(command=sys.executable, args=args)) as client:
+            before = await client.call_tool("search_history", {"query": "flaky migration"})
+            record_coding_session(db, agent="codex", failing="flaky migration: table locked")
+            after = await client.call_tool("search_history", {"query": "flaky migration"})
+            return before, after
+    before, after = asyncio.run(run())
+    assert structured(before)["hits"] == []
+    assert any("flaky migration" in h["text"] for h in structured(after)["hits"])
+
+
+def test_print_config_gives_each_agent_its_own_shape(tmp_path):
+    import subprocess
+
+    def config(client: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(tmp_path / "r.db"), "mcp",
+                               "--print-config", client], capture_output=True, text=True, check=True)
+        return done.stdout
+    claude = json.loads(config("claude"))["mcpServers"]["reasonlog"]
+    assert claude["args"] == ["--db", str(tmp_path / "r.db"), "mcp"] and Path(claude["command"]).is_absolute()
+    assert json.loads(config("gemini"))["mcpServers"]["reasonlog"] == claude
+    opencode = json.loads(config("opencode"))["mcp"]["reasonlog"]
+    assert opencode["type"] == "local" and opencode["command"] == [claude["command"], *claude["args"]]
+    assert config("codex").splitlines()[0] == "[mcp_servers.reasonlog]"
