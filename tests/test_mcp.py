@@ -164,3 +164,38 @@ def test_print_config_gives_each_agent_its_own_shape(tmp_path):
     opencode = json.loads(config("opencode"))["mcp"]["reasonlog"]
     assert opencode["type"] == "local" and opencode["command"] == [claude["command"], *claude["args"]]
     assert config("codex").splitlines()[0] == "[mcp_servers.reasonlog]"
+
+
+# ------------------------------------------------------------------------------ over HTTP, from `reasonlog serve`
+
+def test_the_same_tools_over_http_from_serve_behind_the_api_keys(tmp_path):
+    """`/mcp` on `reasonlog serve`: the same tools over streamable HTTP; once a key exists, none or a wrong one
+    is refused, a read key is enough; citations' URLs are this server's dashboard paths."""
+    import subprocess
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+    from serving import serving
+
+    db = tmp_path / "r.db"
+    record_coding_session(db)
+    key = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "keys", "create", "--scope", "read"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+
+    async def call(base: str, token: str | None):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            async with Client(streamable_http_client(f"{base}/mcp/", http_client=http)) as client:
+                tools = sorted(t.name for t in (await client.list_tools()).tools)
+                return tools, await client.call_tool("search_history", {"query": "parser"})
+
+    with serving("--db", str(db), "serve") as base:
+        tools, found = asyncio.run(call(base, key))
+        refused = httpx2.post(f"{base}/mcp/", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        wrong = httpx2.post(f"{base}/mcp/", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                            headers={"Authorization": "Bearer nope"})
+    assert tools == TOOLS
+    hits = structured(found)["hits"]
+    assert hits and all(h["url"].startswith("/calls/") and "#" in h["cite"] for h in hits)
+    assert (refused.status_code, wrong.status_code) == (401, 401)
+    assert "no API key" in refused.json()["detail"] and "wrong or revoked" in wrong.json()["detail"]

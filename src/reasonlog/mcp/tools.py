@@ -14,7 +14,8 @@ what was expected.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import date
 from typing import Any
 
@@ -34,22 +35,26 @@ class ToolInputError(ValueError):
     """An argument the tool cannot use: its name and what was expected."""
 
 
-@dataclass(frozen=True)
 class Archive:
-    """The store a server reads, and the dashboard's address when one is known (for citations' URLs)."""
+    """The store a server reads (or a function that gives it: a server's reader, opened on first use), and the
+    dashboard's address when one is known (for citations' URLs; "" for the paths of the server that answers)."""
 
-    store: StoreReader
-    dashboard: str | None = None
+    def __init__(self, store: StoreReader | Callable[[], StoreReader], dashboard: str | None = None):
+        self._store, self.dashboard = store, dashboard
+
+    @property
+    def store(self) -> StoreReader:
+        return self._store() if callable(self._store) else self._store
 
     def cite(self, session_id: str, call: dict | None) -> dict:
         """A citation of a call (or of a session, when `call` is None)."""
         if call is None:
             out: dict[str, Any] = {"cite": session_id}
-            if self.dashboard:
+            if self.dashboard is not None:
                 out["url"] = f"{self.dashboard}/sessions/{session_id}"
             return out
         out = {"cite": f"{session_id}#{call['idx']}@{fingerprint(call)}"}
-        if self.dashboard:
+        if self.dashboard is not None:
             out["url"] = f"{self.dashboard}/calls/{call['id']}"
         return out
 

@@ -19,7 +19,7 @@ from .. import __version__, query
 from ..store import ReadOnlyDatabase, Store, StoreError, keys
 from ..summaries import Summarizer
 from ..wire import HealthJSON, ModelDaysJSON, ReadyJSON
-from . import api, dashboard, ending, guards, ingest, otlp, records
+from . import api, dashboard, ending, guards, ingest, mcp_route, otlp, records
 from .embedding import BackgroundEmbedding
 from .stores import Stores
 from .summarizing import BackgroundSummaries
@@ -57,13 +57,16 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     embedding = None if embedder is None else BackgroundEmbedding(stores.writer.get, embedder, embed_every_s)
     limit = ingest.MAX_BYTES if max_body_bytes is None else max_body_bytes
 
+    mcp_running = None
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         for job in (background, embedding):
             if job is not None:
                 job.start()
         try:
-            yield
+            async with mcp_running() if mcp_running is not None else contextlib.nullcontext():
+                yield
         finally:
             if exit_within_s is not None:
                 ending.exit_within(exit_within_s)
@@ -94,6 +97,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     # The body limit is the innermost middleware: its 413, raised while a route reads, must not cross the
     # dashboard's header middleware (which runs the route in a task group, where it would turn into a 400 or 500).
     app.add_middleware(guards.BodyLimit, max_bytes=limit)
+    mcp_running = mcp_route.mount(app, stores.reader.get, _requires(stores, "read"))
     dashboard.mount(app, stores.reader.get, lambda store, secret: store.api_key_scope(secret) if secret else None,
                     login_token)
     _add_docs(app, Depends(_requires(stores, "read", cookie=dashboard.COOKIE)))
