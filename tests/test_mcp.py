@@ -154,12 +154,15 @@ def test_a_session_recorded_while_the_server_runs_is_found(tmp_path):
 def test_print_config_gives_each_agent_its_own_shape(tmp_path):
     import subprocess
 
+    reasonlog.open_store(tmp_path / "r.db").close()
     def config(client: str) -> str:
         done = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(tmp_path / "r.db"), "mcp",
                                "--print-config", client], capture_output=True, text=True, check=True)
         return done.stdout
     claude = json.loads(config("claude"))["mcpServers"]["reasonlog"]
-    assert claude["args"] == ["--db", str(tmp_path / "r.db"), "mcp"] and Path(claude["command"]).is_absolute()
+    assert claude["args"][-3:] == ["--db", str(tmp_path / "r.db"), "mcp"] and Path(claude["command"]).is_absolute()
+    started = subprocess.run([claude["command"], *claude["args"][:-1], "sessions"], capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr  # the command it names runs this reasonlog
     assert json.loads(config("gemini"))["mcpServers"]["reasonlog"] == claude
     opencode = json.loads(config("opencode"))["mcp"]["reasonlog"]
     assert opencode["type"] == "local" and opencode["command"] == [claude["command"], *claude["args"]]
@@ -199,3 +202,74 @@ def test_the_same_tools_over_http_from_serve_behind_the_api_keys(tmp_path):
     assert hits and all(h["url"].startswith("/calls/") and "#" in h["cite"] for h in hits)
     assert (refused.status_code, wrong.status_code) == (401, 401)
     assert "no API key" in refused.json()["detail"] and "wrong or revoked" in wrong.json()["detail"]
+
+
+# ------------------------------------------------------------------------------ a real agent asks
+
+def test_claude_code_from_npm_starts_reasonlog_mcp_and_gets_a_cited_answer(tmp_path):
+    """The real Claude Code CLI with `--mcp-config` (the block `--print-config claude` prints) against a local
+    provider that asks for `search_history`: the CLI starts `reasonlog mcp`, calls it, and the tool result in its
+    next request holds the recorded session's citation."""
+    import os
+    import subprocess
+
+    from proxy_upstream import Reply, Upstream, anthropic_events
+    from proxying import ANTHROPIC_KEY
+    from sdk_server import sse
+    from test_proxy_clis import SEARCH, cli
+
+    claude = cli("claude")
+    db = tmp_path / "r.db"
+    record_coding_session(db)
+    (session,) = reasonlog.open_store(db, read_only=True).list_sessions(reasonlog.SessionFilter())
+    config = tmp_path / "mcp.json"
+    config.write_text(subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "mcp", "--print-config",
+                                      "claude"], capture_output=True, text=True, check=True).stdout)
+    tool = "mcp__reasonlog__search_history"
+
+    def message(content: list[dict], stop: str) -> bytes:
+        body = {"id": "msg_mcp", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                "content": content, "stop_reason": stop, "stop_sequence": None,
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+        return sse(anthropic_events(body), named=True)
+
+    class Asking(Upstream):
+        def default_reply(self, path, body):
+            request = orjson_loads(body)
+            offered = [t.get("name") for t in request.get("tools") or ()]
+            answered = any(isinstance(m.get("content"), list) and any(
+                b.get("type") == "tool_result" for b in m["content"]) for m in request.get("messages") or ())
+            if tool in offered and not answered:
+                return Reply(200, [message([{"type": "tool_use", "id": "toolu_mcp", "name": tool,
+                                             "input": {"query": "parser test"}}], "tool_use")], "text/event-stream")
+            return Reply(200, [message([{"type": "text", "text": "Found it."}], "end_turn")], "text/event-stream")
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "PATH": SEARCH, "ANTHROPIC_API_KEY": ANTHROPIC_KEY,
+           "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+           # `claude -p` sends its first request without waiting for MCP servers unless told to (docs/mcp.md)
+           "MCP_CONNECTION_NONBLOCKING": "0"}
+    with Asking() as up:
+        env["ANTHROPIC_BASE_URL"] = up.url
+        done = subprocess.run([claude, "-p", "What did earlier agents find about the parser test?",
+                               "--mcp-config", str(config), "--allowedTools", tool], capture_output=True, text=True,
+                              timeout=180, env=env, cwd=tmp_path)
+        requests = [orjson_loads(r.body) for r in up.received if r.path.startswith("/v1/messages")]
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Found it."
+    results = [b for r in requests for m in r.get("messages") or () if isinstance(m.get("content"), list)
+               for b in m["content"] if b.get("type") == "tool_result" and b.get("tool_use_id") == "toolu_mcp"]
+    assert results, f"no request carried the tool's result: {[str(r.get('messages'))[-300:] for r in requests]}"
+    text = json.dumps(results[-1]["content"])
+    assert f"{session['id']}#" in text and "@" in text  # the citation of the recorded session's call
+
+
+def orjson_loads(body: bytes) -> dict:
+    import orjson
+
+    try:
+        loaded = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}

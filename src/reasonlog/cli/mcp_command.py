@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
+from pathlib import Path
 
 import click
 
@@ -35,10 +35,13 @@ def mcp(obj, dashboard, client):
 
 def client_config(client: str, db: str | None, dashboard: str | None) -> str:
     """The configuration block each agent reads its MCP servers from, in its own shape."""
-    command = shutil.which("reasonlog") or os.path.abspath(sys.argv[0])
+    # This installation's own command (its venv's `reasonlog`, else its Python with -m): the agent's PATH may
+    # hold another reasonlog, or none.
+    script = Path(sys.executable).with_name("reasonlog")
+    command, args = (str(script), []) if script.is_file() else (sys.executable, ["-m", "reasonlog"])
     if db and "://" not in db:
         db = os.path.abspath(os.path.expanduser(db))  # the agent starts it from its own folder
-    args = (["--db", db] if db else []) + ["mcp"] + (["--dashboard", dashboard] if dashboard else [])
+    args += (["--db", db] if db else []) + ["mcp"] + (["--dashboard", dashboard] if dashboard else [])
     if client == "codex":  # ~/.codex/config.toml
         return (f"[mcp_servers.reasonlog]\ncommand = {json.dumps(command)}\n"
                 f"args = [{', '.join(json.dumps(a) for a in args)}]")
