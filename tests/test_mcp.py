@@ -109,13 +109,13 @@ def test_a_citation_opens_its_call_and_says_when_the_record_changed(tmp_path):
 
 
 @pytest.mark.parametrize("name, arguments, named", [
-    ("search_history", {"query": "x", "mode": "psychic"}, "mode: expected one of auto, text"),
+    ("search_history", {"query": "x", "mode": "psychic"}, "mode\n  Input should be 'auto', 'text', 'keywords'"),
     ("search_history", {"query": "x", "since": "2026-13-45"}, "since: expected a date as YYYY-MM-DD"),
     ("search_history", {"query": "  "}, "query: expected some text"),
     ("get_session", {"session": "nope"}, "session: no session has the id or prefix 'nope'"),
     ("get_call", {"call": "nope#x"}, "call: expected SESSION#N with N a number"),
-    ("usage", {"by": "colour"}, "by: expected one of day, model, agent, run, source"),
-    ("get_session", {"session": "0", "start": -1}, None),
+    ("usage", {"by": "colour"}, "by\n  Input should be 'day', 'model', 'agent', 'run' or 'source'"),
+    ("get_session", {"session": "0", "start": -1}, "start\n  Input should be greater than or equal to 0"),
 ])
 def test_bad_arguments_are_tool_errors_naming_the_argument(tmp_path, name, arguments, named):
     db = tmp_path / "r.db"
