@@ -108,12 +108,20 @@ def _message_item(m: dict, xml_tags, results: dict, shown: set[str]) -> dict | N
     rendered = []
     for p in parts:
         part = _part_dict(p)
-        if p.kind == "tool_use" and p.tool_use_id is not None and p.tool_use_id in results:
-            part["result"] = results[p.tool_use_id]
-            shown.add(p.tool_use_id)
+        if p.kind == "tool_use":
+            found = p.tool_use_id if p.tool_use_id in results else _unnamed_result(p.name, results, shown)
+            if found is not None:
+                part["result"] = {k: v for k, v in results[found].items() if k != "name"}
+                shown.add(found)
         rendered.append(part)
     return {"kind": "message", "idx": m["idx"], "role": m["role"], "call_id": m["call_id"], "at": m["at"],
             "parts": rendered}
+
+
+def _unnamed_result(name: str | None, results: dict, shown: set[str]) -> str | None:
+    """The result of a tool call the model gave no id: Gemini pairs calls and responses by name, in order (a
+    client such as Gemini CLI makes ids for its responses), so the first result of that name not yet shown."""
+    return next((k for k, r in results.items() if r.get("name") == name and name and k not in shown), None)
 
 
 def _ended_at(call: dict) -> str:
@@ -135,11 +143,11 @@ def _results_by_tool_use(session: dict) -> dict[str, dict]:
         for p in parts_of(m["content"]):
             if p.kind == "tool_result" and p.tool_use_id:
                 found.setdefault(p.tool_use_id, {"content": strip_controls(p.text), "is_error": p.is_error,
-                                             "duration_ms": None})
+                                                 "duration_ms": None, "name": p.name})
     for t in session["tool_results"]:  # what the agent recorded itself knows the duration: it wins
         if t["tool_use_id"]:
             found[t["tool_use_id"]] = {"content": _result_text(t["content"]), "is_error": t["is_error"],
-                                       "duration_ms": t["duration_ms"]}
+                                       "duration_ms": t["duration_ms"], "name": t.get("name")}
     return found
 
 

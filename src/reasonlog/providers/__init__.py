@@ -19,7 +19,18 @@ MESSAGE_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.MESSAGES for p in PROTOCOL
 SYSTEM_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.SYSTEM for p in PROTOCOLS if p.SYSTEM))
 
 __all__ = ["MESSAGE_KEYS", "PROTOCOLS", "SYSTEM_KEYS", "Unwrapped", "context_window", "messages_of",
-           "protocol_of", "system_of", "unwrap"]
+           "protocol_of", "reader_message", "role_of", "system_of", "unwrap"]
+
+
+def reader_message(message: object) -> object:
+    """A message (or input item, or `contents` entry) as a reader reads it, whichever protocol sent it: what a
+    client adds when it sends a reply back, or spells another way, taken out by each protocol's own
+    `reader_message` (their shapes do not overlap, so each leaves the others' messages alone)."""
+    if not isinstance(message, dict):
+        return message
+    for protocol in PROTOCOLS:
+        message = protocol.reader_message(message)
+    return message
 
 
 def messages_of(request: dict) -> list:
@@ -60,3 +71,14 @@ def context_window(model: str | None) -> int | None:
     from ..pricing import load_price_table  # the table loads once, when first needed
 
     return load_price_table().context_window(model)
+
+
+def role_of(message: object) -> str | None:
+    """Who a message of any protocol stands for, named as reasonlog names it: Gemini's `model` is `assistant`; a
+    Responses item without a role is the model's (a call, reasoning), a tool's (an output) or a setting's."""
+    role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+    if role == "model":
+        return "assistant"
+    if role is None and isinstance(message, dict):
+        return openai_responses.item_role(message)
+    return role if isinstance(role, str) else None
