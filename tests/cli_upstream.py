@@ -36,13 +36,22 @@ def plan(results: int, parallel: bool = True) -> tuple[str, ...] | None:
 
 
 def _shell(tools: list[tuple[str, dict]]) -> tuple[str, dict] | None:
-    """The tool that takes a shell `command` (the first with one), with the other required arguments filled."""
+    """The tool that takes a shell `command` (the first with one; Cline 3's `run_commands` takes a list of
+    `commands`), with the other required arguments filled; `args(shell, command)` makes a call's arguments."""
     for name, schema in tools:
         props = schema.get("properties") or {}
-        if "command" in props:
-            extra = {k: _filler(props.get(k) or {}) for k in schema.get("required") or [] if k != "command"}
-            return name, extra
+        key = "command" if "command" in props else "commands" if "commands" in props else None
+        if key:
+            extra = {k: _filler(props.get(k) or {}) for k in schema.get("required") or [] if k != key}
+            return name, {"\0key": key, **extra}
     return None
+
+
+def args(shell: tuple[str, dict], command: str) -> dict:
+    """The shell tool's arguments that run `command`."""
+    extra = dict(shell[1])
+    key = extra.pop("\0key")
+    return {key: [command] if key == "commands" else command, **extra}
 
 
 def _filler(schema: dict):
@@ -74,7 +83,7 @@ def anthropic_reply(request: dict, n: int) -> dict:
     content: list[dict] = [{"type": "text", "text": FINAL if shell else SIDE}]
     if commands:
         content = [{"type": "text", "text": "Let me look."}] + [
-            {"type": "tool_use", "id": f"toolu_{n:02d}{i}", "name": shell[0], "input": {"command": c, **shell[1]}}
+            {"type": "tool_use", "id": f"toolu_{n:02d}{i}", "name": shell[0], "input": args(shell, c)}
             for i, c in enumerate(commands)]
     return {"id": f"msg_{n:04d}", "type": "message", "role": "assistant", "model": request.get("model"),
             "content": content, "stop_reason": "tool_use" if commands else "end_turn", "stop_sequence": None,
@@ -100,8 +109,8 @@ def chat_chunks(request: dict, n: int) -> list[dict]:
     if commands:
         for i, command in enumerate(commands):
             # spaced JSON, as OpenAI streams it; clients that parse and re-serialise it send it back without
-            args = json.dumps({"command": command, **shell[1]})  # type: ignore[index]
-            first, second = halves(args)
+            arguments = json.dumps(args(shell, command))  # type: ignore[arg-type]
+            first, second = halves(arguments)
             out.append(chunk({"tool_calls": [{"index": i, "id": f"call_{n:02d}{i}", "type": "function",
                                               "function": {"name": shell[0], "arguments": first}}]}))  # type: ignore[index]
             out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": second}}]}))
@@ -154,9 +163,8 @@ def responses_reply(request: dict, n: int) -> dict:
             output.append({"type": "custom_tool_call", "id": f"ctc_{n:02d}{i}", "status": "completed",
                            "call_id": call, "name": custom, "input": code})
         else:
-            args = json.dumps({"command": command, **shell[1]})  # type: ignore[index]
-            output.append({"type": "function_call", "id": f"fc_{n:02d}{i}", "status": "completed",
-                           "call_id": call, "name": shell[0], "arguments": args})  # type: ignore[index]
+            output.append({"type": "function_call", "id": f"fc_{n:02d}{i}", "status": "completed", "call_id": call,
+                           "name": shell[0], "arguments": json.dumps(args(shell, command))})  # type: ignore[index,arg-type]
     if not commands:
         text = FINAL if (custom or shell) else SIDE
         output.append({"type": "message", "id": f"msg_{n:04d}", "status": "completed", "role": "assistant",
@@ -182,7 +190,7 @@ def gemini_chunks(request: dict, n: int) -> list[dict]:
              "totalTokenCount": USAGE["input"] + USAGE["output"]}
     head = {"modelVersion": "gemini-2.5-flash", "responseId": f"gemini-{n:04d}"}
     if commands:
-        parts = [{"functionCall": {"name": shell[0], "args": {"command": c, **shell[1]}}}  # type: ignore[index]
+        parts = [{"functionCall": {"name": shell[0], "args": args(shell, c)}}  # type: ignore[index,arg-type]
                  for c in commands]
         return [{"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
                  "usageMetadata": usage, **head}]

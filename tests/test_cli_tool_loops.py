@@ -1,7 +1,7 @@
 """Each real agent CLI runs a tool loop through `reasonlog run` and its conversation is shown once and readable
 (issue 31, items 1 and 2).
 
-Claude Code, Codex, Gemini CLI, OpenCode and Qwen Code (from npm, installed by .ci/run) each run against
+Claude Code, Codex, Gemini CLI, OpenCode, Qwen Code and Cline 3 (from npm, installed by .ci/run) each run against
 `cli_upstream.CliUpstream`, which answers in the CLI's protocol: a shell call (`cat hello.txt`), then two (`echo
 two`, and `cat missing.txt`, which fails; one after the other where the CLI asks for no parallel calls), then the
 answer. For every call: the request recorded is the request received. For the loop: the timeline holds the last
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -47,8 +48,19 @@ OPENCODE_CONFIG = {"$schema": "https://opencode.ai/config.json",
                    "permission": {"bash": "allow"}, "autoupdate": False, "share": "disabled"}
 
 
-def _setup(name: str, work: Path, home: Path) -> tuple[list[str], dict[str, str]]:
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _setup(name: str, work: Path, home: Path, port: int) -> tuple[list[str], dict[str, str]]:
     """The command line that runs CLI `name` non-interactively with its shell tool allowed, and its variables."""
+    if name == "cline":  # its base URL is in its own settings only: the proxy's port is chosen before
+        auth = [cli(name), "auth", "-p", "openai", "-k", "sk-test", "-m", "gpt-4.1", "-b",
+                f"http://127.0.0.1:{port}/v1"]
+        subprocess.run(auth, check=True, capture_output=True, timeout=60, env={**os.environ, "HOME": str(home)})
+        return [cli(name), PROMPT], {}
     if name == "claude":
         return [cli(name), "-p", PROMPT, "--allowedTools", "Bash"], {"ANTHROPIC_API_KEY": "sk-ant-test"}
     if name == "codex":
@@ -72,13 +84,15 @@ def run_loop(tmp_path: Path, name: str) -> tuple[CliUpstream, Path, subprocess.C
     work.mkdir()
     (home / ".codex").mkdir(parents=True)
     (work / "hello.txt").write_text("hello\n")
-    argv, env = _setup(name, work, home)
+    port = _free_port()
+    argv, env = _setup(name, work, home, port)
     keep = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     child_env = {**keep, "HOME": str(home), "CODEX_HOME": str(home / ".codex"), "PATH": SEARCH, "PWD": str(work),
                  "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
                  **env}
     with CliUpstream() as up:
-        cmd = [sys.executable, "-m", "reasonlog", "--db", str(db), "run", "--upstream", up.url, "--", *argv]
+        cmd = [sys.executable, "-m", "reasonlog", "--db", str(db), "run", "--port", str(port), "--upstream", up.url,
+               "--", *argv]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=child_env, cwd=work)
     return up, db, done
 
@@ -105,7 +119,7 @@ def _command(part: dict) -> str:
     return found[0]
 
 
-@pytest.mark.parametrize("name", ["claude", "codex", "gemini", "opencode", "qwen"])
+@pytest.mark.parametrize("name", ["claude", "codex", "gemini", "opencode", "qwen", "cline"])
 def test_a_real_cli_tool_loop_is_shown_once_and_readable(tmp_path, name):
     up, db, done = run_loop(tmp_path, name)
     assert done.returncode == 0, done.stderr[-3000:]
