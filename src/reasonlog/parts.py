@@ -178,7 +178,9 @@ def _parts_of_block(block: Any) -> list[Part]:
         return [Part("tool_result", tool_use_id=_ident(block.get("call_id")), text=_as_text(block.get("output")))]
     if kind == "web_search_call":  # a search the Responses API ran itself: a tool step, its query and status
         action = block.get("action") if isinstance(block.get("action"), dict) else {}
-        step = {**action, "status": block["status"]} if "status" in block else dict(action)
+        step = {k: v for k, v in action.items() if k != "sources"}  # the pages found: many, and in the raw payload
+        if "status" in block:
+            step["status"] = block["status"]
         return [tool_use_part(block.get("id"), "web_search", step)]
     if kind in _NOTE_ITEMS:
         return [text_part(_NOTE_ITEMS[kind](block))]

@@ -19,7 +19,7 @@ MESSAGE_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.MESSAGES for p in PROTOCOL
 SYSTEM_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.SYSTEM for p in PROTOCOLS if p.SYSTEM))
 
 __all__ = ["MESSAGE_KEYS", "PROTOCOLS", "SYSTEM_KEYS", "Unwrapped", "context_window", "messages_of",
-           "protocol_of", "reader_message", "role_of", "system_of", "unwrap"]
+           "protocol_of", "reader_message", "role_of", "STRING_INPUT", "string_message", "system_of", "unwrap"]
 
 
 def reader_message(message: object) -> object:
@@ -33,9 +33,21 @@ def reader_message(message: object) -> object:
     return message
 
 
+# A Responses request may send its input as one string: one user message.
+STRING_INPUT = openai_responses.MESSAGES
+
+
+def string_message(text: str) -> dict:
+    """The message a string `input` stands for."""
+    return {"role": "user", "content": text}
+
+
 def messages_of(request: dict) -> list:
-    """The messages (or input items, or contents) a request sent."""
-    return next((request[k] for k in MESSAGE_KEYS if isinstance(request.get(k), list)), [])
+    """The messages (or input items, or contents) a request sent; a string `input` as one user message."""
+    found = next((request[k] for k in MESSAGE_KEYS if isinstance(request.get(k), list)), None)
+    if found is None and isinstance(request.get(STRING_INPUT), str):
+        return [string_message(request[STRING_INPUT])]
+    return found if found is not None else []
 
 
 def system_of(request: dict) -> object:
