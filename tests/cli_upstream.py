@@ -2,12 +2,14 @@
 
 Each model call is answered by where the agent is in its loop, counted by the tool results its request sends back:
 none yet, a call to its shell tool (`cat hello.txt`); one, two calls at once (`echo two` and `cat missing.txt`,
-which fails); three or more, the final answer. A call that offers no shell tool (a title, a router, a
-classifier) gets a short text. Answers are streamed when the request asks (Anthropic and Responses named events,
-Chat chunks, Gemini `alt=sse` chunks) and whole otherwise. The protocols are Anthropic Messages (Claude Code),
-OpenAI Responses (Codex: its `exec` custom tool takes JavaScript calling `tools.exec_command`), Gemini
-generateContent (Gemini CLI) and OpenAI Chat (OpenCode, Qwen Code). It is `proxy_upstream.Upstream` (which keeps
-every request received) with these answers in place of its recorded ones.
+which fails; one at a time where the request forbids parallel calls); three or more, the final answer. Each step
+comes with the model's thinking as the protocol carries it (a thinking block when asked, `reasoning_content`, a
+reasoning item, a thought part). A call that offers no shell tool (a title, a router, a classifier) gets a short
+text, or JSON fitting the schema it asks for. Answers are streamed when the request asks (Anthropic and Responses
+named events, Chat chunks, Gemini `alt=sse` chunks) and whole otherwise. The protocols are Anthropic Messages
+(Claude Code), OpenAI Responses (Codex: its `exec` custom tool takes JavaScript calling `tools.exec_command`),
+Gemini generateContent (Gemini CLI) and OpenAI Chat (OpenCode, Qwen Code, Cline: `run_commands` takes a list). It
+is `proxy_upstream.Upstream` (which keeps every request received) with these answers in place of its recorded ones.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from sdk_server import sse  # noqa: E402
 STEPS = (("cat hello.txt",), ("echo two", "cat missing.txt"))
 FINAL = "hello.txt says hello; missing.txt does not exist."
 SIDE = "Tool loop"  # the answer to a call beside the loop (title, router, classifier)
+THOUGHT = "The shell will tell."  # the model's thinking before each step of the loop, where the protocol has it
 USAGE = {"input": 120, "output": 20}
 
 
@@ -85,6 +88,8 @@ def anthropic_reply(request: dict, n: int) -> dict:
         content = [{"type": "text", "text": "Let me look."}] + [
             {"type": "tool_use", "id": f"toolu_{n:02d}{i}", "name": shell[0], "input": args(shell, c)}
             for i, c in enumerate(commands)]
+    if shell and (request.get("thinking") or {}).get("type") in ("enabled", "adaptive"):
+        content.insert(0, {"type": "thinking", "thinking": THOUGHT, "signature": f"sig-{n}"})
     return {"id": f"msg_{n:04d}", "type": "message", "role": "assistant", "model": request.get("model"),
             "content": content, "stop_reason": "tool_use" if commands else "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": USAGE["input"], "output_tokens": USAGE["output"],
@@ -106,6 +111,8 @@ def chat_chunks(request: dict, n: int) -> list[dict]:
         return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     out = [chunk({"role": "assistant", "content": ""})]
+    if shell:
+        out += [chunk({"reasoning_content": t}) for t in halves(THOUGHT)]
     if commands:
         for i, command in enumerate(commands):
             # spaced JSON, as OpenAI streams it; clients that parse and re-serialise it send it back without
@@ -142,8 +149,8 @@ def _nested(tools: list) -> list[dict]:
 def _responses_tools(request: dict) -> tuple[str | None, list[tuple[str, dict]]]:
     """Codex's custom `exec` tool (JavaScript) if offered, and the function tools: in `tools`, or (Codex 0.171)
     in an `additional_tools` input item."""
-    offered = list(request.get("tools") or []) + [t for i in request.get("input") or [] if isinstance(i, dict)
-                                                   and i.get("type") == "additional_tools" for t in i.get("tools") or []]
+    extra = [i for i in request.get("input") or [] if isinstance(i, dict) and i.get("type") == "additional_tools"]
+    offered = list(request.get("tools") or []) + [t for i in extra for t in i.get("tools") or []]
     tools = _nested(offered)
     custom = next((t.get("name") for t in tools if t.get("type") == "custom"), None)
     return custom, [(t.get("name"), t.get("parameters") or {}) for t in tools if t.get("type") == "function"]
@@ -156,6 +163,9 @@ def responses_reply(request: dict, n: int) -> dict:
     shell = _shell(functions)
     commands = plan(results, request.get("parallel_tool_calls") is not False) if (custom or shell) else None
     output: list[dict] = []
+    if custom or shell:
+        output.append({"type": "reasoning", "id": f"rs_{n:04d}", "summary": [{"type": "summary_text", "text": THOUGHT}],
+                       "encrypted_content": f"enc-{n}"})
     for i, command in enumerate(commands or ()):
         call = f"call_{n:02d}{i}"
         if custom:
@@ -189,16 +199,17 @@ def gemini_chunks(request: dict, n: int) -> list[dict]:
     usage = {"promptTokenCount": USAGE["input"], "candidatesTokenCount": USAGE["output"],
              "totalTokenCount": USAGE["input"] + USAGE["output"]}
     head = {"modelVersion": "gemini-2.5-flash", "responseId": f"gemini-{n:04d}"}
+    thought = [{"text": THOUGHT, "thought": True}] if shell else []
     if commands:
-        parts = [{"functionCall": {"name": shell[0], "args": args(shell, c)}}  # type: ignore[index,arg-type]
-                 for c in commands]
+        parts = thought + [{"functionCall": {"name": shell[0], "args": args(shell, c)}}  # type: ignore[index,arg-type]
+                           for c in commands]
         return [{"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
                  "usageMetadata": usage, **head}]
     config = request.get("generationConfig") or {}
     schema = config.get("responseJsonSchema") or config.get("responseSchema")
     text = FINAL if shell else json.dumps(schema_answer(schema)) if schema else SIDE
     first, second = halves(text)
-    return [{"candidates": [{"content": {"role": "model", "parts": [{"text": first}]}, "index": 0}], **head},
+    return [{"candidates": [{"content": {"role": "model", "parts": [*thought, {"text": first}]}, "index": 0}], **head},
             {"candidates": [{"content": {"role": "model", "parts": [{"text": second}]}, "finishReason": "STOP",
                              "index": 0}], "usageMetadata": usage, **head}]
 

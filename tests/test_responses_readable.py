@@ -1,6 +1,7 @@
 """OpenAI Responses calls read as they happened (issue 31, item 5): a prompt sent as `input="a string"` is the
 call's user message in `show`, `show --json` and `search` while replay gives back the string; the API's own web
-searches (`web_search_call`) are web search tool steps with their query and status, not opaque blocks. The real
+searches (`web_search_call`) are web search tool steps with their query and status, paired with the pages they
+found, not opaque blocks. The real
 `openai` SDK, recorded by `instrument_openai`, against the recorded web-search payload on 127.0.0.1."""
 from __future__ import annotations
 
@@ -73,7 +74,13 @@ def test_web_searches_are_tool_steps_with_their_query_and_status(recorded, rec):
         ("web_search", "ws_0953eda47ee1741200693330740e248195a2c77632e480424b",
          {"type": "find_in_page", "pattern": "Vercel",
           "url": "https://www.theverge.com/podcast/838932/openai-chatgpt-code-red-vergecast", "status": "completed"})]
-    assert [p for p in parts if p["kind"] == "opaque"] == []
+    sources = "\n".join(s["url"] for s in payload["output"][1]["action"]["sources"])
+    page = "https://www.theverge.com/podcast/838932/openai-chatgpt-code-red-vergecast"
+    assert [p["result"] for p in searches] == [{"content": sources, "is_error": False, "duration_ms": None},
+                                               {"content": page, "is_error": False, "duration_ms": None},
+                                               {"content": page, "is_error": False, "duration_ms": None}]
+    assert len(sources.splitlines()) == 16  # the pages the search found
+    assert [p["kind"] for p in parts if p["kind"] in ("opaque", "tool_result")] == []
     shown = _cli(rec.db_path, "show", session_id)
     assert ('→ web_search {"query":"tech news today December 5 2025","type":"search","status":"completed"}  '
             '(ws_0953eda47ee1741200693330682c988195aaa470a8cc51dfe4)') in shown

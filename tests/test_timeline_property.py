@@ -6,7 +6,8 @@ two calls from one prefix, and sends each reply back in one of the forms a reade
 call, the timeline entries its window points at are the messages it sent (as a reader reads them), replay gives
 back the exact bytes, and the facts (added, trimmed, edited, compacted, reply not sent back) are the ones the
 generator knows. The forms include those real agent CLIs send (issue 31): re-serialised tool-call arguments, ids,
-signatures and metadata the client adds, Gemini's `model` for `assistant`. REASONLOG_TIMELINE_EXAMPLES sets the number of loops (2,000 by default, which CI runs).
+signatures and metadata the client adds, Gemini's `model` for `assistant`. REASONLOG_TIMELINE_EXAMPLES sets the
+number of loops (2,000 by default, which CI runs).
 """
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ EXAMPLES = int(os.environ.get("REASONLOG_TIMELINE_EXAMPLES", "2000"))
 OPS = ("append", "repeat", "slide", "trim", "compact", "edit", "retry", "tools", "fork")
 REPLY_FORMS = ("same", "string", "nulls", "sdk", "no_thinking", "client")
 # Replies real agent CLIs send back in another form (issue 31): Chat tool calls with their arguments re-serialised
-# (Qwen Code, OpenCode, Cline), Responses custom and function calls with the client's metadata added (Codex),
-# Gemini function calls with an id and a signature the client made, under the role `model` (Gemini CLI).
+# (Qwen Code, OpenCode, Cline), with or without their `reasoning_content`; Responses custom and function calls with
+# the client's metadata added (Codex); Gemini function calls with an id and a signature the client made, under the
+# role `model`, without the thought parts (Gemini CLI).
 CLIENT_KINDS = ("chat_tools", "responses_tools", "gemini")
 
 
@@ -63,7 +65,7 @@ def _reply(n: int, kind: str) -> dict:
     if kind == "chat":
         return {"role": "assistant", "content": f"reply {n}", "refusal": None, "annotations": []}
     if kind == "chat_tools":
-        return {"role": "assistant", "content": "", "tool_calls": [
+        return {"role": "assistant", "content": "", "reasoning_content": f"why {n}", "tool_calls": [
             {"id": f"call_{n}{x}", "type": "function", "function": {"name": "sh", "arguments": _spaced(n, x)}}
             for x in "ab"]}
     if kind == "responses_tools":
@@ -73,7 +75,7 @@ def _reply(n: int, kind: str) -> dict:
             {"type": "function_call", "id": f"fc_{n}", "status": "completed", "call_id": f"call_{n}b", "name": "sh",
              "arguments": _spaced(n, "b")}]}
     if kind == "gemini":
-        return {"role": "assistant", "parts": [{"text": f"reply {n}"},
+        return {"role": "assistant", "parts": [{"text": f"why {n}", "thought": True}, {"text": f"reply {n}"},
                                                {"functionCall": {"name": "sh", "args": {"command": f"ls {n}"}}}]}
     return {"role": "assistant", "content": [{"type": "text", "text": f"reply {n}"}]}
 
@@ -92,9 +94,9 @@ def _client_resent(reply: dict) -> list:
         return [{"role": "assistant", "content": None, "tool_calls": [
             {**c, "function": {**c["function"], "arguments": _compact(c["function"]["arguments"])}}
             for c in reply["tool_calls"]]}]
-    if "parts" in reply:
-        call = reply["parts"][1]["functionCall"]
-        return [{"role": "model", "parts": [reply["parts"][0], {
+    if "parts" in reply:  # Gemini CLI leaves the thought parts out
+        call = reply["parts"][2]["functionCall"]
+        return [{"role": "model", "parts": [reply["parts"][1], {
             "functionCall": {"id": f"sh_{call['args']['command']}_0", **call},
             "thoughtSignature": "skip_thought_signature_validator"}]}]
     passthrough = {"internal_chat_message_metadata_passthrough": {"turn_id": "turn-1"}}
@@ -112,9 +114,12 @@ def _resent(reply: dict, form: str) -> tuple[list, int]:
     content = reply.get("content")
     client = "tool_calls" in reply or "parts" in reply or (
         isinstance(content, list) and content[0].get("type") == "custom_tool_call")
-    if client:  # sent back as the real client does, or as it came
-        return (_client_resent(reply) if form == "client" else
-                list(reply["content"]) if _units(reply) > 1 else [reply]), 0
+    if client:  # sent back as the real client does, without the reasoning beside its content, or as it came
+        if form == "client":
+            return _client_resent(reply), 0
+        if form == "no_thinking" and "reasoning_content" in reply:
+            return [{k: v for k, v in reply.items() if k != "reasoning_content"}], 0
+        return (list(reply["content"]) if _units(reply) > 1 else [reply]), 0
     if _units(reply) > 1:  # Responses output items: appended one by one, or only the message
         items = reply["content"]
         if form in ("string", "no_thinking"):

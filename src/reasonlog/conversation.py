@@ -85,12 +85,16 @@ def reply_units(reply: Any) -> list[Any]:
 
 
 def reply_variants(form: Any) -> list[Any]:
-    """Other forms in which an agent sends a reply back and a reader calls it the same: without its thinking,
-    and (when only text is left) as one text block."""
-    if not isinstance(form, dict) or not isinstance(form.get("content"), list):
+    """Other forms in which an agent sends a reply back and a reader calls it the same: without its thinking
+    (thinking blocks, or the reasoning a protocol keeps beside its content: `providers.without_thinking`), and
+    (when only text is left) as one text block."""
+    if not isinstance(form, dict):
         return []
+    variants = providers.without_thinking(form)
+    form = variants[0] if variants else form
+    if not isinstance(form.get("content"), list):
+        return variants
     kept = [b for b in form["content"] if not (isinstance(b, dict) and b.get("type") in _THINKING_TYPES)]
-    variants = []
     if kept and len(kept) < len(form["content"]):
         variants.append({**form, "content": kept})
     texts = [b["text"] for b in kept

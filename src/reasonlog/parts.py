@@ -177,11 +177,12 @@ def _parts_of_block(block: Any) -> list[Part]:
     if kind in ("function_call_output", "custom_tool_call_output"):
         return [Part("tool_result", tool_use_id=_ident(block.get("call_id")), text=_as_text(block.get("output")))]
     if kind == "web_search_call":  # a search the Responses API ran itself: a tool step, its query and status
-        action = block.get("action") if isinstance(block.get("action"), dict) else {}
-        step = {k: v for k, v in action.items() if k != "sources"}  # the pages found: many, and in the raw payload
+        action = block.get("action")
+        # the pages it found are many, and kept in the raw payload and the message
+        step = {k: v for k, v in action.items() if k != "sources"} if isinstance(action, dict) else {}
         if "status" in block:
             step["status"] = block["status"]
-        return [tool_use_part(block.get("id"), "web_search", step)]
+        return [tool_use_part(block.get("id"), "web_search", step), _web_search_result(block, action)]
     if kind in _NOTE_ITEMS:
         return [text_part(_NOTE_ITEMS[kind](block))]
     if kind == "tool_result":
@@ -192,6 +193,17 @@ def _parts_of_block(block: Any) -> list[Part]:
     if kind in ("image", "image_url", "input_image"):
         return [Part("image", data=block)]
     return [Part("opaque", name=_ident(kind), data=block)]
+
+
+def _web_search_result(block: dict, action: Any) -> Part:
+    """What a web search step found, as its result: the pages it names (a search's sources, the page it opened),
+    else its status."""
+    action = action if isinstance(action, dict) else {}
+    pages = [_as_text(s["url"]) for s in _list(action.get("sources")) if isinstance(s, dict) and s.get("url")]
+    pages = pages or ([action["url"]] if isinstance(action.get("url"), str) else [])
+    status = block.get("status")
+    return Part("tool_result", tool_use_id=_ident(block.get("id")), name="web_search",
+                text="\n".join(pages) or _as_text(status), is_error=status in ("failed", "incomplete"))
 
 
 def _tool_names(tools: Any) -> list[str]:

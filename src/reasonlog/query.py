@@ -114,6 +114,9 @@ def _message_item(m: dict, xml_tags, results: dict, shown: set[str]) -> dict | N
                 part["result"] = {k: v for k, v in results[found].items() if k != "name"}
                 shown.add(found)
         rendered.append(part)
+    # a result given in the message of its own call (a web search the API ran) is shown with the call only
+    rendered = [r for r in rendered if r["kind"] != "tool_result" or r["tool_use_id"] not in
+                {q.get("tool_use_id") for q in rendered if "result" in q}]
     return {"kind": "message", "idx": m["idx"], "role": m["role"], "call_id": m["call_id"], "at": m["at"],
             "parts": rendered}
 

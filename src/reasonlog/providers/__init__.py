@@ -18,8 +18,8 @@ PROTOCOLS: tuple[ModuleType, ...] = (anthropic, openai_chat, openai_responses, g
 MESSAGE_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.MESSAGES for p in PROTOCOLS))
 SYSTEM_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.SYSTEM for p in PROTOCOLS if p.SYSTEM))
 
-__all__ = ["MESSAGE_KEYS", "PROTOCOLS", "SYSTEM_KEYS", "Unwrapped", "context_window", "messages_of",
-           "protocol_of", "reader_message", "role_of", "STRING_INPUT", "string_message", "system_of", "unwrap"]
+__all__ = ["MESSAGE_KEYS", "PROTOCOLS", "STRING_INPUT", "SYSTEM_KEYS", "Unwrapped", "context_window", "messages_of",
+           "protocol_of", "reader_message", "role_of", "string_message", "system_of", "unwrap", "without_thinking"]
 
 
 def reader_message(message: object) -> object:
@@ -83,6 +83,13 @@ def context_window(model: str | None) -> int | None:
     from ..pricing import load_price_table  # the table loads once, when first needed
 
     return load_price_table().context_window(model)
+
+
+def without_thinking(message: dict) -> list[dict]:
+    """The forms a reply takes when a client sends it back without the reasoning its protocol keeps outside the
+    content blocks (Chat's `reasoning_content`, Gemini's thought parts); none when it has no such reasoning."""
+    found = (openai_chat.without_thinking(message), gemini.without_thinking(message))
+    return [m for m in found if m is not None]
 
 
 def role_of(message: object) -> str | None:

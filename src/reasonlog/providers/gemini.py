@@ -51,6 +51,15 @@ def reader_message(message: dict) -> dict:
     return {**message, "role": role, "parts": [_reader_part(p) for p in parts]}
 
 
+def without_thinking(message: dict) -> dict | None:
+    """The reply as a client sends it back without its thought parts (Gemini CLI drops them); None when it has
+    none."""
+    parts = message.get("parts")
+    if not isinstance(parts, list) or not any(isinstance(p, dict) and p.get("thought") for p in parts):
+        return None
+    return {**message, "parts": [p for p in parts if not (isinstance(p, dict) and p.get("thought"))]}
+
+
 def _reader_part(part: object) -> object:
     if not isinstance(part, dict):
         return part

@@ -61,6 +61,17 @@ def reader_message(message: dict) -> dict:
     return {**message, "tool_calls": [_reader_call(c) for c in calls]}
 
 
+REASONING_KEYS = ("reasoning_content", "reasoning")  # DeepSeek and xAI; vLLM and Ollama
+
+
+def without_thinking(message: dict) -> dict | None:
+    """The reply as a client sends it back without its reasoning (most do: the AI SDK, Qwen Code); None when it
+    has none."""
+    if not any(message.get(k) for k in REASONING_KEYS):
+        return None
+    return {k: v for k, v in message.items() if k not in REASONING_KEYS}
+
+
 def _reader_call(call: object) -> object:
     if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
         return call
