@@ -10,11 +10,13 @@ import json
 import openai
 import pytest
 from click.testing import CliRunner
+from fastapi.testclient import TestClient
 from sdk_server import load_json
 
 import reasonlog
 from reasonlog.capture.openai import instrument_openai
 from reasonlog.cli.main import cli
+from reasonlog.server.app import create_app
 
 PROMPT = "What is in the tech news today?"
 
@@ -37,6 +39,11 @@ def recorded(server, rec):
     return s.id, payload
 
 
+def _page(db, session_id: str) -> str:
+    client = TestClient(create_app(lambda: reasonlog.open_store(db, read_only=True)))
+    return client.get(f"/sessions/{session_id}").text
+
+
 def _cli(db, *args: str) -> str:
     done = CliRunner().invoke(cli, ["--db", str(db), *args], env={"COLUMNS": "300"}, catch_exceptions=False)
     assert done.exit_code == 0, done.output
@@ -53,6 +60,7 @@ def test_a_string_input_is_the_prompt_everywhere_and_replays_as_the_string(recor
     messages = [i for i in timeline if i["kind"] == "message"]
     assert (messages[0]["role"], messages[0]["parts"]) == ("user", [{"kind": "text", "text": PROMPT}])
     assert f"[0] user\n{PROMPT}\n" in _cli(rec.db_path, "show", session_id)
+    assert f'<div class="text">{PROMPT}</div>' in _page(rec.db_path, session_id)
     found = json.loads(_cli(rec.db_path, "search", "tech news today", "--json"))
     # the prompt, and the reply whose first search asked for "tech news today December 5 2025"
     assert [(h["session_id"], h["message_idx"], h["role"]) for h in found] == [(session_id, 0, "user"),
@@ -85,3 +93,6 @@ def test_web_searches_are_tool_steps_with_their_query_and_status(recorded, rec):
     assert ('→ web_search {"query":"tech news today December 5 2025","type":"search","status":"completed"}  '
             '(ws_0953eda47ee1741200693330682c988195aaa470a8cc51dfe4)') in shown
     assert "[opaque]" not in shown
+    page = _page(rec.db_path, session_id)
+    assert page.count('<span class="tool-name">web_search</span>') == 3
+    assert "no result recorded" not in page and "[opaque]" not in page

@@ -4,7 +4,7 @@ from __future__ import annotations
 import difflib
 import re
 import statistics
-from collections import defaultdict
+from collections import defaultdict, deque
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +30,7 @@ def timeline(session: dict) -> list[dict]:
     message made only of results already shown that way is left out.
     """
     results = _results_by_tool_use(session)
+    by_name = _ids_by_name(results)
     xml_tags = session.get("xml_tool_tags") or ()
     shown: set[str] = set()
     items: list[dict] = []
@@ -53,7 +54,7 @@ def timeline(session: dict) -> list[dict]:
             items.append({"kind": "system", "idx": m["idx"], "call_id": m["call_id"], "at": m["at"],
                           "text": strip_controls(_system_text(m["content"]))})
             continue
-        message = _message_item(m, xml_tags, results, shown)
+        message = _message_item(m, xml_tags, results, shown, by_name)
         if message is not None:
             items.append(message)
     tail = [call_item(c) for _, c in pending] + [_outcome_item(o) for idx in sorted(outcomes) for o in outcomes[idx]]
@@ -101,7 +102,7 @@ def call_item(call: dict) -> dict:
     return {**item, **{k: call.get(k) for k in keys}}
 
 
-def _message_item(m: dict, xml_tags, results: dict, shown: set[str]) -> dict | None:
+def _message_item(m: dict, xml_tags, results: dict, shown: set[str], by_name: dict[str, deque]) -> dict | None:
     parts = parts_of(m["content"], xml_tags, m["call_id"])
     if parts and all(p.kind == "tool_result" and p.tool_use_id in shown for p in parts):
         return None
@@ -109,7 +110,7 @@ def _message_item(m: dict, xml_tags, results: dict, shown: set[str]) -> dict | N
     for p in parts:
         part = _part_dict(p)
         if p.kind == "tool_use":
-            found = p.tool_use_id if p.tool_use_id in results else _unnamed_result(p.name, results, shown)
+            found = p.tool_use_id if p.tool_use_id in results else _unnamed_result(p.name, by_name, shown)
             if found is not None:
                 part["result"] = {k: v for k, v in results[found].items() if k != "name"}
                 shown.add(found)
@@ -121,10 +122,22 @@ def _message_item(m: dict, xml_tags, results: dict, shown: set[str]) -> dict | N
             "parts": rendered}
 
 
-def _unnamed_result(name: str | None, results: dict, shown: set[str]) -> str | None:
+def _ids_by_name(results: dict[str, dict]) -> dict[str, deque]:
+    """The ids of the results of each tool, in order."""
+    out: dict[str, deque] = defaultdict(deque)
+    for k, r in results.items():
+        if r.get("name"):
+            out[r["name"]].append(k)
+    return out
+
+
+def _unnamed_result(name: str | None, by_name: dict[str, deque], shown: set[str]) -> str | None:
     """The result of a tool call the model gave no id: Gemini pairs calls and responses by name, in order (a
     client such as Gemini CLI makes ids for its responses), so the first result of that name not yet shown."""
-    return next((k for k, r in results.items() if r.get("name") == name and name and k not in shown), None)
+    queue = by_name.get(name or "")
+    while queue and queue[0] in shown:
+        queue.popleft()
+    return queue.popleft() if queue else None
 
 
 def _ended_at(call: dict) -> str:
