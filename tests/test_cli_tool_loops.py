@@ -5,8 +5,8 @@ Claude Code, Codex, Gemini CLI, OpenCode, Qwen Code and Cline 3 (from npm, insta
 `cli_upstream.CliUpstream`, which answers in the CLI's protocol: a shell call (`cat hello.txt`), then two (`echo
 two`, and `cat missing.txt`, which fails; one after the other where the CLI asks for no parallel calls), then the
 answer. For every call: the request recorded is the request received. For the loop: the timeline holds the last
-request's messages and its reply, each once, in `/v1/sessions/{id}` and the JSONL export; `show --json` and `show`
-show each tool call once, as a tool call with its result paired, the failing one included, whatever the protocol
+request's messages and its reply, each once, in `/v1/sessions/{id}` and the JSONL export; `show --json`, `show` and
+the dashboard show each tool call once, as a tool call with its result paired, the failing one included, whatever the protocol
 calls them (Codex's `custom_tool_call`), and no message without a role or as opaque JSON. Skipped where a CLI is
 not installed.
 """
@@ -169,6 +169,11 @@ def test_a_real_cli_tool_loop_is_shown_once_and_readable(tmp_path, name):
     assert "two" in results[1]["content"] and "No such file" in results[2]["content"]
     assert [p["kind"] for p in parts if p["kind"] in ("opaque", "tool_result")] == []
     assert sum(p.get("text", "").count(FINAL) for p in parts) == 1
+
+    page = api.get(f"/sessions/{session['id']}").text  # the dashboard
+    assert page.count('<span class="tool-name">') == len(COMMANDS)
+    assert "no result recorded" not in page and "[opaque]" not in page
+    assert page.count(FINAL) == 1
 
     text = CliRunner().invoke(reasonlog_cli, ["--db", str(db), "show", session["id"], "--full"],
                               env={"COLUMNS": "400"}, catch_exceptions=False).output
