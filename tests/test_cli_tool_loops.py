@@ -180,3 +180,5 @@ def test_a_real_cli_tool_loop_is_shown_once_and_readable(tmp_path, name):
     assert len(re.findall(r"^→ ", text, re.M)) == len(COMMANDS)
     assert "[opaque]" not in text and not re.search(r"^\[\d+\] None$", text, re.M)
     assert text.count(FINAL) == 1
+    if name == "codex":  # its `exec` tool's JavaScript as written, not as a JSON string
+        assert '→ exec const r = await tools.exec_command({cmd: "cat hello.txt"});\ntext(r.output);  (call_' in text
