@@ -5,10 +5,10 @@ Claude Code, Codex, Gemini CLI, OpenCode, Qwen Code and Cline 3 (from npm, insta
 `cli_upstream.CliUpstream`, which answers in the CLI's protocol: a shell call (`cat hello.txt`), then two (`echo
 two`, and `cat missing.txt`, which fails; one after the other where the CLI asks for no parallel calls), then the
 answer. For every call: the request recorded is the request received. For the loop: the timeline holds the last
-request's messages and its reply, each once, in `/v1/sessions/{id}` and the JSONL export; `show --json`, `show` and
-the dashboard show each tool call once, as a tool call with its result paired, the failing one included, whatever the protocol
-calls them (Codex's `custom_tool_call`), and no message without a role or as opaque JSON. Skipped where a CLI is
-not installed.
+request's messages and its reply, each once, in `/v1/sessions/{id}` and the JSONL export; `show --json`, `show`
+and the dashboard show each tool call once, as a tool call with its result paired, the failing one included,
+whatever the protocol calls them (Codex's `custom_tool_call`), and no message without a role or as opaque JSON.
+Skipped where a CLI is not installed.
 """
 from __future__ import annotations
 
