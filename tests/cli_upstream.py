@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -38,23 +39,29 @@ def plan(results: int, parallel: bool = True) -> tuple[str, ...] | None:
     return (rest[results - 1],) if results - 1 < len(rest) else None
 
 
-def _shell(tools: list[tuple[str, dict]]) -> tuple[str, dict] | None:
-    """The tool that takes a shell `command` (the first with one; Cline 3's `run_commands` takes a list of
-    `commands`), with the other required arguments filled; `args(shell, command)` makes a call's arguments."""
+@dataclass(frozen=True)
+class Shell:
+    """The agent's shell tool: its name, the argument taking the command (Cline 3's `run_commands` takes a list of
+    `commands`), and its other required arguments, filled."""
+
+    name: str
+    key: str
+    extra: dict
+
+    def args(self, command: str) -> dict:
+        """The arguments of a call that runs `command`."""
+        return {self.key: [command] if self.key == "commands" else command, **self.extra}
+
+
+def _shell(tools: list[tuple[str, dict]]) -> Shell | None:
+    """The first tool offered that takes a shell `command` (or `commands`)."""
     for name, schema in tools:
         props = schema.get("properties") or {}
         key = "command" if "command" in props else "commands" if "commands" in props else None
         if key:
             extra = {k: _filler(props.get(k) or {}) for k in schema.get("required") or [] if k != key}
-            return name, {"\0key": key, **extra}
+            return Shell(name, key, extra)
     return None
-
-
-def args(shell: tuple[str, dict], command: str) -> dict:
-    """The shell tool's arguments that run `command`."""
-    extra = dict(shell[1])
-    key = extra.pop("\0key")
-    return {key: [command] if key == "commands" else command, **extra}
 
 
 def _filler(schema: dict):
@@ -86,7 +93,7 @@ def anthropic_reply(request: dict, n: int) -> dict:
     content: list[dict] = [{"type": "text", "text": FINAL if shell else SIDE}]
     if commands:
         content = [{"type": "text", "text": "Let me look."}] + [
-            {"type": "tool_use", "id": f"toolu_{n:02d}{i}", "name": shell[0], "input": args(shell, c)}
+            {"type": "tool_use", "id": f"toolu_{n:02d}{i}", "name": shell.name, "input": shell.args(c)}
             for i, c in enumerate(commands)]
     if shell and (request.get("thinking") or {}).get("type") in ("enabled", "adaptive"):
         content.insert(0, {"type": "thinking", "thinking": THOUGHT, "signature": f"sig-{n}"})
@@ -116,10 +123,10 @@ def chat_chunks(request: dict, n: int) -> list[dict]:
     if commands:
         for i, command in enumerate(commands):
             # spaced JSON, as OpenAI streams it; clients that parse and re-serialise it send it back without
-            arguments = json.dumps(args(shell, command))  # type: ignore[arg-type]
+            arguments = json.dumps(shell.args(command))
             first, second = halves(arguments)
             out.append(chunk({"tool_calls": [{"index": i, "id": f"call_{n:02d}{i}", "type": "function",
-                                              "function": {"name": shell[0], "arguments": first}}]}))  # type: ignore[index]
+                                              "function": {"name": shell.name, "arguments": first}}]}))
             out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": second}}]}))
     else:
         out += [chunk({"content": t}) for t in halves(FINAL if shell else SIDE)]
@@ -174,7 +181,7 @@ def responses_reply(request: dict, n: int) -> dict:
                            "call_id": call, "name": custom, "input": code})
         else:
             output.append({"type": "function_call", "id": f"fc_{n:02d}{i}", "status": "completed", "call_id": call,
-                           "name": shell[0], "arguments": json.dumps(args(shell, command))})  # type: ignore[index,arg-type]
+                           "name": shell.name, "arguments": json.dumps(shell.args(command))})
     if not commands:
         text = FINAL if (custom or shell) else SIDE
         output.append({"type": "message", "id": f"msg_{n:04d}", "status": "completed", "role": "assistant",
@@ -201,7 +208,7 @@ def gemini_chunks(request: dict, n: int) -> list[dict]:
     head = {"modelVersion": "gemini-2.5-flash", "responseId": f"gemini-{n:04d}"}
     thought = [{"text": THOUGHT, "thought": True}] if shell else []
     if commands:
-        parts = thought + [{"functionCall": {"name": shell[0], "args": args(shell, c)}}  # type: ignore[index,arg-type]
+        parts = thought + [{"functionCall": {"name": shell.name, "args": shell.args(c)}}
                            for c in commands]
         return [{"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
                  "usageMetadata": usage, **head}]
