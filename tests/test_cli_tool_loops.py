@@ -4,11 +4,11 @@
 Claude Code, Codex, Gemini CLI, OpenCode, Qwen Code and Cline 3 (from npm, installed by .ci/run) each run against
 `cli_upstream.CliUpstream`, which answers in the CLI's protocol: a shell call (`cat hello.txt`), then two (`echo
 two`, and `cat missing.txt`, which fails; one after the other where the CLI asks for no parallel calls), then the
-answer. For every call: the request recorded is the request received. For the loop: the timeline holds the last
-request's messages and its reply, each once, in `/v1/sessions/{id}` and the JSONL export; `show --json`, `show`
-and the dashboard show each tool call once, as a tool call with its result paired, the failing one included,
-whatever the protocol calls them (Codex's `custom_tool_call`), and no message without a role or as opaque JSON.
-Skipped where a CLI is not installed.
+answer. For every call: the request recorded is the request received, and the timeline entries its window points
+at read as the messages it sent. For the loop: the timeline holds the last request's messages and its reply, each
+once, in `/v1/sessions/{id}` and the JSONL export; `show --json`, `show` and the dashboard show each tool call
+once, as a tool call with its result paired, the failing one included, whatever the protocol calls them (Codex's
+`custom_tool_call`), and no message without a role or as opaque JSON. Skipped where a CLI is not installed.
 """
 from __future__ import annotations
 
@@ -138,6 +138,13 @@ def test_a_real_cli_tool_loop_is_shown_once_and_readable(tmp_path, name):
     every = [store.get_call(c["id"]) for s in store.list_sessions(SessionFilter())
              for c in store.get_session(s["id"])["calls"]]
     assert sorted(canonical(c["request"]) for c in every) == sorted(canonical(orjson.loads(r.body)) for r in up.calls)
+
+    for s in store.list_sessions(SessionFilter()):  # the timeline rebuilds each request's messages
+        entries = {m["idx"]: m["content"] for m in store.get_session(s["id"])["messages"]}
+        for call in (store.get_call(c["id"]) for c in store.get_session(s["id"])["calls"]):
+            rebuilt = [entries[x] if isinstance(x, int) else reply_units(entries[x[0]])[x[1]]
+                       for x in call["window_slots"]]
+            assert _reads_as(rebuilt, messages_of(call["request"])), call["idx"]
 
     session, calls = _loop(store)
     last = calls[-1]
