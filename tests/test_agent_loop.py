@@ -103,7 +103,7 @@ def test_responses_api_items_resent_one_by_one_are_not_shown_twice(recorder, sto
                response={"role": "assistant", "content": [answer]})
         sid = s.id
     session = store_of().get_session(sid)
-    assert [m["role"] for m in session["messages"]] == ["user", "assistant", None, "assistant"]
+    assert [m["role"] for m in session["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert session["messages"][2]["content"] == output
     items = [i for i in timeline(session) if i["kind"] == "message"]  # calls have their own lines
     tool = next(p for p in items[1]["parts"] if p["kind"] == "tool_use")

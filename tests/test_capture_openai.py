@@ -143,7 +143,10 @@ def test_responses_create_records_every_fixture(server, rec, name):
                             usage["output_tokens_details"]["reasoning_tokens"])
     assert call["response"] == {"role": "assistant", "content": payload["output"]}
     calls = [o["call_id"] for o in payload["output"] if o["type"] == "function_call"]
-    assert tool_ids(call["response"]) == calls
+    searches = [o["id"] for o in payload["output"] if o["type"] == "web_search_call"]  # the API's own tool steps
+    assert tool_ids(call["response"]) == [o.get("call_id", o["id"]) for o in payload["output"]
+                                          if o["type"] in ("function_call", "web_search_call")]
+    assert len(searches) == (3 if "web-search" in name else 0)
     assert call["stop_reason"] == ("tool_calls" if calls else "completed")
     assert call["request"] == server.requests[-1]["body"] and call["request"]["input"] == INPUT
 

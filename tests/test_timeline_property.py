@@ -5,10 +5,13 @@ compacts with a summary, edits an earlier message, retries the same window, call
 two calls from one prefix, and sends each reply back in one of the forms a reader calls the same. For every
 call, the timeline entries its window points at are the messages it sent (as a reader reads them), replay gives
 back the exact bytes, and the facts (added, trimmed, edited, compacted, reply not sent back) are the ones the
-generator knows. REASONLOG_TIMELINE_EXAMPLES sets the number of loops (2,000 by default, which CI runs).
+generator knows. The forms include those real agent CLIs send (issue 31): re-serialised tool-call arguments, ids,
+signatures and metadata the client adds, Gemini's `model` for `assistant`. REASONLOG_TIMELINE_EXAMPLES sets the
+number of loops (2,000 by default, which CI runs).
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 
@@ -25,7 +28,12 @@ from reasonlog.store import open_store
 
 EXAMPLES = int(os.environ.get("REASONLOG_TIMELINE_EXAMPLES", "2000"))
 OPS = ("append", "repeat", "slide", "trim", "compact", "edit", "retry", "tools", "fork")
-REPLY_FORMS = ("same", "string", "nulls", "sdk", "no_thinking")
+REPLY_FORMS = ("same", "string", "nulls", "sdk", "no_thinking", "client")
+# Replies real agent CLIs send back in another form (issue 31): Chat tool calls with their arguments re-serialised
+# (Qwen Code, OpenCode, Cline), with or without their `reasoning_content`; Responses custom and function calls with
+# the client's metadata added (Codex); Gemini function calls with an id and a signature the client made, under the
+# role `model`, without the thought parts (Gemini CLI).
+CLIENT_KINDS = ("chat_tools", "responses_tools", "gemini")
 
 
 @dataclass
@@ -56,7 +64,44 @@ def _reply(n: int, kind: str) -> dict:
              "content": [{"type": "output_text", "text": f"reply {n}", "annotations": []}]}]}
     if kind == "chat":
         return {"role": "assistant", "content": f"reply {n}", "refusal": None, "annotations": []}
+    if kind == "chat_tools":
+        return {"role": "assistant", "content": "", "reasoning_content": f"why {n}", "tool_calls": [
+            {"id": f"call_{n}{x}", "type": "function", "function": {"name": "sh", "arguments": _spaced(n, x)}}
+            for x in "ab"]}
+    if kind == "responses_tools":
+        return {"role": "assistant", "content": [
+            {"type": "custom_tool_call", "id": f"ctc_{n}", "status": "completed", "call_id": f"call_{n}a",
+             "name": "exec", "input": f"text(await tools.exec_command({{cmd: 'ls {n}'}}))"},
+            {"type": "function_call", "id": f"fc_{n}", "status": "completed", "call_id": f"call_{n}b", "name": "sh",
+             "arguments": _spaced(n, "b")}]}
+    if kind == "gemini":
+        return {"role": "assistant", "parts": [{"text": f"why {n}", "thought": True}, {"text": f"reply {n}"},
+                                               {"functionCall": {"name": "sh", "args": {"command": f"ls {n}"}}}]}
     return {"role": "assistant", "content": [{"type": "text", "text": f"reply {n}"}]}
+
+
+def _spaced(n: int, x: str) -> str:
+    return json.dumps({"command": f"ls {n}{x}", "flags": [1, 2]})  # with spaces, as a stream gives them
+
+
+def _compact(arguments: str) -> str:
+    return json.dumps(json.loads(arguments), separators=(",", ":"))
+
+
+def _client_resent(reply: dict) -> list:
+    """The reply as a real client sends it back (see CLIENT_KINDS)."""
+    if "tool_calls" in reply:
+        return [{"role": "assistant", "content": None, "tool_calls": [
+            {**c, "function": {**c["function"], "arguments": _compact(c["function"]["arguments"])}}
+            for c in reply["tool_calls"]]}]
+    if "parts" in reply:  # Gemini CLI leaves the thought parts out
+        call = reply["parts"][2]["functionCall"]
+        return [{"role": "model", "parts": [reply["parts"][1], {
+            "functionCall": {"id": f"sh_{call['args']['command']}_0", **call},
+            "thoughtSignature": "skip_thought_signature_validator"}]}]
+    passthrough = {"internal_chat_message_metadata_passthrough": {"turn_id": "turn-1"}}
+    return [{**{k: v for k, v in i.items() if k != "id"}, **passthrough,
+             **({"arguments": _compact(i["arguments"])} if "arguments" in i else {})} for i in reply["content"]]
 
 
 def _units(reply: dict) -> int:
@@ -66,6 +111,15 @@ def _units(reply: dict) -> int:
 def _resent(reply: dict, form: str) -> tuple[list, int]:
     """The reply as the agent appends it to its history, in a form a reader calls the same; and how many of
     its units it leaves out."""
+    content = reply.get("content")
+    client = "tool_calls" in reply or "parts" in reply or (
+        isinstance(content, list) and content[0].get("type") == "custom_tool_call")
+    if client:  # sent back as the real client does, without the reasoning beside its content, or as it came
+        if form == "client":
+            return _client_resent(reply), 0
+        if form == "no_thinking" and "reasoning_content" in reply:
+            return [{k: v for k, v in reply.items() if k != "reasoning_content"}], 0
+        return (list(reply["content"]) if _units(reply) > 1 else [reply]), 0
     if _units(reply) > 1:  # Responses output items: appended one by one, or only the message
         items = reply["content"]
         if form in ("string", "no_thinking"):
@@ -116,7 +170,7 @@ def loops(draw) -> Loop:
     reply = None
     facts = _facts(added=1)
     for n in range(draw(st.integers(1, 9))):
-        kind = draw(st.sampled_from(("text", "text", "thinking", "responses", "chat")))
+        kind = draw(st.sampled_from(("text", "text", "thinking", "responses", "chat", *CLIENT_KINDS)))
         call: dict = {}
         if n:
             op = draw(st.sampled_from(OPS + (("chain",) if _units(reply) > 1 else ())))

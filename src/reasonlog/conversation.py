@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from . import providers
 from .providers import openai_responses
 
 RESPONSES_ITEM_TYPES = openai_responses.ITEM_TYPES
@@ -39,9 +40,17 @@ Slot = int | tuple[int, int]   # a timeline entry, or (entry, item) for one item
 
 
 def reader_form(value: Any) -> Any:
-    """`value` (plain JSON data) as a reader sees it: nulls and empty lists gone, text blocks spelt one way."""
+    """A message (plain JSON data) as a reader sees it: what its protocol's clients add or respell when they send
+    a reply back taken out (`providers.reader_message`), nulls, empty lists and empty text gone, text blocks
+    spelt one way."""
     if isinstance(value, list):
         return [reader_form(v) for v in value]
+    return _form(providers.reader_message(value))
+
+
+def _form(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_form(v) for v in value]
     if not isinstance(value, dict):
         return value
     kind = value.get("type")
@@ -51,8 +60,8 @@ def reader_form(value: Any) -> Any:
         if key in _NOISE_KEYS or (item and key in ("id", "status")):
             continue
         if key == "content" and isinstance(v, str):
-            v = [{"type": "text", "text": v}]
-        v = reader_form(v)
+            v = [{"type": "text", "text": v}] if v else None
+        v = _form(v)
         if v is None or v == [] or v == {}:
             continue
         out[key] = "text" if key == "type" and isinstance(v, str) and v in _TEXT_TYPES else v
@@ -76,12 +85,16 @@ def reply_units(reply: Any) -> list[Any]:
 
 
 def reply_variants(form: Any) -> list[Any]:
-    """Other forms in which an agent sends a reply back and a reader calls it the same: without its thinking,
-    and (when only text is left) as one text block."""
-    if not isinstance(form, dict) or not isinstance(form.get("content"), list):
+    """Other forms in which an agent sends a reply back and a reader calls it the same: without its thinking
+    (thinking blocks, or the reasoning a protocol keeps beside its content: `providers.without_thinking`), and
+    (when only text is left) as one text block."""
+    if not isinstance(form, dict):
         return []
+    variants = providers.without_thinking(form)
+    form = variants[0] if variants else form
+    if not isinstance(form.get("content"), list):
+        return variants
     kept = [b for b in form["content"] if not (isinstance(b, dict) and b.get("type") in _THINKING_TYPES)]
-    variants = []
     if kept and len(kept) < len(form["content"]):
         variants.append({**form, "content": kept})
     texts = [b["text"] for b in kept

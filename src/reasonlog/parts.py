@@ -123,7 +123,7 @@ def _parts_of_message(message: Any) -> list[Part]:
         return [text_part(message)]
     if not isinstance(message, dict):
         return [Part("opaque", data=message)]
-    if "role" not in message and "type" in message:
+    if "type" in message and ("role" not in message or message["type"] in _NOTE_ITEMS):
         return _parts_of_block(message)
     if isinstance(message.get("parts"), list) and "content" not in message:  # Gemini `contents` entry
         return [p for part in message["parts"] for p in _parts_of_gemini(part)]
@@ -172,8 +172,19 @@ def _parts_of_block(block: Any) -> list[Part]:
         return [tool_use_part(block.get("id"), block.get("name"), block.get("input"))]
     if kind == "function_call":  # OpenAI Responses
         return [tool_use_part(block.get("call_id"), block.get("name"), _json_or_text(block.get("arguments")))]
-    if kind == "function_call_output":
+    if kind == "custom_tool_call":  # OpenAI Responses custom (freeform) tool: Codex's `exec` takes JavaScript
+        return [tool_use_part(block.get("call_id"), block.get("name"), block.get("input"))]
+    if kind in ("function_call_output", "custom_tool_call_output"):
         return [Part("tool_result", tool_use_id=_ident(block.get("call_id")), text=_as_text(block.get("output")))]
+    if kind == "web_search_call":  # a search the Responses API ran itself: a tool step, its query and status
+        action = block.get("action")
+        # the pages it found are many, and kept in the raw payload and the message
+        step = {k: v for k, v in action.items() if k != "sources"} if isinstance(action, dict) else {}
+        if "status" in block:
+            step["status"] = block["status"]
+        return [tool_use_part(block.get("id"), "web_search", step), _web_search_result(block, action)]
+    if kind in _NOTE_ITEMS:
+        return [text_part(_NOTE_ITEMS[kind](block))]
     if kind == "tool_result":
         return [Part("tool_result", tool_use_id=_ident(block.get("tool_use_id")), text=_as_text(block.get("content")),
                      is_error=bool(block.get("is_error")))]
@@ -182,6 +193,39 @@ def _parts_of_block(block: Any) -> list[Part]:
     if kind in ("image", "image_url", "input_image"):
         return [Part("image", data=block)]
     return [Part("opaque", name=_ident(kind), data=block)]
+
+
+def _web_search_result(block: dict, action: Any) -> Part:
+    """What a web search step found, as its result: the pages it names (a search's sources, the page it opened),
+    else its status."""
+    action = action if isinstance(action, dict) else {}
+    pages = [_as_text(s["url"]) for s in _list(action.get("sources")) if isinstance(s, dict) and s.get("url")]
+    pages = pages or ([action["url"]] if isinstance(action.get("url"), str) else [])
+    status = block.get("status")
+    return Part("tool_result", tool_use_id=_ident(block.get("id")), name="web_search",
+                text="\n".join(pages) or _as_text(status), is_error=status in ("failed", "incomplete"))
+
+
+def _tool_names(tools: Any) -> list[str]:
+    """The names of the tools listed (those inside a namespace as `namespace.name`)."""
+    names: list[str] = []
+    for tool in _list(tools):
+        if isinstance(tool, dict) and tool.get("type") == "namespace":
+            names += [f"{tool.get('name')}.{n}" for n in _tool_names(tool.get("tools"))]
+        elif isinstance(tool, dict):
+            names.append(str(tool.get("name") or tool.get("type")))
+    return names
+
+
+def _settings(block: dict) -> str:
+    return orjson.dumps({k: v for k, v in block.items() if k not in ("type", "id")}).decode()
+
+
+# Responses input items that configure the conversation rather than say something in it (Codex 0.171): a note.
+_NOTE_ITEMS = {
+    "configuration_update": lambda b: f"configuration update: {_settings(b)}",
+    "additional_tools": lambda b: f"tools offered: {', '.join(_tool_names(b.get('tools')))}",
+}
 
 
 def _parts_of_gemini(part: Any) -> list[Part]:

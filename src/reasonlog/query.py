@@ -4,7 +4,7 @@ from __future__ import annotations
 import difflib
 import re
 import statistics
-from collections import defaultdict
+from collections import defaultdict, deque
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +30,7 @@ def timeline(session: dict) -> list[dict]:
     message made only of results already shown that way is left out.
     """
     results = _results_by_tool_use(session)
+    by_name = _ids_by_name(results)
     xml_tags = session.get("xml_tool_tags") or ()
     shown: set[str] = set()
     items: list[dict] = []
@@ -53,7 +54,7 @@ def timeline(session: dict) -> list[dict]:
             items.append({"kind": "system", "idx": m["idx"], "call_id": m["call_id"], "at": m["at"],
                           "text": strip_controls(_system_text(m["content"]))})
             continue
-        message = _message_item(m, xml_tags, results, shown)
+        message = _message_item(m, xml_tags, results, shown, by_name)
         if message is not None:
             items.append(message)
     tail = [call_item(c) for _, c in pending] + [_outcome_item(o) for idx in sorted(outcomes) for o in outcomes[idx]]
@@ -101,19 +102,42 @@ def call_item(call: dict) -> dict:
     return {**item, **{k: call.get(k) for k in keys}}
 
 
-def _message_item(m: dict, xml_tags, results: dict, shown: set[str]) -> dict | None:
+def _message_item(m: dict, xml_tags, results: dict, shown: set[str], by_name: dict[str, deque]) -> dict | None:
     parts = parts_of(m["content"], xml_tags, m["call_id"])
     if parts and all(p.kind == "tool_result" and p.tool_use_id in shown for p in parts):
         return None
     rendered = []
     for p in parts:
         part = _part_dict(p)
-        if p.kind == "tool_use" and p.tool_use_id is not None and p.tool_use_id in results:
-            part["result"] = results[p.tool_use_id]
-            shown.add(p.tool_use_id)
+        if p.kind == "tool_use":
+            found = p.tool_use_id if p.tool_use_id in results else _unnamed_result(p.name, by_name, shown)
+            if found is not None:
+                part["result"] = {k: v for k, v in results[found].items() if k != "name"}
+                shown.add(found)
         rendered.append(part)
+    # a result given in the message of its own call (a web search the API ran) is shown with the call only
+    rendered = [r for r in rendered if r["kind"] != "tool_result" or r["tool_use_id"] not in
+                {q.get("tool_use_id") for q in rendered if "result" in q}]
     return {"kind": "message", "idx": m["idx"], "role": m["role"], "call_id": m["call_id"], "at": m["at"],
             "parts": rendered}
+
+
+def _ids_by_name(results: dict[str, dict]) -> dict[str, deque]:
+    """The ids of the results of each tool, in order."""
+    out: dict[str, deque] = defaultdict(deque)
+    for k, r in results.items():
+        if r.get("name"):
+            out[r["name"]].append(k)
+    return out
+
+
+def _unnamed_result(name: str | None, by_name: dict[str, deque], shown: set[str]) -> str | None:
+    """The result of a tool call the model gave no id: Gemini pairs calls and responses by name, in order (a
+    client such as Gemini CLI makes ids for its responses), so the first result of that name not yet shown."""
+    queue = by_name.get(name or "")
+    while queue and queue[0] in shown:
+        queue.popleft()
+    return queue.popleft() if queue else None
 
 
 def _ended_at(call: dict) -> str:
@@ -135,11 +159,11 @@ def _results_by_tool_use(session: dict) -> dict[str, dict]:
         for p in parts_of(m["content"]):
             if p.kind == "tool_result" and p.tool_use_id:
                 found.setdefault(p.tool_use_id, {"content": strip_controls(p.text), "is_error": p.is_error,
-                                             "duration_ms": None})
+                                                 "duration_ms": None, "name": p.name})
     for t in session["tool_results"]:  # what the agent recorded itself knows the duration: it wins
         if t["tool_use_id"]:
             found[t["tool_use_id"]] = {"content": _result_text(t["content"]), "is_error": t["is_error"],
-                                       "duration_ms": t["duration_ms"]}
+                                       "duration_ms": t["duration_ms"], "name": t.get("name")}
     return found
 
 

@@ -150,7 +150,8 @@ def _print_part(part: dict, full: bool) -> None:
 
 
 def _print_tool_use(part: dict, full: bool) -> None:
-    args = orjson.dumps(part.get("input")).decode()
+    given = part.get("input")
+    args = given if isinstance(given, str) else orjson.dumps(given).decode()  # a freeform tool's input as written
     console.print(Text(f"→ {part.get('name')}", style="yellow")
                   + Text(f" {_fold(args, full)}  ({part['tool_use_id']})"))
     result = part.get("result")

@@ -18,13 +18,36 @@ PROTOCOLS: tuple[ModuleType, ...] = (anthropic, openai_chat, openai_responses, g
 MESSAGE_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.MESSAGES for p in PROTOCOLS))
 SYSTEM_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.SYSTEM for p in PROTOCOLS if p.SYSTEM))
 
-__all__ = ["MESSAGE_KEYS", "PROTOCOLS", "SYSTEM_KEYS", "Unwrapped", "context_window", "messages_of",
-           "protocol_of", "system_of", "unwrap"]
+__all__ = ["MESSAGE_KEYS", "PROTOCOLS", "STRING_INPUT", "SYSTEM_KEYS", "Unwrapped", "context_window", "messages_of",
+           "protocol_of", "reader_message", "role_of", "string_message", "system_of", "unwrap", "without_thinking"]
+
+
+def reader_message(message: object) -> object:
+    """A message (or input item, or `contents` entry) as a reader reads it, whichever protocol sent it: what a
+    client adds when it sends a reply back, or spells another way, taken out by each protocol's own
+    `reader_message` (their shapes do not overlap, so each leaves the others' messages alone)."""
+    if not isinstance(message, dict):
+        return message
+    for protocol in PROTOCOLS:
+        message = protocol.reader_message(message)
+    return message
+
+
+# A Responses request may send its input as one string: one user message.
+STRING_INPUT = openai_responses.MESSAGES
+
+
+def string_message(text: str) -> dict:
+    """The message a string `input` stands for."""
+    return {"role": "user", "content": text}
 
 
 def messages_of(request: dict) -> list:
-    """The messages (or input items, or contents) a request sent."""
-    return next((request[k] for k in MESSAGE_KEYS if isinstance(request.get(k), list)), [])
+    """The messages (or input items, or contents) a request sent; a string `input` as one user message."""
+    found = next((request[k] for k in MESSAGE_KEYS if isinstance(request.get(k), list)), None)
+    if found is None and isinstance(request.get(STRING_INPUT), str):
+        return [string_message(request[STRING_INPUT])]
+    return found if found is not None else []
 
 
 def system_of(request: dict) -> object:
@@ -60,3 +83,21 @@ def context_window(model: str | None) -> int | None:
     from ..pricing import load_price_table  # the table loads once, when first needed
 
     return load_price_table().context_window(model)
+
+
+def without_thinking(message: dict) -> list[dict]:
+    """The forms a reply takes when a client sends it back without the reasoning its protocol keeps outside the
+    content blocks (Chat's `reasoning_content`, Gemini's thought parts); none when it has no such reasoning."""
+    found = (openai_chat.without_thinking(message), gemini.without_thinking(message))
+    return [m for m in found if m is not None]
+
+
+def role_of(message: object) -> str | None:
+    """Who a message of any protocol stands for, named as reasonlog names it: Gemini's `model` is `assistant`; a
+    Responses item without a role is the model's (a call, reasoning), a tool's (an output) or a setting's."""
+    role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+    if role == "model":
+        return "assistant"
+    if role is None and isinstance(message, dict):
+        return openai_responses.item_role(message)
+    return role if isinstance(role, str) else None

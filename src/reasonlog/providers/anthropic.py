@@ -38,6 +38,12 @@ def unwrap(body: dict) -> Unwrapped | None:
                      usage(raw) if isinstance(raw, dict) else None, body.get("stop_reason"), body.get("id"))
 
 
+def reader_message(message: dict) -> dict:
+    """A message as a reader reads it: Claude Code sends its replies back as they came (`cache_control`, which
+    moves, is left out for every protocol by `conversation.reader_form`)."""
+    return message
+
+
 def curl(body: str) -> str:
     """A shell command that sends `body` (JSON text, shell-quoted by the caller) again."""
     return (f"curl {BASE_URL}{PATH} -H 'content-type: application/json' -H 'x-api-key: $ANTHROPIC_API_KEY'"

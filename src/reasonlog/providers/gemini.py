@@ -35,6 +35,41 @@ def unwrap(body: dict) -> Unwrapped | None:
                      candidates[0].get("finishReason"), body.get("responseId"))
 
 
+# Part fields the client adds when it sends a reply back: Gemini CLI signs a turn's first function call
+# (`thoughtSignature`, "skip_thought_signature_validator" when the model gave none).
+CLIENT_PART_KEYS = frozenset({"thoughtSignature", "thought_signature"})
+
+
+def reader_message(message: dict) -> dict:
+    """A `contents` entry as a reader reads it: the model's role named `assistant`, as the other protocols name
+    it; a part without what the client adds (`CLIENT_PART_KEYS`); a function call by its name and arguments, not
+    the `id` a client makes for it when the model gave none (Gemini CLI sends `run_shell_command_<epoch ms>_0`)."""
+    parts = message.get("parts")
+    if not isinstance(parts, list) or "content" in message:
+        return message
+    role = "assistant" if message.get("role") == "model" else message.get("role")
+    return {**message, "role": role, "parts": [_reader_part(p) for p in parts]}
+
+
+def without_thinking(message: dict) -> dict | None:
+    """The reply as a client sends it back without its thought parts (Gemini CLI drops them); None when it has
+    none."""
+    parts = message.get("parts")
+    if not isinstance(parts, list) or not any(isinstance(p, dict) and p.get("thought") for p in parts):
+        return None
+    return {**message, "parts": [p for p in parts if not (isinstance(p, dict) and p.get("thought"))]}
+
+
+def _reader_part(part: object) -> object:
+    if not isinstance(part, dict):
+        return part
+    out = {k: v for k, v in part.items() if k not in CLIENT_PART_KEYS}
+    call = out.get("functionCall")
+    if isinstance(call, dict) and "id" in call:
+        out["functionCall"] = {k: v for k, v in call.items() if k != "id"}
+    return out
+
+
 def curl(body: str, model: str = "MODEL") -> str:
     return (f"curl {BASE_URL}{PATH.format(model=model)} -H 'content-type: application/json'"
             f" -H \"x-goog-api-key: $GEMINI_API_KEY\" \\\n  -d {body}")

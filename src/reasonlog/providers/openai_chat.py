@@ -2,6 +2,7 @@
 message, usage whose prompt tokens include cached ones."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..model import Usage
@@ -48,6 +49,44 @@ def unwrap(body: dict) -> Unwrapped | None:
     raw = body.get("usage")
     return Unwrapped(choices[0]["message"], usage(raw) if isinstance(raw, dict) else None,
                      choices[0].get("finish_reason"), body.get("id"))
+
+
+def reader_message(message: dict) -> dict:
+    """A message as a reader reads it: each tool call by its id, name and parsed arguments. Clients that parse a
+    streamed call's arguments send them back re-serialised (Qwen Code, OpenCode and Cline send
+    `{"command":"ls"}` for the `{"command": "ls"}` the stream gave) and may drop `type` or add `index`."""
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list) or not calls:
+        return message
+    return {**message, "tool_calls": [_reader_call(c) for c in calls]}
+
+
+REASONING_KEYS = ("reasoning_content", "reasoning")  # DeepSeek and xAI; vLLM and Ollama
+
+
+def without_thinking(message: dict) -> dict | None:
+    """The reply as a client sends it back without its reasoning (most do: the AI SDK, Qwen Code); None when it
+    has none."""
+    if not any(message.get(k) for k in REASONING_KEYS):
+        return None
+    return {k: v for k, v in message.items() if k not in REASONING_KEYS}
+
+
+def _reader_call(call: object) -> object:
+    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+        return call
+    fn = call["function"]
+    return {"id": call.get("id"), "name": fn.get("name"), "arguments": parsed(fn.get("arguments"))}
+
+
+def parsed(arguments: object) -> object:
+    """Tool-call arguments given as a JSON string, parsed (a string that is no JSON stays as it is)."""
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
 
 
 def curl(body: str) -> str:

@@ -20,6 +20,11 @@ ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "web_search_cal
                         "code_interpreter_call", "computer_call", "image_generation_call", "local_shell_call",
                         "mcp_call", "custom_tool_call", "mcp_list_tools", "mcp_approval_request", "compaction"})
 
+# What a client adds to the items it sends back, which says nothing of what they say (Codex 0.171 adds its turn).
+CLIENT_KEYS = frozenset({"internal_chat_message_metadata_passthrough"})
+# Item types that call a tool, and the field holding the call's input.
+CALL_INPUTS = {"function_call": "arguments", "custom_tool_call": "input", "local_shell_call": "action"}
+
 usage = openai_chat.usage  # the same counters under other names (`input_tokens`, `input_tokens_details`)
 
 
@@ -30,6 +35,33 @@ def is_item(value: object) -> bool:
     kind = value.get("type")
     return isinstance(kind, str) and (kind in ITEM_TYPES or kind.endswith("_call")) and \
         (kind != "message" or "role" in value)
+
+
+def reader_message(item: dict) -> dict:
+    """An input or output item as a reader reads it: without what the client adds (`CLIENT_KEYS`), a function
+    call's arguments parsed (a client may send them back re-serialised)."""
+    if not isinstance(item.get("type"), str):
+        return item
+    out = {k: v for k, v in item.items() if k not in CLIENT_KEYS} if CLIENT_KEYS.intersection(item) else item
+    if out.get("type") == "function_call" and isinstance(out.get("arguments"), str):
+        out = {**out, "arguments": openai_chat.parsed(out["arguments"])}
+    return out
+
+
+# Input items that configure the conversation (Codex 0.171) rather than say something in it.
+SETTING_TYPES = frozenset({"configuration_update", "additional_tools"})
+
+
+def item_role(item: dict) -> str | None:
+    """Who an item without a role stands for: the model's calls and reasoning, a tool's output, a setting."""
+    kind = item.get("type")
+    if not isinstance(kind, str):
+        return None
+    if kind in SETTING_TYPES:
+        return "system"
+    if kind.endswith("_output"):
+        return "tool"
+    return "assistant" if kind in ITEM_TYPES or kind.endswith("_call") else None
 
 
 def is_output(items: object) -> bool:

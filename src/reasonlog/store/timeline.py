@@ -24,6 +24,7 @@ from ..conversation import (
     reply_units,
     reply_variants,
 )
+from ..providers import role_of
 from ..wire import jsonable
 from .content import CANONICAL, canonical, decode_context
 
@@ -222,5 +223,4 @@ def _entry_contents(cur, session_id: str, entries: set[int]) -> dict[int, int]:
 
 
 def _role(message: Any) -> str | None:
-    role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
-    return role if isinstance(role, str) else None
+    return role_of(message)

@@ -73,6 +73,8 @@ class Split:
 def split_request(request: dict) -> Split:
     """Separate a request body into what is stored by reference and the parameters kept inline."""
     found = next((k for k in MESSAGE_KEYS if isinstance(request.get(k), list)), None)
+    if found is None and isinstance(request.get(providers.STRING_INPUT), str):  # one user message, as a string
+        return _split_string_input(request)
     msg_key = found or "messages"
     sys_key = next((k for k in SYSTEM_KEYS if k in request), "system")
     tools = request.get(TOOLS_KEY)
@@ -87,12 +89,24 @@ def split_request(request: dict) -> Split:
                  None if shape == DEFAULT_SHAPE else shape, has_system=sys_key in request)
 
 
+def _split_string_input(request: dict) -> Split:
+    """A Responses request whose `input` is a string: that string is one user message (which the timeline,
+    show and search read), given back as the string it was by `join_request`."""
+    split = split_request({k: v for k, v in request.items() if k != providers.STRING_INPUT})
+    split.messages = [providers.string_message(request[providers.STRING_INPUT])]
+    split.shape = {**(split.shape or DEFAULT_SHAPE), "messages": providers.STRING_INPUT, "string": True}
+    split.shape.pop("no_messages", None)
+    return split
+
+
 def join_request(params: dict, shape: dict | None, system: Any, has_system: bool, messages: list,
                  tools: list | None) -> dict:
     """Inverse of `split_request`."""
     shape = shape or DEFAULT_SHAPE
     out = dict(params)
-    if not shape.get("no_messages"):
+    if shape.get("string") and len(messages) == 1 and isinstance(messages[0], dict):
+        out[shape["messages"]] = messages[0].get("content")
+    elif not shape.get("no_messages"):
         out[shape["messages"]] = messages
     if has_system:
         out[shape["system"]] = system
