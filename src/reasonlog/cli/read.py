@@ -16,8 +16,8 @@ from ..semantic.search import MODES, default_mode
 from ..semantic.search import search as semantic_search
 from ..store import SessionFilter, StoreError
 from ..store.search import Query
-from .reason import session_names
 from .group import HOW_TO_START, cli, console, emit_json, json_option
+from .reason import session_names
 from .replaying import replay_options, send_replay
 from .show import money
 from .tables import Column, print_table

@@ -73,7 +73,9 @@ def _print_record(r: dict, session: str, full: bool) -> None:
     art = r["artifact"]
     if art is not None:
         found = "has this record" if art["has_record"] else "MISSING this record"
-        console.print(Text(f"  long form: {art['path']} ({found})", style="dim"))
+        # Whole on one line however narrow the terminal: a path is copied, not read.
+        console.print(Text(f"  long form: {art['path']} ({found})", style="dim"), no_wrap=True, overflow="ignore",
+                      crop=False)
     if full and r["details"]:
         console.print(Text("  " + r["details"].replace("\n", "\n  ")))
 
