@@ -90,8 +90,10 @@ def _field(value) -> str:
 
 
 def session_names(store, ids) -> dict[str, str]:
-    """Each session as people named it: the id the agent gave (`--session orch-42`), else ours."""
-    return {sid: store.session_row(sid).get("external_id") or sid for sid in ids}
+    """Each session as people named it: the id the agent gave (`--session orch-42`) where ours was made for it,
+    else ours (an importer's ids already hold the agent's: `aac57f5@<parent>`). Either one resolves in `show`."""
+    names = {sid: store.session_row(sid).get("external_id") for sid in ids}
+    return {sid: name if name and name not in sid else sid for sid, name in names.items()}
 
 
 @reason.command("missing")

@@ -108,7 +108,7 @@ def _table(columns: list[Column], rows: list[list[Cell]], totals: list[Cell] | N
                          justify="right" if c.numeric else "left",
                          no_wrap=c.whole or c.numeric or one_line or c.shrink is not None,
                          overflow="ellipsis" if c.shrink is not None else "fold",
-                         min_width=_longest(c, rows, n) if c.whole else c.shrink)
+                         min_width=_longest(c, rows, n) if c.whole else None)
     for row in rows:
         table.add_row(*row)
     return table
