@@ -1,12 +1,11 @@
 """Questions people ask of a store: the conversation of a session, statistics, what changed between calls."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import difflib
 import re
 import statistics
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
