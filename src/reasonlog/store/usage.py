@@ -247,7 +247,8 @@ def _latencies(cur, by: str, where: str, args: list, flt) -> dict[Any, list[floa
     from . import reading
 
     span, span_args = reading.span_sql(flt)
-    rows = cur.execute(latencies_sql(_key_sql(CALL_KEYS, by), where, span.replace("@", "c.started_at")), [*args, *span_args])
+    rows = cur.execute(latencies_sql(_key_sql(CALL_KEYS, by), where, span.replace("@", "c.started_at")),
+                       [*args, *span_args])
     out: dict[Any, list[float]] = {}
     for k, value in rows:
         out.setdefault(k, []).append(value)
