@@ -45,7 +45,7 @@ def days_of(groups: dict[str, dict], tokens_of) -> tuple[list[Day], list[str]]:
             d.cost[series] = d.cost.get(series, 0) + t["cost_usd"]
         d.unpriced += t["calls_without_cost"]
         size[series] = size.get(series, 0) + tokens_of(t) + 1e6 * (t["cost_usd"] or 0)
-    names = sorted(size, key=lambda n: -size[n])
+    names = sorted((n for n in size if size[n] > 0), key=lambda n: -size[n])  # only what is drawn
     if len(names) > COLOURS:
         kept = set(names[:COLOURS - 1])
         for d in by_day.values():
@@ -126,7 +126,7 @@ def _bars(d: Day, x: float, w: float, top_tokens: float, top_cost: float, names:
     base = TOKENS_H + GAP_H + COST_H
     if d.cost_total is None:
         out.append(f'<text class="unknown" x="{x + w / 2:.1f}" y="{base - 4}" text-anchor="middle">—'
-                   f'<title>{d.day}: {d.unpriced:,} calls, no price known</title></text>')
+                   f'<title>{d.day}: {_calls(d.unpriced)}, no price known</title></text>')
     else:
         y = float(base)
         for name in names:
@@ -138,10 +138,14 @@ def _bars(d: Day, x: float, w: float, top_tokens: float, top_cost: float, names:
                            f' height="{h:.1f}"><title>{d.day} · {escape(name)}: {_usd(value)}</title></rect>')
         if d.unpriced:
             out.append(f'<text class="unknown" x="{x + w / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle">+'
-                       f'<title>{d.day}: and {d.unpriced:,} calls with no price known</title></text>')
+                       f'<title>{d.day}: and {_calls(d.unpriced)} with no price known</title></text>')
     out.append(f'<title>{d.day}: {d.token_total:,.0f} tokens · '
                f'{"—" if d.cost_total is None else _usd(d.cost_total)}</title></g>')
     return out
+
+
+def _calls(n: int) -> str:
+    return f"{n:,} call{'s' if n != 1 else ''}"
 
 
 def _usd(value: float) -> str:
