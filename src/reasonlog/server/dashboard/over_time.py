@@ -10,7 +10,7 @@ from datetime import date
 from markupsafe import Markup, escape
 
 WIDTH, LEFT, RIGHT = 1000, 70, 10
-TOKENS_H, GAP_H, COST_H, LABELS_H = 170, 16, 100, 34
+TOP, TOKENS_H, GAP_H, COST_H, LABELS_H = 14, 170, 22, 100, 24  # the tokens' panel, then the cost's
 COLOURS = 8  # series drawn in their own colour; the rest are summed as "other"
 OTHER = "other"
 
@@ -68,21 +68,22 @@ def chart(days: list[Day], names: list[str]) -> Markup:
     top_tokens = max(d.token_total for d in days) or 1
     top_cost = max((d.cost_total or 0) for d in days) or 1
     colour = {n: n_ for n_, n in enumerate(names)}
-    height = TOKENS_H + GAP_H + COST_H + LABELS_H
+    height = TOP + TOKENS_H + GAP_H + COST_H + LABELS_H
     out = [f'<svg class="chart over-time" role="img" aria-label="Tokens and cost by day" viewBox="0 0 {WIDTH}'
            f' {height}" width="100%" preserveAspectRatio="xMinYMin meet">',
-           *_axis(0, TOKENS_H, top_tokens, "tokens"), *_axis(TOKENS_H + GAP_H, COST_H, top_cost, "$")]
-    label_every = max(1, round(len(slots) / 16))
+           *_axis(TOP, TOKENS_H, top_tokens, "tokens"), *_axis(TOP + TOKENS_H + GAP_H, COST_H, top_cost, "$")]
+    label_every, year = max(1, round(len(slots) / 16)), ""
     for n, slot in enumerate(slots):
         x = LEFT + n * step
         if isinstance(slot, int):
             out.append(f'<g class="break"><title>{slot} day{"s" if slot != 1 else ""} with no usage</title>'
-                       f'<text x="{x + step / 2:.1f}" y="{TOKENS_H - 4}" text-anchor="middle">⋯</text></g>')
+                       f'<text x="{x + step / 2:.1f}" y="{TOP + TOKENS_H - 4}" text-anchor="middle">⋯</text></g>')
             continue
         out += _bars(slot, x + step * 0.15, step * 0.7, top_tokens, top_cost, names, colour)
-        if n % label_every == 0:
+        if n % label_every == 0:  # the year where it changes (the first label has it)
+            shown, year = (slot.day if slot.day[:4] != year else slot.day[5:]), slot.day[:4]
             out.append(f'<text class="day" x="{x + step / 2:.1f}" y="{height - LABELS_H + 14}"'
-                       f' text-anchor="middle">{slot.day[5:]}</text>')
+                       f' text-anchor="middle">{shown}</text>')
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -109,13 +110,13 @@ def _axis(y0: float, h: float, top: float, unit: str) -> list[str]:
     return [f'<line class="tick" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y0 + h * (1 - f):.1f}"'
             f' y2="{y0 + h * (1 - f):.1f}"/><text class="tick" x="{LEFT - 6}" y="{y0 + h * (1 - f) + 4:.1f}"'
             f' text-anchor="end">{shown(top * f)}</text>' for f in (0, 0.5, 1)] + [
-        f'<text class="tick axis-name" x="4" y="{y0 + 12}">{"cost" if unit == "$" else "tokens"}</text>']
+        f'<text class="tick axis-name" x="4" y="{y0 + h / 4 + 4:.1f}">{"cost" if unit == "$" else "tokens"}</text>']
 
 
 def _bars(d: Day, x: float, w: float, top_tokens: float, top_cost: float, names: list[str],
           colour: dict[str, int]) -> list[str]:
     out = [f'<g class="day-bars" data-day="{d.day}">']
-    y = float(TOKENS_H)
+    y = float(TOP + TOKENS_H)
     for name in names:
         value = d.tokens.get(name)
         if value:
@@ -123,7 +124,7 @@ def _bars(d: Day, x: float, w: float, top_tokens: float, top_cost: float, names:
             y -= h
             out.append(f'<rect class="seg s{colour[name]}" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}">'
                        f'<title>{d.day} · {escape(name)}: {value:,.0f} tokens</title></rect>')
-    base = TOKENS_H + GAP_H + COST_H
+    base = TOP + TOKENS_H + GAP_H + COST_H
     if d.cost_total is None:
         out.append(f'<text class="unknown" x="{x + w / 2:.1f}" y="{base - 4}" text-anchor="middle">—'
                    f'<title>{d.day}: {_calls(d.unpriced)}, no price known</title></text>')
