@@ -113,7 +113,8 @@ def reason_missing(obj, phases, session, as_json):
     for r in store.list_reasoning_records(sid):
         seen.setdefault((r["session_id"], r["agent"] or "-"), set()).add(r["phase"])
     names = session_names(store, {s for s, _ in seen})
-    rows = [{"session_id": s, "session": names[s], "agent": a, "missing": [p for p in wanted if p not in got]}
+    rows: list[dict] = [{"session_id": s, "session": names[s], "agent": a,
+                         "missing": [p for p in wanted if p not in got]}
             for (s, a), got in sorted(seen.items())]
     rows = [r for r in rows if r["missing"]]
     if as_json:

@@ -57,7 +57,7 @@ def _shrunk(table: Table, columns: list[Column], rows: list[list[Cell]], shown: 
         if columns[i].shrink is None or over <= 0:
             continue
         longest = _longest(columns[i], rows, i)
-        cut = min(over, longest - columns[i].shrink)  # type: ignore[operator]
+        cut = min(over, longest - (columns[i].shrink or 0))
         table.columns[at].width = longest - cut
         over -= cut
     return table
@@ -65,7 +65,7 @@ def _shrunk(table: Table, columns: list[Column], rows: list[list[Cell]], shown: 
 
 def _slack(columns: list[Column], rows: list[list[Cell]], shown: list[int]) -> int:
     """How many characters the shrinkable columns among `shown` can give up."""
-    return sum(max(0, _longest(columns[i], rows, i) - columns[i].shrink) for i in shown  # type: ignore[operator]
+    return sum(max(0, _longest(columns[i], rows, i) - (columns[i].shrink or 0)) for i in shown
                if columns[i].shrink is not None)
 
 

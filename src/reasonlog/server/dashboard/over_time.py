@@ -31,7 +31,7 @@ class Day:
         return sum(self.cost.values()) if self.cost else None
 
 
-def days_of(groups: dict[str, dict], tokens_of) -> tuple[list[Day], list[str]]:
+def days_of(groups: dict[str | None, dict], tokens_of) -> tuple[list[Day], list[str]]:
     """Days with usage, in order, from totals keyed `day<TAB>series`; and the series, the largest first (those
     past COLOURS folded into "other")."""
     by_day: dict[str, Day] = {}
