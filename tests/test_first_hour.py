@@ -8,12 +8,16 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import hypothesis
+import hypothesis.strategies as st
 import pytest
 from conftest import FIXTURES
 from fastapi.testclient import TestClient
 
+import reasonlog
 from reasonlog.server.app import create_app
 from reasonlog.store import open_store
 
@@ -165,3 +169,59 @@ def test_the_reasoning_api_finds_a_model_however_it_is_cased(trading):
     assert [s["model"] for s in asked["GPT-5"].json()["sessions"]] == ["gpt-5"]
     assert asked["GPT-5"].json() == asked["gpt-5"].json() == asked["Gpt-5"].json()
     assert [s["model"] for s in asked["DeepSeek-Chat-V3.1"].json()["sessions"]] == ["deepseek-chat-v3.1"]
+
+
+# ------------------------------------------------------------------ usage by a pair of keys (the usage page's chart)
+
+CALLS = [("2025-11-03", "gpt-5", "planner", 100, 10, 0.5), ("2025-11-03", "gpt-5", "coder", 50, 5, 0.25),
+         ("2025-11-03", None, "coder", 7, 1, None), ("2025-11-05", "claude-sonnet-4-5", "coder", 30, 3, 0.125)]
+
+
+def record_calls(target, calls) -> None:
+    rec = reasonlog.Recorder(target, writer="sync")
+    for day, model, agent, tokens_in, tokens_out, cost in calls:
+        with rec.session(agent=agent, started_at=f"{day}T09:00:00Z") as s:
+            s.call(messages=[{"role": "user", "content": "go"}], response="ok", model=model, cost_usd=cost,
+                   usage=reasonlog.Usage(input_tokens=tokens_in, output_tokens=tokens_out),
+                   started_at=f"{day}T09:00:01Z")
+    rec.close()
+
+
+def test_usage_by_day_and_model_or_agent_on_both_databases(db):
+    record_calls(db, CALLS)
+    store = open_store(db, read_only=True)
+    every = reasonlog.SessionFilter(limit=None)
+    by_model = {k: (t["calls"], t["input_tokens"], t["cost_usd"]) for k, t in
+                store.usage_groups("day+model", every, latencies=False).items()}
+    assert by_model == {"2025-11-03\tgpt-5": (2, 150, 0.75), "2025-11-03\t": (1, 7, None),
+                        "2025-11-05\tclaude-sonnet-4-5": (1, 30, 0.125)}
+    by_agent = {k: (t["calls"], t["output_tokens"]) for k, t in
+                store.usage_groups("day+agent", every, latencies=True).items()}
+    assert by_agent == {"2025-11-03\tplanner": (1, 10), "2025-11-03\tcoder": (2, 6), "2025-11-05\tcoder": (1, 3)}
+
+
+@hypothesis.settings(max_examples=25, deadline=None)
+@hypothesis.given(st.lists(st.tuples(st.sampled_from(["2025-11-01", "2025-11-02", "2025-11-09"]),
+                                     st.sampled_from(["gpt-5", "claude-sonnet-4-5", None]),
+                                     st.sampled_from(["a", "b"]), st.integers(0, 10_000), st.integers(0, 500),
+                                     st.one_of(st.none(), st.sampled_from([0.5, 0.25, 0.125]))),
+                          min_size=1, max_size=8))
+def test_the_pairs_add_up_to_each_key_alone(calls):
+    """Summed over its second key, `day+model` (or `day+agent`) gives what `day` gives, and over days what the
+    second key alone gives: the chart's stacks and the tables below it agree."""
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / "p.db"
+        record_calls(target, calls)
+        store = open_store(target, read_only=True)
+        every = reasonlog.SessionFilter(limit=None)
+        for second in ("model", "agent"):
+            pairs = store.usage_groups(f"day+{second}", every, latencies=False)
+            for by, part in (("day", 0), (second, 1)):
+                alone = store.usage_groups(by, every, latencies=False)
+                summed: dict = {}
+                for key, t in pairs.items():
+                    name = key.split("\t")[part] or None
+                    calls_, tokens = summed.get(name, (0, 0))
+                    summed[name] = (calls_ + t["calls"], tokens + t["input_tokens"])
+                assert summed == {k: (t["calls"], t["input_tokens"]) for k, t in alone.items()}
+        store.close()
