@@ -150,6 +150,9 @@ def test_show_at_80_columns_breaks_call_lines_between_fields_and_json_between_va
                    for agent in ("claude-sonnet-4-5", "gpt-5"))
     lines = reasonlog_cli(db, "show", claude).stdout.splitlines()
     assert max(map(len, lines)) <= 80
+    assert lines[0] == f"session {claude}  agent=claude-sonnet-4-5"  # the header, broken between its fields
+    assert re.fullmatch(r"    run=demo-\S+  model=claude-sonnet-4-5  status=completed", lines[1]), lines[1]
+    assert lines[2] == "    calls=7  cost=$0.0164"
     calls = {ln.split()[0]: [ln, lines[n + 1]] for n, ln in enumerate(lines) if re.match(r"#\d ", ln)}
     assert calls["#3"] == ["#3 claude-sonnet-4-5",
                            "    ✗ failed: TimeoutError: upstream model timed out after 60 s  60,000 ms"]

@@ -65,8 +65,9 @@ def _print_header(s: dict, summaries: bool) -> None:
     model = s["model"] or next((c["model"] for c in s["calls"] if c.get("model")), None)
     said = [f"{name}={value}" for name, value in (("agent", s["agent"]), ("run", s["run"]), ("model", model))
             if value is not None]
-    console.print(Text("  ".join([f"session {s['id']}", *said, f"status={s['status']}", f"calls={s['call_count']}",
-                                  f"cost={money(s['cost_usd'])}"]), style="bold"))
+    fields = [f"session {s['id']}", *said, f"status={s['status']}", f"calls={s['call_count']}",
+              f"cost={money(s['cost_usd'])}"]
+    console.print(Text(fitted(fields, console.width), style="bold"))
     console.print(Text(f"calls: #N is {s['id']}#N in show, replay and diff", style="dim"))
     if summaries:
         _print_summary(s["summary"])
