@@ -228,3 +228,16 @@ def test_the_pairs_add_up_to_each_key_alone(calls):
                     summed[name] = (calls_ + t["calls"], tokens + t["input_tokens"])
                 assert summed == {k: (t["calls"], t["input_tokens"]) for k, t in alone.items()}
         store.close()
+
+
+@hypothesis.given(st.lists(st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=30),
+                           min_size=1, max_size=12), st.integers(20, 120))
+def test_a_call_line_breaks_only_between_its_fields(fields, width):
+    """However narrow: no field is cut, each line fits unless one field alone is wider, and the fields read in
+    order, two spaces apart on a line, each further line indented."""
+    from reasonlog.cli.show import fitted
+
+    lines = fitted(fields, width).split("\n")
+    assert [f for ln in lines for f in ln.strip().split("  ")] == fields
+    assert all(ln.startswith("    ") for ln in lines[1:])
+    assert all(len(ln) <= width or "  " not in ln.strip() for ln in lines)
