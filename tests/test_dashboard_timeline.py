@@ -105,7 +105,7 @@ def test_call_durations_tool_runs_and_waits_are_drawn_to_scale(tmp_path):
                  "#2 gpt-5": pytest.approx((LABEL + 20 * scale, 1 * scale), abs=0.06)}
     afters = re.findall(r'class="after (run|wait)"><title>([^<]*)</title>', page)
     assert afters == [("run", "6.0 s until the next call: the tools ran (Bash)"),
-                      ("wait", "10.0 s waiting before the next call")]
+                      ("wait", "10.0 s waiting before the next call (for the user, or the agent&#39;s own code)")]
     assert "model time 5.0 s · tools 6.0 s · waiting 10.0 s" in page
 
 

@@ -70,7 +70,9 @@ def test_prune_removes_the_sessions_and_their_text_keeps_shared_contents_and_shr
     store.close()
 
     dry = _cli(db_path, "prune", "--run", "old", "--dry-run")
-    assert (dry.exit_code, dry.output.split(" (")[0]) == (0, "would remove 1 sessions, 2 calls, 5 messages, 4 contents")
+    listed, said = dry.output.splitlines()[2:-1], dry.output.splitlines()[-1]  # issue 39: which, then how many
+    assert (dry.exit_code, said.split(" (")[0]) == (0, "would remove 1 sessions, 2 calls, 5 messages, 4 contents")
+    assert len(listed) == 1
     result = _cli(db_path, "prune", "--run", "old", "--yes")
     assert result.exit_code == 0, result.output
 
@@ -129,7 +131,8 @@ def test_prune_never_takes_an_open_session_unless_asked(db_path):
     rec.flush()
     assert _cli(db_path, "prune", "--run", "live", "--yes").output.startswith("nothing to prune: 0 sessions")
     result = _cli(db_path, "prune", "--run", "live", "--include-open", "--dry-run")
-    assert result.output.startswith("would remove 1 sessions, 1 calls, 2 messages")
+    assert result.output.splitlines()[-1].startswith("would remove 1 sessions, 1 calls, 2 messages")
+    assert s.id in result.output  # the open session it would take, listed
     rec.close()
 
 

@@ -1,38 +1,27 @@
-"""The README's Python snippets run as written. Each block is taken from README.md verbatim and run with the
-names it leaves to the reader (a system prompt, a provider response, a model, ...) bound to real objects:
-recorded provider payloads, a LangChain model talking to a local server, recorded Claude Agent SDK messages.
-What each snippet promises is then read back from the database."""
+"""The README's Python snippets run as written (each one whole: tests/test_readme_commands.py runs every block of
+the README and docs/ in a fresh interpreter), here in this process against a stand-in for the providers on
+127.0.0.1, and what each snippet promises is read back from the database."""
 from __future__ import annotations
 
-import ast
-import asyncio
-import json
 import re
 from pathlib import Path
 
-import anthropic
 import pytest
-from langchain_core.messages import HumanMessage
-from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
-from sdk_server import load_json
+from docs_upstream import DocsUpstream
+from sdk_server import load_chunks, load_json
 
 import reasonlog
 
 ROOT = Path(__file__).resolve().parents[1]
-STREAM = Path(__file__).resolve().parent / "fixtures" / "claude_agent" / "two-exchanges-cumulative.jsonl"
 
 
 def readme_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
 
 
-def run_block(code: str, names: dict) -> dict:
-    """Run one snippet; one with a top-level `async for` runs as the body of a coroutine, as in a notebook."""
-    compiled = compile(code, "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    result = eval(compiled, names)  # noqa: S307 - the README's own code
-    if asyncio.iscoroutine(result):
-        asyncio.run(result)
+def run_block(code: str) -> dict:
+    names: dict = {"__name__": "__main__"}
+    exec(compile(code, "README.md", "exec"), names)  # noqa: S102 - the README's own code
     return names
 
 
@@ -40,9 +29,13 @@ def run_block(code: str, names: dict) -> dict:
 def db(tmp_path, monkeypatch):
     path = tmp_path / "readme.db"
     monkeypatch.setenv("REASONLOG_DB", str(path))
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    return path
+    monkeypatch.chdir(tmp_path)
+    with DocsUpstream() as upstream:
+        for key, value in {"ANTHROPIC_BASE_URL": upstream.url, "ANTHROPIC_API_KEY": "sk-ant-test",
+                           "OPENAI_BASE_URL": upstream.url + "/v1", "OPENAI_API_KEY": "sk-test",
+                           "HOME": str(tmp_path)}.items():
+            monkeypatch.setenv(key, value)
+        yield path
 
 
 def test_there_are_five_python_snippets():
@@ -50,70 +43,46 @@ def test_there_are_five_python_snippets():
 
 
 def test_record_from_python(db):
-    resp = anthropic.types.Message.model_validate(load_json("anthropic-messages", "anthropic-tool-no-args.json"))
-    names = run_block(readme_blocks()[0], {
-        "SYSTEM": "You trade NASDAQ stocks.", "TOOLS": [{"name": "get_price", "input_schema": {"type": "object"}}],
-        "reply_blocks": [b.model_dump() for b in resp.content], "resp": resp})
-    names["rec"].close()
+    resp = load_json("anthropic-messages", "anthropic-tool-no-args.json")  # what the stand-in answers
+    run_block(readme_blocks()[0])
     store = reasonlog.open_store(db)
     (session,) = store.list_sessions(reasonlog.SessionFilter())
     full = store.get_session(session["id"])
     (call,) = full["calls"]
-    assert (session["agent"], session["run"], session["labels"]) == ("gpt-5", "job-1", {"date": "2025-10-02"})
-    assert (call["input_tokens"], call["output_tokens"], call["provider_message_id"]) == (
-        resp.usage.input_tokens, resp.usage.output_tokens, resp.id)
-    assert [(t["tool_use_id"], t["content"]) for t in full["tool_results"]] == [("toolu_1", "NVDA 180.5")]
+    assert (session["agent"], session["run"], session["labels"]) == ("trader", "job-1", {"date": "2025-10-02"})
+    assert (call["input_tokens"], call["output_tokens"], call["provider_message_id"], call["stop_reason"]) == (
+        resp["usage"]["input_tokens"], resp["usage"]["output_tokens"], resp["id"], "tool_use")
+    assert [(t["tool_use_id"], t["content"]) for t in full["tool_results"]] == [
+        ("toolu_01LRmxn9vGM1d2DZSDBowdZ1", "NVDA 180.5")]
     assert [(o["kind"], o["payload"]["symbol"]) for o in full["outcomes"]] == [("trade", "NVDA")]
     assert full["exchanges"][0]["result"] == "Bought 10 NVDA"
 
 
 def test_instrumenting_the_sdk_clients(db):
-    names = run_block(readme_blocks()[1], {})
+    names = run_block(readme_blocks()[1])
     names["rec"].close()
     assert reasonlog.open_store(db).list_sessions(reasonlog.SessionFilter())[0]["agent"] == "researcher"
 
 
-def test_langchain_callback(db, server):
-    server.reply_json(load_json("openai-chat", "openai-text.json"))
-
-    @tool
-    def weather(location: str) -> str:
-        """The weather at a place."""
-        return "sunny"
-
-    rec = reasonlog.Recorder()
-    model = ChatOpenAI(model="gpt-4.1-nano", base_url=server.url + "/v1", api_key="test-key", max_retries=0)
-    names = run_block(readme_blocks()[2], {"rec": rec, "model": model, "tools": [weather],
-                                           "messages": [HumanMessage("What is the weather in Paris?")]})
-    rec.close()
-    assert names["reply"].content
+def test_langchain_callback(db):
+    names = run_block(readme_blocks()[2])
+    assert names["reply"].content == load_json("openai-chat", "openai-text.json")["choices"][0]["message"]["content"]
     (session,) = reasonlog.open_store(db).list_sessions(reasonlog.SessionFilter())
     assert (session["agent"], session["run"], session["call_count"]) == ("trader", "2025-10-02", 1)
 
 
 def test_claude_agent_logger(db):
-    messages = [json.loads(line) for line in STREAM.read_text().splitlines()]
-
-    async def query(prompt, options):
-        for m in messages:
-            yield m
-
-    rec = reasonlog.Recorder()
-    run_block(readme_blocks()[3], {"rec": rec, "query": query, "prompt": "Run echo hi", "options": None})
-    rec.close()
-    (session,) = reasonlog.open_store(db).list_sessions(reasonlog.SessionFilter())
-    results = [m for m in messages if m["type"] == "result"]
-    assert session["run"] == "nightly"
-    assert session["cost_usd"] == pytest.approx(results[-1]["total_cost_usd"])
+    """The SDK runs the Claude Code CLI it bundles, which asks the stand-in (ANTHROPIC_BASE_URL) for its answer."""
+    run_block(readme_blocks()[3])
+    store = reasonlog.open_store(db)
+    (session,) = store.list_sessions(reasonlog.SessionFilter())
+    (call,) = store.get_session(session["id"])["calls"]
+    answer = load_chunks("anthropic-messages", "anthropic-text.chunks.txt")[0]["message"]
+    assert (session["run"], call["model"], call["input_tokens"]) == ("nightly", answer["model"], 12)
 
 
 def test_hand_written_loop(db):
-    rec = reasonlog.Recorder()
-    names = run_block(readme_blocks()[4], {
-        "rec": rec, "history": [{"role": "user", "content": "Your move."}],
-        "reply": {"role": "assistant", "content": "<semantic_search>best nodes</semantic_search>"},
-        "usage": reasonlog.Usage(input_tokens=120, output_tokens=30), "find_best_nodes": lambda min_pips: [20, 31]})
-    rec.close()
+    names = run_block(readme_blocks()[4])
     store = reasonlog.open_store(db)
     (session,) = store.list_sessions(reasonlog.SessionFilter())
     full = store.get_session(session["id"])

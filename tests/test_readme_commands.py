@@ -433,3 +433,56 @@ def test_every_shell_command_of_the_readme_is_run_here():
 @pytest.mark.parametrize("command", list(COMMANDS), ids=lambda c: c[:60])
 def test_the_readme_command_works_as_written(place, command):
     COMMANDS[command](place, command)
+
+
+# ------------------------------------------------------------------------------------------ Python blocks
+# Every ```python block of the README and docs/ runs as written, in a fresh interpreter and folder, with its
+# providers a stand-in on 127.0.0.1 (tests/docs_upstream.py), which the Claude Code CLI the Claude Agent SDK bundles
+# is pointed at too. A block that is deliberately a fragment says so in the sentence before it with FRAGMENT,
+# and runs after the block above it, as a reader would run it.
+
+FRAGMENT = "(continues the block above)"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# What each block records, read back from every database it wrote: (its sessions, their calls).
+RECORDS = {"README.md#1": (1, 1), "README.md#2": (1, 0), "README.md#3": (1, 1), "README.md#4": (1, 1),
+           "README.md#5": (1, 1), "integrations.md#1": (1, 2), "integrations.md#2": (1, 3),
+           "integrations.md#3": (1, 1), "integrations.md#4": (0, 0)}
+
+
+def python_blocks() -> dict[str, str]:
+    """Each doc's Python blocks by `doc#N`, a fragment joined to the block above it."""
+    blocks: dict[str, str] = {}
+    for doc in DOCS:
+        text, end, previous = doc.read_text(), 0, ""
+        for n, m in enumerate(re.finditer(r"```python\n(.*?)```", text, re.S), 1):
+            code = m.group(1)
+            if FRAGMENT in text[end:m.start()].split("\n\n")[-1]:
+                code = previous + "\n" + code
+            blocks[f"{doc.name}#{n}"] = previous = code
+            end = m.end()
+    return blocks
+
+
+def test_every_python_block_of_the_docs_is_run_here():
+    assert list(python_blocks()) == list(RECORDS)
+
+
+@pytest.mark.parametrize("block", list(RECORDS))
+def test_the_docs_python_block_runs_as_written(tmp_path, block):
+    from docs_upstream import DocsUpstream
+
+    code = python_blocks()[block]
+    (tmp_path / "block.py").write_text(code)
+    with DocsUpstream() as upstream:
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("REASONLOG_", "ANTHROPIC_", "OPENAI_"))},
+               "HOME": str(tmp_path), "REASONLOG_DB": str(tmp_path / "readme.db"),
+               "ANTHROPIC_BASE_URL": upstream.url, "ANTHROPIC_API_KEY": "sk-ant-test",
+               "OPENAI_BASE_URL": upstream.url + "/v1", "OPENAI_API_KEY": "sk-test",
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        done = subprocess.run([sys.executable, "block.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    recorded = [reasonlog.open_store(db, read_only=True).list_sessions(reasonlog.SessionFilter(limit=None))
+                for db in sorted(tmp_path.glob("*.db"))]
+    sessions = [s for found in recorded for s in found]
+    assert (len(sessions), sum(s["call_count"] for s in sessions)) == RECORDS[block], sessions

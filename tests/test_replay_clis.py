@@ -13,11 +13,14 @@ import subprocess
 import sys
 
 import orjson
+import pytest
 from proxy_upstream import Upstream, responses_events
 from proxying import ANTHROPIC_KEY, OPENAI_KEY
 from sdk_server import load_json, sse
 from test_proxy_clis import SEARCH, cli, recorded
 from test_proxy_replay import dead_upstream
+
+import reasonlog
 
 HELLO = "Hello! I'm doing well, thank you for asking. How are you doing today? Is there anything I can help you with?"
 
@@ -91,3 +94,64 @@ def test_codex_replays_in_a_fresh_home_with_no_upstream_and_forks_onto_another_m
         sent = model_calls(up, "/v1/responses")
     assert forked.returncode == 0, forked.stderr
     assert len(sent) == len(calls) and {r["model"] for r in sent} == {"gpt-5-mini"}
+
+
+# ------------------------------------------------------------------------------ a real tool loop, each CLI
+
+LOOP_CLIS = ["claude", "codex", "gemini", "opencode", "qwen"]
+
+
+def _rerun(tmp_path, name: str, db, *run_args: str) -> subprocess.CompletedProcess:
+    """The CLI's tool loop run again through `reasonlog run RUN_ARGS`, in the same folder with a fresh HOME (emptied,
+    at the same path) and its settings written anew."""
+    from test_cli_tool_loops import _free_port, _setup
+
+    work, home = tmp_path / "work", tmp_path / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    (home / ".codex").mkdir(parents=True)
+    argv, env = _setup(name, work, home, _free_port())
+    keep = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    child_env = {**keep, "HOME": str(home), "CODEX_HOME": str(home / ".codex"), "PATH": SEARCH, "PWD": str(work),
+                 "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                 **env}
+    return subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "run", *run_args, "--", *argv],
+                          capture_output=True, text=True, timeout=180, env=child_env, cwd=work)
+
+
+@pytest.mark.parametrize("name", LOOP_CLIS)
+def test_a_real_cli_tool_loop_replays_offline_and_forks_at_call_1(tmp_path, name):
+    """Record the CLI's tool loop (three shell calls, one failing, then the answer); replay it with no upstream in a
+    fresh HOME: nothing reaches the network, the CLI prints the recorded answer and exits 0; fork it at #1 onto
+    another model: the upstream receives exactly the loop's calls from #1 on, each asking for that model."""
+    from cli_upstream import FINAL, CliUpstream
+    from test_cli_tool_loops import _loop, run_loop
+
+    up, db, done = run_loop(tmp_path, name)
+    assert done.returncode == 0, done.stderr[-3000:]
+    store = reasonlog.open_store(db, read_only=True)
+    session, calls = _loop(store)
+    store.close()
+
+    again = _rerun(tmp_path, name, db, "--replay", session["id"], "--upstream", dead_upstream())
+    assert again.returncode == 0, (again.stdout[-2000:], again.stderr[-3000:])
+    assert FINAL in again.stdout
+    assert "request(s) answered from the recording" in again.stderr
+
+    with CliUpstream() as fork_up:
+        forked = _rerun(tmp_path, name, db, "--from", f"{session['id']}#1", "--model", "other-model",
+                        "--upstream", fork_up.url)
+        received = [orjson.loads(r.body) for r in fork_up.calls]
+    assert forked.returncode == 0, (forked.stdout[-2000:], forked.stderr[-3000:])
+    loop = [r for r in received if _is_loop_call(r)]
+    assert len(loop) == len(calls) - 1
+    assert all(_model_of(r) in ("other-model", None) for r in loop)
+
+
+def _is_loop_call(request: dict) -> bool:
+    """A call of the agent's loop (it offers the shell tool), not one beside it (a title, a router)."""
+    text = json.dumps(request.get("tools") or request.get("input") or [])
+    return any(word in text for word in ("command", "exec", "run_shell_command", "Bash"))
+
+
+def _model_of(request: dict) -> str | None:
+    return request.get("model")

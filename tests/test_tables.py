@@ -36,12 +36,11 @@ def test_sessions_of_claude_code_keep_their_columns_and_whole_ids(claude_code):
     out = at_80(claude_code, "sessions")
     lines = out.splitlines()
     assert lines[0] == "session"
-    assert lines[1].split() == ["started", "(UTC)", "agent", "model", "calls", "cost"]
+    assert lines[1].split() == ["started", "(UTC)", "title", "agent", "calls", "cost"]  # issue 39: the title stays
     for s in listed:  # each id on its own line, whole, then its row
         at = lines.index(s["id"])
         row = lines[at + 1].split()
-        assert (row[2], row[3], row[4], row[-1]) == (s["agent"], s["model"], str(s["call_count"]),
-                                                    f"${s['cost_usd']:,.4f}")
+        assert (row[-3], row[-2], row[-1]) == (s["agent"], str(s["call_count"]), f"${s['cost_usd']:,.4f}")
     assert len(lines) == 3 + 2 * len(listed)
 
 

@@ -5,6 +5,7 @@ import difflib
 import re
 import statistics
 from collections import defaultdict, deque
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -349,6 +350,9 @@ def reasoning_sessions(store: StoreReader, job_id: str | None = None, date: str 
             raise ValueError(f"Invalid date format: {date}. Expected YYYY-MM-DD") from None
     flt = SessionFilter(run=job_id, model=model, labels={"date": date} if date else {}, limit=None)
     found = [s for s in store.list_sessions(flt) if (s.get("labels") or {}).get("date")]
+    if not found and model is not None:  # agents do not case model names alike: `gpt-5` finds `GPT-5` too
+        found = [s for s in store.list_sessions(replace(flt, model=None))
+                 if (s.get("labels") or {}).get("date") and (s.get("model") or "").casefold() == model.casefold()]
     if not found:
         asked = ", ".join(f"{k}={v}" for k, v in (("job_id", job_id), ("date", date), ("model", model)) if v)
         raise NotFound(f"No reasoning sessions found{' for ' + asked if asked else ''}")

@@ -232,6 +232,8 @@ def prune(obj, older_than, before, run, agent, model, include_open, dry_run, yes
     try:
         plan = store.plan_prune(criteria)
         if dry_run or not plan["sessions"]:
+            if dry_run:
+                _print_sessions(store, plan["session_ids"])
             return click.echo(f"{'would remove' if plan['sessions'] else 'nothing to prune:'} {_described(plan)}")
         if not yes and sys.stdin.isatty() and not click.confirm(f"Remove {_described(plan)}?"):
             _fail("nothing pruned")
@@ -241,6 +243,19 @@ def prune(obj, older_than, before, run, agent, model, include_open, dry_run, yes
     how = "VACUUM rewrote the file" if done["reclaimed_by"] == "vacuum" else "freed pages returned"
     click.echo(f"removed {_described(done)}; file {done['file_bytes_before']} -> {done['file_bytes_after']} bytes"
                f" ({how})")
+
+
+def _print_sessions(store, ids: list[str]) -> None:
+    """The sessions a prune would remove, oldest first, as `sessions` lists them (the first PRUNE_LISTED)."""
+    from .read import print_sessions
+
+    rows = sorted((store.session_row(i) for i in ids[:PRUNE_LISTED]), key=lambda s: s["started_at"])
+    print_sessions(store, rows)
+    if len(ids) > PRUNE_LISTED:
+        click.echo(f"and {len(ids) - PRUNE_LISTED} more")
+
+
+PRUNE_LISTED = 200
 
 
 def _described(plan: dict) -> str:

@@ -223,7 +223,9 @@ def watch(obj, paths, fmt, interval, once, install):
     marker = _marker(obj.path)
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    click.echo(f"watching {', '.join(map(str, folders))} (every {interval:g} s; Ctrl-C stops)", err=True)
+    named = ", ".join(map(str, folders))
+    click.echo(f"importing {named} once" if once else f"watching {named} (every {interval:g} s; Ctrl-C stops)",
+               err=True)
 
     said: list[bool] = []
 

@@ -17,6 +17,7 @@ from ..semantic.search import search as semantic_search
 from ..store import SessionFilter, StoreError
 from ..store.search import Query
 from .group import HOW_TO_START, cli, console, emit_json, json_option
+from .reason import session_names
 from .replaying import replay_options, send_replay
 from .show import money
 from .tables import Column, print_table
@@ -76,7 +77,8 @@ def make_filter(run, agent, model, status, labels, date, since, until, limit) ->
                          limit=limit or None)
 
 
-SESSION_COLUMNS = [Column("started (UTC)", keep=8), Column("session", whole=True), Column("title", keep=3),
+# A person reads a list by its titles: the title is the last column to go at a narrow width.
+SESSION_COLUMNS = [Column("started (UTC)", keep=8), Column("session", whole=True), Column("title", keep=10, shrink=24),
                    Column("run", keep=2),
                    Column("agent", keep=7), Column("model", keep=5), Column("status", keep=4),
                    Column("calls", keep=6, numeric=True), Column("err", keep=1, numeric=True),
@@ -94,14 +96,19 @@ def sessions(obj, as_json, **filters):
     rows = obj.store.list_sessions(flt)
     if as_json:
         return emit_json(_with_summaries(obj.store, rows))
-    prompts = obj.store.first_prompts([s["id"] for s in rows if not (s.get("labels") or {}).get("title")])
-    print_table(SESSION_COLUMNS, [_session_row(s, titles.title_of(s, prompts.get(s["id"]))) for s in rows])
+    print_sessions(obj.store, rows)
     if not rows and flt == SessionFilter(limit=flt.limit):
         console.print(Text(f"no sessions yet. {HOW_TO_START}"), style="dim")
     elif not rows:
         console.print("no sessions match", style="dim")
     elif flt.limit is not None and len(rows) == flt.limit:
         _say_how_many_of(len(rows), obj.store.count_sessions(flt))
+
+
+def print_sessions(store, rows: list[dict]) -> None:
+    """The sessions table: each row titled as its agent titled it, else by its first prompt."""
+    prompts = store.first_prompts([s["id"] for s in rows if not (s.get("labels") or {}).get("title")])
+    print_table(SESSION_COLUMNS, [_session_row(s, titles.title_of(s, prompts.get(s["id"]))) for s in rows])
 
 
 def _with_summaries(store, rows: list[dict]) -> list[dict]:
@@ -253,8 +260,9 @@ def search(obj, text, mode, as_json, limit, **filters):
     if not hits:
         console.print(Text(f"no message, tool result or outcome contains {text!r}"), style="dim")
         return
+    names = session_names(obj.store, {h["session_id"] for h in shown})
     for h in shown:
-        _print_hit(h)
+        _print_hit(h, names[h["session_id"]])
     more = f"; showing the first {len(shown)} (--limit 0 shows all)" if len(shown) < len(hits) else ""
     console.print(f"{len(hits)} match{'es' if len(hits) != 1 else ''}{more}", style="dim")
 
@@ -269,15 +277,17 @@ def _ranked_search(obj, text: str, mode: str, as_json: bool, limit: int, filters
     if not hits:
         console.print(Text(f"nothing found for {text!r} ({mode})"), style="dim")
         return
+    names = session_names(obj.store, {h["session_id"] for h in hits})
     for h in hits:
-        _print_hit(h)
+        _print_hit(h, names[h["session_id"]])
     console.print(f"{len(hits)} hit{'s' if len(hits) != 1 else ''}, best first ({mode})", style="dim")
 
 
-def _print_hit(h: dict) -> None:
-    """Two lines a hit: where it is (the session id whole), then the call's id (whole) and the snippet on one line."""
+def _print_hit(h: dict, session: str) -> None:
+    """Two lines a hit: where it is (the session whole, by the id its agent gave it where there is one), then the
+    call's id (whole) and the snippet on one line."""
     at = "" if h["message_idx"] is None else f"  at {h['message_idx']}"
-    where = Text(h["session_id"], style="bold") + Text(f"{at}  {h['kind']}")
+    where = Text(session, style="bold") + Text(f"{at}  {h['kind']}")
     if h["name"] or h["role"]:
         where += Text(f"  {h['name'] or h['role']}")
     if h.get("score") is not None:

@@ -6,11 +6,12 @@ import sys
 from pathlib import Path
 
 import click
-from rich.table import Table
+import orjson
 from rich.text import Text
 
 from ..reasoning import PHASES
 from .group import cli, console, emit_json, json_option
+from .tables import Column, print_table
 
 
 @cli.group()
@@ -54,15 +55,45 @@ def reason_show(obj, session, group, phase, full, as_json):
     records = [{**r, "artifact": _artifact(r)} for r in store.list_reasoning_records(sid, group, phase)]
     if as_json:
         return emit_json(records if full else [{k: v for k, v in r.items() if k != "details"} for r in records])
+    names = session_names(store, {r["session_id"] for r in records})
     for r in records:
-        art = r["artifact"]
-        found = "has this record" if art and art["has_record"] else "MISSING"
-        where = "no long form" if art is None else f"{art['path']} ({found})"
-        console.print(Text(f"{r['at'][:19]}  {r['session_id']}  {r['agent'] or '-'}  {r['group'] or '-'}  {r['phase']}"
-                           f"  [{r['state']}]  {r['compact_tokens']}t  {where}"))
-        console.print(Text("  " + str(r["compact"])))
-        if full and r["details"]:
-            console.print(Text("  " + r["details"].replace("\n", "\n  ")))
+        _print_record(r, names[r["session_id"]], full)
+    if not records:
+        console.print("no reasoning records" + (f" for session {session}" if session else ""), style="dim")
+
+
+def _print_record(r: dict, session: str, full: bool) -> None:
+    """A heading line, then each field of the compact record on a line of its own, then where its long form is."""
+    head = [r["at"][:16].replace("T", " "), session, r["agent"] or "-", r["group"] or "-", r["phase"], r["state"],
+            f"{r['compact_tokens']}t"]
+    console.print(Text("  ".join(head), style="bold"))
+    compact = r["compact"] if isinstance(r["compact"], dict) else {"record": r["compact"]}
+    for key, value in compact.items():
+        console.print(Text(f"  {key}: ", style="dim") + Text(_field(value)))
+    art = r["artifact"]
+    if art is not None:
+        found = "has this record" if art["has_record"] else "MISSING this record"
+        # Whole on one line however narrow the terminal: a path is copied, not read.
+        console.print(Text(f"  long form: {art['path']} ({found})", style="dim"), no_wrap=True, overflow="ignore",
+                      crop=False)
+    if full and r["details"]:
+        console.print(Text("  " + r["details"].replace("\n", "\n  ")))
+
+
+def _field(value) -> str:
+    """A compact field as a person reads it: text as written, a list of texts joined, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "; ".join(value)
+    return orjson.dumps(value).decode()
+
+
+def session_names(store, ids) -> dict[str, str]:
+    """Each session as people named it: the id the agent gave (`--session orch-42`) where ours was made for it,
+    else ours (an importer's ids already hold the agent's: `aac57f5@<parent>`). Either one resolves in `show`."""
+    names = {sid: store.session_row(sid).get("external_id") for sid in ids}
+    return {sid: name if name and name not in sid else sid for sid, name in names.items()}
 
 
 @reason.command("missing")
@@ -81,19 +112,24 @@ def reason_missing(obj, phases, session, as_json):
     seen: dict[tuple[str, str], set[str]] = {}
     for r in store.list_reasoning_records(sid):
         seen.setdefault((r["session_id"], r["agent"] or "-"), set()).add(r["phase"])
-    rows = [{"session_id": s, "agent": a, "missing": [p for p in wanted if p not in got]}
+    names = session_names(store, {s for s, _ in seen})
+    rows: list[dict] = [{"session_id": s, "session": names[s], "agent": a,
+                         "missing": [p for p in wanted if p not in got]}
             for (s, a), got in sorted(seen.items())]
     rows = [r for r in rows if r["missing"]]
     if as_json:
         emit_json(rows)
     elif rows:
-        table = Table("session", "agent", "missing phases")
-        for r in rows:
-            table.add_row(Text(str(r["session_id"])), Text(str(r["agent"])), ", ".join(r["missing"]))
-        console.print(table)
+        print_table(MISSING_COLUMNS, [[Text(r["session"]), Text(r["agent"]), ", ".join(r["missing"])] for r in rows])
+    elif not seen:
+        where = f"session {session}" if session else "this database"
+        console.print(f"no reasoning records in {where}: no agent saved {', '.join(wanted)}")
     else:
         console.print(f"every agent saved {', '.join(wanted)}")
-    sys.exit(1 if rows else 0)
+    sys.exit(1 if rows or not seen else 0)
+
+
+MISSING_COLUMNS = [Column("session", whole=True), Column("agent", keep=1), Column("missing phases")]
 
 
 @reason.command("outcome")

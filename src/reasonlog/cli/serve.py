@@ -55,6 +55,7 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
         from ..server.app import serve_app
     except ImportError:
         raise StoreError("reasonlog serve needs the server extra: pip install 'reasonlog[server]'") from None
+    port_is_free(host, port)
     click.echo(f"serving {obj.shown} on http://{host}:{port} with {workers} worker(s) (Ctrl-C stops)", err=True)
     # Recorded text is never logged: no access log (URLs carry search terms), warnings only.
     if workers == 1:
@@ -72,6 +73,20 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
     os.environ["REASONLOG_SERVE_MAX_BODY"] = str(int(max_body_mb * (1 << 20)))
     uvicorn.run("reasonlog.server.app:app_from_environment", factory=True, host=host, port=port, workers=workers,
                 log_level="warning", access_log=False, timeout_graceful_shutdown=shutdown_grace)
+
+
+def port_is_free(host: str, port: int) -> None:
+    """Bind the address as the server will (address reuse on, as uvicorn does), so a port in use is said before
+    anything says it is served; a StoreError naming the port otherwise."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as exc:
+        raise StoreError(f"cannot serve on {host}:{port}: {exc.strerror or exc} (another server is on it? choose"
+                         " another --port)") from None
 
 
 def _loopback(host: str) -> bool:
@@ -138,7 +153,9 @@ def ui(obj, port, no_browser):
         raise StoreError("reasonlog ui needs the server extra: pip install 'reasonlog[server]'") from None
     path = obj.path
     obj.store.schema_version()  # a missing database is said now (with how to start one), not on the first page
-    if port == 0:
+    if port:
+        port_is_free("127.0.0.1", port)
+    else:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]

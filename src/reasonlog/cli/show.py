@@ -65,8 +65,9 @@ def _print_header(s: dict, summaries: bool) -> None:
     model = s["model"] or next((c["model"] for c in s["calls"] if c.get("model")), None)
     said = [f"{name}={value}" for name, value in (("agent", s["agent"]), ("run", s["run"]), ("model", model))
             if value is not None]
-    console.print(Text("  ".join([f"session {s['id']}", *said, f"status={s['status']}", f"calls={s['call_count']}",
-                                  f"cost={money(s['cost_usd'])}"]), style="bold"))
+    fields = [f"session {s['id']}", *said, f"status={s['status']}", f"calls={s['call_count']}",
+              f"cost={money(s['cost_usd'])}"]
+    console.print(Text(fitted(fields, console.width), style="bold"))
     console.print(Text(f"calls: #N is {s['id']}#N in show, replay and diff", style="dim"))
     if summaries:
         _print_summary(s["summary"])
@@ -83,6 +84,11 @@ def money(value) -> str:
 
 def call_line(item: dict) -> str:
     """`#3 gpt-5  in 1,200  out 34  cache 5,000/700  $0.0123  1,240 ms  tool_use  +1 message, 2 trimmed`."""
+    return "  ".join(call_fields(item))
+
+
+def call_fields(item: dict) -> list[str]:
+    """The fields of a call's line, each one a person reads whole."""
     fields = [f"{item['ref']} {item['model'] or '?'}"]
     if item["kind"] == "failed_call":
         error = item["error"] or {}
@@ -95,7 +101,26 @@ def call_line(item: dict) -> str:
         fields.append(f"{item['latency_ms']:,.0f} ms")
     if item["stop_reason"]:
         fields.append(item["stop_reason"])
-    return "  ".join([*fields, window_change(item["window"])])
+    return [f for f in [*fields, window_change(item["window"])] if f]
+
+
+def fitted(fields: list[str], width: int, indent: str = "    ") -> str:
+    """The fields two spaces apart, broken between fields (never inside one) into lines of at most `width`;
+    lines after the first are indented."""
+    lines = [fields[0]]
+    for field in fields[1:]:
+        if len(lines[-1]) + 2 + len(field) <= width:
+            lines[-1] += "  " + field
+        else:
+            lines.append(indent + field)
+    return "\n".join(lines)
+
+
+def readable_json(value) -> str:
+    """JSON with a space after each comma and colon: a narrow terminal breaks it between values, not inside one."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
 
 
 def window_change(w: dict | None) -> str:
@@ -116,7 +141,8 @@ def _print_item(item: dict, full: bool) -> None:
     if kind == "exchange":
         console.rule(Text(f"exchange {item['idx']}  {item['status']}"))
     elif kind in ("call", "failed_call"):
-        console.print(Text(call_line(item), style="bold red" if kind == "failed_call" else "bold"))
+        console.print(Text(fitted(call_fields(item), console.width), style="bold red" if kind == "failed_call"
+                           else "bold"))
     elif kind == "system":
         console.print(Text(f"[{item['idx']}] system prompt", style="bold cyan"))
         console.print(Text(_fold(item["text"], full), style="dim"))
@@ -125,7 +151,7 @@ def _print_item(item: dict, full: bool) -> None:
         label = f"← {item['name'] or 'tool'} {'error' if item['is_error'] else 'result'} ({item['tool_use_id']})"
         console.print(Text(label + ": ", style=style) + Text(_fold(item["content"], full)))
     elif kind == "outcome":
-        payload = orjson.dumps(item["payload"]).decode() if item["payload"] is not None else ""
+        payload = readable_json(item["payload"]) if item["payload"] is not None else ""
         console.print(Text("◆ outcome ", style="magenta") + Text(f"{item['outcome_kind']} {payload}"))
     else:
         console.print(Text(f"[{item['idx']}] {item['role']}", style="bold cyan"))
@@ -151,7 +177,7 @@ def _print_part(part: dict, full: bool) -> None:
 
 def _print_tool_use(part: dict, full: bool) -> None:
     given = part.get("input")
-    args = given if isinstance(given, str) else orjson.dumps(given).decode()  # a freeform tool's input as written
+    args = given if isinstance(given, str) else readable_json(given)  # a freeform tool's input as written
     console.print(Text(f"→ {part.get('name')}", style="yellow")
                   + Text(f" {_fold(args, full)}  ({part['tool_use_id']})"))
     result = part.get("result")

@@ -25,6 +25,7 @@ class Column:
     keep: int | None = None  # columns of the lowest rank are dropped first; None: never dropped
     numeric: bool = False    # right-aligned
     whole: bool = False      # never cut (ids people copy)
+    shrink: int | None = None  # may be cut to this width, with an ellipsis, before other columns go (titles)
 
 
 def print_table(columns: list[Column], rows: list[list[Cell]], totals: list[Cell] | None = None) -> None:
@@ -44,9 +45,28 @@ def _fitted(columns: list[Column], rows: list[list[Cell]], totals: list[Cell] | 
         table = _table([columns[i] for i in shown], [[r[i] for i in shown] for r in rows],
                        None if totals is None else [totals[i] for i in shown], one_line)
         droppable = [i for i in shown if columns[i].keep is not None]
-        if _natural_width(table) <= width or not droppable:
-            return table
+        over = _natural_width(table) - width
+        if over <= _slack(columns, rows, shown) or not droppable:
+            return _shrunk(table, columns, rows, shown, over) if over > 0 else table
         shown.remove(min(droppable, key=lambda i: (columns[i].keep, -i)))
+
+
+def _shrunk(table: Table, columns: list[Column], rows: list[list[Cell]], shown: list[int], over: int) -> Table:
+    """The table with its shrinkable columns cut by `over` characters in all, the widest first."""
+    for at, i in enumerate(shown):
+        if columns[i].shrink is None or over <= 0:
+            continue
+        longest = _longest(columns[i], rows, i)
+        cut = min(over, longest - (columns[i].shrink or 0))
+        table.columns[at].width = longest - cut
+        over -= cut
+    return table
+
+
+def _slack(columns: list[Column], rows: list[list[Cell]], shown: list[int]) -> int:
+    """How many characters the shrinkable columns among `shown` can give up."""
+    return sum(max(0, _longest(columns[i], rows, i) - (columns[i].shrink or 0)) for i in shown
+               if columns[i].shrink is not None)
 
 
 def _print_stacked(columns: list[Column], rows: list[list[Cell]], totals: list[Cell] | None, at: int,
@@ -85,7 +105,9 @@ def _table(columns: list[Column], rows: list[list[Cell]], totals: list[Cell] | N
                   show_footer=totals is not None)
     for n, c in enumerate(columns):
         table.add_column(c.header, footer=totals[n] if totals is not None else "",
-                         justify="right" if c.numeric else "left", no_wrap=c.whole or c.numeric or one_line,
+                         justify="right" if c.numeric else "left",
+                         no_wrap=c.whole or c.numeric or one_line or c.shrink is not None,
+                         overflow="ellipsis" if c.shrink is not None else "fold",
                          min_width=_longest(c, rows, n) if c.whole else None)
     for row in rows:
         table.add_row(*row)

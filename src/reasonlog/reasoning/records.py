@@ -16,6 +16,7 @@ from .policy import Policy
 class Prepared:
     event: ReasoningRecorded | None  # None: the policy says not to save this phase
     receipt: str
+    masked: int = 0  # secrets masked in what the agent gave: `db status` counts them as redacted
 
 
 def prepare(policy: Policy, session_id: str, phase: str, compact_record: Any, *, agent: str | None = None,
@@ -67,7 +68,7 @@ def prepare(policy: Policy, session_id: str, phase: str, compact_record: Any, *,
         details_tokens=details_tokens, compact_tokens=compact_tokens, tokenizer=tokenizer, redacted=redacted,
         confidence=confidence, references=references, state="held" if held else "kept")
     verb = "held" if held else "saved"
-    return Prepared(event, f"{verb} {phase} {record_id[-6:]} {compact_tokens}t")
+    return Prepared(event, f"{verb} {phase} {record_id[-6:]} {compact_tokens}t", redactor.masked)
 
 
 def _json(value: Any) -> str:

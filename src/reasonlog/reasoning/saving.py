@@ -28,7 +28,7 @@ def save(store: Any, policy: Policy, session: str, phase: str, compact: Any, *, 
                        session_name=session)
     if prepared.event is None:
         return None, prepared.receipt
-    _write(store, [*start, prepared.event])
+    _write(store, [*start, prepared.event], {"redacted": prepared.masked} if prepared.masked else None)
     stored = store.list_reasoning_records(record_id=prepared.event.record_id)
     if len(stored) != 1 or stored[0]["compact"] != prepared.event.compact:
         raise ReasonError(f"record {prepared.event.record_id} did not read back as written; it is not saved")
@@ -64,11 +64,11 @@ def _session(store: Any, ref: str, agent: str | None) -> tuple[str, list]:
                                 labels={"source": "reasoning"})]
 
 
-def _write(store: Any, events: list) -> None:
+def _write(store: Any, events: list, counters: dict[str, int] | None = None) -> None:
     """Write in one transaction, retrying with back-off while another process holds the database."""
     for attempt in range(TRIES):
         try:
-            store.write_batch(events)
+            store.write_batch(events, counters)
             return
         except Exception as exc:
             failing = store.is_store_failure(exc)

@@ -5,6 +5,7 @@ import hashlib
 import secrets
 
 from ..model import new_id, utc_now
+from . import Ambiguous
 
 SCOPES = ("read", "write", "admin")  # each includes the ones before it
 PREFIX = "rlk_"
@@ -32,9 +33,19 @@ def list_keys(cur) -> list[dict]:
 
 
 def revoke(cur, key: str) -> int:
-    """Revoke the key with this id or prefix; how many were revoked (0: none matched, or already revoked)."""
-    return cur.execute("UPDATE api_keys SET revoked_at = ? WHERE (id = ? OR prefix = ?) AND revoked_at IS NULL",
-                       (utc_now(), key, key)).rowcount
+    """Revoke the working key whose id or prefix is `key` or starts with it (as `keys list` shows either, or
+    the start of one); how many were revoked (0: none matched). A start that several keys share revokes none."""
+    rows = cur.execute("SELECT id FROM api_keys WHERE revoked_at IS NULL AND (id = ? OR prefix = ?)",
+                       (key, key)).fetchall()
+    if not rows and key:
+        working = cur.execute("SELECT id, prefix FROM api_keys WHERE revoked_at IS NULL").fetchall()
+        rows = [(i,) for i, prefix in working if i.startswith(key) or prefix.startswith(key)]
+    if len(rows) > 1:
+        raise Ambiguous(f"{key}: {len(rows)} working keys start so ({', '.join(r[0] for r in rows[:5])}); "
+                        "give more of the id")
+    if not rows:
+        return 0
+    return cur.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", (utc_now(), rows[0][0])).rowcount
 
 
 def scope_of(cur, secret: str) -> str | None:

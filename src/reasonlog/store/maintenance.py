@@ -155,6 +155,7 @@ def plan_prune(cur, criteria: PruneCriteria) -> dict:
     one = lambda sql: cur.execute(sql).fetchone()[0]  # noqa: E731
     return {
         "sessions": one("SELECT COUNT(*) FROM temp.prune_sessions"),
+        "session_ids": [r[0] for r in cur.execute("SELECT id FROM temp.prune_sessions ORDER BY id")],
         "calls": one("SELECT COUNT(*) FROM calls WHERE session_id IN (SELECT id FROM temp.prune_sessions)"),
         "messages": one("SELECT COUNT(*) FROM messages WHERE session_id IN (SELECT id FROM temp.prune_sessions)"),
         "contents": one("SELECT COUNT(*) FROM temp.prune_contents"),

@@ -198,7 +198,7 @@ def stats_groups(cur, by: str, flt, latencies: bool) -> dict[str | None, dict]:
     if not can_answer(flt.since, flt.until):
         return _of_entries(by, list(reading.iter_call_rows(cur, flt)), latencies)
     where, args = reading.filter_sql(replace(flt, since=None, until=None, limit=None, text=None))
-    sums = grouped(cur, GROUP_KEYS[by], where, args, flt.since, flt.until)
+    sums = grouped(cur, _key_sql(GROUP_KEYS, by), where, args, flt.since, flt.until)
     irregular = [r[0] for r in cur.execute(f"SELECT s.id FROM sessions s WHERE ({where}) AND {IRREGULAR}", args)]
     entries = [e for chunk in _chunks(irregular)
                for e in reading.iter_call_rows(cur, flt, only=f"s.id IN ({', '.join('?' * len(chunk))})",
@@ -212,10 +212,27 @@ def stats_groups(cur, by: str, flt, latencies: bool) -> dict[str | None, dict]:
     return out
 
 
+PAIR = "\t"  # between the two keys of a pair (`day+model`): a name holds no tab
+
+
+def _key_sql(keys: dict[str, str], by: str) -> str:
+    """A statistics key as SQL; a pair `day+model` groups by both, as one text `2025-10-02<TAB>gpt-5`."""
+    if "+" not in by:
+        return keys[by]
+    first, second = by.split("+")
+    return f"({keys[first]} || '{PAIR}' || COALESCE({keys[second]}, ''))"
+
+
+def _entry_key(by: str, entry: dict) -> Any:
+    if "+" in by:
+        return PAIR.join(str(_entry_key(k, entry) or "") for k in by.split("+"))
+    return entry["started_at"][:10] if by == "day" else entry[by]
+
+
 def _of_entries(by: str, entries: list[dict], latencies: bool) -> dict[Any, dict]:
     grouped_entries: dict[Any, list[dict]] = {}
     for e in entries:
-        grouped_entries.setdefault(e["started_at"][:10] if by == "day" else e[by], []).append(e)
+        grouped_entries.setdefault(_entry_key(by, e), []).append(e)
     out = {}
     for key, mine in grouped_entries.items():
         out[key] = merge(None, mine) | {"entries": mine}
@@ -230,7 +247,8 @@ def _latencies(cur, by: str, where: str, args: list, flt) -> dict[Any, list[floa
     from . import reading
 
     span, span_args = reading.span_sql(flt)
-    rows = cur.execute(latencies_sql(CALL_KEYS[by], where, span.replace("@", "c.started_at")), [*args, *span_args])
+    rows = cur.execute(latencies_sql(_key_sql(CALL_KEYS, by), where, span.replace("@", "c.started_at")),
+                       [*args, *span_args])
     out: dict[Any, list[float]] = {}
     for k, value in rows:
         out.setdefault(k, []).append(value)

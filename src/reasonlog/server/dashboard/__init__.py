@@ -101,9 +101,10 @@ def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin) -> AP
         return await run_in_threadpool(html, request, "call.html", build)
 
     @ui.get("/usage")
-    async def usage_page(request: Request, since: str | None = None, until: str | None = None) -> Response:
+    async def usage_page(request: Request, since: str | None = None, until: str | None = None,
+                         split: str = "model") -> Response:
         return await run_in_threadpool(html, request, "usage.html",
-                                       lambda s: pages.usage(s, since or None, until or None))
+                                       lambda s: pages.usage(s, since or None, until or None, split))
 
     @ui.get("/usage.csv")
     async def usage_csv(request: Request, by: str = "day", since: str | None = None,

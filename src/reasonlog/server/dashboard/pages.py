@@ -15,7 +15,7 @@ from ... import providers, query, titles
 from ...semantic import search as semantic
 from ...store import SessionFilter, StoreReader
 from ...store.keywords import words_of
-from . import charts, timeline, tools
+from . import charts, over_time, timeline, tools
 
 PAGE = 200  # timeline entries a session page shows
 SIMILAR = 5  # "sessions like this one" a session page lists
@@ -213,16 +213,27 @@ def _python(c: dict, body: str) -> str:
     return f"import {module}, json\n\nrequest = json.loads({body!r})\n{send}(**request)"
 
 
-def usage(store: StoreReader, since: str | None, until: str | None) -> dict:
+SPLITS = ("model", "agent")  # what the bars over time are stacked by
+
+
+def usage(store: StoreReader, since: str | None, until: str | None, split: str = "model") -> dict:
+    """The usage page: tokens and cost over time stacked by `split`, then tables by day, model, agent and source.
+    Days whose calls recorded no tokens and no cost (an import without usage) are folded into one line."""
+    split = split if split in SPLITS else "model"
     flt = SessionFilter(since=since, until=until, limit=None)
     tables = {by: query.stats(store, by, flt, latency=False) for by in ("day", "model", "agent", "source")}
     cache = sum(r["cache_read_tokens"] or 0 for r in tables["day"])
     prompt = sum((r["input_tokens"] or 0) + (r["cache_read_tokens"] or 0) + (r["cache_write_tokens"] or 0)
                  for r in tables["day"])
+    quiet = [r for r in tables["day"] if not _tokens(r) and r["cost_usd"] is None]
+    tables["day"] = [r for r in tables["day"] if r not in quiet]
     charts_of = {by: {"tokens": charts.bars([(str(r[by]), _tokens(r)) for r in rows]),
                       "cost": charts.bars([(str(r[by]), r["cost_usd"]) for r in rows], "$")}
-                 for by, rows in tables.items()}
-    return {"tables": tables, "charts": charts_of, "since": since, "until": until,
+                 for by, rows in tables.items() if by != "day"}
+    days, names = over_time.days_of(store.usage_groups(f"day+{split}", flt, latencies=False), _tokens)
+    return {"tables": tables, "charts": charts_of, "since": since, "until": until, "split": split,
+            "splits": SPLITS, "over_time": over_time.chart(days, names), "legend": over_time.legend(names),
+            "quiet": {"days": [r["day"] for r in quiet], "calls": sum(r["calls"] for r in quiet)},
             "cache": {"read": cache, "prompt": prompt, "share": cache / prompt if prompt else 0.0,
                       "saved_usd": _cache_savings(tables["model"])}}
 

@@ -96,6 +96,26 @@ def usd(value: Any) -> str:
     return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
 
+def ms(value: Any) -> str:
+    """A duration in milliseconds as the CLI writes it: `10,733 ms`; "" when it was not recorded."""
+    return "" if value is None else f"{value:,.0f} ms"
+
+
+def window_change(w: dict) -> str:
+    """How a call's context changed since the previous call: `1 new in context · 2 trimmed · tools changed`."""
+    said = [f"{w.get('added') or 0:,} new in context"]
+    said += [f"{w[k]:,} {name}" for k, name in (("trimmed", "trimmed"), ("edited", "edited"),
+                                                  ("held", "held by the server")) if w.get(k)]
+    said += [name for k, name in (("system_changed", "system prompt changed"), ("tools_changed", "tools changed"))
+             if w.get(k)]
+    return " · ".join(said)
+
+
+def file_name(path: Any) -> str:
+    """A file by its folder and name (`orch-42/DEL-INIT_approach.md`), not the whole path of the machine it is on."""
+    return "/".join(Path(str(path)).parts[-2:])
+
+
 def when(value: Any) -> str:
     return str(value or "")[:19].replace("T", " ")
 
@@ -132,7 +152,8 @@ class PageEnvironment(Environment):
 def environment() -> Environment:
     env = PageEnvironment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
                           trim_blocks=True, lstrip_blocks=True, auto_reload=False)  # no stat() per include
-    env.filters.update(markdown=markdown, pretty=pretty, number=number, usd=usd, when=when, duration=duration)
+    env.filters.update(markdown=markdown, pretty=pretty, number=number, usd=usd, when=when, duration=duration, ms=ms,
+                       window_change=window_change, file_name=file_name)
     return env
 
 

@@ -13,8 +13,9 @@ from markupsafe import Markup, escape
 from .tools import milliseconds
 
 PAGE = 200                     # calls of the session per page (sub-agents' calls come with the call that spawned them)
-WIDTH, LABEL, COST, ROW = 1280, 330, 80, 20
-PLOT = WIDTH - LABEL - COST    # the time axis's width
+WIDTH, LABEL, COST, THEN, ROW = 1280, 330, 80, 110, 20
+PLOT = WIDTH - LABEL - THEN - COST  # the time axis's width
+LONG = 120.0                   # a wait longer than this (s) is drawn this long, the axis broken, its length said
 INDENT = 14                    # a sub-agent's label moves right by this much per level
 SLIVER = 2.0                   # the narrowest bar drawn (a call whose duration was not recorded)
 
@@ -64,7 +65,8 @@ def _call_row(call: dict, depth: int, start: float, upto: float | None) -> Row:
             what = f"{took} until the next call: the tools ran ({tools})"
             row.after = (end or start, upto, "run", what + ("" if end else "; the model's own time is in it too"))
         else:
-            row.after = (end or start, upto, "wait", f"{took} waiting before the next call")
+            row.after = (end or start, upto, "wait", f"{took} waiting before the next call (for the user, or the"
+                                                      " agent's own code)")
     return row
 
 
@@ -104,15 +106,24 @@ def _agent_row(child: dict, depth: int) -> Row:
 
 def spent(rows: list[Row]) -> dict[str, Any]:
     """Where the page's time and money went: the session's own calls (model time where recorded, tools running,
-    waiting, cost) and its sub-agents' cost, with the times as text."""
+    waiting, cost) and its sub-agents' cost, with the times as text, and the shares of the page's wall time."""
     own = [r for r in rows if r.depth == 0 and r.kind in ("call", "failed")]
     timed = [r.end - r.start for r in own if r.end is not None]
     gaps = {"run": 0.0, "wait": 0.0}
     for r in own:
         if r.after is not None:
             gaps[r.after[2]] += r.after[1] - r.after[0]
-    return {"model": milliseconds(sum(timed) * 1000) if timed else "not recorded",
+    model = sum(timed)
+    wall = max((max(r.end or r.start, r.after[1] if r.after else 0) for r in own), default=0.0) - \
+        min((r.start for r in own), default=0.0)
+    untimed = all(r.end is None for r in own)
+    parts = [("model", "the model", model), ("run", "the model and tools" if untimed else "tools", gaps["run"]),
+             ("wait", "waiting for the user or the agent's code", gaps["wait"])]
+    shares = [{"kind": k, "name": name, "took": milliseconds(v * 1000), "share": v / wall if wall else 0.0}
+              for k, name, v in parts if v > 0]
+    return {"model": milliseconds(model * 1000) if timed else "not recorded",
             "run": milliseconds(gaps["run"] * 1000), "wait": milliseconds(gaps["wait"] * 1000),
+            "wall": milliseconds(wall * 1000), "shares": shares, "untimed": untimed and bool(own),
             "cost": sum(r.cost or 0.0 for r in own), "agents": [r for r in rows if r.kind == "agent"],
             "agents_cost": sum(r.cost or 0.0 for r in rows if r.depth > 0 and r.kind in ("call", "failed"))}
 
@@ -127,22 +138,56 @@ def _usd(value: Any) -> str:
     return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
 
+class Axis:
+    """Time to x, with each wait longer than LONG drawn LONG long: a piecewise-linear map through knots of
+    (instant, drawn seconds), so an hour away from the keyboard does not leave the calls as hair-lines."""
+
+    def __init__(self, first: float, last: float, rows: list[Row]) -> None:
+        waits = sorted((r.after[0], r.after[1]) for r in rows
+                       if r.depth == 0 and r.after is not None and r.after[2] == "wait" and
+                       r.after[1] - r.after[0] > LONG)
+        self.breaks = waits
+        self.knots, drawn, at = [(first, 0.0)], 0.0, first
+        for a, b in waits:
+            drawn += a - at
+            self.knots += [(a, drawn), (b, drawn + LONG)]
+            drawn, at = drawn + LONG, b
+        self.knots.append((last, drawn + last - at))
+        self.scale = PLOT / max(self.knots[-1][1], 1e-3)
+
+    def drawn(self, t: float) -> float:
+        return _through(self.knots, t)
+
+    def x(self, t: float) -> float:
+        return LABEL + self.drawn(t) * self.scale
+
+    def instant_at(self, drawn: float) -> float:
+        return _through([(d, t) for t, d in self.knots], drawn)
+
+
+def _through(knots: list[tuple[float, float]], v: float) -> float:
+    """The piecewise-linear map through `knots` (in order of their first member) at `v`, flat past either end."""
+    if v <= knots[0][0]:
+        return knots[0][1]
+    for (a, fa), (b, fb) in zip(knots, knots[1:], strict=False):
+        if v <= b:
+            return fa + (fb - fa) * (v - a) / (b - a) if b > a else fb
+    return knots[-1][1]
+
+
 def svg(rows: list[Row]) -> Markup:
-    """The rows as one SVG: labels on the left, bars on a shared time axis, each row's cost on the right."""
+    """The rows as one SVG: labels on the left, bars on a shared time axis, what followed each call and its cost on
+    the right."""
     if not rows:
         return Markup('<p class="muted">No calls on this page.</p>')
     first = min(r.start for r in rows)
     last = max(max(r.end or r.start, r.after[1] if r.after else 0) for r in rows)
-    scale = PLOT / max(last - first, 1e-3)
-
-    def x(t: float) -> float:
-        return LABEL + (t - first) * scale
-
+    axis = Axis(first, last, rows)
     height = (len(rows) + 1) * ROW
     out = [f'<svg class="timeline-chart" role="img" aria-label="timeline" viewBox="0 0 {WIDTH} {height}" '
-           f'width="100%" preserveAspectRatio="xMinYMin meet">', _axis(first, last, x, height)]
+           f'width="100%" preserveAspectRatio="xMinYMin meet">', _axis(first, axis, height)]
     for n, r in enumerate(rows):
-        out.append(_row(r, (n + 1) * ROW, x))
+        out.append(_row(r, (n + 1) * ROW, axis.x))
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -160,25 +205,36 @@ def _row(r: Row, y: int, x) -> str:
              f'{escape(label)}</text>']
     if r.after is not None:
         a, b, kind, tip = r.after
-        parts.append(f'<rect x="{x(a):.1f}" y="{y + 7}" width="{max(1.0, x(b) - x(a)):.1f}" height="{ROW - 14}" '
+        parts.append(f'<rect x="{x(a):.1f}" y="{y + 5}" width="{max(1.0, x(b) - x(a)):.1f}" height="{ROW - 10}" '
                      f'class="after {kind}"><title>{escape(tip)}</title></rect>')
     parts.append(bar)
+    if r.after is not None:  # what came after the call, in words: the chart's column before the cost
+        a, b, kind, _ = r.after
+        parts.append(f'<text x="{WIDTH - COST - 6}" y="{y + ROW - 6}" text-anchor="end" class="then {kind}">'
+                     f'{"tools" if kind == "run" else "wait"} {milliseconds((b - a) * 1000)}</text>')
     if r.cost is not None:
         parts.append(f'<text x="{WIDTH - 4}" y="{y + ROW - 6}" text-anchor="end" class="cost">{_usd(r.cost)}</text>')
     parts.append("</g>")
     return "".join(parts)
 
 
-def _axis(first: float, last: float, x, height: int) -> str:
-    span = max(last - first, 1e-3)
+def _axis(first: float, axis: Axis, height: int) -> str:
+    """Ticks at round drawn times, labelled with the real time since the start; each shortened wait a break."""
+    span = max(axis.knots[-1][1], 1e-3)
     step = next((s for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
                  if span / s <= 8), 86400 * max(1, int(span / 86400 / 8) + 1))
     ticks, t = [], 0.0
     while t <= span:
-        px = x(first + t)
+        px = LABEL + t * axis.scale
         ticks.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{ROW - 4}" y2="{height}" class="tick"/>'
-                     f'<text x="{px + 2:.1f}" y="{ROW - 8}" class="tick">+{_clock(t)}</text>')
+                     f'<text x="{px + 2:.1f}" y="{ROW - 8}" class="tick">+{_clock(axis.instant_at(t) - first)}</text>')
         t += step
+    for a, b in axis.breaks:
+        mid = (axis.x(a) + axis.x(b)) / 2
+        ticks.append(f'<g class="break"><title>{milliseconds((b - a) * 1000)} waiting, drawn as'
+                     f' {milliseconds(LONG * 1000)}</title><line x1="{mid:.1f}" x2="{mid:.1f}" y1="{ROW}"'
+                     f' y2="{height}" class="break"/><text x="{mid:.1f}" y="{height - 2}" text-anchor="middle"'
+                     f' class="tick">≈ {_clock(b - a)}</text></g>')
     return f'<g class="axis">{"".join(ticks)}</g>'
 
 

@@ -22,4 +22,76 @@
       if (window.localStorage) localStorage.setItem("reasonlog-theme", next);
     }
   });
+
+  // Keys (shown at the foot of every page): j / k the next / previous session in a list or call in a session,
+  // Enter opens the chosen session, [ / ] the previous / next session of the list you came from, / search,
+  // t a session's timeline, u the usage page, ? the keys. Never while typing in a field.
+  var LIST = "reasonlog-list";
+  function items() {
+    if (document.querySelector("table.sessions")) return document.querySelectorAll("table.sessions tbody tr:not(.hits)");
+    return document.querySelectorAll("ol.timeline > li.call");
+  }
+  function current() {
+    var all = items();
+    for (var i = 0; i < all.length; i++) if (all[i].classList.contains("current")) return i;
+    return -1;
+  }
+  function choose(i) {
+    var all = items();
+    if (!all.length) return;
+    i = Math.max(0, Math.min(all.length - 1, i));
+    for (var n = 0; n < all.length; n++) all[n].classList.remove("current");
+    all[i].classList.add("current");
+    all[i].scrollIntoView({block: "center"});
+    var link = all[i].querySelector("a");
+    if (link) link.focus({preventScroll: true});
+  }
+  function rememberList() {
+    var links = document.querySelectorAll("table.sessions tbody td.title a");
+    if (!links.length || !window.sessionStorage) return;
+    var paths = [];
+    for (var i = 0; i < links.length; i++) paths.push(links[i].getAttribute("href"));
+    sessionStorage.setItem(LIST, JSON.stringify(paths));
+  }
+  function sibling(step) {
+    var paths = JSON.parse((window.sessionStorage && sessionStorage.getItem(LIST)) || "[]");
+    var here = window.location.pathname.replace(/\/timeline$/, "");
+    var at = paths.indexOf(here);
+    if (at >= 0 && paths[at + step]) window.location.assign(paths[at + step]);
+  }
+  function search() {
+    var box = document.querySelector("input[name=q]");
+    if (box) { box.focus(); box.select(); } else window.location.assign("/#search");
+  }
+  rememberList();
+  if (window.location.hash === "#search") search();
+  document.addEventListener("keydown", function (event) {
+    var target = event.target;
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (target instanceof Element && target.closest("input, textarea, select, [contenteditable]")) {
+      if (event.key === "Escape") target.blur();
+      return;
+    }
+    var help = document.getElementById("keys-help");
+    var key = event.key;
+    if (key === "j") choose(current() + 1);
+    else if (key === "k") choose(current() < 0 ? 0 : current() - 1);
+    else if (key === "Enter" && current() >= 0) {
+      var link = items()[current()].querySelector("a");
+      if (!link) return;
+      window.location.assign(link.getAttribute("href"));
+    }
+    else if (key === "]") sibling(1);
+    else if (key === "[") sibling(-1);
+    else if (key === "/") search();
+    else if (key === "t") {
+      var timeline = document.querySelector("a.timeline-link");
+      if (!timeline) return;
+      window.location.assign(timeline.getAttribute("href"));
+    }
+    else if (key === "u") window.location.assign("/usage");
+    else if (key === "?" && help) help.open = !help.open;
+    else return;
+    event.preventDefault();
+  });
 })();
