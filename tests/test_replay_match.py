@@ -152,3 +152,21 @@ def test_a_409_shows_where_a_long_line_differs_not_its_first_300_characters():
     added = next(line for line in diff if line.startswith("+") and not line.startswith("+++"))
     assert "/home/alice/.claude" in removed and "/home/bob/.claude" in added
     assert len(removed) < 320 and removed[1] == "…"
+
+
+def test_parallel_tool_results_in_another_order_match_and_the_order_is_said():
+    """Claude Code sends the results of parallel calls in the order they finished, the cache mark on the last."""
+    def request(first: dict, second: dict) -> dict:
+        return {"messages": [{"role": "user", "content": [first, {**second, "cache_control": {"type": "ephemeral"}}]}]}
+
+    two = {"type": "tool_result", "tool_use_id": "toolu_010", "content": "two"}
+    missing = {"type": "tool_result", "tool_use_id": "toolu_011", "content": "cat: missing.txt", "is_error": True}
+    recorded, sent = request(missing, two), request(two, missing)
+    assert same(recorded, sent, "anthropic")
+    (difference,) = tolerated(recorded, sent, "anthropic")
+    assert (difference.path, difference.kind) == ("messages.0.content", "order of parallel tool results")
+    assert not same(recorded, request(two, {**missing, "content": "cat: found"}), "anthropic")
+    # Results that are not side by side keep their places: a text between them is a fence.
+    fenced = {"messages": [{"role": "user", "content": [missing, {"type": "text", "text": "and"}, two]}]}
+    fenced_other = {"messages": [{"role": "user", "content": [two, {"type": "text", "text": "and"}, missing]}]}
+    assert not same(fenced, fenced_other, "anthropic")

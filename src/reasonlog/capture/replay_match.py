@@ -10,6 +10,11 @@ temporary paths into their results. Read from the real CLIs' requests (issue 32)
   `Process Group PGID: <pid>`;
 - Qwen Code: the same PGID line in the shell tool's result.
 
+And an agent runs parallel tool calls at once, so their results come back in the order they finished: Claude Code
+sends its `tool_result` blocks in that order (and marks the last one with `cache_control`, a caching hint), as
+OpenCode and Qwen Code send their `tool` messages. A run of results side by side is compared in any order, and
+`cache_control` is left out.
+
 So a request is compared in a *matching form*: its canonical JSON with each volatile value replaced by its kind and
 the order it first appeared in (`<uuid#1>`, `<time#2>`, ...), so that an id used twice (a tool call and its result)
 must still be used twice, and the values of the keys a protocol fills per run (`VOLATILE_KEYS`) replaced whole. Two
@@ -23,6 +28,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 # Per protocol, the keys whose whole value a client fills anew each run (a dotted path; `*` is any list item).
 VOLATILE_KEYS: dict[str, frozenset[str]] = {
@@ -70,15 +77,17 @@ def tolerated(recorded: Any, sent: Any, protocol: str | None = None) -> list[Tol
 
 
 class _Namer:
-    def __init__(self, keys: frozenset[str]):
-        self.keys = keys
+    def __init__(self, keys: frozenset[str], in_any_order: bool = True):
+        self.keys, self.in_any_order = keys, in_any_order
         self.names: dict[tuple[str, str], str] = {}
 
     def form(self, value: Any, path: str) -> Any:
         if isinstance(value, dict):
-            return {k: self._member(k, v, f"{path}.{k}" if path else k) for k, v in sorted(value.items())}
+            return {k: self._member(k, v, f"{path}.{k}" if path else k) for k, v in sorted(value.items())
+                    if k != "cache_control"}
         if isinstance(value, list):
-            return [self.form(v, f"{path}.*") for v in value]
+            formed = [self.form(v, f"{path}.*") for v in value]
+            return _results_sorted(formed, value) if self.in_any_order else formed
         if isinstance(value, str):
             return _TOKENS.sub(self._name, value)
         return value
@@ -98,8 +107,35 @@ class _Namer:
         return self.names[key]
 
 
+def _is_result(item: Any) -> bool:
+    """A tool's result, in any protocol's shape: Anthropic's block, a Chat `tool` message, a Gemini
+    `functionResponse` part, a Responses output item."""
+    return isinstance(item, dict) and (item.get("type") in ("tool_result", "function_call_output",
+                                                            "custom_tool_call_output")
+                                       or item.get("role") == "tool" or "functionResponse" in item)
+
+
+def _results_sorted(formed: list, raw: list) -> list:
+    """`formed` with each run of side-by-side tool results (by `raw`) in one order, whatever order they came in."""
+    out, i = [], 0
+    while i < len(formed):
+        j = i
+        while j < len(raw) and _is_result(raw[j]):
+            j += 1
+        if j - i > 1:
+            out += sorted(formed[i:j], key=lambda item: orjson.dumps(item, option=orjson.OPT_SORT_KEYS))
+            i = j
+        else:
+            out.append(formed[i])
+            i += 1
+    return out
+
+
 def _differences(recorded: Any, sent: Any, path: str, keys: frozenset[str]) -> Iterator[Tolerated]:
     if recorded == sent:
+        return
+    if isinstance(recorded, list) and isinstance(sent, list) and not _pairwise(recorded, sent, keys):
+        yield Tolerated(path, "order of parallel tool results", f"{len(recorded)} items", "the same, reordered")
         return
     if path in keys or (path.rsplit(".", 1)[-1] in _NUMBER_KEYS and not isinstance(recorded, dict | list | str)):
         yield Tolerated(path, "fresh each run" if path in keys else "time", _text(recorded), _text(sent))
@@ -112,6 +148,14 @@ def _differences(recorded: Any, sent: Any, path: str, keys: frozenset[str]) -> I
     elif isinstance(recorded, str) and isinstance(sent, str):
         kinds = sorted({m.lastgroup or "value" for m in _TOKENS.finditer(recorded)})
         yield Tolerated(path or "(the body)", "/".join(kinds) or "value", recorded, sent)
+
+
+def _pairwise(recorded: list, sent: list, keys: frozenset[str]) -> bool:
+    """Whether the two lists match item by item in their places (else they match only once their tool results
+    are put in one order)."""
+    def form(value: Any) -> Any:
+        return _Namer(keys).form(value, "")
+    return len(recorded) == len(sent) and all(form(a) == form(b) for a, b in zip(recorded, sent, strict=True))
 
 
 def _text(value: Any) -> str:
