@@ -273,6 +273,7 @@ class SQLiteStore(SQLStore):
                               + sum(p.stat().st_size for p in pending)),
             "unique_content_bytes": content_bytes, "counts": counts,
             "dropped_records": counters.get("dropped", 0), "rejected_records": counters.get("rejected", 0),
+            "isolated_batches": counters.get("isolated_batches", 0),
             "redacted_secrets": counters.get("redacted", 0),
             "spilled_batches": counters.get("spilled_batches", 0) + len(pending),
             "replayed_batches": counters.get("replayed_batches", 0),
