@@ -11,7 +11,7 @@ import orjson
 
 from ..parts import searchable_text
 from ..redact import Redactor
-from ..wire import jsonable
+from ..wire import check_finite, jsonable
 from .content import (
     CANONICAL,
     COMPRESS_MIN_BYTES,
@@ -128,6 +128,7 @@ class ContentWriter:
             data = orjson.dumps(value, default=jsonable, option=CANONICAL)  # canonical(), inlined: hot
         except TypeError:
             data = canonical(value)  # raises with the message that names what is not JSON
+        check_finite(data, value, kind)  # before the cache: NaN writes the bytes of null, another content's
         cid = self.cache.get(data)
         if cid is not None:
             return cid

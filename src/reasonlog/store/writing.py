@@ -28,7 +28,7 @@ from ..model import (
     format_instant,
 )
 from ..parts import RecordError
-from ..wire import jsonable
+from ..wire import check_finite, jsonable
 from .content import (
     decode_context,
     encode_context,
@@ -130,6 +130,7 @@ class Applier:
         if value is None:
             return None
         data = orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS)
+        check_finite(data, value, "a value")  # NaN would be stored as null: rejected, as what JSON cannot hold
         return self.redactor.json(data, _dumps).decode()
 
     def mask_text(self, text: str | None) -> str | None:
@@ -409,6 +410,7 @@ class Applier:
         else:
             skeleton = raw_skeleton(_plain(ev.raw), _plain(ev.response))
             data, fmt = orjson.dumps(skeleton, default=jsonable, option=orjson.OPT_NON_STR_KEYS), "skeleton"
+            check_finite(data, skeleton, "raw")
         # Bytes as they came are masked as text; a skeleton string by string, so it stays the same JSON.
         return pack_raw(self.redactor.bytes(data) if fmt == "bytes" else self.redactor.json(data, _dumps)), fmt
 
