@@ -175,6 +175,7 @@ def stored(url: str) -> dict[str, int]:
 def row(db: str, size: str, recorders: int, workers: int | None) -> dict:
     """One configuration in a fresh schema: in-process when `workers` is None, else through a server."""
     import psycopg
+
     import reasonlog
 
     schema = "bench_ingest_" + uuid.uuid4().hex[:10]

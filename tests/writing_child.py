@@ -26,7 +26,7 @@ def main() -> None:
     names = [f"shared-{k}" if a.shared else f"{a.tag}-{k}" for k in range(a.sessions)]
     sessions = [rec.session(id=name, agent=a.tag) for name in names]
     for i in range(a.calls):
-        for name, s in zip(names, sessions):
+        for name, s in zip(names, sessions, strict=True):
             question = f"{a.tag} asks {name} question {i}"
             call_id = s.call(messages=[{"role": "user", "content": question}], response=f"answer {i} to {a.tag}",
                              model="m", usage=reasonlog.Usage(input_tokens=10, output_tokens=2))
