@@ -21,12 +21,13 @@ from reasonlog.model import SessionStarted, ToolResultRecorded
 from reasonlog.store import SessionFilter, open_store
 
 HERE = Path(__file__).parent
-PROCESSES, SESSIONS, CALLS = 4, 6, 12
+PROCESSES, SESSIONS, CALLS = 4, 8, 20
 
 
-def run_writers(db, shared: bool) -> list[dict]:
+def run_writers(db, shared: bool, sync: bool = False) -> list[dict]:
     """Start the writers together and wait for them all; each one's stats."""
-    args = ["--sessions", str(SESSIONS), "--calls", str(CALLS)] + (["--shared"] if shared else [])
+    args = ["--sessions", str(SESSIONS), "--calls", str(CALLS)] + (["--shared"] if shared else []) \
+        + (["--sync"] if sync else [])
     procs = [subprocess.Popen([sys.executable, str(HERE / "writing_child.py"), "--db", str(db), "--tag", f"w{k}",
                                *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for k in range(PROCESSES)]
@@ -43,9 +44,10 @@ def run_writers(db, shared: bool) -> list[dict]:
     return outputs
 
 
-@pytest.mark.parametrize("shared", [False, True], ids=["disjoint-sessions", "shared-sessions"])
-def test_four_writers_store_every_record_once_without_retrying_batches(db, shared):
-    outputs = run_writers(db, shared)
+@pytest.mark.parametrize(("shared", "sync"), [(False, False), (True, False), (True, True)],
+                         ids=["disjoint-sessions", "shared-sessions", "shared-sessions-a-transaction-per-record"])
+def test_four_writers_store_every_record_once_without_retrying_batches(db, shared, sync):
+    outputs = run_writers(db, shared, sync)
     records = PROCESSES * SESSIONS * CALLS
     assert [o["closed"] for o in outputs] == [True] * PROCESSES
     assert [o["stats"]["rejected"] for o in outputs] == [0] * PROCESSES

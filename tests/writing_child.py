@@ -1,6 +1,6 @@
 """A writer process for the concurrent-writers test: sessions of calls, each followed by a tool result and an outcome.
 
-    python tests/writing_child.py --db X --tag T --sessions S --calls C [--shared]
+    python tests/writing_child.py --db X --tag T --sessions S --calls C [--shared] [--sync]
 
 Session k is `T-k` (or `shared-k` with --shared, which every process writes into). Call i of a session
 asks a question and gets an answer; its tool result and outcome hold the word `zebrafish` and their own
@@ -21,8 +21,9 @@ def main() -> None:
     p.add_argument("--sessions", type=int, required=True)
     p.add_argument("--calls", type=int, required=True)
     p.add_argument("--shared", action="store_true")
+    p.add_argument("--sync", action="store_true", help="a synchronous writer: a transaction per record")
     a = p.parse_args()
-    rec = reasonlog.Recorder(a.db)
+    rec = reasonlog.Recorder(a.db, writer="sync" if a.sync else "background")
     names = [f"shared-{k}" if a.shared else f"{a.tag}-{k}" for k in range(a.sessions)]
     sessions = [rec.session(id=name, agent=a.tag) for name in names]
     for i in range(a.calls):
