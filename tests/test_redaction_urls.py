@@ -138,3 +138,25 @@ def test_a_recorded_url_password_reaches_no_table(tmp_path):
     store.close()
     assert secret.encode() not in blob and status["redacted_secrets"] == 7
     assert masked_as("postgresql://alice:{}@db.internal/app", session["labels"]["db"])
+
+
+def test_a_url_password_sent_through_the_recording_proxy_reaches_no_table(tmp_path):
+    """The proxy's path: an SDK client sends a message holding a connection URL; the upstream gets it as sent."""
+    import anthropic
+    from proxy_upstream import Upstream
+    from proxying import ANTHROPIC_KEY, database_bytes, recording_proxy
+
+    secret = "Zq9-proxy-pass-Zq9"
+    db = tmp_path / "p.db"
+    with Upstream() as up, recording_proxy(db, up.url) as proxied:
+        client = anthropic.Anthropic(base_url=proxied.url, api_key=ANTHROPIC_KEY, max_retries=0)
+        client.messages.create(model="claude-opus-4-5", max_tokens=64, messages=[
+            {"role": "user", "content": f"why does postgresql://alice:{secret}@db.internal/app refuse me?"}])
+    assert secret.encode() in up.received[0].body  # forwarded unchanged: masking is for what is kept
+    store = open_store(db)
+    (session,) = store.list_sessions(SessionFilter(limit=None))
+    (call,) = store.get_session(session["id"])["calls"]
+    text = store.replay_call(call["id"])["messages"][0]["content"]
+    store.close()
+    assert masked_as("why does postgresql://alice:{}@db.internal/app refuse me?", text)
+    assert secret.encode() not in database_bytes(db)
