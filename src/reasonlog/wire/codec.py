@@ -58,9 +58,14 @@ def check_finite(data: bytes, value: Any, name: str = "") -> None:
     orjson writes both as `null`, so JSON without a `null` holds neither and costs one substring scan; only
     JSON with one is walked. SDK objects are not walked: their JSON dump is what their SDK sends."""
     if b"null" in data:
-        found = _non_finite(value)
-        if found is not None:
-            raise NonFinite(name + found[0], found[1])
+        refuse_non_finite(value, name)
+
+
+def refuse_non_finite(value: Any, name: str = "") -> None:
+    """Raise `NonFinite` when `value` holds NaN or an infinity (a walk of it: call when its JSON holds `null`)."""
+    found = _non_finite(value)
+    if found is not None:
+        raise NonFinite(name + found[0], found[1])
 
 
 def _non_finite(value: Any) -> tuple[str, float] | None:
