@@ -4,7 +4,10 @@ Four writer processes record into one database, on sessions of their own and on 
 with a tool result and an outcome after every call. On PostgreSQL (READ COMMITTED) a batch used to index
 every record past the largest rowid it saw at its start, which took in other transactions' records: the
 search tables' primary key refused them and the whole batch was written again event by event. Every record
-must be stored and found once, nothing rejected, and no batch retried event by event (`db status`).
+must be stored and found once, nothing rejected, and no batch retried event by event (`db status`). On SQLite
+a writer's memory of a shared session (its next call number) went stale when another process wrote to it, and
+its next batch collided with that process's rows and was retried event by event: with a transaction per record
+(`--sync`) that happened 14 times in one run.
 """
 from __future__ import annotations
 
