@@ -160,3 +160,31 @@ def test_a_url_password_sent_through_the_recording_proxy_reaches_no_table(tmp_pa
     store.close()
     assert masked_as("why does postgresql://alice:{}@db.internal/app refuse me?", text)
     assert secret.encode() not in database_bytes(db)
+
+
+def test_a_url_password_in_an_instrumented_sdk_call_reaches_no_table(server, tmp_path):
+    """The SDK adapters' path: `instrument_anthropic` records the request and the raw response it was given."""
+    import anthropic
+    from sdk_server import load_json
+
+    from reasonlog.capture.anthropic import instrument_anthropic
+
+    secret = "Zq9-sdk-pass-Zq9"
+    payload = load_json("anthropic-messages", "anthropic-text.json")
+    payload["content"][0]["text"] = f"use redis://:{secret}@cache:6379/0"
+    server.reply_json(payload)
+    db = tmp_path / "sdk.db"
+    rec = reasonlog.Recorder(db, writer="sync")
+    client = anthropic.Anthropic(base_url=server.url, api_key="test-key", max_retries=0)
+    instrument_anthropic(client, rec)
+    with rec.session(agent="sdk") as s:
+        client.messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=[
+            {"role": "user", "content": f"connect with mysql://root:{secret}@10.0.0.5/app"}])
+    rec.close()
+    store = open_store(db)
+    (call,) = store.get_session(s.id)["calls"]
+    got = store.get_call(call["id"])
+    store.close()
+    assert masked_as("connect with mysql://root:{}@10.0.0.5/app", got["request"]["messages"][0]["content"])
+    assert masked_as("use redis://:{}@cache:6379/0", got["response"]["content"][0]["text"])
+    assert secret.encode() not in b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
