@@ -179,6 +179,25 @@ def test_keys_make_the_dashboard_ask_for_one_and_keep_it_in_a_session_cookie(tmp
     assert offsite.headers["location"] == "/"
 
 
+def test_the_bearer_key_that_opens_the_api_opens_the_dashboard_and_its_csv(tmp_path):
+    """Issue 30 item 6c: `GET /usage.csv` answered 401 to `Authorization: Bearer <key>` (a script fetching the
+    CSV has no cookie); the pages redirected it to the sign-in form."""
+    db = tmp_path / "k.db"
+    run_demo(db, exchanges=1)
+    key = open_store(db).create_api_key("read")["secret"]
+    client = TestClient(create_app(lambda: open_store(db)))
+    bearer = {"Authorization": f"Bearer {key}"}
+    csv = client.get("/usage.csv", params={"by": "model"}, headers=bearer)
+    assert csv.status_code == 200 and csv.headers["content-type"].startswith("text/csv")
+    assert csv.text.splitlines()[0] == client.get("/usage.csv", params={"by": "model"},
+                                                  cookies={"reasonlog_key": key}).text.splitlines()[0]
+    assert [client.get(page, headers=bearer, follow_redirects=False).status_code
+            for page in ("/", "/usage", "/v1/sessions")] == [200, 200, 200]
+    wrong = {"Authorization": "Bearer rlk_wrong"}
+    assert client.get("/usage.csv", headers=wrong).status_code == 401
+    assert client.get("/usage", headers=wrong, follow_redirects=False).headers["location"] == "/login?next=/usage"
+
+
 def test_unknown_ids_and_bad_dates_are_pages_not_tracebacks(served):
     client, _, _ = served
     missing = client.get("/sessions/nope")

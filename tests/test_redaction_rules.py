@@ -139,9 +139,9 @@ def test_masking_never_alters_base64_data_even_with_a_key_prefix_planted_in_it(d
     """Every base64 form of at least 300 bytes, with a key's prefix written over it anywhere (as chance does)."""
     text = _base64_forms(data)[form]
     at = int(where * (len(text) - len(prefix)))
-    text = text[:at] + prefix + text[at + len(prefix):]
     if "\n" in text[at:at + len(prefix)]:
-        return  # the prefix would have replaced a line break: no longer wrapped data
+        return  # the prefix would replace a line break: no longer wrapped data
+    text = text[:at] + prefix + text[at + len(prefix):]
     r = Redactor()
     value = {"type": "image", "source": {"data": text}}
     assert r.json(orjson.dumps(value), orjson.dumps) == orjson.dumps(value)

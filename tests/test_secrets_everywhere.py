@@ -44,13 +44,17 @@ from reasonlog.redact import Redactor
 from reasonlog.server.app import create_app
 from reasonlog.store import SessionFilter, open_store
 
+# A password in a connection URL (issue 30 item 5): the user name and host stay, the password is masked.
+URL_PASSWORD = "Pw9%40Zq-url7"
+URL = f"postgresql://alice:{URL_PASSWORD}@db.internal:5432/app?sslmode=require"
 # Every kind in one text, each where the issue found it missed: after a slash, an underscore, a newline.
-PLANTED = " ".join([f"/v1/{SECRETS['openai_key']}/data", f"MY_TOKEN_{SECRETS['github_token']}",
-                    f"AWS_SECRET_ACCESS_KEY={SECRETS['aws_secret_key']}",
-                    *(v for k, v in SECRETS.items() if k not in ("openai_key", "github_token", "aws_secret_key"))])
+PLANTED_KEYS = " ".join([f"/v1/{SECRETS['openai_key']}/data", f"MY_TOKEN_{SECRETS['github_token']}",
+                         f"AWS_SECRET_ACCESS_KEY={SECRETS['aws_secret_key']}",
+                         *(v for k, v in SECRETS.items() if k not in ("openai_key", "github_token", "aws_secret_key"))])
+PLANTED = f"{PLANTED_KEYS} {URL}"
 # What must never be found: each secret's own characters (the bearer's token, the PEM block's body).
 RAW = {k: v for k, v in SECRETS.items() if k not in ("bearer_token", "private_key")} | {
-    "bearer_token": "abc123DEF456ghi789JKL", "private_key": PEM_BODY}
+    "bearer_token": "abc123DEF456ghi789JKL", "private_key": PEM_BODY, "url_password": URL_PASSWORD}
 ALL = SessionFilter(limit=None)
 
 
@@ -63,8 +67,8 @@ def planted(tag: str) -> str:
 
 
 def planted_id(tag: str) -> str:
-    """An id holding every secret, without the slashes a URL path cannot carry (the server's routes)."""
-    return f"{tag}: {PLANTED.replace('/v1/', '_v1_').replace('/data', '_data')}"
+    """An id holding every secret but the URL, without the slashes a URL path cannot carry (the server's routes)."""
+    return f"{tag}: {PLANTED_KEYS.replace('/v1/', '_v1_').replace('/data', '_data')}"
 
 
 # ------------------------------------------------------------------ every field of every event

@@ -1,5 +1,8 @@
 """Values no JSON can hold: raised at the call site when strict, counted in `rec.stats()` when not (issue 19 item 12).
 
+NaN and the infinities (issue 30 item 6b) are poison too: orjson writes them as `null`, so the store kept a
+request that was not the one sent, and `replay` printed it.
+
 The default recorder serialises on its writer thread, so a lone surrogate, bytes inside a message, an
 integer past 64 bits, nesting deeper than orjson's limit or a tuple as a key is rejected there. A
 strict recorder must raise it where it was given, and both must count it where users look.
@@ -27,7 +30,8 @@ def _deep(n: int):
 
 POISON = {"lone surrogate": "a\ud800b", "bytes": b"\xff\x00", "integer past 64 bits": 2**70,
           "10,000-deep nesting": _deep(10_000), "tuple key": {("a", 1): 1}, "object": object(),
-          "negative past 64 bits": -2**64}
+          "negative past 64 bits": -2**64, "NaN": float("nan"), "infinity": float("inf"),
+          "-infinity": float("-inf")}
 
 Q = [{"role": "user", "content": "q"}]
 SITES = {
@@ -115,7 +119,8 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) 
                      max_leaves=8)
 _POISONS = (st.text(max_size=3).map(lambda t: t + "\ud800" + t) | st.binary(min_size=1, max_size=4)
             | st.integers(2**64, 2**80) | st.integers(-2**80, -2**63 - 1) | st.integers(260, 400).map(_deep)
-            | st.tuples(st.text(max_size=3), st.integers()).map(lambda k: {k: 1}))
+            | st.tuples(st.text(max_size=3), st.integers()).map(lambda k: {k: 1})
+            | st.sampled_from([float("nan"), float("inf"), float("-inf")]))
 
 
 @st.composite

@@ -26,6 +26,8 @@ from .redact_patterns import (
     DEFAULT_PATTERNS,
     LITERALS,
     STARTS,
+    URL_KIND,
+    URL_PASSWORD,
     in_base64_data,
 )
 
@@ -88,9 +90,11 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """Mask secrets in a string (an identifier, a message's text, a log line)."""
-        if self._text_literals is not None and not self._text_literals.search(text):
-            return text
-        masked = self._text.sub(self._mask, text)
+        masked = text
+        if self._text_literals is None or self._text_literals.search(text):
+            masked = self._text.sub(self._mask, text)
+        if "://" in masked and "@" in masked:  # two substring tests, in C, before any regex
+            masked = URL_PASSWORD.sub(self._mask_url, masked)
         return text if masked == text else masked  # the same object: callers test identity for "unchanged"
 
     def bytes(self, data: builtins.bytes) -> builtins.bytes:
@@ -125,9 +129,10 @@ class Redactor:
         return data if masked is decoded else dumps(masked)
 
     def may_hold(self, data: builtins.bytes) -> bool:
-        """False when no default pattern can match in `data` (none of their literals is in it)."""
+        """False when no default pattern can match in `data` (none of their literals is in it, and no URL)."""
         # One pass of one regex: faster than a substring test per literal over large contents.
-        return self._byte_literals is None or self._byte_literals.search(data) is not None
+        return (self._byte_literals is None or self._byte_literals.search(data) is not None
+                or (b"://" in data and b"@" in data))  # a URL that may hold a password (URL_PASSWORD)
 
     # ------------------------------------------------------------ masking
 
@@ -159,6 +164,12 @@ class Redactor:
             at = lo - match.start()
             return whole[:at] + self._masked(name, match.group(secret_group)) + whole[at + hi - lo:]
         return self._masked(name, match.group())
+
+    def _mask_url(self, match: re.Match) -> str:
+        """A URL's userinfo and `@` with its password masked; the user name stays."""
+        lo, hi = match.span("SECRET")
+        text = match.string
+        return text[match.start():lo] + self._masked(URL_KIND, text[lo:hi]) + text[hi:match.end()]
 
     def _masked(self, name: str, secret: str) -> str:
         self.masked += 1

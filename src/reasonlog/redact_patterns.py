@@ -79,6 +79,15 @@ DATA_SHAPED = frozenset({"anthropic_key", "openai_key", "google_api_key", "aws_a
 # The first character of every default pattern. Python's engine tries each alternative at each position;
 # one class test in front rejects most positions at once.
 STARTS = r"(?=[sSAagxhreBb\-])"
+# A password in a URL's userinfo, of any scheme (`postgresql://alice:<password>@host/db`, RFC 3986 3.2.1): the
+# password is masked, the scheme, user, host, port and path stay. It runs up to the last `@` before the path, as
+# URL parsers read it (a raw `@` in a password is common), and never across a space, a quote or a backslash (a
+# JSON escape). The pattern starts with its literal `://`, which the engine searches for fast; text without both
+# `://` and `@` is not searched at all (see `Redactor.text`). A password already masked is left as it is.
+URL_PASSWORD = re.compile(r"://(?<=[A-Za-z0-9+.\-]://)[^\s:/?#@\"\\<>\[\]]{0,256}:"
+                          r"(?P<SECRET>(?!\[REDACTED:)[^\s/?#\"\\<>]{1,1024})@")
+URL_KIND = "url_password"
+
 # A JSON object's key that says its value is an AWS secret access key (`{"SecretAccessKey": "..."}`).
 AWS_SECRET_NAME = re.compile(r"(?i)(?:aws[_\-. ]?)?secret[_\-. ]?access[_\-. ]?key")
 AWS_SECRET_VALUE = re.compile(r"[A-Za-z0-9/+]{40}")

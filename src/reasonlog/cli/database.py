@@ -50,8 +50,8 @@ def db_status(obj, as_json):
         table.add_row(key, Text(str(status[key])))
     for key, value in status["counts"].items():
         table.add_row(key, str(value))
-    for key in ("dropped_records", "rejected_records", "set_aside_records", "spilled_batches", "replayed_batches",
-                "redacted_secrets"):
+    for key in ("dropped_records", "rejected_records", "isolated_batches", "set_aside_records", "spilled_batches",
+                "replayed_batches", "redacted_secrets"):
         table.add_row(key, str(status[key]))
     table.add_row("pending spill files", Text(_waiting_line(status)))
     if status["set_aside_file"]:

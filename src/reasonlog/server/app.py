@@ -187,9 +187,7 @@ def _requires(stores: Stores, needed: str, cookie: str | None = None):
             store = stores.reader.get()
             if not store.has_api_keys():
                 return  # no key yet: the server only listens on loopback (see cli/serve.py)
-            scheme, _, token = request.headers.get("authorization", "").partition(" ")
-            token = token.strip() if scheme.lower() == "bearer" else ""
-            token = token or (request.cookies.get(cookie, "") if cookie else "")
+            token = dashboard.bearer_key(request) or (request.cookies.get(cookie, "") if cookie else "")
             scope = store.api_key_scope(token) if token else None
         except StoreError as exc:
             raise guards.unavailable(str(exc)) from None

@@ -11,7 +11,7 @@ import orjson
 
 from ..parts import searchable_text
 from ..redact import Redactor
-from ..wire import jsonable
+from ..wire import jsonable, refuse_non_finite
 from .content import (
     CANONICAL,
     COMPRESS_MIN_BYTES,
@@ -87,7 +87,7 @@ class ContentWriter:
     backend: ContentBackend
     redactor: Any = None
     dicts: Dictionaries = field(default_factory=Dictionaries)
-    cache: dict[bytes, int] = field(default_factory=dict)
+    cache: dict[bytes, int] = field(default_factory=dict)  # canonical bytes -> id; -id when they hold `null`
     cache_bytes: int = 0
     pending_text: list[tuple[int, str]] = field(default_factory=list)
     _dict_id: int | None = None
@@ -130,7 +130,13 @@ class ContentWriter:
             data = canonical(value)  # raises with the message that names what is not JSON
         cid = self.cache.get(data)
         if cid is not None:
+            if cid < 0:  # its JSON holds null, whose bytes NaN writes too: this value may hold NaN
+                refuse_non_finite(value, kind)
+                return -cid
             return cid
+        nulls = b"null" in data  # once per distinct content, not per resent message
+        if nulls:
+            refuse_non_finite(value, kind)  # NaN or an infinity has no JSON form: never stored as null
         key, data = data, self.redactor.json(data, canonical)  # each string alone: never across structure
         if data is not key:  # masked: index what is stored, not what was given
             value = orjson.loads(data)
@@ -144,7 +150,7 @@ class ContentWriter:
             self.cache.clear()
             self.cache_bytes = 0
         key = _exact(key)
-        self.cache[key] = cid
+        self.cache[key] = -cid if nulls else cid  # negative: a hit walks the value (see above)
         self.cache_bytes += len(key) + ENTRY_BYTES
         if self._added is not None:
             self._added.append(key)

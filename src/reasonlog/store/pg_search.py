@@ -119,4 +119,4 @@ def _index_stored(cur) -> None:
         search.index_contents(cur, [(cid, searchable_text(orjson.loads(reader.bytes_of(codec, dict_id, bytes(data)))))
                                     for cid, codec, dict_id, data in rows], TRIGRAMS)
         last = rows[-1][0]
-    search.index_records_since(cur, dict.fromkeys(search.RECORD_TABLES, 0), TRIGRAMS)
+    search.index_every_record(cur, search.RECORD_TABLES, TRIGRAMS)

@@ -388,6 +388,7 @@ class PostgresStore(SQLStore):
             "schema_version": self.schema_version(), "latest_schema_version": PG_MIGRATIONS[-1].number,
             "bytes_on_disk": got["on_disk"], "unique_content_bytes": got["content_bytes"], "counts": got["counts"],
             "dropped_records": counters.get("dropped", 0), "rejected_records": counters.get("rejected", 0),
+            "isolated_batches": counters.get("isolated_batches", 0),
             "redacted_secrets": counters.get("redacted", 0),
             "spilled_batches": counters.get("spilled_batches", 0),
             "replayed_batches": counters.get("replayed_batches", 0),

@@ -142,22 +142,29 @@ def drop_held_reasoning(cur, session_ids: list[str], index=FTS5, group: str | No
     return dropped
 
 
-def record_marks(cur) -> dict[str, int]:
-    """The last rowid of each record table; rows after it are new (see `index_records_since`)."""
-    return {t: cur.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {t}").fetchone()[0] for t in RECORD_TABLES}
+def index_records(cur, rowids: dict[str, list[int]], index=FTS5) -> None:
+    """Index the tool results, outcomes and reasoning records a batch inserted (their rowids, by table; see
+    `Applier.take_records`), from their stored (masked) columns.
+
+    Exactly these: under READ COMMITTED a range of rowids also holds what other transactions committed meanwhile,
+    which they index themselves. Reading them back keeps the dialect-neutral writer free of index SQL and indexes
+    what the transaction keeps (a row rolled back to a savepoint is not found)."""
+    for table, ids in rowids.items():
+        wanted = sorted(set(ids))
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} WHERE rowid IN"
+                               f" ({','.join('?' * len(chunk))}) ORDER BY rowid", chunk).fetchall()
+            if rows:
+                index.add(cur, RECORD_TABLES[table], _record_rows(rows, table))
 
 
-def index_records_since(cur, marks: dict[str, int], index=FTS5) -> None:
-    """Index the tool results and outcomes written after `marks`, from their stored (masked) columns.
-
-    Reading them back at the end of a batch keeps the dialect-neutral writer free of index SQL,
-    and indexes exactly what the transaction keeps (events rolled back to a savepoint are gone).
-    """
-    for table, name in ((t, RECORD_TABLES[t]) for t in marks):
-        rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} WHERE rowid > ? ORDER BY rowid",
-                           (marks[table],)).fetchall()
+def index_every_record(cur, tables: Iterable[str], index=FTS5) -> None:
+    """Index every row of these record tables (a migration building the index, which holds the database)."""
+    for table in tables:
+        rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} ORDER BY rowid").fetchall()
         if rows:
-            index.add(cur, name, _record_rows(rows, table))
+            index.add(cur, RECORD_TABLES[table], _record_rows(rows, table))
 
 
 def _row_text(table: str, name: str | None, input_json: str | None, body: str | None) -> str:
@@ -182,7 +189,7 @@ def rebuild(cur) -> None:
             index_contents(cur.connection, batch)
             batch = []
     index_contents(cur.connection, batch)
-    index_records_since(cur, {"tool_results": 0, "outcomes": 0})  # the record tables of schema 6
+    index_every_record(cur, ("tool_results", "outcomes"))  # the record tables of schema 6
 
 
 # ------------------------------------------------------------------ searching

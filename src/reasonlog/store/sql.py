@@ -133,7 +133,7 @@ class SQLStore(SemanticStore):
                 self._lock_sessions(cur, events)
                 counters = dict(counters or {})
                 self._applier.completed.clear()
-                marks = search.record_marks(cur)
+                self._applier.take_records()  # what an abandoned batch noted is not this one's
                 rejected = 0
                 for index, event in enumerate(events):
                     if isolate:
@@ -144,8 +144,9 @@ class SQLStore(SemanticStore):
                     else:
                         self._applier.apply(cur, event)
                 counters["rejected"] = counters.get("rejected", 0) + rejected
+                counters["isolated_batches"] = counters.get("isolated_batches", 0) + int(isolate)
                 self._applier.finish(cur)
-                search.index_records_since(cur, marks, self.index)
+                search.index_records(cur, self._applier.take_records(), self.index)
                 search.drop_held_reasoning(cur, self._applier.completed, self.index)
                 counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
                 self._add_counters(cur, counters)
@@ -337,14 +338,14 @@ class SQLStore(SemanticStore):
         from . import transfer
 
         def run(cur: Cursor) -> dict:
-            marks = search.record_marks(cur)
+            self._applier.take_records()
             masked = self._applier.redactor.masked
             importer = transfer.Importer(cur, self._applier)
             n = importer.run(records)
             usage.recount(cur, list(importer.sessions))  # imported calls were inserted as rows, not counted
             self._add_counters(cur, {"redacted": self._applier.redactor.masked - masked})
             self._applier.finish(cur)
-            search.index_records_since(cur, marks, self.index)
+            search.index_records(cur, self._applier.take_records(), self.index)
             importer.verify(self._dicts)
             return n
 

@@ -17,6 +17,7 @@ from .sql import SQLStore
 from .vectors import VectorReader
 
 if TYPE_CHECKING:
+    from ..model import Event
     from ..pricing import PriceTable
     from ..redact import Redactor
     from . import SessionFilter, maintenance
@@ -70,6 +71,7 @@ class SQLiteStore(SQLStore):
         self._conn = opening.connect(self.path, read_only=read_only, timeout_s=busy_timeout_ms / 1000)
         self._vectors = VectorReader(self.path)  # sqlite-vec's connection, opened by the first vector search
         self._generation: int | None = None  # the content generation the caches hold (see maintenance.py)
+        self._checked: dict[str, int] = {}  # session id -> PRAGMA data_version when its state was last checked
         try:
             opening.check_reasonlog(self._conn, self.path, SQLITE_MIGRATIONS[-1].number, read_only=read_only)
         except StoreError:
@@ -202,6 +204,21 @@ class SQLiteStore(SQLStore):
             self._applier.reset()
             self._generation = generation
 
+    def _lock_sessions(self, cur: Cursor, events: list[Event]) -> None:
+        """BEGIN IMMEDIATE already serialises writers. A writer whose memory of a session another connection has
+        since extended reads it again (`Applier.revalidate`), else its rows collide with that connection's and its
+        batch is written again event by event; asked only of the sessions checked before another connection's last
+        commit (`PRAGMA data_version` moves only then), so a lone writer asks nothing."""
+        version = cur.execute("PRAGMA data_version").fetchone()[0]
+        touched = {sid for ev in events if isinstance(sid := getattr(ev, "session_id", None), str)}
+        stale = sorted(sid for sid in touched if self._checked.get(sid) != version)
+        if not stale:
+            return
+        self._applier.revalidate(cur, stale)
+        if len(self._checked) > 100_000:  # sessions long ended: checking one again costs one query
+            self._checked.clear()
+        self._checked.update(dict.fromkeys(stale, version))
+
     # The dialect's part of writing contents (see store/contents.py: ContentBackend).
 
     @staticmethod
@@ -273,6 +290,7 @@ class SQLiteStore(SQLStore):
                               + sum(p.stat().st_size for p in pending)),
             "unique_content_bytes": content_bytes, "counts": counts,
             "dropped_records": counters.get("dropped", 0), "rejected_records": counters.get("rejected", 0),
+            "isolated_batches": counters.get("isolated_batches", 0),
             "redacted_secrets": counters.get("redacted", 0),
             "spilled_batches": counters.get("spilled_batches", 0) + len(pending),
             "replayed_batches": counters.get("replayed_batches", 0),

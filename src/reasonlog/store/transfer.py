@@ -207,13 +207,17 @@ _COLUMNS = {"sessions": SESSION_COLUMNS, "exchanges": EXCHANGE_COLUMNS, "message
             "tool_results": TOOL_COLUMNS, "outcomes": OUTCOME_COLUMNS, "calls": _CALL_SELECT}
 
 
-def _insert(cur, table: str, rec: dict) -> None:
+def _insert(cur, table: str, rec: dict, applier=None) -> None:
+    """Insert one row; through `applier` for a searchable record table, which notes its rowid for the index."""
     cols = list(rec)
     unknown = set(cols) - set(_COLUMNS[table])
     if unknown:
         raise StoreError(f"{table}: unknown field(s) {sorted(unknown)}")
-    cur.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                [rec[c] for c in cols])
+    sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+    if applier is None:
+        cur.execute(sql, [rec[c] for c in cols])
+    else:
+        applier.insert_record(cur, table, sql, [rec[c] for c in cols])
 
 
 def _import_session(cur, rec, ids, applier) -> None:
@@ -254,7 +258,7 @@ _IMPORTERS = {
     "exchange": lambda cur, rec, ids, a: _insert(cur, "exchanges", rec),
     "call": _import_call,
     "message": _import_message,
-    "tool_result": lambda cur, rec, ids, a: _insert(cur, "tool_results", rec),
-    "outcome": lambda cur, rec, ids, a: _insert(cur, "outcomes", rec),
+    "tool_result": lambda cur, rec, ids, a: _insert(cur, "tool_results", rec, a),
+    "outcome": lambda cur, rec, ids, a: _insert(cur, "outcomes", rec, a),
     "counters": _import_counters,
 }

@@ -28,7 +28,7 @@ from ..model import (
     format_instant,
 )
 from ..parts import RecordError
-from ..wire import jsonable
+from ..wire import check_finite, jsonable
 from .content import (
     decode_context,
     encode_context,
@@ -128,6 +128,9 @@ class Applier:
     completed: list[str] = field(default_factory=list)
     timeline: Timeline = field(init=False)
     tally: Tally = field(default_factory=Tally)  # the batch's calls, summed for usage_rollup
+    # Rowids of the searchable records (tool results, outcomes, reasoning records) this batch inserted, by table:
+    # the batch indexes exactly these (see `take_records`), never rows other transactions wrote meanwhile.
+    records: dict[str, list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.timeline = Timeline(self.contents.redactor)
@@ -141,6 +144,7 @@ class Applier:
         if value is None:
             return None
         data = orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS)
+        check_finite(data, value, "a value")  # NaN would be stored as null: rejected, as what JSON cannot hold
         return self.redactor.json(data, _dumps).decode()
 
     def mask_text(self, text: str | None) -> str | None:
@@ -184,6 +188,7 @@ class Applier:
         self.rows.clear()
         self.tally.clear()
         self.completed.clear()
+        self.records.clear()
         self.contents.reset()
         self.timeline.reset()
 
@@ -204,6 +209,19 @@ class Applier:
                 cur.executemany(sql, rows)
         self.rows.clear()
         self.tally.flush(cur)
+
+    def insert_record(self, cur, table: str, sql: str, args: tuple | list) -> None:
+        """Run `sql`, an INSERT of one row into the searchable record table `table`, and note the row's rowid."""
+        (rowid,), = cur.execute(sql + " RETURNING rowid", args).fetchall()  # all: SQLite finishes the statement
+        self.records.setdefault(table, []).append(rowid)
+
+    def take_records(self) -> dict[str, list[int]]:
+        """The rowids `insert_record` noted since the last call, by table; forgotten here.
+
+        A row of an event rolled back to its savepoint is gone (and on SQLite its rowid may be taken again by a
+        later event of the batch): the index reads these rowids back, and what it finds is what the batch keeps."""
+        taken, self.records = self.records, {}
+        return taken
 
     def queue(self, sql: str, rows: list[tuple]) -> None:
         self.rows.setdefault(sql, []).extend(rows)
@@ -406,6 +424,7 @@ class Applier:
         else:
             skeleton = raw_skeleton(_plain(ev.raw), _plain(ev.response))
             data, fmt = orjson.dumps(skeleton, default=jsonable, option=orjson.OPT_NON_STR_KEYS), "skeleton"
+            check_finite(data, skeleton, "raw")
         # Bytes as they came are masked as text; a skeleton string by string, so it stays the same JSON.
         return pack_raw(self.redactor.bytes(data) if fmt == "bytes" else self.redactor.json(data, _dumps)), fmt
 
@@ -413,25 +432,26 @@ class Applier:
 
     def _apply_tool_result(self, cur, ev: ToolResultRecorded) -> None:
         st = self.state(cur, ev.session_id)
-        cur.execute("INSERT INTO tool_results (id, session_id, tool_use_id, name, input_json, content_json, is_error,"
-                    " duration_ms, at, message_idx) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (*map(self.ident, (ev.tool_result_id, ev.session_id, ev.tool_use_id, ev.name)),
-                     self.dumps(ev.input), self.dumps(ev.content),
-                     int(bool(ev.is_error)), ev.duration_ms, ev.at, st.next_message))
+        self.insert_record(cur, "tool_results",
+                           "INSERT INTO tool_results (id, session_id, tool_use_id, name, input_json, content_json,"
+                           " is_error, duration_ms, at, message_idx) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                           (*map(self.ident, (ev.tool_result_id, ev.session_id, ev.tool_use_id, ev.name)),
+                            self.dumps(ev.input), self.dumps(ev.content),
+                            int(bool(ev.is_error)), ev.duration_ms, ev.at, st.next_message))
 
     def _apply_outcome(self, cur, ev: OutcomeRecorded) -> None:
         st = self.state(cur, ev.session_id)
-        cur.execute("INSERT INTO outcomes (id, session_id, kind, payload_json, call_id, at, message_idx)"
-                    " VALUES (?,?,?,?,?,?,?)",
-                    (*map(self.ident, (ev.outcome_id, ev.session_id, ev.outcome_kind)), self.dumps(ev.payload),
-                     self.ident(ev.call_id), ev.at,
-                     st.next_message))
+        self.insert_record(cur, "outcomes", "INSERT INTO outcomes (id, session_id, kind, payload_json, call_id, at,"
+                           " message_idx) VALUES (?,?,?,?,?,?,?)",
+                           (*map(self.ident, (ev.outcome_id, ev.session_id, ev.outcome_kind)), self.dumps(ev.payload),
+                            self.ident(ev.call_id), ev.at, st.next_message))
 
 
     def _apply_reasoning(self, cur, ev: ReasoningRecorded) -> None:
         self.state(cur, ev.session_id)  # the session must exist
         details = self.mask_text(ev.details)
-        cur.execute(
+        self.insert_record(
+            cur, "reasoning_records",
             "INSERT INTO reasoning_records (id, session_id, agent, group_name, phase, state, compact_json, details,"
             " artifact_path, details_tokens, compact_tokens, tokenizer, redacted, confidence, references_json, at)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",

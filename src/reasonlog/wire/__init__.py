@@ -32,7 +32,7 @@ from .api import (
     StatsJSON,
     WindowJSON,
 )
-from .codec import decode_line, encode_line, jsonable, masked_line
+from .codec import NonFinite, check_finite, decode_line, encode_line, jsonable, masked_line, refuse_non_finite
 from .shapes import (
     EVENTS,
     EXPORT_VERSION,
@@ -62,5 +62,6 @@ __all__ = [
     "ContentRecord", "ExchangeRecord", "MessageJSON", "MessageRecord", "OutcomeRecord", "SessionCallJSON",
     "SessionFields", "SessionJSON", "SessionPageJSON", "SessionRecord", "SessionsPageJSON", "SessionStartedJSON",
     "ToolResultRecord", "UsageJSON", "WindowJSON", "WireError", "decode_line", "encode_line", "jsonable",
+    "NonFinite", "check_finite", "refuse_non_finite",
     "masked_line", "record_of", "row_of",
 ]

@@ -7,6 +7,7 @@ cannot hold comes back as it was: raw bytes as `{"$reasonlog.bytes": "<base64>"}
 from __future__ import annotations
 
 import base64
+import math
 from typing import Any
 
 import orjson
@@ -31,11 +32,63 @@ def jsonable(value: Any) -> Any:
 
 
 def encode_line(data: Any) -> bytes:
-    """One value as a JSON line (no newline) whose bytes and big integers come back from `decode_line`."""
+    """One value as a JSON line (no newline) whose bytes and big integers come back from `decode_line`.
+
+    A NaN or an infinity raises `NonFinite` (a ValueError): JSON has no form for them."""
     try:
-        return orjson.dumps(data, default=_default, option=_OPTS)
+        line = orjson.dumps(data, default=_default, option=_OPTS)
     except TypeError:  # rare: a big integer somewhere; the slow walk only then
-        return orjson.dumps(_tagged(data), default=_default, option=_OPTS)
+        line = orjson.dumps(_tagged(data), default=_default, option=_OPTS)
+    check_finite(line, data)
+    return line
+
+
+class NonFinite(ValueError):
+    """A value holds NaN or an infinity, which JSON has no form for (orjson would write `null`: not what was sent).
+    `path` says where, as `["key"][0]`; the message is `<path>: cannot be stored as JSON (nan has no JSON form)`."""
+
+    def __init__(self, path: str, value: float):
+        super().__init__(f"{path}: cannot be stored as JSON ({value!r} has no JSON form)")
+        self.path, self.value = path, value
+
+
+def check_finite(data: bytes, value: Any, name: str = "") -> None:
+    """Raise `NonFinite` when `value`, whose JSON is `data`, holds NaN or an infinity; its path starts with `name`.
+
+    orjson writes both as `null`, so JSON without a `null` holds neither and costs one substring scan; only
+    JSON with one is walked. SDK objects are not walked: their JSON dump is what their SDK sends."""
+    if b"null" in data:
+        refuse_non_finite(value, name)
+
+
+def refuse_non_finite(value: Any, name: str = "") -> None:
+    """Raise `NonFinite` when `value` holds NaN or an infinity (a walk of it: call when its JSON holds `null`)."""
+    found = _non_finite(value)
+    if found is not None:
+        raise NonFinite(name + found[0], found[1])
+
+
+def _non_finite(value: Any) -> tuple[str, float] | None:
+    if isinstance(value, float):
+        return None if math.isfinite(value) else ("", value)
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        if isinstance(key, float) and not math.isfinite(key):  # a key, written as text: "NaN" would misname it
+            return f"[{key!r}]", key
+        found = _non_finite(item)
+        if found is not None:
+            return _step(key) + found[0], found[1]
+    return None
+
+
+def _step(key: Any) -> str:
+    """One step of a path: `["name"]` for a key of text (as JSON spells it), `[0]` for an index or another key."""
+    return f"[{orjson.dumps(key).decode()}]" if isinstance(key, str) else f"[{key!r}]"
 
 
 def decode_line(line: bytes) -> Any:

@@ -41,6 +41,12 @@ def mount(app: Any, get_store: Any, key_scope: Any, login_token: str | None = No
         return response
 
 
+def bearer_key(request: Request) -> str:
+    """The key of an `Authorization: Bearer <key>` header, or ""."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 def error_page(message: str) -> str:
     """The dashboard's error page saying `message` (the app answers it when the database cannot be used)."""
     return page("error.html", message=message, title="The database cannot be used now")
@@ -50,8 +56,11 @@ def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin) -> AP
     ui = APIRouter(include_in_schema=False)
 
     def signed_in(store: Any, request: Request) -> bool:
+        """No key made yet; or the owner's sign-in; or a working key, in the cookie the sign-in form sets or as
+        `Authorization: Bearer <key>` (a script fetching `/usage.csv`), as the API takes it."""
         return (not store.has_api_keys() or owner_login.knows(request.cookies.get(owner.COOKIE))
-                or key_scope(store, request.cookies.get(COOKIE, "")) is not None)
+                or key_scope(store, request.cookies.get(COOKIE, "")) is not None
+                or key_scope(store, bearer_key(request)) is not None)
 
     def html(request: Request, template: str, build, *args: Any) -> Response:
         store = get_store()
