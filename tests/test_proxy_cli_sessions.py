@@ -1,0 +1,134 @@
+"""One agent run through `reasonlog run` is one session (issue 31, item 3): the real CLIs' tool loops stay one
+session whatever moves between their calls (`cache_control` on the last message), the calls they make beside the
+loop (OpenCode's title) are a side session of the run linked to it, and sessions carry the agent's own id."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from http.server import ThreadingHTTPServer
+
+import orjson
+import pytest
+from agent_upstream import Handler
+from proxy_upstream import Reply, Upstream, anthropic_events
+from sdk_server import sse
+from serving import free_port
+from test_proxy_clis import SEARCH, cli
+
+import reasonlog
+from reasonlog.store import SessionFilter
+
+ALL = SessionFilter(limit=None)
+TOOL_USAGE = {"input_tokens": 2210, "output_tokens": 57, "cache_read_input_tokens": 9000,
+              "cache_creation_input_tokens": 1200}
+TEXT_USAGE = {"input_tokens": 12, "output_tokens": 30, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+
+
+def anthropic_reply(request: dict, n: int) -> dict:
+    """A tool_use of the agent's `bash` tool when the last user message asks to run a command, else text."""
+    last = (request.get("messages") or [{}])[-1]
+    asks = last.get("role") == "user" and "run the shell command" in json.dumps(last.get("content")).lower()
+    bash = any(t.get("name") == "bash" for t in request.get("tools") or [])
+    content = [{"type": "tool_use", "id": f"toolu_{n:02d}", "name": "bash",
+                "input": {"command": "echo hello", "description": "Print hello"}}] if asks and bash else \
+        [{"type": "text", "text": "It printed hello."}]
+    return {"id": f"msg_{n:02d}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": content, "stop_reason": "tool_use" if content[0]["type"] == "tool_use" else "end_turn",
+            "stop_sequence": None, "usage": TOOL_USAGE if content[0]["type"] == "tool_use" else TEXT_USAGE}
+
+
+class ToolUpstream(Upstream):
+    """The proxy tests' upstream, answering Anthropic Messages with a tool loop (`anthropic_reply`), streamed."""
+
+    def default_reply(self, path: str, body: bytes) -> Reply:
+        if not path.split("?")[0].endswith("/messages"):
+            return super().default_reply(path, body)
+        events = anthropic_events(anthropic_reply(orjson.loads(body), len(self.received)))
+        return Reply(200, [sse(events, named=True)], "text/event-stream")
+
+
+def opencode_home(tmp_path, provider: dict, model: str) -> dict[str, str]:
+    """A home of its own for OpenCode, its configuration naming `provider` and `model`."""
+    home = tmp_path / "home"
+    config = home / ".config" / "opencode"
+    config.mkdir(parents=True)
+    (config / "opencode.json").write_text(json.dumps({"$schema": "https://opencode.ai/config.json",
+                                                      "provider": provider, "model": model}))
+    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
+            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".local/state")}
+
+
+def run_opencode(tmp_path, db, upstream: str, port: int, env: dict[str, str]) -> subprocess.CompletedProcess:
+    opencode = cli("opencode")
+    work = tmp_path / "work"
+    work.mkdir()
+    cmd = [sys.executable, "-m", "reasonlog", "--db", str(db), "run", "--port", str(port), "--upstream", upstream,
+           "--", opencode, "run", "Please run the shell command: echo hello"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=work,
+                          env={**os.environ, "PATH": SEARCH, "ANTHROPIC_API_KEY": "sk-ant-fake", **env})
+
+
+def sessions_of(db) -> tuple[list[dict], dict[str, list[dict]]]:
+    store = reasonlog.open_store(db, read_only=True)
+    sessions = store.list_sessions(ALL)
+    calls = {s["id"]: store.get_session(s["id"])["calls"] for s in sessions}
+    store.close()
+    return sessions, calls
+
+
+def loop_and_side(sessions: list[dict]) -> tuple[dict, dict]:
+    (side,) = [s for s in sessions if (s.get("labels") or {}).get("role")]
+    (loop,) = [s for s in sessions if s is not side]
+    return loop, side
+
+
+def test_an_opencode_loop_over_anthropic_is_one_session_with_its_title_call_beside_it(tmp_path):
+    port = free_port()
+    with ToolUpstream() as up:
+        env = opencode_home(tmp_path, {"anthropic": {"options": {"baseURL": f"http://127.0.0.1:{port}/v1",
+                                                                 "apiKey": "sk-ant-fake"}}},
+                            "anthropic/claude-sonnet-4-5")
+        done = run_opencode(tmp_path, tmp_path / "r.db", up.url, port, env)
+    assert done.returncode == 0, done.stderr
+    sent = [orjson.loads(r.body) for r in up.received if r.path.startswith("/v1/messages")]
+    loops = [body for body in sent if body.get("tools")]
+    assert len(sent) == 3 and len(loops) == 2  # the title call, then the loop: tool call, answer
+    # What broke continuity: the AI SDK marks the last message for caching, so call #1's first message differs.
+    assert loops[0]["messages"][0] != loops[1]["messages"][0]
+    sessions, calls = sessions_of(tmp_path / "r.db")
+    assert len(sessions) == 2
+    loop, side = loop_and_side(sessions)
+    assert [c["output_tokens"] for c in calls[loop["id"]]] == [57, 30]
+    assert len(calls[side["id"]]) == 1
+    assert side["labels"]["role"] == "title"
+    assert side["parent_session_id"] == loop["id"] and side["run"] == loop["run"]
+    said = {r.headers.get("x-session-id") for r in up.received if r.path.startswith("/v1/messages")}
+    assert loop["external_id"] in said and len(said) == 1  # OpenCode's own session id
+
+
+@pytest.fixture
+def chat_upstream():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_an_opencode_loop_over_openai_chat_carries_its_session_id(tmp_path, chat_upstream):
+    port = free_port()
+    provider = {"local": {"npm": "@ai-sdk/openai-compatible", "name": "local",
+                          "options": {"baseURL": f"http://127.0.0.1:{port}/v1", "apiKey": "sk-fake"},
+                          "models": {"gpt-4.1-nano": {"name": "gpt-4.1-nano"}}}}
+    done = run_opencode(tmp_path, tmp_path / "r.db", chat_upstream, port,
+                        opencode_home(tmp_path, provider, "local/gpt-4.1-nano"))
+    assert done.returncode == 0, done.stderr
+    sessions, calls = sessions_of(tmp_path / "r.db")
+    loop, side = loop_and_side(sessions)
+    assert [c["output_tokens"] for c in calls[loop["id"]]] == [83, 300]
+    assert [c["output_tokens"] for c in calls[side["id"]]] == [300]
+    assert loop["external_id"].startswith("ses_") and side["external_id"] is None
+    assert (side["labels"]["role"], side["parent_session_id"]) == ("title", loop["id"])
+    assert "reasonlog: recorded 3 call(s) in 1 session(s) and 1 side session(s) (title, router calls)" in done.stderr
