@@ -13,10 +13,10 @@ from http.server import ThreadingHTTPServer
 import orjson
 import pytest
 from agent_upstream import Handler
-from proxy_upstream import Reply, Upstream, anthropic_events
-from sdk_server import sse
+from proxy_upstream import Reply, Upstream, anthropic_events, responses_events
+from sdk_server import load_json, sse
 from serving import free_port
-from test_proxy_clis import SEARCH, cli
+from test_proxy_clis import SEARCH, cli, run_through_proxy
 
 import reasonlog
 from reasonlog.store import SessionFilter
@@ -132,3 +132,19 @@ def test_an_opencode_loop_over_openai_chat_carries_its_session_id(tmp_path, chat
     assert loop["external_id"].startswith("ses_") and side["external_id"] is None
     assert (side["labels"]["role"], side["parent_session_id"]) == ("title", loop["id"])
     assert "reasonlog: recorded 3 call(s) in 1 session(s) and 1 side session(s) (title, router calls)" in done.stderr
+
+
+def test_a_codex_session_carries_its_thread_id(tmp_path):
+    codex = cli("codex")
+    db = tmp_path / "r.db"
+    body = load_json("openai-responses", "openai-reasoning-encrypted-content.1.json")
+    with Upstream() as up:
+        up.answers["responses"] = (json.dumps(body).encode(), sse(responses_events(body), named=True))
+        done = run_through_proxy(tmp_path, db, up.url, codex, "exec", "--skip-git-repo-check", "Compute it",
+                                 OPENAI_API_KEY="sk-proj-fake")
+    assert done.returncode == 0, done.stderr
+    (sent,) = [orjson.loads(r.body) for r in up.received if r.method == "POST" and r.path == "/v1/responses"]
+    thread = sent["client_metadata"]["thread_id"]
+    assert sent["prompt_cache_key"] == thread
+    (session,), _ = sessions_of(db)
+    assert session["external_id"] == thread  # the id of the rollout Codex writes, and of its import
