@@ -28,11 +28,12 @@ TEXT_USAGE = {"input_tokens": 12, "output_tokens": 30, "cache_read_input_tokens"
 
 
 def anthropic_reply(request: dict, n: int) -> dict:
-    """A tool_use of the agent's `bash` tool when the last user message asks to run a command, else text."""
-    last = (request.get("messages") or [{}])[-1]
-    asks = last.get("role") == "user" and "run the shell command" in json.dumps(last.get("content")).lower()
-    bash = any(t.get("name") == "bash" for t in request.get("tools") or [])
-    content = [{"type": "tool_use", "id": f"toolu_{n:02d}", "name": "bash",
+    """The `n`-th reply: a tool_use of the agent's `bash` tool (Claude Code's `Bash`) when the last user message
+    asks to run a command, else text."""
+    users = [m for m in request.get("messages") or [] if m.get("role") == "user"]  # Claude Code ends on a system
+    asks = bool(users) and "run the shell command" in json.dumps(users[-1].get("content")).lower()
+    bash = next((t["name"] for t in request.get("tools") or [] if t.get("name") in ("bash", "Bash")), None)
+    content = [{"type": "tool_use", "id": f"toolu_{n:02d}", "name": bash,
                 "input": {"command": "echo hello", "description": "Print hello"}}] if asks and bash else \
         [{"type": "text", "text": "It printed hello."}]
     return {"id": f"msg_{n:02d}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
@@ -46,7 +47,8 @@ class ToolUpstream(Upstream):
     def default_reply(self, path: str, body: bytes) -> Reply:
         if not path.split("?")[0].endswith("/messages"):
             return super().default_reply(path, body)
-        events = anthropic_events(anthropic_reply(orjson.loads(body), len(self.received)))
+        n = sum(r.path.split("?")[0].endswith("/messages") for r in self.received)
+        events = anthropic_events(anthropic_reply(orjson.loads(body), n))
         return Reply(200, [sse(events, named=True)], "text/event-stream")
 
 

@@ -35,6 +35,7 @@ from .content import (
     pack_raw,
     raw_skeleton,
 )
+from . import twins
 from .contents import ContentWriter
 from .timeline import Thread, Timeline
 from .usage import Tally
@@ -58,6 +59,7 @@ class SessionState:
     system: int | None = None
     sent: list | None = None  # the last call's message objects, kept only for `stable_history` calls
     thread: Thread | None = None  # what the next call is aligned with; read from the store when first needed
+    source: str | None = None  # where the session came from (twins.session_source); read when first needed
 
 
 @dataclass
@@ -316,9 +318,14 @@ class Applier:
         context = ([[0, known]] if known >= 2 else ids[:known]) + ids[known:] if known else \
             encode_context(ids, st.context)
         row = self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context, window)
+        if row["provider_message_id"] is not None:  # the same call may have come by another path
+            if st.source is None:
+                st.source = twins.session_source(cur, row["session_id"])
+            twins.count_once(cur, row, st.source, lambda: self.flush_rows(cur))
         self.queue(_INSERT_CALL, [tuple(row[column] for column in CALL_INSERT_COLUMNS)])
-        self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms,
-                       [row[column] for column in TOKENS], row["cost_usd"])
+        if row["counted_in"] is None:
+            self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms,
+                           [row[column] for column in TOKENS], row["cost_usd"])
         st.next_call += 1
         st.context, st.response = ids, response_id
         st.sent = split.messages if ev.stable_history else None
@@ -368,7 +375,7 @@ class Applier:
                 "tools_json": _ours(tool_ids), "context_json": _ours(context), "context_len": len(ids),
                 "response_id": response_id, "raw": raw, "raw_format": raw_format,
                 "context_facts_json": self.dumps(ev.context_facts), "window_json": window,
-                "replay_of": again(ev.replay_of) if ev.replay_of is not None else None}
+                "replay_of": again(ev.replay_of) if ev.replay_of is not None else None, "counted_in": None}
 
     def _cost(self, ev: CallRecorded) -> tuple[float | None, str | None]:
         if ev.cost_usd is not None:
@@ -463,6 +470,6 @@ CALL_INSERT_COLUMNS = (
     "id", "session_id", "idx", "exchange_id", "provider", "model", "started_at", "latency_ms", "ttft_ms", "status",
     "stop_reason", "error_json", *TOKENS, "cost_usd", "cost_source", "provider_message_id", "request_id",
     "params_json", "shape_json", "system_id", "tools_json", "context_json", "context_len", "response_id", "raw",
-    "raw_format", "context_facts_json", "window_json", "replay_of")
+    "raw_format", "context_facts_json", "window_json", "replay_of", "counted_in")
 _INSERT_CALL = (f"INSERT INTO calls ({', '.join(CALL_INSERT_COLUMNS)})"
                 f" VALUES ({', '.join('?' * len(CALL_INSERT_COLUMNS))})")
