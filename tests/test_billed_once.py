@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 
 import orjson
 import pytest
+from fastapi.testclient import TestClient
 from proxy_upstream import anthropic_events
 from sdk_server import sse
 from test_proxy_cli_sessions import ToolUpstream, anthropic_reply
@@ -23,10 +25,18 @@ from reasonlog import query
 from reasonlog.capture.proxy_record import Exchange, Recording
 from reasonlog.capture.proxy_routes import route_of
 from reasonlog.capture.proxy_sessions import Sessions
+from reasonlog.server.app import create_app
 from reasonlog.store import SessionFilter
 
 ALL = SessionFilter(limit=None)
 PROMPT = "Please run the shell command: echo hello"
+# The two calls of the loop (the Bash tool call, then the answer) at claude-sonnet-4-5's list prices: input 2210 +
+# 12, output 57 + 30, cache reads 9000, cache writes 1200 (5 minutes), as the upstream reported them.
+COST = 0.015171
+BILLED = [("msg_01", 57), ("msg_02", 30)]
+EXPECTED = {"stats": {"recorded": (2, 2222, 87, COST)}, "sessions": (2, 87, COST), "calls": (87, COST),
+            "api": {"recorded": (2, 87, COST)}, "billed": BILLED,
+            "twins": [("msg_01", False), ("msg_01", True), ("msg_02", False), ("msg_02", True)]}
 
 
 def reasonlog_cli(db, *args: str, home) -> subprocess.CompletedProcess:
@@ -51,40 +61,36 @@ def claude_run(tmp_path_factory):
 
 
 def figures(db) -> dict:
-    """What each reader says: `stats` by source, the sessions' totals, the calls billed one by one."""
+    """What each reader says: `stats` by source, the sessions' totals, the calls one by one, the API's stats."""
     store = reasonlog.open_store(db, read_only=True)
     sessions = store.list_sessions(ALL)
     calls = [c for s in sessions for c in store.get_session(s["id"])["calls"]]
     stats = query.stats(store, "source", ALL)
     store.close()
+    api = TestClient(create_app(lambda: reasonlog.open_store(db, read_only=True))).get(
+        "/v1/stats", params={"by": "source"}).json()
     return {"stats": {row["source"]: (row["calls"], row["input_tokens"], row["output_tokens"],
                                       round(row["cost_usd"], 6)) for row in stats},
             "sessions": (sum(s["call_count"] for s in sessions), sum(s["output_tokens"] for s in sessions),
                          round(sum(s["cost_usd"] or 0 for s in sessions), 6)),
             "calls": (sum(c["output_tokens"] or 0 for c in calls), round(sum(c["cost_usd"] or 0 for c in calls), 6)),
-            "billed": sorted((c["provider_message_id"], c["output_tokens"]) for c in calls if not c.get("counted_in")),
-            "twins": sorted((c["provider_message_id"], c.get("counted_in") is not None) for c in calls)}
+            "api": {row["source"]: (row["calls"], row["output_tokens"], round(row["cost_usd"], 6)) for row in api["rows"]},
+            "billed": sorted((c["provider_message_id"], c["output_tokens"]) for c in calls if "counted_in" not in c),
+            "twins": sorted((c["provider_message_id"], "counted_in" in c) for c in calls)}
 
 
-def expected(calls: int, cost: float) -> dict:
-    output = 57 + 30
-    return {"stats": {"recorded": (calls, 2210 + 12, output, cost)}, "sessions": (calls, output, cost),
-            "calls": (output, cost)}
-
-
-def test_a_run_recorded_then_imported_then_watched_is_billed_once(claude_run):
-    folder, sent = claude_run
-    db = folder / "run.db"
+def test_a_run_recorded_then_imported_then_watched_is_billed_once(claude_run, tmp_path):
+    folder, _ = claude_run
+    db = tmp_path / "r.db"
+    shutil.copy(folder / "run.db", db)  # the proxy's recording, closed: `run` has ended
     alone = figures(db)
-    assert alone["billed"] == [("msg_01", 57), ("msg_02", 30)]
-    cost = alone["sessions"][2]
-    assert cost > 0
-    reasonlog_cli(db, "import", str(folder / "home" / ".claude" / "projects"), home=folder / "home")
-    reasonlog_cli(db, "watch", "--once", str(folder / "home" / ".claude" / "projects"), home=folder / "home")
-    after = figures(db)
-    assert {k: after[k] for k in ("stats", "sessions", "calls")} == expected(2, cost)
-    assert after["billed"] == alone["billed"]  # the proxy's records are the ones billed
-    assert after["twins"] == [("msg_01", False), ("msg_01", True), ("msg_02", False), ("msg_02", True)]
+    assert (alone["billed"], alone["sessions"]) == (BILLED, (2, 87, COST))
+    projects = folder / "home" / ".claude" / "projects"
+    reasonlog_cli(db, "import", str(projects), home=folder / "home")
+    reasonlog_cli(db, "watch", "--once", str(projects), home=folder / "home")
+    assert figures(db) == EXPECTED  # the proxy's records are the ones billed, the imported ones counted in them
+    rows = json.loads(reasonlog_cli(db, "stats", "--by", "source", "--json", home=folder / "home").stdout)
+    assert [(r["source"], r["calls"], r["output_tokens"]) for r in rows] == [("recorded", 2, 87)]
 
 
 def test_an_import_before_the_proxys_writes_reach_the_database_is_billed_once(claude_run, tmp_path):
@@ -92,28 +98,15 @@ def test_an_import_before_the_proxys_writes_reach_the_database_is_billed_once(cl
     db = tmp_path / "r.db"
     projects = folder / "home" / ".claude" / "projects"
     reasonlog_cli(db, "import", str(projects), home=folder / "home")
-    imported = figures(db)
-    assert imported["stats"] == {"claude-code": (2, 2222, 87, imported["sessions"][2])}
+    assert figures(db)["stats"] == {"claude-code": (2, 2222, 87, COST)}
     recorder = reasonlog.Recorder(db)
     recording = Recording(Sessions(recorder, agent="claude", run="claude in /w"))
     for n, received in sent:  # the proxy's own write path, given the exchanges it saw, after the import
-        reply = sse(anthropic_events(anthropic_reply(orjson.loads(received.body), n)),
-                    named=True)
-        recording.submit(Exchange(route_of("POST", received.path), received.body, dict(received.headers),
-                                  time.time(), time.perf_counter(), status=200, chunks=[(time.perf_counter(), reply)],
-                                  ended=time.perf_counter(), complete=True))
+        reply = sse(anthropic_events(anthropic_reply(orjson.loads(received.body), n)), named=True)
+        now = time.perf_counter()
+        recording.submit(Exchange(route_of("POST", received.path), received.body, dict(received.headers),  # type: ignore[arg-type]
+                                  time.time(), now, status=200, chunks=[(now, reply)], ended=now, complete=True))
     recording.close()
     recorder.close()
     reasonlog_cli(db, "watch", "--once", str(projects), home=folder / "home")
-    after = figures(db)
-    recorded_alone = figures(folder / "run.db")
-    assert {k: after[k] for k in ("stats", "sessions", "calls")} == expected(2, recorded_alone["sessions"][2])
-    assert after["billed"] == recorded_alone["billed"]
-    assert after["twins"] == [("msg_01", False), ("msg_01", True), ("msg_02", False), ("msg_02", True)]
-
-
-def test_stats_by_source_on_the_command_line_says_the_same(claude_run):
-    folder, _ = claude_run
-    db = folder / "run.db"
-    rows = json.loads(reasonlog_cli(db, "stats", "--by", "source", "--json", home=folder / "home").stdout)
-    assert [(r["source"], r["calls"], r["output_tokens"]) for r in rows] == [("recorded", 2, 87)]
+    assert figures(db) == EXPECTED

@@ -147,10 +147,11 @@ class StatsRowJSON(Tokens, total=False):
     model: str | None
     agent: str | None
     run: str | None
+    source: str  # where the sessions came from: an importer's format (claude-code, codex, …), otlp, or recorded
 
 
 class StatsJSON(TypedDict):
-    by: Literal["day", "model", "agent", "run"]
+    by: Literal["day", "model", "agent", "run", "source"]
     rows: list[StatsRowJSON]
 
 
