@@ -41,7 +41,7 @@ EXPECTED = {"stats": {"recorded": (2, 2222, 87, COST)}, "sessions": (2, 87, COST
 
 def reasonlog_cli(db, *args: str, home) -> subprocess.CompletedProcess:
     done = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), *args], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "HOME": str(home)})
+                          text=True, timeout=120, env={**os.environ, "HOME": str(home), "COLUMNS": "300"})
     assert done.returncode == 0, done.stderr
     return done
 
@@ -91,6 +91,14 @@ def test_a_run_recorded_then_imported_then_watched_is_billed_once(claude_run, tm
     assert figures(db) == EXPECTED  # the proxy's records are the ones billed, the imported ones counted in them
     rows = json.loads(reasonlog_cli(db, "stats", "--by", "source", "--json", home=folder / "home").stdout)
     assert [(r["source"], r["calls"], r["output_tokens"]) for r in rows] == [("recorded", 2, 87)]
+    store = reasonlog.open_store(db, read_only=True)
+    (imported,) = store.list_sessions(SessionFilter(labels={"source": "claude-code"}, limit=None))
+    twins = [c["counted_in"] for c in store.get_session(imported["id"])["calls"]]
+    store.close()
+    shown = reasonlog_cli(db, "show", imported["id"], home=folder / "home").stdout
+    assert [line.split("counted in call ")[1].split()[0] for line in shown.splitlines() if "counted in" in line] == twins
+    page = TestClient(create_app(lambda: reasonlog.open_store(db, read_only=True))).get(f"/sessions/{imported['id']}")
+    assert [f'<a href="/calls/{twin}">call {twin}</a>' in page.text for twin in twins] == [True, True]
 
 
 def test_an_import_before_the_proxys_writes_reach_the_database_is_billed_once(claude_run, tmp_path):

@@ -95,6 +95,8 @@ def call_line(item: dict) -> str:
         fields.append(f"{item['latency_ms']:,.0f} ms")
     if item["stop_reason"]:
         fields.append(item["stop_reason"])
+    if item.get("counted_in"):  # the same model call came by another path too: billed once, there
+        fields.append(f"counted in call {item['counted_in']}")
     return "  ".join([*fields, window_change(item["window"])])
 
 
