@@ -150,3 +150,51 @@ def test_a_codex_session_carries_its_thread_id(tmp_path):
     assert sent["prompt_cache_key"] == thread
     (session,), _ = sessions_of(db)
     assert session["external_id"] == thread  # the id of the rollout Codex writes, and of its import
+
+
+def gemini_reply(request: dict) -> dict:
+    """Gemini CLI's router gets its score as JSON; a request to run a command a call of its shell tool (when the
+    last user message asks for one), anything else the recorded text."""
+    config = request.get("generationConfig") or {}
+    if "complexity_score" in json.dumps(config.get("responseJsonSchema") or {}):
+        parts = [{"text": json.dumps({"complexity_reasoning": "A single command.", "complexity_score": 5})}]
+    else:
+        users = [c for c in request.get("contents") or [] if c.get("role") == "user"]
+        asks = bool(users) and "run the shell command" in json.dumps(users[-1]).lower()
+        shell = "run_shell_command" in json.dumps(request.get("tools") or [])
+        parts = [{"functionCall": {"name": "run_shell_command", "args": {"command": "echo hello"}}}] \
+            if asks and shell else [{"text": "It printed hello."}]
+    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 120, "candidatesTokenCount": 8, "totalTokenCount": 128},
+            "modelVersion": "gemini-2.5-flash", "responseId": "resp-gemini"}
+
+
+class GeminiUpstream(Upstream):
+    """The proxy tests' upstream, answering Gemini CLI's router and a shell-tool loop (`gemini_reply`)."""
+
+    def default_reply(self, path: str, body: bytes) -> Reply:
+        if "Content" not in path:
+            return super().default_reply(path, body)
+        answer = gemini_reply(orjson.loads(body))
+        if "streamGenerateContent" in path:
+            return Reply(200, [sse([answer], named=False)], "text/event-stream")
+        return Reply(200, [json.dumps(answer).encode()])
+
+
+def test_gemini_clis_router_calls_are_a_side_session_of_its_loop(tmp_path):
+    gemini = cli("gemini")
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    db = tmp_path / "r.db"
+    with GeminiUpstream() as up:
+        done = run_through_proxy(tmp_path, db, up.url, gemini, "--yolo", "-p", "Please run the shell command: echo hello",
+                                 GEMINI_API_KEY="fake-gemini-key", GEMINI_CLI_TRUST_WORKSPACE="true")
+    assert done.returncode == 0, done.stderr
+    sent = [orjson.loads(r.body) for r in up.received if "Content" in r.path]
+    routed = [b for b in sent if "complexity_score" in json.dumps(b.get("generationConfig") or {})]
+    assert (len(routed), len(sent)) == (1, 3)  # the router, then the loop: a tool call, an answer
+    sessions, calls = sessions_of(db)
+    loop, side = loop_and_side(sessions)
+    assert len(calls[loop["id"]]) == 2 and len(calls[side["id"]]) == len(routed)
+    assert (side["labels"]["role"], side["parent_session_id"], side["run"]) == ("router", loop["id"], loop["run"])
