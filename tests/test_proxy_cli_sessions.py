@@ -12,6 +12,7 @@ from http.server import ThreadingHTTPServer
 
 import orjson
 import pytest
+from fastapi.testclient import TestClient
 from agent_upstream import Handler
 from proxy_upstream import Reply, Upstream, anthropic_events, responses_events
 from sdk_server import load_json, sse
@@ -19,6 +20,7 @@ from serving import free_port
 from test_proxy_clis import SEARCH, cli, run_through_proxy
 
 import reasonlog
+from reasonlog.server.app import create_app
 from reasonlog.store import SessionFilter
 
 ALL = SessionFilter(limit=None)
@@ -109,6 +111,11 @@ def test_an_opencode_loop_over_anthropic_is_one_session_with_its_title_call_besi
     assert side["parent_session_id"] == loop["id"] and side["run"] == loop["run"]
     said = {r.headers.get("x-session-id") for r in up.received if r.path.startswith("/v1/messages")}
     assert loop["external_id"] in said and len(said) == 1  # OpenCode's own session id
+    site = TestClient(create_app(lambda: reasonlog.open_store(tmp_path / "r.db", read_only=True)))
+    page = site.get(f"/sessions/{loop['id']}").text
+    assert f'beside the loop:\n<a href="/sessions/{side["id"]}">title calls</a> · 1 calls · $0.0005' in page
+    assert f'title calls beside <a href="/sessions/{loop["id"]}">the run\'s loop</a>' in \
+        site.get(f"/sessions/{side['id']}").text
 
 
 @pytest.fixture
