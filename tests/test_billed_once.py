@@ -74,7 +74,7 @@ def figures(db) -> dict:
             "sessions": (sum(s["call_count"] for s in sessions), sum(s["output_tokens"] for s in sessions),
                          round(sum(s["cost_usd"] or 0 for s in sessions), 6)),
             "calls": (sum(c["output_tokens"] or 0 for c in calls), round(sum(c["cost_usd"] or 0 for c in calls), 6)),
-            "api": {row["source"]: (row["calls"], row["output_tokens"], round(row["cost_usd"], 6)) for row in api["rows"]},
+            "api": {r["source"]: (r["calls"], r["output_tokens"], round(r["cost_usd"], 6)) for r in api["rows"]},
             "billed": sorted((c["provider_message_id"], c["output_tokens"]) for c in calls if "counted_in" not in c),
             "twins": sorted((c["provider_message_id"], "counted_in" in c) for c in calls)}
 
@@ -96,7 +96,8 @@ def test_a_run_recorded_then_imported_then_watched_is_billed_once(claude_run, tm
     twins = [c["counted_in"] for c in store.get_session(imported["id"])["calls"]]
     store.close()
     shown = reasonlog_cli(db, "show", imported["id"], home=folder / "home").stdout
-    assert [line.split("counted in call ")[1].split()[0] for line in shown.splitlines() if "counted in" in line] == twins
+    lines = [line for line in shown.splitlines() if "counted in" in line]
+    assert [line.split("counted in call ")[1].split()[0] for line in lines] == twins
     page = TestClient(create_app(lambda: reasonlog.open_store(db, read_only=True))).get(f"/sessions/{imported['id']}")
     assert [f'<a href="/calls/{twin}">call {twin}</a>' in page.text for twin in twins] == [True, True]
 

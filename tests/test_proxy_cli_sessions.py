@@ -12,8 +12,8 @@ from http.server import ThreadingHTTPServer
 
 import orjson
 import pytest
-from fastapi.testclient import TestClient
 from agent_upstream import Handler
+from fastapi.testclient import TestClient
 from proxy_upstream import Reply, Upstream, anthropic_events, responses_events
 from sdk_server import load_json, sse
 from serving import free_port
@@ -24,6 +24,7 @@ from reasonlog.server.app import create_app
 from reasonlog.store import SessionFilter
 
 ALL = SessionFilter(limit=None)
+PROMPT = "Please run the shell command: echo hello"
 TOOL_USAGE = {"input_tokens": 2210, "output_tokens": 57, "cache_read_input_tokens": 9000,
               "cache_creation_input_tokens": 1200}
 TEXT_USAGE = {"input_tokens": 12, "output_tokens": 30, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
@@ -70,7 +71,7 @@ def run_opencode(tmp_path, db, upstream: str, port: int, env: dict[str, str]) ->
     work = tmp_path / "work"
     work.mkdir()
     cmd = [sys.executable, "-m", "reasonlog", "--db", str(db), "run", "--port", str(port), "--upstream", upstream,
-           "--", opencode, "run", "Please run the shell command: echo hello"]
+           "--", opencode, "run", PROMPT]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=work,
                           env={**os.environ, "PATH": SEARCH, "ANTHROPIC_API_KEY": "sk-ant-fake", **env})
 
@@ -192,10 +193,11 @@ def test_gemini_clis_router_calls_are_a_side_session_of_its_loop(tmp_path):
     gemini = cli("gemini")
     home = tmp_path / "home"
     (home / ".gemini").mkdir(parents=True)
-    (home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}}  # an API key, not a Google account
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
     db = tmp_path / "r.db"
     with GeminiUpstream() as up:
-        done = run_through_proxy(tmp_path, db, up.url, gemini, "--yolo", "-p", "Please run the shell command: echo hello",
+        done = run_through_proxy(tmp_path, db, up.url, gemini, "--yolo", "-p", PROMPT,
                                  GEMINI_API_KEY="fake-gemini-key", GEMINI_CLI_TRUST_WORKSPACE="true")
     assert done.returncode == 0, done.stderr
     sent = [orjson.loads(r.body) for r in up.received if "Content" in r.path]

@@ -336,7 +336,8 @@ def test_a_day_of_every_model_says_what_each_model_day_says(db):
 
 
 _BACK_TO_12 = ["DROP INDEX calls_provider_message", "ALTER TABLE calls DROP COLUMN counted_in",
-               "DELETE FROM _reasonlog_migrations WHERE number = 16", "DROP TABLE usage_rollup", "DROP INDEX sessions_parent_call", "DROP INDEX exchanges_reported",
+               "DELETE FROM _reasonlog_migrations WHERE number = 16", "DROP TABLE usage_rollup",
+               "DROP INDEX sessions_parent_call", "DROP INDEX exchanges_reported",
                "DROP INDEX session_labels_session", "DELETE FROM _reasonlog_migrations WHERE number = 13",
                "DROP INDEX calls_replay_of", "ALTER TABLE calls DROP COLUMN replay_of",
                "DELETE FROM _reasonlog_migrations WHERE number = 14",

@@ -29,13 +29,13 @@ from ..model import (
 )
 from ..parts import RecordError
 from ..wire import jsonable
+from . import twins
 from .content import (
     decode_context,
     encode_context,
     pack_raw,
     raw_skeleton,
 )
-from . import twins
 from .contents import ContentWriter
 from .timeline import Thread, Timeline
 from .usage import Tally
