@@ -133,6 +133,7 @@ class SQLStore(SemanticStore):
                 self._lock_sessions(cur, events)
                 counters = dict(counters or {})
                 self._applier.completed.clear()
+                self._applier.prepare(cur, events)
                 marks = search.record_marks(cur)
                 rejected = 0
                 for index, event in enumerate(events):

@@ -42,26 +42,39 @@ def session_source(cur, session_id: str) -> str:
     return row[0] if row else LIVE
 
 
-def find_twin(cur, provider_message_id: str, session_id: str, source: str) -> Twin | None:
-    """The billed call of another source's session with this provider message id, if one was written."""
-    rows = cur.execute(f"SELECT c.id, c.session_id, {SOURCE} FROM calls c JOIN sessions s ON s.id = c.session_id"
-                       " WHERE c.provider_message_id = ? AND c.session_id <> ? AND c.counted_in IS NULL",
-                       (provider_message_id, session_id)).fetchall()
-    return next((Twin(*row) for row in rows if row[2] != source), None)
+_BILLED = (f"SELECT c.provider_message_id, c.id, c.session_id, {SOURCE} FROM calls c"
+           " JOIN sessions s ON s.id = c.session_id WHERE c.counted_in IS NULL AND c.provider_message_id IN ({})")
+CHUNK = 500  # provider message ids looked up per statement
 
 
-def count_once(cur, row: dict, source: str, flush) -> None:
+def billed_calls(cur, provider_message_ids: list[str]) -> dict[str, list[Twin]]:
+    """The billed calls already written with these provider message ids: one statement per 500 ids, so that
+    a batch costs one lookup rather than one per call."""
+    wanted, found = sorted(set(provider_message_ids)), {}
+    for start in range(0, len(wanted), CHUNK):
+        chunk = wanted[start:start + CHUNK]
+        for message_id, *twin in cur.execute(_BILLED.format(", ".join("?" * len(chunk))), chunk).fetchall():
+            found.setdefault(message_id, []).append(Twin(*twin))
+    return found
+
+
+def count_once(cur, row: dict, source: str, billed: dict[str, list[Twin]] | None, flush) -> None:
     """Settle which of a call (`row`, about to be inserted) and its twin bills: `row` is made the copy, or the
-    twin is (`flush()` first writes what the batch queued, so that the twin's session is recounted whole)."""
-    twin = find_twin(cur, row["provider_message_id"], row["session_id"], source)
-    if twin is None:
-        return
-    if source == LIVE and twin.source != LIVE:
+    twin is (`flush()` first writes what the batch queued, so that the twin's session is recounted whole).
+    `billed`: the batch's `billed_calls`, kept up to date here; None looks this call up alone."""
+    message_id = row["provider_message_id"]
+    known = billed_calls(cur, [message_id]) if billed is None else billed
+    twins = known.setdefault(message_id, [])
+    twin = next((t for t in twins if t.session_id != row["session_id"] and t.source != source), None)
+    if twin is not None and source == LIVE and twin.source != LIVE:
         flush()
         cur.execute(f"UPDATE calls SET counted_in = ?, {_ZEROED} WHERE id = ?", (row["id"], twin.call_id))
         usage.recount(cur, [twin.session_id])
+        twins.remove(twin)
+    elif twin is not None:
+        for column in (*TOKENS, "cost_usd"):
+            if row[column] is not None:
+                row[column] = 0
+        row["counted_in"] = twin.call_id
         return
-    for column in (*TOKENS, "cost_usd"):
-        if row[column] is not None:
-            row[column] = 0
-    row["counted_in"] = twin.call_id
+    twins.append(Twin(row["id"], row["session_id"], source))

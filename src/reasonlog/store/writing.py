@@ -116,6 +116,9 @@ class Applier:
     completed: list[str] = field(default_factory=list)
     timeline: Timeline = field(init=False)
     tally: Tally = field(default_factory=Tally)  # the batch's calls, summed for usage_rollup
+    # The billed calls with the provider message ids of the batch's calls (twins.billed_calls), read by `prepare`;
+    # None: each call looks its own up (after a rollback, or outside a batch that was prepared).
+    billed: dict | None = None
 
     def __post_init__(self) -> None:
         self.timeline = Timeline(self.contents.redactor)
@@ -165,6 +168,7 @@ class Applier:
         self.rows.clear()
         self.tally.clear()
         self.timeline.reset()
+        self.billed = None
 
     def reset(self) -> None:
         """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
@@ -174,6 +178,13 @@ class Applier:
         self.completed.clear()
         self.contents.reset()
         self.timeline.reset()
+        self.billed = None
+
+    def prepare(self, cur, events: list[Event]) -> None:
+        """Read once what the batch's calls need of the database (the calls that may be the same as them)."""
+        ids = [self.again(e.provider_message_id) for e in events
+               if isinstance(e, CallRecorded) and isinstance(e.provider_message_id, str)]
+        self.billed = twins.billed_calls(cur, ids)
 
     def apply(self, cur, event: Event) -> None:
         check_event(event)  # a wrongly typed field is a data error of this event, not a store failure
@@ -184,6 +195,7 @@ class Applier:
         """Work deferred to the end of a batch; call before commit."""
         self.flush_rows(cur)
         self.contents.finish(cur)
+        self.billed = None  # read again for the next batch: other processes write between batches
 
     def flush_rows(self, cur) -> None:
         """Insert the rows queued by `queue`: one executemany per statement, not one per event."""
@@ -321,7 +333,7 @@ class Applier:
         if row["provider_message_id"] is not None:  # the same call may have come by another path
             if st.source is None:
                 st.source = twins.session_source(cur, row["session_id"])
-            twins.count_once(cur, row, st.source, lambda: self.flush_rows(cur))
+            twins.count_once(cur, row, st.source, self.billed, lambda: self.flush_rows(cur))
         self.queue(_INSERT_CALL, [tuple(row[column] for column in CALL_INSERT_COLUMNS)])
         if row["counted_in"] is None:
             self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms,
