@@ -15,8 +15,8 @@ import time
 import orjson
 import pytest
 from fastapi.testclient import TestClient
-from proxy_upstream import anthropic_events
-from sdk_server import sse
+from proxy_upstream import Upstream, anthropic_events, responses_events
+from sdk_server import load_json, sse
 from test_proxy_cli_sessions import ToolUpstream, anthropic_reply
 from test_proxy_clis import cli, run_through_proxy
 
@@ -119,3 +119,52 @@ def test_an_import_before_the_proxys_writes_reach_the_database_is_billed_once(cl
     recorder.close()
     reasonlog_cli(db, "watch", "--once", str(projects), home=folder / "home")
     assert figures(db) == EXPECTED
+
+
+def run_codex(folder) -> tuple[list, bytes]:
+    """One real Codex run through `reasonlog run` into `folder/run.db`: the requests its upstream received, and
+    the stream it answered each with."""
+    body = load_json("openai-responses", "openai-reasoning-encrypted-content.1.json")
+    streamed = sse(responses_events(body), named=True)
+    with Upstream() as up:
+        up.answers["responses"] = (json.dumps(body).encode(), streamed)
+        done = run_through_proxy(folder, folder / "run.db", up.url, cli("codex"), "exec", "--skip-git-repo-check",
+                                 "Compute it", OPENAI_API_KEY="sk-proj-fake")
+    assert done.returncode == 0, done.stderr
+    return [r for r in up.received if r.method == "POST" and r.path == "/v1/responses"], streamed
+
+
+def by_source(db) -> dict:
+    store = reasonlog.open_store(db, read_only=True)
+    rows = {r["source"]: (r["calls"], r["input_tokens"], r["output_tokens"], r["reasoning_tokens"])
+            for r in query.stats(store, "source", ALL)}
+    calls = sorted((s["labels"].get("source", "recorded"), "counted_in" in c) for s in store.list_sessions(ALL)
+                   for c in store.get_session(s["id"])["calls"])
+    store.close()
+    return {"stats": rows, "calls": calls}
+
+
+CODEX_ONCE = {"stats": {"recorded": (1, 865, 163, 128)}, "calls": [("codex", True), ("recorded", False)]}
+
+
+def test_a_codex_run_recorded_and_imported_is_billed_once_by_its_thread_and_position(tmp_path):
+    """Codex's rollout names no response id: its call is matched by Codex's thread id (both sessions' external
+    id) and its position, its tokens agreeing."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    sent, streamed = run_codex(first)
+    sessions = first / "home" / ".codex" / "sessions"
+    reasonlog_cli(first / "run.db", "import", str(sessions), home=first / "home")
+    reasonlog_cli(first / "run.db", "watch", "--once", str(sessions), home=first / "home")
+    assert by_source(first / "run.db") == CODEX_ONCE
+    reasonlog_cli(second / "r.db", "import", str(sessions), home=first / "home")  # the import first, then the proxy's
+    recorder = reasonlog.Recorder(second / "r.db")
+    recording = Recording(Sessions(recorder, agent="codex", run="codex in /w"))
+    for received in sent:
+        now = time.perf_counter()
+        recording.submit(Exchange(route_of("POST", received.path), received.body, dict(received.headers),  # type: ignore[arg-type]
+                                  time.time(), now, status=200, chunks=[(now, streamed)], ended=now, complete=True))
+    recording.close()
+    recorder.close()
+    assert by_source(second / "r.db") == CODEX_ONCE

@@ -101,3 +101,31 @@ def test_whatever_the_order_each_call_is_billed_once_by_its_richest_record(diale
         outputs = [o for _, o in expected.values()]
         assert set(readers(db).values()) == {(len(expected), sum(outputs), cost(*outputs))}
         assert billed(db) == sorted((m, p, o) for m, (p, o) in expected.items())
+
+
+def write_thread(db, path: str, thread: str, outputs: list[int], ids: bool) -> None:
+    """One agent session's calls by one path: with response ids (the proxy) or without (a Codex rollout)."""
+    recorder = reasonlog.Recorder(db)
+    labels = None if path == "live" else {"source": "codex"}
+    session = recorder.session(agent="codex", external_id=thread, labels=labels, on_close="completed")
+    for n, output in enumerate(outputs):
+        session.call(request={"model": "claude-haiku-4-5", "input": [{"role": "user", "content": f"turn {n}"}]},
+                     response={"role": "assistant", "content": "ok"}, model="claude-haiku-4-5", provider="openai",
+                     provider_message_id=f"resp_{thread}_{n}" if ids else None,
+                     usage=reasonlog.Usage(input_tokens=100, output_tokens=output))
+    session.end("completed")
+    recorder.close()
+
+
+def test_calls_without_ids_are_one_by_the_agents_session_id_position_and_tokens(db):
+    write_thread(db, "log", "th-1", [10, 20, 30], ids=False)
+    write_thread(db, "live", "th-1", [10, 21, 30], ids=True)  # the second turn's figures differ: not the same
+    write_thread(db, "log", "th-2", [10], ids=False)  # another thread: never the same as th-1's
+    store = reasonlog.open_store(db)
+    rows = sorted((s["external_id"], s["labels"].get("source", "recorded"), c["idx"], "counted_in" in c)
+                  for s in store.list_sessions(ALL) for c in store.get_session(s["id"])["calls"])
+    store.close()
+    assert rows == [("th-1", "codex", 0, True), ("th-1", "codex", 1, False), ("th-1", "codex", 2, True),
+                    ("th-1", "recorded", 0, False), ("th-1", "recorded", 1, False), ("th-1", "recorded", 2, False),
+                    ("th-2", "codex", 0, False)]
+    assert set(readers(db).values()) == {(5, 10 + 20 + 10 + 21 + 30, cost(10, 20, 10, 21, 30))}

@@ -35,11 +35,19 @@ class Twin:
     source: str
 
 
-def session_source(cur, session_id: str) -> str:
-    """Where a session came from: its `source` label (set by importers and OTLP), else `recorded`."""
-    row = cur.execute("SELECT value FROM session_labels WHERE session_id = ? AND key = 'source'",
-                      (session_id,)).fetchone()
-    return row[0] if row else LIVE
+@dataclass(frozen=True)
+class Origin:
+    """What decides a session's calls' twins: where it came from (its `source` label, set by importers and
+    OTLP, else `recorded`) and the agent's own id for it (`external_id`)."""
+
+    source: str
+    external_id: str | None
+
+
+def origin_of(cur, session_id: str) -> Origin:
+    row = cur.execute("SELECT s.external_id, (SELECT l.value FROM session_labels l WHERE l.session_id = s.id"
+                      " AND l.key = 'source') FROM sessions s WHERE s.id = ?", (session_id,)).fetchone()
+    return Origin(row[1] or LIVE, row[0]) if row else Origin(LIVE, None)
 
 
 _BILLED = (f"SELECT c.provider_message_id, c.id, c.session_id, {SOURCE} FROM calls c"
@@ -58,23 +66,46 @@ def billed_calls(cur, provider_message_ids: list[str]) -> dict[str, list[Twin]]:
     return found
 
 
-def count_once(cur, row: dict, source: str, billed: dict[str, list[Twin]] | None, flush) -> None:
+_BY_POSITION = (f"SELECT c.id, c.session_id, {SOURCE} FROM sessions s JOIN calls c ON c.session_id = s.id"
+                " WHERE s.external_id = ? AND s.id <> ? AND c.idx = ? AND c.counted_in IS NULL"
+                " AND c.input_tokens = ? AND c.output_tokens = ?")
+
+
+def by_position(cur, row: dict, origin: Origin) -> Twin | None:
+    """A call of another source's session of the same agent session (`external_id`) at the same position with the
+    same input and output tokens, where one of the two names no provider message id (Codex's rollouts name none):
+    the agent's session id and position, checked by its figures."""
+    if origin.external_id is None or row["input_tokens"] is None or row["output_tokens"] is None:
+        return None
+    sql = _BY_POSITION + ("" if row["provider_message_id"] is None else " AND c.provider_message_id IS NULL")
+    rows = cur.execute(sql, (origin.external_id, row["session_id"], row["idx"], row["input_tokens"],
+                             row["output_tokens"])).fetchall()
+    return next((Twin(*r) for r in rows if r[2] != origin.source), None)
+
+
+def count_once(cur, row: dict, origin: Origin, billed: dict[str, list[Twin]] | None, flush) -> None:
     """Settle which of a call (`row`, about to be inserted) and its twin bills: `row` is made the copy, or the
     twin is (`flush()` first writes what the batch queued, so that the twin's session is recounted whole).
     `billed`: the batch's `billed_calls`, kept up to date here; None looks this call up alone."""
-    message_id = row["provider_message_id"]
-    known = billed_calls(cur, [message_id]) if billed is None else billed
-    twins = known.setdefault(message_id, [])
+    message_id, source = row["provider_message_id"], origin.source
+    twins: list[Twin] = []
+    if message_id is not None:
+        known = billed_calls(cur, [message_id]) if billed is None else billed
+        twins = known.setdefault(message_id, [])
     twin = next((t for t in twins if t.session_id != row["session_id"] and t.source != source), None)
+    if twin is None and (message_id is None or source == LIVE):
+        twin = by_position(cur, row, origin)
     if twin is not None and source == LIVE and twin.source != LIVE:
         flush()
         cur.execute(f"UPDATE calls SET counted_in = ?, {_ZEROED} WHERE id = ?", (row["id"], twin.call_id))
         usage.recount(cur, [twin.session_id])
-        twins.remove(twin)
+        if twin in twins:
+            twins.remove(twin)
     elif twin is not None:
         for column in (*TOKENS, "cost_usd"):
             if row[column] is not None:
                 row[column] = 0
         row["counted_in"] = twin.call_id
         return
-    twins.append(Twin(row["id"], row["session_id"], source))
+    if message_id is not None:
+        twins.append(Twin(row["id"], row["session_id"], source))

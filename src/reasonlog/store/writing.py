@@ -59,7 +59,7 @@ class SessionState:
     system: int | None = None
     sent: list | None = None  # the last call's message objects, kept only for `stable_history` calls
     thread: Thread | None = None  # what the next call is aligned with; read from the store when first needed
-    source: str | None = None  # where the session came from (twins.session_source); read when first needed
+    origin: twins.Origin | None = None  # where the session came from, its external id; read when first needed
 
 
 @dataclass
@@ -330,10 +330,10 @@ class Applier:
         context = ([[0, known]] if known >= 2 else ids[:known]) + ids[known:] if known else \
             encode_context(ids, st.context)
         row = self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context, window)
-        if row["provider_message_id"] is not None:  # the same call may have come by another path
-            if st.source is None:
-                st.source = twins.session_source(cur, row["session_id"])
-            twins.count_once(cur, row, st.source, self.billed, lambda: self.flush_rows(cur))
+        if st.origin is None:
+            st.origin = twins.origin_of(cur, row["session_id"])
+        if row["provider_message_id"] is not None or st.origin.external_id is not None:  # by another path too?
+            twins.count_once(cur, row, st.origin, self.billed, lambda: self.flush_rows(cur))
         self.queue(_INSERT_CALL, [tuple(row[column] for column in CALL_INSERT_COLUMNS)])
         if row["counted_in"] is None:
             self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms,
