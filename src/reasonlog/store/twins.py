@@ -58,7 +58,8 @@ CHUNK = 500  # provider message ids looked up per statement
 def billed_calls(cur, provider_message_ids: list[str]) -> dict[str, list[Twin]]:
     """The billed calls already written with these provider message ids: one statement per 500 ids, so that
     a batch costs one lookup rather than one per call."""
-    wanted, found = sorted(set(provider_message_ids)), {}
+    wanted = sorted(set(provider_message_ids))
+    found: dict[str, list[Twin]] = {}
     for start in range(0, len(wanted), CHUNK):
         chunk = wanted[start:start + CHUNK]
         for message_id, *twin in cur.execute(_BILLED.format(", ".join("?" * len(chunk))), chunk).fetchall():
