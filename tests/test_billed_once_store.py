@@ -129,3 +129,17 @@ def test_calls_without_ids_are_one_by_the_agents_session_id_position_and_tokens(
                     ("th-1", "recorded", 0, False), ("th-1", "recorded", 1, False), ("th-1", "recorded", 2, False),
                     ("th-2", "codex", 0, False)]
     assert set(readers(db).values()) == {(5, 10 + 20 + 10 + 21 + 30, cost(10, 20, 10, 21, 30))}
+
+
+def test_two_agents_imports_sharing_an_id_stay_two_and_two_logs_of_one_session_are_one(db):
+    """Fixtures answered by one recorded payload share its id: two agents' imports are not one call by id alone;
+    two formats of one agent session (one `external_id`) are."""
+    for source, thread in (("copilot-cli", "a"), ("kimi-cli", "b"), ("claude-code-otel", "a")):
+        recorder = reasonlog.Recorder(db)
+        session = recorder.session(agent=source, external_id=thread, labels={"source": source}, on_close="completed")
+        session.call(request={"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": "hi"}]},
+                     response={"role": "assistant", "content": "ok"}, model="claude-haiku-4-5", provider="anthropic",
+                     provider_message_id="chatcmpl-recorded", usage=reasonlog.Usage(input_tokens=100, output_tokens=7))
+        session.end("completed")
+        recorder.close()
+    assert set(readers(db).values()) == {(2, 14, cost(7, 7))}

@@ -2,7 +2,9 @@
 
 The proxy (or an SDK adapter, or OTLP) records a call as it happens; an importer reads the same call, later or
 (under `watch`) earlier, from the agent's own log. Both hold the provider's message id. When a call is written
-whose provider message id a call of a session of another source already holds, the two are one call:
+whose provider message id a call of a session of another source already holds, the two are one call if one is the
+live record and the other an import, or both name the same agent session (`external_id`); where one of them names
+no id (Codex's rollouts), a live record and an import of one agent session are paired by position and tokens:
 
 - the live record bills it: a session no importer made (source `recorded`) holds the exact request, the
   upstream's bytes, latency and time to first token, where a log holds what the agent chose to write;
@@ -12,7 +14,7 @@ whose provider message id a call of a session of another source already holds, t
   that every reader, whatever it sums (the kept usage, a session's calls, an export), counts it once.
 
 Two calls of sessions of one source are never one: a path does not record a call twice, and recorded payloads
-replayed by test upstreams repeat their ids.
+replayed by test upstreams repeat their ids (which is also why two agents' imports are not paired by id alone).
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ class Twin:
     call_id: str
     session_id: str
     source: str
+    external_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ def origin_of(cur, session_id: str) -> Origin:
     return Origin(row[1] or LIVE, row[0]) if row else Origin(LIVE, None)
 
 
-_BILLED = (f"SELECT c.provider_message_id, c.id, c.session_id, {SOURCE} FROM calls c"
+_BILLED = (f"SELECT c.provider_message_id, c.id, c.session_id, {SOURCE}, s.external_id FROM calls c"
            " JOIN sessions s ON s.id = c.session_id WHERE c.counted_in IS NULL AND c.provider_message_id IN ({})")
 CHUNK = 500  # provider message ids looked up per statement
 
@@ -73,15 +76,26 @@ _BY_POSITION = (f"SELECT c.id, c.session_id, {SOURCE} FROM sessions s JOIN calls
 
 
 def by_position(cur, row: dict, origin: Origin) -> Twin | None:
-    """A call of another source's session of the same agent session (`external_id`) at the same position with the
-    same input and output tokens, where one of the two names no provider message id (Codex's rollouts name none):
-    the agent's session id and position, checked by its figures."""
+    """A call of the same agent session (`external_id`) at the same position with the same input and output tokens,
+    where one of the two names no provider message id (Codex's rollouts name none) and one is the live record and
+    the other an import: the agent's session id and position, checked by its figures. Two imports are never
+    paired so (two agents' logs may be made alike, as test fixtures are)."""
     if origin.external_id is None or row["input_tokens"] is None or row["output_tokens"] is None:
         return None
     sql = _BY_POSITION + ("" if row["provider_message_id"] is None else " AND c.provider_message_id IS NULL")
     rows = cur.execute(sql, (origin.external_id, row["session_id"], row["idx"], row["input_tokens"],
                              row["output_tokens"])).fetchall()
-    return next((Twin(*r) for r in rows if r[2] != origin.source), None)
+    return next((Twin(*r) for r in rows if (r[2] == LIVE) != (origin.source == LIVE)), None)
+
+
+def _paired(twin: Twin, origin: Origin) -> bool:
+    """Whether two calls with one provider message id are one call: a live record and an import, or two imports
+    (or live paths) of one agent session. Two agents' imports are not (their logs may be made alike: test
+    fixtures answered by one recorded payload share its id)."""
+    if twin.source == origin.source:
+        return False
+    live = (twin.source == LIVE) != (origin.source == LIVE)
+    return live or (origin.external_id is not None and twin.external_id == origin.external_id)
 
 
 def count_once(cur, row: dict, origin: Origin, billed: dict[str, list[Twin]] | None, flush) -> None:
@@ -93,7 +107,7 @@ def count_once(cur, row: dict, origin: Origin, billed: dict[str, list[Twin]] | N
     if message_id is not None:
         known = billed_calls(cur, [message_id]) if billed is None else billed
         twins = known.setdefault(message_id, [])
-    twin = next((t for t in twins if t.session_id != row["session_id"] and t.source != source), None)
+    twin = next((t for t in twins if t.session_id != row["session_id"] and _paired(t, origin)), None)
     if twin is None and (message_id is None or source == LIVE):
         twin = by_position(cur, row, origin)
     if twin is not None and source == LIVE and twin.source != LIVE:
