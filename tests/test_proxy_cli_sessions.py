@@ -141,7 +141,8 @@ def test_an_opencode_loop_over_openai_chat_carries_its_session_id(tmp_path, chat
     assert [c["output_tokens"] for c in calls[side["id"]]] == [300]
     assert loop["external_id"].startswith("ses_") and side["external_id"] is None
     assert (side["labels"]["role"], side["parent_session_id"]) == ("title", loop["id"])
-    assert "reasonlog: recorded 3 call(s) in 1 session(s) and 1 side session(s) (title, router calls)" in done.stderr
+    assert side["labels"]["title"] == "title calls beside the loop"  # what `sessions` and the dashboard show
+    assert "reasonlog: recorded 3 call(s) in 1 session(s) and 1 side session(s) (title)" in done.stderr
 
 
 def test_a_codex_session_carries_its_thread_id(tmp_path):

@@ -103,7 +103,8 @@ class Sessions:
         if side is None:
             side = self.sides[(loop.id, role)] = self.recorder.session(
                 agent=self._agent(client), run=self.run, model=model, provider=provider,
-                labels={**self._labels(client), "role": role}, parent=loop.id, on_close="completed")
+                labels={**self._labels(client), "role": role, "title": f"{role} calls beside the loop"},
+                parent=loop.id, on_close="completed")
         return side
 
     def _chained(self, request: dict) -> SessionRecorder | None:

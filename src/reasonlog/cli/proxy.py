@@ -201,8 +201,8 @@ def _say_where(obj, recording, run_name: str) -> None:
         click.echo("reasonlog: no model calls went through the proxy", err=True)
         return
     db = "" if obj.db is None else f" --db {shlex.quote(str(obj.db))}"
-    sides = len(recording.sessions.sides)
-    beside = f" and {sides} side session(s) (title, router calls)" if sides else ""
+    roles = sorted({role for _, role in recording.sessions.sides})
+    beside = f" and {len(recording.sessions.sides)} side session(s) ({', '.join(roles)})" if roles else ""
     click.echo(f"reasonlog: recorded {calls} call(s) in {len(sessions)} session(s){beside}. Look at them with:",
                err=True)
     for session in sessions[:5]:
