@@ -208,3 +208,14 @@ def test_gemini_clis_router_calls_are_a_side_session_of_its_loop(tmp_path):
     loop, side = loop_and_side(sessions)
     assert len(calls[loop["id"]]) == 2 and len(calls[side["id"]]) == len(routed)
     assert (side["labels"]["role"], side["parent_session_id"], side["run"]) == ("router", loop["id"], loop["run"])
+
+
+def test_a_qwen_code_loop_is_one_session_by_continuity(tmp_path, chat_upstream):
+    """Qwen Code names no session: its loop (a shell tool call, then the answer) stays one by continuity."""
+    done = run_through_proxy(tmp_path, tmp_path / "r.db", chat_upstream, cli("qwen"), "--auth-type", "openai",
+                             "-m", "gpt-4.1-nano", "--yolo", "-p", PROMPT, OPENAI_API_KEY="sk-fake",
+                             OPENAI_MODEL="gpt-4.1-nano")
+    assert done.returncode == 0, done.stderr
+    (session,), calls = sessions_of(tmp_path / "r.db")
+    assert [c["output_tokens"] for c in calls[session["id"]]] == [83, 300]
+    assert (session["external_id"], session["agent"]) == (None, "qwen")
