@@ -143,3 +143,20 @@ def test_two_agents_imports_sharing_an_id_stay_two_and_two_logs_of_one_session_a
         session.end("completed")
         recorder.close()
     assert set(readers(db).values()) == {(2, 14, cost(7, 7))}
+
+
+def test_the_api_names_the_call_a_copy_is_counted_in(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from reasonlog.server.app import create_app
+
+    db = tmp_path / "r.db"
+    write(db, [("live", "msg_1", 10), ("log", "msg_1", 10)])
+    store = reasonlog.open_store(db)
+    live, log = sorted(store.list_sessions(ALL), key=lambda s: bool(s["labels"]))
+    (billed,), (copy,) = store.get_session(live["id"])["calls"], store.get_session(log["id"])["calls"]
+    store.close()
+    api = TestClient(create_app(lambda: reasonlog.open_store(db, read_only=True)))
+    assert api.get(f"/v1/calls/{copy['id']}").json()["counted_in"] == billed["id"]
+    assert [c.get("counted_in") for c in api.get(f"/v1/sessions/{log['id']}").json()["calls"]] == [billed["id"]]
+    assert "counted_in" not in api.get(f"/v1/calls/{billed['id']}").json()

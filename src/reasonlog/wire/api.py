@@ -76,6 +76,7 @@ class CallJSON(TypedDict):
     cost_source: str | None
     provider_message_id: str | None
     request_id: str | None
+    counted_in: NotRequired[str]  # the call that bills this one: the same call, recorded by another path
     params: dict[str, Any]
     context_len: int
     context_facts: dict[str, Any] | None
