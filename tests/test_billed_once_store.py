@@ -160,3 +160,16 @@ def test_the_api_names_the_call_a_copy_is_counted_in(tmp_path):
     assert api.get(f"/v1/calls/{copy['id']}").json()["counted_in"] == billed["id"]
     assert [c.get("counted_in") for c in api.get(f"/v1/sessions/{log['id']}").json()["calls"]] == [billed["id"]]
     assert "counted_in" not in api.get(f"/v1/calls/{billed['id']}").json()
+
+
+def test_deleting_the_billed_record_bills_its_copy_again(db):
+    """A session deleted (pruned, or an imported file rewritten and imported again) takes its calls out of the
+    totals, but not a call another path recorded too: the copy bills again, with the same call's figures."""
+    write(db, [("log", "msg_1", 9), ("live", "msg_1", 10), ("live", "msg_2", 20)])
+    store = reasonlog.open_store(db)
+    (live,) = [s for s in store.list_sessions(ALL) if not s["labels"]
+               and store.get_session(s["id"])["calls"][0]["provider_message_id"] == "msg_1"]
+    assert store.delete_sessions([live["id"]]) == 1
+    store.close()
+    assert set(readers(db).values()) == {(2, 30, cost(10, 20))}
+    assert billed(db) == [("msg_1", "log", 10), ("msg_2", "live", 20)]

@@ -124,3 +124,18 @@ def count_once(cur, row: dict, origin: Origin, billed: dict[str, list[Twin]] | N
         return
     if message_id is not None:
         twins.append(Twin(row["id"], row["session_id"], source))
+
+
+def bill_copies_of(cur, chosen: str, args: tuple = ()) -> None:
+    """Before the calls of the sessions `chosen` (an SQL condition on `session_id`; `args` its parameters) are
+    deleted: each copy counted in one of them, and not deleted with them, takes the billed call's figures (the same
+    call's) and bills itself again, and its session's kept usage is recounted."""
+    figures = (*TOKENS, "cost_usd")
+    rows = cur.execute(f"SELECT x.id, x.session_id, {', '.join('c.' + f for f in figures)} FROM calls x"
+                       " JOIN calls c ON c.id = x.counted_in"
+                       f" WHERE x.counted_in IN (SELECT id FROM calls WHERE {chosen})"
+                       f" AND x.id NOT IN (SELECT id FROM calls WHERE {chosen})", args + args).fetchall()
+    for call_id, _, *values in rows:
+        cur.execute(f"UPDATE calls SET counted_in = NULL, {', '.join(f + ' = ?' for f in figures)} WHERE id = ?",
+                    (*values, call_id))
+    usage.recount(cur, sorted({row[1] for row in rows}))
