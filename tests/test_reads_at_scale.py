@@ -335,7 +335,9 @@ def test_a_day_of_every_model_says_what_each_model_day_says(db):
 # ---------------------------------------------------------------------------- upgrading to schema 13
 
 
-_BACK_TO_12 = ["DROP TABLE usage_rollup", "DROP INDEX sessions_parent_call", "DROP INDEX exchanges_reported",
+_BACK_TO_12 = ["DROP INDEX calls_provider_message", "ALTER TABLE calls DROP COLUMN counted_in",
+               "DELETE FROM _reasonlog_migrations WHERE number = 16", "DROP TABLE usage_rollup",
+               "DROP INDEX sessions_parent_call", "DROP INDEX exchanges_reported",
                "DROP INDEX session_labels_session", "DELETE FROM _reasonlog_migrations WHERE number = 13",
                "DROP INDEX calls_replay_of", "ALTER TABLE calls DROP COLUMN replay_of",
                "DELETE FROM _reasonlog_migrations WHERE number = 14",
@@ -360,7 +362,7 @@ def test_a_database_upgraded_to_schema_13_counts_and_finds_what_it_held(db):
     for sql in _BACK_TO_12 + (_PG_WORD_INDEX if str(db).startswith("postgresql") else []):
         _tamper(db, sql)
     store = open_store(db)
-    assert store.schema_version() == 15  # 13, then 14 (replay_of) and 15 (search by meaning) again
+    assert store.schema_version() == 16  # 13, then 14 (replay_of), 15 (search by meaning), 16 (counted_in) again
     assert {by: query.stats(store, by, SessionFilter(limit=None)) for by in query.STAT_KEYS} == expected
     assert [(h["session_id"], h["kind"]) for h in store.search("bought", SessionFilter(limit=None))] == \
         [("day", "message")]

@@ -170,3 +170,13 @@ def test_parallel_tool_results_in_another_order_match_and_the_order_is_said():
     fenced = {"messages": [{"role": "user", "content": [missing, {"type": "text", "text": "and"}, two]}]}
     fenced_other = {"messages": [{"role": "user", "content": [two, {"type": "text", "text": "and"}, missing]}]}
     assert not same(fenced, fenced_other, "anthropic")
+
+
+def test_how_long_a_tool_took_is_tolerated_in_its_result_only():
+    def request(took: str, prompt: str = "wait 5 seconds, then run it") -> dict:
+        return {"input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": prompt}]},
+                          {"type": "custom_tool_call_output", "call_id": "call_1", "output": [
+                              {"type": "input_text", "text": f"Script completed\nWall time {took}\nOutput:\n"}]}]}
+
+    assert same(request("0.3 seconds"), request("0.1 seconds"), "openai_responses")
+    assert not same(request("0.3 seconds"), request("0.3 seconds", "wait 6 seconds, then run it"), "openai_responses")

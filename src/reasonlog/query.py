@@ -100,7 +100,8 @@ def call_item(call: dict) -> dict:
     item = {"kind": "failed_call" if call["status"] == "error" else "call", "call_id": call["id"],
             "ref": f"#{call['idx']}", "at": call["started_at"], "ended_at": _ended_at(call)}
     keys = ("idx", "model", "status", "stop_reason", "error", "latency_ms", "cost_usd", *TOKEN_FIELDS, "window")
-    return {**item, **{k: call.get(k) for k in keys}}
+    twin = {"counted_in": call["counted_in"]} if call.get("counted_in") else {}  # the same call, billed there
+    return {**item, **{k: call.get(k) for k in keys}, **twin}
 
 
 def _message_item(m: dict, xml_tags, results: dict, shown: set[str], by_name: dict[str, deque]) -> dict | None:

@@ -49,6 +49,9 @@ _KINDS = [
     ("tmp", r"/tmp/[A-Za-z0-9._-]+"),
 ]
 _TOKENS = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in _KINDS))
+# Inside a tool's result only: how long the tool took, as the agent's harness prints it (Codex's "Wall time 0.3
+# seconds", "succeeded in 12ms"). A prompt's "wait 5 seconds" stays compared.
+_DURATION = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?(?:ms|µs|us|s|secs?|seconds?|mins?|minutes?)\b")
 _NUMBER_KEYS = frozenset({"create_time", "created_at", "timestamp", "created"})  # numbers that are instants
 
 
@@ -81,23 +84,25 @@ class _Namer:
         self.keys, self.in_any_order = keys, in_any_order
         self.names: dict[tuple[str, str], str] = {}
 
-    def form(self, value: Any, path: str) -> Any:
+    def form(self, value: Any, path: str, in_result: bool = False) -> Any:
         if isinstance(value, dict):
-            return {k: self._member(k, v, f"{path}.{k}" if path else k) for k, v in sorted(value.items())
+            in_result = in_result or _is_result(value)
+            return {k: self._member(k, v, f"{path}.{k}" if path else k, in_result) for k, v in sorted(value.items())
                     if k != "cache_control"}
         if isinstance(value, list):
-            formed = [self.form(v, f"{path}.*") for v in value]
+            formed = [self.form(v, f"{path}.*", in_result) for v in value]
             return _results_sorted(formed, value) if self.in_any_order else formed
         if isinstance(value, str):
-            return _TOKENS.sub(self._name, value)
+            named = _TOKENS.sub(self._name, value)
+            return _DURATION.sub("<duration>", named) if in_result else named
         return value
 
-    def _member(self, key: str, value: Any, path: str) -> Any:
+    def _member(self, key: str, value: Any, path: str, in_result: bool) -> Any:
         if path in self.keys:
             return "<volatile>"
         if key in _NUMBER_KEYS and isinstance(value, int | float) and not isinstance(value, bool):
             return "<time>"
-        return self.form(value, path)
+        return self.form(value, path, in_result)
 
     def _name(self, match: re.Match) -> str:
         kind = match.lastgroup or "value"

@@ -259,7 +259,10 @@ def _say_where(obj, recording, run_name: str) -> None:
         click.echo("reasonlog: no model calls went through the proxy", err=True)
         return
     db = "" if obj.db is None else f" --db {shlex.quote(str(obj.db))}"
-    click.echo(f"reasonlog: recorded {calls} call(s) in {len(sessions)} session(s). Look at them with:", err=True)
+    roles = sorted({role for _, role in recording.sessions.sides})
+    beside = f" and {len(recording.sessions.sides)} side session(s) ({', '.join(roles)})" if roles else ""
+    click.echo(f"reasonlog: recorded {calls} call(s) in {len(sessions)} session(s){beside}. Look at them with:",
+               err=True)
     for session in sessions[:5]:
         click.echo(f"  reasonlog{db} show {session.id}", err=True)
     click.echo(f"  reasonlog{db} sessions --run {shlex.quote(run_name)}", err=True)

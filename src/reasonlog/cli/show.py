@@ -101,6 +101,8 @@ def call_fields(item: dict) -> list[str]:
         fields.append(f"{item['latency_ms']:,.0f} ms")
     if item["stop_reason"]:
         fields.append(item["stop_reason"])
+    if item.get("counted_in"):  # the same model call came by another path too: billed once, there
+        fields.append(f"counted in call {item['counted_in']}")
     return [f for f in [*fields, window_change(item["window"])] if f]
 
 

@@ -142,8 +142,8 @@ def router(get_store: Any, reader: Any) -> APIRouter:
         sid = None if session is None else _found(lambda: store.resolve_id("session", session), "session", session)
         return cast(OutcomesJSON, {"outcomes": store.list_outcomes(flt, kind, sid)})
 
-    @api.get("/stats", summary="Calls, errors, tokens by kind and cost, by day, model, agent or run")
-    def stats(by: Literal["day", "model", "agent", "run"] = "day", run: str | None = None,
+    @api.get("/stats", summary="Calls, errors, tokens by kind and cost, by day, model, agent, run or source")
+    def stats(by: Literal["day", "model", "agent", "run", "source"] = "day", run: str | None = None,
               agent: str | None = None, model: str | None = None, since: str | None = None,
               until: str | None = None, store: StoreReader = Depends(get_store)) -> StatsJSON:
         flt = SessionFilter(run=run, agent=agent, model=model, since=_when("since", since),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from . import StoreError, search, units, usage
+from . import StoreError, search, twins, units, usage
 from .content import content_hash, decode_context
 from .reading import ContentReader
 
@@ -221,6 +221,7 @@ def prune(cur, dicts) -> None:
     _unindex(cur, dicts)
     chosen = "session_id IN (SELECT id FROM temp.prune_sessions)"
     units.forget_sessions(cur, chosen)
+    twins.bill_copies_of(cur, chosen)  # a call recorded by another path too is billed by the record that stays
     for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries",
                   "reasoning_records", "usage_rollup"):
         cur.execute(f"DELETE FROM {table} WHERE {chosen}")

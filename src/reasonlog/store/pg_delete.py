@@ -6,7 +6,7 @@ counter) is bumped: writers in other processes then forget the content ids they 
 """
 from __future__ import annotations
 
-from . import units
+from . import twins, units
 
 CHOSEN = "session_id = ANY(?::text[])"
 
@@ -33,6 +33,7 @@ def delete_sessions(cur, session_ids: list[str], forget_file: str | None) -> int
             cur.execute(f"DELETE FROM {table}_search WHERE rowid IN (SELECT rowid FROM {table} WHERE {CHOSEN})",
                         (ids,))
         units.forget_sessions(cur, CHOSEN, (ids,))
+        twins.bill_copies_of(cur, CHOSEN, (ids,))  # a call recorded by another path too is billed by what stays
         for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries",
                       "reasoning_records", "usage_rollup"):
             cur.execute(f"DELETE FROM {table} WHERE {CHOSEN}", (ids,))

@@ -33,9 +33,12 @@ def loads(text: str | None) -> Any:
 
 
 def row_dict(columns: tuple[str, ...], row) -> dict:
-    """A row as a dict, with `*_json` columns parsed and renamed without the suffix."""
+    """A row as a dict, with `*_json` columns parsed and renamed without the suffix; a call's `counted_in` only
+    when set (store/twins.py)."""
     out = {}
     for name, value in zip(columns, row, strict=True):
+        if name == "counted_in" and value is None:
+            continue
         if name.endswith("_json"):
             out[name[:-5]] = loads(value)
         else:
@@ -184,7 +187,8 @@ def _ledger(cur, where: str, args: list) -> list[dict]:
     columns = LEDGER_CALL_COLUMNS + ("run", "agent", "source")
     calls = [dict(zip(columns, r, strict=True)) for r in cur.execute(
         f"SELECT {', '.join('c.' + c for c in LEDGER_CALL_COLUMNS)}, s.run, s.agent, {SOURCE} FROM calls c"
-        f" JOIN sessions s ON s.id = c.session_id WHERE {where} ORDER BY c.started_at, c.id", args)]
+        f" JOIN sessions s ON s.id = c.session_id WHERE ({where}) AND c.counted_in IS NULL"
+        " ORDER BY c.started_at, c.id", args)]
     exchanges = [{"id": i, "session_id": sid, "started_at": at, "stats": loads(stats), "model": model, "run": run,
                   "agent": agent, "source": source} for i, sid, at, stats, model, run, agent, source in cur.execute(
         f"SELECT e.id, e.session_id, e.started_at, e.stats_json, s.model, s.run, s.agent, {SOURCE} FROM exchanges e"

@@ -356,7 +356,7 @@ CREATE INDEX usage_rollup_day ON usage_rollup(day);
 CREATE INDEX sessions_parent_call ON sessions(parent_call_id) WHERE parent_call_id IS NOT NULL;
 CREATE INDEX exchanges_reported ON exchanges(session_id) WHERE stats_json IS NOT NULL;
 CREATE INDEX session_labels_session ON session_labels(session_id, key);
-""", python=usage.recount),
+""", python=usage.recount_before_16),
     Migration(14, "replays linked to their originals", """
 -- replay_of: the id of the recorded call this call re-sent (`reasonlog replay CALL --send`), which may live in
 -- another session; replays are recorded as sessions of the run `replays`. NULL: the call is no replay.
@@ -428,5 +428,13 @@ CREATE TABLE unit_marks (
     tool_results INTEGER NOT NULL,
     summary TEXT
 );
+"""),
+    Migration(16, "calls counted once", """
+-- counted_in: the id of the call that bills this one: the same model call reached the database by another path (the
+-- proxy or an SDK recorded it, and an import read it from the agent's log; store/twins.py). This row keeps what
+-- its path gave (its messages, ids) with its tokens and cost set to 0, and readers count it in no total. NULL: the
+-- call bills itself. The index finds a call by its provider message id, which both paths hold.
+ALTER TABLE calls ADD COLUMN counted_in TEXT;
+CREATE INDEX calls_provider_message ON calls(provider_message_id) WHERE provider_message_id IS NOT NULL;
 """),
 )

@@ -16,7 +16,7 @@ T = 'TEXT COLLATE "C"'
 
 
 def _migration_13(cur) -> None:
-    usage.recount(cur)
+    usage.recount_before_16(cur)
     pg_search.create_indexes(cur)
 
 
@@ -353,5 +353,10 @@ CREATE TABLE unit_marks (
     tool_results BIGINT NOT NULL,
     summary {T}
 );
+"""),
+    Migration(16, "calls counted once", f"""
+-- See schema.py, migration 16.
+ALTER TABLE calls ADD COLUMN counted_in {T};
+CREATE INDEX calls_provider_message ON calls(provider_message_id) WHERE provider_message_id IS NOT NULL;
 """),
 )

@@ -134,6 +134,7 @@ class SQLStore(SemanticStore):
                 counters = dict(counters or {})
                 self._applier.completed.clear()
                 self._applier.take_records()  # what an abandoned batch noted is not this one's
+                self._applier.prepare(cur, events)
                 rejected = 0
                 for index, event in enumerate(events):
                     if isolate:

@@ -91,6 +91,8 @@ def _export_call(cur, call: dict, hashes: dict[int, str], reader: ContentReader)
         call.pop("window_json", None)  # written before schema 12: the record stays as version 3 wrote it
     if call.get("replay_of") is None:
         call.pop("replay_of", None)  # most calls are no replay: their records stay as before schema 14
+    if call.get("counted_in") is None:
+        call.pop("counted_in", None)  # most calls bill themselves: their records stay as before schema 16
     yield {"type": "call", **call}
 
 

@@ -67,17 +67,24 @@ class Tally:
 
 
 def recount(cur, session_ids: list[str] | None = None) -> None:
-    """Rebuild `usage_rollup` from the calls: of these sessions, or of all (migration 13, `db recount`)."""
+    """Rebuild `usage_rollup` from the calls: of these sessions, or of all (`db recount`); a call counted in
+    another (`counted_in`, store/twins.py) adds nothing."""
     if session_ids is None:
         _recount(cur, "", [])
     for chunk in _chunks(list(session_ids or ())):
         _recount(cur, f" WHERE session_id IN ({', '.join('?' * len(chunk))})", chunk)
 
 
-def _recount(cur, where: str, args: list) -> None:
+def recount_before_16(cur) -> None:
+    """`recount` as migration 13 runs it: before migration 16 no call is counted in another."""
+    _recount(cur, "", [], uncounted="")
+
+
+def _recount(cur, where: str, args: list, uncounted: str = "counted_in IS NULL") -> None:
     cur.execute(f"DELETE FROM usage_rollup{where}", args)
+    condition = " AND ".join(c for c in (where.removeprefix(" WHERE "), uncounted) if c)
     cur.execute(f"INSERT INTO usage_rollup (session_id, day, model, {', '.join(SUMS)}, last_call_at)"
-                f" {_FROM_CALLS.format(where=where)}", args)
+                f" {_FROM_CALLS.format(where=f' WHERE {condition}' if condition else '')}", args)
 
 
 _FROM_CALLS = ("SELECT session_id, SUBSTR(started_at, 1, 10), COALESCE(model, ''), COUNT(*),"
@@ -95,7 +102,7 @@ def differences(cur) -> list[str]:
         return {tuple(r[:3]): tuple(round(v, 6) if isinstance(v, float) else v for v in r[3:])
                 for r in cur.execute(sql).fetchall()}
     kept = rows(f"SELECT session_id, day, model, {', '.join(SUMS)}, last_call_at FROM usage_rollup")
-    fresh = rows(_FROM_CALLS.format(where=""))
+    fresh = rows(_FROM_CALLS.format(where=" WHERE counted_in IS NULL"))
     names, out = (*SUMS, "last_call_at"), []
     for key in sorted(kept.keys() | fresh.keys()):
         if kept.get(key) != fresh.get(key):

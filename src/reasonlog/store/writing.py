@@ -29,6 +29,7 @@ from ..model import (
 )
 from ..parts import RecordError
 from ..wire import check_finite, jsonable
+from . import twins
 from .content import (
     decode_context,
     encode_context,
@@ -58,6 +59,7 @@ class SessionState:
     system: int | None = None
     sent: list | None = None  # the last call's message objects, kept only for `stable_history` calls
     thread: Thread | None = None  # what the next call is aligned with; read from the store when first needed
+    origin: twins.Origin | None = None  # where the session came from, its external id; read when first needed
 
 
 @dataclass
@@ -131,6 +133,9 @@ class Applier:
     # Rowids of the searchable records (tool results, outcomes, reasoning records) this batch inserted, by table:
     # the batch indexes exactly these (see `take_records`), never rows other transactions wrote meanwhile.
     records: dict[str, list[int]] = field(default_factory=dict)
+    # The billed calls with the provider message ids of the batch's calls (twins.billed_calls), read by `prepare`;
+    # None: each call looks its own up (after a rollback, or outside a batch that was prepared).
+    billed: dict | None = None
 
     def __post_init__(self) -> None:
         self.timeline = Timeline(self.contents.redactor)
@@ -181,6 +186,7 @@ class Applier:
         self.rows.clear()
         self.tally.clear()
         self.timeline.reset()
+        self.billed = None
 
     def reset(self) -> None:
         """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
@@ -191,6 +197,13 @@ class Applier:
         self.records.clear()
         self.contents.reset()
         self.timeline.reset()
+        self.billed = None
+
+    def prepare(self, cur, events: list[Event]) -> None:
+        """Read once what the batch's calls need of the database (the calls that may be the same as them)."""
+        ids = [self.again(e.provider_message_id) for e in events
+               if isinstance(e, CallRecorded) and isinstance(e.provider_message_id, str)]
+        self.billed = twins.billed_calls(cur, ids)
 
     def apply(self, cur, event: Event) -> None:
         check_event(event)  # a wrongly typed field is a data error of this event, not a store failure
@@ -201,6 +214,7 @@ class Applier:
         """Work deferred to the end of a batch; call before commit."""
         self.flush_rows(cur)
         self.contents.finish(cur)
+        self.billed = None  # read again for the next batch: other processes write between batches
 
     def flush_rows(self, cur) -> None:
         """Insert the rows queued by `queue`: one executemany per statement, not one per event."""
@@ -348,9 +362,14 @@ class Applier:
         context = ([[0, known]] if known >= 2 else ids[:known]) + ids[known:] if known else \
             encode_context(ids, st.context)
         row = self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context, window)
+        if st.origin is None:
+            st.origin = twins.origin_of(cur, row["session_id"])
+        if row["provider_message_id"] is not None or st.origin.external_id is not None:  # by another path too?
+            twins.count_once(cur, row, st.origin, self.billed, lambda: self.flush_rows(cur))
         self.queue(_INSERT_CALL, [tuple(row[column] for column in CALL_INSERT_COLUMNS)])
-        self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms,
-                       [row[column] for column in TOKENS], row["cost_usd"])
+        if row["counted_in"] is None:
+            self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms,
+                           [row[column] for column in TOKENS], row["cost_usd"])
         st.next_call += 1
         st.context, st.response = ids, response_id
         st.sent = split.messages if ev.stable_history else None
@@ -400,7 +419,7 @@ class Applier:
                 "tools_json": _ours(tool_ids), "context_json": _ours(context), "context_len": len(ids),
                 "response_id": response_id, "raw": raw, "raw_format": raw_format,
                 "context_facts_json": self.dumps(ev.context_facts), "window_json": window,
-                "replay_of": again(ev.replay_of) if ev.replay_of is not None else None}
+                "replay_of": again(ev.replay_of) if ev.replay_of is not None else None, "counted_in": None}
 
     def _cost(self, ev: CallRecorded) -> tuple[float | None, str | None]:
         if ev.cost_usd is not None:
@@ -497,6 +516,6 @@ CALL_INSERT_COLUMNS = (
     "id", "session_id", "idx", "exchange_id", "provider", "model", "started_at", "latency_ms", "ttft_ms", "status",
     "stop_reason", "error_json", *TOKENS, "cost_usd", "cost_source", "provider_message_id", "request_id",
     "params_json", "shape_json", "system_id", "tools_json", "context_json", "context_len", "response_id", "raw",
-    "raw_format", "context_facts_json", "window_json", "replay_of")
+    "raw_format", "context_facts_json", "window_json", "replay_of", "counted_in")
 _INSERT_CALL = (f"INSERT INTO calls ({', '.join(CALL_INSERT_COLUMNS)})"
                 f" VALUES ({', '.join('?' * len(CALL_INSERT_COLUMNS))})")

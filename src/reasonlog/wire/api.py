@@ -76,6 +76,7 @@ class CallJSON(TypedDict):
     cost_source: str | None
     provider_message_id: str | None
     request_id: str | None
+    counted_in: NotRequired[str]  # the call that bills this one: the same call, recorded by another path
     params: dict[str, Any]
     context_len: int
     context_facts: dict[str, Any] | None
@@ -147,10 +148,11 @@ class StatsRowJSON(Tokens, total=False):
     model: str | None
     agent: str | None
     run: str | None
+    source: str  # where the sessions came from: an importer's format (claude-code, codex, …), otlp, or recorded
 
 
 class StatsJSON(TypedDict):
-    by: Literal["day", "model", "agent", "run"]
+    by: Literal["day", "model", "agent", "run", "source"]
     rows: list[StatsRowJSON]
 
 

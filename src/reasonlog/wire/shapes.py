@@ -277,6 +277,7 @@ class CallRecord(TypedDict):
     context_facts: dict[str, Any] | None
     window: NotRequired[dict[str, Any] | None]   # how the context follows from the previous call's (schema 12)
     replay_of: NotRequired[str | None]  # the recorded call this one re-sent; present when set (schema 14)
+    counted_in: NotRequired[str | None]  # the call that bills this one (the same call by another path; schema 16)
     raw: NotRequired[str | None]
     raw_format: NotRequired[Literal["skeleton", "bytes"] | None]
     raw_encoding: NotRequired[Literal["base64"] | None]  # set when `raw` is base64 of bytes that are not UTF-8
