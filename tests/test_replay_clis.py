@@ -22,6 +22,7 @@ from test_proxy_replay import dead_upstream
 
 import reasonlog
 from reasonlog.capture.replay_match import matching_form
+from reasonlog.store import SessionFilter
 
 HELLO = "Hello! I'm doing well, thank you for asking. How are you doing today? Is there anything I can help you with?"
 
@@ -152,6 +153,18 @@ def test_a_real_cli_tool_loop_replays_offline_and_forks_at_call_1(tmp_path, name
         matching_form({**calls[1]["request"], "model": None}, protocol)
     assert not any(matching_form(r, protocol) == matching_form(calls[0]["request"], protocol) for r in loop)
     assert all("other-model" in (request.get("model") or path) for path, request in received)
+
+    from fastapi.testclient import TestClient
+
+    from reasonlog.server.app import create_app
+
+    store = reasonlog.open_store(db, read_only=True)
+    forks = [s for s in store.list_sessions(SessionFilter(limit=None)) if (s["labels"] or {}).get("fork_of")]
+    fork = next(s for s in forks if s["parent_session_id"] == session["id"] and not (s["labels"] or {}).get("role"))
+    assert (fork["parent_call_id"], fork["labels"]["fork_at"]) == (calls[1]["id"], "1")
+    page = TestClient(create_app(lambda: reasonlog.open_store(db, read_only=True))).get(
+        f"/compare?a={session['id']}&b={fork['id']}&start=1").text
+    assert "B begins at A&#39;s call #1" in page or "B begins at A's call #1" in page  # side by side from #1
 
 
 def _is_loop_call(request: dict) -> bool:
