@@ -131,7 +131,7 @@ def _replay_setup(obj, session: str, until: int | None, model: str | None, stric
 
     _modules()
     store = obj.store
-    sid = store.resolve_id("session", session)
+    sid = _recorded_session(store, session)
     script = proxy_replay.load_script(store, sid)
     own = [c for c in script.calls if c.session_id == sid]
     if not own:
@@ -145,6 +145,22 @@ def _replay_setup(obj, session: str, until: int | None, model: str | None, stric
     recorder, recording = _recording(obj.path, run=f"fork of {sid} at #{until}", parent=sid, parent_call=fork_at,
                                      labels={"fork_of": sid, "fork_at": str(until)})
     return proxy_replay.Replayer(script, until, model, strict=strict), recorder, recording
+
+
+def _recorded_session(store, given: str) -> str:
+    """The session a replay starts from: a session (id, a start of one, the agent's own id), or a run's name, whose
+    newest loop session it is (its side sessions, title or router calls, come with it)."""
+    from ..store import NotFound, SessionFilter
+
+    try:
+        return store.resolve_id("session", given)
+    except NotFound:
+        loops = [s for s in store.list_sessions(SessionFilter(run=given, limit=50))
+                 if not (s.get("labels") or {}).get("role")]
+        if not loops:
+            raise click.UsageError(f"--replay {given}: no session has this id, nor a run this name"
+                                   " (see reasonlog sessions)") from None
+        return loops[0]["id"]
 
 
 def _report(replayer) -> None:
@@ -167,9 +183,9 @@ def _finish(recorder, recording) -> None:
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--port", type=click.IntRange(0, 65535), default=0, help="The proxy's port (default: a free one).")
 @click.option("--upstream", multiple=True, metavar="URL|NAME=URL", help=UPSTREAM_HELP)
-@click.option("--replay", "replay_session", metavar="SESSION",
-              help="Answer the command's model calls from this recorded run (the session and the calls its run made"
-                   " beside it), with no network.")
+@click.option("--replay", "replay_session", metavar="RUN|SESSION",
+              help="Answer the command's model calls from this recorded run (a session, or a run's name: its newest"
+                   " session, with the calls the run made beside it), with no network.")
 @click.option("--from", "fork_point", metavar="SESSION#N",
               help="Answer from the recording up to call #N of SESSION, then forward (recorded as a fork).")
 @click.option("--model", metavar="M", help="With --from: the model the forwarded calls ask for.")
