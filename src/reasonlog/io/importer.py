@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -194,6 +195,11 @@ class Feed:
         # True under `reasonlog watch`: the file may still be being written, so an importer may leave a
         # record that looks unfinished for the next pass instead of importing half of it.
         self.live = False
+        # The record the importer is working on (a line number from `lines()`, or what `record()` names): the
+        # one the import loop passes over if the importer fails now. `passed` holds the records an earlier read
+        # of this file failed on: `lines()` does not give those again (io/import_file.py).
+        self.current: int | str | None = None
+        self.passed: dict[int | str, str] = {}
 
     # ---------------------------------------------------------------- reading
 
@@ -209,19 +215,32 @@ class Feed:
             f.seek(offset)
             for raw in f:
                 number += 1
-                self.line = number
+                self.line, self.current = number, None
                 start, offset = offset, offset + len(raw)
                 text = raw.strip()
-                if not text or (ignore is not None and raw.endswith(b"\n") and ignore(raw)):
+                if not text or number in self.passed or (
+                        ignore is not None and raw.endswith(b"\n") and ignore(raw)):
                     continue
                 try:
                     value = orjson.loads(text)
                 except orjson.JSONDecodeError as exc:
                     if not raw.endswith(b"\n"):
                         return  # a partial last line: left for the next import
+                    self.current = number
                     yield Line(number, start, offset, error=_json_error(raw, exc))
                     continue
+                self.current = number
                 yield Line(number, start, offset, value)
+        self.current = None
+
+    @contextmanager
+    def record(self, key: int | str) -> Iterator[None]:
+        """Name the record the importer works on inside the block (a line it read earlier, by number; a row or
+        an entry of a document, by a text such as `message msg_01`): if it fails there, that record alone is
+        passed over. A record passed over is in `passed` when the file is read again: leave it out."""
+        before, self.current = self.current, key
+        yield  # not in a `finally`: a failure leaves the blame where it happened
+        self.current = before
 
     def may_grow(self, settle_s: float = 30.0) -> bool:
         """Under `reasonlog watch`, whether the file changed in the last `settle_s` seconds: a record at its end may
