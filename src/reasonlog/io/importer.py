@@ -336,6 +336,12 @@ def first_values(path: Path, n: int = 5, limit: int = 1 << 16) -> list[object]:
     return []
 
 
+def json_kind(value: object) -> str:
+    """What a JSON value is, as a skip reason says it: `got an object`, `got null`, `got a text`."""
+    return "null" if value is None else {dict: "an object", list: "a list", str: "a text", bool: "a boolean"}.get(
+        type(value), f"a {type(value).__name__}")
+
+
 def walk(path: Path, pattern: str) -> Iterator[Path]:
     """`path` itself when it is a file, else the files under it matching `pattern`, sorted (a stable order)."""
     if path.is_file():
