@@ -244,3 +244,19 @@ def test_files_that_are_not_opencode_are_not_detected(tmp_path, name):
     path = tmp_path / name
     path.write_bytes(b"SQLite format 3\x00" if name.endswith(".db") else b"{}")
     assert not opencode.detect(path)
+
+
+def test_a_patch_after_the_last_step_finish_is_not_another_call(db, tmp_path):
+    """Issue 31 item 6: OpenCode writes a `patch` part (the files a step changed) after its message's last
+    `step-finish`; it was taken for a step of its own, a sixth call repeating the message's tokens."""
+    copy = tmp_path / "v1.1.53"
+    shutil.copytree(JSON_11, copy)
+    mid = "msg_2133f39dc001tz9r6xfav6GtQZ"
+    (copy / "storage" / "part" / mid / "prt_2133f3c100011PatchAfterFinish.json").write_text(json.dumps({
+        "id": "prt_2133f3c100011PatchAfterFinish", "sessionID": "ses_decc0c7aeffep2sw2YKb8V8tUq", "messageID": mid,
+        "type": "patch", "hash": "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "files": ["/tmp/proj/hello.txt"]}))
+    store = open_store(db)
+    report = run_import(store, plan([copy]))
+    assert (report.failed, report.skipped) == ([], [])
+    assert totals(store) == {"input_tokens": 4456, "output_tokens": 204, "cache_read_tokens": 18000,
+                             "cache_write_tokens": 2400, "reasoning_tokens": 0, "cost_usd": 0.030828, "calls": 5}

@@ -70,6 +70,7 @@ def import_file(store: ImportStore, given: Path, imp: Importer, report: Report, 
             row = None
     sessions = set(row["sessions"]) if row else set()
     progress = _FileProgress(path, imp, st, sessions, row["skipped"] if row else 0, len(report.skipped))
+    before = len(report.skipped)
     try:
         _read(store, path, given, imp, (start, line, state), report, emitted, progress, live)
     except ReimportFile as again:
@@ -80,8 +81,24 @@ def import_file(store: ImportStore, given: Path, imp: Importer, report: Report, 
         report.appended -= 1
         report.files -= 1
         return import_file(store, given, imp, report, emitted, live)
+    if start == 0 and not progress.sessions:
+        report.empty.append(str(given))
+        _one_line_for_an_unknown_version(report, before, str(given), imp.name)
     if copies is not None and row is None:
         copies.add(path, imp.name, st.st_size)
+
+
+def _one_line_for_an_unknown_version(report: Report, before: int, where: str, fmt: str) -> None:
+    """A file of which no record was read (a version of the format the importer does not know) is one line of the
+    report, naming the file and what was expected, not a skip per line."""
+    skipped = report.skipped[before:]
+    if len(skipped) < 2 or not all(w.startswith(where) for w, _ in skipped):
+        return
+    first, why = skipped[0]
+    del report.skipped[before:]
+    report.skipped.append((where, f"nothing read: none of its {len(skipped)} records is one the {fmt} importer "
+                                  f"knows (the first, {first[len(where):].lstrip(':') or 'the file'}: {why}); "
+                                  "is it written by a version of the agent this reasonlog does not read yet?"))
 
 
 def _read(store: ImportStore, path: Path, given: Path, imp: Importer, origin: tuple[int, int, dict | None],
@@ -131,6 +148,7 @@ class _Reading:
     fresh: list[tuple[str, str, bool]] = field(default_factory=list)  # (kind, id, covered by a checkpoint)
     skips: int = -1       # len(report.skipped) at the last checkpoint
     skips_at_start: int = -1
+    refused: set[str] = field(default_factory=set)  # sessions the store could not hold (their skip says why)
 
     def run(self, imp: Importer) -> None:
         report = self.feed.report
@@ -144,7 +162,9 @@ class _Reading:
                 if len(self.pending) >= BATCH_EVENTS:
                     self._write(item)
                 continue
-            if _storable(item, self.feed):
+            if isinstance(item, SessionStarted) and not _storable(item, self.feed):
+                self.refused.add(item.session_id)  # what follows in it is left out with it, not rejected one by one
+            elif getattr(item, "session_id", None) not in self.refused and _storable(item, self.feed):
                 self._add(item)
         start = self.feed
         self._write(self.last or Checkpoint(start.start, start.first_line, dump_state(start.state)))
@@ -220,7 +240,7 @@ def _storable(event: Event, feed: Feed) -> bool:
     with the file and line it came from, which the store, seeing only the event, cannot name."""
     try:
         check_event(event)
-    except RecordError as exc:
+    except (RecordError, TypeError, ValueError) as exc:  # (a value of a type the check does not expect)
         feed.skip(feed.line or None, f"{event.kind} not stored: {exc}")
         return False
     return True

@@ -172,11 +172,18 @@ class Report:
     failed: list[tuple[str, str]] = field(default_factory=list)   # (file, reason): files not imported at all
     copies: list[tuple[str, str]] = field(default_factory=list)   # (file, the path it was imported from)
     notes: list[str] = field(default_factory=list)  # what a format cannot give (tokens, times), said once each
+    empty: list[str] = field(default_factory=list)  # files read from their start that held no session
+
+    def read_nothing(self) -> bool:
+        """Whether every file was read from its start and none held a session (what the user named is not what
+        the format's files hold, or not of a version the importer knows): `reasonlog import` says so, and fails."""
+        return bool(self.files) and len(self.empty) == self.files and not self.failed
 
     def to_dict(self) -> dict:
         return {"files": self.files, "unchanged": self.unchanged, "appended": self.appended,
                 "rewritten": self.rewritten, "added": self.added, "rejected": self.rejected,
                 "copies": [{"file": f, "imported_from": o} for f, o in self.copies], "notes": self.notes,
+                "empty": self.empty,
                 "skipped": [{"where": w, "reason": r} for w, r in self.skipped],
                 "failed": [{"file": f, "reason": r} for f, r in self.failed]}
 

@@ -49,6 +49,7 @@ from .importer import (  # noqa: F401  (also the names plug-ins take from here: 
     instant,
     walk,
 )
+from .planning import PassedOver, plan_as, plan_folder  # noqa: F401  (PassedOver: what plan() names)
 
 ENTRY_POINT_GROUP = "reasonlog.importers"
 ADDED = ("sessions", "calls", "messages", "tool_results", "outcomes")
@@ -91,9 +92,9 @@ class _Broken(BaseImporter):
         raise ImportError_(f"importer {self.name}: {self.description}")
 
 
-def choose_importer(path: Path, name: str | None = None) -> Importer:
+def choose_importer(path: Path, name: str | None = None, known: dict[str, Importer] | None = None) -> Importer:
     """The importer `name`, or the first whose `detect` recognises `path`."""
-    known = importers()
+    known = importers() if known is None else known
     if name is not None:
         if name not in known:
             raise ImportError_(f"--format {name}: not a format reasonlog knows; "
@@ -113,15 +114,27 @@ def choose_importer(path: Path, name: str | None = None) -> Importer:
 
 
 def plan(paths: Iterable[Path], fmt: str | None = None) -> list[tuple[Path, Importer]]:
-    """Each file to import with its importer. A missing path is an error before anything is imported."""
+    """Each file to import with its importer. A missing path is an error before anything is imported.
+
+    A folder with no `fmt` is read file by file, each file as itself, and every JSONL file no importer reads
+    is named in the report (io/planning.py); with `fmt`, a folder is read as that format."""
     out: list[tuple[Path, Importer]] = []
+    known = importers()
     for path in paths:
         if not path.exists():
             raise ImportError_(f"{path}: no such file or folder")
-        imp = choose_importer(path, fmt)
-        files = list(imp.sources(path))
-        out.extend((f, imp) for f in files)
+        if path.is_dir() and fmt is None:
+            out += plan_folder(path, known, lambda p: _recognising(p, known))
+        else:
+            out += plan_as(path, choose_importer(path, fmt, known))
     return out
+
+
+def _recognising(path: Path, known: dict[str, Importer]) -> Importer | None:
+    try:
+        return choose_importer(path, None, known)
+    except ImportError_:
+        return None
 
 
 def run_import(store: ImportStore, files: list[tuple[Path, Importer]],

@@ -168,8 +168,14 @@ def _load_json_session(feed: Feed) -> OpenCodeSession | None:
             parts = [p for f in sorted((root / "part" / file.stem).glob("*.json"))
                      if (p := _read_json(feed, f, "part")) is not None]
             messages.append(OpenCodeMessage(file.stem, data, parts))
-    messages.sort(key=lambda m: ((m.data.get("time") or {}).get("created") or 0, m.id))
+    messages.sort(key=lambda m: (_created(m.data), m.id))
     return OpenCodeSession(info, messages, where=str(feed.path))
+
+
+def _created(data: dict) -> float:
+    """When a message was created (0 when its record does not say, as a number)."""
+    created = data["time"].get("created") if isinstance(data.get("time"), dict) else None
+    return created if isinstance(created, (int, float)) and not isinstance(created, bool) else 0
 
 
 def _read_json(feed: Feed, file: Path, what: str) -> dict | None:

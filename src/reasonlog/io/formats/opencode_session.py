@@ -115,10 +115,14 @@ class _Session:
         if not self.started:
             yield self._started()
         for m in self.s.messages:
-            if self.feed.live and not _ended(m):
-                break  # still being written: the next pass imports it and what follows
-            self.emit = self.done is None or m.id > self.done  # OpenCode's ids grow with time
-            yield from self._message(m)
+            record = f"message {m.id}"  # a message the importer failed on is passed over (io/import_file.py)
+            if record in self.feed.passed:
+                continue
+            with self.feed.record(record):
+                if self.feed.live and not _ended(m):
+                    break  # still being written: the next pass imports it and what follows
+                self.emit = self.done is None or m.id > self.done  # OpenCode's ids grow with time
+                yield from self._message(m)
         if self.exchange is not None:
             yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at)
         title = self.s.info.get("title")
@@ -239,7 +243,9 @@ class _Session:
 
 
 def _steps(parts: list[dict]) -> list[tuple[list[dict], dict | None]]:
-    """The parts of each step, with the `step-finish` that closes it (None for a step cut short)."""
+    """The parts of each step, with the `step-finish` that closes it (None for a step cut short). What follows
+    the last `step-finish` is a step cut short only if the model wrote some of it: OpenCode's bookkeeping after
+    it (a `patch` of the files the step changed, a snapshot) is not a call."""
     steps: list[tuple[list[dict], dict | None]] = []
     current: list[dict] = []
     for p in parts:
@@ -248,7 +254,7 @@ def _steps(parts: list[dict]) -> list[tuple[list[dict], dict | None]]:
             current = []
         elif p.get("type") != "step-start":
             current.append(p)
-    if current or not steps:
+    if not steps or any(_assistant_block(p) is not None for p in current):
         steps.append((current, None))
     return steps
 
