@@ -317,7 +317,8 @@ def dump_state(state: dict | None) -> bytes | None:
 
 
 def first_values(path: Path, n: int = 5, limit: int = 1 << 16) -> list[object]:
-    """The first `n` JSON values of a JSONL file (lines that do not parse are left out): what `detect` sniffs.
+    """The first `n` JSON objects of a JSONL file (lines that do not parse, or are not objects, are left out: a
+    record of a JSONL log is an object, and one bad line must not hide the file's format): what `detect` sniffs.
 
     It reads `limit` bytes, and up to 1 MiB when no whole line fitted in them (a long first line)."""
     for size in dict.fromkeys((limit, max(limit, 1 << 20))):
@@ -333,9 +334,11 @@ def first_values(path: Path, n: int = 5, limit: int = 1 << 16) -> list[object]:
         for raw in lines:
             if raw.strip():
                 try:
-                    out.append(orjson.loads(raw))
+                    value = orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     continue
+                if isinstance(value, dict):
+                    out.append(value)
             if len(out) >= n:
                 break
         if out or len(data) < size:
@@ -380,11 +383,19 @@ class FileImporter(BaseImporter):
 
     def detect(self, path: Path) -> bool:
         if path.is_dir():
-            return any(self.mine(p) for p in itertools.islice(self.candidates(path), 5))
-        return self.mine(path)
+            return any(self.sniff(p) for p in itertools.islice(self.candidates(path), 5))
+        return self.sniff(path)
 
     def sources(self, path: Path) -> Iterator[Path]:
         if path.is_file():
             yield path
             return
-        yield from (p for p in self.candidates(path) if self.mine(p))
+        yield from (p for p in self.candidates(path) if self.sniff(p))
+
+    def sniff(self, path: Path) -> bool:
+        """`mine`, with a file whose start it cannot make sense of (a value of a type it did not expect) not this
+        format's: sniffing is a guess, and a bad guess never stops an import."""
+        try:
+            return self.mine(path)
+        except (OSError, LookupError, TypeError, ValueError, AttributeError):
+            return False

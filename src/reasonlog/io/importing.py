@@ -104,8 +104,8 @@ def choose_importer(path: Path, name: str | None = None, known: dict[str, Import
         try:
             if imp.detect(path):
                 return imp
-        except OSError:
-            continue
+        except (OSError, LookupError, TypeError, ValueError, AttributeError):
+            continue  # (a format's guess that failed on what it sniffed: not its file)
     raise ImportError_(f"{path}: no importer recognises it; if it is one of {', '.join(sorted(known))},"
                        " name it with --format NAME (reasonlog import --list-formats describes them)")
 

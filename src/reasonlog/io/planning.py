@@ -61,8 +61,8 @@ def plan_folder(folder: Path, known: dict[str, Importer], choose) -> Planned:
             if not imp.detect(folder):
                 continue
             files = [f for f in imp.sources(folder) if f not in taken]
-        except OSError:
-            continue
+        except (OSError, LookupError, TypeError, ValueError, AttributeError):
+            continue  # (a format's guess that failed on what it sniffed: not its folder)
         out += [(f, imp) for f in files]
         taken.update(files)
         trees += [f.parent for f in files if _is_tree(imp, f)]

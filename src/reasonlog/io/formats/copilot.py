@@ -130,6 +130,8 @@ class _Log:
     def _event(self, event: dict, number: int) -> Iterator[Event]:
         at = instant(event.get("timestamp")) or self.last_at
         kind, data = event["type"], event["data"]
+        if self.sid is None and kind == "session.start":
+            at = at or instant(data.get("startTime"))  # the session's own start, if its event has no timestamp
         if self.sid is None:
             if kind != "session.start" or not isinstance(data.get("sessionId"), str) or at is None:
                 self.feed.skip(number, "an event before `session.start` (with a `sessionId` and a `timestamp`)")
