@@ -330,7 +330,7 @@ def first_values(path: Path, n: int = 5, limit: int = 1 << 16) -> list[object]:
         lines = data.split(b"\n")
         if len(data) == size:
             lines.pop()  # cut by the limit
-        out = []
+        out: list[object] = []
         for raw in lines:
             if raw.strip():
                 try:
