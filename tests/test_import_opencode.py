@@ -260,3 +260,22 @@ def test_a_patch_after_the_last_step_finish_is_not_another_call(db, tmp_path):
     assert (report.failed, report.skipped) == ([], [])
     assert totals(store) == {"input_tokens": 4456, "output_tokens": 204, "cache_read_tokens": 18000,
                              "cache_write_tokens": 2400, "reasoning_tokens": 0, "cost_usd": 0.030828, "calls": 5}
+
+
+EXPORTS = OPENCODE / "v1.18.33-export"  # `opencode export <session>` (1.18.33) of the three sessions of DB_118
+
+
+def test_the_documents_opencode_export_writes_import_as_the_database_does(tmp_path):
+    """Issue 31 item 6: `--format opencode` read 0 sessions from an `opencode export` document and exited 0."""
+    from_db = open_store(tmp_path / "db.db")
+    run_import(from_db, plan([OPENCODE / "v1.18.33"]))
+    store = open_store(tmp_path / "t.db")
+    one = sorted(EXPORTS.glob("*.json"))[0]
+    assert run_import(store, plan([one], "opencode")).added["sessions"] == 1
+    report = run_import(store, plan([EXPORTS]))
+    assert (report.failed, report.skipped, report.unchanged) == ([], [], 1)
+    assert totals(store) == totals(from_db) == {
+        "input_tokens": 4456, "output_tokens": 204, "cache_read_tokens": 18000, "cache_write_tokens": 2400,
+        "reasoning_tokens": 0, "cost_usd": 0.030828, "calls": 6}
+    run_import(store, plan([OPENCODE / "v1.18.33"]))  # the same sessions from the database: nothing twice
+    assert totals(store)["calls"] == 6
