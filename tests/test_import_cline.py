@@ -7,6 +7,7 @@ on adds only its new requests; bad records are named."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from agent_logs import totals
@@ -194,3 +195,21 @@ def test_default_folders_are_the_editors_global_storage(monkeypatch, tmp_path):
     assert Path.home() / ".cline" / "data" / "tasks" in folders  # the Cline CLI 1.x and 2.x store
     monkeypatch.setenv("CLINE_DIR", str(tmp_path / "cl"))
     assert tmp_path / "cl" / "data" / "tasks" in cline.default_folders()
+
+
+def test_a_task_folder_without_ui_messages_imports_its_conversation(tmp_path):
+    """Issue 31 item 6: a task folder with `api_conversation_history.json` and no `ui_messages.json` was refused ("no
+    importer recognises it") though the conversation is there; its calls come without tokens, and the import says
+    so."""
+    folder = tmp_path / "tasks" / REAL_ID
+    shutil.copytree(REAL / "tasks" / REAL_ID, folder)
+    (folder / "ui_messages.json").unlink()
+    store = open_store(tmp_path / "t.db")
+    report = run_import(store, plan([tmp_path / "tasks"]))
+    assert (report.failed, report.skipped) == ([], [])
+    assert report.notes == [f"{folder}: no ui_messages.json, so the calls come from api_conversation_history.json"
+                            " alone, without tokens, cost or model"]
+    assert report.added == {"sessions": 1, "calls": 3, "messages": 6, "tool_results": 1, "outcomes": 0}
+    session = store.get_session(f"cline-{REAL_ID}")
+    assert [c["input_tokens"] for c in session["calls"]] == [None, None, None]
+    assert run_import(store, plan([tmp_path / "tasks"])).unchanged == 1
