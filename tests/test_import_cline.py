@@ -191,8 +191,9 @@ def test_default_folders_are_the_editors_global_storage(monkeypatch, tmp_path):
     folders = cline.default_folders()
     assert tmp_path / "Code" / "User" / "globalStorage" / "saoudrizwan.claude-dev" / "tasks" in folders
     assert tmp_path / "Cursor" / "User" / "globalStorage" / "kilocode.kilo-code" / "tasks" in folders
-    assert len(folders) == 16
+    assert len(folders) == 17
     assert Path.home() / ".cline" / "data" / "tasks" in folders  # the Cline CLI 1.x and 2.x store
+    assert Path.home() / ".cline" / "data" / "sessions" in folders  # Cline CLI 3.x
     monkeypatch.setenv("CLINE_DIR", str(tmp_path / "cl"))
     assert tmp_path / "cl" / "data" / "tasks" in cline.default_folders()
 
@@ -213,3 +214,28 @@ def test_a_task_folder_without_ui_messages_imports_its_conversation(tmp_path):
     session = store.get_session(f"cline-{REAL_ID}")
     assert [c["input_tokens"] for c in session["calls"]] == [None, None, None]
     assert run_import(store, plan([tmp_path / "tasks"])).unchanged == 1
+
+
+V3 = FIXTURES / "v3.0.65" / "data"  # Cline CLI 3.0.65's own session files (NOTICE.md)
+
+
+def test_the_session_files_cline_3_writes_import_with_their_tokens(tmp_path):
+    """Issue 31 item 6: Cline 3's `sessions/<id>/<id>.messages.json` was not recognised ("no importer recognises
+    it"). Its OpenAI-compatible provider counted the cached prompt tokens in `inputTokens`: taken out once."""
+    store = open_store(tmp_path / "t.db")
+    report = run_import(store, plan([V3]))
+    assert (report.failed, report.skipped) == ([], [])
+    assert report.added == {"sessions": 1, "calls": 4, "messages": 9, "tool_results": 4, "outcomes": 0}
+    session = store.get_session("cline-1795828626857_lmjzt")
+    assert (session["agent"], session["labels"]) == ("cline", {"source": "cline", "version": "3.0.65",
+                                                               "cwd": "/tmp/h30/c3/proj"})
+    assert [(c["model"], c["input_tokens"], c["cache_read_tokens"], c["output_tokens"]) for c in session["calls"]] \
+        == [("deepseek-reasoner", 19, 320, 83)] * 4
+    assert [(t["name"], t["content"]) for t in session["tool_results"]][0] == (
+        "run_commands", '[{"query":"echo hello","result":"hello\\n","success":true}]')
+    sent = store.replay_call(session["calls"][1]["id"])
+    assert sent["system"].startswith("You are Cline")
+    assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
+    one = next(V3.glob("sessions/*/*.messages.json"))
+    assert [imp.name for _, imp in plan([one])] == ["cline"]
+    assert run_import(store, plan([V3])).unchanged == 1

@@ -68,6 +68,7 @@ CASES = [
     Case("aider", HERE / "aider" / "v0.86.2" / "repo"),
     Case("amp", HERE / "amp" / "threads"),
     Case("cline", HERE / "cline" / "v2.18.0" / "data"),
+    Case("cline", HERE / "cline" / "v3.0.65" / "data", only=(".messages.json",)),
     Case("copilot", HERE / "copilot" / "v1.0.102" / "session-state"),
     Case("cursor", HERE / "cursor" / "projects"),
     Case("kimi", HERE / "kimi" / "v1.51.0" / "sessions", only=("wire.jsonl",)),  # (context.jsonl: its prompt only)

@@ -1,5 +1,6 @@
 """Cline, Roo Code and Kilo Code tasks: VS Code's `globalStorage/<extension>/tasks/<task id>/`, one folder per task
-(and the Cline CLI 1.x and 2.x's `~/.cline/data/tasks/<task id>/`, the same folder).
+(and the Cline CLI 1.x and 2.x's `~/.cline/data/tasks/<task id>/`, the same folder). Cline CLI 3.x's sessions
+(`~/.cline/data/sessions/<id>/<id>.messages.json`) are read by `cline_sessions`, as the same format.
 
 The three extensions share Cline's task folder (Roo Code and Kilo Code are its forks):
 `api_conversation_history.json` (the conversation as sent: Anthropic-shaped messages), `ui_messages.json` (what the
@@ -46,6 +47,7 @@ from ...model import (
 )
 from ...parts import RecordError
 from ..importer import BaseImporter, Checkpoint, Feed, instant
+from . import cline_sessions as cline3
 
 NAME = "cline"
 EXTENSIONS = {"saoudrizwan.claude-dev": "cline", "rooveterinaryinc.roo-cline": "roo-code",
@@ -73,19 +75,20 @@ class ClineImporter(BaseImporter):
             config = Path.home() / "Library" / "Application Support"
         else:
             config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").expanduser()
-        cli = Path(os.environ.get("CLINE_DIR") or Path.home() / ".cline").expanduser() / "data" / "tasks"
+        cli = Path(os.environ.get("CLINE_DIR") or Path.home() / ".cline").expanduser() / "data"
         return [config / editor / "User" / "globalStorage" / ext / "tasks" for editor in EDITORS
-                for ext in EXTENSIONS] + [cli]
+                for ext in EXTENSIONS] + [cli / "tasks", cli / "sessions"]
 
     def detect(self, path: Path) -> bool:
         return next(self.sources(path), None) is not None
 
     def sources(self, path: Path) -> Iterator[Path]:
         if path.is_file():
-            anchor = _anchor(path.parent) if path.name in FILES else None
+            anchor = _anchor(path.parent) if path.name in FILES else path if cline3.is_session_file(path) else None
             if anchor is not None:
                 yield anchor
             return
+        yield from cline3.session_files(path)
         folders = [path, *(p.parent for p in path.glob(f"*/{FILES[1]}")), *(p.parent for p in path.glob(
             f"tasks/*/{FILES[1]}"))]
         for folder in sorted(set(folders)):
@@ -93,13 +96,18 @@ class ClineImporter(BaseImporter):
             if anchor is not None:
                 yield anchor
 
-    def signature(self, path: Path) -> tuple[int, int]:
+    def signature(self, path: Path) -> tuple[int, int] | None:
+        if path.name.endswith(cline3.SUFFIX):
+            return None  # a Cline 3 session: one file
         stats = [f.stat() for f in (path.parent / name for name in FILES) if f.is_file()]
         return sum(s.st_size for s in stats), max(s.st_mtime_ns for s in stats)
 
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
         state = dict(feed.state or {})
-        yield from _Task(feed, state).events()
+        if feed.path.name.endswith(cline3.SUFFIX):
+            yield from cline3.session_events(feed, WHOLE_PROMPT)
+        else:
+            yield from _Task(feed, state).events()
         yield feed.checkpoint(None, state)
 
 
