@@ -15,7 +15,9 @@ file gives. The loop here does everything formats share, so an importer holds on
 - **Never twice.** Importers name what they import with `stable_id`, and ask `Feed.exists`
   before emitting a call that another file may hold already.
 - **Reported.** Every line or file skipped is reported with file:line and why; nothing raises
-  past one file.
+  past one file, and a record an importer fails on costs that record alone (io/import_file.py).
+- **Each file as itself.** A folder is read file by file, each with the importer that recognises it,
+  and a JSONL file no importer reads is named (io/planning.py).
 
 The importer seam (what a format implements, and the helpers formats share) is `io/importer.py`;
 its names are imported here too, where the loop uses them.
