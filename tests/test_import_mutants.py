@@ -5,9 +5,12 @@ covered from the day it is added). For each, mutants are made one change at a ti
 a field of another type, a key gone, an object where a scalar was, a record replaced by something that is not
 one, a line cut short, the file cut in the middle of its last line. A JSONL line, a member of a JSON document
 and a row of an agent's SQLite database are mutated alike. Each mutant must import with no internal error
-(they raise under the test suite), every record passed over named by file and line (or record), and a second
-import adding nothing. A JSONL line replaced by one that is not JSON must cost exactly that line: the import
-stores what the same file without the line stores.
+(they raise under the test suite) and no failed file, every record passed over named by file and line (or record),
+and a second import adding nothing; mutants are imported a hundred to a database, as a database per mutant costs
+more than the import. For a few of each case (`EXACT`), imported alone, a JSONL line replaced by one that is not
+JSON must cost exactly that line: the import stores what the same file without the line stores.
+The whole run: `pytest -s tests/test_import_mutants.py` prints how many mutants and how long (46 s for 10,010 on
+the 2-core machine this was written on, shared with other work).
 """
 from __future__ import annotations
 
@@ -340,7 +343,7 @@ def _check(case: Case, imp: Importer, scratch: Scratch, root: Path, mutant: Muta
 
 
 def test_every_importer_has_fixtures_to_mutate():
-    assert {name for name in importers() if not name.startswith("test-")} == {c.importer for c in CASES}
+    assert set(importers()) == {c.importer for c in CASES}  # a new importer fails here until it has fixtures below
 
 
 def _check_batch(case: Case, imp: Importer, scratch: Scratch, root: Path, mutants: list[Mutant]) -> None:
