@@ -2,7 +2,8 @@
 
 A folder may hold several agents' data (a backup of a home folder, a folder of logs gathered from several
 machines). The importers that recognise the folder take their files first, in detection order; then every JSONL or
-JSON file left over that no tree already read (a Cline task folder, an OpenCode storage) is detected as itself,
+JSON file left over that no tree already read (a Cline task folder, an OpenCode storage) is detected as itself
+(JSON files only where no tree format took any: its folders hold many JSON records of their own),
 as it would be if it were named alone. A JSONL file that no importer reads is named in the report with why, once
 (an agent's own, such as `~/.codex/history.jsonl`, too); a JSON file is not (agents keep settings and metadata as
 JSON beside their logs). With `--format`, a folder is
@@ -71,6 +72,8 @@ def plan_folder(folder: Path, known: dict[str, Importer], choose) -> Planned:
             continue
         if any(t in p.parents for t in trees) or any((p.parent / name) in taken for name in _BESIDE):
             continue  # read with the tree, or a file another one is read with
+        if p.suffix == ".json" and trees:
+            continue  # a tree format's folder (OpenCode's storage holds thousands of JSON records): not sniffed
         imp = choose(p)
         if imp is not None:
             out += [(f, imp) for f in imp.sources(p) if f not in taken]
