@@ -69,3 +69,14 @@ def test_a_folder_read_as_one_format_names_the_files_of_others(tmp_path):
     assert "Imported 6 file(s): 2 sessions, 3 calls" in result.output
     for name in (CODEX.name, CLAUDE.name, GEMINI.name, "notes.jsonl"):
         assert f"{folder / name}: not read as pi: its first record (keys " in result.output
+
+
+def test_the_projects_own_fixture_folder_is_read_file_by_file_each_as_itself():
+    """tests/fixtures holds sixteen agents' and formats' files side by side (Qwen's chats, which Claude Code's
+    folder sniffing would take, among them): each file gets the importer that reads it named alone."""
+    planned = plan([HERE])
+    assert sorted({imp.name for _, imp in planned}) == [
+        "aider", "amp", "claude-agent-sdk", "claude-code", "cline", "codex", "copilot", "cursor", "exchange-jsonl",
+        "gemini", "interactions", "kimi", "opencode", "pi", "qwen", "reasonlog-jsonl"]
+    for path, imp in planned:
+        assert [i.name for _, i in plan([path])] == [imp.name], path

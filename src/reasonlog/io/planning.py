@@ -1,13 +1,12 @@
 """Which importer reads which file of a folder: every file as itself, and every file passed over named with why.
 
 A folder may hold several agents' data (a backup of a home folder, a folder of logs gathered from several
-machines). The importers that recognise the folder take their files first, in detection order; then every JSONL or
-JSON file left over that no tree already read (a Cline task folder, an OpenCode storage) is detected as itself
-(JSON files only where no tree format took any: its folders hold many JSON records of their own),
-as it would be if it were named alone. A JSONL file that no importer reads is named in the report with why, once
-(an agent's own, such as `~/.codex/history.jsonl`, too); a JSON file is not (agents keep settings and metadata as
-JSON beside their logs). With `--format`, a folder is
-read as that format alone, and each of its candidate files that is not of that format is named.
+machines). The importers that recognise the folder take their files first, in detection order; then every JSONL,
+JSON or SQLite file left over that no tree already read (a Cline task folder, an OpenCode storage) is detected as
+itself, as it would be if it were named alone. A JSONL file that no importer reads is named in the report with why,
+once (an agent's own, such as `~/.codex/history.jsonl`, too); a JSON file is not (agents keep settings and metadata
+as JSON beside their logs). With `--format`, a folder is read as that format alone, and each of its candidate files
+that is not of that format is named.
 """
 from __future__ import annotations
 
@@ -64,20 +63,24 @@ def plan_folder(folder: Path, known: dict[str, Importer], choose) -> Planned:
             files = [f for f in imp.sources(folder) if f not in taken]
         except (OSError, LookupError, TypeError, ValueError, AttributeError):
             continue  # (a format's guess that failed on what it sniffed: not its folder)
-        out += [(f, imp) for f in files]
+        for f in files:  # a plain file goes to the importer that recognises it alone (Qwen's chats look like
+            tree = _is_tree(imp, f)  # Claude Code's transcripts to Claude Code's folder sniffing, not to Qwen's)
+            out.append((f, imp if tree else choose(f) or imp))
+            trees += [_tree_root(imp, f)] if tree else []
         taken.update(files)
-        trees += [f.parent for f in files if _is_tree(imp, f)]
     for p in sorted(folder.rglob("*")):
-        if p in taken or p.suffix not in (".jsonl", ".json") or not p.is_file():
+        if p in taken or p.suffix not in (".jsonl", ".json", ".db") or not p.is_file():
             continue
         if any(t in p.parents for t in trees) or any((p.parent / name) in taken for name in _BESIDE):
             continue  # read with the tree, or a file another one is read with
-        if p.suffix == ".json" and trees:
-            continue  # a tree format's folder (OpenCode's storage holds thousands of JSON records): not sniffed
         imp = choose(p)
         if imp is not None:
-            out += [(f, imp) for f in imp.sources(p) if f not in taken]
-            taken.add(p)
+            files = [f for f in imp.sources(p) if f not in taken]  # (a file of a tree: the tree's anchor)
+            roots = [_tree_root(imp, f) for f in files if _is_tree(imp, f)]
+            files += [f for root in roots for f in _sources(imp, root) if f not in taken and f not in files]
+            out += [(f, imp) for f in files]
+            taken.update([p, *files])
+            trees += roots
         elif p.suffix == ".jsonl":
             out.append((p, PassedOver(f"no importer recognises it: {_why(p, None)}")))
     return out
@@ -92,6 +95,21 @@ def _is_tree(imp: Importer, source: Path) -> bool:
         return imp.signature(source) is not None
     except OSError:
         return False
+
+
+def _sources(imp: Importer, folder: Path) -> list[Path]:
+    """The sources of a tree format's folder (the other sessions of a storage one session file was found in)."""
+    try:
+        return list(imp.sources(folder)) if folder.is_dir() else []
+    except (OSError, LookupError, TypeError, ValueError, AttributeError):
+        return []
+
+
+def _tree_root(imp: Importer, source: Path) -> Path:
+    """The folder a tree format reads through `source` (its files are not sniffed one by one): the importer's
+    `tree_root(source)` where it has one (OpenCode's storage), else the source's folder."""
+    root = getattr(imp, "tree_root", None)
+    return root(source) if callable(root) else source.parent
 
 
 def _why(path: Path, fmt: str | None) -> str:

@@ -67,6 +67,10 @@ class OpenCodeImporter(BaseImporter):
         stats = [f.stat() for f in files if f.is_file()]
         return sum(s.st_size for s in stats), max(s.st_mtime_ns for s in stats)
 
+    def tree_root(self, path: Path) -> Path:
+        """The folder a source's tree spans (io/planning.py): a session file's whole storage, a database's folder."""
+        return _storage_root(path) if _is_session_file(path) else path.parent
+
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
         state: dict = dict(feed.state or {})
         if _is_db(feed.path):
