@@ -118,6 +118,10 @@ class _Thread:
                 self.feed.skip(None, "a message needs a `role` (user or assistant) and a `content` list",
                                record=f"messages[{k}]")
                 continue
+            if not isinstance(message.get("messageId"), (str, int, type(None))):
+                self.feed.skip(None, f"expected `messageId` as a text, got {json_kind(message['messageId'])}",
+                               record=f"messages[{k}]")
+                continue
             if f"messages[{k}]" in self.feed.passed:
                 continue  # the importer failed on it before: passed over (io/import_file.py)
             blocks = [b for b in message["content"] if isinstance(b, dict) and isinstance(b.get("type"), str)]
