@@ -7,6 +7,7 @@ on adds only its new requests; bad records are named."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from agent_logs import totals
@@ -190,7 +191,51 @@ def test_default_folders_are_the_editors_global_storage(monkeypatch, tmp_path):
     folders = cline.default_folders()
     assert tmp_path / "Code" / "User" / "globalStorage" / "saoudrizwan.claude-dev" / "tasks" in folders
     assert tmp_path / "Cursor" / "User" / "globalStorage" / "kilocode.kilo-code" / "tasks" in folders
-    assert len(folders) == 16
+    assert len(folders) == 17
     assert Path.home() / ".cline" / "data" / "tasks" in folders  # the Cline CLI 1.x and 2.x store
+    assert Path.home() / ".cline" / "data" / "sessions" in folders  # Cline CLI 3.x
     monkeypatch.setenv("CLINE_DIR", str(tmp_path / "cl"))
     assert tmp_path / "cl" / "data" / "tasks" in cline.default_folders()
+
+
+def test_a_task_folder_without_ui_messages_imports_its_conversation(tmp_path):
+    """Issue 31 item 6: a task folder with `api_conversation_history.json` and no `ui_messages.json` was refused ("no
+    importer recognises it") though the conversation is there; its calls come without tokens, and the import says
+    so."""
+    folder = tmp_path / "tasks" / REAL_ID
+    shutil.copytree(REAL / "tasks" / REAL_ID, folder)
+    (folder / "ui_messages.json").unlink()
+    store = open_store(tmp_path / "t.db")
+    report = run_import(store, plan([tmp_path / "tasks"]))
+    assert (report.failed, report.skipped) == ([], [])
+    assert report.notes == [f"{folder}: no ui_messages.json, so the calls come from api_conversation_history.json"
+                            " alone, without tokens, cost or model"]
+    assert report.added == {"sessions": 1, "calls": 3, "messages": 6, "tool_results": 1, "outcomes": 0}
+    session = store.get_session(f"cline-{REAL_ID}")
+    assert [c["input_tokens"] for c in session["calls"]] == [None, None, None]
+    assert run_import(store, plan([tmp_path / "tasks"])).unchanged == 1
+
+
+V3 = FIXTURES / "v3.0.65" / "data"  # Cline CLI 3.0.65's own session files (NOTICE.md)
+
+
+def test_the_session_files_cline_3_writes_import_with_their_tokens(tmp_path):
+    """Issue 31 item 6: Cline 3's `sessions/<id>/<id>.messages.json` was not recognised ("no importer recognises
+    it"). Its OpenAI-compatible provider counted the cached prompt tokens in `inputTokens`: taken out once."""
+    store = open_store(tmp_path / "t.db")
+    report = run_import(store, plan([V3]))
+    assert (report.failed, report.skipped) == ([], [])
+    assert report.added == {"sessions": 1, "calls": 4, "messages": 9, "tool_results": 4, "outcomes": 0}
+    session = store.get_session("cline-1795828626857_lmjzt")
+    assert (session["agent"], session["labels"]) == ("cline", {"source": "cline", "version": "3.0.65",
+                                                               "cwd": "/tmp/h30/c3/proj"})
+    assert [(c["model"], c["input_tokens"], c["cache_read_tokens"], c["output_tokens"]) for c in session["calls"]] \
+        == [("deepseek-reasoner", 19, 320, 83)] * 4
+    assert [(t["name"], t["content"]) for t in session["tool_results"]][0] == (
+        "run_commands", '[{"query":"echo hello","result":"hello\\n","success":true}]')
+    sent = store.replay_call(session["calls"][1]["id"])
+    assert sent["system"].startswith("You are Cline")
+    assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
+    one = next(V3.glob("sessions/*/*.messages.json"))
+    assert [imp.name for _, imp in plan([one])] == ["cline"]
+    assert run_import(store, plan([V3])).unchanged == 1

@@ -32,7 +32,7 @@ def tokens(store, sid):
 
 def test_usage_per_call_from_last_token_usage(db, tmp_path):
     store = open_store(db)
-    report = run_import(store, plan([CODEX]))
+    report = run_import(store, plan([CODEX], "codex"))  # (read as a folder, the damaged and versions files are too)
     assert (report.failed, report.skipped) == ([], [])
     assert report.added == {"sessions": 3, "calls": 7, "messages": 22, "tool_results": 3, "outcomes": 2}
     # input_tokens includes cached_input_tokens; output_tokens includes reasoning_output_tokens; the repeated
@@ -94,8 +94,8 @@ def test_shell_custom_and_web_search_items(db, tmp_path):
 
 def test_importing_again_adds_nothing(db, tmp_path):
     store = open_store(db)
-    run_import(store, plan([CODEX]))
-    again = run_import(store, plan([CODEX]))
+    run_import(store, plan([CODEX], "codex"))
+    again = run_import(store, plan([CODEX], "codex"))
     assert (again.unchanged, again.added) == (3, dict.fromkeys(again.added, 0))
 
 
@@ -175,8 +175,13 @@ def test_detection(tmp_path):
     home = tmp_path / ".codex"
     shutil.copytree(CODEX, home)
     (home / "history.jsonl").write_text('{"session_id":"x","ts":1761699578,"text":"Fix the failing test"}\n')
-    assert [(p.name, imp.name) for p, imp in plan([home])] == [
-        (MAIN_FILE.name, "codex"), (f"rollout-2025-10-29T00-59-41-{SUB}.jsonl", "codex"), (ARCH_FILE.name, "codex")]
+    planned = [(str(p.relative_to(home)), imp.name) for p, imp in plan([home])]
+    assert planned[:3] == [(str(MAIN_FILE.relative_to(CODEX)), "codex"),
+                           (str((DAY / f"rollout-2025-10-29T00-59-41-{SUB}.jsonl").relative_to(CODEX)), "codex"),
+                           (str(ARCH_FILE.relative_to(CODEX)), "codex")]
+    # every other rollout in the folder is read as itself; history.jsonl (Codex's prompts) is named as not read
+    assert sorted(planned[3:]) == sorted([("history.jsonl", "passed-over"), *((str(p.relative_to(CODEX)), "codex")
+                                          for p in [BAD_FILE, *sorted((CODEX / "versions").glob("*.jsonl"))])])
     assert [imp.name for _, imp in plan([BAD_FILE])] == ["codex"]
     for other in ("claude-code-transcripts/spotter", "ai-trader-agent-log", "claude-agent-sdk", "openai-responses",
                   "pycatan-ai-logs"):

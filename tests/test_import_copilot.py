@@ -121,3 +121,19 @@ def test_the_default_folder_follows_copilot_home(monkeypatch, tmp_path):
 @given(cut=st.integers(0, REAL.stat().st_size))
 def test_any_cut_of_the_real_log_imports_without_error_and_completes_to_the_whole(tmp_path_factory, cut):
     import_cut_then_whole(tmp_path_factory.mktemp("cut"), REAL, f"{SID}/events.jsonl", cut, "copilot")
+
+
+def test_a_log_without_usage_records_says_so_and_its_tokens_are_unknown(db, tmp_path):
+    """Issue 31 item 6: a Copilot log with no `session.usage_record` (what some versions and setups write) gave calls
+    of 0 tokens and said nothing."""
+    folder = tmp_path / SID
+    folder.mkdir()
+    lines = [line for line in REAL.read_text().splitlines(keepends=True) if '"session.usage_record"' not in line]
+    (folder / "events.jsonl").write_text("".join(lines))
+    store = open_store(db)
+    report = run_import(store, plan([folder]))
+    assert (report.failed, report.skipped) == ([], [])
+    assert report.notes == ["Copilot CLI wrote no `session.usage_record` for 3 call(s) of "
+                            f"{folder / 'events.jsonl'}: their tokens and cost are unknown (not 0)"]
+    calls = store.get_session(SID)["calls"]
+    assert [(c["input_tokens"], c["output_tokens"], c["cost_usd"]) for c in calls] == [(None, None, None)] * 3

@@ -186,3 +186,23 @@ def test_a_cursor_line_with_its_own_timestamp_gives_the_time(db, tmp_path):
     session = store.get_session("c2")
     assert (session["started_at"], session["calls"][0]["started_at"]) == ("2026-03-01T09:00:00.000000Z",
                                                                          "2026-03-01T09:00:05.000000Z")
+
+
+def test_an_amp_message_id_of_another_type_costs_that_message(tmp_path):
+    """Found by tests/test_import_mutants.py: a `messageId` or a ledger event's `toMessageId` of another type failed
+    the importer (`unhashable type`); each is its record's skip, and the thread's other calls are imported."""
+    thread = json.loads(AMP.read_text())
+    store = open_store(tmp_path / "clean.db")
+    clean = run_import(store, plan([AMP])).added["calls"]
+    k = next(i for i, m in enumerate(thread["messages"]) if m.get("role") == "user")
+    thread["messages"][k]["messageId"] = {"id": thread["messages"][k].get("messageId")}
+    thread["usageLedger"]["events"][0]["toMessageId"] = [1]
+    target = tmp_path / AMP.name
+    target.write_text(json.dumps(thread))
+    store = open_store(tmp_path / "t.db")
+    report = run_import(store, plan([target]))
+    assert report.failed == []
+    assert report.skipped == [
+        (f"{target} (usageLedger.events[0])", "expected `toMessageId` as a text, got a list"),
+        (f"{target} (messages[{k}])", "expected `messageId` as a text, got an object")]
+    assert report.added["calls"] == clean == 4  # (the message whose ledger event was left out: from its own usage)

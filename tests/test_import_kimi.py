@@ -129,3 +129,26 @@ def test_under_watch_a_last_step_waits_while_the_file_is_fresh_and_is_read_once_
     rested = path.stat().st_mtime - 60
     os.utime(path, (rested, rested))
     assert run_import(store, plan([path], "kimi"), live=True).added["calls"] == 1
+
+
+def test_a_wire_format_this_importer_does_not_know_is_one_line_and_a_failed_import(tmp_path):
+    """Issue 31 item 6: a newer Kimi Code wire file (JSON-RPC envelopes under a newer protocol_version) gave one skip
+    per line and exit 0; it is one line naming the file and what was expected, and the import fails."""
+    from click.testing import CliRunner
+
+    from reasonlog.cli.main import cli
+
+    folder = tmp_path / "sessions" / "a52e96230bdd9e98f3c99f52c584332e" / SID
+    folder.mkdir(parents=True)
+    events = [{"jsonrpc": "2.0", "method": "event", "params": {"type": kind, "payload": {"n": n}}}
+              for n, kind in enumerate(["TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"])]
+    target = folder / "wire.jsonl"
+    target.write_text("\n".join(json.dumps(v) for v in [{"type": "metadata", "protocol_version": "2.0"}, *events])
+                      + "\n")
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", "--json", str(tmp_path / "sessions")])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["skipped"] == [{"where": str(target), "reason": (
+        "nothing read: none of its 5 records is one the kimi importer knows (the first, 2: expected `{timestamp,"
+        " message: {type, payload}}`); is it written by a version of the agent this reasonlog does not read yet?")}]
+    assert report["added"]["sessions"] == 0

@@ -212,3 +212,48 @@ def test_mutating_one_line_of_an_agent_sdk_dump_never_fails_the_file():
         assert report.failed == [], report.failed
 
     check()
+
+
+def test_an_importer_that_fails_on_a_line_costs_that_line_alone(tmp_path):
+    """The per-record boundary of the import loop (io/import_file.py): an importer's own error on the line it was
+    given passes over that line, named with the error, and the file's other lines are imported, once each, whether
+    the importer checkpoints at every line or only at the end."""
+    from reasonlog.model import OutcomeRecorded, SessionStarted
+
+    class Plugin:
+        name, description, incremental = "plugin", "test format", True
+
+        def __init__(self, every_line: bool):
+            self.every_line = every_line
+
+        def detect(self, path):
+            return True
+
+        def sources(self, path):
+            yield path
+
+        def read(self, feed):
+            last = None
+            for line in feed.lines():
+                last = line
+                if line.number == 1:
+                    yield SessionStarted(session_id="s1", started_at="2026-01-01T00:00:00Z")
+                else:
+                    kind = {"ok": "fine"}[line.value["kind"]]  # a KeyError on anything else: an importer's bug
+                    yield OutcomeRecorded(outcome_id=f"o{line.number}", session_id="s1", at="2026-01-01T00:00:01Z",
+                                          outcome_kind=kind, payload={})
+                if self.every_line:
+                    yield feed.checkpoint(line, None)
+            yield feed.checkpoint(last, None)
+
+    source = tmp_path / "x.jsonl"
+    source.write_text('{}\n{"kind": "ok"}\n{"kind": "odd"}\n{"kind": "ok"}\n{"kind": "odd"}\n{"kind": "ok"}\n')
+    for every_line in (True, False):
+        store = open_store(tmp_path / f"t{every_line}.db")
+        report = run_import(store, [(source, Plugin(every_line))])
+        assert report.failed == []
+        assert report.skipped == [(f"{source}:3", "not imported: the plugin importer failed on it (KeyError: 'odd')"),
+                                  (f"{source}:5", "not imported: the plugin importer failed on it (KeyError: 'odd')")]
+        assert (report.added["sessions"], report.added["outcomes"], report.rejected) == (1, 3, 0)
+        again = run_import(store, [(source, Plugin(every_line))])
+        assert (again.unchanged, again.skipped, sum(again.added.values())) == (1, [], 0)

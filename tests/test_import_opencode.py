@@ -244,3 +244,38 @@ def test_files_that_are_not_opencode_are_not_detected(tmp_path, name):
     path = tmp_path / name
     path.write_bytes(b"SQLite format 3\x00" if name.endswith(".db") else b"{}")
     assert not opencode.detect(path)
+
+
+def test_a_patch_after_the_last_step_finish_is_not_another_call(db, tmp_path):
+    """Issue 31 item 6: OpenCode writes a `patch` part (the files a step changed) after its message's last
+    `step-finish`; it was taken for a step of its own, a sixth call repeating the message's tokens."""
+    copy = tmp_path / "v1.1.53"
+    shutil.copytree(JSON_11, copy)
+    mid = "msg_2133f39dc001tz9r6xfav6GtQZ"
+    (copy / "storage" / "part" / mid / "prt_2133f3c100011PatchAfterFinish.json").write_text(json.dumps({
+        "id": "prt_2133f3c100011PatchAfterFinish", "sessionID": "ses_decc0c7aeffep2sw2YKb8V8tUq", "messageID": mid,
+        "type": "patch", "hash": "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "files": ["/tmp/proj/hello.txt"]}))
+    store = open_store(db)
+    report = run_import(store, plan([copy]))
+    assert (report.failed, report.skipped) == ([], [])
+    assert totals(store) == {"input_tokens": 4456, "output_tokens": 204, "cache_read_tokens": 18000,
+                             "cache_write_tokens": 2400, "reasoning_tokens": 0, "cost_usd": 0.030828, "calls": 5}
+
+
+EXPORTS = OPENCODE / "v1.18.33-export"  # `opencode export <session>` (1.18.33) of the three sessions of DB_118
+
+
+def test_the_documents_opencode_export_writes_import_as_the_database_does(tmp_path):
+    """Issue 31 item 6: `--format opencode` read 0 sessions from an `opencode export` document and exited 0."""
+    from_db = open_store(tmp_path / "db.db")
+    run_import(from_db, plan([OPENCODE / "v1.18.33"]))
+    store = open_store(tmp_path / "t.db")
+    one = sorted(EXPORTS.glob("*.json"))[0]
+    assert run_import(store, plan([one], "opencode")).added["sessions"] == 1
+    report = run_import(store, plan([EXPORTS]))
+    assert (report.failed, report.skipped, report.unchanged) == ([], [], 1)
+    assert totals(store) == totals(from_db) == {
+        "input_tokens": 4468, "output_tokens": 234, "cache_read_tokens": 18000, "cache_write_tokens": 2400,
+        "reasoning_tokens": 0, "cost_usd": 0.031314, "calls": 6}  # OpenCode's own totals (NOTICE.md)
+    run_import(store, plan([OPENCODE / "v1.18.33"]))  # the same sessions from the database: nothing twice
+    assert totals(store)["calls"] == 6

@@ -126,3 +126,20 @@ def test_a_pi_folder_is_detected_and_a_claude_transcript_is_not(tmp_path):
     other = tmp_path / "x.jsonl"
     shutil.copy(Path(__file__).resolve().parent / "fixtures" / "import_source.jsonl", other)
     assert not pi.detect(other)
+
+
+def test_a_parent_id_that_is_an_object_costs_its_line_and_not_the_file(tmp_path):
+    """Issue 30: a line whose `parentId` is an object lost the whole file to `unhashable type: 'dict'`."""
+    source = REAL / "--tmp-h22-run-piproj--" / "2026-11-25T15-13-43-955Z_01a21345-1412-76d1-87a2-1fb2242f5b16.jsonl"
+    lines = source.read_text().splitlines(keepends=True)
+    third = json.loads(lines[2])
+    third["parentId"] = {"id": third["parentId"]}
+    lines[2] = json.dumps(third) + "\n"
+    target = tmp_path / source.name
+    target.write_text("".join(lines))
+    store = open_store(tmp_path / "t.db")
+    report = run_import(store, plan([target]))
+    assert report.failed == []
+    assert report.skipped == [(f"{target}:3", "expected `parentId` as a text or null, got an object")]
+    calls = store.get_session(MAIN)["calls"]
+    assert [(c["input_tokens"], c["output_tokens"]) for c in calls] == [(2210, 57), (12, 30), (12, 30)]

@@ -122,7 +122,8 @@ def test_bad_lines_are_named_and_an_unknown_type_kept(db, tmp_path):
     report = run_import(store, plan([path], "qwen"))
     assert report.skipped == [
         (f"{path}:2", "not JSON (unexpected character, expected a string key)"),
-        (f"{path}:3", "expected a record with string `uuid`, `sessionId` and `type`, and `parentUuid`"),
+        (f"{path}:3", "expected a record with string `uuid`, `sessionId` and `type`, and `parentUuid`"
+         " (a text or null)"),
         (f"{path}:4", "promptTokenCount: expected a non-negative integer, got -1; the call is kept without usage"),
         (f"{path}:6", "a assistant record needs a `message` with a `parts` list")]
     session = store.get_session("q1")
@@ -183,3 +184,20 @@ def test_under_watch_a_last_api_response_waits_while_the_file_is_fresh(db, tmp_p
     rested = path.stat().st_mtime - 60
     os.utime(path, (rested, rested))
     assert run_import(store, plan([path], "qwen"), live=True).added["calls"] == 1  # at rest: a side call
+
+
+def test_a_parent_uuid_that_is_an_object_costs_its_line(tmp_path):
+    """Found by tests/test_import_mutants.py: a `parentUuid` of another type reached the importer's rewind and
+    failed there (`unhashable type: 'dict'`); it is that line's skip, with what was expected."""
+    lines = REAL.read_text().splitlines(keepends=True)
+    k = next(i for i, raw in enumerate(lines) if i and json.loads(raw).get("parentUuid"))
+    record = json.loads(lines[k])
+    record["parentUuid"] = {"uuid": record["parentUuid"]}
+    lines[k] = json.dumps(record) + "\n"
+    target = tmp_path / REAL.name
+    target.write_text("".join(lines))
+    store = open_store(tmp_path / "t.db")
+    report = run_import(store, plan([target], "qwen"))
+    assert report.failed == []
+    assert report.skipped == [(f"{target}:{k + 1}", "expected a record with string `uuid`, `sessionId` and `type`,"
+                               " and `parentUuid` (a text or null)")]

@@ -46,15 +46,26 @@ def import_(obj, paths, fmt, list_formats, as_json):
     except ImportError_ as exc:
         raise StoreError(str(exc)) from None
     if not files:
-        raise StoreError(f"{', '.join(paths)}: no files of a format reasonlog reads")
+        raise StoreError(f"{', '.join(paths)}: no importer recognises it (no file in it is of a format reasonlog"
+                         " reads); if it is one, name it with --format NAME (reasonlog import --list-formats)")
     report = _run_with_progress(obj.writable, files, show=not as_json)
     if as_json:
         emit_json(report.to_dict())
     else:
         _print_report(report)
         _say_backlog(obj.writable, report)
-    if report.failed:
+    if report.read_nothing():
+        _say_read_nothing(report, fmt)
+    if report.failed or report.read_nothing():
         sys.exit(1)
+
+
+def _say_read_nothing(report: Report, fmt: str | None) -> None:
+    """A first import that found no session anywhere: say why (the lines skipped say what was there) and fail."""
+    read = f"read as {fmt}" if fmt else "each read as the format detected"
+    why = "; see the lines skipped above" if report.skipped else ""
+    click.echo(f"error: no session found in {', '.join(report.empty[:3])}{' ...' if len(report.empty) > 3 else ''}"
+               f" ({read}){why}", err=True)
 
 
 def _import_defaults(obj, fmt: str | None, as_json: bool) -> None:

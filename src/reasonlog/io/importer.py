@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -171,11 +172,18 @@ class Report:
     failed: list[tuple[str, str]] = field(default_factory=list)   # (file, reason): files not imported at all
     copies: list[tuple[str, str]] = field(default_factory=list)   # (file, the path it was imported from)
     notes: list[str] = field(default_factory=list)  # what a format cannot give (tokens, times), said once each
+    empty: list[str] = field(default_factory=list)  # files read from their start that held no session
+
+    def read_nothing(self) -> bool:
+        """Whether every file was read from its start and none held a session (what the user named is not what
+        the format's files hold, or not of a version the importer knows): `reasonlog import` says so, and fails."""
+        return bool(self.files) and len(self.empty) == self.files and not self.failed
 
     def to_dict(self) -> dict:
         return {"files": self.files, "unchanged": self.unchanged, "appended": self.appended,
                 "rewritten": self.rewritten, "added": self.added, "rejected": self.rejected,
                 "copies": [{"file": f, "imported_from": o} for f, o in self.copies], "notes": self.notes,
+                "empty": self.empty,
                 "skipped": [{"where": w, "reason": r} for w, r in self.skipped],
                 "failed": [{"file": f, "reason": r} for f, r in self.failed]}
 
@@ -194,6 +202,11 @@ class Feed:
         # True under `reasonlog watch`: the file may still be being written, so an importer may leave a
         # record that looks unfinished for the next pass instead of importing half of it.
         self.live = False
+        # The record the importer is working on (a line number from `lines()`, or what `record()` names): the
+        # one the import loop passes over if the importer fails now. `passed` holds the records an earlier read
+        # of this file failed on: `lines()` does not give those again (io/import_file.py).
+        self.current: int | str | None = None
+        self.passed: dict[int | str, str] = {}
 
     # ---------------------------------------------------------------- reading
 
@@ -209,19 +222,32 @@ class Feed:
             f.seek(offset)
             for raw in f:
                 number += 1
-                self.line = number
+                self.line, self.current = number, None
                 start, offset = offset, offset + len(raw)
                 text = raw.strip()
-                if not text or (ignore is not None and raw.endswith(b"\n") and ignore(raw)):
+                if not text or number in self.passed or (
+                        ignore is not None and raw.endswith(b"\n") and ignore(raw)):
                     continue
                 try:
                     value = orjson.loads(text)
                 except orjson.JSONDecodeError as exc:
                     if not raw.endswith(b"\n"):
                         return  # a partial last line: left for the next import
+                    self.current = number
                     yield Line(number, start, offset, error=_json_error(raw, exc))
                     continue
+                self.current = number
                 yield Line(number, start, offset, value)
+        self.current = None
+
+    @contextmanager
+    def record(self, key: int | str) -> Iterator[None]:
+        """Name the record the importer works on inside the block (a line it read earlier, by number; a row or
+        an entry of a document, by a text such as `message msg_01`): if it fails there, that record alone is
+        passed over. A record passed over is in `passed` when the file is read again: leave it out."""
+        before, self.current = self.current, key
+        yield  # not in a `finally`: a failure leaves the blame where it happened
+        self.current = before
 
     def may_grow(self, settle_s: float = 30.0) -> bool:
         """Under `reasonlog watch`, whether the file changed in the last `settle_s` seconds: a record at its end may
@@ -291,7 +317,8 @@ def dump_state(state: dict | None) -> bytes | None:
 
 
 def first_values(path: Path, n: int = 5, limit: int = 1 << 16) -> list[object]:
-    """The first `n` JSON values of a JSONL file (lines that do not parse are left out): what `detect` sniffs.
+    """The first `n` JSON objects of a JSONL file (lines that do not parse, or are not objects, are left out: a
+    record of a JSONL log is an object, and one bad line must not hide the file's format): what `detect` sniffs.
 
     It reads `limit` bytes, and up to 1 MiB when no whole line fitted in them (a long first line)."""
     for size in dict.fromkeys((limit, max(limit, 1 << 20))):
@@ -303,18 +330,26 @@ def first_values(path: Path, n: int = 5, limit: int = 1 << 16) -> list[object]:
         lines = data.split(b"\n")
         if len(data) == size:
             lines.pop()  # cut by the limit
-        out = []
+        out: list[object] = []
         for raw in lines:
             if raw.strip():
                 try:
-                    out.append(orjson.loads(raw))
+                    value = orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     continue
+                if isinstance(value, dict):
+                    out.append(value)
             if len(out) >= n:
                 break
         if out or len(data) < size:
             return out
     return []
+
+
+def json_kind(value: object) -> str:
+    """What a JSON value is, as a skip reason says it: `got an object`, `got null`, `got a text`."""
+    return "null" if value is None else {dict: "an object", list: "a list", str: "a text", bool: "a boolean"}.get(
+        type(value), f"a {type(value).__name__}")
 
 
 def walk(path: Path, pattern: str) -> Iterator[Path]:
@@ -348,11 +383,19 @@ class FileImporter(BaseImporter):
 
     def detect(self, path: Path) -> bool:
         if path.is_dir():
-            return any(self.mine(p) for p in itertools.islice(self.candidates(path), 5))
-        return self.mine(path)
+            return any(self.sniff(p) for p in itertools.islice(self.candidates(path), 5))
+        return self.sniff(path)
 
     def sources(self, path: Path) -> Iterator[Path]:
         if path.is_file():
             yield path
             return
-        yield from (p for p in self.candidates(path) if self.mine(p))
+        yield from (p for p in self.candidates(path) if self.sniff(p))
+
+    def sniff(self, path: Path) -> bool:
+        """`mine`, with a file whose start it cannot make sense of (a value of a type it did not expect) not this
+        format's: sniffing is a guess, and a bad guess never stops an import."""
+        try:
+            return self.mine(path)
+        except (OSError, LookupError, TypeError, ValueError, AttributeError):
+            return False

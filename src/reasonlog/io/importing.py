@@ -15,14 +15,15 @@ file gives. The loop here does everything formats share, so an importer holds on
 - **Never twice.** Importers name what they import with `stable_id`, and ask `Feed.exists`
   before emitting a call that another file may hold already.
 - **Reported.** Every line or file skipped is reported with file:line and why; nothing raises
-  past one file.
+  past one file, and a record an importer fails on costs that record alone (io/import_file.py).
+- **Each file as itself.** A folder is read file by file, each with the importer that recognises it,
+  and a JSONL file no importer reads is named (io/planning.py).
 
 The importer seam (what a format implements, and the helpers formats share) is `io/importer.py`;
 its names are imported here too, where the loop uses them.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -30,21 +31,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
-import orjson
-
-from ..model import (
-    CallRecorded,
-    Event,
-    OutcomeRecorded,
-    SessionStarted,
-    ToolResultRecorded,
-    check_event,
-    utc_now,
-)
-from ..parts import RecordError
+from ..model import Event
+from .import_file import BATCH_EVENTS, EVENT_KINDS, Copies, import_file
 from .importer import (  # noqa: F401  (also the names plug-ins take from here: docs/importing.md)
     BaseImporter,
     Checkpoint,
@@ -62,15 +51,10 @@ from .importer import (  # noqa: F401  (also the names plug-ins take from here: 
     instant,
     walk,
 )
+from .planning import PassedOver, plan_as, plan_folder  # noqa: F401  (PassedOver: what plan() names)
 
 ENTRY_POINT_GROUP = "reasonlog.importers"
-TAIL = 4096           # bytes before the consumed offset whose hash tells appended from rewritten
-BATCH_EVENTS = 2000   # a batch ends at the first checkpoint after this many events
 ADDED = ("sessions", "calls", "messages", "tool_results", "outcomes")
-_EVENT_KINDS: dict[type, tuple[str, str]] = {
-    SessionStarted: ("session", "session_id"), CallRecorded: ("call", "call_id"),
-    ToolResultRecorded: ("tool_result", "tool_result_id"), OutcomeRecorded: ("outcome", "outcome_id"),
-}
 
 
 # -------------------------------------------------------------------------------------- the registry
@@ -110,9 +94,9 @@ class _Broken(BaseImporter):
         raise ImportError_(f"importer {self.name}: {self.description}")
 
 
-def choose_importer(path: Path, name: str | None = None) -> Importer:
+def choose_importer(path: Path, name: str | None = None, known: dict[str, Importer] | None = None) -> Importer:
     """The importer `name`, or the first whose `detect` recognises `path`."""
-    known = importers()
+    known = importers() if known is None else known
     if name is not None:
         if name not in known:
             raise ImportError_(f"--format {name}: not a format reasonlog knows; "
@@ -122,8 +106,8 @@ def choose_importer(path: Path, name: str | None = None) -> Importer:
         try:
             if imp.detect(path):
                 return imp
-        except OSError:
-            continue
+        except (OSError, LookupError, TypeError, ValueError, AttributeError):
+            continue  # (a format's guess that failed on what it sniffed: not its file)
     raise ImportError_(f"{path}: no importer recognises it; if it is one of {', '.join(sorted(known))},"
                        " name it with --format NAME (reasonlog import --list-formats describes them)")
 
@@ -132,15 +116,27 @@ def choose_importer(path: Path, name: str | None = None) -> Importer:
 
 
 def plan(paths: Iterable[Path], fmt: str | None = None) -> list[tuple[Path, Importer]]:
-    """Each file to import with its importer. A missing path is an error before anything is imported."""
+    """Each file to import with its importer. A missing path is an error before anything is imported.
+
+    A folder with no `fmt` is read file by file, each file as itself, and every JSONL file no importer reads
+    is named in the report (io/planning.py); with `fmt`, a folder is read as that format."""
     out: list[tuple[Path, Importer]] = []
+    known = importers()
     for path in paths:
         if not path.exists():
             raise ImportError_(f"{path}: no such file or folder")
-        imp = choose_importer(path, fmt)
-        files = list(imp.sources(path))
-        out.extend((f, imp) for f in files)
+        if path.is_dir() and fmt is None:
+            out += plan_folder(path, known, lambda p: _recognising(p, known))
+        else:
+            out += plan_as(path, choose_importer(path, fmt, known))
     return out
+
+
+def _recognising(path: Path, known: dict[str, Importer]) -> Importer | None:
+    try:
+        return choose_importer(path, None, known)
+    except ImportError_:
+        return None
 
 
 def run_import(store: ImportStore, files: list[tuple[Path, Importer]],
@@ -156,8 +152,8 @@ def run_import(store: ImportStore, files: list[tuple[Path, Importer]],
     with _import_lock(store):
         before = store.record_counts()
         rejected = store.status().get("rejected_records", 0)
-        emitted: dict[str, set[str]] = {kind: set() for kind, _ in _EVENT_KINDS.values()}
-        batched, ok, copies = _Batched(store), True, _Copies(store.import_files())
+        emitted: dict[str, set[str]] = {kind: set() for kind, _ in EVENT_KINDS.values()}
+        batched, ok, copies = _Batched(store), True, Copies(store.import_files())
         for path, imp in files:
             ok = _import_one(batched, path, imp, report, emitted, live, copies=copies)
             if not ok:
@@ -173,14 +169,14 @@ def run_import(store: ImportStore, files: list[tuple[Path, Importer]],
 
 
 def _import_one(store: _Batched, path: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
-                live: bool, flush: bool = False, copies: _Copies | None = None) -> bool:
+                live: bool, flush: bool = False, copies: Copies | None = None) -> bool:
     """Import one file (or, with `flush`, write what small files left waiting), reporting a failure; False
     when the database itself refused (stop there)."""
     try:
         if flush:
             store.flush_if(full=True)
         else:
-            _import_file(store, path, imp, report, emitted, live, copies)
+            import_file(store, path, imp, report, emitted, live, copies)
     except (OSError, ImportError_) as exc:
         report.failed.append((str(path), str(exc)))
     except Exception as exc:
@@ -273,149 +269,6 @@ def _import_lock(store: ImportStore) -> Iterator[None]:
         return
     with exclusive("import"):
         yield
-
-
-def _import_file(store: ImportStore, given: Path, imp: Importer, report: Report, emitted: dict[str, set[str]],
-                 live: bool = False, copies: _Copies | None = None) -> None:
-    """Import one file; `given` is the path as the user named it (reports say that), the store keys the
-    file by its resolved path (one file reached through two links is one file)."""
-    path = given.resolve()
-    st = path.stat()
-    key = str(path)
-    row = store.import_file(key)
-    report.files += 1
-    if imp.import_whole(store, path, report):  # a format with its own all-or-nothing import: no offsets
-        return
-    signature = imp.signature(path)
-    if signature is not None:  # a tree read through one file: the tree's size and newest change
-        size, mtime_ns = signature
-        st = SimpleNamespace(st_size=size, st_mtime_ns=mtime_ns)  # type: ignore[assignment]
-    start, line, state = 0, 0, None
-    # A copy holds the sessions of its original, unless the importer names sessions after the file's place.
-    if row is None and signature is None and copies is not None and not imp.sessions_from_path:
-        original = copies.original_of(path, imp.name, st.st_size)
-        if original is not None:  # the same file in a second folder: its sessions are in the database already
-            report.copies.append((str(given), original))
-            return
-    if row is not None:
-        tree = signature is not None  # no byte offsets: an incremental tree goes on from its state alone
-        if (row["size"] == st.st_size and row["mtime_ns"] == st.st_mtime_ns and row["format"] == imp.name
-                and (row["consumed"] >= st.st_size or not imp.incremental or tree)):
-            report.unchanged += 1  # (an import killed half way left consumed short of the size: it goes on)
-            return
-        if imp.incremental and row["format"] == imp.name and (tree or (
-                st.st_size >= row["consumed"] and _tail_hash(path, row["consumed"]) == row["tail_hash"])):
-            start, state = row["consumed"], row["state"]
-            line = (state or {}).pop("$line", 0)
-            report.appended += 1
-        else:
-            store.delete_sessions(row["sessions"], forget_file=key)
-            report.rewritten += 1
-            row = None
-    sessions = set(row["sessions"]) if row else set()
-    progress = _FileProgress(path, imp, st, sessions, row["skipped"] if row else 0, len(report.skipped))
-    feed = Feed(path, imp, store, start, line, state, report, emitted)
-    feed.live, feed.where = live, str(given)
-    pending: list[Event] = []   # events up to the last checkpoint, not yet written
-    since: list[Event] = []     # events after it: written only once a checkpoint covers them
-    last: Checkpoint | None = None
-    try:
-        for item in imp.read(feed):
-            if isinstance(item, Checkpoint):
-                last = item
-                pending += since
-                since = []
-                if len(pending) >= BATCH_EVENTS:
-                    progress.write(store, pending, item, report)
-                    pending = []
-                continue
-            if not _storable(item, feed):
-                continue
-            kind, id_field = _EVENT_KINDS.get(type(item), (None, None))
-            if kind is not None:
-                emitted[kind].add(getattr(item, id_field))  # type: ignore[arg-type]
-                if kind == "session":
-                    sessions.add(item.session_id)  # type: ignore[attr-defined]
-            since.append(item)
-    except ReimportFile as again:
-        if start == 0 or row is None:
-            raise ValueError(f"{path}: {again}") from None
-        store.delete_sessions(row["sessions"], forget_file=key)  # what was written of it goes, then all again
-        report.rewritten += 1
-        report.appended -= 1
-        report.files -= 1
-        return _import_file(store, given, imp, report, emitted, live)
-    if last is None:  # nothing consumed: remember the file all the same
-        last = Checkpoint(start, line, dump_state(state))
-    progress.write(store, pending, last, report)
-    if copies is not None and row is None:
-        copies.add(path, imp.name, st.st_size)
-
-
-class _Copies:
-    """The files imported whole, by name, format and size, to tell a copy of one (the same transcripts in a
-    second folder) from a new file: a copy has the same last 4 KiB too. Its sessions are in the database
-    already, so it is reported as a copy and not read (reading it would add its exchanges a second time)."""
-
-    def __init__(self, rows: list[dict]):
-        self._by: dict[tuple[str, str, int], list[tuple[str, str | None]]] = {}
-        for r in rows:
-            if r["consumed"] == r["size"]:
-                self._by.setdefault((Path(r["path"]).name, r["format"], r["size"]), []).append(
-                    (r["path"], r["tail_hash"]))
-
-    def original_of(self, path: Path, fmt: str, size: int) -> str | None:
-        found = self._by.get((path.name, fmt, size), [])
-        tail = _tail_hash(path, size) if found else None
-        return next((p for p, h in found if p != str(path) and h is not None and h == tail), None)
-
-    def add(self, path: Path, fmt: str, size: int) -> None:
-        if path.exists() and path.stat().st_size == size:
-            self._by.setdefault((path.name, fmt, size), []).append((str(path), _tail_hash(path, size)))
-
-
-def _storable(event: Event, feed: Feed) -> bool:
-    """Whether the store can hold `event` (the check it makes first); if not, the event is left out and reported
-    with the file and line it came from, which the store, seeing only the event, cannot name."""
-    try:
-        check_event(event)
-    except RecordError as exc:
-        feed.skip(feed.line or None, f"{event.kind} not stored: {exc}")
-        return False
-    return True
-
-
-@dataclass
-class _FileProgress:
-    """What goes into a file's `import_files` row with each batch."""
-
-    path: Path
-    importer: Importer
-    stat: Any  # st_size and st_mtime_ns: the file's, or its tree's (`signature`)
-    sessions: set[str]
-    skipped: int           # skips counted in the row so far
-    reported: int          # len(report.skipped) when they were counted
-
-    def write(self, store: ImportStore, events: list[Event], cp: Checkpoint, report: Report) -> None:
-        self.skipped += len(report.skipped) - self.reported
-        self.reported = len(report.skipped)
-        state = orjson.loads(cp.state) if cp.state is not None else {}
-        state["$line"] = cp.line
-        store.write_batch(events, None, imports=[{
-            "path": str(self.path), "format": self.importer.name, "size": self.stat.st_size,
-            "mtime_ns": self.stat.st_mtime_ns, "consumed": cp.offset, "tail_hash": _tail_hash(self.path, cp.offset),
-            "state": state, "sessions": sorted(self.sessions), "skipped": self.skipped, "imported_at": utc_now()}])
-
-
-def _tail_hash(path: Path, offset: int) -> str | None:
-    if offset <= 0:
-        return None
-    with open(path, "rb") as f:
-        f.seek(max(0, offset - TAIL))
-        data = f.read(min(TAIL, offset))
-    if len(data) < min(TAIL, offset):
-        return None  # the file is shorter than what was consumed: it was rewritten
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def follow(store: ImportStore, paths: list[Path], fmt: str | None, interval: float, stop: Callable[[], bool],

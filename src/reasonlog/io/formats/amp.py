@@ -38,7 +38,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, instant, walk
+from ..importer import Checkpoint, Feed, FileImporter, instant, json_kind, walk
 
 NAME = "amp"
 FAILED = ("error", "cancelled", "rejected-by-user")
@@ -103,8 +103,11 @@ class _Thread:
         for k, event in enumerate(events if isinstance(events, list) else []):
             if not isinstance(event, dict):
                 self.feed.skip(None, "a ledger event that is not an object", record=f"usageLedger.events[{k}]")
-                continue
-            out.setdefault(event.get("toMessageId"), []).append({**event, "$index": k})
+            elif not isinstance(event.get("toMessageId"), (str, int, type(None))):
+                self.feed.skip(None, f"expected `toMessageId` as a text, got {json_kind(event['toMessageId'])}",
+                               record=f"usageLedger.events[{k}]")
+            else:
+                out.setdefault(event.get("toMessageId"), []).append({**event, "$index": k})
         return out
 
     def events(self) -> Iterator[Event]:
@@ -115,11 +118,16 @@ class _Thread:
                 self.feed.skip(None, "a message needs a `role` (user or assistant) and a `content` list",
                                record=f"messages[{k}]")
                 continue
+            if not isinstance(message.get("messageId"), (str, int, type(None))):
+                self.feed.skip(None, f"expected `messageId` as a text, got {json_kind(message['messageId'])}",
+                               record=f"messages[{k}]")
+                continue
+            if f"messages[{k}]" in self.feed.passed:
+                continue  # the importer failed on it before: passed over (io/import_file.py)
             blocks = [b for b in message["content"] if isinstance(b, dict) and isinstance(b.get("type"), str)]
-            if message["role"] == "user":
-                yield from self._user(message, blocks, k)
-            else:
-                yield from self._assistant(message, blocks, k)
+            with self.feed.record(f"messages[{k}]"):
+                yield from self._user(message, blocks, k) if message["role"] == "user" else \
+                    self._assistant(message, blocks, k)
         for event in self.events_by_message.pop(None, []):  # billed, but for no message in the thread
             yield from self._call(None, [], event, None, f"usageLedger.events[{event['$index']}]")
         if self.exchange is not None:
@@ -130,8 +138,9 @@ class _Thread:
         labels = {"source": NAME}
         if isinstance(self.thread.get("title"), str):
             labels["title"] = self.thread["title"]
-        trees = ((self.thread.get("env") or {}).get("initial") or {}).get("trees") if isinstance(
-            self.thread.get("env"), dict) else None
+        env = self.thread.get("env")
+        initial = env.get("initial") if isinstance(env, dict) else None
+        trees = initial.get("trees") if isinstance(initial, dict) else None
         uri = trees[0].get("uri") if isinstance(trees, list) and trees and isinstance(trees[0], dict) else None
         if isinstance(uri, str):
             labels["cwd"] = uri.removeprefix("file://")

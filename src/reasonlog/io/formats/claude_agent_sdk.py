@@ -25,7 +25,7 @@ import orjson
 
 from ...capture.sinks import BaseSink, Outcome
 from ...model import Event, SessionStarted, format_instant, stable_id
-from ..importer import Checkpoint, Feed, FileImporter, first_values, walk
+from ..importer import Checkpoint, Feed, FileImporter, first_values, json_kind, walk
 
 NAME = "claude-agent-sdk"
 SDK_TYPES = frozenset({"system", "assistant", "user", "result", "stream_event"})
@@ -156,9 +156,7 @@ def _count_error(usage: dict, where: str) -> str | None:
     return None
 
 
-def _name(value: Any) -> str:
-    return "null" if value is None else {dict: "an object", list: "a list", str: "a text", bool: "a boolean"}.get(
-        type(value), f"a {type(value).__name__}")
+_name = json_kind
 
 
 def _with_init(messages: list[tuple[int, dict]], digest: str) -> list[tuple[int, dict]]:

@@ -1,5 +1,6 @@
 """Cline, Roo Code and Kilo Code tasks: VS Code's `globalStorage/<extension>/tasks/<task id>/`, one folder per task
-(and the Cline CLI 1.x and 2.x's `~/.cline/data/tasks/<task id>/`, the same folder).
+(and the Cline CLI 1.x and 2.x's `~/.cline/data/tasks/<task id>/`, the same folder). Cline CLI 3.x's sessions
+(`~/.cline/data/sessions/<id>/<id>.messages.json`) are read by `cline_sessions`, as the same format.
 
 The three extensions share Cline's task folder (Roo Code and Kilo Code are its forks):
 `api_conversation_history.json` (the conversation as sent: Anthropic-shaped messages), `ui_messages.json` (what the
@@ -46,6 +47,7 @@ from ...model import (
 )
 from ...parts import RecordError
 from ..importer import BaseImporter, Checkpoint, Feed, instant
+from . import cline_sessions as cline3
 
 NAME = "cline"
 EXTENSIONS = {"saoudrizwan.claude-dev": "cline", "rooveterinaryinc.roo-cline": "roo-code",
@@ -73,29 +75,39 @@ class ClineImporter(BaseImporter):
             config = Path.home() / "Library" / "Application Support"
         else:
             config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").expanduser()
-        cli = Path(os.environ.get("CLINE_DIR") or Path.home() / ".cline").expanduser() / "data" / "tasks"
+        cli = Path(os.environ.get("CLINE_DIR") or Path.home() / ".cline").expanduser() / "data"
         return [config / editor / "User" / "globalStorage" / ext / "tasks" for editor in EDITORS
-                for ext in EXTENSIONS] + [cli]
+                for ext in EXTENSIONS] + [cli / "tasks", cli / "sessions"]
 
     def detect(self, path: Path) -> bool:
         return next(self.sources(path), None) is not None
 
     def sources(self, path: Path) -> Iterator[Path]:
         if path.is_file():
-            if path.name in FILES and (path.parent / ANCHOR).is_file():
-                yield path.parent / ANCHOR
+            anchor = _anchor(path.parent) if path.name in FILES else path if cline3.is_session_file(path) else None
+            if anchor is not None:
+                yield anchor
             return
-        for anchor in sorted([path / ANCHOR, *path.glob(f"*/{ANCHOR}"), *path.glob(f"tasks/*/{ANCHOR}")]):
-            if anchor.is_file() and (anchor.parent / FILES[1]).is_file():
+        yield from cline3.session_files(path)
+        folders = [path, *(p.parent for p in path.glob(f"*/{FILES[1]}")), *(p.parent for p in path.glob(
+            f"tasks/*/{FILES[1]}"))]
+        for folder in sorted(set(folders)):
+            anchor = _anchor(folder)
+            if anchor is not None:
                 yield anchor
 
-    def signature(self, path: Path) -> tuple[int, int]:
+    def signature(self, path: Path) -> tuple[int, int] | None:
+        if path.name.endswith(cline3.SUFFIX):
+            return None  # a Cline 3 session: one file
         stats = [f.stat() for f in (path.parent / name for name in FILES) if f.is_file()]
         return sum(s.st_size for s in stats), max(s.st_mtime_ns for s in stats)
 
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
         state = dict(feed.state or {})
-        yield from _Task(feed, state).events()
+        if feed.path.name.endswith(cline3.SUFFIX):
+            yield from cline3.session_events(feed, WHOLE_PROMPT)
+        else:
+            yield from _Task(feed, state).events()
         yield feed.checkpoint(None, state)
 
 
@@ -115,6 +127,9 @@ class _Task:
         self.sid = f"{self.agent}-{self.folder.name}"
 
     def events(self) -> Iterator[Event]:
+        if self.feed.path.name == FILES[1]:
+            yield from self._history_only()
+            return
         ui = self._array(self.feed.path)
         history = self._array(self.folder / FILES[1])
         if ui is None or history is None:
@@ -151,6 +166,39 @@ class _Task:
                 calls += 1
         yield from self._tool_results(history, times or [_ms(records[0][1]["ts"]) or ""])
         yield SessionEnded(session_id=self.sid, ended_at=_ms(records[-1][1]["ts"]) or "")
+
+    def _history_only(self) -> Iterator[Event]:
+        """A task folder without `ui_messages.json` (deleted, or never copied): the conversation is all there is.
+        Each assistant message is a call whose request is the conversation before it; no tokens or cost."""
+        history = self._array(self.feed.path)
+        if history is None:
+            return
+        named = _ms(int(self.folder.name)) if self.folder.name.isdigit() else None  # Cline's task id: epoch ms
+        start = named or instant(self.feed.path.stat().st_mtime, numbers=True) or ""
+        if not self.state.get("started"):
+            yield SessionStarted(session_id=self.sid, started_at=start, agent=self.agent,
+                                 labels={"source": self.agent, "task_id": self.folder.name},
+                                 external_id=self.folder.name)
+            first = next((m for m in history if isinstance(m, dict) and m.get("role") == "user"), None)
+            yield ExchangeStarted(exchange_id=stable_id(start, self.sid, "exchange", "history"), session_id=self.sid,
+                                  started_at=start, input=_text(first))
+            self.state["started"] = True
+        exchange = stable_id(start, self.sid, "exchange", "history")
+        replies = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "assistant"]
+        times, done = [], self.state.get("calls", 0)
+        for k, i in enumerate(replies):
+            at = _ms(history[i].get("ts")) or start
+            times.append(at)
+            if k >= done:
+                yield CallRecorded(call_id=stable_id(at, self.sid, "call", "history", k), session_id=self.sid,
+                                   exchange_id=exchange, started_at=at,
+                                   request={"model": None, "messages": [_message(m) for m in history[:i]]},
+                                   response=_message(history[i]))
+                self.state["calls"] = k + 1
+        self.feed.note(f"{self.folder}: no {ANCHOR}, so the calls come from {FILES[1]} alone, without tokens, cost"
+                       " or model")
+        yield from self._tool_results(history, times or [start])
+        yield SessionEnded(session_id=self.sid, ended_at=times[-1] if times else start)
 
     def _tool_results(self, history: list, times: list[str]) -> Iterator[Event]:
         """The results in each user message that follows an assistant's: its time the message's `ts`, else that of
@@ -276,6 +324,23 @@ def _result(block: Any, asked: list) -> tuple[dict | None, str | None, Any, bool
         asked.remove(use)
     name = use.get("name") if use else (match.group(1) if match else None)
     return use, name if isinstance(name, str) else None, output, failed
+
+
+def _anchor(folder: Path) -> Path | None:
+    """The file a task folder is read through: `ui_messages.json` beside the conversation, else the conversation."""
+    if not (folder / FILES[1]).is_file():
+        return None
+    return folder / ANCHOR if (folder / ANCHOR).is_file() else folder / FILES[1]
+
+
+def _text(message: Any) -> str | None:
+    """The text a user message holds (its text blocks joined), for an exchange's input."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    texts = [b["text"] for b in content or [] if isinstance(b, dict) and isinstance(b.get("text"), str)] \
+        if isinstance(content, list) else []
+    return "\n".join(texts) or None
 
 
 def _unfinished(info: dict) -> bool:

@@ -94,6 +94,7 @@ class _Log:
         self.tools: dict[str, list] = s.get("tools", {})   # toolCallId -> [name, arguments, started at]
         self.held: list | None = s.get("held")             # [usage record event, line]
         self.taken: str | None = s.get("taken")            # apiCallId of a trailing usage imported alone
+        self.unbilled = 0                                   # calls read now with no usage record
 
     def read(self) -> Iterator[Event | Checkpoint]:
         last: Line | None = None
@@ -112,6 +113,9 @@ class _Log:
         if self.held is not None and not self.feed.may_grow():
             self.taken = _str(self.held[0]["data"]["usage"].get("apiCallId")) or ""
             yield from self._call(None, *self.held)
+        if self.unbilled:
+            self.feed.note(f"Copilot CLI wrote no `session.usage_record` for {self.unbilled} call(s) of "
+                           f"{self.feed.where}: their tokens and cost are unknown (not 0)")
         if self.exchange is not None:
             yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
         yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
@@ -126,6 +130,8 @@ class _Log:
     def _event(self, event: dict, number: int) -> Iterator[Event]:
         at = instant(event.get("timestamp")) or self.last_at
         kind, data = event["type"], event["data"]
+        if self.sid is None and kind == "session.start":
+            at = at or instant(data.get("startTime"))  # the session's own start, if its event has no timestamp
         if self.sid is None:
             if kind != "session.start" or not isinstance(data.get("sessionId"), str) or at is None:
                 self.feed.skip(number, "an event before `session.start` (with a `sessionId` and a `timestamp`)")
@@ -186,6 +192,7 @@ class _Log:
         data = reply["data"] if reply is not None else {}
         call_id = stable_id(at, NAME, self.sid, anchor.get("id") or number)
         response = {"role": "assistant", "content": _blocks(data)}
+        self.unbilled += usage_event is None
         if not self.feed.exists("call", call_id):
             model = _str(counts.get("model")) or _str(data.get("model"))
             request = {"model": model, "messages": list(self.window)}

@@ -1,6 +1,7 @@
 """OpenCode sessions: `~/.local/share/opencode/opencode.db` (OpenCode 1.2 and later) and the older JSON storage
 (`storage/session/<project>/<session>.json`, `storage/message/<session>/<message>.json`,
-`storage/part/<message>/<part>.json`); and Kilo Code's CLI (7.x, an OpenCode fork), whose `~/.local/share/kilo/kilo.db`
+`storage/part/<message>/<part>.json`); the document `opencode export <session>` writes (`{info, messages: [{info,
+parts}]}`, one session); and Kilo Code's CLI (7.x, an OpenCode fork), whose `~/.local/share/kilo/kilo.db`
 has the same tables: its sessions are Kilo's (`source=kilo`).
 
 Both hold the same records: a session, its messages (`data`: role, times, model, tokens, cost) and each message's
@@ -46,7 +47,7 @@ class OpenCodeImporter(BaseImporter):
         if path.is_dir():
             return any((path / name).is_file() for name in DB_AGENTS) or (path / "storage" / "session").is_dir() \
                 or (path.name == "storage" and (path / "session").is_dir())
-        return _is_db(path) or _is_session_file(path)
+        return _is_db(path) or _is_session_file(path) or _is_export(path)
 
     def sources(self, path: Path) -> Iterator[Path]:
         if path.is_file():
@@ -58,16 +59,26 @@ class OpenCodeImporter(BaseImporter):
                 yield path / name
         yield from sorted(p for p in storage.glob("session/*/*.json") if p.is_file())
 
-    def signature(self, path: Path) -> tuple[int, int]:
-        """The database with its write-ahead log; a session file with its messages and parts."""
+    def signature(self, path: Path) -> tuple[int, int] | None:
+        """The database with its write-ahead log; a session file with its messages and parts (an export: itself)."""
+        if not _is_db(path) and not _is_session_file(path):
+            return None
         files = [path, path.with_name(path.name + "-wal")] if _is_db(path) else _session_tree(path)
         stats = [f.stat() for f in files if f.is_file()]
         return sum(s.st_size for s in stats), max(s.st_mtime_ns for s in stats)
+
+    def tree_root(self, path: Path) -> Path:
+        """The folder a source's tree spans (io/planning.py): a session file's whole storage, a database's folder."""
+        return _storage_root(path) if _is_session_file(path) else path.parent
 
     def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
         state: dict = dict(feed.state or {})
         if _is_db(feed.path):
             yield from _read_db(feed, state)
+        elif not _is_session_file(feed.path):
+            session = _load_export(feed)
+            if session is not None:
+                yield from session_events(feed, session, state)
         else:
             session = _load_json_session(feed)
             if session is not None:
@@ -87,6 +98,40 @@ def _is_db(path: Path) -> bool:
 
 def _is_session_file(path: Path) -> bool:
     return path.suffix == ".json" and path.parent.parent.name == "session" and path.name.startswith("ses_")
+
+
+def _is_export(path: Path) -> bool:
+    """A document `opencode export` wrote: a JSON object whose `info` is a session (`ses_...`) beside `messages`."""
+    if path.suffix != ".json" or not path.is_file():
+        return False
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    return head.lstrip().startswith(b"{") and b'"info"' in head and b'"ses_' in head and (
+        b'"messages"' in head or len(head) == 4096)
+
+
+def _load_export(feed: Feed) -> OpenCodeSession | None:
+    """The session of an `opencode export` document; a message that is not `{info: {id, ...}, parts: [...]}` is
+    named and left out."""
+    try:
+        doc = orjson.loads(feed.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        feed.skip(None, f"not JSON ({str(exc).split(':', 1)[0]})")
+        return None
+    info = doc.get("info") if isinstance(doc, dict) else None
+    if not isinstance(info, dict) or not isinstance(info.get("id"), str) or not isinstance(doc.get("messages"), list):
+        feed.skip(None, "expected what `opencode export` writes: an object with a session `info` (with its `id`)"
+                        " and a `messages` list")
+        return None
+    messages = []
+    for k, item in enumerate(doc["messages"]):
+        m = item.get("info") if isinstance(item, dict) else None
+        parts = item.get("parts") if isinstance(item, dict) else None
+        if not isinstance(m, dict) or not isinstance(m.get("id"), str) or not isinstance(parts, list):
+            feed.skip(None, "expected `{info: {id, ...}, parts: [...]}`", record=f"messages[{k}]")
+            continue
+        messages.append(OpenCodeMessage(m["id"], m, [p for p in parts if isinstance(p, dict)]))
+    return OpenCodeSession(info, messages, where=feed.where)
 
 
 # ------------------------------------------------------------------------------------------ the database
@@ -168,8 +213,14 @@ def _load_json_session(feed: Feed) -> OpenCodeSession | None:
             parts = [p for f in sorted((root / "part" / file.stem).glob("*.json"))
                      if (p := _read_json(feed, f, "part")) is not None]
             messages.append(OpenCodeMessage(file.stem, data, parts))
-    messages.sort(key=lambda m: ((m.data.get("time") or {}).get("created") or 0, m.id))
+    messages.sort(key=lambda m: (_created(m.data), m.id))
     return OpenCodeSession(info, messages, where=str(feed.path))
+
+
+def _created(data: dict) -> float:
+    """When a message was created (0 when its record does not say, as a number)."""
+    created = data["time"].get("created") if isinstance(data.get("time"), dict) else None
+    return created if isinstance(created, (int, float)) and not isinstance(created, bool) else 0
 
 
 def _read_json(feed: Feed, file: Path, what: str) -> dict | None:

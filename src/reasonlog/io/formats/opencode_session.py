@@ -39,7 +39,7 @@ from ...parts import RecordError
 from ..importer import Feed, instant
 
 NAME = "opencode"
-ENDED = frozenset({"completed", "error"})
+ENDED = ("completed", "error")  # (a tuple: a status of another type is simply not in it)
 
 
 @dataclass
@@ -87,7 +87,7 @@ def session_last(session: OpenCodeSession, live: bool) -> str | None:
 
 
 def _updated(session: OpenCodeSession) -> Any:
-    return (session.info.get("time") or {}).get("updated")
+    return _obj(session.info.get("time")).get("updated")
 
 
 def _ended(m: OpenCodeMessage) -> bool:
@@ -109,16 +109,20 @@ class _Session:
         self.window: list = []
         self.exchange: str | None = None
         self.mark: int | None = None                       # where a compaction request starts in the window
-        self.last_at = _ms((session.info.get("time") or {}).get("created")) or ""
+        self.last_at = _ms(_obj(session.info.get("time")).get("created")) or ""
 
     def events(self) -> Iterator[Event]:
         if not self.started:
             yield self._started()
         for m in self.s.messages:
-            if self.feed.live and not _ended(m):
-                break  # still being written: the next pass imports it and what follows
-            self.emit = self.done is None or m.id > self.done  # OpenCode's ids grow with time
-            yield from self._message(m)
+            record = f"message {m.id}"  # a message the importer failed on is passed over (io/import_file.py)
+            if record in self.feed.passed:
+                continue
+            with self.feed.record(record):
+                if self.feed.live and not _ended(m):
+                    break  # still being written: the next pass imports it and what follows
+                self.emit = self.done is None or m.id > self.done  # OpenCode's ids grow with time
+                yield from self._message(m)
         if self.exchange is not None:
             yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at)
         title = self.s.info.get("title")
@@ -134,7 +138,7 @@ class _Session:
                               external_id=self.sid, parent_session_id=parent)
 
     def _message(self, m: OpenCodeMessage) -> Iterator[Event]:
-        at = _ms((m.data.get("time") or {}).get("created")) or self.last_at
+        at = _ms(_obj(m.data.get("time")).get("created")) or self.last_at
         self.last_at = max(self.last_at, at)
         role = m.data.get("role")
         if role == "user":
@@ -175,7 +179,7 @@ class _Session:
         steps = _steps(m.parts)
         for n, (parts, finish) in enumerate(steps):
             yield from self._call(m, n, parts, finish, at, last=n == len(steps) - 1)
-        completed = _ms((m.data.get("time") or {}).get("completed"))
+        completed = _ms(_obj(m.data.get("time")).get("completed"))
         if completed:
             self.last_at = max(self.last_at, completed)
         if m.data.get("summary") is True and self.mark is not None:
@@ -183,7 +187,7 @@ class _Session:
 
     def _call(self, m: OpenCodeMessage, n: int, parts: list[dict], finish: dict | None, at: str,
               last: bool) -> Iterator[Event]:
-        started = _ms((parts[0].get("time") or {}).get("start")) if parts else None
+        started = _ms(_obj(parts[0].get("time")).get("start")) if parts else None
         call_at = started or at
         content = [b for p in parts if (b := _assistant_block(p)) is not None]
         response = {"role": "assistant", "content": content}
@@ -198,11 +202,11 @@ class _Session:
                     call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=call_at,
                     request={"model": model, "messages": list(self.window)}, response=response, model=model,
                     provider=m.data.get("providerID") if isinstance(m.data.get("providerID"), str) else None,
-                    stop_reason=(finish or {}).get("reason") or m.data.get("finish"), usage=usage, cost_usd=cost,
+                    stop_reason=_obj(finish).get("reason") or m.data.get("finish"), usage=usage, cost_usd=cost,
                     provider_message_id=m.id, status="error" if error else "ok",
                     error=error if isinstance(error, dict) else None, stable_history=True)
         self.window.append(response)
-        results = [p for p in parts if p.get("type") == "tool" and (p.get("state") or {}).get("status") in ENDED]
+        results = [p for p in parts if p.get("type") == "tool" and _obj(p.get("state")).get("status") in ENDED]
         if results:
             self.window.append({"role": "user", "content": [_result_block(p) for p in results]})
             if self.emit:
@@ -224,8 +228,8 @@ class _Session:
         return usage, float(cost) if priced else None
 
     def _tool_result(self, part: dict, at: str) -> ToolResultRecorded:
-        state = part.get("state") or {}
-        time = state.get("time") or {}
+        state = _obj(part.get("state"))
+        time = _obj(state.get("time"))
         start, end = time.get("start"), time.get("end")
         took = end - start if isinstance(start, (int, float)) and isinstance(end, (int, float)) else None
         return ToolResultRecorded(
@@ -238,8 +242,15 @@ class _Session:
 # ------------------------------------------------------------------------------------------ parts
 
 
+def _obj(value: Any) -> dict:
+    """`value` if it is an object, else an empty one (a record's field of another type reads as missing)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _steps(parts: list[dict]) -> list[tuple[list[dict], dict | None]]:
-    """The parts of each step, with the `step-finish` that closes it (None for a step cut short)."""
+    """The parts of each step, with the `step-finish` that closes it (None for a step cut short). What follows
+    the last `step-finish` is a step cut short only if the model wrote some of it: OpenCode's bookkeeping after
+    it (a `patch` of the files the step changed, a snapshot) is not a call."""
     steps: list[tuple[list[dict], dict | None]] = []
     current: list[dict] = []
     for p in parts:
@@ -248,7 +259,7 @@ def _steps(parts: list[dict]) -> list[tuple[list[dict], dict | None]]:
             current = []
         elif p.get("type") != "step-start":
             current.append(p)
-    if current or not steps:
+    if not steps or any(_assistant_block(p) is not None for p in current):
         steps.append((current, None))
     return steps
 
@@ -270,14 +281,14 @@ def _assistant_block(part: dict) -> dict | None:
     if kind == "reasoning" and isinstance(part.get("text"), str):
         return {"type": "thinking", "thinking": part["text"]}
     if kind == "tool":
-        state = part.get("state") or {}
+        state = _obj(part.get("state"))
         return {"type": "tool_use", "id": _str(part.get("callID")), "name": _str(part.get("tool")),
                 "input": state.get("input") if isinstance(state.get("input"), dict) else {}}
     return None  # step markers, patches, snapshots, agents: OpenCode's bookkeeping, not sent to the model
 
 
 def _result_block(part: dict) -> dict:
-    state = part.get("state") or {}
+    state = _obj(part.get("state"))
     return {"type": "tool_result", "tool_use_id": _str(part.get("callID")), "content": _output(state),
             "is_error": state.get("status") == "error"}
 

@@ -39,7 +39,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
+from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, json_kind, walk
 
 NAME = "pi"
 
@@ -101,6 +101,8 @@ class _File:
                     self.feed.skip(line, "a line before the session header (`type: session` with an `id`)")
             elif not isinstance(value.get("id"), str):
                 self.feed.skip(line, "an entry without a string `id`")
+            elif not isinstance(value.get("parentId"), (str, type(None))):
+                self.feed.skip(line, f"expected `parentId` as a text or null, got {json_kind(value['parentId'])}")
             else:
                 self.entries.append((value, line.number))
         if self.header is None or last is None:

@@ -79,7 +79,8 @@ importer = QwenImporter()
 
 def _is_record(value: object) -> TypeGuard[dict]:
     return (isinstance(value, dict) and isinstance(value.get("sessionId"), str) and isinstance(value.get("uuid"), str)
-            and "parentUuid" in value and isinstance(value.get("type"), str))
+            and "parentUuid" in value and isinstance(value["parentUuid"], (str, type(None)))
+            and isinstance(value.get("type"), str))
 
 
 class _Chat:
@@ -106,7 +107,8 @@ class _Chat:
             if line.error is not None:
                 self.feed.skip(line, line.error)
             elif not _is_record(line.value):
-                self.feed.skip(line, "expected a record with string `uuid`, `sessionId` and `type`, and `parentUuid`")
+                self.feed.skip(line, "expected a record with string `uuid`, `sessionId` and `type`, and `parentUuid`"
+                                     " (a text or null)")
             else:
                 yield from self._record(line.value, line.number)
         if self.sid is None or (last is None and (self.held is None or self.feed.may_grow())):
