@@ -25,11 +25,13 @@ def mcp(obj, dashboard, client):
     if client:
         click.echo(client_config(client, obj.db, dashboard))
         return
-    from ..mcp.server import available, build
-    from ..mcp.tools import Archive
+    from ..mcp import available
 
     if not available():
         raise click.ClickException("reasonlog mcp needs the MCP SDK: pip install 'reasonlog[mcp]'")
+    from ..mcp.server import build
+    from ..mcp.tools import Archive
+
     build(Archive(obj.store, dashboard.rstrip("/") if dashboard else None)).run("stdio")
 
 

@@ -5,7 +5,7 @@ official SDK's `MCPServer` (the `mcp` extra), over stdio (`reasonlog mcp`) or st
 The SDK runs sync tools in worker threads; the store's reads are made under its own lock, so one store serves them
 all. An argument a tool cannot use comes back as a tool error naming it (`ToolError`), never as a crash.
 """
-import functools  # no `from __future__ import annotations`: the SDK reads the tools' annotations at run time
+# No `from __future__ import annotations`: the SDK reads the tools' annotations at run time.
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -97,13 +97,3 @@ def _answer(function: Callable, *args: Any) -> Any:
         return function(*args)
     except (ToolInputError, NotFound) as exc:
         raise ToolError(str(exc)) from None
-
-
-@functools.cache
-def available() -> bool:
-    """Whether the `mcp` extra is installed."""
-    try:
-        import mcp.server  # noqa: F401
-    except ImportError:
-        return False
-    return True

@@ -16,12 +16,14 @@ from fastapi.responses import JSONResponse
 
 def mount(app: FastAPI, get_store: Callable[[], Any], check_key: Callable[[Request], None]) -> Any:
     """Mount `/mcp` on `app` when the extra is there; returns the lifespan to run while the app does (or None)."""
-    from ..mcp.server import available, build
-    from ..mcp.tools import Archive
+    from ..mcp import available
 
     if not available():
         return None
     from mcp.server.transport_security import TransportSecuritySettings
+
+    from ..mcp.server import build
+    from ..mcp.tools import Archive
 
     server = build(Archive(get_store, ""))  # citations' URLs: this server's dashboard paths
     # The keys guard a server that listens beyond loopback; the SDK's Host check would refuse any name but
