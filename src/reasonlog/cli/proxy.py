@@ -137,7 +137,7 @@ def _replay_setup(obj, session: str, until: int | None, model: str | None, stric
     if not own:
         raise click.UsageError(f"--replay {session}: session {sid} recorded no calls")
     if until is not None and until > len(own):
-        raise click.UsageError(f"--until {until}: session {sid} has {len(own)} calls")
+        raise click.UsageError(f"call #{until}: session {sid} has {len(own)} calls (#0 to #{len(own) - 1})")
     if until is None:
         return proxy_replay.Replayer(script, None, model, strict=strict), None, None
     fork_at = own[min(until, len(own) - 1)].call_id
@@ -206,6 +206,8 @@ def run(obj, port, upstream, replay_session, fork_point, model, strict, command)
         sys.exit(127)
     cwd, name = os.getcwd(), Path(command[0]).name
     replayer = None
+    if model and not fork_point:
+        raise click.UsageError("--model goes with --from SESSION#N (the calls before #N come from the recording)")
     if replay_session or fork_point:
         replayer, recorder, recording = _replay_setup(obj, *_replay_choice(replay_session, fork_point, model),
                                                       strict)
