@@ -273,3 +273,60 @@ def orjson_loads(body: bytes) -> dict:
     except orjson.JSONDecodeError:
         return {}
     return loaded if isinstance(loaded, dict) else {}
+
+
+def test_gemini_cli_from_npm_starts_reasonlog_mcp_and_gets_a_cited_answer(tmp_path):
+    """The real Gemini CLI with the block `--print-config gemini` prints in its settings.json, against a local
+    provider that asks for `mcp_reasonlog_search_history`: the tool result in its next request holds the recorded
+    session's citation."""
+    import os
+    import subprocess
+
+    from cli_upstream import CliUpstream, _answer, gemini_body
+    from sdk_server import sse
+    from test_proxy_clis import SEARCH, cli
+
+    gemini = cli("gemini")
+    db = tmp_path / "r.db"
+    record_coding_session(db)
+    (session,) = reasonlog.open_store(db, read_only=True).list_sessions(reasonlog.SessionFilter())
+    tool = "mcp_reasonlog_search_history"
+    block = json.loads(subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "mcp", "--print-config",
+                                       "gemini"], capture_output=True, text=True, check=True).stdout)
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        "general": {"disableAutoUpdate": True}, "privacy": {"usageStatisticsEnabled": False}, **block}))
+
+    def chunk(parts: list[dict]) -> dict:
+        return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+                "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+                "modelVersion": "gemini-2.5-flash"}
+
+    class Asking(CliUpstream):
+        def default_reply(self, path, body):
+            request = orjson_loads(body)
+            offered = [d.get("name") for t in request.get("tools") or () for d in t.get("functionDeclarations") or ()]
+            answered = any("functionResponse" in p for c in request.get("contents") or () for p in c.get("parts") or ())
+            if tool not in offered:
+                return super().default_reply(path, body)  # the router call beside the loop
+            parts = [{"text": "Found it."}] if answered else \
+                [{"functionCall": {"name": tool, "args": {"query": "parser test"}}}]
+            chunks = [chunk(parts)]
+            return _answer(gemini_body(chunks), sse(chunks, named=False), "streamGenerateContent" in path)
+
+    env = {**{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}, "HOME": str(home), "PATH": SEARCH,
+           "GEMINI_API_KEY": "gm-test"}
+    with Asking() as up:
+        env["GOOGLE_GEMINI_BASE_URL"] = up.url
+        done = subprocess.run([gemini, "-p", "What did earlier agents find about the parser test?", "--yolo"],
+                              capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+        requests = [orjson_loads(r.body) for r in up.calls]
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Found it." in done.stdout
+    results = [p["functionResponse"] for r in requests for c in r.get("contents") or () for p in c.get("parts") or ()
+               if "functionResponse" in p and p["functionResponse"].get("name") == tool]
+    assert results, "no request carried the tool's result"
+    text = json.dumps(results[-1])
+    assert f"{session['id']}#" in text and "@" in text  # the citation of the recorded session's call
