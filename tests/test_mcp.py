@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -330,3 +331,36 @@ def test_gemini_cli_from_npm_starts_reasonlog_mcp_and_gets_a_cited_answer(tmp_pa
     assert results, "no request carried the tool's result"
     text = json.dumps(results[-1])
     assert f"{session['id']}#" in text and "@" in text  # the citation of the recorded session's call
+
+
+def test_reasoning_records_and_who_skipped_a_phase(tmp_path):
+    db = tmp_path / "r.db"
+    rec = reasonlog.Recorder(db, writer="sync")
+    for agent, phases in (("developer", ["understanding", "completion"]), ("tech_lead", ["understanding"])):
+        with rec.session(agent=agent, run="orch-1") as s:
+            for phase in phases:
+                s.reason(phase, {"summary": f"{agent} {phase}"}, group="DEL-1")
+    rec.close()
+    _, records, skipped, bad = ask(db, ("reasoning", {"group": "DEL-1"}),
+                                   ("reasoning", {"group": "DEL-1", "missing": ["understanding", "completion"]}),
+                                   ("reasoning", {"missing": ["daydreaming"]}))
+    assert sorted(r["phase"] for r in structured(records)["records"]) == ["completion", "understanding",
+                                                                         "understanding"]
+    answer = structured(skipped)
+    assert [(r["agent"], r["missing"]) for r in answer["records"]] == [("tech_lead", ["completion"])]
+    assert answer["sessions_with_records"] == 2
+    assert bad.is_error and "missing: expected phases among understanding" in bad.content[0].text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for chattr +i")
+def test_a_read_only_database_is_answered(tmp_path):
+    import subprocess
+
+    db = tmp_path / "r.db"
+    record_coding_session(db)
+    subprocess.run(["chattr", "+i", str(db)], check=True)
+    try:
+        _, found = ask(db, ("search_history", {"query": "parser test"}))
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
+    assert structured(found)["hits"]

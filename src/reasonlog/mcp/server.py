@@ -68,8 +68,11 @@ def build(archive: Archive) -> Any:
     @server.tool(description=_doc(tools.reasoning))
     def reasoning(session: Annotated[str | None, Field(description="a session id or the start of one")] = None,
                   group: Annotated[str | None, Field(description="an orchestration's group")] = None,
-                  start: Start = 0) -> shapes.ReasoningAnswer:
-        return _answer(tools.reasoning, archive, session, group, start)
+                  start: Start = 0,
+                  missing: Annotated[list[str] | None, Field(description="phases every agent must have saved: "
+                                                                         "answers who did not")] = None
+                  ) -> shapes.ReasoningAnswer:
+        return _answer(tools.reasoning, archive, session, group, start, missing)
 
     @server.resource("session://{session_id}", mime_type="application/json",
                      description="A recorded session, as get_session answers it")

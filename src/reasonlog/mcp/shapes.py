@@ -94,5 +94,7 @@ class UsageAnswer(TypedDict, total=False):
 class ReasoningAnswer(TypedDict, total=False):
     session: str | None
     group: str | None
-    records: list[dict[str, Any]]
+    records: list[dict[str, Any]]  # the records; with `missing`, {agent, missing, cite} of who skipped a phase
+    phases: list[str]
+    sessions_with_records: int
     next_start: int

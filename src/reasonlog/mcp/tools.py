@@ -158,11 +158,26 @@ def usage(archive: Archive, by: str = "day", agent: str | None = None, model: st
     return _paged({"by": by}, "rows", rows, 0)
 
 
-def reasoning(archive: Archive, session: str | None = None, group: str | None = None, start: int = 0) -> dict:
-    """The reasoning records an orchestration saved (phase, compact record, artifact), by session or group."""
+def reasoning(archive: Archive, session: str | None = None, group: str | None = None, start: int = 0,
+              missing: list[str] | None = None) -> dict:
+    """The reasoning records an orchestration saved (phase, compact record, artifact), by session or group; with
+    `missing`, which agents of which sessions saved none for those phases (as `reasonlog reason missing`)."""
+    from ..reasoning import PHASES
+
     store = archive.store
     session_id = _resolve(store, "session", session) if session else None
     records = store.list_reasoning_records(session_id=session_id, group=group)
+    if missing is not None:
+        unknown = [p for p in missing if p not in PHASES]
+        if unknown or not missing:
+            raise ToolInputError(f"missing: expected phases among {', '.join(PHASES)}, got {missing!r}")
+        seen: dict[tuple[str, str], set[str]] = {}
+        for r in records:
+            seen.setdefault((r["session_id"], r.get("agent") or "-"), set()).add(r["phase"])
+        rows = [{"agent": agent, "missing": [p for p in missing if p not in got], **archive.cite(sid, None)}
+                for (sid, agent), got in sorted(seen.items()) if any(p not in got for p in missing)]
+        head = {"session": session_id, "group": group, "phases": missing, "sessions_with_records": len(seen)}
+        return _paged(head, "records", rows[_start(start):], start)
     rows = [{**{k: r.get(k) for k in ("phase", "group", "compact", "at", "artifact")},
              **archive.cite(r["session_id"], None)} for r in records]
     return _paged({"session": session_id, "group": group}, "records", rows[_start(start):], start)
