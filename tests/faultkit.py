@@ -368,8 +368,17 @@ def forked_pool(tmp: Path, workers: int = 4, calls: int = 150, db: Path | str | 
     reasonlog.open_store(db).close()
     new_id()
     start = time.time_ns() + 500_000_000
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        stats = pool.starmap(_pool_worker, [(str(db), "pool", k, calls, start) for k in range(workers)])
+    pool = multiprocessing.get_context("fork").Pool(workers)
+    try:
+        stats = pool.starmap_async(_pool_worker, [(str(db), "pool", k, calls, start)
+                                                  for k in range(workers)]).get(timeout=300)
+    except BaseException:
+        pool.terminate()
+        raise
+    # The workers leave on their own: terminate(), what `with` does, left one waiting forever in a full run of the
+    # suite, on the task queue's lock held by a worker it had killed.
+    pool.close()
+    pool.join()
     out = tally(f"multiprocessing pool (fork) of {workers} recorders started in the same millisecond", db, ["pool"],
                 workers, calls, [{"max_wait_ms": 0.0, "stats": stats}])
     out.note += f"; {rejected(db)} events rejected"
