@@ -285,6 +285,15 @@ def proxy_forms(place, command):
     form_only(place, command)
 
 
+def prints_the_mcp_config(place, command):
+    """The block Claude Code reads from .mcp.json, naming this installation's reasonlog (tests/test_mcp.py runs it
+    with the real CLI)."""
+    installs_known_extras(command)
+    sh(place, command.rpartition("&& ")[2])
+    server = json.loads((place["folder"] / ".mcp.json").read_text())["mcpServers"]["reasonlog"]
+    assert server["args"][-1] == "mcp" and Path(server["command"]).is_absolute()
+
+
 def proxy_starts(place, command):
     """The proxy starts (on a free port: no request is made, so nothing goes to a provider) and says so."""
     args = bound(command, place["words"]).replace("--port 8788", "") + f" --port {free_port()}"
@@ -373,8 +382,9 @@ COMMANDS = {
     "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -q": start_tests,
     "pip install -e '.[proxy]' && reasonlog run -- claude -p \"fix the failing test\"": proxy_forms,
     "reasonlog proxy --port 8788": proxy_starts,
+    'reasonlog run --replay SESSION -- claude -p "fix the failing test"': form_only,  # run: test_replay_clis.py
+    'reasonlog run --from SESSION#3 --model claude-haiku-4-5 -- claude -p "…"': form_only,
     "reasonlog proxy --replay SESSION": proxy_starts,
-    "reasonlog proxy --replay SESSION --until 3 --model claude-haiku-4-5": proxy_starts,
     "reasonlog import ~/.claude/projects": imports_claude_code,
     "reasonlog import": imports_default_folders,
     "reasonlog import --list-formats": lists_formats,
@@ -415,6 +425,7 @@ COMMANDS = {
     "reasonlog prune --older-than 30d [--run R] [--agent A] [--dry-run]": prunes,
     "pip install -e '.[semantic]' && reasonlog embed": embeds,
     'reasonlog search "the agent gave up on the migration"': searches_by_meaning,
+    "pip install -e '.[mcp]' && reasonlog mcp --print-config claude > .mcp.json": prints_the_mcp_config,
     "reasonlog replay CALL --send [--model M] [--provider anthropic|openai|gemini] [--base-url URL]": replays_a_call,
     "reasonlog replay SESSION --send --model M [--concurrency 4] [--max-cost USD] [--json]": replays_a_session,
     "reasonlog summarize": summarises,

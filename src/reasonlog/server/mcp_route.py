@@ -26,16 +26,22 @@ def mount(app: FastAPI, get_store: Callable[[], Any], check_key: Callable[[Reque
     from ..mcp.tools import Archive
 
     server = build(Archive(get_store, ""))  # citations' URLs: this server's dashboard paths
-    # The keys guard a server that listens beyond loopback; the SDK's Host check would refuse any name but
-    # localhost's, which `reasonlog serve --host` users choose on purpose.
-    inner = server.streamable_http_app(streamable_http_path="/", stateless_http=True, json_response=True,
-                                       transport_security=TransportSecuritySettings(
-                                           enable_dns_rebinding_protection=False))
-    app.mount("/mcp", _Guarded(inner, check_key))
+
+    def fresh() -> Any:
+        # The keys guard a server that listens beyond loopback; the SDK's Host check would refuse any name but
+        # localhost's, which `reasonlog serve --host` users choose on purpose.
+        return server.streamable_http_app(streamable_http_path="/", stateless_http=True, json_response=True,
+                                          transport_security=TransportSecuritySettings(
+                                              enable_dns_rebinding_protection=False))
+
+    guarded = _Guarded(fresh(), check_key)
+    app.mount("/mcp", guarded)
 
     @contextlib.asynccontextmanager
     async def running() -> AsyncIterator[None]:
-        async with inner.router.lifespan_context(inner):
+        # A session manager runs once: each start of the app (a test client starts one app many times) gets its own.
+        guarded.inner = fresh()
+        async with guarded.inner.router.lifespan_context(guarded.inner):
             yield
     return running
 
