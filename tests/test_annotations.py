@@ -1,0 +1,164 @@
+"""Annotations and scores (issue 38, docs/review.md): notes, labels and named scores on a session, an exchange or a
+call; filtered on; shown by `get_session`; carried by the JSONL export (version 4) on both dialects."""
+from __future__ import annotations
+
+import io
+import json
+from contextlib import closing
+
+import hypothesis
+import hypothesis.strategies as st
+import pytest
+from conftest import fresh_database
+
+import reasonlog
+from reasonlog.store import Invalid, NotFound, SessionFilter, open_store
+from reasonlog.store.annotations import ScoreTest
+
+
+def record_two_sessions(target) -> tuple[str, str, str]:
+    """Two sessions of one call each, the first in an exchange; (first, second, the first's exchange id)."""
+    rec = reasonlog.Recorder(target, writer="sync", strict=True)
+    with rec.session(agent="a", run="r") as s:
+        with s.exchange("task one") as ex:
+            ex.call(messages=[{"role": "user", "content": "hi"}], response={"role": "assistant", "content": "yo"},
+                    model="gpt-5")
+            exchange_id = ex.id
+        first = s.id
+    with rec.session(agent="b", run="r") as s:
+        s.call(messages=[{"role": "user", "content": "2"}], response={"role": "assistant", "content": "3"},
+               model="gpt-5")
+        second = s.id
+    rec.close()
+    return first, second, exchange_id
+
+
+@pytest.fixture
+def recorded(db):
+    first, second, exchange_id = record_two_sessions(db)
+    store = open_store(db)
+    yield store, first, second, exchange_id
+    store.close()
+
+
+def test_a_session_a_call_and_an_exchange_take_notes_labels_and_scores(recorded):
+    store, first, second, exchange_id = recorded
+    added = store.annotate(first, note="looks right", labels={"reviewed": "yes"},
+                           scores={"task_done": 0.25, "verdict": "fail"}, by="ana", source="human")
+    assert [(a["kind"], a["name"], a["value"], a["by"], a["source"]) for a in added] == [
+        ("note", None, "looks right", "ana", "human"), ("label", "reviewed", "yes", "ana", "human"),
+        ("score", "task_done", 0.25, "ana", "human"), ("score", "verdict", "fail", "ana", "human")]
+    assert {(a["session_id"], a["exchange_id"], a["call_id"]) for a in added} == {(first, None, None)}
+    (on_call,) = store.annotate(f"{first}#0", scores={"tool_ok": 1}, by="check_tools", source="code")
+    call_id = store.resolve_id("call", f"{first}#0")
+    assert (on_call["session_id"], on_call["exchange_id"], on_call["call_id"], on_call["value"]) == (
+        first, exchange_id, call_id, 1.0)
+    (on_exchange,) = store.annotate(exchange_id, note="slow", source="llm", by="judge-gpt")
+    assert (on_exchange["exchange_id"], on_exchange["call_id"]) == (exchange_id, None)
+    session = store.get_session(first)
+    assert [a["id"] for a in session["annotations"]] == [a["id"] for a in [*added, on_call, on_exchange]]
+    assert [a["kind"] for a in store.list_annotations(f"{first}#0")] == ["score"]
+    assert [(a["kind"], a["value"]) for a in store.list_annotations(exchange_id)] == [("score", 1.0), ("note", "slow")]
+    assert store.get_session(second)["annotations"] == []
+
+
+def test_sessions_are_found_by_score_and_by_note(recorded):
+    store, first, second, _ = recorded
+    store.annotate(first, scores={"task_done": 0.25})
+    store.annotate(second, scores={"task_done": 0.75, "verdict": "pass"})
+    store.annotate(f"{second}#0", note="the call repeated itself")
+
+    def found(*tests: str, has_note: bool = False) -> set[str]:
+        flt = SessionFilter(scores=tuple(ScoreTest.parse(t) for t in tests), has_note=has_note, limit=None)
+        assert store.count_sessions(flt) == len(store.list_sessions(flt))
+        return {s["id"] for s in store.list_sessions(flt)}
+
+    assert found("task_done<0.5") == {first}
+    assert found("task_done>=0.25") == {first, second}
+    assert found("task_done<0.25") == set()
+    assert found("verdict=pass") == {second}
+    assert found("verdict!=pass") == set()
+    assert found("task_done>0.5", "verdict=pass") == {second}
+    assert found(has_note=True) == {second}
+    assert found("nothing=1") == set()
+
+
+def test_what_cannot_be_an_annotation_is_refused_by_name(recorded):
+    store, first, _, _ = recorded
+    with pytest.raises(Invalid, match="nothing to add"):
+        store.annotate(first)
+    with pytest.raises(Invalid, match="source: expected one of human, code, llm, got 'robot'"):
+        store.annotate(first, note="x", source="robot")
+    with pytest.raises(Invalid, match="score task_done: nan is not a finite number"):
+        store.annotate(first, scores={"task_done": float("nan")})
+    with pytest.raises(Invalid, match="score ok: expected a number or a category"):
+        store.annotate(first, scores={"ok": True})
+    with pytest.raises(NotFound, match="no session, exchange or call matches 'zzz'"):
+        store.annotate("zzz", note="x")
+    with pytest.raises(Invalid, match=r"< compares numbers, and 'high' is none"):
+        ScoreTest.parse("task_done<high")
+    assert store.list_annotations(first) == []
+
+
+@hypothesis.given(st.one_of(st.floats(allow_nan=False, allow_infinity=False, width=32),
+                            st.integers(-10**6, 10**6)),
+                  st.floats(allow_nan=False, allow_infinity=False, width=32))
+@hypothesis.settings(max_examples=25, deadline=None)
+def test_a_numeric_score_is_found_exactly_when_its_test_holds(tmp_path_factory, score, bound):
+    with fresh_database("sqlite", tmp_path_factory.mktemp("h")) as db:
+        first, _, _ = record_two_sessions(db)
+        with closing(open_store(db)) as store:
+            store.annotate(first, scores={"s": score})
+            for op, holds in (("<", score < bound), ("<=", score <= bound), (">", score > bound),
+                              (">=", score >= bound)):
+                flt = SessionFilter(scores=(ScoreTest.parse(f"s{op}{bound!r}"),), limit=None)
+                assert [s["id"] for s in store.list_sessions(flt)] == ([first] if holds else []), (op, bound)
+
+
+def copy_folder(tmp_path):
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    return folder
+
+
+def export_text(store) -> str:
+    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in store.export_records())
+
+
+def test_annotations_travel_in_the_export_and_back(recorded, tmp_path, dialect):
+    store, first, _, exchange_id = recorded
+    store.annotate(first, note="<b>kept</b>", labels={"k": "v"}, scores={"task_done": 0.5, "verdict": "pass"},
+                   by="ana")
+    store.annotate(f"{first}#0", scores={"tool_ok": 0}, source="code")
+    text = export_text(store)
+    header = json.loads(text.splitlines()[0])
+    assert header == {"type": "reasonlog", "version": 4}
+    records = [json.loads(line) for line in text.splitlines()]
+    assert [r["type"] for r in records].count("annotation") == 5
+    assert records[-1]["counts"]["annotation"] == 5
+    with fresh_database(dialect, copy_folder(tmp_path)) as other, closing(open_store(other)) as copy:
+        copy.import_records(json.loads(line) for line in io.StringIO(text))
+        assert copy.list_annotations(first) == store.list_annotations(first)
+        assert export_text(copy) == text
+        copy.import_records(json.loads(line) for line in io.StringIO(text))  # again: nothing added
+        assert len(copy.list_annotations(first)) == 5
+
+
+def test_a_version_3_export_still_imports(recorded, tmp_path, dialect):
+    store, first, _, _ = recorded
+    records = [json.loads(line) for line in export_text(store).splitlines()]
+    old = [{**r, "version": 3} if r["type"] == "reasonlog" else r for r in records]
+    old[-1] = {**old[-1], "counts": {k: v for k, v in old[-1]["counts"].items() if k != "annotation"}}
+    with fresh_database(dialect, copy_folder(tmp_path)) as other, closing(open_store(other)) as copy:
+        result = copy.import_records(old)
+        assert (result["sessions"], copy.get_session(first)["annotations"]) == (2, [])
+
+
+def test_an_annotation_in_a_version_3_export_is_refused_by_its_line(recorded, tmp_path, dialect):
+    store, first, _, _ = recorded
+    store.annotate(first, note="n")
+    records = [json.loads(line) for line in export_text(store).splitlines()]
+    records[0]["version"] = 3
+    with fresh_database(dialect, copy_folder(tmp_path)) as other, closing(open_store(other)) as copy:
+        with pytest.raises(Invalid, match="annotation record in a version 3 export"):
+            copy.import_records(records)
