@@ -9,9 +9,11 @@ from contextlib import closing
 import hypothesis
 import hypothesis.strategies as st
 import pytest
+from click.testing import CliRunner
 from conftest import fresh_database
 
 import reasonlog
+from reasonlog.cli.main import cli
 from reasonlog.store import Invalid, NotFound, SessionFilter, open_store
 from reasonlog.store.annotations import ScoreTest
 
@@ -162,3 +164,46 @@ def test_an_annotation_in_a_version_3_export_is_refused_by_its_line(recorded, tm
     with fresh_database(dialect, copy_folder(tmp_path)) as other, closing(open_store(other)) as copy:
         with pytest.raises(Invalid, match="annotation record in a version 3 export"):
             copy.import_records(records)
+
+
+# ------------------------------------------------------------------------------------ the CLI
+
+
+def run_cli(db, *args, code=0):
+    result = CliRunner().invoke(cli, ["--db", str(db), *args], env={"COLUMNS": "200"}, catch_exceptions=False)
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+def test_the_cli_annotates_and_filters_sessions(db):
+    first, second, _ = record_two_sessions(db)
+    added = json.loads(run_cli(db, "annotate", first, "--note", "wrong ticker", "--label", "team=ml", "--score",
+                               "task_done=0.3", "--score", "verdict=fail", "--by", "ana", "--json"))
+    assert [(a["kind"], a["name"], a["value"], a["by"], a["source"]) for a in added] == [
+        ("note", None, "wrong ticker", "ana", "human"), ("label", "team", "ml", "ana", "human"),
+        ("score", "task_done", 0.3, "ana", "human"), ("score", "verdict", "fail", "ana", "human")]
+    assert run_cli(db, "annotate", f"{second}#0", "--score", "task_done=0.9", "--source", "code",
+                   "--by", "check_done").startswith("added 1 to ")
+    listed = json.loads(run_cli(db, "sessions", "--score", "task_done<0.5", "--json"))
+    assert [s["id"] for s in listed] == [first]
+    assert [s["id"] for s in json.loads(run_cli(db, "sessions", "--score", "task_done>=0.3", "--json"))] == [
+        second, first]
+    assert [s["id"] for s in json.loads(run_cli(db, "sessions", "--has-note", "--json"))] == [first]
+    shown = json.loads(run_cli(db, "show", first, "--json"))["session"]["annotations"]
+    assert [a["value"] for a in shown] == ["wrong ticker", "ml", 0.3, "fail"]
+    text = run_cli(db, "show", first)
+    assert "note on session: wrong ticker  by ana (human)" in text
+    assert "score on session: task_done=0.3  by ana (human)" in text
+    assert "score on call" in run_cli(db, "show", f"{second}#0")
+
+
+def test_the_cli_names_what_it_cannot_use(db):
+    first, _, _ = record_two_sessions(db)
+    out = run_cli(db, "annotate", first, "--score", "task_done", code=2)
+    assert "'task_done': expected NAME=VALUE" in out
+    out = run_cli(db, "sessions", "--score", "task_done<high", code=2)
+    assert "< compares numbers, and 'high' is none" in out
+    out = run_cli(db, "annotate", first, code=1)
+    assert "nothing to add: give a note, a label or a score" in out and "Traceback" not in out
+    out = run_cli(db, "annotate", "nosuchthing", "--note", "x", code=1)
+    assert "no session, exchange or call matches 'nosuchthing'" in out
