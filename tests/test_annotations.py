@@ -11,9 +11,11 @@ import hypothesis.strategies as st
 import pytest
 from click.testing import CliRunner
 from conftest import fresh_database
+from fastapi.testclient import TestClient
 
 import reasonlog
 from reasonlog.cli.main import cli
+from reasonlog.server.app import serve_app
 from reasonlog.store import Invalid, NotFound, SessionFilter, open_store
 from reasonlog.store.annotations import ScoreTest
 
@@ -207,3 +209,61 @@ def test_the_cli_names_what_it_cannot_use(db):
     assert "nothing to add: give a note, a label or a score" in out and "Traceback" not in out
     out = run_cli(db, "annotate", "nosuchthing", "--note", "x", code=1)
     assert "no session, exchange or call matches 'nosuchthing'" in out
+
+
+# ------------------------------------------------------------------------------------ the REST API
+
+
+@pytest.fixture
+def api(db):
+    first, second, exchange_id = record_two_sessions(db)
+    with closing(open_store(db)) as store:
+        read, write = store.create_api_key("read")["secret"], store.create_api_key("write")["secret"]
+    client = TestClient(serve_app(db))
+    yield client, {"read": {"Authorization": f"Bearer {read}"}, "write": {"Authorization": f"Bearer {write}"}}, \
+        first, second, exchange_id
+    client.close()
+
+
+def test_the_api_adds_lists_filters_and_shows_annotations(api):
+    client, keys, first, second, exchange_id = api
+    r = client.post("/v1/annotations", headers=keys["write"], json={
+        "target": first, "note": "<script>alert(1)</script>", "scores": {"task_done": 0.2, "verdict": "fail"},
+        "labels": {"team": "ml"}, "by": "judge-1", "source": "llm"})
+    assert r.status_code == 201, r.text
+    added = r.json()["annotations"]
+    assert [(a["kind"], a["name"], a["value"], a["by"], a["source"]) for a in added] == [
+        ("note", None, "<script>alert(1)</script>", "judge-1", "llm"), ("label", "team", "ml", "judge-1", "llm"),
+        ("score", "task_done", 0.2, "judge-1", "llm"), ("score", "verdict", "fail", "judge-1", "llm")]
+    r = client.post("/v1/annotations", headers=keys["write"], json={"target": f"{second}#0",
+                                                                    "scores": {"task_done": 0.8}})
+    assert (r.status_code, r.json()["annotations"][0]["source"]) == (201, "human")
+    listed = client.get("/v1/annotations", params={"target": first}, headers=keys["read"]).json()["annotations"]
+    assert listed == added
+    found = client.get("/v1/sessions", params={"score": "task_done<0.5"}, headers=keys["read"]).json()
+    assert [s["id"] for s in found["sessions"]] == [first]
+    found = client.get("/v1/sessions", params={"has_note": "true"}, headers=keys["read"]).json()
+    assert [s["id"] for s in found["sessions"]] == [first]
+    found = client.get("/v1/sessions", params={"score": ["task_done>0.1", "verdict=fail"]},
+                       headers=keys["read"]).json()
+    assert [s["id"] for s in found["sessions"]] == [first]
+    page = client.get(f"/v1/sessions/{second}", headers=keys["read"]).json()
+    assert [(a["call_id"] is not None, a["value"]) for a in page["annotations"]] == [(True, 0.8)]
+
+
+def test_the_api_needs_the_write_scope_and_names_what_is_wrong(api):
+    client, keys, first, _, _ = api
+    assert client.post("/v1/annotations", headers=keys["read"], json={"target": first, "note": "n"}).status_code \
+        == 403
+    assert client.get("/v1/annotations", params={"target": first}).status_code == 401
+    r = client.post("/v1/annotations", headers=keys["write"], json={"target": "nosuch", "note": "n"})
+    assert (r.status_code, r.json()["detail"]) == (404, "no session, exchange or call matches 'nosuch'")
+    r = client.post("/v1/annotations", headers=keys["write"], json={"target": first})
+    assert (r.status_code, r.json()["detail"]) == (400, "nothing to add: give a note, a label or a score")
+    r = client.post("/v1/annotations", headers=keys["write"], json={"target": first, "source": "robot", "note": "n"})
+    assert r.status_code == 422
+    r = client.get("/v1/sessions", params={"score": "task_done<x"}, headers=keys["read"])
+    assert (r.status_code, r.json()["detail"]) == (
+        400, "score: 'task_done<x': < compares numbers, and 'x' is none")
+    assert client.get("/v1/annotations", params={"target": first}, headers=keys["read"]).json() == {
+        "annotations": []}
