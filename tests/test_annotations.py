@@ -2,8 +2,10 @@
 call; filtered on; shown by `get_session`; carried by the JSONL export (version 4) on both dialects."""
 from __future__ import annotations
 
+import html
 import io
 import json
+import re
 from contextlib import closing
 
 import hypothesis
@@ -12,10 +14,11 @@ import pytest
 from click.testing import CliRunner
 from conftest import fresh_database
 from fastapi.testclient import TestClient
+from test_dashboard import HOSTILE, assert_inert
 
 import reasonlog
 from reasonlog.cli.main import cli
-from reasonlog.server.app import serve_app
+from reasonlog.server.app import create_app, serve_app
 from reasonlog.store import Invalid, NotFound, SessionFilter, open_store
 from reasonlog.store.annotations import ScoreTest
 
@@ -267,3 +270,26 @@ def test_the_api_needs_the_write_scope_and_names_what_is_wrong(api):
         400, "score: 'task_done<x': < compares numbers, and 'x' is none")
     assert client.get("/v1/annotations", params={"target": first}, headers=keys["read"]).json() == {
         "annotations": []}
+
+
+# ------------------------------------------------------------------------------------ the dashboard
+
+
+def test_the_dashboard_shows_hostile_annotations_as_text(db):
+    first, _, _ = record_two_sessions(db)
+    with closing(open_store(db)) as store:
+        for text in HOSTILE:
+            store.annotate(first, note=text, by=text)
+        store.annotate(f"{first}#0", labels={"<b>k</b>": HOSTILE[1]}, scores={"verdict": HOSTILE[0]})
+        call_id = store.resolve_id("call", f"{first}#0")
+    client = TestClient(create_app(lambda: open_store(db)))
+    page = client.get(f"/sessions/{first}").text
+    assert_inert(page)
+    notes = page.split('id="annotations"')[1].split("</section>")[0]
+    assert [html.unescape(t) for t in re.findall(r'<span class="text">(.*?)</span>', notes)] == HOSTILE
+    assert "verdict</strong> = &lt;script&gt;window.__xss = 1&lt;/script&gt;" in notes
+    call_page = client.get(f"/calls/{call_id}").text
+    assert_inert(call_page)
+    notes = call_page.split('id="annotations"')[1].split("</section>")[0]
+    assert notes.count('<li class="annotation') == 2
+    assert "&lt;b&gt;k&lt;/b&gt;</strong> = &lt;img src=x onerror=" in notes

@@ -183,7 +183,8 @@ def call(store: StoreReader, call_id: str, against: str | None) -> dict:
             "curl": _curl(c, body), "python": _python(c, body),
             "since_previous": query.diff_calls(store, previous, c["id"]) if previous else None,
             "against": query.diff_calls(store, against, c["id"]) if against else None, "against_id": against,
-            "bar": charts.fullness(_window_tokens(c), window_of(c.get("model")))}
+            "bar": charts.fullness(_window_tokens(c), window_of(c.get("model"))),
+            "annotations": store.list_annotations(c["id"])}
 
 
 def _calls_near(store: StoreReader, session_id: str, idx: int, around: int = 25) -> list[dict]:
