@@ -293,3 +293,12 @@ def test_the_dashboard_shows_hostile_annotations_as_text(db):
     notes = call_page.split('id="annotations"')[1].split("</section>")[0]
     assert notes.count('<li class="annotation') == 2
     assert "&lt;b&gt;k&lt;/b&gt;</strong> = &lt;img src=x onerror=" in notes
+
+
+def test_reasonlog_annotate_writes_to_the_database_it_is_given(db):
+    first, _, _ = record_two_sessions(db)
+    (added,) = reasonlog.annotate(f"{first}#0", db=str(db), scores={"latency_ok": "yes"}, by="ci", source="code")
+    assert (added["kind"], added["name"], added["value"], added["by"], added["source"]) == (
+        "score", "latency_ok", "yes", "ci", "code")
+    with closing(open_store(db)) as store:
+        assert store.list_annotations(first) == [added]

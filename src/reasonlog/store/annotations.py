@@ -185,6 +185,20 @@ def _sql_op(op: str) -> str:
     return "<>" if op == "!=" else op
 
 
+def annotate(target: str, *, db: str | None = None, note: str | None = None, labels: dict[str, str] | None = None,
+             scores: dict[str, float | int | str] | None = None, by: str | None = None,
+             source: str = "human") -> list[dict]:
+    """`reasonlog.annotate`: add a note, labels and scores to a session, an exchange or a call (`SESSION#N`) of
+    the database `db` (a path or a postgresql:// URL; default: the user's); the annotations added."""
+    from . import open_store
+
+    store = open_store(db)
+    try:
+        return store.annotate(target, note=note, labels=labels, scores=scores, by=by, source=source)
+    finally:
+        store.close()
+
+
 class AnnotationStore:
     """The store's annotation methods, for `SQLStore` (which provides `_read` and `_write`)."""
 
