@@ -20,7 +20,7 @@ import reasonlog
 from reasonlog.cli.main import cli
 from reasonlog.server.app import create_app, serve_app
 from reasonlog.store import Invalid, NotFound, SessionFilter, open_store
-from reasonlog.store.annotations import ScoreTest
+from reasonlog.store.annotation import ScoreTest
 
 
 def record_two_sessions(target) -> tuple[str, str, str]:

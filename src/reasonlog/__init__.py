@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 _WHERE = {"ExchangeRecorder": ".capture", "Recorder": ".capture", "SessionRecorder": ".capture",
           "current_session": ".capture", "instrument_anthropic": ".capture", "instrument_openai": ".capture",
           "Usage": ".model", "Part": ".parts", "RecordError": ".parts", "SessionFilter": ".store",
-          "open_store": ".store", "annotate": ".store.annotations"}
+          "open_store": ".store", "annotate": ".store.annotation"}
 __all__ = ["instrument_anthropic", "instrument_openai", "Recorder", "SessionRecorder", "ExchangeRecorder",
            "current_session", "Usage", "Part", "RecordError", "SessionFilter", "open_store",
            "annotate"]
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .model import Usage
     from .parts import Part, RecordError
     from .store import SessionFilter, open_store
-    from .store.annotations import annotate
+    from .store.annotation import annotate
 
 
 def __getattr__(name: str) -> Any:

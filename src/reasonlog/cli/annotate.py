@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 from rich.text import Text
 
-from ..store.annotations import SOURCES
+from ..store.annotation import SOURCES
 from .group import cli, console, emit_json, json_option
 
 

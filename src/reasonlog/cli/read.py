@@ -15,7 +15,7 @@ from ..parts import RecordError
 from ..semantic.search import MODES, default_mode
 from ..semantic.search import search as semantic_search
 from ..store import SessionFilter, StoreError
-from ..store.annotations import ScoreTest
+from ..store.annotation import ScoreTest
 from ..store.search import Query
 from .group import HOW_TO_START, cli, console, emit_json, json_option
 from .reason import session_names
@@ -69,10 +69,12 @@ def review_options(fn):
     """The filters on annotations (docs/review.md), for the sessions list."""
     fn = click.option("--has-note", is_flag=True, help="Only sessions with a note on them or on their calls.")(fn)
     return click.option("--score", "scores", multiple=True, metavar="TEST",
-                        help="Only sessions with a score that passes TEST: task_done<0.5, verdict=pass; repeatable.")(fn)
+                        help="Only sessions with a score that passes TEST: task_done<0.5, verdict=pass;"
+                             " repeatable.")(fn)
 
 
-def make_filter(run, agent, model, status, labels, date, since, until, limit, scores=(), has_note=False) -> SessionFilter:
+def make_filter(run, agent, model, status, labels, date, since, until, limit, scores=(),
+                has_note=False) -> SessionFilter:
     parsed = {}
     for item in labels:
         key, sep, value = item.partition("=")

@@ -19,7 +19,7 @@ from ..parts import RecordError
 from ..semantic import EmbeddingFailed, SemanticUnavailable
 from ..semantic import search as semantic
 from ..store import SessionFilter, StoreError, StoreReader
-from ..store.annotations import ScoreTest
+from ..store.annotation import ScoreTest
 from ..wire import (
     CallDetailJSON,
     DiffJSON,

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, Unpack
 from ..model import Event
 
 if TYPE_CHECKING:  # the maintenance module imports this one
-    from .annotations import ScoreTest
     from ..pricing import PriceTable
     from ..redact import Redactor
+    from .annotation import ScoreTest
     from .maintenance import PruneCriteria
 
 
@@ -88,7 +88,7 @@ class SessionFilter:
     # Only sessions whose recorded text (messages, tool results, outcomes) contains this, as `search` finds it.
     text: str | None = None
     # Annotations (docs/review.md): sessions where each test holds for a score on it or on anything in it
-    # (`store.annotations.ScoreTest`), and, with has_note, sessions with a note on them or anything in them.
+    # (`store.annotation.ScoreTest`), and, with has_note, sessions with a note on them or anything in them.
     scores: tuple[ScoreTest, ...] = ()
     has_note: bool = False
 

@@ -27,7 +27,7 @@ from . import (
     search,
     usage,
 )
-from .annotations import AnnotationStore
+from .annotation import AnnotationStore
 from .content import Dictionaries
 from .contents import ContentWriter
 from .dbapi import Cursor
