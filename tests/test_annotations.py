@@ -302,3 +302,13 @@ def test_reasonlog_annotate_writes_to_the_database_it_is_given(db):
         "score", "latency_ok", "yes", "ci", "code")
     with closing(open_store(db)) as store:
         assert store.list_annotations(first) == [added]
+
+
+def test_deleting_a_session_deletes_its_annotations_only(recorded):
+    store, first, second, _ = recorded
+    store.annotate(first, note="gone with it")
+    store.annotate(f"{first}#0", scores={"s": 1})
+    (kept,) = store.annotate(second, note="stays")
+    assert store.delete_sessions([first]) == 1
+    assert store.list_annotations() == [kept]
+    assert store.count_sessions(SessionFilter(has_note=True)) == 1
