@@ -312,3 +312,17 @@ def test_deleting_a_session_deletes_its_annotations_only(recorded):
     assert store.delete_sessions([first]) == 1
     assert store.list_annotations() == [kept]
     assert store.count_sessions(SessionFilter(has_note=True)) == 1
+
+
+def test_a_real_version_3_export_imports_and_exports_again_as_version_4(tmp_path):
+    """tests/fixtures/import_source_v3.jsonl is what reasonlog wrote before annotations (the demo, two agents);
+    import_source.jsonl is the same store exported by this reasonlog."""
+    from pathlib import Path
+
+    from reasonlog.io import jsonl
+
+    fixtures = Path(__file__).parent / "fixtures"
+    with closing(open_store(tmp_path / "v3.db")) as store:
+        done = jsonl.import_file(store, "v3.jsonl", io.BytesIO((fixtures / "import_source_v3.jsonl").read_bytes()))
+        assert done == {"records": 22, "sessions": 2, "sessions_skipped": 0, "warnings": []}
+        assert b"".join(jsonl.dump_lines(store)) == (fixtures / "import_source.jsonl").read_bytes()
