@@ -326,3 +326,22 @@ def test_a_real_version_3_export_imports_and_exports_again_as_version_4(tmp_path
         done = jsonl.import_file(store, "v3.jsonl", io.BytesIO((fixtures / "import_source_v3.jsonl").read_bytes()))
         assert done == {"records": 22, "sessions": 2, "sessions_skipped": 0, "warnings": []}
         assert b"".join(jsonl.dump_lines(store)) == (fixtures / "import_source.jsonl").read_bytes()
+
+
+def test_the_dashboard_lists_sessions_by_score_and_note(db):
+    first, second, _ = record_two_sessions(db)
+    with closing(open_store(db)) as store:
+        store.annotate(first, scores={"task_done": 0.2})
+        store.annotate(f"{second}#0", note="look here", scores={"task_done": 0.9})
+    client = TestClient(create_app(lambda: open_store(db)))
+
+    def listed(**params) -> list[str]:
+        page = client.get("/", params=params)
+        assert page.status_code == 200, page.text
+        return [sid for sid in (first, second) if f'href="/sessions/{sid}"' in page.text]
+
+    assert listed(score="task_done<0.5") == [first]
+    assert listed(has_note="1") == [second]
+    assert listed(score="task_done>0.1") == [first, second]
+    bad = client.get("/", params={"score": "task_done<x"})
+    assert bad.status_code == 400 and "&lt; compares numbers, and &#39;x&#39; is none" in bad.text

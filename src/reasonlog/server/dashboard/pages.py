@@ -14,6 +14,7 @@ from markupsafe import Markup, escape
 from ... import providers, query, titles
 from ...semantic import search as semantic
 from ...store import SessionFilter, StoreReader
+from ...store.annotation import ScoreTest
 from ...store.keywords import words_of
 from . import charts, over_time, timeline, tools
 
@@ -32,11 +33,15 @@ class Filters:
     until: str | None = None
     q: str | None = None
     mode: str | None = None  # how `q` is searched (reasonlog.semantic.search.MODES); None: the default here
+    score: str | None = None  # a score test, `task_done<0.5` (docs/review.md)
+    has_note: str | None = None  # "1": only sessions with a note
 
     def session_filter(self, limit: int | None, after=None) -> SessionFilter:
         return SessionFilter(run=self.run, agent=self.agent, model=self.model, status=self.status,
                              labels={"source": self.source} if self.source else {}, since=self.since,
-                             until=self.until, limit=limit, after=after, text=self.q)
+                             until=self.until, limit=limit, after=after, text=self.q,
+                             scores=(ScoreTest.parse(self.score),) if self.score else (),
+                             has_note=bool(self.has_note))
 
     def query(self, **more: Any) -> dict[str, str]:
         """The filters (and `more`) as URL parameters, empty ones left out: filters stay in the URL."""
