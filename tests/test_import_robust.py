@@ -84,11 +84,11 @@ def _with(lines: list[bytes], kind: str, changes: dict) -> tuple[list[bytes], in
 
 def test_an_export_ends_with_its_counts(exported):
     records = _records(exported)
-    assert records[0] == {"type": "reasonlog", "version": 3}
+    assert records[0] == {"type": "reasonlog", "version": 4}
     # The demo's two agents: gpt-5's own system message and two function tools are 3 contents of its own.
     assert records[-1] == {"type": "end", "records": 37, "counts": {
         "session": 2, "exchange": 2, "call": 4, "message": 10, "tool_result": 2, "outcome": 2, "content": 13,
-        "counters": 1}}
+        "counters": 1, "annotation": 0}}
 
 
 @pytest.mark.parametrize("keep", [1, 2, 9, 20, 35, 36])
@@ -246,7 +246,7 @@ def _write(path: Path, lines: list[bytes]) -> Path:
     ("garbage.bin", bytes(range(256)) * 4, NO_IMPORTER),
     ("latin1.jsonl", b'{"type": "reasonlog", "version": "caf\xe9"}\n', ":1: not UTF-8"),
     ("scalar.jsonl", b"42\n", NO_IMPORTER),
-    ("newer.jsonl", b'{"type": "reasonlog", "version": 4}\n', ":1: export version 4"),
+    ("newer.jsonl", b'{"type": "reasonlog", "version": 5}\n', ":1: export version 5"),
 ])
 def test_hostile_files_are_one_line_and_create_nothing(tmp_path, name, content, said):
     """A file no importer recognises says so with the formats and `--format`; one that starts as reasonlog's

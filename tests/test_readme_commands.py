@@ -257,6 +257,19 @@ def recounts(place, command):
     sh(place, "reasonlog db check")
 
 
+def annotates(place, command):
+    sh(place, command)
+    shown = json.loads(sh(place, "reasonlog show SESSION --json").stdout)["session"]["annotations"]
+    assert [(a["kind"], a["name"], a["value"], a["by"]) for a in shown[-2:]] == [
+        ("note", None, "wrong ticker", "ana"), ("score", "task_done", 0.4, "ana")]
+
+
+def finds_by_score(place, command):
+    sh(place, "reasonlog annotate SESSION --note n --score task_done=0.4")
+    found = json.loads(sh(place, command + " --json").stdout)
+    assert [s["id"] for s in found] == [place["words"]["SESSION"]]
+
+
 def shows_a_session(place, command):
     assert command.endswith(" [--full]")
     sh(place, "reasonlog show SESSION")
@@ -415,6 +428,8 @@ COMMANDS = {
     "reasonlog replay CALL": each_form("reasonlog replay CALL", "reasonlog replay CALL --json"),
     "reasonlog diff CALL_A CALL_B": each_form("reasonlog diff CALL_A CALL_B"),
     'reasonlog search "some phrase"': each_form('reasonlog search "some phrase"', 'reasonlog search "buy"'),
+    'reasonlog annotate SESSION --note "wrong ticker" --score task_done=0.4 --by ana': annotates,
+    "reasonlog sessions --score 'task_done<0.5' --has-note": finds_by_score,
     "reasonlog export [SESSION...] -o all.jsonl": exports_and_imports,
     "reasonlog export --format exchange-jsonl SESSION": each_form("reasonlog export --format exchange-jsonl SESSION"),
     "reasonlog db path | status | upgrade": each_form("reasonlog db path", "reasonlog db status",
@@ -457,7 +472,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # What each block records, read back from every database it wrote: (its sessions, their calls).
 RECORDS = {"README.md#1": (1, 1), "README.md#2": (1, 0), "README.md#3": (1, 1), "README.md#4": (1, 1),
            "README.md#5": (1, 1), "integrations.md#1": (1, 2), "integrations.md#2": (1, 3),
-           "integrations.md#3": (1, 1), "integrations.md#4": (0, 0)}
+           "integrations.md#3": (1, 1), "integrations.md#4": (0, 0), "review.md#1": (1, 1)}
 
 
 def python_blocks() -> dict[str, str]:

@@ -44,7 +44,7 @@ def test_a_nul_byte_in_any_parameter_of_any_read_route_is_a_400_naming_it(db):
     open_store(db).close()
     app = serve_app(db)
     routes = read_routes(app)
-    assert len(routes) == 17  # every read route with a parameter (a new one is tested here too)
+    assert len(routes) == 18  # every read route with a parameter (a new one is tested here too)
     answers = {}
     with TestClient(app, raise_server_exceptions=False) as client:  # its end closes the app's stores
         for path, path_params, query_params in routes:
@@ -53,14 +53,14 @@ def test_a_nul_byte_in_any_parameter_of_any_read_route_is_a_400_naming_it(db):
                 answer = client.get(url + (f"?{name}=a%00b" if name in query_params else ""))
                 answers[(path, name)] = (answer.status_code, answer.json().get("detail", "")[:len(name) + 1])
     assert {key: value for key, value in answers.items() if value != (400, f"{key[1]}:")} == {}
-    assert len(answers) == 72
+    assert len(answers) == 75
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.text(min_size=1, max_size=12))
 def test_any_text_in_the_sessions_filters_is_answered_never_a_500(db, text):
     with TestClient(serve_app(db), raise_server_exceptions=False) as client:
-        for name in ("agent", "run", "model", "status", "q", "since", "label"):
+        for name in ("agent", "run", "model", "status", "q", "since", "label", "score"):
             answer = client.get("/v1/sessions", params={name: text})
             assert answer.status_code in (200, 400), (name, text, answer.status_code, answer.text)
 

@@ -92,6 +92,8 @@ def exported(tmp_path_factory) -> list[dict]:
     run_demo(db, exchanges=2)
     store = reasonlog.open_store(db)
     try:
+        session = store.list_sessions(reasonlog.SessionFilter(limit=1))[0]["id"]
+        store.annotate(session, note="n", scores={"task_done": 0.5}, by="ana")  # every record type, once at least
         return [orjson.loads(line) for line in jsonl.dump_lines(store)]
     finally:
         store.close()

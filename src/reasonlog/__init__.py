@@ -10,9 +10,10 @@ __version__ = "0.1.0"
 _WHERE = {"ExchangeRecorder": ".capture", "Recorder": ".capture", "SessionRecorder": ".capture",
           "current_session": ".capture", "instrument_anthropic": ".capture", "instrument_openai": ".capture",
           "Usage": ".model", "Part": ".parts", "RecordError": ".parts", "SessionFilter": ".store",
-          "open_store": ".store"}
+          "open_store": ".store", "annotate": ".store.annotation"}
 __all__ = ["instrument_anthropic", "instrument_openai", "Recorder", "SessionRecorder", "ExchangeRecorder",
-           "current_session", "Usage", "Part", "RecordError", "SessionFilter", "open_store"]
+           "current_session", "Usage", "Part", "RecordError", "SessionFilter", "open_store",
+           "annotate"]
 
 # Neither `typing` nor `importlib` is imported to run: `reasonlog stats --json` answers in about the time the
 # interpreter takes to start (cli/quick_stats.py), and `typing` alone is a fifth of that.
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .model import Usage
     from .parts import Part, RecordError
     from .store import SessionFilter, open_store
+    from .store.annotation import annotate
 
 
 def __getattr__(name: str) -> Any:

@@ -7,6 +7,7 @@ loading the other commands, and importing anything under `reasonlog.cli` runs th
 from __future__ import annotations
 
 from . import (  # noqa: F401  (their commands)
+    annotate,
     data,
     database,
     embedding,

@@ -15,6 +15,7 @@ from ..parts import RecordError
 from ..semantic.search import MODES, default_mode
 from ..semantic.search import search as semantic_search
 from ..store import SessionFilter, StoreError
+from ..store.annotation import ScoreTest
 from ..store.search import Query
 from .group import HOW_TO_START, cli, console, emit_json, json_option
 from .reason import session_names
@@ -64,7 +65,16 @@ def filter_options(fn=None, *, limit: int = 50, model_flag: str = "--model"):
     return fn
 
 
-def make_filter(run, agent, model, status, labels, date, since, until, limit) -> SessionFilter:
+def review_options(fn):
+    """The filters on annotations (docs/review.md), for the sessions list."""
+    fn = click.option("--has-note", is_flag=True, help="Only sessions with a note on them or on their calls.")(fn)
+    return click.option("--score", "scores", multiple=True, metavar="TEST",
+                        help="Only sessions with a score that passes TEST: task_done<0.5, verdict=pass;"
+                             " repeatable.")(fn)
+
+
+def make_filter(run, agent, model, status, labels, date, since, until, limit, scores=(),
+                has_note=False) -> SessionFilter:
     parsed = {}
     for item in labels:
         key, sep, value = item.partition("=")
@@ -73,8 +83,12 @@ def make_filter(run, agent, model, status, labels, date, since, until, limit) ->
         parsed[key] = value
     if date:
         since = until = date
+    try:
+        tests = tuple(ScoreTest.parse(t) for t in scores)
+    except StoreError as exc:
+        raise click.BadParameter(str(exc), param_hint="--score") from None
     return SessionFilter(run=run, agent=agent, model=model, status=status, labels=parsed, since=since, until=until,
-                         limit=limit or None)
+                         limit=limit or None, scores=tests, has_note=has_note)
 
 
 # A person reads a list by its titles: the title is the last column to go at a narrow width.
@@ -88,6 +102,7 @@ SESSION_COLUMNS = [Column("started (UTC)", keep=8), Column("session", whole=True
 
 @cli.command()
 @filter_options
+@review_options
 @json_option
 @click.pass_obj
 def sessions(obj, as_json, **filters):

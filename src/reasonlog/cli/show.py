@@ -40,6 +40,7 @@ def show(obj, ref, full, summaries, as_json):
         hidden = ("messages", "system_prompts")
         return emit_json({"session": {k: v for k, v in data.items() if k not in hidden}, "timeline": items})
     _print_header(data, summaries)
+    _print_annotations(data["annotations"], call_id)
     for item in items:
         _print_item(item, full)
         if summaries and item["kind"] == "exchange":
@@ -71,6 +72,23 @@ def _print_header(s: dict, summaries: bool) -> None:
     console.print(Text(f"calls: #N is {s['id']}#N in show, replay and diff", style="dim"))
     if summaries:
         _print_summary(s["summary"])
+
+
+def _print_annotations(annotations: list[dict], call_id: str | None) -> None:
+    shown = [a for a in annotations if call_id is None or a["call_id"] == call_id]
+    if shown:
+        console.print(Text("annotations:", style="bold"))
+    for a in shown:
+        console.print(annotation_line(a))
+
+
+def annotation_line(a: dict) -> Text:
+    """One annotation as `show` prints it: what it is about, what it says, who gave it and when."""
+    about = "call " + a["call_id"] if a["call_id"] else "exchange " + a["exchange_id"] if a["exchange_id"] \
+        else "session"
+    said = a["value"] if a["kind"] == "note" else f"{a['name']}={a['value']}"
+    who = f"{a['by'] or '?'} ({a['source']}), {a['created_at'][:16].replace('T', ' ')}"
+    return Text(f"  {a['kind']} on {about}: ") + Text(str(said)) + Text(f"  by {who}", style="dim")
 
 
 def _print_summary(text: str | None) -> None:

@@ -19,6 +19,7 @@ from ..parts import RecordError
 from ..semantic import EmbeddingFailed, SemanticUnavailable
 from ..semantic import search as semantic
 from ..store import SessionFilter, StoreError, StoreReader
+from ..store.annotation import ScoreTest
 from ..wire import (
     CallDetailJSON,
     DiffJSON,
@@ -54,11 +55,14 @@ def router(get_store: Any, reader: Any) -> APIRouter:
                  since: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
                  until: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
                  q: str | None = Query(None, description="Only sessions whose text contains this"),
+                 score: list[str] = Query([], description="NAME<0.5, NAME=pass (<, <=, >, >=, =, !=): a score on"
+                                                          " the session or in it passes; repeatable"),
+                 has_note: bool = Query(False, description="Only sessions with a note on them or in them"),
                  limit: int = Query(50, ge=1, le=MAX_PAGE), cursor: str | None = None,
                  store: StoreReader = Depends(get_store)) -> SessionsPageJSON:
         flt = SessionFilter(run=run, agent=agent, model=model, status=status, labels=_labels(label),
                             since=_when("since", since), until=_when("until", until), limit=limit + 1,
-                            after=_cursor(cursor), text=q or None)
+                            after=_cursor(cursor), text=q or None, scores=_scores(score), has_note=has_note)
         try:
             page = store.list_sessions(flt)
         except (ValueError, StoreError) as exc:  # a search it cannot read
@@ -168,6 +172,13 @@ def _labels(pairs: list[str]) -> dict[str, str]:
             raise HTTPException(400, f"label: expected KEY=VALUE, got {pair!r}")
         out[key] = value
     return out
+
+
+def _scores(tests: list[str]) -> tuple[ScoreTest, ...]:
+    try:
+        return tuple(ScoreTest.parse(t) for t in tests)
+    except StoreError as exc:
+        raise HTTPException(400, str(exc)) from None
 
 
 def _when(name: str, value: str | None) -> str | None:

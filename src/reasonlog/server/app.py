@@ -19,7 +19,7 @@ from .. import __version__, query
 from ..store import ReadOnlyDatabase, Store, StoreError, keys
 from ..summaries import Summarizer
 from ..wire import HealthJSON, ModelDaysJSON, ReadyJSON
-from . import api, dashboard, ending, guards, ingest, mcp_route, otlp, records
+from . import annotation_api, api, dashboard, ending, guards, ingest, mcp_route, otlp, records
 from .embedding import BackgroundEmbedding
 from .stores import Stores
 from .summarizing import BackgroundSummaries
@@ -94,6 +94,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     app.include_router(ingest.router(stores.writer.get, writer, limit))
     app.include_router(otlp.router(stores.writer.get, writer, limit))
     app.include_router(records.router(stores.writer.get, stores.reader.get, reader, writer))
+    app.include_router(annotation_api.router(stores.writer.get, stores.reader.get, reader, writer))
     # The body limit is the innermost middleware: its 413, raised while a route reads, must not cross the
     # dashboard's header middleware (which runs the route in a task group, where it would turn into a 400 or 500).
     app.add_middleware(guards.BodyLimit, max_bytes=limit)

@@ -223,7 +223,7 @@ def prune(cur, dicts) -> None:
     units.forget_sessions(cur, chosen)
     twins.bill_copies_of(cur, chosen)  # a call recorded by another path too is billed by the record that stays
     for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries",
-                  "reasoning_records", "usage_rollup"):
+                  "reasoning_records", "usage_rollup", "annotations"):
         cur.execute(f"DELETE FROM {table} WHERE {chosen}")
     cur.execute("DELETE FROM sessions WHERE id IN (SELECT id FROM temp.prune_sessions)")
     cur.execute("DELETE FROM contents WHERE id IN (SELECT id FROM temp.prune_contents)")

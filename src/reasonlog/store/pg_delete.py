@@ -35,7 +35,7 @@ def delete_sessions(cur, session_ids: list[str], forget_file: str | None) -> int
         units.forget_sessions(cur, CHOSEN, (ids,))
         twins.bill_copies_of(cur, CHOSEN, (ids,))  # a call recorded by another path too is billed by what stays
         for table in ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries",
-                      "reasoning_records", "usage_rollup"):
+                      "reasoning_records", "usage_rollup", "annotations"):
             cur.execute(f"DELETE FROM {table} WHERE {CHOSEN}", (ids,))
         cur.execute("DELETE FROM sessions WHERE id = ANY(?::text[])", (ids,))
         cur.execute("DELETE FROM contents_search WHERE rowid = ANY(?::bigint[])", (gone,))

@@ -10,7 +10,7 @@ import orjson
 
 from .. import accounting, usage_sql
 from ..conversation import decode_map, reply_slots
-from . import NotFound, SessionFilter, StoreError, usage
+from . import NotFound, SessionFilter, StoreError, annotation, usage
 from .content import (
     Dictionaries,
     canonical,
@@ -79,6 +79,9 @@ def filter_sql(flt: SessionFilter, alias: str = "s") -> tuple[str, list]:
     if flt.after is not None:
         where.append(f"({alias}.started_at, {alias}.id) < (?, ?)")
         args += list(flt.after)
+    reviewed, reviewed_args = annotation.filter_sql(flt.scores, flt.has_note, alias)
+    where += reviewed
+    args += reviewed_args
     return (" AND ".join(where) or "1=1"), args
 
 
@@ -315,6 +318,7 @@ def get_session(cur, session_id: str, dicts: Dictionaries, page: tuple[int, int]
     session["outcomes"] = [row_dict(("id", "kind", "payload_json", "call_id", "at", "message_idx"), r)
                            for r in cur.execute("SELECT id, kind, payload_json, call_id, at, message_idx FROM outcomes"
                                                 " WHERE session_id = ? ORDER BY message_idx, at, id", (session_id,))]
+    session["annotations"] = [annotation.shown(r) for r in annotation.rows_of(cur, session_id)]
     return session
 
 

@@ -437,4 +437,27 @@ CREATE TABLE unit_marks (
 ALTER TABLE calls ADD COLUMN counted_in TEXT;
 CREATE INDEX calls_provider_message ON calls(provider_message_id) WHERE provider_message_id IS NOT NULL;
 """),
+    Migration(17, "annotations and scores", """
+-- annotations: what a person, a code check or an LLM judge said about a session, one of its exchanges or one of its
+-- calls after it was recorded (docs/review.md). One row per item. kind: note (value: its text; name NULL) | label
+-- (name = value) | score (name; value: the score as given, as text; number: that score as a number, NULL for a
+-- categorical score such as 'pass'). exchange_id and call_id NULL: about the whole session; call_id set: about that
+-- call; exchange_id set and call_id NULL: about that exchange. author: who or what gave it (NULL: not said);
+-- source: human | code | llm. Nothing recorded before 17 has any.
+CREATE TABLE annotations (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    exchange_id TEXT,
+    call_id TEXT,
+    kind TEXT NOT NULL,
+    name TEXT,
+    value TEXT NOT NULL,
+    number REAL,
+    author TEXT,
+    source TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX annotations_session ON annotations(session_id, created_at);
+CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score';
+"""),
 )

@@ -359,4 +359,22 @@ CREATE TABLE unit_marks (
 ALTER TABLE calls ADD COLUMN counted_in {T};
 CREATE INDEX calls_provider_message ON calls(provider_message_id) WHERE provider_message_id IS NOT NULL;
 """),
+    Migration(17, "annotations and scores", f"""
+-- See schema.py, migration 17.
+CREATE TABLE annotations (
+    id {T} PRIMARY KEY,
+    session_id {T} NOT NULL,
+    exchange_id {T},
+    call_id {T},
+    kind {T} NOT NULL,
+    name {T},
+    value {T} NOT NULL,
+    number DOUBLE PRECISION,
+    author {T},
+    source {T} NOT NULL,
+    created_at {T} NOT NULL
+);
+CREATE INDEX annotations_session ON annotations(session_id, created_at);
+CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score';
+"""),
 )

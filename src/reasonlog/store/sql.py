@@ -27,6 +27,7 @@ from . import (
     search,
     usage,
 )
+from .annotation import AnnotationStore
 from .content import Dictionaries
 from .contents import ContentWriter
 from .dbapi import Cursor
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from ..redact import Redactor
 
 
-class SQLStore(SemanticStore):
+class SQLStore(SemanticStore, AnnotationStore):
     """The dialect-neutral part of a reasonlog store. One connection, guarded by a lock.
 
     A subclass sets `_conn`, `url`, `index` (its full-text index, see store/search.py) and `DATA_ERRORS`

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 import orjson
 
 from ..wire import record_of
-from . import NotFound, StoreError, reading
+from . import NotFound, StoreError, annotation, reading
 from .content import canonical, content_hash, pack_raw, unpack_raw
 from .reading import CALL_COLUMNS, SESSION_COLUMNS, ContentReader
 from .transfer_checks import END, FORMAT, RECORD_KINDS, VERSION, BadRecord, RecordChecker
@@ -68,6 +68,8 @@ def _export_body(cur, session_ids: Iterable[str] | None, dicts) -> Iterator[dict
             yield {"type": "tool_result", **tool}
         for outcome in _rows(cur, "outcomes", OUTCOME_COLUMNS, sid, "message_idx, at, id"):
             yield {"type": "outcome", **outcome}
+        for note in annotation.rows_of(cur, sid):
+            yield {"type": "annotation", **note}
     counters = dict(cur.execute("SELECT name, value FROM counters ORDER BY name").fetchall())
     yield {"type": "counters", "values": counters}
 
@@ -116,7 +118,7 @@ def _content_records(cur, ids: list[int], hashes: dict[int, str], reader: Conten
         yield {"type": "content", "hash": hashes[cid], "kind": kind, "value": value}
 
 
-_ROWS_OF_SESSIONS = frozenset({"session", "exchange", "call", "message", "tool_result", "outcome"})
+_ROWS_OF_SESSIONS = frozenset({"session", "exchange", "call", "message", "tool_result", "outcome", "annotation"})
 
 
 class Importer:
@@ -263,4 +265,5 @@ _IMPORTERS = {
     "tool_result": lambda cur, rec, ids, a: _insert(cur, "tool_results", rec, a),
     "outcome": lambda cur, rec, ids, a: _insert(cur, "outcomes", rec, a),
     "counters": _import_counters,
+    "annotation": lambda cur, rec, ids, a: annotation.insert_rows(cur, [rec]),
 }

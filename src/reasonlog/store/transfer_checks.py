@@ -1,5 +1,5 @@
 """What an export must be before any of it is written: every record's fields and types, no record
-twice, references only to what came before, and (versions 2 and 3) an end record whose counts match.
+twice, references only to what came before, and (versions 2 to 4) an end record whose counts match.
 
 Needs no database, so a file can be checked before a store is even opened. Every error is a
 `BadRecord` that knows which record (and, for duplicates, which earlier record) is at fault.
@@ -7,6 +7,7 @@ Needs no database, so a file can be checked before a store is even opened. Every
 from __future__ import annotations
 
 import base64
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,10 +21,12 @@ from . import Invalid
 from .content import canonical, content_hash
 
 FORMAT = "reasonlog"
-VERSION = EXPORT_VERSION  # 2: ends with an `end` record counting its records; 3: parsed JSON fields
-COUNTED = (2, 3)  # versions that end with an `end` record
+VERSION = EXPORT_VERSION  # 2: ends with an `end` record counting its records; 3: parsed JSON fields; 4: annotations
+COUNTED = (2, 3, 4)  # versions that end with an `end` record
+PARSED_FIELDS = (3, 4)  # versions whose JSON fields are parsed values
 END = "end"
-RECORD_KINDS = ("session", "exchange", "call", "message", "tool_result", "outcome", "content", "counters")
+RECORD_KINDS = ("session", "exchange", "call", "message", "tool_result", "outcome", "content", "counters",
+                "annotation")
 
 
 class BadRecord(Invalid):
@@ -138,7 +141,7 @@ class RecordChecker:
 
     def as_row(self, index: int, record: Any) -> Any:
         """A version 3 record in the row form the checks and the store use (parsed fields back to JSON text)."""
-        if self.version != 3 or not isinstance(record, dict) or not isinstance(record.get("type"), str):
+        if self.version not in PARSED_FIELDS or not isinstance(record, dict) or not isinstance(record.get("type"), str):
             return record
         try:
             return row_of(record["type"], record)
@@ -154,7 +157,7 @@ class RecordChecker:
             raise BadRecord(index, f"expected a JSON object, got {type(record).__name__}")
         kind: Any = record.get("type")
         self._check_place(index, kind)
-        check_fields(index, kind, record, wire=self.version == 3)
+        check_fields(index, kind, record, wire=self.version in PARSED_FIELDS)
         getattr(self, "_" + kind)(index, record)
         if kind in RECORD_KINDS:
             self.counts[kind] += 1
@@ -241,6 +244,18 @@ class RecordChecker:
     def _outcome(self, index: int, record: dict) -> None:
         self._in_session(index, record)
         self._once(index, ("outcome", record["id"]), f"outcome {_brief(record['id'])}")
+
+    def _annotation(self, index: int, record: dict) -> None:
+        if self.version not in (4,):
+            raise BadRecord(index, f"an annotation record in a version {self.version} export, which has none"
+                                   " (was its header changed?)")
+        self._in_session(index, record)
+        self._once(index, ("annotation", record["id"]), f"annotation {_brief(record['id'])}")
+        number = record.get("number")
+        if (record["kind"] == "note") == isinstance(record.get("name"), str) or (
+                number is not None and (record["kind"] != "score" or not math.isfinite(number))):
+            raise BadRecord(index, "annotation record: a score has a name and a finite number or none; a label a"
+                                   " name; a note neither a name nor a number")
 
     def _content(self, index: int, record: dict) -> None:
         self._once(index, ("content", record["hash"]), f"content {record['hash']}")

@@ -8,6 +8,8 @@
 No I/O here, and nothing from the rest of reasonlog: every layer may import it.
 """
 from .api import (
+    AnnotationJSON,
+    AnnotationsJSON,
     CallDetailJSON,
     CallJSON,
     DiffJSON,
@@ -55,6 +57,8 @@ from .shapes import (
 )
 
 __all__ = [
+    "AnnotationJSON",
+    "AnnotationsJSON",
     "DiffJSON", "HealthJSON", "IngestAnswerJSON", "IngestLimitsJSON", "ModelDaysJSON", "OutcomesJSON", "ReadyJSON",
     "ReasoningRecordsJSON", "RequestBody", "RunsJSON", "SavedRecordJSON", "SearchHitJSON", "SearchJSON",
     "SimilarSessionsJSON", "StatsJSON",

@@ -48,6 +48,26 @@ class SessionJSON(SessionFields):
     last_call_at: str | None
 
 
+class AnnotationJSON(TypedDict):
+    """A note, a label or a score given after recording (docs/review.md). `value`: the note's text, the label's
+    value, a numeric score's number or a categorical score's text. exchange_id / call_id null: about the session."""
+
+    id: str
+    session_id: str
+    exchange_id: str | None
+    call_id: str | None
+    kind: Literal["note", "label", "score"]
+    name: str | None
+    value: str | float
+    by: str | None
+    source: Literal["human", "code", "llm"]
+    created_at: str
+
+
+class AnnotationsJSON(TypedDict):
+    annotations: list[AnnotationJSON]
+
+
 class SessionsPageJSON(TypedDict):
     sessions: list[SessionJSON]
     next_cursor: str | None
@@ -106,6 +126,7 @@ class SessionPageJSON(SessionJSON):
     exchanges: list[dict[str, Any]]
     tool_results: list[dict[str, Any]]
     outcomes: list[dict[str, Any]]
+    annotations: list[AnnotationJSON]
     session_summary: NotRequired[str | None]
     next_offset: int | None
 

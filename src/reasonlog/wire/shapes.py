@@ -6,7 +6,8 @@ HTTP API's bodies reuse. Values are parsed JSON (`labels` is an object, `context
 SQLite columns with JSON inside strings. No I/O here.
 
 Version 3 of the export differs from version 2 only in that: v2 carried `labels_json` as text,
-v3 carries `labels` as an object. `row_of` and `record_of` convert between a record and the
+v3 carries `labels` as an object. Version 4 is version 3 with `annotation` records after each session's other
+records. `row_of` and `record_of` convert between a record and the
 row form the store writes; an import of a version 2 file skips the conversion.
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ from .rules import (
     is_amount,
 )
 
-EXPORT_VERSION = 3
+EXPORT_VERSION = 4
 
 
 # ------------------------------------------------------------------------------------ events
@@ -325,6 +326,23 @@ class ContentRecord(TypedDict):
     value: Json
 
 
+class AnnotationRecord(TypedDict):
+    """A note, a label or a score given after recording (version 4; see docs/review.md)."""
+
+    type: Literal["annotation"]
+    id: Id
+    session_id: Id
+    exchange_id: str | None
+    call_id: str | None
+    kind: Literal["note", "label", "score"]
+    name: str | None
+    value: str                       # the note's text, the label's value, the score as given
+    number: float | None             # a numeric score's number; null for a note, a label, a category
+    author: str | None
+    source: Literal["human", "code", "llm"]
+    created_at: Instant
+
+
 class CountersRecord(TypedDict):
     type: Literal["counters"]
     values: Annotated[dict[str, int], COUNTERS]
@@ -339,7 +357,7 @@ class EndRecord(TypedDict):
 RECORDS: dict[str, type] = {
     "reasonlog": HeaderRecord, "session": SessionRecord, "exchange": ExchangeRecord, "call": CallRecord,
     "message": MessageRecord, "tool_result": ToolResultRecord, "outcome": OutcomeRecord, "content": ContentRecord,
-    "counters": CountersRecord, "end": EndRecord,
+    "annotation": AnnotationRecord, "counters": CountersRecord, "end": EndRecord,
 }
 
 

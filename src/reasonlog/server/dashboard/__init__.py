@@ -76,9 +76,10 @@ def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin) -> AP
     async def sessions_page(request: Request, run: str | None = None, agent: str | None = None,
                             model: str | None = None, status: str | None = None, source: str | None = None,
                             since: str | None = None, until: str | None = None, q: str | None = None,
-                            mode: str | None = None, sort: str = "started", after: str | None = None) -> Response:
+                            mode: str | None = None, sort: str = "started", after: str | None = None,
+                            score: str | None = None, has_note: str | None = None) -> Response:
         f = pages.Filters(run or None, agent or None, model or None, status or None, source or None,
-                          since or None, until or None, q or None, mode or None)
+                          since or None, until or None, q or None, mode or None, score or None, has_note or None)
         cursor = (after.split("|", 1)[0], after.split("|", 1)[1]) if after and "|" in after else None
         return await run_in_threadpool(html, request, "sessions.html",
                                        lambda s: {**pages.sessions(s, f, sort, cursor), "f": f, "sort": sort})

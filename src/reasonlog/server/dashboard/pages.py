@@ -14,6 +14,7 @@ from markupsafe import Markup, escape
 from ... import providers, query, titles
 from ...semantic import search as semantic
 from ...store import SessionFilter, StoreReader
+from ...store.annotation import ScoreTest
 from ...store.keywords import words_of
 from . import charts, over_time, timeline, tools
 
@@ -32,11 +33,15 @@ class Filters:
     until: str | None = None
     q: str | None = None
     mode: str | None = None  # how `q` is searched (reasonlog.semantic.search.MODES); None: the default here
+    score: str | None = None  # a score test, `task_done<0.5` (docs/review.md)
+    has_note: str | None = None  # "1": only sessions with a note
 
     def session_filter(self, limit: int | None, after=None) -> SessionFilter:
         return SessionFilter(run=self.run, agent=self.agent, model=self.model, status=self.status,
                              labels={"source": self.source} if self.source else {}, since=self.since,
-                             until=self.until, limit=limit, after=after, text=self.q)
+                             until=self.until, limit=limit, after=after, text=self.q,
+                             scores=(ScoreTest.parse(self.score),) if self.score else (),
+                             has_note=bool(self.has_note))
 
     def query(self, **more: Any) -> dict[str, str]:
         """The filters (and `more`) as URL parameters, empty ones left out: filters stay in the URL."""
@@ -183,7 +188,8 @@ def call(store: StoreReader, call_id: str, against: str | None) -> dict:
             "curl": _curl(c, body), "python": _python(c, body),
             "since_previous": query.diff_calls(store, previous, c["id"]) if previous else None,
             "against": query.diff_calls(store, against, c["id"]) if against else None, "against_id": against,
-            "bar": charts.fullness(_window_tokens(c), window_of(c.get("model")))}
+            "bar": charts.fullness(_window_tokens(c), window_of(c.get("model"))),
+            "annotations": store.list_annotations(c["id"])}
 
 
 def _calls_near(store: StoreReader, session_id: str, idx: int, around: int = 25) -> list[dict]:

@@ -1,0 +1,216 @@
+"""Annotations and scores (docs/review.md): notes, labels and named scores that a person, a code check or an LLM
+judge adds to a session, an exchange or a call after it was recorded. Dialect-neutral (`?` placeholders).
+
+They are no recording: nothing a recorder sends carries them, and a review never changes what was recorded. So
+they are written here in one transaction of their own, not as events of the write path; the JSONL export
+carries them as `annotation` records (version 4).
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..model import new_id, utc_now
+from . import Invalid, NotFound, ids
+
+SOURCES = ("human", "code", "llm")
+COLUMNS = ("id", "session_id", "exchange_id", "call_id", "kind", "name", "value", "number", "author", "source",
+           "created_at")
+_TEST = re.compile(r"^\s*([^<>=!\s]+)\s*(<=|>=|!=|<|>|=)\s*(.+?)\s*$")
+_NUMERIC_OPS = ("<", "<=", ">", ">=")
+
+
+@dataclass(frozen=True)
+class ScoreTest:
+    """A condition on a named score: `task_done<0.5`, `verdict=pass`."""
+
+    name: str
+    op: str
+    value: str | float
+
+    @classmethod
+    def parse(cls, text: str) -> ScoreTest:
+        """`NAME<0.5`, `NAME>=1`, `NAME=pass`, `NAME!=pass`; Invalid naming the text otherwise."""
+        found = _TEST.match(text)
+        if not found:
+            raise Invalid(f"score: {text!r}: expected NAME<NUMBER (or <=, >, >=, =, !=), e.g. task_done<0.5")
+        name, op, raw = found.groups()
+        number = _number(raw)
+        if op in _NUMERIC_OPS and number is None:
+            raise Invalid(f"score: {text!r}: {op} compares numbers, and {raw!r} is none")
+        return cls(name, op, raw if number is None else number)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What an annotation is about: a session, or one of its exchanges or calls."""
+
+    session_id: str
+    exchange_id: str | None = None
+    call_id: str | None = None
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def resolve_target(cur, ref: str) -> Target:
+    """A session (id, prefix or external id), a call (`SESSION#N`, id or prefix) or an exchange (its id)."""
+    if "#" in ref:
+        return _call_target(cur, ids.resolve_id(cur, "call", ref))
+    try:
+        return Target(ids.resolve_id(cur, "session", ref))
+    except NotFound:
+        pass
+    row = cur.execute("SELECT session_id FROM exchanges WHERE id = ?", (ref,)).fetchone()
+    if row is not None:
+        return Target(row[0], exchange_id=ref)
+    try:
+        return _call_target(cur, ids.resolve_id(cur, "call", ref))
+    except NotFound:
+        raise NotFound(f"no session, exchange or call matches {ref!r}") from None
+
+
+def _call_target(cur, call_id: str) -> Target:
+    session_id, exchange_id = cur.execute("SELECT session_id, exchange_id FROM calls WHERE id = ?",
+                                          (call_id,)).fetchone()
+    return Target(session_id, exchange_id, call_id)
+
+
+def items_of(note: str | None, labels: dict[str, Any] | None, scores: dict[str, Any] | None) -> list[tuple]:
+    """(kind, name, value text, number) of each item given; Invalid naming what cannot be one."""
+    items: list[tuple] = []
+    if note is not None:
+        if not isinstance(note, str) or not note.strip():
+            raise Invalid("note: expected non-empty text")
+        items.append(("note", None, note, None))
+    for key, value in (labels or {}).items():
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise Invalid(f"label {key!r}: expected a non-empty name and a text value, got {value!r}")
+        items.append(("label", key, value, None))
+    for name, value in (scores or {}).items():
+        items.append(("score", *_score(name, value)))
+    if not items:
+        raise Invalid("nothing to add: give a note, a label or a score")
+    return items
+
+
+def _score(name: Any, value: Any) -> tuple[str, str, float | None]:
+    if not isinstance(name, str) or not name or _TEST.match(name + "=0") is None:
+        raise Invalid(f"score name {name!r}: expected a name without spaces or <, >, =, !")
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise Invalid(f"score {name}: expected a number or a category (text), got {value!r}")
+    if isinstance(value, str):
+        number = _number(value)
+        if not value.strip():
+            raise Invalid(f"score {name}: expected a number or a category, got empty text")
+        return name, value, number
+    if not math.isfinite(value):
+        raise Invalid(f"score {name}: {value} is not a finite number")
+    return name, repr(float(value)) if isinstance(value, float) else str(value), float(value)
+
+
+def add(cur, ref: str, items: list[tuple], author: str | None, source: str) -> list[dict]:
+    """Write the items about `ref` (one transaction, the caller's); their rows in the API form."""
+    if source not in SOURCES:
+        raise Invalid(f"source: expected one of {', '.join(SOURCES)}, got {source!r}")
+    if author is not None and (not isinstance(author, str) or not author):
+        raise Invalid(f"by: expected a non-empty name, got {author!r}")
+    target = resolve_target(cur, ref)
+    now = utc_now()
+    rows = [dict(zip(COLUMNS, (new_id(), target.session_id, target.exchange_id, target.call_id, kind, name, value,
+                               number, author, source, now), strict=True)) for kind, name, value, number in items]
+    insert_rows(cur, rows)
+    return [shown(r) for r in rows]
+
+
+def insert_rows(cur, rows: list[dict]) -> None:
+    cur.executemany(f"INSERT INTO annotations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+                    [[r[c] for c in COLUMNS] for r in rows])
+
+
+def shown(row: dict) -> dict:
+    """The API form: `value` a number for a numeric score, `by` for the author."""
+    out = {k: row[k] for k in COLUMNS if k not in ("number", "author")}
+    out["by"] = row["author"]
+    if row["kind"] == "score" and row["number"] is not None:
+        out["value"] = row["number"]
+    return out
+
+
+def rows_of(cur, session_id: str) -> list[dict]:
+    """A session's annotations as stored, oldest first."""
+    return [dict(zip(COLUMNS, r, strict=True)) for r in cur.execute(
+        f"SELECT {', '.join(COLUMNS)} FROM annotations WHERE session_id = ? ORDER BY created_at, id", (session_id,))]
+
+
+def list_for(cur, ref: str | None) -> list[dict]:
+    """The annotations of a target (a session: with those of its exchanges and calls), or the newest 1,000."""
+    if ref is None:
+        rows = [dict(zip(COLUMNS, r, strict=True)) for r in cur.execute(
+            f"SELECT {', '.join(COLUMNS)} FROM annotations ORDER BY created_at DESC, id DESC LIMIT 1000")]
+        return [shown(r) for r in rows]
+    target = resolve_target(cur, ref)
+    rows = rows_of(cur, target.session_id)
+    if target.call_id is not None:
+        rows = [r for r in rows if r["call_id"] == target.call_id]
+    elif target.exchange_id is not None:
+        rows = [r for r in rows if r["exchange_id"] == target.exchange_id]
+    return [shown(r) for r in rows]
+
+
+def filter_sql(scores: tuple[ScoreTest, ...], has_note: bool, alias: str) -> tuple[list[str], list]:
+    """Conditions on sessions: each score test holds for some score of that name on the session or on anything
+    in it; `has_note`: a note on the session or anything in it."""
+    where: list[str] = []
+    args: list = []
+    inside = f"EXISTS (SELECT 1 FROM annotations a WHERE a.session_id = {alias}.id AND "
+    for test in scores:
+        column = "a.number" if isinstance(test.value, float) else "a.value"
+        where.append(inside + f"a.kind = 'score' AND a.name = ? AND {column} {_sql_op(test.op)} ?)")
+        args += [test.name, test.value]
+    if has_note:
+        where.append(inside + "a.kind = 'note')")
+    return where, args
+
+
+def _sql_op(op: str) -> str:
+    return "<>" if op == "!=" else op
+
+
+def annotate(target: str, *, db: str | None = None, note: str | None = None, labels: dict[str, str] | None = None,
+             scores: dict[str, float | int | str] | None = None, by: str | None = None,
+             source: str = "human") -> list[dict]:
+    """`reasonlog.annotate`: add a note, labels and scores to a session, an exchange or a call (`SESSION#N`) of
+    the database `db` (a path or a postgresql:// URL; default: the user's); the annotations added."""
+    from . import open_store
+
+    store = open_store(db)
+    try:
+        return store.annotate(target, note=note, labels=labels, scores=scores, by=by, source=source)
+    finally:
+        store.close()
+
+
+class AnnotationStore:
+    """The store's annotation methods, for `SQLStore` (which provides `_read` and `_write`)."""
+
+    _read: Callable[..., Any]
+    _write: Callable[..., Any]
+
+    def annotate(self, target: str, note: str | None = None, labels: dict[str, str] | None = None,
+                 scores: dict[str, float | int | str] | None = None, by: str | None = None,
+                 source: str = "human") -> list[dict]:
+        """Add a note, labels and scores to a session, an exchange or a call (`SESSION#N`); the rows added."""
+        return self._write(add, target, items_of(note, labels, scores), by, source)
+
+    def list_annotations(self, target: str | None = None) -> list[dict]:
+        """The annotations of a session (with its exchanges' and calls'), an exchange or a call; oldest first."""
+        return self._read(list_for, target)
