@@ -25,7 +25,7 @@ import sys
 from ..usage_sql import STAT_KEYS, TOKENS, read_kept
 
 # The schema the SQLite reader knows (store/schema.py, SQLITE_MIGRATIONS); another goes through the store.
-SCHEMA = 16
+SCHEMA = 17  # 17 added annotations, which usage does not read
 
 
 def parse(argv: list[str]) -> tuple[str | None, str] | None:
