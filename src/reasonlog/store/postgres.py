@@ -95,6 +95,12 @@ class _Cursor:
         self._cur.executemany(self._sql(sql), rows, returning=True)  # type: ignore[arg-type]
         return [self._cur.fetchone() for _ in self._cur.results()]
 
+    def copy_rows(self, table: str, columns: tuple[str, ...], rows: Iterable[Iterable[object]]) -> None:
+        """Insert rows with one `COPY ... FROM STDIN`: one statement for them all."""
+        with self._cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:  # type: ignore[arg-type]
+            for row in rows:
+                copy.write_row(row)
+
     def fetchone(self):
         return self._cur.fetchone()
 
