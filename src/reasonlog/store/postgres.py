@@ -83,17 +83,21 @@ class _Cursor:
         return self
 
     def executemany(self, sql: str, rows: Iterable[Iterable[object]]) -> _Cursor:
+        """Pipelined: one round trip for every row. Bound on the server (one statement parsed and planned once, the
+        values sent apart, bytes as bytes), where `execute` binds on the client."""
         listed = [list(r) for r in rows]
         if listed:
-            self._cur.executemany(self._sql(sql), listed)  # type: ignore[arg-type]
+            with self._conn.cursor() as cur:
+                cur.executemany(self._sql(sql), listed)  # type: ignore[arg-type]
         return self
 
     def executemany_returning(self, sql: str, rows: list[list[object]]) -> list[tuple | None]:
         """Run `sql` once per row, pipelined (one round trip for them all); each run's first returned row or None."""
         if not rows:
             return []
-        self._cur.executemany(self._sql(sql), rows, returning=True)  # type: ignore[arg-type]
-        return [self._cur.fetchone() for _ in self._cur.results()]
+        with self._conn.cursor() as cur:  # bound on the server, as `executemany`: the blobs go as bytes
+            cur.executemany(self._sql(sql), rows, returning=True)  # type: ignore[arg-type]
+            return [cur.fetchone() for _ in cur.results()]
 
     def copy_rows(self, table: str, columns: tuple[str, ...], rows: Iterable[Iterable[object]]) -> None:
         """Insert rows with one `COPY ... FROM STDIN`: one statement for them all."""
