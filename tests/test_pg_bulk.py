@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from conftest import NO_POSTGRES, POSTGRES, postgres_schema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,8 +27,6 @@ from reasonlog.model import (
     ToolResultRecorded,
 )
 from reasonlog.store import SessionFilter
-
-from conftest import NO_POSTGRES, POSTGRES, postgres_schema
 
 pytestmark = pytest.mark.skipif(not POSTGRES, reason=NO_POSTGRES)
 

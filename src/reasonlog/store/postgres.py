@@ -13,7 +13,7 @@ import re
 import socket
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, Literal
 
@@ -99,7 +99,7 @@ class _Cursor:
             cur.executemany(self._sql(sql), rows, returning=True)  # type: ignore[arg-type]
             return [cur.fetchone() for _ in cur.results()]
 
-    def copy_rows(self, table: str, columns: tuple[str, ...], rows: Iterable[Iterable[object]]) -> None:
+    def copy_rows(self, table: str, columns: tuple[str, ...], rows: Iterable[Sequence[object]]) -> None:
         """Insert rows with one `COPY ... FROM STDIN`: one statement for them all."""
         with self._cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:  # type: ignore[arg-type]
             for row in rows:

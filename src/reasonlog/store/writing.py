@@ -275,7 +275,7 @@ class Applier:
         known = {self.again(s): s for s in session_ids if s in self.sessions}
         if not known:
             return
-        found = {}
+        found: dict[str, tuple] = {}
         ids = sorted(known)
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
