@@ -262,7 +262,8 @@ class StoreOptions(TypedDict, total=False):
 
     `upgrade`: migrate a database of an older schema (default True); `read_only`: never create, migrate or write;
     `price_table` and `redactor` (False: no masking) for the writer; `busy_timeout_ms`: how long a write waits
-    for another connection's lock; `max_page_count`: SQLite's file capped (a test seam for a full disk)."""
+    for another connection's lock; `max_page_count`: SQLite's file capped (a test seam for a full disk); `bulk`:
+    False writes each PostgreSQL batch event by event, as before issue 35 (a test seam for the bulk path)."""
 
     upgrade: bool
     read_only: bool
@@ -270,6 +271,7 @@ class StoreOptions(TypedDict, total=False):
     redactor: Redactor | Literal[False] | None
     busy_timeout_ms: int
     max_page_count: int | None
+    bulk: bool
 
 
 def open_store_or_read_only(target: str | os.PathLike | None = None, **options: Unpack[StoreOptions]) -> Store:

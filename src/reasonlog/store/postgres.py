@@ -13,7 +13,7 @@ import re
 import socket
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, Literal
 
@@ -83,10 +83,27 @@ class _Cursor:
         return self
 
     def executemany(self, sql: str, rows: Iterable[Iterable[object]]) -> _Cursor:
+        """Pipelined: one round trip for every row. Bound on the server (one statement parsed and planned once, the
+        values sent apart, bytes as bytes), where `execute` binds on the client."""
         listed = [list(r) for r in rows]
         if listed:
-            self._cur.executemany(self._sql(sql), listed)  # type: ignore[arg-type]
+            with self._conn.cursor() as cur:
+                cur.executemany(self._sql(sql), listed)  # type: ignore[arg-type]
         return self
+
+    def executemany_returning(self, sql: str, rows: list[list[object]]) -> list[tuple | None]:
+        """Run `sql` once per row, pipelined (one round trip for them all); each run's first returned row or None."""
+        if not rows:
+            return []
+        with self._conn.cursor() as cur:  # bound on the server, as `executemany`: the blobs go as bytes
+            cur.executemany(self._sql(sql), rows, returning=True)  # type: ignore[arg-type]
+            return [cur.fetchone() for _ in cur.results()]
+
+    def copy_rows(self, table: str, columns: tuple[str, ...], rows: Iterable[Sequence[object]]) -> None:
+        """Insert rows with one `COPY ... FROM STDIN`: one statement for them all."""
+        with self._cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:  # type: ignore[arg-type]
+            for row in rows:
+                copy.write_row(row)
 
     def fetchone(self):
         return self._cur.fetchone()
@@ -126,9 +143,14 @@ class PostgresStore(SQLStore):
 
     def __init__(self, url: str, *, upgrade: bool = True, price_table: PriceTable | None = None,
                  redactor: Redactor | Literal[False] | None = None, read_only: bool = False,
-                 connect_timeout_s: int = 10, busy_timeout_ms: int | None = None, **_ignored: object):
+                 connect_timeout_s: int = 10, busy_timeout_ms: int | None = None, bulk: bool = True,
+                 **_ignored: object):
         """`busy_timeout_ms`: how long a statement waits for a lock another connection holds before it fails (as
-        SQLite's busy timeout: a writer then spills its batch); None waits as long as it takes."""
+        SQLite's busy timeout: a writer then spills its batch); None waits as long as it takes.
+
+        `bulk=False` writes each event with its own statements, as a batch rejected for one event's data always is:
+        a test seam (tests/test_pg_bulk.py checks that both paths store the same), not a setting."""
+        self.bulk = bulk
         self.url = url
         self._busy_timeout_ms = busy_timeout_ms
         self.path = safe_target(url)  # what messages name; never the password
@@ -325,8 +347,8 @@ class PostgresStore(SQLStore):
         if not self._holds_live:
             self._hold_live(cur)
         touched = sorted({sid for ev in events if isinstance(sid := getattr(ev, "session_id", None), str)})
-        for sid in touched:
-            cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 7))", (sid,))
+        # One pipelined round trip; the locks are still taken one after the other, in order.
+        cur.executemany("SELECT pg_advisory_xact_lock(hashtextextended(?, 7))", [(sid,) for sid in touched])
         self._applier.revalidate(cur, touched)
 
     def _lock_units(self, cur: Cursor, session_id: str) -> None:
@@ -349,6 +371,17 @@ class PostgresStore(SQLStore):
         if row is None:
             row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
         return row[0]
+
+    @staticmethod
+    def insert_contents(cur: _Cursor, rows: list[tuple[bytes, int, str, int, int | None, bytes]]) -> list[int]:  # type: ignore[override]
+        """Every row in one pipelined round trip; a content another process stored meanwhile is read back."""
+        got = cur.executemany_returning(
+            "INSERT INTO contents (hash, kind, size, codec, dict_id, data) VALUES (?,?,?,?,?,?)"
+            " ON CONFLICT (hash) DO NOTHING RETURNING id",
+            [[digest, kind, size, codec, dict_id, blob] for digest, size, kind, codec, dict_id, blob in rows])
+        lost = [row[0] for row, new in zip(rows, got, strict=True) if new is None]
+        theirs = PostgresStore.find_contents(cur, lost) if lost else {}
+        return [new[0] if new is not None else theirs[row[0]] for row, new in zip(rows, got, strict=True)]
 
     @staticmethod
     def insert_dictionary(cur: Cursor, data: bytes) -> int:

@@ -58,6 +58,9 @@ class SQLStore(SemanticStore, AnnotationStore):
     DATA_ERRORS: ClassVar[tuple[type[BaseException], ...]] = (TypeError, ValueError, OverflowError, RecordError)
     BEGIN_WRITE = "BEGIN"
     BEGIN_READ = "BEGIN"
+    # Whether a batch stores its new contents and settles its twins in a few statements before its events are
+    # applied (see `Applier.prepare`); else each event does its own lookups, which costs SQLite nothing.
+    bulk: bool = False
 
     def _setup_writer(self, price_table: PriceTable | None, redactor: Redactor | Literal[False] | None) -> None:
         self._lock = threading.RLock()
@@ -93,6 +96,21 @@ class SQLStore(SemanticStore, AnnotationStore):
     def find_content(cur: Cursor, digest: bytes) -> int | None:
         row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
         return row[0] if row else None
+
+    @staticmethod
+    def find_contents(cur: Cursor, digests: list[bytes]) -> dict[bytes, int]:
+        """The ids of the contents of these digests that the store holds, 500 digests a statement."""
+        found: dict[bytes, int] = {}
+        for start in range(0, len(digests), 500):
+            chunk = digests[start:start + 500]
+            found.update((bytes(h), i) for h, i in cur.execute(
+                f"SELECT hash, id FROM contents WHERE hash IN ({', '.join('?' * len(chunk))})", chunk).fetchall())
+        return found
+
+    def insert_contents(self, cur: Cursor, rows: list[tuple[bytes, int, str, int, int | None, bytes]]) -> list[int]:
+        """Insert contents (digest, size, kind, codec, dict_id, data) in order; their ids."""
+        return [self.insert_content(cur, digest, size, kind, codec, dict_id, blob)  # type: ignore[attr-defined]
+                for digest, size, kind, codec, dict_id, blob in rows]
 
     def index_texts(self, cur: Cursor, rows: list[tuple[int, str]]) -> None:
         search.index_contents(cur, rows, self.index)
@@ -135,7 +153,7 @@ class SQLStore(SemanticStore, AnnotationStore):
                 counters = dict(counters or {})
                 self._applier.completed.clear()
                 self._applier.take_records()  # what an abandoned batch noted is not this one's
-                self._applier.prepare(cur, events)
+                self._applier.prepare(cur, events, bulk=self.bulk and not isolate)
                 rejected = 0
                 for index, event in enumerate(events):
                     if isolate:

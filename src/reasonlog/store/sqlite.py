@@ -60,9 +60,10 @@ class SQLiteStore(SQLStore):
 
     def __init__(self, path: Path, *, busy_timeout_ms: int = 5000, upgrade: bool = True,
                  price_table: PriceTable | None = None, redactor: Redactor | Literal[False] | None = None,
-                 max_page_count: int | None = None, read_only: bool = False):
+                 max_page_count: int | None = None, read_only: bool = False, bulk: bool = False):
         """`read_only`: never create, migrate or write (reading commands); the file must be a current
-        reasonlog database. `max_page_count` caps the file at that many pages: a test seam for a full disk."""
+        reasonlog database. `max_page_count` caps the file at that many pages: a test seam for a full disk.
+        `bulk` is PostgreSQL's (see `PostgresStore`): a SQLite statement is no round trip, so it is ignored."""
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         self.read_only = read_only

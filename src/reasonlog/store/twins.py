@@ -98,17 +98,37 @@ def _paired(twin: Twin, origin: Origin) -> bool:
     return live or (origin.external_id is not None and twin.external_id == origin.external_id)
 
 
-def count_once(cur, row: dict, origin: Origin, billed: dict[str, list[Twin]] | None, flush) -> None:
+def shared_external_ids(cur, session_ids: list[str], started: list[tuple[str, str]]) -> set[str]:
+    """The agent session ids (`external_id`) of these sessions, and of the sessions `started` ((id, external id))
+    in the batch, that more than one session holds: a call of a session whose agent session id no other session
+    holds has no twin by position, and is not looked for one."""
+    holders: dict[str, set[str]] = {}
+    for sid, external_id in started:
+        holders.setdefault(external_id, set()).add(sid)
+    wanted = sorted(holders)
+    for start in range(0, max(len(session_ids), len(wanted)), CHUNK):
+        ours, theirs = session_ids[start:start + CHUNK], wanted[start:start + CHUNK]
+        for external_id, sid in cur.execute(
+                "SELECT external_id, id FROM sessions WHERE external_id IN (SELECT external_id FROM sessions"
+                f" WHERE id IN ({', '.join('?' * len(ours)) or 'NULL'})) OR external_id IN"
+                f" ({', '.join('?' * len(theirs)) or 'NULL'})", [*ours, *theirs]).fetchall():
+            holders.setdefault(external_id, set()).add(sid)
+    return {external_id for external_id, sids in holders.items() if len(sids) > 1}
+
+
+def count_once(cur, row: dict, origin: Origin, billed: dict[str, list[Twin]] | None, flush,
+               shared: set[str] | None = None) -> None:
     """Settle which of a call (`row`, about to be inserted) and its twin bills: `row` is made the copy, or the
     twin is (`flush()` first writes what the batch queued, so that the twin's session is recounted whole).
-    `billed`: the batch's `billed_calls`, kept up to date here; None looks this call up alone."""
+    `billed`: the batch's `billed_calls`, kept up to date here; None looks this call up alone. `shared`: the batch's
+    `shared_external_ids`; None looks for a twin by position whenever one could be."""
     message_id, source = row["provider_message_id"], origin.source
     twins: list[Twin] = []
     if message_id is not None:
         known = billed_calls(cur, [message_id]) if billed is None else billed
         twins = known.setdefault(message_id, [])
     twin = next((t for t in twins if t.session_id != row["session_id"] and _paired(t, origin)), None)
-    if twin is None and (message_id is None or source == LIVE):
+    if twin is None and (message_id is None or source == LIVE) and (shared is None or origin.external_id in shared):
         twin = by_position(cur, row, origin)
     if twin is not None and source == LIVE and twin.source != LIVE:
         flush()

@@ -136,6 +136,8 @@ class Applier:
     # The billed calls with the provider message ids of the batch's calls (twins.billed_calls), read by `prepare`;
     # None: each call looks its own up (after a rollback, or outside a batch that was prepared).
     billed: dict | None = None
+    # The agent session ids (`external_id`) more than one session holds, read by a bulk `prepare`; None: unknown.
+    shared: set[str] | None = None
 
     def __post_init__(self) -> None:
         self.timeline = Timeline(self.contents.redactor)
@@ -186,7 +188,7 @@ class Applier:
         self.rows.clear()
         self.tally.clear()
         self.timeline.reset()
-        self.billed = None
+        self.billed = self.shared = None
 
     def reset(self) -> None:
         """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
@@ -197,13 +199,25 @@ class Applier:
         self.records.clear()
         self.contents.reset()
         self.timeline.reset()
-        self.billed = None
+        self.billed = self.shared = None
 
-    def prepare(self, cur, events: list[Event]) -> None:
-        """Read once what the batch's calls need of the database (the calls that may be the same as them)."""
-        ids = [self.again(e.provider_message_id) for e in events
-               if isinstance(e, CallRecorded) and isinstance(e.provider_message_id, str)]
+    def prepare(self, cur, events: list[Event], bulk: bool = False) -> None:
+        """Read once what the batch's calls need of the database (the calls that may be the same as them).
+
+        `bulk`: also store the batch's new contents in a few statements (`ContentWriter.prefetch`) and find which
+        of its sessions share their agent's session id with another (`twins.shared_external_ids`: only their calls
+        are looked for by position), instead of a round trip per content and per call."""
+        calls = [e for e in events if isinstance(e, CallRecorded)]
+        ids = [self.again(e.provider_message_id) for e in calls if isinstance(e.provider_message_id, str)]
         self.billed = twins.billed_calls(cur, ids)
+        self.shared = None
+        if bulk:
+            for event in calls:
+                check_event(event)  # as `apply` would first: a wrongly typed field is this event's data error
+            self.contents.prefetch(cur, (item for event in calls for item in _contents_of(event)))
+            started = [(self.again(e.session_id), self.again(e.external_id)) for e in events
+                       if isinstance(e, SessionStarted) and isinstance(e.external_id, str)]
+            self.shared = twins.shared_external_ids(cur, sorted({self.again(e.session_id) for e in calls}), started)
 
     def apply(self, cur, event: Event) -> None:
         check_event(event)  # a wrongly typed field is a data error of this event, not a store failure
@@ -214,7 +228,7 @@ class Applier:
         """Work deferred to the end of a batch; call before commit."""
         self.flush_rows(cur)
         self.contents.finish(cur)
-        self.billed = None  # read again for the next batch: other processes write between batches
+        self.billed = self.shared = None  # read again for the next batch: other processes write between batches
 
     def flush_rows(self, cur) -> None:
         """Insert the rows queued by `queue`: one executemany per statement, not one per event."""
@@ -258,16 +272,21 @@ class Applier:
         Without this a stale state still cannot store wrong rows (its numbers collide with the other
         process's, the batch fails as a data error and is written again from a fresh state), but every
         such batch would be written twice."""
-        for session_id in session_ids:
-            st = self.sessions.get(session_id)
-            if st is None:
-                continue
-            sid = self.again(session_id)
-            found = cur.execute(
-                "SELECT (SELECT COALESCE(MAX(idx) + 1, 0) FROM calls WHERE session_id = ?),"
-                " (SELECT COALESCE(MAX(idx) + 1, 0) FROM messages WHERE session_id = ?),"
-                " (SELECT COALESCE(MAX(idx) + 1, 0) FROM exchanges WHERE session_id = ?)", (sid, sid, sid)).fetchone()
-            if tuple(found) != (st.next_call, st.next_message, st.next_exchange):
+        known = {self.again(s): s for s in session_ids if s in self.sessions}
+        if not known:
+            return
+        found: dict[str, tuple] = {}
+        ids = sorted(known)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            found.update((sid, tuple(numbers)) for sid, *numbers in cur.execute(
+                "SELECT s.id, (SELECT COALESCE(MAX(idx) + 1, 0) FROM calls WHERE session_id = s.id),"
+                " (SELECT COALESCE(MAX(idx) + 1, 0) FROM messages WHERE session_id = s.id),"
+                " (SELECT COALESCE(MAX(idx) + 1, 0) FROM exchanges WHERE session_id = s.id)"
+                f" FROM sessions s WHERE s.id IN ({', '.join('?' * len(chunk))})", chunk).fetchall())
+        for sid, session_id in known.items():
+            st = self.sessions[session_id]
+            if found.get(sid, (0, 0, 0)) != (st.next_call, st.next_message, st.next_exchange):
                 del self.sessions[session_id]
 
     def _load_state(self, cur, session_id: str) -> SessionState:
@@ -324,15 +343,14 @@ class Applier:
 
     def _apply_exchange_started(self, cur, ev: ExchangeStarted) -> None:
         st = self.state(cur, ev.session_id)
-        cur.execute("INSERT INTO exchanges (id, session_id, idx, input_json, started_at) VALUES (?,?,?,?,?)",
-                    (self.ident(ev.exchange_id), self.ident(ev.session_id), st.next_exchange, self.dumps(ev.input),
-                     ev.started_at))
+        self.queue(_INSERT_EXCHANGE, [(self.ident(ev.exchange_id), self.ident(ev.session_id), st.next_exchange,
+                                       self.dumps(ev.input), ev.started_at)])
         st.next_exchange += 1
 
     def _apply_exchange_ended(self, cur, ev: ExchangeEnded) -> None:
-        cur.execute("UPDATE exchanges SET ended_at = ?, result_json = ?, status = ?, stats_json = ? WHERE id = ?",
-                    (ev.ended_at, self.dumps(ev.result), self.ident(ev.status), self.dumps(ev.stats),
-                     self.ident(ev.exchange_id)))
+        self.rows.setdefault(_INSERT_EXCHANGE, [])  # flushed first: an exchange is inserted before it is ended
+        self.queue(_END_EXCHANGE, [(ev.ended_at, self.dumps(ev.result), self.ident(ev.status), self.dumps(ev.stats),
+                                    self.ident(ev.exchange_id))])
 
     # -------------------------------------------------------------- calls
 
@@ -365,7 +383,7 @@ class Applier:
         if st.origin is None:
             st.origin = twins.origin_of(cur, row["session_id"])
         if row["provider_message_id"] is not None or st.origin.external_id is not None:  # by another path too?
-            twins.count_once(cur, row, st.origin, self.billed, lambda: self.flush_rows(cur))
+            twins.count_once(cur, row, st.origin, self.billed, lambda: self.flush_rows(cur), self.shared)
         self.queue(_INSERT_CALL, [tuple(row[column] for column in CALL_INSERT_COLUMNS)])
         if row["counted_in"] is None:
             self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms,
@@ -480,6 +498,17 @@ class Applier:
              int(ev.redacted or details != ev.details), self.ident(ev.confidence), self.dumps(ev.references), ev.at))
 
 
+def _contents_of(ev: CallRecorded):
+    """(value, kind) of each content of a call, in the order `_apply_call` asks `id_of` for them."""
+    split = split_request(ev.request)
+    yield from ((m, "message") for m in split.messages)
+    if split.has_system:
+        yield split.system, "system"
+    yield from ((t, "tool") for t in split.tools or ())
+    if ev.response is not None:
+        yield ev.response, "message"
+
+
 def _resent(st: SessionState, messages: list) -> int:
     """How many of `messages` are, object for object, the messages the session's last call sent."""
     sent = st.sent
@@ -510,6 +539,8 @@ def _plain(value: Any) -> Any:
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 
 
+_INSERT_EXCHANGE = "INSERT INTO exchanges (id, session_id, idx, input_json, started_at) VALUES (?,?,?,?,?)"
+_END_EXCHANGE = "UPDATE exchanges SET ended_at = ?, result_json = ?, status = ?, stats_json = ? WHERE id = ?"
 _INSERT_MESSAGE = "INSERT INTO messages (session_id, idx, role, content_id, call_id, at) VALUES (?,?,?,?,?,?)"
 # The calls table's columns as the writer fills them: the one list each row and the INSERT follow.
 CALL_INSERT_COLUMNS = (

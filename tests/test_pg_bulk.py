@@ -1,0 +1,137 @@
+"""PostgreSQL's bulk write path (issue 35) stores what the row-by-row one does.
+
+A batch on PostgreSQL stores its new contents in one lookup and one pipelined insert, finds its sessions' twins
+once, and queues its exchanges (store/writing.py `Applier.prepare`); `open_store(url, bulk=False)` writes each event
+with its own statements, as a batch rejected for one event's data always is. Generated sessions (contents resent
+and shared between sessions, secrets, agent session ids and provider message ids shared between a live session
+and an import, calls that cannot be stored) are written through both, batch for batch, and every reader must
+say the same: the export, the sessions, usage by day and model, search, the counters.
+"""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from conftest import NO_POSTGRES, POSTGRES, postgres_schema
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import reasonlog
+from reasonlog.model import (
+    CallRecorded,
+    ExchangeEnded,
+    ExchangeStarted,
+    OutcomeRecorded,
+    SessionEnded,
+    SessionStarted,
+    ToolResultRecorded,
+)
+from reasonlog.store import SessionFilter
+
+pytestmark = pytest.mark.skipif(not POSTGRES, reason=NO_POSTGRES)
+
+TEXTS = ["hello", "checkout timeout in the cart", "key sk-ant-api03-" + "x" * 40, "same again", "日本語のテキスト"]
+SECRET_WORD = "checkout"
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """A store on the bulk path and one on the row-by-row path, each in its own schema."""
+    with_bulk, without = postgres_schema(), postgres_schema()
+    stores = (reasonlog.open_store(next(with_bulk)), reasonlog.open_store(next(without), bulk=False))
+    yield stores
+    for store in stores:
+        store.close()
+    for gen in (with_bulk, without):
+        gen.close()
+
+
+@st.composite
+def sessions(draw) -> tuple[str, list[list]]:
+    """A run's events, cut into batches: sessions that resend their history, share texts and ids."""
+    run = "r" + uuid.uuid4().hex[:10]
+    events: list = []
+    for s in range(draw(st.integers(1, 4))):
+        sid = f"{run}-s{s}"
+        imported = draw(st.booleans())
+        events.append(SessionStarted(session_id=sid, started_at=f"2026-01-0{s + 1}T10:00:00Z", run=run,
+                                     agent="a", labels={"source": "claude-code"} if imported else {},
+                                     external_id=draw(st.sampled_from([None, f"{run}-x0", f"{run}-x1"]))))
+        history: list = [{"role": "user", "content": draw(st.sampled_from(TEXTS))}]
+        for c in range(draw(st.integers(0, 5))):
+            xid = f"{sid}-e{c}"
+            events.append(ExchangeStarted(exchange_id=xid, session_id=sid, started_at="2026-01-01T10:00:01Z",
+                                          input=history[-1]["content"]))
+            text = draw(st.sampled_from(TEXTS))
+            reply = {"role": "assistant", "content": [{"type": "text", "text": text}]}
+            if draw(st.integers(0, 9)) == 0:
+                reply = {"role": "assistant", "content": float("nan")}  # rejected alone
+            events.append(CallRecorded(
+                call_id=f"{sid}-c{c}", session_id=sid, exchange_id=xid, started_at=f"2026-01-0{s + 1}T10:0{c}:00Z",
+                request={"model": "claude-haiku-4-5", "system": "be brief", "messages": list(history),
+                         "tools": [{"name": "t", "input_schema": {}}] if c % 2 else None},
+                response=reply, model=draw(st.sampled_from(["claude-haiku-4-5", "gpt-5"])), provider="anthropic",
+                usage=reasonlog.Usage(input_tokens=10 * (c + 1), output_tokens=draw(st.sampled_from([5, 7]))),
+                provider_message_id=draw(st.sampled_from([None, f"{run}-m{c}"])), latency_ms=100.0 + c))
+            history = history + [reply, {"role": "user", "content": draw(st.sampled_from(TEXTS))}]
+            if draw(st.booleans()):
+                events.append(ToolResultRecorded(tool_result_id=f"{sid}-t{c}", session_id=sid,
+                                                 at="2026-01-01T10:00:02Z", tool_use_id=None, name="grep",
+                                                 content=draw(st.sampled_from(TEXTS))))
+            events.append(ExchangeEnded(exchange_id=xid, session_id=sid, ended_at="2026-01-01T10:00:03Z",
+                                        result="done"))
+        if draw(st.booleans()):
+            events.append(OutcomeRecorded(outcome_id=f"{sid}-o", session_id=sid, at="2026-01-01T10:00:04Z",
+                                          outcome_kind="trade", payload={"why": draw(st.sampled_from(TEXTS))}))
+        events.append(SessionEnded(session_id=sid, ended_at="2026-01-01T11:00:00Z", status="completed"))
+    size = draw(st.integers(1, len(events)))
+    return run, [events[i:i + size] for i in range(0, len(events), size)]
+
+
+def readers(store, run: str) -> dict:
+    flt = SessionFilter(run=run, limit=None)
+    listed = store.list_sessions(flt)
+    ids = sorted(s["id"] for s in listed)
+    return {"export": list(store.export_records(ids)),
+            "sessions": sorted(listed, key=lambda s: s["id"]),
+            "calls": [store.get_session(sid) for sid in ids],
+            "by_day": store.usage_groups("day", flt), "by_model": store.usage_groups("model", flt),
+            "search": [sorted(str(sorted(hit.items())) for hit in store.search(word, flt, limit=None))
+                       for word in (SECRET_WORD, "same", "テキスト", "sk-ant")]}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(story=sessions())
+def test_the_bulk_path_stores_what_the_row_by_row_path_does(pair, story):
+    run, batches = story
+    bulk, rows = pair
+    before = [store.status()["rejected_records"] for store in pair]
+    for batch in batches:
+        assert bulk.write_batch(batch) is True
+        assert rows.write_batch(batch) is True
+    assert readers(bulk, run) == readers(rows, run)
+    after = [store.status()["rejected_records"] for store in pair]
+    assert after[0] - before[0] == after[1] - before[1]
+
+
+def test_a_batch_stores_its_new_contents_once_and_reads_them_back(pair):
+    """Named case: two sessions of one batch sending the same new texts, one content each, on both paths."""
+    run = "r" + uuid.uuid4().hex[:10]
+    batch: list = []
+    for s in range(2):
+        sid = f"{run}-s{s}"
+        batch.append(SessionStarted(session_id=sid, started_at="2026-02-01T10:00:00Z", run=run))
+        batch.append(CallRecorded(call_id=f"{sid}-c", session_id=sid, exchange_id=None,
+                                  started_at="2026-02-01T10:00:00Z",
+                                  request={"messages": [{"role": "user", "content": f"{run} shared question"}]},
+                                  response={"role": "assistant", "content": f"{run} shared answer"}))
+    counts = []
+    for store in pair:
+        first = store.status()["unique_content_bytes"]
+        store.write_batch(batch)
+        counts.append(store.status()["unique_content_bytes"] - first)
+        hits = store.search(f"{run} shared", SessionFilter(run=run, limit=None), limit=None)
+        assert len(hits) == 4  # each session's question and answer
+    assert counts[0] == counts[1] == len(f'{{"content":"{run} shared question","role":"user"}}') + len(
+        f'{{"content":"{run} shared answer","role":"assistant"}}')
