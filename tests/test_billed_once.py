@@ -102,6 +102,7 @@ def test_a_run_recorded_then_imported_then_watched_is_billed_once(claude_run, tm
     assert [f'<a href="/calls/{twin}">call {twin}</a>' in page.text for twin in twins] == [True, True]
 
 
+@pytest.mark.slow
 def test_an_import_before_the_proxys_writes_reach_the_database_is_billed_once(claude_run, tmp_path):
     folder, sent = claude_run
     db = tmp_path / "r.db"
@@ -147,6 +148,7 @@ def by_source(db) -> dict:
 CODEX_ONCE = {"stats": {"recorded": (1, 865, 163, 128)}, "calls": [("codex", True), ("recorded", False)]}
 
 
+@pytest.mark.slow
 def test_a_codex_run_recorded_and_imported_is_billed_once_by_its_thread_and_position(tmp_path):
     """Codex's rollout names no response id: its call is matched by Codex's thread id (both sessions' external
     id) and its position, its tokens agreeing."""

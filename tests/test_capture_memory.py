@@ -21,7 +21,8 @@ MiB = 1 << 20
 RETAINED_BOUND = 24 * MiB
 
 
-@pytest.mark.parametrize(("messages", "chars"), [(40_000, 30), (10_000, 3_000)], ids=["short", "long"])
+@pytest.mark.parametrize(("messages", "chars"), [pytest.param(40_000, 30, marks=pytest.mark.slow), (10_000, 3_000)],
+                         ids=["short", "long"])
 def test_the_writer_keeps_a_bounded_memory_whatever_the_size_of_the_messages(db_path, messages, chars):
     tracemalloc.start()
     try:
@@ -42,6 +43,7 @@ def test_the_writer_keeps_a_bounded_memory_whatever_the_size_of_the_messages(db_
     assert retained < RETAINED_BOUND, f"the writer keeps {retained / MiB:.1f} MiB"
 
 
+@pytest.mark.slow
 def test_the_server_keeps_a_bounded_memory_ingesting_short_messages(db_path, tmp_path, monkeypatch):
     """`reasonlog serve` writes through the same content writer (issue 20 item 4: 1,138 MB after 104,000 events).
     Server and recorder run in this process (uvicorn in a thread), so what both keep is measured together."""

@@ -75,6 +75,7 @@ def test_cumulative_costs_are_differenced_per_exchange(monkeypatch, recorder, st
     assert s["labels"] | {"team": "qa"} == s["labels"] and s["labels"]["tools"] == "Bash"
 
 
+@pytest.mark.slow
 def test_content_blocks_of_one_response_make_one_call(monkeypatch, recorder, store_of):
     logger = ClaudeAgentLogger(recorder)
     drive_client(monkeypatch, TWO_EXCHANGES, logger)
@@ -93,6 +94,7 @@ def test_content_blocks_of_one_response_make_one_call(monkeypatch, recorder, sto
     assert second_call["request"]["messages"][-1]["content"][0]["tool_use_id"] == "toolu_01EchoHi"
 
 
+@pytest.mark.slow
 def test_partial_messages_give_each_call_its_final_output_tokens(monkeypatch, recorder, store_of):
     logger = ClaudeAgentLogger(recorder)
     drive_client(monkeypatch, PARTIAL, logger, prompts=PROMPTS[:1], include_partial_messages=True)
@@ -104,6 +106,7 @@ def test_partial_messages_give_each_call_its_final_output_tokens(monkeypatch, re
     assert [c["cache_write_tokens"] for c in calls] == [1500, 60]
 
 
+@pytest.mark.slow
 def test_subagent_messages_go_to_a_linked_child_session(monkeypatch, recorder, store_of):
     sdk = pytest.importorskip("claude_agent_sdk")
     import anyio
@@ -136,6 +139,7 @@ def test_subagent_messages_go_to_a_linked_child_session(monkeypatch, recorder, s
     assert child["status"] == "completed" and child_call["cache_read_tokens"] == 3519
 
 
+@pytest.mark.slow
 def test_close_after_a_crash_keeps_what_was_seen(monkeypatch, recorder, store_of):
     sdk = pytest.importorskip("claude_agent_sdk")
     monkeypatch.setenv("FAKE_CLAUDE_EXIT_AFTER", "4")  # init, two assistant blocks, the tool result
@@ -157,6 +161,7 @@ def segment_dicts(path: Path) -> tuple[list[dict], list[dict]]:
     return messages[:cut], messages[cut:]
 
 
+@pytest.mark.slow
 def test_resume_in_a_new_process_appends_and_restarts_the_running_total(recorder, store_of, db_path):
     first, _ = segment_dicts(TWO_EXCHANGES)
     for m in first:
@@ -183,6 +188,7 @@ def test_resume_in_a_new_process_appends_and_restarts_the_running_total(recorder
     assert len(s["calls"]) == 4 and s["status"] == "completed"
 
 
+@pytest.mark.slow
 def test_a_running_total_that_goes_down_means_a_new_process(recorder, store_of):
     first, second = segment_dicts(TWO_EXCHANGES)
     third = json.loads(json.dumps(first))
@@ -195,6 +201,7 @@ def test_a_running_total_that_goes_down_means_a_new_process(recorder, store_of):
     assert stats[2]["input_tokens"] == 17  # the whole (new) process so far, not 17 - 24
 
 
+@pytest.mark.slow
 def test_messages_before_init_are_rejected_not_raised(db_path, store_of):
     rec = reasonlog.Recorder(db_path, writer="sync")
     logger = ClaudeAgentLogger(rec)
@@ -227,6 +234,7 @@ def _usage(inp: int, out: int, cost: float) -> dict:
             "costUSD": cost}
 
 
+@pytest.mark.slow
 def test_exchange_tokens_and_cost_come_from_model_usage_per_model(recorder, store_of):
     with ClaudeAgentLogger(recorder, run="m") as logger:
         logger.log_user_input("go")
@@ -245,6 +253,7 @@ def test_exchange_tokens_and_cost_come_from_model_usage_per_model(recorder, stor
     assert by_model == {"claude-sonnet-4-5": (1000, 200, 0.012), "claude-haiku-4-5": (100, 20, 0.0003)}
 
 
+@pytest.mark.slow
 def test_a_new_sdk_session_gets_its_own_prompt_and_the_old_one_no_extra_exchange(recorder, store_of):
     with ClaudeAgentLogger(recorder) as logger:
         logger.log_user_input("first")

@@ -1,7 +1,8 @@
-"""Errors that explain, and reads that change nothing (issue 8 §2), through the real `reasonlog` command.
+"""Errors that explain, and reads that change nothing (issue 8 §2), through the `reasonlog` command.
 
-Every case runs the installed entry point in a subprocess: a traceback anywhere fails the test, and
-the exit code is the one a script would see (2 for usage errors, 1 for failures).
+The cases run the command in this process with click's runner (an exception escaping the command fails the
+test, as a traceback would); one test runs the real entry point in a subprocess to hold that a script sees no
+traceback and the exit codes (2 for usage errors, 1 for failures) from a real process.
 """
 from __future__ import annotations
 
@@ -12,23 +13,40 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import reasonlog
+from reasonlog.cli.main import cli
 
 READING = [["sessions"], ["show", "X"], ["stats", "--by", "day"], ["search", "hello"], ["replay", "X"],
            ["diff", "X", "Y"], ["export"], ["db", "status"]]
 
 
-def reasonlog_cli(*args: str, db: Path | str | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "reasonlog", *(["--db", str(db)] if db is not None else []), *args]
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def reasonlog_cli(*args: str, db: Path | str | None = None) -> Ran:
+    """The command run in this process; an exception other than click's exit escapes and fails the test."""
+    argv = [*(["--db", str(db)] if db is not None else []), *args]
+    result = CliRunner().invoke(cli, argv, env={"REASONLOG_DB": None}, catch_exceptions=False)
+    return Ran(result.exit_code, result.stdout, result.stderr)
+
+
+def reasonlog_process(*args: str, db: Path | str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "reasonlog", "--db", str(db), *args]
     env = {k: v for k, v in os.environ.items() if k != "REASONLOG_DB"}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
 
 
-def one_line_error(result: subprocess.CompletedProcess, code: int, *words: str) -> None:
+def one_line_error(result: Ran | subprocess.CompletedProcess, code: int, *words: str) -> None:
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
@@ -49,6 +67,13 @@ def recorded(tmp_path) -> Path:
                usage=reasonlog.Usage(input_tokens=5, output_tokens=2))
     reasonlog.open_store(db).checkpoint()
     return db
+
+
+def test_the_real_command_exits_1_on_a_failure_and_2_on_a_usage_error_without_a_traceback(tmp_path):
+    missing = tmp_path / "nowhere" / "x.db"
+    one_line_error(reasonlog_process("sessions", db=missing), 1, str(missing))
+    assert not (tmp_path / "nowhere").exists()
+    one_line_error(reasonlog_process("sessions", "--date", "2026-13-45", db=missing), 2, "--date", "2026-13-45")
 
 
 @pytest.mark.parametrize("args", READING, ids=lambda a: " ".join(a))

@@ -129,7 +129,8 @@ def _command(part: dict) -> str:
     return found[0]
 
 
-@pytest.mark.parametrize("name", ["claude", "codex", "gemini", "opencode", "qwen", "cline"])
+@pytest.mark.parametrize("name", ["claude", *(pytest.param(name, marks=pytest.mark.slow)
+                                              for name in ("codex", "gemini", "opencode", "qwen", "cline"))])
 def test_a_real_cli_tool_loop_is_shown_once_and_readable(tmp_path, name):
     up, db, done = run_loop(tmp_path, name)
     assert done.returncode == 0, done.stderr[-3000:]

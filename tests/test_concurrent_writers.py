@@ -71,6 +71,7 @@ def test_four_writers_store_every_record_once_without_retrying_batches(db, share
     assert shown.exit_code == 0 and "isolated_batches" in shown.output, shown.output
 
 
+@pytest.mark.slow
 def test_a_batch_with_a_bad_event_is_counted_as_retried_event_by_event(db):
     """The counter the test above reads is not always 0: a duplicate id takes its batch down that path, and the
     tool results of the batch that were stored are found once."""

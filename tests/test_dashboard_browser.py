@@ -112,6 +112,7 @@ def test_list_filter_search_open_a_session_and_its_views(site, page):
     shot(page, "session")
 
 
+@pytest.mark.slow
 def test_open_a_tool_call_then_a_calls_context_diff(site, page):
     base, db, _ = site
     store = open_store(db, read_only=True)
@@ -133,6 +134,7 @@ def test_open_a_tool_call_then_a_calls_context_diff(site, page):
     shot(page, "call")
 
 
+@pytest.mark.slow
 def test_usage_page_with_its_charts_and_numbers(site, page):
     base, _, _ = site
     page.goto(base + "/usage")
@@ -140,6 +142,7 @@ def test_usage_page_with_its_charts_and_numbers(site, page):
     assert page.locator("#by-model table tbody tr").count() >= 2  # docs/screenshots/usage.png: test_first_hour_browser
 
 
+@pytest.mark.slow
 def test_usage_chart_labels_are_drawn_whole_inside_their_chart(site, page):
     """Issue 25: a long model name was cut at both ends (`aude-haiku-4-5-2025100`)."""
     base, _, _ = site
@@ -158,6 +161,7 @@ def test_usage_chart_labels_are_drawn_whole_inside_their_chart(site, page):
     assert folded.split(" that ")[0] in ("20 more days with 154 calls", "21 more days with 165 calls"), folded
 
 
+@pytest.mark.slow
 def test_nothing_recorded_runs_on_the_dashboard_or_in_the_exported_file(site, page, tmp_path):
     base, db, hostile = site
     page.goto(f"{base}/sessions/{hostile}")
@@ -178,6 +182,7 @@ def test_nothing_recorded_runs_on_the_dashboard_or_in_the_exported_file(site, pa
     assert page.locator("li.message").count() == 12
 
 
+@pytest.mark.slow
 def test_the_exported_session_opens_as_a_file_and_reads_like_the_page(site, page, tmp_path):
     base, db, _ = site
     store = open_store(db, read_only=True)
@@ -194,6 +199,7 @@ def test_the_exported_session_opens_as_a_file_and_reads_like_the_page(site, page
     shot(page, "export")
 
 
+@pytest.mark.slow
 def test_a_repeated_message_shows_twice_and_a_resent_reply_once(site, page):
     base, db, _ = site
     store = open_store(db, read_only=True)

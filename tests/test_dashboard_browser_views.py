@@ -68,6 +68,7 @@ def test_the_token_signs_the_owner_in_once_and_a_stranger_is_asked_for_a_key(sit
     stranger.context.close()
 
 
+@pytest.mark.slow
 def test_a_session_row_shows_its_title_on_one_line_at_1280_px(site, owner):
     owner.goto(f"{site}/")
     row = owner.locator(f'tr:has(a[href="/sessions/{TITLED}"])')
@@ -81,6 +82,7 @@ def test_a_session_row_shows_its_title_on_one_line_at_1280_px(site, owner):
     shot(owner, "claude-code-sessions")
 
 
+@pytest.mark.slow
 def test_a_bash_call_shows_its_command_and_the_first_lines_of_its_result(site, owner):
     owner.goto(f"{site}/sessions/{TOOLS}")
     first = owner.locator("details.tool").first
@@ -95,6 +97,7 @@ def test_a_bash_call_shows_its_command_and_the_first_lines_of_its_result(site, o
     shot(owner, "claude-code-session")
 
 
+@pytest.mark.slow
 def test_the_timeline_shows_sub_agents_nested_under_the_calls_that_spawned_them(site, owner):
     owner.goto(f"{site}/sessions/{NESTED}")
     owner.click("a.timeline-link")
@@ -115,6 +118,7 @@ def test_the_timeline_shows_sub_agents_nested_under_the_calls_that_spawned_them(
     assert owner.locator("svg.timeline-chart g.call").count() == 1
 
 
+@pytest.mark.slow
 def test_a_long_claude_code_session_has_a_timeline_page_by_page(site, owner):
     owner.goto(f"{site}/sessions/ae4a77f8-aedd-4bc1-888f-c94edc91af04/timeline")
     assert owner.locator("svg.timeline-chart g.depth-0.call").count() == 200

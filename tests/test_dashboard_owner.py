@@ -58,6 +58,7 @@ def test_the_token_signs_in_once_with_a_strict_http_only_cookie(keyed, caplog):
     assert server_side and not any(TOKEN in m for m in server_side)
 
 
+@pytest.mark.slow
 def test_without_the_token_a_key_is_still_demanded(keyed):
     db, key = keyed
     app = app_of(db)
@@ -74,6 +75,7 @@ def test_without_the_token_a_key_is_still_demanded(keyed):
     assert signed.status_code == 303 and "owner-test" in stranger.get("/").text
 
 
+@pytest.mark.slow
 def test_a_server_without_a_token_takes_none(keyed):
     db, _ = keyed
     client = TestClient(app_of(db, token=None))
@@ -81,6 +83,7 @@ def test_a_server_without_a_token_takes_none(keyed):
     assert client.get("/login", params={"token": "None"}, follow_redirects=False).status_code == 401
 
 
+@pytest.mark.slow
 def test_reasonlog_ui_opens_the_browser_with_a_token_that_works_once(keyed, tmp_path):
     """The real command: its browser is a script that writes down the address it was given ($BROWSER)."""
     db, _ = keyed
@@ -110,6 +113,7 @@ def test_reasonlog_ui_opens_the_browser_with_a_token_that_works_once(keyed, tmp_
                and p.name.startswith(Path(db).name))
 
 
+@pytest.mark.slow
 def test_reasonlog_ui_without_a_browser_prints_the_sign_in_address(keyed):
     db, _ = keyed
     port = free_port()

@@ -1,6 +1,7 @@
 """What keeps the dashboard's long pages fast (issue 20): Markdown rendered once per text, within a byte budget."""
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -47,6 +48,7 @@ def test_a_session_page_shown_again_renders_none_of_its_markdown_again(tmp_path,
     assert "<strong>answer 39</strong>" in again and "<code>run</code> 39" in again
 
 
+@pytest.mark.slow
 def test_the_rendered_texts_stay_within_their_byte_budget_and_the_most_recent_stay():
     texts = render.RenderedTexts(budget=64 << 10, largest=4 << 10)
     for i in range(2000):
@@ -62,6 +64,7 @@ MARKDOWNISH = st.lists(st.sampled_from([*"ab 1.-*_`[]()<>&\"'\n#>!:/\\", "javasc
                        max_size=40).map("".join)
 
 
+@pytest.mark.slow
 @given(MARKDOWNISH)
 @settings(max_examples=300, deadline=None)
 def test_markdown_from_the_cache_is_what_markdown_it_made(text):
@@ -71,6 +74,7 @@ def test_markdown_from_the_cache_is_what_markdown_it_made(text):
     assert render.RENDERED.get(text) == fresh
 
 
+@pytest.mark.slow
 def test_templates_read_keys_dict_methods_and_missing_keys_as_plain_jinja_does():
     data = {"kind": "call", "items": "a key named like a method", "n": 0}
     source = ("{{ d.kind }}|{{ d.items is callable }}|{{ d.nothing is defined }}|{{ d.get('kind') }}|{{ d.n }}"

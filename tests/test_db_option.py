@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from dataclasses import dataclass
 
 import pytest
+from click.testing import CliRunner
 from serving import get, serving
 
 import reasonlog
@@ -35,10 +34,17 @@ def recorded(tmp_path):
     return db
 
 
-def reasonlog_cli(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "REASONLOG_DB"}
-    return subprocess.run([sys.executable, "-m", "reasonlog", *args], capture_output=True, text=True, timeout=60,
-                          env=env)
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def reasonlog_cli(*args: str) -> Ran:
+    """The command run in this process (an exception escaping it fails the test)."""
+    result = CliRunner().invoke(cli, list(args), env={"REASONLOG_DB": None}, catch_exceptions=False)
+    return Ran(result.exit_code, result.stdout, result.stderr)
 
 
 def test_db_after_the_command_reads_that_database(recorded, tmp_path):

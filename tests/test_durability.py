@@ -51,6 +51,7 @@ def test_a_locked_database_spills_and_the_next_open_writes_it_in_order(db_target
     assert store.get_session(session["id"])["status"] == "completed"
 
 
+@pytest.mark.slow
 def test_a_read_only_database_spills_instead_of_raising(db_target):
     reasonlog.open_store(db_target).close()
     # A store opened for reading refuses every write, as a file its permissions forbid writing does.
@@ -63,6 +64,7 @@ def test_a_read_only_database_spills_instead_of_raising(db_target):
     assert f"{db_target}: read-only" in rec.stats()["last_error"]
 
 
+@pytest.mark.slow
 def test_a_database_made_by_the_first_schema_upgrades_and_keeps_its_data(tmp_path):
     """tests/fixtures/schema1.db was written by `reasonlog demo` at schema 1
     (commit 'README with the two set-up commands').
@@ -107,6 +109,7 @@ def _has_table(target, name: str) -> bool:
     return query_db(target, f"SELECT 1 FROM sqlite_master WHERE name = '{name}'") == [(1,)]
 
 
+@pytest.mark.slow
 def test_a_new_migration_applies_once_with_its_record(db_target, monkeypatch, store_of):
     rec = reasonlog.Recorder(db_target, writer="sync")
     with rec.session(agent="old") as s:
@@ -128,6 +131,7 @@ ALTER TABLE sessions ADD COLUMN note TEXT;
     assert store.upgrade() == []
 
 
+@pytest.mark.slow
 def test_a_failing_migration_leaves_the_schema_and_its_record_untouched(db_target, monkeypatch):
     reasonlog.open_store(db_target).close()
     module, name = _migrations(db_target)
@@ -145,6 +149,7 @@ INSERT INTO no_such_table VALUES (1);
     assert not _has_table(db_target, "half_done")
 
 
+@pytest.mark.slow
 def test_a_database_from_a_newer_reasonlog_is_refused_clearly(db_target):
     reasonlog.open_store(db_target).close()
     execute_db(db_target, "INSERT INTO _reasonlog_migrations VALUES (99, 'future', 'x')")
@@ -156,6 +161,7 @@ class NotJSON:
     """Something an agent might put in a message by mistake."""
 
 
+@pytest.mark.slow
 def test_an_event_that_cannot_be_stored_is_rejected_alone(db_target, store_of, caplog):
     rec = reasonlog.Recorder(db_target, flush_interval=60)  # one batch holds everything below
     with rec.session(agent="mixed") as s:
@@ -178,6 +184,7 @@ def test_an_event_that_cannot_be_stored_is_rejected_alone(db_target, store_of, c
             for m in session["messages"]][-2:] == ["still fine", [{"type": "text", "text": "ok again"}]]
 
 
+@pytest.mark.slow
 def test_an_unreadable_spill_file_is_set_aside_and_does_not_block_writing(db_target, store_of):
     reasonlog.open_store(db_target).close()
     spilled = spill_folder(db_target)

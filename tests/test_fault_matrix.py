@@ -50,12 +50,14 @@ def test_eight_processes_with_two_recorders_each_share_one_database(tmp_path, db
     assert out.written == 960
 
 
+@pytest.mark.slow
 def test_a_lock_held_past_the_busy_timeout_delays_nothing_and_loses_nothing(tmp_path, db):
     out = faultkit.lock_held(tmp_path, hold_s=1.5, calls=100, rate=50, busy_ms=100, db=db)
     assert_nothing_lost(out)
     assert out.longest_wait_ms < WAIT_BOUND_MS + SCHEDULING_SLACK_MS
 
 
+@pytest.mark.slow
 @needs_root
 def test_a_read_only_database_file_spills_until_its_owner_writes_it(tmp_path):
     out = faultkit.read_only_file(tmp_path, calls=60)
@@ -63,6 +65,7 @@ def test_a_read_only_database_file_spills_until_its_owner_writes_it(tmp_path):
     assert out.longest_wait_ms < WAIT_BOUND_MS + SCHEDULING_SLACK_MS
 
 
+@pytest.mark.slow
 @needs_root
 def test_a_read_only_folder_spills_to_the_user_data_folder(tmp_path):
     out = faultkit.read_only_folder(tmp_path, calls=60)
@@ -70,6 +73,7 @@ def test_a_read_only_folder_spills_to_the_user_data_folder(tmp_path):
     assert out.longest_wait_ms < WAIT_BOUND_MS + SCHEDULING_SLACK_MS
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not faultkit.can_mount_tmpfs(), reason="needs root and tmpfs mounts")
 def test_a_full_disk_loses_nothing_once_space_returns(tmp_path):
     out = faultkit.full_disk(tmp_path, calls=150, size_kib=3072)
@@ -77,6 +81,7 @@ def test_a_full_disk_loses_nothing_once_space_returns(tmp_path):
     assert out.longest_wait_ms < WAIT_BOUND_MS + SCHEDULING_SLACK_MS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rate", [50.0, 0.0], ids=["agent-pace", "flat-out"])
 def test_a_sigkill_loses_only_the_last_moments(tmp_path, db, rate):
     kill_after_s = random.Random(int(rate)).uniform(1.0, 3.0)  # at a random moment, the same in every run

@@ -60,23 +60,27 @@ def test_a_reasoning_record_reads_by_the_sessions_own_name_field_by_field(orch, 
         f"  long form: {tmp_path / 'artifacts' / 'orch-42' / 'DEL-INIT_approach.md'} (has this record)"]
 
 
+@pytest.mark.slow
 def test_db_status_counts_the_secrets_a_reasoning_record_had_masked(orch):
     status = reasonlog_cli(orch, "db", "status").stdout
     assert re.search(r"│ redacted_secrets +│ 3 +│", status), status
 
 
+@pytest.mark.slow
 def test_search_names_the_session_as_its_agent_did(orch):
     out = reasonlog_cli(orch, "search", "sliding window").stdout.splitlines()
     assert out[0] == "orch-42  at 0  reasoning  approach"
     assert out[-1] == "1 match"
 
 
+@pytest.mark.slow
 def test_the_dashboard_titles_the_session_by_its_name_and_the_long_form_by_its_file(orch):
     page = TestClient(create_app(lambda: open_store(orch, read_only=True))).get("/sessions/orch-42").text
     assert '<h1 class="session-title">orch-42 <span class="muted">developer</span></h1>' in page
     assert '>orch-42/DEL-INIT_approach.md</span></summary>' in page
 
 
+@pytest.mark.slow
 def test_missing_phases_name_the_session_and_no_records_at_all_is_not_success(orch, tmp_path):
     done = reasonlog_cli(orch, "reason", "missing", "--phases", "understanding,approach")
     assert done.returncode == 1
@@ -88,6 +92,7 @@ def test_missing_phases_name_the_session_and_no_records_at_all_is_not_success(or
                                                        " understanding\n")
 
 
+@pytest.mark.slow
 def test_a_key_is_revoked_by_the_start_of_its_id_and_a_shared_start_says_so(tmp_path):
     db = tmp_path / "keys.db"
     for name in ("ci", "laptop"):
@@ -103,6 +108,7 @@ def test_a_key_is_revoked_by_the_start_of_its_id_and_a_shared_start_says_so(tmp_
     assert [k["revoked_at"] is not None for k in keys] == [False, True]
 
 
+@pytest.mark.slow
 def test_serve_on_a_port_in_use_says_so_before_anything_else(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -113,6 +119,7 @@ def test_serve_on_a_port_in_use_says_so_before_anything_else(tmp_path):
                                                  " (another server is on it? choose another --port)\n")
 
 
+@pytest.mark.slow
 def test_watch_once_says_it_imports_once(tmp_path):
     folder = FIXTURES / "claude-code-transcripts" / "spotter"
     done = reasonlog_cli(tmp_path / "w.db", "watch", str(folder), "--once")
@@ -127,6 +134,7 @@ def trading(tmp_path_factory) -> Path:
     return db
 
 
+@pytest.mark.slow
 def test_prune_dry_run_lists_the_sessions_it_would_remove(trading):
     out = reasonlog_cli(trading, "prune", "--older-than", "200d", "--agent", "gpt-5", "--dry-run").stdout
     lines = out.splitlines()
@@ -137,12 +145,14 @@ def test_prune_dry_run_lists_the_sessions_it_would_remove(trading):
     assert len(expected) == 20 and max(map(len, lines)) <= 80
 
 
+@pytest.mark.slow
 def test_sessions_at_80_columns_keep_the_title(trading):
     lines = reasonlog_cli(trading, "sessions", "--limit", "3").stdout.splitlines()
     assert lines[0].split() == ["started", "(UTC)", "session", "title", "cost"]  # the title cut, not dropped
     assert all("Please analyze and update" in ln for ln in lines[2:5]) and max(map(len, lines)) <= 80
 
 
+@pytest.mark.slow
 def test_show_at_80_columns_breaks_call_lines_between_fields_and_json_between_values(tmp_path):
     db = tmp_path / "demo.db"
     reasonlog_cli(db, "demo")
@@ -164,6 +174,7 @@ def test_show_at_80_columns_breaks_call_lines_between_fields_and_json_between_va
                          '"cash_after":', '7019.62}']
 
 
+@pytest.mark.slow
 def test_the_reasoning_api_finds_a_model_however_it_is_cased(trading):
     client = TestClient(create_app(lambda: open_store(trading, read_only=True)))
     asked = {model: client.get("/reasoning", params={"date": "2025-10-02", "model": model})
@@ -190,6 +201,7 @@ def record_calls(target, calls) -> None:
     rec.close()
 
 
+@pytest.mark.slow
 def test_usage_by_day_and_model_or_agent_on_both_databases(db):
     record_calls(db, CALLS)
     store = open_store(db, read_only=True)
@@ -203,6 +215,7 @@ def test_usage_by_day_and_model_or_agent_on_both_databases(db):
     assert by_agent == {"2025-11-03\tplanner": (1, 10), "2025-11-03\tcoder": (2, 6), "2025-11-05\tcoder": (1, 3)}
 
 
+@pytest.mark.slow
 @hypothesis.settings(max_examples=25, deadline=None)
 @hypothesis.given(st.lists(st.tuples(st.sampled_from(["2025-11-01", "2025-11-02", "2025-11-09"]),
                                      st.sampled_from(["gpt-5", "claude-sonnet-4-5", None]),
@@ -230,6 +243,7 @@ def test_the_pairs_add_up_to_each_key_alone(calls):
         store.close()
 
 
+@pytest.mark.slow
 @hypothesis.given(st.lists(st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=30),
                            min_size=1, max_size=12), st.integers(20, 120))
 def test_a_call_line_breaks_only_between_its_fields(fields, width):

@@ -94,6 +94,7 @@ def test_a_session_named_by_its_agent_reads_by_that_name(site, page):
     assert summary == "compact record · long form in orch-42/session_approach.md"  # not the server's whole path
 
 
+@pytest.mark.slow
 def test_call_lines_read_like_the_cli(site, page):
     base, db = site
     page.goto(f"{base}/sessions/{session_id(db, agent='reviewer')}")
@@ -110,6 +111,7 @@ def test_call_lines_read_like_the_cli(site, page):
     assert meta.endswith("· $0.0652 (computed@" + meta.split("(computed@")[1].split(")")[0] + ")"), meta  # no "0 ms ·"
 
 
+@pytest.mark.slow
 def test_usage_draws_tokens_and_cost_by_day_stacked_by_model_with_empty_days_folded(site, page):
     base, _ = site
     page.goto(base + "/usage")
@@ -138,6 +140,7 @@ def test_usage_draws_tokens_and_cost_by_day_stacked_by_model_with_empty_days_fol
     assert page.locator("ul.series-legend li").all_inner_texts()[:2] == ["claude-code", "coder"]
 
 
+@pytest.mark.slow
 def test_an_untimed_timeline_says_where_the_sessions_time_went(site, page):
     base, _ = site
     page.goto(f"{base}/sessions/{CLAUDE_CODE}/timeline")
@@ -153,6 +156,7 @@ def test_an_untimed_timeline_says_where_the_sessions_time_went(site, page):
     shot(page, "timeline-long")
 
 
+@pytest.mark.slow
 def test_the_keys_move_through_sessions_and_calls_and_are_shown(site, page):
     base, _ = site
     page.goto(base + "/?run=week-45")

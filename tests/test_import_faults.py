@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES
 
 from reasonlog.io.importing import plan, run_import
@@ -77,6 +78,7 @@ def test_a_killed_import_resumes_where_its_last_batch_ended(tmp_path):
     assert check.returncode == 0, check.stdout + check.stderr
 
 
+@pytest.mark.slow
 def test_two_imports_at_once_do_the_work_once(tmp_path):
     db = tmp_path / "t.db"
     open_store(db).close()
@@ -90,6 +92,7 @@ def test_two_imports_at_once_do_the_work_once(tmp_path):
     assert open_store(db).status()["rejected_records"] == 0
 
 
+@pytest.mark.slow
 def test_a_full_disk_stops_the_import_and_the_next_one_finishes_it(tmp_path):
     folder = tmp_path / "p"
     long_transcript(folder / "a-long-session.jsonl", 4)

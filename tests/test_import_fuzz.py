@@ -214,6 +214,7 @@ def _records_of(data: bytes, sessions: set[str]) -> dict[tuple, dict]:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(seed=st.integers(0, 2 ** 32 - 1))

@@ -79,6 +79,7 @@ def test_a_recorder_records_into_the_server(server_db):
     assert store.replay_call(last["id"])["messages"][0]["content"].startswith("question 2 ")
 
 
+@pytest.mark.slow
 def test_a_batch_sent_again_adds_nothing_and_keys_are_required(server_db):
     db, key = server_db
     port = free_port()
@@ -96,6 +97,7 @@ def test_a_batch_sent_again_adds_nothing_and_keys_are_required(server_db):
     assert (store.status()["counts"]["calls"], store.status()["rejected_records"]) == (1, 0)
 
 
+@pytest.mark.slow
 def test_batches_are_sized_to_the_servers_limit(server_db, monkeypatch):
     db, key = server_db
     monkeypatch.setattr(ingest, "MAX_BYTES", 20_000)
@@ -114,6 +116,7 @@ def test_batches_are_sized_to_the_servers_limit(server_db, monkeypatch):
     assert session["call_count"] == 30
 
 
+@pytest.mark.slow
 def test_while_the_server_is_down_batches_wait_and_arrive_once(server_db):
     db, key = server_db
     port = free_port()
@@ -129,6 +132,7 @@ def test_while_the_server_is_down_batches_wait_and_arrive_once(server_db):
     assert store.status()["rejected_records"] == 0
 
 
+@pytest.mark.slow
 def test_an_event_larger_than_the_server_takes_waits_in_a_spill_file_and_holds_up_nothing(server_db, tmp_path):
     """One message past max_bytes cannot be sent in any body: the calls around it arrive, it waits (not lost)
     with a reason that names the limit, and it arrives once a server takes bodies that large."""

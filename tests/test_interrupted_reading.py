@@ -13,6 +13,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import reasonlog
 
 CLI = [sys.executable, "-m", "reasonlog"]
@@ -56,17 +58,20 @@ def test_reading_commands_show_a_killed_recorders_session_interrupted_without_wr
     assert _in_file(db_path, sid) == "open"  # the readers wrote nothing
 
 
+@pytest.mark.slow
 def test_a_recorder_that_opens_and_closes_without_recording_marks_it_interrupted(db_path):
     sid = _killed_session(db_path)
     reasonlog.Recorder(db_path).close()
     assert _in_file(db_path, sid) == "interrupted"
 
 
+@pytest.mark.slow
 def test_a_recorder_that_records_nothing_creates_no_database(tmp_path):
     reasonlog.Recorder(tmp_path / "never.db").close()
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_live_recorders_session_reads_as_open(db_path):
     code = textwrap.dedent("""
         import sys, reasonlog

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import time
 
 import faultkit
@@ -75,11 +76,23 @@ def test_os_fork_by_hand_and_a_fork_of_a_fork_never_repeat_an_id():
         finally:
             os._exit(0)
     ids = [i for _ in range(7) for i in out.get(timeout=60)]
-    os.waitpid(pid, 0)
+    assert _reaped(pid, timeout=60), "the child forked by hand never exited after sending its ids"
     for c in children:
         c.join(timeout=60)
     assert len(ids) == 7 * IDS_PER_CHILD
     assert len(set(ids)) == len(ids)
+
+
+def _reaped(pid: int, timeout: float) -> bool:
+    """Wait for a child made by os.fork, with a deadline: a child stuck past it is killed (the suite never hangs)."""
+    deadline = time.monotonic() + timeout
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_a_multiprocessing_pool_of_recorders_stores_every_call(db_target, tmp_path):

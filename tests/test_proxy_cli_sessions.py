@@ -127,6 +127,7 @@ def chat_upstream():
     server.shutdown()
 
 
+@pytest.mark.slow
 def test_an_opencode_loop_over_openai_chat_carries_its_session_id(tmp_path, chat_upstream):
     port = free_port()
     provider = {"local": {"npm": "@ai-sdk/openai-compatible", "name": "local",
@@ -145,6 +146,7 @@ def test_an_opencode_loop_over_openai_chat_carries_its_session_id(tmp_path, chat
     assert "reasonlog: recorded 3 call(s) in 1 session(s) and 1 side session(s) (title)" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_codex_session_carries_its_thread_id(tmp_path):
     codex = cli("codex")
     db = tmp_path / "r.db"
@@ -190,6 +192,7 @@ class GeminiUpstream(Upstream):
         return Reply(200, [json.dumps(answer).encode()])
 
 
+@pytest.mark.slow
 def test_gemini_clis_router_calls_are_a_side_session_of_its_loop(tmp_path):
     gemini = cli("gemini")
     home = tmp_path / "home"
@@ -210,6 +213,7 @@ def test_gemini_clis_router_calls_are_a_side_session_of_its_loop(tmp_path):
     assert (side["labels"]["role"], side["parent_session_id"], side["run"]) == ("router", loop["id"], loop["run"])
 
 
+@pytest.mark.slow
 def test_a_qwen_code_loop_is_one_session_by_continuity(tmp_path, chat_upstream):
     """Qwen Code names no session: its loop (a shell tool call, then the answer) stays one by continuity."""
     done = run_through_proxy(tmp_path, tmp_path / "r.db", chat_upstream, cli("qwen"), "--auth-type", "openai",

@@ -71,6 +71,7 @@ def test_claude_code_through_reasonlog_run(tmp_path):
     assert ANTHROPIC_KEY.encode() not in database_bytes(db)
 
 
+@pytest.mark.slow
 def test_codex_through_reasonlog_run(tmp_path):
     codex = cli("codex")
     db = tmp_path / "r.db"

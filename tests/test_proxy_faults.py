@@ -15,6 +15,7 @@ import sys
 import time
 
 import httpx
+import pytest
 from proxy_upstream import Upstream
 from proxying import ANTHROPIC_KEY
 from sdk_server import sse
@@ -136,6 +137,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.slow
 def test_sigterm_to_run_ends_the_agent_and_keeps_every_call_it_made(tmp_path):
     """`reasonlog run` told to stop (SIGTERM, as a process manager or `timeout` sends) passes the signal on to
     the agent and writes every call the agent made before it exits; Python's default ended `run` at once."""

@@ -101,6 +101,7 @@ def test_an_agent_rerun_under_replay_sends_every_request_byte_for_byte_and_gets_
     assert proxied.recording.count == 0  # a replay records nothing
 
 
+@pytest.mark.slow
 def test_a_changed_line_gets_a_409_naming_the_first_call_that_differs_with_the_diff(recorded, tmp_path):
     db, session_id, _, _ = recorded
     with recording_proxy(tmp_path / "unused.db", dead_upstream(), replaying(db, session_id)) as proxied:
@@ -118,6 +119,7 @@ def test_a_changed_line_gets_a_409_naming_the_first_call_that_differs_with_the_d
     assert '+          "content": "Paris: 19°C, sunny",' in message.splitlines()
 
 
+@pytest.mark.slow
 def test_a_fork_at_call_n_serves_the_recording_then_forwards_to_another_model_and_is_linked(recorded, tmp_path):
     db, session_id, sent_first, _ = recorded
     original = reasonlog.open_store(db, read_only=True).get_session(session_id)["calls"]
@@ -165,6 +167,7 @@ def run_agent_through_cli_proxy(db, args: list[str], upstream: str) -> tuple[lis
     return sent, said, first + err
 
 
+@pytest.mark.slow
 def test_proxy_replay_from_the_command_line(recorded, tmp_path):
     db, session_id, sent_first, said_first = recorded
     sent, said, err = run_agent_through_cli_proxy(db, ["--replay", session_id[:10]], dead_upstream())
@@ -172,6 +175,7 @@ def test_proxy_replay_from_the_command_line(recorded, tmp_path):
     assert sent == sent_first and said == said_first
 
 
+@pytest.mark.slow
 def test_proxy_from_session_and_call_forks_there_from_the_command_line(recorded):
     db, session_id, sent_first, _ = recorded
     with Upstream() as up:
@@ -189,6 +193,7 @@ def test_proxy_from_session_and_call_forks_there_from_the_command_line(recorded)
         session_id, "1", f"fork of {session_id} at #1")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, says", [
     (["--until", "1"], "--until and --model go with --replay SESSION"),
     (["--replay", "nosuchsession"], "nosuchsession"),
@@ -204,6 +209,7 @@ def test_proxy_replay_mistakes_are_one_line(recorded, args, says):
     assert says in done.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_a_fork_is_linked_from_both_session_pages_and_compared_from_its_call(recorded, tmp_path):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient

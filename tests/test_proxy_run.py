@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 
+import pytest
 from proxy_upstream import Upstream
 
 import reasonlog
@@ -50,12 +51,14 @@ def test_run_records_the_commands_calls_and_exits_with_its_code(tmp_path):
     assert [r.path for r in up.received] == ["/v1/messages", "/v1/chat/completions"]
 
 
+@pytest.mark.slow
 def test_a_command_that_does_not_exist_is_one_line_and_127(tmp_path):
     child = reasonlog_run(tmp_path / "r.db", "--", "no-such-agent-cli", "-p", "hi", upstream="http://127.0.0.1:9")
     out, err = child.communicate(timeout=30)
     assert (child.returncode, err.strip()) == (127, "error: no-such-agent-cli: command not found")
 
 
+@pytest.mark.slow
 def test_a_busy_port_is_one_line(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -75,6 +78,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.slow
 def test_a_killed_command_exits_as_a_shell_says_and_its_calls_are_kept(tmp_path):
     db = tmp_path / "r.db"
     with Upstream() as up:
@@ -95,6 +99,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_reaches_the_command_and_ends_run_without_a_traceback(tmp_path):
     db = tmp_path / "r.db"
     with Upstream() as up:

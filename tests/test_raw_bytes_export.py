@@ -6,12 +6,20 @@ import subprocess
 import sys
 
 import orjson
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import reasonlog
+from reasonlog.cli.main import cli
 
 CLI = [sys.executable, "-m", "reasonlog"]
+
+
+def _in_process(*args: str) -> tuple[int, str]:
+    """The command run in this process (an exception escaping it fails the test): its exit code and stderr."""
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stderr
 
 
 def _record(db, raws: list) -> list[str]:
@@ -25,9 +33,8 @@ def _record(db, raws: list) -> list[str]:
 
 def _export(db, out) -> list[bytes]:
     """The raw payload of each call in the export of `db`, as bytes."""
-    done = subprocess.run([*CLI, "--db", str(db), "export", "-o", str(out)], capture_output=True, text=True,
-                          timeout=60)
-    assert done.returncode == 0 and done.stderr == "", done.stderr
+    code, stderr = _in_process("--db", str(db), "export", "-o", str(out))
+    assert code == 0 and stderr == "", stderr
     calls = [r for r in map(orjson.loads, out.read_bytes().splitlines()) if r["type"] == "call"]
     return [base64.b64decode(c["raw"]) if c.get("raw_encoding") else c["raw"].encode() for c in calls]
 
@@ -36,9 +43,8 @@ def _round_trip(tmp_path, raws: list) -> tuple[list, list, bytes]:
     """What the export of the recorded database holds, what the export of its import holds, and the first file."""
     _record(tmp_path / "a.db", raws)
     before = _export(tmp_path / "a.db", tmp_path / "a.jsonl")
-    done = subprocess.run([*CLI, "--db", str(tmp_path / "b.db"), "import", str(tmp_path / "a.jsonl")],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    code, stderr = _in_process("--db", str(tmp_path / "b.db"), "import", str(tmp_path / "a.jsonl"))
+    assert code == 0, stderr
     return before, _export(tmp_path / "b.db", tmp_path / "b.jsonl"), (tmp_path / "a.jsonl").read_bytes()
 
 

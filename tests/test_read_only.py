@@ -53,7 +53,7 @@ def reasonlog_cli(*args: str, db: Path, stdin: str | None = None) -> subprocess.
 
 def in_process(*args: str, db: Path):
     """The command run in this process (quicker than a subprocess; an exception escapes and fails the test)."""
-    return CliRunner().invoke(cli, ["--db", str(db), *args], catch_exceptions=False)
+    return CliRunner().invoke(cli, ["--db", str(db), *args], env={"REASONLOG_DB": None}, catch_exceptions=False)
 
 
 def digest(path: Path) -> str:
@@ -141,7 +141,13 @@ def test_every_writing_command_says_in_one_line_why_it_cannot(locked, recorded, 
                  ["summarize", "--summarizer", "offline", "--yes", "--stale"], ["import", str(TRANSCRIPT)],
                  ["keys", "create", "--scope", "read"], ["keys", "revoke", "rlk_x"], ["prune", "--run", "r", "--yes"],
                  ["demo"], ["db", "upgrade"]):
-        result = reasonlog_cli(*args, db=locked)
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        assert result.returncode == 1 and "Traceback" not in result.stderr, (args, result.stderr)
-        assert len(lines) == 1 and lines[0].startswith(f"error: {locked}: read-only"), (args, result.stderr)
+        ran = in_process(*args, db=locked)
+        said_in_one_line_why_it_cannot(locked, args, ran.exit_code, ran.stderr)
+    process = reasonlog_cli("demo", db=locked)  # and a real process: no traceback, exit code 1
+    said_in_one_line_why_it_cannot(locked, ["demo"], process.returncode, process.stderr)
+
+
+def said_in_one_line_why_it_cannot(locked: Path, args: list[str], code: int, stderr: str) -> None:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert code == 1 and "Traceback" not in stderr, (args, stderr)
+    assert len(lines) == 1 and lines[0].startswith(f"error: {locked}: read-only"), (args, stderr)

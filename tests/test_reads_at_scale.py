@@ -2,6 +2,7 @@
 (usage totals kept as calls are written, a session's calls paged, a position's `action_type`), on both dialects."""
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
 from reasonlog.model import CallRecorded, OutcomeRecorded, SessionStarted, Usage
@@ -105,6 +106,7 @@ FILTERS = [SessionFilter(limit=None), SessionFilter(since="2025-01-02", limit=No
            SessionFilter(since="2025-01-02T00:15:00Z", limit=None)]
 
 
+@pytest.mark.slow
 def test_statistics_from_kept_usage_equal_the_ledger_of_every_call(db):
     store = open_store(db)
     _write_mixed(store)
@@ -135,6 +137,7 @@ def _unbilled_events() -> list:
             _call("grandchild", 0, "2025-01-02T10:00:05Z", "claude-haiku-4-5", 40)]
 
 
+@pytest.mark.slow
 def test_exchanges_that_report_no_cost_and_their_sub_agents_count_their_calls(db):
     """Only an exchange whose stats report a cost takes its calls' (and its sub-agents') figures over; the kept
     sums answer for the rest, and every statistic equals the ledger's."""
@@ -155,6 +158,7 @@ def _cli(db, *args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_usage_is_kept_as_calls_are_written_and_db_recount_rebuilds_it(db):
     """Statistics add up the totals kept in the write's transaction, not the calls: a call changed behind the
     store's back shows only once `reasonlog db recount` rebuilds them."""
@@ -194,6 +198,7 @@ def _tamper(db, sql: str) -> None:
             conn.execute(sql)
 
 
+@pytest.mark.slow
 def test_deleted_and_imported_sessions_count_once(db, tmp_path):
     store = open_store(db)
     _write_mixed(store)
@@ -207,6 +212,7 @@ def test_deleted_and_imported_sessions_count_once(db, tmp_path):
     store.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(calls=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.sampled_from(["gpt-5", "m", None]),
                                 st.one_of(st.none(), st.integers(0, 5000)),
@@ -239,6 +245,7 @@ def _rounded(rows: list[dict]) -> list[dict]:
 # ---------------------------------------------------------------------------- a long session, page by page
 
 
+@pytest.mark.slow
 def test_a_session_page_carries_only_its_calls_and_a_cursor_walks_it_all(db):
     """`/v1/sessions/{id}?limit=` bounds the calls too (a 50,000-message session returned all 25,000 calls in
     every page); `next_offset` walks the timeline to its end, each message and call once."""
@@ -273,6 +280,7 @@ def test_a_session_page_carries_only_its_calls_and_a_cursor_walks_it_all(db):
 # ---------------------------------------------------------------------------- a common word stops at the page
 
 
+@pytest.mark.slow
 def test_a_common_word_pages_as_the_whole_list_does(db):
     """A word in most sessions (past `search.COMMON` contents) is looked for newest session first and stops at the
     page; the pages are the whole answer's, cut where the limit cuts, filters and cursors included."""
@@ -309,6 +317,7 @@ def test_a_common_word_pages_as_the_whole_list_does(db):
 # ---------------------------------------------------------------------------- /reasoning for a whole day
 
 
+@pytest.mark.slow
 def test_a_day_of_every_model_says_what_each_model_day_says(db):
     """`/reasoning?date=D` reads the day's sessions at once (it read each whole session): every session's
     positions and message count are those its own model-day request gives."""
@@ -352,6 +361,7 @@ _PG_WORD_INDEX = [*(f"DROP TABLE {t}" for t in ("contents_search", "tool_results
                   "CREATE TABLE search_words (word TEXT PRIMARY KEY)"]
 
 
+@pytest.mark.slow
 def test_a_database_upgraded_to_schema_13_counts_and_finds_what_it_held(db):
     """Migration 13 fills the kept usage from the calls (and, on PostgreSQL, the trigram index from the stored
     text, in place of the word index) in its own transaction."""

@@ -67,6 +67,7 @@ def test_the_cli_finds_by_meaning_what_text_search_misses(embedded):
     assert orjson.loads(out)[1]["snippet"] == "mix phx.server doesnt seem to start"
 
 
+@pytest.mark.slow
 def test_the_cli_prints_ranked_hits_best_first_with_their_scores(embedded):
     code, out, _ = run("--db", embedded, "search", ASKED, "--mode", "semantic", "--limit", "2")
     lines = out.splitlines()
@@ -78,12 +79,14 @@ def test_the_cli_prints_ranked_hits_best_first_with_their_scores(embedded):
     assert lines[4] == "2 hits, best first (semantic)"
 
 
+@pytest.mark.slow
 def test_an_unknown_mode_is_a_usage_error(embedded):
     code, _, err = run("--db", embedded, "search", ASKED, "--mode", "fuzzy")
     assert code == 2 and "Invalid value for '--mode': 'fuzzy' is not one of 'text', 'keywords', 'semantic'," \
                           " 'hybrid'." in err
 
 
+@pytest.mark.slow
 def test_the_api_searches_by_meaning_and_lists_similar_sessions(embedded):
     client = TestClient(create_app(lambda: reasonlog.open_store(embedded, read_only=True)))
     body = client.get("/v1/search", params={"q": ASKED, "limit": 2}).json()
@@ -97,6 +100,7 @@ def test_the_api_searches_by_meaning_and_lists_similar_sessions(embedded):
     assert [s["id"] for s in similar["sessions"]] == [BOOT] and 0 < similar["sessions"][0]["score"] < 1
 
 
+@pytest.mark.slow
 def test_the_dashboard_ranks_sessions_by_meaning_and_shows_sessions_like_one(embedded):
     client = TestClient(create_app(lambda: reasonlog.open_store(embedded, read_only=True)))
     page = client.get("/", params={"q": ASKED}).text
@@ -110,6 +114,7 @@ def test_the_dashboard_ranks_sessions_by_meaning_and_shows_sessions_like_one(emb
     assert f'<a href="/sessions/{BOOT}">mix phx.server doesnt seem to start</a>' in session
 
 
+@pytest.mark.slow
 def test_a_killed_embed_is_finished_by_the_next_run_embedding_nothing_twice(tmp_path):
     db = tmp_path / "k.db"
     rec = reasonlog.Recorder(db, writer="sync")
@@ -153,6 +158,7 @@ def store_vector(text: str) -> bytes:
     return (v / np.linalg.norm(v)).astype("<f4").tobytes()
 
 
+@pytest.mark.slow
 def test_asking_for_meaning_before_anything_is_embedded_says_to_embed(tmp_path):
     db = tmp_path / "e.db"
     rec = reasonlog.Recorder(db, writer="sync")
@@ -168,6 +174,7 @@ def test_asking_for_meaning_before_anything_is_embedded_says_to_embed(tmp_path):
     assert run("--db", str(db), "search", "greeting", "--mode", "semantic")[0::2] == (1, f"error: {said}\n")
 
 
+@pytest.mark.slow
 def test_the_server_embeds_what_is_recorded_while_it_runs_in_the_background(tmp_path):
     import time
 

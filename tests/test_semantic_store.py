@@ -85,6 +85,7 @@ def test_a_session_is_cut_into_user_assistant_tool_result_and_summary_units(db, 
     assert hits[0]["kind"] == "summary" and hits[0]["score"] == pytest.approx(1.0, abs=1e-5)
 
 
+@pytest.mark.slow
 def test_a_text_said_again_and_again_is_stored_and_embedded_once(db, store, server):
     rec = reasonlog.Recorder(db, writer="sync", strict=True)
     for agent in ("a", "b"):
@@ -105,6 +106,7 @@ def test_a_text_said_again_and_again_is_stored_and_embedded_once(db, store, serv
         (sid[-4:], idx) for sid in {h["session_id"] for h in hits} for idx in (0, 2, 4))
 
 
+@pytest.mark.slow
 def test_a_new_model_embeds_everything_again_and_searches_only_its_own_vectors(db, store, server):
     _record_all_kinds(db)
     first, second = HttpEmbedder(server.url, "small"), HttpEmbedder(server.url, "large")
@@ -117,6 +119,7 @@ def test_a_new_model_embeds_everything_again_and_searches_only_its_own_vectors(d
     assert store.vector_search(_vector("Deployed."), second.model, ALL, 1)[0]["snippet"] == "Deployed."
 
 
+@pytest.mark.slow
 def test_deleting_a_session_takes_its_units_and_only_its_texts_and_vectors(db, store, server):
     keep = _record_all_kinds(db)
     gone = _record_all_kinds(db)  # the same texts: shared
@@ -132,6 +135,7 @@ def test_deleting_a_session_takes_its_units_and_only_its_texts_and_vectors(db, s
     assert {h["session_id"] for h in store.vector_search(_vector("Deployed."), embedder.model, ALL, 10)} == {keep}
 
 
+@pytest.mark.slow
 def test_an_embeddings_server_error_is_one_line_naming_the_url(server):
     with EmbeddingsServer(key="right") as keyed:
         with pytest.raises(EmbeddingFailed) as refused:
@@ -148,6 +152,7 @@ def test_an_embeddings_server_error_is_one_line_naming_the_url(server):
         HttpEmbedder(gone, "m").embed(["hello"])
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts=st.integers(1, 12), batch=st.integers(1, 5), stop_after=st.integers(0, 12))
 def test_a_pass_stopped_at_any_batch_is_finished_by_the_next_embedding_each_text_once(dialect, texts, batch,
@@ -179,6 +184,7 @@ def test_a_pass_stopped_at_any_batch_is_finished_by_the_next_embedding_each_text
             store.close()
 
 
+@pytest.mark.slow
 def test_keywords_rank_rarer_words_higher_and_drop_stopwords(db, store):
     rec = reasonlog.Recorder(db, writer="sync", strict=True)
     with rec.session(agent="a") as s:
@@ -196,6 +202,7 @@ def test_keywords_rank_rarer_words_higher_and_drop_stopwords(db, store):
     assert [h["snippet"] for h in store.keyword_search("migrat", ALL, 10)] == ["migrations ran"]
 
 
+@pytest.mark.slow
 def test_a_word_in_most_records_lists_no_candidates_of_its_own_and_the_answer_stays_bounded(db, store, monkeypatch):
     """At 500,000 messages a word like "price" is in most records: listing them made a hybrid search take 30 s.
     Past CAP records a word is common: a rarer word's records are the candidates, and each still scores it."""
@@ -221,6 +228,7 @@ def test_a_word_in_most_records_lists_no_candidates_of_its_own_and_the_answer_st
     assert [h["snippet"] for h in store.keyword_search("price", ALL, 10)] == ["price check 2", "price check 3"]
 
 
+@pytest.mark.slow
 def test_keyword_reading_stops_once_no_candidate_left_can_score_above_the_last_hit(db, store, monkeypatch):
     """At 500,000 messages a query of common words read 2,000 candidates that could at best tie the hits kept: the
     hybrid search's p95 was 242-403 ms. Candidates are read newest first among equal bounds, and reading stops once
@@ -245,6 +253,7 @@ def test_keyword_reading_stops_once_no_candidate_left_can_score_above_the_last_h
 VOCABULARY = ["price", "rollback", "server", "deploy", "migration", "cash", "tests", "failed"]
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=4), min_size=1, max_size=14,
                 unique_by=" ".join),  # a message sent again unchanged is a resend, not a new one
@@ -283,6 +292,7 @@ def test_keyword_ranking_never_drops_a_better_hit_for_any_texts(texts, query, li
         assert h["score"] == pytest.approx(sum(weight[w] for w in held))
 
 
+@pytest.mark.slow
 def test_vector_search_follows_the_session_filter_and_similar_sessions_rank_by_mean(db, store, server):
     rec = reasonlog.Recorder(db, writer="sync", strict=True)
     ids = {}
@@ -304,6 +314,7 @@ def test_vector_search_follows_the_session_filter_and_similar_sessions_rank_by_m
     assert store.similar_sessions(ids["ops"], "another model", 5) == []
 
 
+@pytest.mark.slow
 def test_a_file_with_vectors_opens_in_the_stdlib_sqlite3_checks_backs_up_and_exports_without_them(tmp_path, server):
     import sqlite3
 

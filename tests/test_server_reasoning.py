@@ -9,13 +9,16 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 
 import hypothesis
 import hypothesis.strategies as st
 import pytest
+from click.testing import CliRunner
 from conftest import FIXTURES, fresh_database
 from fastapi.testclient import TestClient
 
+from reasonlog.cli.main import cli as reasonlog_cli
 from reasonlog.io.importing import plan, run_import
 from reasonlog.server.app import create_app
 from reasonlog.store import open_store
@@ -117,9 +120,17 @@ def test_health_readiness_and_the_schema(client, tmp_path):
     assert "missing.db" in r.json()["detail"]
 
 
-def cli(db, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), *args], capture_output=True,
-                          text=True, timeout=60)
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(db, *args) -> Ran:
+    """The command run in this process (an exception escaping it fails the test)."""
+    result = CliRunner().invoke(reasonlog_cli, ["--db", str(db), *args], catch_exceptions=False)
+    return Ran(result.exit_code, result.stdout, result.stderr)
 
 
 def test_keys_are_bearer_tokens_with_scopes(tmp_path):

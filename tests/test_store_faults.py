@@ -133,6 +133,7 @@ def _check_everything_arrived_once(path: Path, calls: list[dict]) -> None:
         store.close()
 
 
+@pytest.mark.slow
 def test_a_full_disk_then_free_space_leaves_every_call_stored_once_and_replaying_exactly(db_path):
     """SQLite only: the file capped at a number of pages (PostgreSQL's disk is its server's)."""
     calls = _workloads(range(7, 8))[0][:60]
@@ -156,6 +157,7 @@ def _can_mount_tmpfs() -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs root and tmpfs mounts")
 def test_a_real_full_disk_then_more_space_leaves_every_call_stored_once_and_replaying_exactly(tmp_path):
     """SQLite only: the file on a small tmpfs (PostgreSQL's disk is its server's)."""
@@ -190,6 +192,7 @@ if __name__ == "__main__":
     _child(sys.argv[1:])
 
 
+@pytest.mark.slow
 def test_a_reader_opened_beside_a_writer_sees_what_other_processes_write(db):
     """Opening a second store on a database must not drop the first one's locks: on SQLite, a process that saw no
     other connection would checkpoint and remove the WAL under this one, whose reads would then stay stale."""

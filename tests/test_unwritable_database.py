@@ -77,6 +77,7 @@ def _mounted_read_only(folder: Path):
     subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a read-only bind mount (chmod does not stop root)")
 def test_a_reasonlog_database_in_a_read_only_folder_is_named_for_what_it_is(tmp_path):
     folder = tmp_path / "ro"
@@ -100,6 +101,7 @@ def test_a_reasonlog_database_in_a_read_only_folder_is_named_for_what_it_is(tmp_
     assert [Path(f).parent for f in shown["spill_folders"]] == [tmp_path / "data" / "reasonlog" / "spill"]
 
 
+@pytest.mark.slow
 def test_db_status_counts_the_records_waiting_in_spill_files_of_a_healthy_database(tmp_path):
     db = tmp_path / "agent.db"
     reasonlog.open_store(db).close()

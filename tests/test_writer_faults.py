@@ -78,6 +78,7 @@ def test_values_json_cannot_hold_spill_and_come_back_and_only_the_unspillable_ev
     assert big not in calls
 
 
+@pytest.mark.slow
 def test_a_spilled_batch_keeps_its_count_of_masked_secrets(db_target, store_of):
     key = "sk-ant-api03-" + "A" * 90
     with Locked(db_target):
@@ -101,6 +102,7 @@ def _craft_spill(db: Path | str, lines: list) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_an_event_the_store_cannot_take_on_replay_is_set_aside_and_the_rest_is_written(db_target, store_of):
     reasonlog.open_store(db_target).close()
     started = {"event": "session_started", "session_id": "S1", "started_at": "2025-01-01T00:00:00Z"}
@@ -127,6 +129,7 @@ def test_an_event_the_store_cannot_take_on_replay_is_set_aside_and_the_rest_is_w
     assert "set_aside_records" in cli.stdout and "2" in cli.stdout
 
 
+@pytest.mark.slow
 def test_opening_for_writing_replays_spill_files_even_when_nothing_new_is_recorded(db_target, store_of):
     with Locked(db_target):
         rec = reasonlog.Recorder(db_target, writer="sync", store_options={"busy_timeout_ms": 20})
@@ -139,6 +142,7 @@ def test_opening_for_writing_replays_spill_files_even_when_nothing_new_is_record
     assert (status["pending_spill_files"], status["counts"]["calls"], status["replayed_batches"]) == ([], 1, 3)
 
 
+@pytest.mark.slow
 def test_two_processes_replaying_the_same_spill_files_write_each_once(db_target, store_of):
     with Locked(db_target):
         rec = reasonlog.Recorder(db_target, writer="sync", store_options={"busy_timeout_ms": 5})
@@ -157,6 +161,7 @@ def test_two_processes_replaying_the_same_spill_files_write_each_once(db_target,
     assert (status["counts"]["calls"], status["replayed_batches"], status["pending_spill_files"]) == (30, 32, [])
 
 
+@pytest.mark.slow
 def test_stale_and_empty_spill_files_are_cleaned_up(db_target, store_of):
     reasonlog.open_store(db_target).close()
     folder = spill_folder(db_target)
@@ -176,6 +181,7 @@ def _files_a_store_may_leave(target) -> list[str]:
                   if not p.name.endswith(("-wal", "-shm")))
 
 
+@pytest.mark.slow
 def test_a_reading_command_leaves_no_files_beside_the_database(db_target):
     rec = reasonlog.Recorder(db_target)
     rec.session(agent="read me").end()
@@ -188,6 +194,7 @@ def test_a_reading_command_leaves_no_files_beside_the_database(db_target):
 
 # ------------------------------------------------------------------ defect 5: every loss is counted, and kept
 
+@pytest.mark.slow
 def test_rejections_from_many_threads_are_all_counted(db_target, store_of):
     rec = reasonlog.Recorder(db_target, flush_interval=0.001)
     s = rec.session(agent="threads")
@@ -208,6 +215,7 @@ def test_rejections_from_many_threads_are_all_counted(db_target, store_of):
     assert store_of().status()["rejected_records"] == 12_000
 
 
+@pytest.mark.slow
 def test_rejections_while_the_database_cannot_be_written_are_counted_after_the_next_open(db_target, store_of):
     with Locked(db_target):
         rec = reasonlog.Recorder(db_target, writer="sync", store_options={"busy_timeout_ms": 20})
@@ -218,6 +226,7 @@ def test_rejections_while_the_database_cannot_be_written_are_counted_after_the_n
     assert store_of().status()["rejected_records"] == 7
 
 
+@pytest.mark.slow
 def test_drops_are_explicit_and_counted_exactly_even_when_the_database_is_locked(db_target, store_of):
     with Locked(db_target):
         rec = reasonlog.Recorder(db_target, on_full="drop", max_queue=5, flush_interval=60,
@@ -248,6 +257,7 @@ class _SlowSink(StoreSink):
         return super().write_batch(events, counters, batch_id=batch_id)
 
 
+@pytest.mark.slow
 def test_a_full_queue_makes_the_caller_wait_instead_of_dropping(db_target, store_of):
     rec = reasonlog.Recorder(db_target, max_queue=100)
     with rec.session(agent="flat out") as s:
@@ -258,6 +268,7 @@ def test_a_full_queue_makes_the_caller_wait_instead_of_dropping(db_target, store
     assert store_of().status()["counts"]["calls"] == 2000
 
 
+@pytest.mark.slow
 def test_batches_are_sized_by_time_so_the_writer_commits_at_least_every_200_ms(db_target):
     sink = _SlowSink(db_target, per_event=0.002)
     rec = reasonlog.Recorder(db_target, sink=sink)
@@ -268,6 +279,7 @@ def test_batches_are_sized_by_time_so_the_writer_commits_at_least_every_200_ms(d
     assert sum(sink.sizes) == 602 and max(sink.sizes) <= 100  # 100 events x 2 ms = 200 ms
 
 
+@pytest.mark.slow
 def test_close_with_a_timeout_spills_what_is_still_queued_and_says_so(db_target, store_of, caplog):
     sink = SpillingSink(_SlowSink(db_target, per_event=0.01), spill_folder(db_target))
     rec = reasonlog.Recorder(db_target, sink=sink)
@@ -284,6 +296,7 @@ def test_close_with_a_timeout_spills_what_is_still_queued_and_says_so(db_target,
     assert (status["counts"]["calls"], status["dropped_records"], status["pending_spill_files"]) == (300, 0, [])
 
 
+@pytest.mark.slow
 def test_a_process_killed_while_recording_flat_out_loses_at_most_the_queue_bound(db_target, store_of):
     out = _run("""
         import os, signal, time, reasonlog
@@ -308,6 +321,7 @@ def test_a_process_killed_while_recording_flat_out_loses_at_most_the_queue_bound
 
 # ------------------------------------------------------------------ defect 7: liveness by a lock, not a pid
 
+@pytest.mark.slow
 def test_a_session_whose_pid_lives_on_but_whose_recorder_is_gone_is_interrupted(db_target, store_of):
     """The recorder execs another program: the pid stays alive (as after pid reuse, or pid 1 in a container)."""
     proc = _run("""
@@ -328,6 +342,7 @@ def test_a_session_whose_pid_lives_on_but_whose_recorder_is_gone_is_interrupted(
         proc.wait()
 
 
+@pytest.mark.slow
 def test_a_session_of_a_live_recorder_stays_open_until_the_recorder_is_killed(db_target, store_of):
     proc = _run("""
         import sys, reasonlog
@@ -345,6 +360,7 @@ def test_a_session_of_a_live_recorder_stays_open_until_the_recorder_is_killed(db
     assert store_of().get_session(sid)["status"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_a_child_forked_by_a_recorder_does_not_keep_its_sessions_open_after_it_dies(db_target, store_of):
     """The child inherits the recorder's lock (a file's descriptor, a connection's socket) and must let go of it."""
     proc = _run("""
@@ -381,6 +397,7 @@ class _DyingSink(StoreSink):
         raise _Fatal("the sink died")
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # it dies on purpose
 def test_flush_never_waits_for_a_writer_thread_that_died(db_target, caplog):
     rec = reasonlog.Recorder(db_target, sink=_DyingSink(lambda: reasonlog.open_store(db_target)))
