@@ -6,19 +6,20 @@ fork), pools of recorders count every call into one SQLite file and one PostgreS
 whichever copy lands."""
 from __future__ import annotations
 
-import multiprocessing
+import json
 import os
-import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import faultkit
 import pytest
 from helpers import Locked
 
 import reasonlog
-from reasonlog.model import new_id
 
-IDS_PER_CHILD = 2_000
+CHILD = Path(__file__).with_name("forking_child.py")
 
 
 @pytest.fixture
@@ -27,79 +28,36 @@ def db_target(db):
     return db
 
 
-def _ids_at(start_ns: int, out) -> None:
-    """Wait for `start_ns`, then make ids as fast as possible: every child does so in the same milliseconds."""
-    while time.time_ns() < start_ns:
-        pass
-    out.put([new_id() for _ in range(IDS_PER_CHILD)])
-
-
-def _fork_of_a_fork(start_ns: int, out) -> None:
-    ctx = multiprocessing.get_context("fork")
-    inner = ctx.Process(target=_ids_at, args=(start_ns, out))
-    inner.start()
-    _ids_at(start_ns, out)
-    inner.join()
+def forked(*args: str) -> object:
+    """A scenario of forking_child.py, in a fresh interpreter (see there why not in the test runner)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(reasonlog.__file__).parents[1]),
+                                                                     os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
 def test_children_making_ids_in_the_same_milliseconds_never_repeat_one(method):
-    new_id()  # the parent has drawn its random part before forking, as a recorder made before a pool would
-    ctx = multiprocessing.get_context(method)
-    out = ctx.Queue()
-    start = time.time_ns() + 1_500_000_000  # spawned children need time to import
-    children = [ctx.Process(target=_ids_at, args=(start, out)) for _ in range(6)]
-    for c in children:
-        c.start()
-    ids = [i for _ in children for i in out.get(timeout=60)]
-    for c in children:
-        c.join(timeout=60)
-    assert len(ids) == 6 * IDS_PER_CHILD
+    ids = forked("ids", method)
+    assert isinstance(ids, list) and len(ids) == 6 * 2_000
     assert len(set(ids)) == len(ids)
     assert len({i[10:] for i in ids}) == len(ids)  # not even the random parts meet
 
 
 def test_os_fork_by_hand_and_a_fork_of_a_fork_never_repeat_an_id():
-    new_id()
-    ctx = multiprocessing.get_context("fork")
-    out = ctx.Queue()
-    start = time.time_ns() + 300_000_000
-    children = [ctx.Process(target=_fork_of_a_fork, args=(start, out)) for _ in range(3)]
-    for c in children:
-        c.start()
-    pid = os.fork()
-    if pid == 0:  # os.fork by hand: the child writes its ids to a pipe-less file and leaves at once
-        try:
-            _ids_at(start, out)
-            out.close()
-            out.join_thread()
-        finally:
-            os._exit(0)
-    ids = [i for _ in range(7) for i in out.get(timeout=60)]
-    assert _reaped(pid, timeout=60), "the child forked by hand never exited after sending its ids"
-    for c in children:
-        c.join(timeout=60)
-    assert len(ids) == 7 * IDS_PER_CHILD
+    ids = forked("by-hand")
+    assert isinstance(ids, list) and len(ids) == 7 * 2_000
     assert len(set(ids)) == len(ids)
-
-
-def _reaped(pid: int, timeout: float) -> bool:
-    """Wait for a child made by os.fork, with a deadline: a child stuck past it is killed (the suite never hangs)."""
-    deadline = time.monotonic() + timeout
-    while os.waitpid(pid, os.WNOHANG) == (0, 0):
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def test_a_multiprocessing_pool_of_recorders_stores_every_call(db_target, tmp_path):
     """Four forked workers, each with its own recorder, start in the same millisecond: every call is stored once."""
-    out = faultkit.forked_pool(tmp_path, workers=4, calls=150, db=db_target)
-    assert (out.written, out.found, out.lost, out.duplicates, out.wrong_replays) == (600, 600, 0, 0, 0)
-    assert faultkit.rejected(db_target) == 0
+    target = str(db_target) if "://" in str(db_target) else str(tmp_path / "pool.db")
+    out = forked("pool", target, "4", "150")
+    assert isinstance(out, dict)
+    assert (out["written"], out["found"], out["lost"], out["duplicates"], out["wrong_replays"]) == (600, 600, 0, 0, 0)
+    assert out["rejected"] == 0
 
 
 def test_a_close_that_times_out_keeps_the_batch_being_committed(db_target, tmp_path):
