@@ -94,7 +94,27 @@ def run_loop(tmp_path: Path, name: str) -> tuple[CliUpstream, Path, subprocess.C
         cmd = [sys.executable, "-m", "reasonlog", "--db", str(db), "run", "--port", str(port), "--upstream", up.url,
                "--", *argv]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=child_env, cwd=work)
+    stop_daemons(work)
     return up, db, done
+
+
+def stop_daemons(work: Path) -> None:
+    """End what a CLI left running for this folder after it exited (Cline 3's hub daemon): a test's processes stop
+    with it."""
+    import signal
+
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--cline-hub-daemon" in argv and str(work).encode() in argv:
+            try:
+                os.kill(int(entry.name), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
 
 def _units(messages: list) -> list:
