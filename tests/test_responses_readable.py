@@ -90,8 +90,8 @@ def test_web_searches_are_tool_steps_with_their_query_and_status(recorded, rec):
     assert len(sources.splitlines()) == 16  # the pages the search found
     assert [p["kind"] for p in parts if p["kind"] in ("opaque", "tool_result")] == []
     shown = _cli(rec.db_path, "show", session_id)
-    assert ('→ web_search {"query":"tech news today December 5 2025","type":"search","status":"completed"}  '
-            '(ws_0953eda47ee1741200693330682c988195aaa470a8cc51dfe4)') in shown
+    assert ('→ web_search {"query": "tech news today December 5 2025", "type": "search", "status": "completed"}  '
+            '(ws_0953eda47ee1741200693330682c988195aaa470a8cc51dfe4)') in " ".join(shown.split("\n    "))
     assert "[opaque]" not in shown
     page = _page(rec.db_path, session_id)
     assert page.count('<span class="tool-name">web_search</span>') == 3
