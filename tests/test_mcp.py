@@ -191,16 +191,29 @@ def test_the_same_tools_over_http_from_serve_behind_the_api_keys(tmp_path):
         async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
             async with Client(streamable_http_client(f"{base}/mcp/", http_client=http)) as client:
                 tools = sorted(t.name for t in (await client.list_tools()).tools)
-                return tools, await client.call_tool("search_history", {"query": "parser"})
+                found = await client.call_tool("search_history", {"query": "parser"})
+                cite = found.structured_content["hits"][0]["cite"]
+                others = [await client.call_tool(name, arguments) for name, arguments in (
+                    ("get_session", {"session": cite.split("#")[0]}), ("get_call", {"call": cite}),
+                    ("tool_history", {"subject": "src/parser.py"}), ("usage", {"by": "model"}),
+                    ("reasoning", {}), ("usage", {"by": "colour"}))]
+                return tools, found, others
 
     with serving("--db", str(db), "serve") as base:
-        tools, found = asyncio.run(call(base, key))
+        tools, found, others = asyncio.run(call(base, key))
         refused = httpx2.post(f"{base}/mcp/", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         wrong = httpx2.post(f"{base}/mcp/", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                             headers={"Authorization": "Bearer nope"})
     assert tools == TOOLS
     hits = structured(found)["hits"]
     assert hits and all(h["url"].startswith("/calls/") and "#" in h["cite"] for h in hits)
+    hits = structured(found)["hits"]
+    session, call_, history, used, reasoned, bad = others
+    assert structured(session)["session"]["title"] == "Fix the failing parser test"
+    assert structured(call_)["cite"] == hits[0]["cite"] and structured(call_)["reply"]["role"] == "assistant"
+    assert any(u["tool"] == "Read" for u in structured(history)["uses"])
+    assert [r["calls"] for r in structured(used)["rows"]] == [3] and structured(reasoned)["records"] == []
+    assert bad.is_error and "by\n  Input should be 'day'" in bad.content[0].text
     assert (refused.status_code, wrong.status_code) == (401, 401)
     assert "no API key" in refused.json()["detail"] and "wrong or revoked" in wrong.json()["detail"]
 
