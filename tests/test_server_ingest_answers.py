@@ -4,7 +4,7 @@ size limit on reasoning records too, every method in Allow, and no page but /hea
 from __future__ import annotations
 
 import contextlib
-import select
+import selectors
 import socket
 import time
 
@@ -103,9 +103,11 @@ def sent_before_the_answer(port: int, path: str, total: int, chunk: int = 256 <<
                  "Transfer-Encoding: chunked\r\n\r\n".encode())
     sent, piece = 0, b"%x\r\n%s\r\n" % (chunk, b"\n" * chunk)
     deadline = time.monotonic() + 60
+    answered = selectors.DefaultSelector()  # epoll: no limit on the descriptor's number, unlike select()
+    answered.register(conn, selectors.EVENT_READ)
     try:
         while sent < total and time.monotonic() < deadline:
-            if select.select([conn], [], [], 0)[0]:
+            if answered.select(0):
                 break  # the answer is there
             conn.settimeout(5)
             try:
@@ -116,6 +118,7 @@ def sent_before_the_answer(port: int, path: str, total: int, chunk: int = 256 <<
         conn.settimeout(30)
         return sent, conn.recv(200).split(b"\r\n")[0]
     finally:
+        answered.close()
         conn.close()
 
 
