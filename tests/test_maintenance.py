@@ -1,7 +1,7 @@
 """Keeping a database healthy: `db backup`, `db check`, `prune`, and what `db status` says about space.
 
-These commands work on SQLite files; on PostgreSQL `db backup` and `db check` name its own tools and `prune` is
-not available yet. The tests that take `db_target` run on both dialects; those on `db_path` look inside the
+`db backup` and `db check` work on SQLite files and on PostgreSQL name its own tools; `prune` works on both (on
+PostgreSQL beside live writers: tests/test_pg_prune.py). The tests that take `db_target` run on both dialects; those on `db_path` look inside the
 SQLite file (its pages, its full-text index, its bytes), which PostgreSQL does not have.
 """
 from __future__ import annotations
@@ -106,31 +106,32 @@ def _only_the_new_session(path: Path) -> Path:
     return path
 
 
-def test_a_recorder_that_stays_open_across_a_prune_still_stores_what_replays(db_path):
-    """SQLite only: prune is not available on PostgreSQL."""
-    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+def test_a_recorder_that_stays_open_across_a_prune_still_stores_what_replays(db_target):
+    rec = reasonlog.Recorder(db_target, writer="sync", strict=True)
     _session(rec, "old", "first")  # its system prompt is now in the writer's cache
-    assert _cli(db_path, "prune", "--run", "old", "--yes").exit_code == 0  # and gone from the database
+    assert _cli(db_target, "prune", "--run", "old", "--yes").exit_code == 0  # and gone from the database
     kept_id, kept_request = _session(rec, "new", "second")
     rec.close()
-    check = _cli(db_path, "db", "check")
-    assert check.exit_code == 0, check.output
-    store = reasonlog.open_store(db_path)
+    if not is_postgres(db_target):
+        check = _cli(db_target, "db", "check")
+        assert check.exit_code == 0, check.output
+    store = reasonlog.open_store(db_target)
     try:
         replayed = store.replay_call(store.get_session(kept_id)["calls"][-1]["id"])
         assert canonical({k: replayed[k] for k in ("system", "messages")}) == canonical(kept_request)
+        assert store.search("first", reasonlog.SessionFilter()) == []
+        assert [h["session_id"] for h in store.search("second", reasonlog.SessionFilter())] == [kept_id]
     finally:
         store.close()
 
 
-def test_prune_never_takes_an_open_session_unless_asked(db_path):
-    """SQLite only: prune is not available on PostgreSQL."""
-    rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
+def test_prune_never_takes_an_open_session_unless_asked(db_target):
+    rec = reasonlog.Recorder(db_target, writer="sync", strict=True)
     s = rec.session(run="live")
     s.call(messages=[{"role": "user", "content": "hi"}], response="hello")
     rec.flush()
-    assert _cli(db_path, "prune", "--run", "live", "--yes").output.startswith("nothing to prune: 0 sessions")
-    result = _cli(db_path, "prune", "--run", "live", "--include-open", "--dry-run")
+    assert _cli(db_target, "prune", "--run", "live", "--yes").output.startswith("nothing to prune: 0 sessions")
+    result = _cli(db_target, "prune", "--run", "live", "--include-open", "--dry-run")
     assert result.output.splitlines()[-1].startswith("would remove 1 sessions, 1 calls, 2 messages")
     assert s.id in result.output  # the open session it would take, listed
     rec.close()
@@ -210,7 +211,6 @@ def test_care_commands_never_create_a_missing_database(db_target, tmp_path, args
 
 PG_BACKUP = "back up a PostgreSQL database with its own tools (pg_dump), or copy its sessions with `reasonlog export`"
 PG_CHECK = "`db check` reads SQLite files; PostgreSQL checks its own pages (amcheck, pg_checksums)"
-PG_PRUNE = "`reasonlog prune` is not available on PostgreSQL yet"
 
 
 @pytest.mark.parametrize(("args", "code", "message"), [
@@ -241,11 +241,12 @@ def test_each_care_command_does_its_work_or_names_the_tool_that_does(db_target, 
         sessions = len(left.list_sessions(reasonlog.SessionFilter()))
     finally:
         left.close()
+    assert prune.output.startswith("removed 1 sessions, 2 calls, 5 messages, 5 contents (")
     if is_postgres(db_target):
-        assert [(r.exit_code, r.output) for r in (backup, check, prune)] == [
-            (1, f"error: {db_target}: {PG_BACKUP}\n"), (1, f"error: {db_target}: {PG_CHECK}\n"),
-            (1, f"error: {db_target}: {PG_PRUNE}\n")]
-        assert (dest.exists(), sessions) == (False, 1)
+        assert [(r.exit_code, r.output) for r in (backup, check)] == [
+            (1, f"error: {db_target}: {PG_BACKUP}\n"), (1, f"error: {db_target}: {PG_CHECK}\n")]
+        assert (dest.exists(), prune.exit_code, sessions) == (False, 0, 0)
+        assert prune.output.endswith(" bytes (PostgreSQL reuses the freed space for new rows)\n")
         return
     assert backup.output == f"backed up {db_target} to {dest} ({dest.stat().st_size} bytes)\n"
     assert check.output == "ok: 1 sessions, 0 exchanges, 2 calls, 5 messages, 0 tool_results, 0 outcomes, 5 contents\n"

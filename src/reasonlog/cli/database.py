@@ -240,9 +240,15 @@ def prune(obj, older_than, before, run, agent, model, include_open, dry_run, yes
         done = store.prune(criteria)
     finally:
         store.close()
-    how = "VACUUM rewrote the file" if done["reclaimed_by"] == "vacuum" else "freed pages returned"
-    click.echo(f"removed {_described(done)}; file {done['file_bytes_before']} -> {done['file_bytes_after']} bytes"
-               f" ({how})")
+    click.echo(f"removed {_described(done)}; {_space(done)}")
+
+
+def _space(done: dict) -> str:
+    """What became of the space: a SQLite file shrinks; PostgreSQL keeps its pages for new rows."""
+    sizes = f"{done['file_bytes_before']} -> {done['file_bytes_after']} bytes"
+    if done["reclaimed_by"] == "autovacuum":
+        return f"database {sizes} (PostgreSQL reuses the freed space for new rows)"
+    return f"file {sizes} ({'VACUUM rewrote the file' if done['reclaimed_by'] == 'vacuum' else 'freed pages returned'})"
 
 
 def _print_sessions(store, ids: list[str]) -> None:

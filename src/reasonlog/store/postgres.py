@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Concatenate, Literal
 import psycopg
 
 from ..model import Event
-from . import StoreError, Unavailable, liveness, safe_target
+from . import StoreError, Unavailable, liveness, pg_prune, safe_target
 from .dbapi import Cursor
 from .pg_search import TRIGRAMS
 from .schema_pg import PG_MIGRATIONS
@@ -334,6 +334,10 @@ class PostgresStore(SQLStore):
                 self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (f"reasonlog:{name}",))
 
     def _follow_prunes(self, cur: Cursor) -> None:
+        """Hold the contents lock shared until the transaction ends, then read the content generation: a prune
+        deletes no content while this writer may be naming it, and one that finished since the last batch is seen
+        (store/pg_prune.py). Called after the sessions' locks (`_write_batch`), the order a prune takes them in."""
+        pg_prune.hold_contents_shared(cur)
         row = cur.execute("SELECT value FROM counters WHERE name = ?", (GENERATION,)).fetchone()
         generation = row[0] if row else 0
         if generation != self._generation:
@@ -395,10 +399,8 @@ class PostgresStore(SQLStore):
     def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int:
         """Delete sessions and the contents only they used (a rewritten file is imported again);
         `forget_file` also drops that file's import row, in the same transaction."""
-        from . import pg_delete
-
         with self._lock:
-            n = self._write(pg_delete.delete_sessions, list(session_ids), forget_file)
+            n = self._write(pg_prune.delete_sessions, list(session_ids), forget_file)
             self._applier.reset()
         return n
 
@@ -410,16 +412,14 @@ class PostgresStore(SQLStore):
                       for t in ("sessions", "calls", "messages", "contents", "outcomes")}
             counters = dict(cur.execute("SELECT name, value FROM counters").fetchall())
             content_bytes = cur.execute("SELECT COALESCE(SUM(size), 0)::bigint FROM contents").fetchone()[0]
-            on_disk = sum(cur.execute("SELECT pg_total_relation_size(to_regclass(?))", (t,)).fetchone()[0] or 0
-                          for t in TABLES)
-            return {"counts": counts, "counters": counters, "content_bytes": content_bytes, "on_disk": on_disk}
+            return {"counts": counts, "counters": counters, "content_bytes": content_bytes}
 
         got = self._read(read)
         counters = got["counters"]
         return {
             "path": self.path, "url": self.path,
             "schema_version": self.schema_version(), "latest_schema_version": PG_MIGRATIONS[-1].number,
-            "bytes_on_disk": got["on_disk"], "unique_content_bytes": got["content_bytes"], "counts": got["counts"],
+            "bytes_on_disk": self._bytes_on_disk(), "unique_content_bytes": got["content_bytes"], "counts": got["counts"],
             "dropped_records": counters.get("dropped", 0), "rejected_records": counters.get("rejected", 0),
             "isolated_batches": counters.get("isolated_batches", 0),
             "redacted_secrets": counters.get("redacted", 0),
@@ -441,9 +441,25 @@ class PostgresStore(SQLStore):
                          " (amcheck, pg_checksums)")
 
     def plan_prune(self, criteria: PruneCriteria) -> dict:
-        raise Unavailable(f"{self.path}: `reasonlog prune` is not available on PostgreSQL yet")
+        """What `prune` would remove now, removing nothing."""
+        return self._read(pg_prune.plan, criteria)
 
-    prune = plan_prune
+    def prune(self, criteria: PruneCriteria, batch: int = pg_prune.BATCH) -> dict:
+        """Remove the sessions the criteria take, `batch` sessions a transaction, while writers keep writing
+        (store/pg_prune.py). PostgreSQL keeps the freed pages for new rows (autovacuum): the database does not shrink."""
+        before = self._bytes_on_disk()
+        done, after = pg_prune.Removed(), ""
+        while batch_ids := self._read(pg_prune.chosen_sessions, criteria, after, batch):
+            with self._lock:
+                done.add(self._write(pg_prune.delete_batch, batch_ids, criteria))
+                self._applier.reset()
+            after = batch_ids[-1]
+        return {**done.to_dict(), "file_bytes_before": before, "file_bytes_after": self._bytes_on_disk(),
+                "reclaimed_by": "autovacuum"}
+
+    def _bytes_on_disk(self) -> int:
+        return self._read(lambda cur: sum(cur.execute("SELECT pg_total_relation_size(to_regclass(?))",
+                                                      (t,)).fetchone()[0] or 0 for t in TABLES))
 
     def close(self) -> None:
         with self._lock:

@@ -460,4 +460,9 @@ CREATE TABLE annotations (
 CREATE INDEX annotations_session ON annotations(session_id, created_at);
 CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score';
 """),
+    Migration(19, "contents found by what refers to them", """
+-- Nothing changes in a SQLite file: PostgreSQL's migration 19 indexes the contents each call names, so that its
+-- prune (in bounded transactions beside live writers) asks about the contents a pruned session used alone. SQLite's
+-- prune runs in one transaction and compares whole sets (store/maintenance.py), which needs no index.
+"""),
 )

@@ -377,4 +377,15 @@ CREATE TABLE annotations (
 CREATE INDEX annotations_session ON annotations(session_id, created_at);
 CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score';
 """),
+    Migration(19, "contents found by what refers to them", """
+-- See schema.py, migration 19. What `reasonlog prune` asks of each content a pruned session used: does any other
+-- call still name it (as its system prompt, its response, or in its context or tool list)? The two indexes and
+-- the GIN index over the ids a call's context and tools name answer it for that content alone, so a prune costs
+-- what it removes, not a scan of every call (store/pg_prune.py). A context's runs ([start, end] pairs) are not
+-- ids: `@> '[id]'` matches top-level numbers only.
+CREATE INDEX calls_system ON calls(system_id) WHERE system_id IS NOT NULL;
+CREATE INDEX calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
+CREATE INDEX calls_named ON calls USING gin
+    ((context_json::jsonb || COALESCE(tools_json::jsonb, '[]'::jsonb)) jsonb_path_ops);
+"""),
 )

@@ -148,8 +148,8 @@ class SQLStore(SemanticStore, AnnotationStore):
                 if batch_id is not None and not imported.claim_batch(cur, batch_id, len(events)):
                     cur.execute("COMMIT")
                     return False  # this batch was written already: a retry adds nothing
-                self._follow_prunes(cur)
                 self._lock_sessions(cur, events)
+                self._follow_prunes(cur)  # after the sessions' locks: the order a prune takes its locks in
                 counters = dict(counters or {})
                 self._applier.completed.clear()
                 self._applier.take_records()  # what an abandoned batch noted is not this one's
@@ -358,6 +358,7 @@ class SQLStore(SemanticStore, AnnotationStore):
         from . import transfer
 
         def run(cur: Cursor) -> dict:
+            self._follow_prunes(cur)
             self._applier.take_records()
             masked = self._applier.redactor.masked
             importer = transfer.Importer(cur, self._applier)
