@@ -1,8 +1,9 @@
 """Keeping a database healthy: `db backup`, `db check`, `prune`, and what `db status` says about space.
 
 `db backup` and `db check` work on SQLite files and on PostgreSQL name its own tools; `prune` works on both (on
-PostgreSQL beside live writers: tests/test_pg_prune.py). The tests that take `db_target` run on both dialects; those on `db_path` look inside the
-SQLite file (its pages, its full-text index, its bytes), which PostgreSQL does not have.
+PostgreSQL beside live writers: tests/test_pg_prune.py). The tests that take `db_target` run on both dialects;
+those on `db_path` look inside the SQLite file (its pages, its full-text index, its bytes), which PostgreSQL
+does not have.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import sys
-from datetime import UTC, date, datetime, timedelta
+from datetime import date
 from pathlib import Path
 from typing import NoReturn
 
@@ -282,6 +282,8 @@ def _cutoff(older_than: str | None, before: str | None) -> str | None:
         match = re.fullmatch(r"(\d+)([dh])", older_than.strip())
         if not match:
             _fail(f"--older-than: expected a number of days or hours like 30d or 12h, got {older_than!r}", 2)
-        age = timedelta(**{"days" if match[2] == "d" else "hours": int(match[1])})
-        return (datetime.now(UTC) - age).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        from ..store import maintenance
+
+        n = int(match[1])
+        return maintenance.older_than(days=n if match[2] == "d" else 0, hours=n if match[2] == "h" else 0).before
     return None

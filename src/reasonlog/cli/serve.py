@@ -30,12 +30,17 @@ from .group import cli
                    " one server process only).")
 @click.option("--embed-every", type=click.FloatRange(min=1), default=30.0, show_default=True, metavar="SECONDS",
               help="How often the background embedding looks for new text.")
+@click.option("--keep-days", type=click.IntRange(min=1), metavar="N",
+              help="Retention: prune the sessions last active more than N days ago, now and every --keep-every"
+                   " seconds, as `reasonlog prune --older-than Nd` does (on PostgreSQL beside live writers).")
+@click.option("--keep-every", type=click.FloatRange(min=1), default=3600.0, show_default=True, metavar="SECONDS",
+              help="How often --keep-days prunes.")
 @click.option("--shutdown-grace", type=click.FloatRange(min=0, max=600), default=3.0, show_default=True,
               metavar="SECONDS", help="On SIGTERM or Ctrl-C, what requests under way get to finish before they"
                                       " are cancelled; the process ends at most 2 s after that.")
 @click.pass_obj
 def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, summarize_base_url, summarize_every,
-          embed, embed_every, shutdown_grace):
+          embed, embed_every, keep_days, keep_every, shutdown_grace):
     """Serve the database over HTTP: /reasoning, /healthz, /readyz, and the OpenAPI schema at /openapi.json.
 
     Once a key exists, every request but /healthz needs one: `Authorization: Bearer <key>`."""
@@ -62,7 +67,8 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
         app = serve_app(path, deployment_mode=os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
                         summarizer=make, summarize_every_s=summarize_every,
                         embedder=_embedder(path) if embed else None, embed_every_s=embed_every,
-                        max_body_bytes=int(max_body_mb * (1 << 20)), exit_within_s=ending.EXIT_WITHIN_S)
+                        max_body_bytes=int(max_body_mb * (1 << 20)), exit_within_s=ending.EXIT_WITHIN_S,
+                        keep_days=keep_days, keep_every_s=keep_every)
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                     timeout_graceful_shutdown=shutdown_grace)
         return
@@ -71,6 +77,8 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
                    err=True)
     os.environ["REASONLOG_SERVE_DB"] = str(path)  # each worker process builds its app from these
     os.environ["REASONLOG_SERVE_MAX_BODY"] = str(int(max_body_mb * (1 << 20)))
+    if keep_days is not None:
+        os.environ["REASONLOG_SERVE_KEEP"] = f"{keep_days} {keep_every}"
     uvicorn.run("reasonlog.server.app:app_from_environment", factory=True, host=host, port=port, workers=workers,
                 log_level="warning", access_log=False, timeout_graceful_shutdown=shutdown_grace)
 

@@ -21,6 +21,7 @@ from ..summaries import Summarizer
 from ..wire import HealthJSON, ModelDaysJSON, ReadyJSON
 from . import annotation_api, api, dashboard, ending, guards, ingest, mcp_route, otlp, records
 from .embedding import BackgroundEmbedding
+from .retention import BackgroundRetention
 from .stores import Stores
 from .summarizing import BackgroundSummaries
 
@@ -37,7 +38,8 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                summarizer: Callable[[], Summarizer] | None = None, summarize_every_s: float = 60.0,
                max_body_bytes: int | None = None, open_reader: Callable[[], Store] | None = None,
                exit_within_s: float | None = None, login_token: str | None = None,
-               embedder: Callable[[], Any] | None = None, embed_every_s: float = 30.0) -> FastAPI:
+               embedder: Callable[[], Any] | None = None, embed_every_s: float = 30.0,
+               keep_days: float | None = None, keep_every_s: float = 3600.0) -> FastAPI:
     """The app over the store `open_store` opens (once, on first use). `deployment_mode` is echoed by /reasoning.
 
     `open_reader`: open a second, read-only store for every route that only reads, so that reads never wait
@@ -50,18 +52,21 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     was answered is committed already, and what was not is rolled back by the database).
     `login_token`: a one-time token that signs its first bringer in to the dashboard (`reasonlog ui`).
     `embedder`: make one to embed new text for search by meaning in the background every `embed_every_s` seconds
-    (server/embedding.py); `app.state.embedding` is that background job, else None."""
+    (server/embedding.py); `app.state.embedding` is that background job, else None.
+    `keep_days`: prune the sessions last active more than this many days ago, every `keep_every_s` seconds, through a
+    store `open_store` opens for it (server/retention.py); `app.state.retention` is that job, else None."""
     stores = Stores(open_store, open_reader)
     background = None if summarizer is None else BackgroundSummaries(stores.writer.get, summarizer,
                                                                       summarize_every_s)
     embedding = None if embedder is None else BackgroundEmbedding(stores.writer.get, embedder, embed_every_s)
+    retention = None if keep_days is None else BackgroundRetention(open_store, keep_days, keep_every_s)
     limit = ingest.MAX_BYTES if max_body_bytes is None else max_body_bytes
 
     mcp_running = None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        for job in (background, embedding):
+        for job in (background, embedding, retention):
             if job is not None:
                 job.start()
         try:
@@ -70,7 +75,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
         finally:
             if exit_within_s is not None:
                 ending.exit_within(exit_within_s)
-            for job in (background, embedding):
+            for job in (background, embedding, retention):
                 if job is not None:
                     job.stop()
             stores.close()
@@ -80,6 +85,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                   description="What LLM agents saw, thought and did: sessions, calls, reasoning and outcomes. "
                               "Once an API key exists, send one: `Authorization: Bearer <key>`.")
     app.state.summaries, app.state.stores, app.state.embedding = background, stores, embedding
+    app.state.retention = retention
 
     @app.exception_handler(ReadOnlyDatabase)
     def read_only(request: Request, exc: ReadOnlyDatabase) -> JSONResponse:
@@ -177,7 +183,16 @@ def app_from_environment() -> FastAPI:
     return serve_app(os.environ["REASONLOG_SERVE_DB"],
                      deployment_mode=os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
                      max_body_bytes=int(os.environ.get("REASONLOG_SERVE_MAX_BODY", ingest.MAX_BYTES)),
-                     exit_within_s=ending.EXIT_WITHIN_S)
+                     exit_within_s=ending.EXIT_WITHIN_S, **_keep_from_environment())
+
+
+def _keep_from_environment() -> dict[str, float]:
+    """--keep-days and --keep-every, as `reasonlog serve --workers N` hands them to each worker."""
+    keep = os.environ.get("REASONLOG_SERVE_KEEP")
+    if not keep:
+        return {}
+    days, every = keep.split()
+    return {"keep_days": float(days), "keep_every_s": float(every)}
 
 
 def _requires(stores: Stores, needed: str, cookie: str | None = None):

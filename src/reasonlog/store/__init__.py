@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, Unpack
@@ -191,6 +192,9 @@ class StoreAdmin(Protocol):
     def check(self) -> dict: ...
     def plan_prune(self, criteria: PruneCriteria) -> dict: ...
     def prune(self, criteria: PruneCriteria) -> dict: ...
+    def exclusive(self, name: str) -> AbstractContextManager[None]:
+        """Hold the lock named `name` (waiting for it): one process at a time does the work it guards."""
+        ...
     def close(self) -> None: ...
 
 

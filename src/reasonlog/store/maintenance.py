@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
@@ -141,6 +142,13 @@ class PruneCriteria:
     agent: str | None = None
     model: str | None = None
     include_open: bool = False
+
+
+def older_than(*, days: float = 0, hours: float = 0, now: datetime | None = None) -> PruneCriteria:
+    """The sessions last active more than this long before `now` (default: the present), as the store's instants
+    are written (ISO, UTC, milliseconds)."""
+    cut = (now or datetime.now(UTC)) - timedelta(days=days, hours=hours)
+    return PruneCriteria(before=cut.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z")
 
 
 # A session's last activity: its end, else its last call, else its start. ISO text sorts as time.

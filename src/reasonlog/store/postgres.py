@@ -419,7 +419,8 @@ class PostgresStore(SQLStore):
         return {
             "path": self.path, "url": self.path,
             "schema_version": self.schema_version(), "latest_schema_version": PG_MIGRATIONS[-1].number,
-            "bytes_on_disk": self._bytes_on_disk(), "unique_content_bytes": got["content_bytes"], "counts": got["counts"],
+            "bytes_on_disk": self._bytes_on_disk(), "unique_content_bytes": got["content_bytes"],
+            "counts": got["counts"],
             "dropped_records": counters.get("dropped", 0), "rejected_records": counters.get("rejected", 0),
             "isolated_batches": counters.get("isolated_batches", 0),
             "redacted_secrets": counters.get("redacted", 0),
@@ -446,7 +447,8 @@ class PostgresStore(SQLStore):
 
     def prune(self, criteria: PruneCriteria, batch: int = pg_prune.BATCH) -> dict:
         """Remove the sessions the criteria take, `batch` sessions a transaction, while writers keep writing
-        (store/pg_prune.py). PostgreSQL keeps the freed pages for new rows (autovacuum): the database does not shrink."""
+        (store/pg_prune.py). PostgreSQL keeps the freed pages for new rows (autovacuum): the database does not
+        shrink."""
         before = self._bytes_on_disk()
         done, after = pg_prune.Removed(), ""
         while batch_ids := self._read(pg_prune.chosen_sessions, criteria, after, batch):
