@@ -193,3 +193,57 @@ def test_serve_keep_days_prunes_the_old_sessions_while_recorders_write(url, tmp_
         _check_consistent(url)
     finally:
         store.close()
+
+
+def _waiting_on_a_lock(url: str, table: str) -> bool:
+    """Whether a connection to our schema waits for a lock while writing `table`."""
+    return query_db(url, "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                         f" AND query ILIKE '%{table}%' AND datname = current_database()")[0][0] > 0
+
+
+def test_a_content_a_writer_reuses_while_a_prune_deletes_it_is_kept(url):
+    """The race dedup opens, made to happen: a writer has found an old session's note (by hash) and is held, by a
+    row another transaction is inserting, before it commits the message naming it; meanwhile a prune takes the old
+    session. The prune waits for the writer's commit, then keeps the note: no message names a missing content."""
+    import threading
+
+    import psycopg
+
+    old = reasonlog.Recorder(url, writer="sync", strict=True)
+    s = old.session(run="old", started_at="2025-01-02T00:00:00.000Z")
+    s.call(messages=[{"role": "user", "content": "a note only the old session holds"}], response="ok",
+           started_at="2025-01-02T00:00:00.000Z")
+    s.end(at="2025-01-02T00:00:00.000Z")
+    old.close()
+    live = reasonlog.Recorder(url, writer="sync", strict=True)
+    session = live.session(run="live", id="live-session")  # its row is written now
+    blocker = psycopg.connect(url)  # holds the writer inside its transaction, as a slow batch would be
+    blocker.execute("INSERT INTO messages (session_id, idx, content_id, at) VALUES ('live-session', 0, 0, 'x')")
+    writing = threading.Thread(target=session.call, kwargs={
+        "messages": [{"role": "user", "content": "a note only the old session holds"}], "response": "again"})
+    writing.start()
+    pruned: dict = {}
+    try:
+        deadline = time.monotonic() + 30
+        while not _waiting_on_a_lock(url, "messages"):
+            assert time.monotonic() < deadline, "the writer never reached the message it writes"
+            time.sleep(0.05)
+        store = reasonlog.open_store(url)
+        pruning = threading.Thread(target=lambda: pruned.update(store.prune(PruneCriteria(before=CUT))))
+        pruning.start()
+        pruning.join(2)  # the prune either waits for the writer (right) or deletes the note under it (wrong)
+    finally:
+        blocker.rollback()
+        blocker.close()
+    writing.join(30)
+    pruning.join(30)
+    live.close()
+    try:
+        assert (pruned["sessions"], pruned["contents"]) == (1, 1)  # the old session and its answer; not the note
+        call = store.get_session("live-session")["calls"][0]["id"]
+        assert store.replay_call(call)["messages"] == [{"role": "user", "content": "a note only the old session holds"}]
+        assert [h["session_id"] for h in store.search("only the old session", reasonlog.SessionFilter())] == [
+            "live-session"]
+        _check_consistent(url)
+    finally:
+        store.close()
