@@ -156,6 +156,78 @@ class Server:
         self.proc.wait(timeout=60)
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a live process (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and its descendants (a server's workers)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+class CPUSampler:
+    """CPU used by the server's processes and by the PostgreSQL backends of the row's connections (those whose
+    application_name is the row's, set through PGAPPNAME), sampled every 0.2 s: a process's last sample stands
+    for it once it is gone (a recorder's backend ends when it closes)."""
+
+    def __init__(self, db: str, app: str, server_pid: int | None):
+        import threading
+
+        import psycopg
+
+        self.conn = psycopg.connect(db, autocommit=True)
+        self.app, self.server_pid = app, server_pid
+        self.first: dict[tuple[str, int], float] = {}
+        self.last: dict[tuple[str, int], float] = {}
+        self.stop_event = threading.Event()
+        self.sample(at_start=True)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def sample(self, at_start: bool = False) -> None:
+        """A process seen at the start counts from then; one seen later (a new connection) from its birth."""
+        pids = [("pg", r[0]) for r in self.conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (self.app,))]
+        pids += [("server", p) for p in tree(self.server_pid)] if self.server_pid else []
+        for key in pids:
+            used = cpu_s(key[1])
+            if used is not None:
+                self.first.setdefault(key, used if at_start else 0.0)
+                self.last[key] = used
+
+    def run(self) -> None:
+        while not self.stop_event.wait(0.2):
+            self.sample()
+
+    def finish(self) -> dict[str, float]:
+        self.sample()
+        self.stop_event.set()
+        self.thread.join()
+        self.conn.close()
+        used = {"server": 0.0, "pg": 0.0}
+        for key, value in self.last.items():
+            used[key[0]] += value - self.first[key]
+        return {"server_cpu_s": round(used["server"], 2), "pg_cpu_s": round(used["pg"], 2)}
+
+
 def schema_url(db: str, schema: str) -> str:
     return f"{db}{'&' if '?' in db else '?'}options=-csearch_path%3D{schema}"
 
@@ -183,16 +255,20 @@ def row(db: str, size: str, recorders: int, workers: int | None) -> dict:
         conn.execute(f"CREATE SCHEMA {schema}")
     url = schema_url(db, schema)
     reasonlog.open_store(url).close()  # migrated before the clock starts, as a running server's database is
+    os.environ["PGAPPNAME"] = schema  # the row's connections, in the server and in the recorders alike
     server = None
     try:
         if workers is not None:
             server = Server(url, workers)
+        sampler = CPUSampler(db, schema, server.proc.pid if server else None)
         seconds, per = run_recorders(server.base if server else url, size, recorders)
+        used = sampler.finish()
         if server:
             server.stop()
             server = None
-        return {"workers": workers, "seconds": round(seconds, 2), "recorders": per, **stored(url)}
+        return {"workers": workers, "seconds": round(seconds, 2), "recorders": per, **used, **stored(url)}
     finally:
+        os.environ.pop("PGAPPNAME", None)
         if server:
             server.stop()
         with psycopg.connect(db, autocommit=True) as conn:
@@ -226,13 +302,16 @@ def main(argv=None) -> int:
         print(f"{args.size} workload: {want['calls']:,} calls, {want['tool_results']:,} tool results,"
               f" {want['outcomes']:,} outcomes; {args.recorders} recorder processes; load average"
               f" {load:.1f} before, {os.getloadavg()[0]:.1f} after")
-        print("| writing | s until durable | calls/s | ratio to in-process | stored calls / tool results / outcomes"
+        print("| writing | s until durable | calls/s | ratio to in-process | server CPU ms/call |"
+              " PostgreSQL backends CPU ms/call | stored calls / tool results / outcomes"
               " | rejected | batches retried event by event |")
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             name = "in-process (each recorder to PostgreSQL)" if r["workers"] is None else \
                 f"`serve --workers {r['workers']}`"
-            print(f"| {name} | {r['seconds']} | {r['calls_per_s']:,} | {r['ratio']} | {r['calls']:,} /"
+            per_call = 1000 / want["calls"]
+            print(f"| {name} | {r['seconds']} | {r['calls_per_s']:,} | {r['ratio']} |"
+                  f" {r['server_cpu_s'] * per_call:.2f} | {r['pg_cpu_s'] * per_call:.2f} | {r['calls']:,} /"
                   f" {r['tool_results']:,} / {r['outcomes']:,} | {r['rejected']} | {r['isolated_batches']} |")
     return 0 if all(r["complete"] for r in rows) else 1
 
