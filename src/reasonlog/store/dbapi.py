@@ -20,3 +20,12 @@ class Cursor(Protocol):
     def rowcount(self) -> int: ...
     @property
     def connection(self) -> Connection: ...
+
+
+def insert_returning_rowids(cur, sql: str, rows: list[tuple]) -> list[int]:
+    """Run `sql` (an INSERT of one row) for each row and return the rowids, in order: pipelined in one round trip
+    on PostgreSQL (`_Cursor.executemany_returning`), a statement a row on SQLite (where a row costs no round trip)."""
+    many = getattr(cur, "executemany_returning", None)
+    if many is not None:
+        return [row[0] for row in many(sql + " RETURNING rowid", [list(r) for r in rows])]
+    return [cur.execute(sql + " RETURNING rowid", r).fetchall()[0][0] for r in rows]  # all: SQLite ends the statement

@@ -37,6 +37,7 @@ from .content import (
     raw_skeleton,
 )
 from .contents import ContentWriter
+from .dbapi import insert_returning_rowids
 from .timeline import Thread, Timeline
 from .usage import Tally
 
@@ -133,6 +134,8 @@ class Applier:
     # Rowids of the searchable records (tool results, outcomes, reasoning records) this batch inserted, by table:
     # the batch indexes exactly these (see `take_records`), never rows other transactions wrote meanwhile.
     records: dict[str, list[int]] = field(default_factory=dict)
+    # (table, INSERT) -> rows of searchable records `queue_record` holds for the next `flush_rows`.
+    pending_records: dict[tuple[str, str], list[tuple]] = field(default_factory=dict)
     # The billed calls with the provider message ids of the batch's calls (twins.billed_calls), read by `prepare`;
     # None: each call looks its own up (after a rollback, or outside a batch that was prepared).
     billed: dict | None = None
@@ -186,6 +189,7 @@ class Applier:
             self.sessions.pop(session_id, None)
             self.completed[:] = [s for s in self.completed if s != self.again(session_id)]
         self.rows.clear()
+        self.pending_records.clear()
         self.tally.clear()
         self.timeline.reset()
         self.billed = self.shared = None
@@ -194,6 +198,7 @@ class Applier:
         """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
         self.sessions.clear()
         self.rows.clear()
+        self.pending_records.clear()
         self.tally.clear()
         self.completed.clear()
         self.records.clear()
@@ -231,12 +236,20 @@ class Applier:
         self.billed = self.shared = None  # read again for the next batch: other processes write between batches
 
     def flush_rows(self, cur) -> None:
-        """Insert the rows queued by `queue`: one executemany per statement, not one per event."""
+        """Insert the rows queued by `queue` and `queue_record`: one executemany per statement, not one per event."""
         for sql, rows in self.rows.items():
             if rows:
                 cur.executemany(sql, rows)
         self.rows.clear()
         self.tally.flush(cur)
+        pending, self.pending_records = self.pending_records, {}
+        for (table, sql), rows in pending.items():
+            self.records.setdefault(table, []).extend(insert_returning_rowids(cur, sql, rows))
+
+    def queue_record(self, table: str, sql: str, args: tuple) -> None:
+        """`insert_record` at the next `flush_rows`, with the batch's other rows of `sql` (one round trip on
+        PostgreSQL, where a row's own took most of an ingesting server's time)."""
+        self.pending_records.setdefault((table, sql), []).append(args)
 
     def insert_record(self, cur, table: str, sql: str, args: tuple | list) -> None:
         """Run `sql`, an INSERT of one row into the searchable record table `table`, and note the row's rowid."""
@@ -249,6 +262,7 @@ class Applier:
         A row of an event rolled back to its savepoint is gone (and on SQLite its rowid may be taken again by a
         later event of the batch): the index reads these rowids back, and what it finds is what the batch keeps."""
         taken, self.records = self.records, {}
+        self.pending_records.clear()
         return taken
 
     def queue(self, sql: str, rows: list[tuple]) -> None:
@@ -469,19 +483,19 @@ class Applier:
 
     def _apply_tool_result(self, cur, ev: ToolResultRecorded) -> None:
         st = self.state(cur, ev.session_id)
-        self.insert_record(cur, "tool_results",
-                           "INSERT INTO tool_results (id, session_id, tool_use_id, name, input_json, content_json,"
-                           " is_error, duration_ms, at, message_idx) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                           (*map(self.ident, (ev.tool_result_id, ev.session_id, ev.tool_use_id, ev.name)),
-                            self.dumps(ev.input), self.dumps(ev.content),
-                            int(bool(ev.is_error)), ev.duration_ms, ev.at, st.next_message))
+        self.queue_record("tool_results",
+                          "INSERT INTO tool_results (id, session_id, tool_use_id, name, input_json, content_json,"
+                          " is_error, duration_ms, at, message_idx) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                          (*map(self.ident, (ev.tool_result_id, ev.session_id, ev.tool_use_id, ev.name)),
+                           self.dumps(ev.input), self.dumps(ev.content),
+                           int(bool(ev.is_error)), ev.duration_ms, ev.at, st.next_message))
 
     def _apply_outcome(self, cur, ev: OutcomeRecorded) -> None:
         st = self.state(cur, ev.session_id)
-        self.insert_record(cur, "outcomes", "INSERT INTO outcomes (id, session_id, kind, payload_json, call_id, at,"
-                           " message_idx) VALUES (?,?,?,?,?,?,?)",
-                           (*map(self.ident, (ev.outcome_id, ev.session_id, ev.outcome_kind)), self.dumps(ev.payload),
-                            self.ident(ev.call_id), ev.at, st.next_message))
+        self.queue_record("outcomes", "INSERT INTO outcomes (id, session_id, kind, payload_json, call_id, at,"
+                          " message_idx) VALUES (?,?,?,?,?,?,?)",
+                          (*map(self.ident, (ev.outcome_id, ev.session_id, ev.outcome_kind)), self.dumps(ev.payload),
+                           self.ident(ev.call_id), ev.at, st.next_message))
 
 
     def _apply_reasoning(self, cur, ev: ReasoningRecorded) -> None:
