@@ -253,7 +253,10 @@ def test_sqlite_and_postgresql_have_the_same_tables_columns_and_indexes(tmp_path
         pg_columns, pg_indexes = _pg_schema(url)
     assert sorted(sqlite_columns - pg_columns) == [] and sorted(pg_columns - sqlite_columns) == [], \
         (sorted(sqlite_columns - pg_columns), sorted(pg_columns - sqlite_columns))
-    assert sorted(sqlite_indexes ^ pg_indexes) == []
+    # Migration 19's indexes serve PostgreSQL's prune in batches beside writers; SQLite's prune compares whole sets.
+    assert sorted(pg_indexes - sqlite_indexes) == [("calls", "calls_named"), ("calls", "calls_response"),
+                                                   ("calls", "calls_system")]
+    assert sorted(sqlite_indexes - pg_indexes) == []
     assert len(sqlite_columns) > 100 and len(sqlite_indexes) > 10  # the comparison saw the schema
 
 
