@@ -175,20 +175,26 @@ def plan_prune(cur, criteria: PruneCriteria) -> dict:
     }
 
 
-def _choose_sessions(cur, criteria: PruneCriteria) -> None:
+def criteria_sql(criteria: PruneCriteria) -> tuple[str, list]:
+    """The sessions `s` the criteria take: an SQL condition and its parameters (both dialects)."""
     where, args = ["1=1"], []
-    if criteria.before is not None:
-        where.append(f"{_LAST_ACTIVITY} < ?")
-        args.append(criteria.before)
+    if criteria.before is not None:  # a session is last active no earlier than it started: the index narrows
+        where += ["s.started_at < ?", f"{_LAST_ACTIVITY} < ?"]
+        args += [criteria.before, criteria.before]
     for column in ("run", "agent", "model"):
         if getattr(criteria, column) is not None:
             where.append(f"s.{column} = ?")
             args.append(getattr(criteria, column))
     if not criteria.include_open:
         where.append("s.status != 'open'")
+    return " AND ".join(where), args
+
+
+def _choose_sessions(cur, criteria: PruneCriteria) -> None:
+    where, args = criteria_sql(criteria)
     cur.execute("CREATE TEMP TABLE IF NOT EXISTS prune_sessions (id TEXT PRIMARY KEY)")
     cur.execute("DELETE FROM temp.prune_sessions")
-    cur.execute(f"INSERT INTO temp.prune_sessions SELECT s.id FROM sessions s WHERE {' AND '.join(where)}", args)
+    cur.execute(f"INSERT INTO temp.prune_sessions SELECT s.id FROM sessions s WHERE {where}", args)
 
 
 def choose_sessions_by_id(cur, session_ids: list[str]) -> int:

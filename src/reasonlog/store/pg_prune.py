@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import twins, units
+from .maintenance import criteria_sql
 
 if TYPE_CHECKING:
     from .maintenance import PruneCriteria
@@ -36,8 +37,6 @@ CONTENTS_LOCK = "hashtextextended('reasonlog-contents:' || current_schema(), 7)"
 CHOSEN = "session_id = ANY(?::text[])"
 # What a call names, as schema 19's GIN index `calls_named` has it.
 NAMED = "(context_json::jsonb || COALESCE(tools_json::jsonb, '[]'::jsonb))"
-LAST_ACTIVITY = ("COALESCE(s.ended_at, (SELECT MAX(c.started_at) FROM calls c WHERE c.session_id = s.id),"
-                 " s.started_at)")
 TABLES = ("session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "summaries",
           "reasoning_records", "usage_rollup", "annotations")
 
@@ -69,25 +68,9 @@ def hold_contents_shared(cur) -> None:
 # ------------------------------------------------------------------ which sessions
 
 
-def _criteria(criteria: PruneCriteria) -> tuple[str, list]:
-    """An SQL condition on sessions `s` and its parameters."""
-    where: list[str] = []
-    args: list = []
-    if criteria.before is not None:  # a session is last active no earlier than it started: the index narrows
-        where += ["s.started_at < ?", f"{LAST_ACTIVITY} < ?"]
-        args += [criteria.before, criteria.before]
-    for column in ("run", "agent", "model"):
-        if getattr(criteria, column) is not None:
-            where.append(f"s.{column} = ?")
-            args.append(getattr(criteria, column))
-    if not criteria.include_open:
-        where.append("s.status != 'open'")
-    return " AND ".join(where or ["TRUE"]), args
-
-
 def chosen_sessions(cur, criteria: PruneCriteria, after: str = "", limit: int | None = None) -> list[str]:
     """Ids of the sessions the criteria take, in id order, past `after`."""
-    where, args = _criteria(criteria)
+    where, args = criteria_sql(criteria)
     sql = f"SELECT s.id FROM sessions s WHERE s.id > ? AND {where} ORDER BY s.id"
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
@@ -155,7 +138,7 @@ def delete_batch(cur, ids: list[str], criteria: PruneCriteria | None = None) -> 
     ids = sorted(set(ids))
     cur.executemany("SELECT pg_advisory_xact_lock(hashtextextended(?, 7))", [(sid,) for sid in ids])
     if criteria is not None:
-        where, args = _criteria(criteria)
+        where, args = criteria_sql(criteria)
         ids = [r[0] for r in cur.execute(f"SELECT s.id FROM sessions s WHERE s.id = ANY(?::text[]) AND {where}",
                                          [ids, *args])]
     else:
