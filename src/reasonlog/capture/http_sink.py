@@ -10,11 +10,13 @@ the batch in a spill file in the user's data folder until the server takes it.
 from __future__ import annotations
 
 import hashlib
+import http.client
+import os
+import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
+import weakref
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -48,6 +50,12 @@ class HttpSink(BaseSink):
         self.api_key = api_key
         self.timeout_s = timeout_s
         self._max_bytes: int | None = None
+        # One kept-alive connection: a recorder's batches reach the same server worker one after another (whose
+        # memory of the recorder's sessions and contents is then current) without a TCP handshake each.
+        self._connection: http.client.HTTPConnection | None = None
+        self._connection_lock = threading.Lock()
+        self._path = ""
+        _SINKS.add(self)
 
     # ------------------------------------------------------------ the sink contract
 
@@ -93,9 +101,6 @@ class HttpSink(BaseSink):
         if counters:
             self._send([], counters, batch_id=new_id())
 
-    def close(self) -> None:
-        pass
-
     # ------------------------------------------------------------ sending
 
     @staticmethod
@@ -139,24 +144,72 @@ class HttpSink(BaseSink):
         headers = {"Content-Type": "application/x-ndjson"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url + path, data=body, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return response.read()
-        except urllib.error.HTTPError as exc:
-            detail = _detail(exc)
-            raise HttpError(f"{self.url}{path}: {exc.code} {detail}", retry=exc.code >= 500 or exc.code == 429,
-                            events_at_fault=exc.code == 422) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason: Any = getattr(exc, "reason", exc)
-            raise HttpError(f"{self.url}{path}: cannot reach the server ({reason})", retry=True) from None
+            with self._connection_lock:
+                status, data = self._exchange(method, path, body, headers)
+        except (OSError, http.client.HTTPException) as exc:
+            raise HttpError(f"{self.url}{path}: cannot reach the server ({exc})", retry=True) from None
+        if status >= 400:
+            raise HttpError(f"{self.url}{path}: {status} {_detail(data)}", retry=status >= 500 or status == 429,
+                            events_at_fault=status == 422)
+        return data
+
+    def _exchange(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        """Send on the kept connection; once more on a new one when the server had closed the kept one meanwhile
+        (an idle timeout): a batch sent twice is written once (its id)."""
+        for attempt in (1, 2):
+            kept = self._connection is not None
+            conn = self._connection or self._connect()
+            try:
+                conn.request(method, self._path + path, body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+            except (OSError, http.client.HTTPException):
+                self.close_connection()
+                if attempt == 2 or not kept:
+                    raise
+                continue
+            if response.will_close:
+                self.close_connection()
+            return response.status, data
+        raise AssertionError("unreachable")
+
+    def _connect(self) -> http.client.HTTPConnection:
+        parts = urllib.parse.urlsplit(self.url)
+        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        self._path = parts.path
+        self._connection = kind(parts.hostname or "127.0.0.1", parts.port, timeout=self.timeout_s)
+        return self._connection
+
+    def close_connection(self) -> None:
+        """Let the kept connection go (the next request opens another)."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def close(self) -> None:
+        self.close_connection()
 
 
-def _detail(exc: urllib.error.HTTPError) -> str:
+_SINKS: weakref.WeakSet[HttpSink] = weakref.WeakSet()
+
+
+def _forget_connections_in_child() -> None:
+    """A forked child must not talk on its parent's kept connection (their requests would interleave): it opens its
+    own (the parent's socket is left alone)."""
+    for sink in list(_SINKS):
+        sink._connection = None
+        sink._connection_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_connections_in_child)
+
+
+def _detail(body: bytes) -> str:
     try:
-        return str(orjson.loads(exc.read()).get("detail"))
+        return str(orjson.loads(body).get("detail"))
     except Exception:  # any body at all: the status says enough
-        return exc.reason or ""
+        return ""
 
 
 def remote_sink(url: str, api_key: str | None, redactor: Redactor | None) -> SpillingSink:
