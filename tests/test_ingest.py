@@ -31,10 +31,10 @@ def free_port() -> int:
 class Served:
     """`reasonlog serve`'s app under uvicorn in a thread, on 127.0.0.1; stops by itself."""
 
-    def __init__(self, db, port: int, **options):
+    def __init__(self, db, port: int, keep_alive_s: float = 5, **options):
         app = create_app(lambda: open_store(db), **options)
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error",
-                                                    access_log=False))
+                                                    access_log=False, timeout_keep_alive=keep_alive_s))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self):
@@ -77,6 +77,24 @@ def test_a_recorder_records_into_the_server(server_db):
         "remote", "job-1", 3, 30)
     last = store.get_session(session["id"])["calls"][-1]
     assert store.replay_call(last["id"])["messages"][0]["content"].startswith("question 2 ")
+
+
+def test_a_recorder_keeps_one_connection_and_opens_another_once_the_server_closed_it(server_db):
+    """One connection for all of a recorder's batches (with `serve --workers N` they reach one worker, whose memory
+    of the session stays current); one the server closed when idle is replaced, and the batch sent on it arrives."""
+    db, key = server_db
+    port = free_port()
+    with Served(db, port, keep_alive_s=1) as served:
+        rec = reasonlog.Recorder(f"http://127.0.0.1:{port}", api_key=key, writer="sync")
+        record(rec, 3, agent="first")
+        assert len(served.server.server_state.connections) == 1
+        time.sleep(2.5)  # past the server's keep-alive: it closed the connection
+        assert len(served.server.server_state.connections) == 0
+        record(rec, 2, agent="second")
+        assert len(served.server.server_state.connections) == 1
+        rec.close()
+    store = open_store(db, read_only=True)
+    assert sorted((s["agent"], s["call_count"]) for s in store.list_sessions(ALL)) == [("first", 3), ("second", 2)]
 
 
 @pytest.mark.slow
