@@ -139,6 +139,9 @@ class PostgresStore(SQLStore):
     the same session take turns."""
 
     index = TRIGRAMS
+    # Whatever the server's default: the contents lock's guarantee rests on each statement seeing what committed
+    # before it (store/pg_prune.py).
+    BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
     DATA_ERRORS = (*SQLStore.DATA_ERRORS, psycopg.errors.IntegrityError, psycopg.DataError)
 
     def __init__(self, url: str, *, upgrade: bool = True, price_table: PriceTable | None = None,
