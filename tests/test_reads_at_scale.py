@@ -344,7 +344,9 @@ def test_a_day_of_every_model_says_what_each_model_day_says(db):
 # ---------------------------------------------------------------------------- upgrading to schema 13
 
 
-_BACK_TO_12 = ["DROP TABLE annotations", "DELETE FROM _reasonlog_migrations WHERE number = 17",
+_BACK_TO_12 = ["DROP INDEX IF EXISTS calls_named", "DROP INDEX IF EXISTS calls_system",
+               "DROP INDEX IF EXISTS calls_response", "DELETE FROM _reasonlog_migrations WHERE number = 19",
+               "DROP TABLE annotations", "DELETE FROM _reasonlog_migrations WHERE number = 17",
                "DROP INDEX calls_provider_message", "ALTER TABLE calls DROP COLUMN counted_in",
                "DELETE FROM _reasonlog_migrations WHERE number = 16", "DROP TABLE usage_rollup",
                "DROP INDEX sessions_parent_call", "DROP INDEX exchanges_reported",
@@ -373,8 +375,8 @@ def test_a_database_upgraded_to_schema_13_counts_and_finds_what_it_held(db):
     for sql in _BACK_TO_12 + (_PG_WORD_INDEX if str(db).startswith("postgresql") else []):
         _tamper(db, sql)
     store = open_store(db)
-    assert store.schema_version() == 17  # 13, then 14 (replay_of), 15 (search by meaning), 16 (counted_in), 17
-    # (annotations) again
+    assert store.schema_version() == 19  # 13, then 14 (replay_of), 15 (search by meaning), 16 (counted_in), 17
+    # (annotations) and 19 (what names a content) again
     assert {by: query.stats(store, by, SessionFilter(limit=None)) for by in query.STAT_KEYS} == expected
     assert [(h["session_id"], h["kind"]) for h in store.search("bought", SessionFilter(limit=None))] == \
         [("day", "message")]
