@@ -61,7 +61,7 @@ def _file_pages(db: Path) -> tuple[int, int]:
 
 
 def test_prune_removes_the_sessions_and_their_text_keeps_shared_contents_and_shrinks_the_file(db_path):
-    """SQLite only (prune is not available on PostgreSQL): the file's pages and its FTS5 index."""
+    """SQLite only: the file's pages and its FTS5 index (PostgreSQL's prune: tests/test_pg_prune.py)."""
     rec = reasonlog.Recorder(db_path, writer="sync", strict=True)
     _session(rec, "old", "qxjzqv marmalade", big=200_000)
     kept_id, kept_request = _session(rec, "new", "plain words")
