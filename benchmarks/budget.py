@@ -123,8 +123,11 @@ def child(what: str, work: Path) -> None:
         import_folder(work / "warm.db", transcripts(work / "warm", 50))
         folder = transcripts(work / "spotter", IMPORT_LINES)
         job = threading.Thread(target=import_folder, args=(work / "i.db", folder), name="measured")
+    before = set(sys.modules)
     job.start()
     job.join()
+    if set(sys.modules) - before:  # compiling a module is not the work measured, and its count varies (.pyc or not)
+        raise SystemExit(f"budget: the measured {what} imported {sorted(set(sys.modules) - before)}: warm them up")
 
 
 # ------------------------------------------------------------------ the parent
