@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -70,17 +69,12 @@ print(json.dumps({"cpu_s": round(t1 - t0, 3)}))
 """
 
 
-def children_cpu() -> tuple[float, int]:
-    u = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return u.ru_utime + u.ru_stime, u.ru_maxrss
-
-
 def child_cpu(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
     """CPU seconds and peak MiB of one command run in a fresh probe process (maxrss of children is a running max)."""
     probe = [sys.executable, "-c", "import resource,subprocess,sys;r=subprocess.run(sys.argv[1:],capture_output=True,"
              "text=True);u=resource.getrusage(resource.RUSAGE_CHILDREN);"
-             "print(u.ru_utime+u.ru_stime, u.ru_maxrss/1024);sys.stderr.write(r.stdout+r.stderr);sys.exit(r.returncode)",
-             *cmd]
+             "print(u.ru_utime+u.ru_stime, u.ru_maxrss/1024);sys.stderr.write(r.stdout+r.stderr);"
+             "sys.exit(r.returncode)", *cmd]
     out = subprocess.run(probe, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stdout}{out.stderr}")
