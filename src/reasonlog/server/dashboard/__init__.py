@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from ...store import StoreError
+from .. import live
 from ..errors import status_of
 from . import compare, owner, pages
 from .render import HERE, page
@@ -23,13 +24,15 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 COOKIE = "reasonlog_key"
 
 
-def mount(app: Any, get_store: Any, key_scope: Any, login_token: str | None = None) -> None:
-    """Add the dashboard's pages at `/` and its files at `/static` to `app`.
+def mount(app: Any, get_store: Any, key_scope: Any, login_token: str | None = None) -> live.Hub:
+    """Add the dashboard's pages at `/`, its live events at `/live` and its files at `/static` to `app`; the
+    hub of the live events (the app closes it when it stops).
 
     `key_scope(store, secret)` gives a key's scope or None; with no key made yet every page is open.
     `login_token`: the one-time token `reasonlog ui` puts in the address it opens (see owner.py)."""
+    hub = live.Hub(get_store)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
-    app.include_router(_router(get_store, key_scope, owner.OwnerLogin(login_token)))
+    app.include_router(_router(get_store, key_scope, owner.OwnerLogin(login_token), hub))
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):
@@ -52,7 +55,7 @@ def error_page(message: str) -> str:
     return page("error.html", message=message, title="The database cannot be used now")
 
 
-def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin) -> APIRouter:
+def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin, hub: live.Hub) -> APIRouter:
     ui = APIRouter(include_in_schema=False)
 
     def signed_in(store: Any, request: Request) -> bool:
@@ -150,5 +153,14 @@ def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin) -> AP
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(COOKIE, key.strip(), httponly=True, samesite="strict")  # a session cookie
         return response
+
+    @ui.get("/live")
+    async def live_events(request: Request) -> Response:
+        """What changed, as server-sent events (server/live.py); the same key as the pages, cookie or Bearer."""
+        store = get_store()
+        if not await run_in_threadpool(signed_in, store, request):
+            return PlainTextResponse("a key is needed: /login", status_code=401)
+        return StreamingResponse(live.events(hub, request.is_disconnected), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     return ui
