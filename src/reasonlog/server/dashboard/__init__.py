@@ -43,6 +43,8 @@ def mount(app: Any, get_store: Any, key_scope: Any, login_token: str | None = No
             response.headers["Referrer-Policy"] = "no-referrer"
         return response
 
+    return hub
+
 
 def bearer_key(request: Request) -> str:
     """The key of an `Authorization: Bearer <key>` header, or ""."""
