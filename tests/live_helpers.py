@@ -14,7 +14,8 @@ class Stepper:
     """`stepping_child.py` recording into `db`: `call(text)` records one more call, `end()` completes the session."""
 
     def __init__(self, db, agent: str) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+        paths = [str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
         self.proc = subprocess.Popen([sys.executable, str(HERE / "stepping_child.py"), str(db), agent],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -37,6 +39,38 @@ def digest_of(store: StoreReader) -> dict[str, dict]:
             for r in rows}
 
 
+class PageCache:
+    """Pages rendered at the database's current change marker, by address: when a change reaches 100 open copies
+    of a page, they all fetch it again, and one render serves them all. A page is kept only under the marker it
+    was rendered at (read before the page, so a change meanwhile makes the key stale, never the page newer than
+    its key), and only while pages listen; at most `max_bytes` of them, the oldest forgotten first."""
+
+    def __init__(self, max_bytes: int = 16 << 20) -> None:
+        self.max_bytes, self.hits, self.misses = max_bytes, 0, 0
+        self._pages: OrderedDict[tuple[object, str], str] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[object, str] | None) -> str | None:
+        with self._lock:
+            found = self._pages.get(key) if key is not None else None
+            self.hits += found is not None
+            self.misses += found is None and key is not None
+            return found
+
+    def put(self, key: tuple[object, str] | None, body: str) -> None:
+        if key is None or len(body) > self.max_bytes // 4:
+            return
+        with self._lock:
+            for old in [k for k in self._pages if k[0] != key[0]]:
+                self._bytes -= len(self._pages.pop(old))  # rendered before the last change: stale
+            if key not in self._pages:
+                self._pages[key] = body
+                self._bytes += len(body)
+            while self._bytes > self.max_bytes:
+                self._bytes -= len(self._pages.popitem(last=False)[1])
+
+
 class Hub:
     """One poller shared by every listener of a server process; `listen()` yields the digests as they change."""
 
@@ -48,9 +82,15 @@ class Hub:
         self.dropped = 0  # digests a slow listener lost to newer ones
         self.polls = 0  # change markers read
         self.digest: dict[str, dict] | None = None
+        self.pages = PageCache()
         self._marker: object = None
         self._task: asyncio.Task | None = None
         self._closed = False
+
+    def page_key(self, store: StoreReader, address: str) -> tuple[object, str] | None:
+        """The key of `address` in `pages`: the store's change marker now and the address; None while no page
+        listens (a page then is fetched by a person, not by 100 live copies at once)."""
+        return (store.change_marker(), address) if self.listeners else None
 
     @contextlib.asynccontextmanager
     async def listen(self) -> AsyncIterator[asyncio.Queue]:
@@ -121,7 +161,7 @@ async def events(hub: Hub, is_disconnected: Callable[[], Any], heartbeat_s: floa
         while (left := end - loop.time()) > 0:
             try:
                 item = await asyncio.wait_for(q.get(), timeout=min(heartbeat_s, left))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if await is_disconnected():
                     return
                 yield b": heartbeat\n\n"

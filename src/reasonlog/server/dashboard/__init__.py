@@ -71,11 +71,17 @@ def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin, hub: 
         store = get_store()
         if not signed_in(store, request):
             return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
+        key = hub.page_key(store, f"{request.url.path}?{request.url.query}")
+        cached = hub.pages.get(key)
+        if cached is not None:
+            return HTMLResponse(cached)
         try:
             context = build(store, *args)
         except (StoreError, ValueError) as exc:
             return HTMLResponse(page("error.html", message=str(exc)), status_code=status_of(exc))
-        return HTMLResponse(page(template, request=request, **context))
+        body = page(template, request=request, **context)
+        hub.pages.put(key, body)
+        return HTMLResponse(body)
 
     @ui.get("/")
     async def sessions_page(request: Request, run: str | None = None, agent: str | None = None,
