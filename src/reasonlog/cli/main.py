@@ -20,6 +20,7 @@ from . import (  # noqa: F401  (their commands)
     serve,
     show,
     summarize,
+    tail,
 )
 from .group import Context, cli
 
