@@ -101,7 +101,8 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     app.add_middleware(guards.BodyLimit, max_bytes=limit)
     mcp_running = mcp_route.mount(app, stores.reader.get, _requires(stores, "read"))
     app.state.live = dashboard.mount(app, stores.reader.get,
-                                     lambda store, secret: store.api_key_scope(secret) if secret else None, login_token)
+                                     lambda store, secret: store.api_key_scope(secret) if secret else None, login_token,
+                                     get_writer=stores.writer.get)
     _add_docs(app, Depends(_requires(stores, "read", cookie=dashboard.COOKIE)))
     app.add_middleware(guards.StoreFailures, stores=stores, html_page=dashboard.error_page)
     return app

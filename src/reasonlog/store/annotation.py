@@ -185,6 +185,26 @@ def _sql_op(op: str) -> str:
     return "<>" if op == "!=" else op
 
 
+def review_queue(cur, limit: int) -> list[dict]:
+    """Sessions no person reviewed yet (no annotation with source `human` on them or anything in them), top-level
+    ones only: failed and interrupted first, then by their lowest score (a code check's or a judge's, lowest
+    first), then newest first. Each its list row with `lowest_score` (None: none scored)."""
+    from . import SessionFilter, reading
+
+    found = cur.execute(
+        "SELECT id, lowest FROM (SELECT s.id, s.status, s.started_at, (SELECT MIN(a.number) FROM annotations a"
+        " WHERE a.session_id = s.id AND a.kind = 'score') AS lowest FROM sessions s"
+        " WHERE s.parent_session_id IS NULL AND NOT EXISTS (SELECT 1 FROM annotations h"
+        " WHERE h.session_id = s.id AND h.source = 'human')) q"
+        " ORDER BY CASE WHEN status IN ('failed', 'interrupted') THEN 0 ELSE 1 END,"
+        " CASE WHEN lowest IS NULL THEN 1 ELSE 0 END, lowest, started_at DESC, id DESC"
+        f" LIMIT {int(limit)}").fetchall()
+    if not found:
+        return []
+    rows = {r["id"]: r for r in reading.list_sessions(cur, SessionFilter(limit=None), [sid for sid, _ in found])}
+    return [{**rows[sid], "lowest_score": lowest} for sid, lowest in found]
+
+
 def annotate(target: str, *, db: str | None = None, note: str | None = None, labels: dict[str, str] | None = None,
              scores: dict[str, float | int | str] | None = None, by: str | None = None,
              source: str = "human") -> list[dict]:
@@ -214,3 +234,7 @@ class AnnotationStore:
     def list_annotations(self, target: str | None = None) -> list[dict]:
         """The annotations of a session (with its exchanges' and calls'), an exchange or a call; oldest first."""
         return self._read(list_for, target)
+
+    def review_queue(self, limit: int = 50) -> list[dict]:
+        """The sessions a person has not reviewed yet, failing and low-scored ones first (see `review_queue`)."""
+        return self._read(review_queue, limit)
