@@ -70,6 +70,8 @@ def test_a_review_needs_the_write_scope_and_moves_on(served):
         bad = reviewer.post("/review", data={"session": ids["fine"], "score": "no equals sign"})
         assert (bad.status_code, "expected NAME=VALUE" in bad.text) == (400, True)
     with closing(open_store(db, read_only=True)) as store:
-        got = [(a["kind"], a.get("name"), a["value"], a["by"], a["source"]) for a in store.list_annotations(ids["broken"])]
-    assert got == [("note", None, "ok after all", "dashboard", "human"), ("score", "verdict", "pass", "dashboard", "human")]
+        got = [(a["kind"], a.get("name"), a["value"], a["by"], a["source"])
+               for a in store.list_annotations(ids["broken"])]
+    assert got == [("note", None, "ok after all", "dashboard", "human"),
+                   ("score", "verdict", "pass", "dashboard", "human")]
     assert queue_of(db) == ["scored", "fine"]
