@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..evaluation import CheckError, Report, load_check, run
 from ..store import SessionFilter
+from ..summaries import RUN as SUMMARIES_RUN
 from .group import cli, emit_json, json_option
 from .read import make_filter
 
@@ -57,7 +58,7 @@ def evaluate(obj, check, which, calls, name, judge, judge_model, base_url, promp
     scores as annotations; run again, it replaces the scores it gave before."""
     flt = parse_sessions(which)
     store = obj.writable
-    ids = [s["id"] for s in store.list_sessions(flt)]
+    ids = [s["id"] for s in store.list_sessions(flt) if s.get("run") != SUMMARIES_RUN]  # never the judge's own
     if judge:
         fn, label, by, source = _judge(obj, store, ids, judge, judge_model, base_url, prompt_file, calls, yes)
     else:
