@@ -23,6 +23,7 @@ def chosen(page) -> str:  # noqa: F811
     return page.locator("table.review-queue tbody tr.current td:nth-child(3)").inner_text()
 
 
+@pytest.mark.slow  # four reviews, each a post and a new page: about 25 s on the loaded CI machine
 def test_reviewing_the_queue_from_the_keyboard(tmp_path, page):  # noqa: F811
     db = tmp_path / "review.db"
     ids = record_three(db)
