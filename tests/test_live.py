@@ -66,6 +66,25 @@ def test_live_says_each_call_another_process_records(served):
         recorder.close()
 
 
+def test_live_says_what_ingestion_through_the_same_server_writes(served, tmp_path, monkeypatch):
+    """The server's own writer (POST /v1/ingest) is another connection: its commits move the marker too."""
+    base, db, key, _ = served
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # a remote recorder's spill files go here
+    with closing(open_store(db)) as store:
+        writer = store.create_api_key("write", "agents")["secret"]
+    with httpx.stream("GET", base + "/live", headers={"Authorization": f"Bearer {key}"}, timeout=10) as r:
+        events = change_events(r)
+        assert next(events)["sessions"] == {}
+        rec = reasonlog.Recorder(base, api_key=writer, writer="sync")
+        with rec.session(agent="over-http") as s:
+            s.call(messages=[{"role": "user", "content": "hi"}], response="yo", model="gpt-5")
+        rec.close()
+        seen = {}
+        while not any(row["status"] == "completed" for row in seen.values()):
+            seen = next(events)["sessions"]
+        assert [(row["agent"], row["calls"]) for row in seen.values()] == [("over-http", 1)]
+
+
 def test_a_listener_that_leaves_is_forgotten(served):
     base, _, key, app = served
     hub = app.state.live
