@@ -115,7 +115,8 @@ def test_the_judge_says_its_cost_asks_and_stores_its_scores(db, server):
 
 
 def test_the_judges_number_is_read_from_its_reply():
-    assert [number_of(r) for r in ("0.7", "Score: 1", "I'd say 0 here.", "1.0\n")] == [0.7, 1.0, 0.0, 1.0]
+    replies = ("0.7", "Score: 1", "I'd say 0 here.", "1.0\n", "It is 0.5.")
+    assert [number_of(r) for r in replies] == [0.7, 1.0, 0.0, 1.0, 0.5]
     for reply in ("great", "7/10", "2.5"):
         try:
             number_of(reply)

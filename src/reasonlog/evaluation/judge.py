@@ -19,7 +19,7 @@ well it completed its task, from 0 (not at all, or it failed) to 1 (fully and co
 Reply with the number alone.
 
 {transcript}"""
-_NUMBER = re.compile(r"(?<![\w.])(0(?:\.\d+)?|1(?:\.0+)?)(?![\w.])")
+_NUMBER = re.compile(r"(?<![\w.])(0(?:\.\d+)?|1(?:\.0+)?)(?!\w|\.\d)")  # a sentence's full stop may follow
 
 
 def number_of(reply: str) -> float:
