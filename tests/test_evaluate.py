@@ -7,11 +7,13 @@ import copy
 import textwrap
 from contextlib import closing
 
+import pytest
 from click.testing import CliRunner
 from sdk_server import load_json
 from test_review_queue import record_three
 
 from reasonlog.cli.main import cli
+from reasonlog.evaluation import CheckError
 from reasonlog.evaluation.judge import number_of
 from reasonlog.store import SessionFilter, open_store
 
@@ -118,9 +120,5 @@ def test_the_judges_number_is_read_from_its_reply():
     replies = ("0.7", "Score: 1", "I'd say 0 here.", "1.0\n", "It is 0.5.")
     assert [number_of(r) for r in replies] == [0.7, 1.0, 0.0, 1.0, 0.5]
     for reply in ("great", "7/10", "2.5"):
-        try:
+        with pytest.raises(CheckError, match="no number between 0 and 1"):
             number_of(reply)
-        except ValueError as exc:
-            assert "no number between 0 and 1" in str(exc)
-        else:
-            raise AssertionError(reply)
