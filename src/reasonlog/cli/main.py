@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (their commands)
     data,
     database,
     embedding,
+    evaluate,
     importing,
     keys,
     mcp_command,
@@ -20,6 +21,7 @@ from . import (  # noqa: F401  (their commands)
     serve,
     show,
     summarize,
+    tail,
 )
 from .group import Context, cli
 

@@ -68,6 +68,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
             async with mcp_running() if mcp_running is not None else contextlib.nullcontext():
                 yield
         finally:
+            app.state.live.close()  # open live pages end their streams, so the server need not wait for them
             if exit_within_s is not None:
                 ending.exit_within(exit_within_s)
             for job in (background, embedding):
@@ -99,8 +100,9 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     # dashboard's header middleware (which runs the route in a task group, where it would turn into a 400 or 500).
     app.add_middleware(guards.BodyLimit, max_bytes=limit)
     mcp_running = mcp_route.mount(app, stores.reader.get, _requires(stores, "read"))
-    dashboard.mount(app, stores.reader.get, lambda store, secret: store.api_key_scope(secret) if secret else None,
-                    login_token)
+    app.state.live = dashboard.mount(app, stores.reader.get,
+                                     lambda store, secret: store.api_key_scope(secret) if secret else None, login_token,
+                                     get_writer=stores.writer.get)
     _add_docs(app, Depends(_requires(stores, "read", cookie=dashboard.COOKIE)))
     app.add_middleware(guards.StoreFailures, stores=stores, html_page=dashboard.error_page)
     return app

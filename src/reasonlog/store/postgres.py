@@ -220,6 +220,12 @@ class PostgresStore(SQLStore):
                 raise
         return super()._read(fn, *args, **kwargs)
 
+    def change_marker(self) -> str:
+        """What changes whenever a transaction anywhere on the server takes a write id or commits: the current
+        snapshot (its xmin, xmax and transactions in progress). Other databases move it too: a marker that moved
+        only says "look again"."""
+        return self._read(lambda cur: cur.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
+
     def _check(self, read_only: bool) -> None:
         version = self.schema_version()
         latest = PG_MIGRATIONS[-1].number
