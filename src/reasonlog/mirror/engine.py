@@ -13,11 +13,12 @@ version column, FINAL, arrays). What differs by version is here: `Dialect`.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import orjson
 
@@ -81,6 +82,8 @@ class ServerEngine:
     def __init__(self, host: str, port: int, database: str, user: str, password: str):
         try:
             from clickhouse_driver import Client
+            # The driver logs a refused connection with its traceback before raising; the error says it once.
+            logging.getLogger("clickhouse_driver").setLevel(logging.CRITICAL)
         except ImportError:
             raise MirrorError("a ClickHouse mirror needs the mirror extra: pip install 'reasonlog[mirror]'") from None
         self.database = database
@@ -123,7 +126,10 @@ class ChdbEngine:
         self.database = database
         with _CHDB_LOCK:
             if path not in _CHDB:
-                _CHDB[path] = session.Session(path)
+                if _CHDB:
+                    raise MirrorError(f"chdb://{path}: this process already holds the chdb mirror at"
+                                      f" {next(iter(_CHDB))}; chdb opens one folder per process")
+                _CHDB[path] = _guarded(lambda: session.Session(path))
             self._session = _CHDB[path]
         self.dialect = Dialect(_version(self.query("SELECT version()")[0][0]))
         self.command(f"CREATE DATABASE IF NOT EXISTS {database}")
@@ -151,24 +157,29 @@ class ChdbEngine:
 
 
 def connect(target: str) -> Engine:
-    """The engine a TARGET names: `clickhouse://[USER[:PASSWORD]@]HOST[:PORT][/DATABASE]` or `chdb:///PATH`."""
+    """The engine a TARGET names: `clickhouse://[USER[:PASSWORD]@]HOST[:PORT][/DATABASE]` or
+    `chdb:///PATH[?database=NAME]` (database `reasonlog` unless named)."""
     parts = urlsplit(target)
     if parts.scheme == "chdb":
         if not parts.path:
             raise MirrorError(f"{target}: expected chdb:///PATH (a folder for the mirror's data)")
-        return ChdbEngine(unquote(parts.path))
+        return ChdbEngine(unquote(parts.path), _database(target, dict(parse_qsl(parts.query)).get("database")))
     if parts.scheme == "clickhouse":
-        database = parts.path.strip("/") or "reasonlog"
-        if not database.replace("_", "").isalnum():
-            raise MirrorError(f"{target}: the database name {database!r} may hold letters, digits and _ only")
+        database = _database(target, parts.path.strip("/"))
         try:
             return ServerEngine(parts.hostname or "127.0.0.1", parts.port or 9000, database,
                                 unquote(parts.username or "default"), unquote(parts.password or ""))
-        except MirrorError:
-            raise
         except Exception as exc:  # noqa: BLE001 - whatever stops connecting, say where
-            raise MirrorError(f"{_shown(target)}: cannot reach ClickHouse: {_first_line(exc)}") from None
+            said = _first_line(exc).removeprefix("ClickHouse: ")
+            raise MirrorError(f"{_shown(target)}: cannot reach ClickHouse: {said}") from None
     raise MirrorError(f"{target!r}: expected clickhouse://HOST:PORT/DATABASE or chdb:///PATH")
+
+
+def _database(target: str, name: str | None) -> str:
+    database = name or "reasonlog"
+    if not database.replace("_", "").isalnum():
+        raise MirrorError(f"{_shown(target)}: the database name {database!r} may hold letters, digits and _ only")
+    return database
 
 
 def _shown(target: str) -> str:

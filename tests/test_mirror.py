@@ -1,0 +1,197 @@
+"""The ClickHouse mirror (issue 36) on both real engines (a ClickHouse server over its native protocol, and chdb in
+this process), pushed from SQLite and PostgreSQL: every list, count and statistic it answers is the record's,
+exactly; a push stopped after any number of inserts, with the record written meanwhile, converges when run again;
+a destroyed mirror is rebuilt by pushing again; several records share one mirror."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from mirroring import ENGINES, archive_st, assert_same, drop, fresh_mirror, record
+
+import reasonlog
+from reasonlog.mirror import engine, push, reader, schema
+from reasonlog.store import SessionFilter
+
+EXAMPLES = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+                    phases=[Phase.explicit, Phase.reuse, Phase.generate])  # a shrink re-records whole archives
+
+
+@pytest.fixture(scope="session")
+def chdb_folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("chdb")  # chdb opens one folder per process: every chdb test shares it
+
+
+@pytest.fixture(params=ENGINES)
+def target(request, chdb_folder):
+    found = fresh_mirror(request.param, chdb_folder)
+    yield found
+    drop(found)
+
+
+@pytest.fixture
+def db_target(db):  # the recorder writes SQLite and PostgreSQL (conftest's `db`)
+    return db
+
+
+def mirrored(store, target: str, src: str = "a") -> reader.MirrorReader:
+    push.push(store, engine.connect(target), src)
+    return reader.MirrorReader(engine.connect(target), src)
+
+
+class Stop(Exception):
+    pass
+
+
+def stopping_after(k: int):
+    seen = []
+
+    def inserted(table: str) -> None:
+        seen.append(table)
+        if len(seen) >= k:
+            raise Stop(f"stopped after {k} inserts")
+    return inserted
+
+
+@pytest.mark.slow
+@EXAMPLES
+@given(archive=archive_st)
+def test_every_list_count_and_statistic_is_the_records(db, target, archive):
+    record(db, archive)
+    store = reasonlog.open_store(db)
+    try:
+        assert_same(store, mirrored(store, target))
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+@EXAMPLES
+@given(first=archive_st, more=archive_st, k=st.integers(1, 12))
+def test_a_push_stopped_anywhere_converges_with_the_record_written_meanwhile(db, target, first, more, k):
+    record(db, first)
+    store = reasonlog.open_store(db)
+    try:
+        mirror = engine.connect(target)
+        try:
+            push.push(store, mirror, "a", batch=2, inserted=stopping_after(k))
+        except Stop:
+            pass  # stopped after its k-th insert (a k past its last insert stops nothing)
+        record(db, more)  # the record goes on while the mirror is behind
+        done = push.push(store, mirror, "a", batch=2)
+        assert push.cursor(mirror, "a")["done"]
+        assert_same(store, reader.MirrorReader(mirror, "a"))
+        again = push.push(store, mirror, "a")
+        assert (again.sessions, again.entries, again.messages) == (0, 0, 0), done
+    finally:
+        store.close()
+
+
+def test_a_push_stopped_before_its_end_leaves_the_mirror_behind_until_run_again(tmp_path, target):
+    spec = {"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}], "label": None,
+            "end": None}
+    db = tmp_path / "a.db"
+    record(db, [spec, spec, spec])
+    store = reasonlog.open_store(db)
+    try:
+        mirror = reader.MirrorReader(engine.connect(target), push.source_of(store))
+        served = reader.Mirrored(store, mirror)
+        served.CHECK_EVERY_S = 0
+        with pytest.raises(Stop):  # the cursor's start, then one batch of calls, messages and its sessions
+            push.push(store, mirror.engine, mirror.src, batch=1, inserted=stopping_after(4))
+        assert push.cursor(mirror.engine, mirror.src)["done"] is False
+        assert len(mirror.list_sessions(SessionFilter(limit=None))) == 1
+        assert not served.caught_up()  # so the record answers
+        assert len(served.list_sessions(SessionFilter(limit=None))) == 3
+        again = push.push(store, mirror.engine, mirror.src)
+        assert again.sessions == 2 and served.caught_up()
+        assert_same(store, served)
+    finally:
+        store.close()
+
+
+def test_a_destroyed_mirror_is_rebuilt_by_pushing_again(db, target):
+    record(db, [{"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}],
+                 "label": "team=a", "end": "completed"}])
+    store = reasonlog.open_store(db)
+    try:
+        mirror = engine.connect(target)
+        first = push.push(store, mirror, "a")
+        schema.drop(mirror)
+        rebuilt = push.push(store, mirror, "a")
+        assert (rebuilt.sessions, rebuilt.entries, rebuilt.messages) == (first.sessions, first.entries,
+                                                                         first.messages) == (1, 1, 2)
+        assert_same(store, reader.MirrorReader(mirror, "a"))
+    finally:
+        store.close()
+
+
+def test_a_deleted_session_leaves_the_mirror(db, target):
+    spec = {"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}], "label": None,
+            "end": "completed"}
+    record(db, [spec, spec])
+    store = reasonlog.open_store(db)
+    try:
+        mirror = reader.MirrorReader(engine.connect(target), "a")
+        push.push(store, mirror.engine, "a")
+        gone = store.list_sessions(SessionFilter(limit=1))[0]["id"]
+        assert store.delete_sessions([gone]) == 1
+        pushed = push.push(store, mirror.engine, "a")
+        assert (pushed.sessions, pushed.deleted) == (0, 1)
+        assert [s["id"] for s in mirror.list_sessions(SessionFilter(limit=None))] == \
+            [s["id"] for s in store.list_sessions(SessionFilter(limit=None))]
+        assert_same(store, mirror)
+    finally:
+        store.close()
+
+
+def test_two_records_push_into_one_mirror_each_with_its_own_rows_and_cursor(tmp_path, target):
+    spec = {"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}], "label": None,
+            "end": None}
+    record(tmp_path / "a.db", [spec])
+    record(tmp_path / "b.db", [spec, spec])
+    a, b = reasonlog.open_store(tmp_path / "a.db"), reasonlog.open_store(tmp_path / "b.db")
+    try:
+        mirror = engine.connect(target)
+        for store in (a, b):
+            push.push(store, mirror, push.source_of(store))
+        for store in (a, b):
+            assert_same(store, reader.MirrorReader(mirror, push.source_of(store)))
+        assert push.cursor(mirror, push.source_of(a))["sessions"] == 1
+        assert push.cursor(mirror, push.source_of(b))["sessions"] == 2
+    finally:
+        a.close()
+        b.close()
+
+
+def test_the_mirror_answers_only_while_caught_up(tmp_path, target):
+    spec = {"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}], "label": None,
+            "end": None}
+    db = tmp_path / "a.db"
+    record(db, [spec])
+    store = reasonlog.open_store(db, read_only=True)
+    try:
+        mirror = reader.MirrorReader(engine.connect(target), push.source_of(store))
+        served = reader.Mirrored(store, mirror)
+        served.CHECK_EVERY_S = 0
+        assert not served.caught_up()  # never pushed
+        push.push(store, mirror.engine, mirror.src)
+        assert served.caught_up()
+        record(db, [spec])  # a session the mirror has not seen: the record answers
+        assert not served.caught_up()
+        assert len(served.list_sessions(SessionFilter(limit=None))) == 2
+        assert len(mirror.list_sessions(SessionFilter(limit=None))) == 1
+        push.push(store, mirror.engine, mirror.src)
+        assert served.caught_up()
+        assert_same(store, served)
+    finally:
+        store.close()
+
+
+def test_a_target_that_is_not_a_mirror_is_refused_with_what_is_expected():
+    with pytest.raises(engine.MirrorError, match="expected clickhouse://HOST:PORT/DATABASE or chdb:///PATH"):
+        engine.connect("http://127.0.0.1:8123/")
+    with pytest.raises(engine.MirrorError, match="letters, digits and _ only"):
+        engine.connect("clickhouse://127.0.0.1:1/bad-name;drop")
+    with pytest.raises(engine.MirrorError, match="cannot reach ClickHouse"):
+        engine.connect("clickhouse://127.0.0.1:1/x")
