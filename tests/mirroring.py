@@ -112,7 +112,8 @@ def filters(store) -> list[SessionFilter]:
     """Every filter a list or a statistic takes, over what the archive holds."""
     sessions = store.list_sessions(ALL)
     days = sorted({s["started_at"][:10] for s in sessions})
-    out = [ALL, SessionFilter(limit=2), SessionFilter(run="run1", limit=None), SessionFilter(agent="agent0", limit=None),
+    out = [ALL, SessionFilter(limit=2), SessionFilter(run="run1", limit=None),
+           SessionFilter(agent="agent0", limit=None),
            SessionFilter(model="gpt-5", limit=None), SessionFilter(status="completed", limit=None),
            SessionFilter(labels={"team": "a"}, limit=None), SessionFilter(labels={"source": "claude-code"}, limit=None)]
     if sessions:

@@ -86,7 +86,8 @@ class MirrorReader:
         median = (f", arraySort(groupArrayIf(assumeNotNull(latency_ms), {timed})) AS l,"
                   " l[intDiv(length(l) + 1, 2)], l[intDiv(length(l), 2) + 1], length(l)") if latencies else ""
         rows = self.engine.query(
-            f"SELECT {key} AS k, countIf(kind = 'call'), countIf(kind = 'call' AND ifNull(status, '') = 'error'), {sums},"
+            f"SELECT {key} AS k, countIf(kind = 'call'), countIf(kind = 'call' AND ifNull(status, '') = 'error'),"
+            f" {sums},"
             f" sumIf(cost_usd, {counted}), countIf(has_cost = 1 AND {counted}), sum(without_cost),"
             f" sumIf(assumeNotNull(latency_ms), kind = 'call' AND latency_ms IS NOT NULL),"
             f" countIf(kind = 'call' AND latency_ms IS NOT NULL){median}"
