@@ -195,3 +195,33 @@ def test_a_target_that_is_not_a_mirror_is_refused_with_what_is_expected():
         engine.connect("clickhouse://127.0.0.1:1/bad-name;drop")
     with pytest.raises(engine.MirrorError, match="cannot reach ClickHouse"):
         engine.connect("clickhouse://127.0.0.1:1/x")
+
+
+def test_served_with_a_mirror_every_growing_route_answers_as_the_record(tmp_path, target):
+    from fastapi.testclient import TestClient
+
+    from reasonlog.server.app import create_app, mirrored_reader
+
+    db = tmp_path / "a.db"
+    record(db, [{"exchanges": [{"calls": [(900, 20, "gpt-5", "ok"), (5, 1, "claude-haiku-4-5", "error")],
+                                "reported": (0.125, 1000, 40), "child": [(30, 3, "gpt-5", "ok")]}],
+                 "label": "team=a", "end": "completed"},
+                {"exchanges": [{"calls": [(70, 7, "acme-llm-9000", "ok")], "reported": None, "child": None}],
+                 "label": "source=claude-code", "end": None}])
+    store = reasonlog.open_store(db)
+    push.push(store, engine.connect(target), push.source_of(store))
+    store.close()
+    plain = TestClient(create_app(lambda: reasonlog.open_store(db)))
+    served = create_app(lambda: reasonlog.open_store(db), open_reader=lambda: mirrored_reader(
+        reasonlog.open_store(db, read_only=True), target))
+    with_mirror = TestClient(served)
+    routes = ["/v1/sessions", "/v1/sessions?limit=1", "/v1/sessions?label=team=a", "/v1/sessions?model=gpt-5",
+              "/v1/runs", "/usage", "/usage?split=agent", "/usage.csv?by=model", "/"]
+    routes += [f"/v1/stats?by={by}" for by in ("day", "model", "agent", "run", "source")]
+    for route in routes:
+        want, got = plain.get(route), with_mirror.get(route)
+        assert (route, got.status_code) == (route, 200)
+        assert (route, got.text) == (route, want.text)
+    # the reported cost replaces its calls' and its sub-agent's; a model without a price costs nothing known
+    got = {(s["agent"], s["cost_usd"], s["call_count"]) for s in with_mirror.get("/v1/sessions").json()["sessions"]}
+    assert got == {("agent0", 0.125, 2), ("sub", 0.0, 1), ("agent1", None, 1)}
