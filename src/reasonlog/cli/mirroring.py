@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 import click
+import orjson
 
 from ..store import StoreError
 from .group import cli, emit_json, json_option
@@ -32,7 +33,7 @@ def mirror():
 @click.option("--every", type=click.FloatRange(min=0.1), default=5.0, show_default=True, metavar="SECONDS")
 @click.option("--times", type=click.IntRange(min=1), metavar="N", help="With --watch: stop after N pushes.")
 @click.option("--rebuild", is_flag=True, help="Drop the mirror's tables first and push everything again.")
-@json_option
+@click.option("--json", "as_json", is_flag=True, help="Print what each push did as one line of JSON.")
 @click.pass_obj
 def push_command(obj, target, source, watch, every, times, rebuild, as_json):
     """Copy the sessions that changed since the last push into the mirror TARGET (idempotent: a push stopped
@@ -63,8 +64,8 @@ def _report(pushed, src: str, lag: float | None, as_json: bool) -> None:
     figures = {"source": src, "sessions": pushed.sessions, "deleted": pushed.deleted, "entries": pushed.entries,
                "messages": pushed.messages, "pushed_through": pushed.pushed_through,
                "seconds": round(pushed.seconds, 3), "lag_s": None if lag is None else round(lag, 3)}
-    if as_json:
-        emit_json(figures)
+    if as_json:  # one line a push, so that --watch prints JSON Lines
+        click.echo(orjson.dumps(figures, option=orjson.OPT_SORT_KEYS).decode())
         return
     behind = "nothing recorded yet" if lag is None else f"lag {lag:.1f} s"
     click.echo(f"pushed {pushed.sessions} session(s), {pushed.entries} entries, {pushed.messages} messages"
