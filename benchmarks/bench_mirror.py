@@ -14,8 +14,9 @@ are 500,000 messages; built once and kept). Then, each in a process of its own a
 3. `reasonlog serve` twice, on the record alone and with `--mirror TARGET`: each growing route's p50/p95 over
    N requests and the server process's CPU seconds for them (utime + stime from /proc, the server engine's too),
    the ratio mirror / record beside each.
-4. `--watch` under ingestion: a writer adds sessions (5 calls each) for 20 s while `mirror push --watch --every 1`
-   runs; the lag each push reports (now minus the newest instant it copied).
+4. `--watch` under ingestion: a writer adds a session of 5 calls, started now, every 0.2 s while
+   `mirror push --watch --every 1 --times 20` runs; the lag each push reports (at its end, now minus the newest
+   instant it copied). The written sessions are deleted afterwards (the archive stays what later runs reuse).
 """
 from __future__ import annotations
 
@@ -33,9 +34,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_server import MODELS, OUT, Server, build, p, session_events, timed  # noqa: E402
+from bench_server import MODELS, OUT, Server, build, p, timed  # noqa: E402
 
 import reasonlog  # noqa: E402
+from reasonlog.model import CallRecorded, SessionStarted, Usage, stable_id  # noqa: E402
 
 ROUTES = {"GET /usage (dashboard)": "/usage", "GET /v1/stats?by=day": "/v1/stats?by=day",
           "GET /v1/stats?by=model": "/v1/stats?by=model", "GET /v1/runs": "/v1/runs",
@@ -115,16 +117,31 @@ def routes(target, mirror: str, n: int) -> None:
               f" {'met' if m95 < 100 else 'NOT met'}")
 
 
+def live_session(k: int) -> list:
+    """A session of 5 calls started now (so the lag a push reports is how old the newest copied call is)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{time.time_ns() % 10**9 // 1000:06d}Z"
+    sid = stable_id(now, "bench-watch", str(k))
+    events: list = [SessionStarted(session_id=sid, started_at=now, agent="watch", run="watch", model=MODELS[0],
+                                   provider="openai")]
+    for c in range(5):
+        events.append(CallRecorded(call_id=stable_id(now, "bench-watch", sid, c), session_id=sid, exchange_id=None,
+                                   started_at=now, request={"model": MODELS[0], "messages": [
+                                       {"role": "user", "content": f"watch {k}.{c}"}]},
+                                   response={"role": "assistant", "content": f"ok {k}.{c}"}, model=MODELS[0],
+                                   provider="openai", usage=Usage(input_tokens=100, output_tokens=5),
+                                   latency_ms=100.0))
+    return events
+
+
 def watch_lag(target, mirror: str, seconds: float) -> None:
     """`mirror push --watch --every 1` while a writer adds one session (5 calls) every 0.2 s."""
     stop, written = threading.Event(), []
 
     def writer() -> None:
         store = reasonlog.open_store(target)
-        k = 10**6
+        k = 0
         while not stop.is_set():
-            day = time.strftime("%Y-%m-%d", time.gmtime())
-            events = session_events(MODELS[k % len(MODELS)], day, k)
+            events = live_session(k)
             store.write_batch(events)
             written.append(events[0].session_id)
             k += 1
@@ -140,7 +157,7 @@ def watch_lag(target, mirror: str, seconds: float) -> None:
         stop.set()
         thread.join()
         store = reasonlog.open_store(target)  # the archive stays what later runs reuse
-        store.delete_sessions(written)
+        store.delete_sessions(sorted(set(written)))
         store.close()
     lags = [json.loads(line)["lag_s"] for line in out.splitlines()]
     pushed = [json.loads(line)["sessions"] for line in out.splitlines()]
@@ -155,6 +172,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("-n", type=int, default=50, help="requests a route")
     parser.add_argument("--watch-seconds", type=float, default=20)
+    parser.add_argument("--only-watch", action="store_true", help="push once, then measure --watch alone")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     target = args.db or OUT / f"server-{args.sessions}.db"
@@ -163,8 +181,9 @@ def main() -> None:
           f" {args.sessions:,} sessions ({args.sessions * 50:,} messages, {args.sessions * 5:,} calls)")
     build(target, args.sessions)
     push(target, mirror, args.sessions * 5)
-    sizes(target, mirror)
-    routes(target, mirror, args.n)
+    if not args.only_watch:
+        sizes(target, mirror)
+        routes(target, mirror, args.n)
     if args.watch_seconds:
         watch_lag(target, mirror, args.watch_seconds)
 
