@@ -188,6 +188,25 @@ def test_the_mirror_answers_only_while_caught_up(tmp_path, target):
         store.close()
 
 
+def test_a_mirror_that_cannot_be_read_leaves_the_answers_to_the_record(tmp_path, target):
+    spec = {"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}], "label": None,
+            "end": None}
+    db = tmp_path / "a.db"
+    record(db, [spec, spec])
+    store = reasonlog.open_store(db, read_only=True)
+    try:
+        mirror = reader.MirrorReader(engine.connect(target), push.source_of(store))
+        served = reader.Mirrored(store, mirror)
+        served.CHECK_EVERY_S = 3600  # asked once: the failure is met by a read, not by the check
+        push.push(store, mirror.engine, mirror.src)
+        assert served.caught_up()
+        drop(target)  # the mirror's database is gone (a server restored without it, a folder wiped)
+        assert_same(store, served)
+        assert not served.caught_up()
+    finally:
+        store.close()
+
+
 def test_a_target_that_is_not_a_mirror_is_refused_with_what_is_expected():
     with pytest.raises(engine.MirrorError, match="expected clickhouse://HOST:PORT/DATABASE or chdb:///PATH"):
         engine.connect("http://127.0.0.1:8123/")

@@ -3,13 +3,15 @@
 `MirrorReader` answers the three reads that grow with the archive as the record's store does, to the same dicts:
 `usage_groups` (statistics and the usage page), `list_sessions` and `count_sessions` (session lists and filters).
 `Mirrored` is the reader store the routes get: those three from the mirror while it is caught up with the record
-(its cursor finished a push that began after the record's newest instant), everything else, and those too when
-behind or asked for what the mirror does not hold (a search, scores, notes), from the record.
+(its cursor's last push finished at the record's current mark), everything else, and those too when behind, when
+the mirror cannot be read, or when asked for what the mirror does not hold (a search, scores, notes), from the
+record.
 """
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +20,7 @@ import orjson
 from ..accounting import TOKENS
 from ..store import SessionFilter, StoreReader
 from . import push
-from .engine import Engine, literal
+from .engine import Engine, MirrorError, literal
 
 STAT_KEYS = {"day": "substring(started_at, 1, 10)", "model": "model", "agent": "agent", "run": "run",
              "source": "source_label"}
@@ -155,19 +157,29 @@ class Mirrored:
             at, answer = self._checked
             if time.monotonic() - at < self.CHECK_EVERY_S:
                 return answer
-            cursor = self._mirror.cursor()
+            try:
+                cursor = self._mirror.cursor()
+            except MirrorError:  # the mirror cannot be read now: the record answers
+                cursor = None
             answer = bool(cursor and cursor["done"]) and push.caught_up(cursor, self._record.mirror_mark()[1])
             self._checked = (time.monotonic(), answer)
             return answer
 
-    def _use_mirror(self, flt: SessionFilter) -> bool:
-        return flt.text is None and not flt.scores and not flt.has_note and self.caught_up()
+    def _answer(self, flt: SessionFilter, read: Callable[[Any], Any]) -> Any:
+        """`read` of the mirror when it can answer `flt` and is caught up, else (or when it fails) of the record."""
+        if flt.text is None and not flt.scores and not flt.has_note and self.caught_up():
+            try:
+                return read(self._mirror)
+            except MirrorError:
+                with self._lock:
+                    self._checked = (time.monotonic(), False)
+        return read(self._record)
 
     def list_sessions(self, flt: SessionFilter) -> list[dict]:
-        return (self._mirror if self._use_mirror(flt) else self._record).list_sessions(flt)
+        return self._answer(flt, lambda reader: reader.list_sessions(flt))
 
     def count_sessions(self, flt: SessionFilter) -> int:
-        return (self._mirror if self._use_mirror(flt) else self._record).count_sessions(flt)
+        return self._answer(flt, lambda reader: reader.count_sessions(flt))
 
     def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[Any, dict]:
-        return (self._mirror if self._use_mirror(flt) else self._record).usage_groups(by, flt, latencies)
+        return self._answer(flt, lambda reader: reader.usage_groups(by, flt, latencies))
