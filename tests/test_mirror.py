@@ -13,6 +13,8 @@ import reasonlog
 from reasonlog.mirror import engine, push, reader, schema
 from reasonlog.store import SessionFilter
 
+OPEN = {"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}], "label": None,
+        "end": None}  # a session of one call, left open
 EXAMPLES = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
                     phases=[Phase.explicit, Phase.reuse, Phase.generate])  # a shrink re-records whole archives
 
@@ -37,6 +39,17 @@ def db_target(db):  # the recorder writes SQLite and PostgreSQL (conftest's `db`
 def mirrored(store, target: str, src: str = "a") -> reader.MirrorReader:
     push.push(store, engine.connect(target), src)
     return reader.MirrorReader(engine.connect(target), src)
+
+
+def served_archive(db, target: str, sessions: int):
+    """`sessions` open sessions recorded in `db`; its store, the mirror's reader of it (nothing pushed yet), and the
+    reader store `serve --mirror` would give the routes, checking the cursor on every read."""
+    record(db, [OPEN] * sessions)
+    store = reasonlog.open_store(db, read_only=True)
+    mirror = reader.MirrorReader(engine.connect(target), push.source_of(store))
+    served = reader.Mirrored(store, mirror)
+    served.CHECK_EVERY_S = 0
+    return store, mirror, served
 
 
 class Stop(Exception):
@@ -88,15 +101,8 @@ def test_a_push_stopped_anywhere_converges_with_the_record_written_meanwhile(db,
 
 
 def test_a_push_stopped_before_its_end_leaves_the_mirror_behind_until_run_again(tmp_path, target):
-    spec = {"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}], "label": None,
-            "end": None}
-    db = tmp_path / "a.db"
-    record(db, [spec, spec, spec])
-    store = reasonlog.open_store(db)
+    store, mirror, served = served_archive(tmp_path / "a.db", target, 3)
     try:
-        mirror = reader.MirrorReader(engine.connect(target), push.source_of(store))
-        served = reader.Mirrored(store, mirror)
-        served.CHECK_EVERY_S = 0
         with pytest.raises(Stop):  # the cursor's start, then one batch of calls, messages and its sessions
             push.push(store, mirror.engine, mirror.src, batch=1, inserted=stopping_after(4))
         assert push.cursor(mirror.engine, mirror.src)["done"] is False
@@ -127,9 +133,7 @@ def test_a_destroyed_mirror_is_rebuilt_by_pushing_again(db, target):
 
 
 def test_a_deleted_session_leaves_the_mirror(db, target):
-    spec = {"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}], "label": None,
-            "end": "completed"}
-    record(db, [spec, spec])
+    record(db, [OPEN] * 2)
     store = reasonlog.open_store(db)
     try:
         mirror = reader.MirrorReader(engine.connect(target), "a")
@@ -146,10 +150,8 @@ def test_a_deleted_session_leaves_the_mirror(db, target):
 
 
 def test_two_records_push_into_one_mirror_each_with_its_own_rows_and_cursor(tmp_path, target):
-    spec = {"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}], "label": None,
-            "end": None}
-    record(tmp_path / "a.db", [spec])
-    record(tmp_path / "b.db", [spec, spec])
+    record(tmp_path / "a.db", [OPEN])
+    record(tmp_path / "b.db", [OPEN] * 2)
     a, b = reasonlog.open_store(tmp_path / "a.db"), reasonlog.open_store(tmp_path / "b.db")
     try:
         mirror = engine.connect(target)
@@ -165,19 +167,13 @@ def test_two_records_push_into_one_mirror_each_with_its_own_rows_and_cursor(tmp_
 
 
 def test_the_mirror_answers_only_while_caught_up(tmp_path, target):
-    spec = {"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}], "label": None,
-            "end": None}
     db = tmp_path / "a.db"
-    record(db, [spec])
-    store = reasonlog.open_store(db, read_only=True)
+    store, mirror, served = served_archive(db, target, 1)
     try:
-        mirror = reader.MirrorReader(engine.connect(target), push.source_of(store))
-        served = reader.Mirrored(store, mirror)
-        served.CHECK_EVERY_S = 0
         assert not served.caught_up()  # never pushed
         push.push(store, mirror.engine, mirror.src)
         assert served.caught_up()
-        record(db, [spec])  # a session the mirror has not seen: the record answers
+        record(db, [OPEN])  # a session the mirror has not seen: the record answers
         assert not served.caught_up()
         assert len(served.list_sessions(SessionFilter(limit=None))) == 2
         assert len(mirror.list_sessions(SessionFilter(limit=None))) == 1
@@ -189,14 +185,8 @@ def test_the_mirror_answers_only_while_caught_up(tmp_path, target):
 
 
 def test_a_mirror_that_cannot_be_read_leaves_the_answers_to_the_record(tmp_path, target):
-    spec = {"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}], "label": None,
-            "end": None}
-    db = tmp_path / "a.db"
-    record(db, [spec, spec])
-    store = reasonlog.open_store(db, read_only=True)
+    store, mirror, served = served_archive(tmp_path / "a.db", target, 2)
     try:
-        mirror = reader.MirrorReader(engine.connect(target), push.source_of(store))
-        served = reader.Mirrored(store, mirror)
         served.CHECK_EVERY_S = 3600  # asked once: the failure is met by a read, not by the check
         push.push(store, mirror.engine, mirror.src)
         assert served.caught_up()
