@@ -39,10 +39,18 @@ class MirrorReader:
     # ------------------------------------------------------------ sessions
 
     def list_sessions(self, flt: SessionFilter) -> list[dict]:
-        limit = f" LIMIT {int(flt.limit)}" if flt.limit is not None else ""
-        rows = self.engine.query(f"SELECT row FROM {self.db}.mirror_sessions FINAL WHERE {self._where(flt)}"
-                                 f" ORDER BY started_at DESC, id DESC{limit}")
-        return [orjson.loads(r[0]) for r in rows]
+        table, order = f"{self.db}.mirror_sessions FINAL", "ORDER BY started_at DESC, id DESC"
+        if flt.limit is None:
+            return [orjson.loads(r[0]) for r in self.engine.query(
+                f"SELECT row FROM {table} WHERE {self._where(flt)} {order}")]
+        # A page: its ids first from the narrow columns, then only their rows, found by the table's key
+        ids = [r[0] for r in self.engine.query(
+            f"SELECT id FROM {table} WHERE {self._where(flt)} {order} LIMIT {int(flt.limit)}")]
+        if not ids:
+            return []
+        rows = dict(self.engine.query(f"SELECT id, row FROM {table} WHERE src = {literal(self.src)}"
+                                      f" AND id IN ({', '.join(literal(i) for i in ids)})"))
+        return [orjson.loads(rows[i]) for i in ids]
 
     def count_sessions(self, flt: SessionFilter) -> int:
         return int(self.engine.query(f"SELECT count() FROM {self.db}.mirror_sessions FINAL"
