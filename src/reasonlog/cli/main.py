@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (their commands)
     importing,
     keys,
     mcp_command,
+    mirroring,
     proxy,
     read,
     reason,
