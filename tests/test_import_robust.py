@@ -353,5 +353,5 @@ def test_a_copy_of_a_transcript_cut_in_its_last_line_stays_a_copy_when_imported_
     finally:
         store.close()
     assert [r.copies for r in reports] == [[(str(second), str(first))], [(str(second), str(first))]]
-    assert reports[0].added == {"sessions": 2, "calls": 3, "messages": 6, "tool_results": 0, "outcomes": 9}  # (line 18 cut)
+    assert reports[0].added == {"sessions": 2, "calls": 3, "messages": 6, "tool_results": 0, "outcomes": 9}  # (18: cut)
     assert reports[1].added == dict.fromkeys(ADDED, 0)
