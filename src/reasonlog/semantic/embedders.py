@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import urllib.error
-import urllib.request
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
@@ -205,6 +203,9 @@ class HttpEmbedder:
         return self.embed([text])[0]
 
     def _post(self, payload: dict) -> Any:
+        import urllib.error
+        import urllib.request  # here: a search that embeds nothing over HTTP need not load it (0.1 s of CPU)
+
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
@@ -221,7 +222,7 @@ class HttpEmbedder:
             raise EmbeddingFailed(f"{self.url}: the answer is not JSON") from None
 
 
-def _said(exc: urllib.error.HTTPError) -> str:
+def _said(exc: Any) -> str:
     """What a server's error says: OpenAI's `error.message`, else the start of its body."""
     try:
         text = exc.read().decode("utf-8", "replace")
