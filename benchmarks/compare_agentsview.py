@@ -19,6 +19,7 @@ threads), taken from wait4, or for a server from /proc/PID/stat before and after
 - a search over HTTP, both servers on 127.0.0.1 (`reasonlog serve --no-embed`, `agentsview serve --no-sync`):
   `GET /v1/search?q=Q&limit=10` against `GET /api/v1/search/content?pattern=Q&limit=10` (the same substring search
   of messages and tool output that its CLI asks), wall time per request, median over the queries and runs;
+- (each server having answered one search and the page below once first, to load what they use)
 - the session page of the session with the most messages: reasonlog's dashboard page `/sessions/ID` against
   agentsview's `/api/v1/sessions/ID/messages` (the JSON its browser page is drawn from), wall time;
 - disk: the database files after the import (with their -wal); memory: the import's peak RSS.
@@ -179,12 +180,16 @@ class Pair:
         try:
             wait_for(mine, "/readyz")
             wait_for(theirs_port, "/api/v1/sessions?limit=1")
+            session = self._longest_session()
+            for path in ("/v1/search?q=warm&limit=10", f"/sessions/{session}"):  # first requests load what they use
+                get(mine, path)
+            for path in ("/api/v1/search/content?pattern=warm&limit=10", f"/api/v1/sessions/{session}/messages"):
+                get(theirs_port, path)
             for q in queries:
                 self._cli_search(q, theirs.pid, served)
                 quoted = urllib.parse.quote(q)
                 self.add("search over HTTP, wall s", get(mine, f"/v1/search?q={quoted}&limit=10")[0],
                          get(theirs_port, f"/api/v1/search/content?pattern={quoted}&limit=10")[0])
-            session = self._longest_session()
             self.add("session page, wall s", get(mine, f"/sessions/{session}")[0],
                      get(theirs_port, f"/api/v1/sessions/{session}/messages?limit=1000")[0])
         finally:
