@@ -12,6 +12,7 @@ import sys
 from embeddings_server import EmbeddingsServer
 from hypothesis import given
 from hypothesis import strategies as st
+from test_hybrid_phrase import record_texts
 
 import reasonlog
 from reasonlog.semantic import HttpEmbedder
@@ -22,17 +23,9 @@ LINE = re.compile(r"^embedding: (?P<done>[\d,]+) / (?P<total>[\d,]+) texts \((?P
                   r"(, about \d+ (s|min \d\d s|h \d\d min) left)?$")
 
 
-def _record(db, texts: list[str]) -> None:
-    rec = reasonlog.Recorder(db, writer="sync", strict=True)
-    with rec.session(agent="a") as s:
-        for text in texts:
-            s.call(messages=[{"role": "user", "content": text}], response=None)
-    rec.close()
-
-
 def test_embed_without_a_terminal_prints_a_progress_line_after_each_batch(tmp_path):
     db = tmp_path / "p.db"
-    _record(db, [f"question {n}: what does file {n} hold?" for n in range(130)])
+    record_texts(db, [f"question {n}: what does file {n} hold?" for n in range(130)])
     with EmbeddingsServer() as server:
         env = {**os.environ, "REASONLOG_EMBEDDINGS_URL": server.url, "REASONLOG_EMBEDDINGS_MODEL": "bow"}
         done = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "embed", "--progress-every", "0"],
@@ -50,7 +43,7 @@ def test_embed_without_a_terminal_prints_a_progress_line_after_each_batch(tmp_pa
 
 def test_embed_as_json_prints_no_progress_lines(tmp_path):
     db = tmp_path / "j.db"
-    _record(db, [f"note {n}" for n in range(70)])
+    record_texts(db, [f"note {n}" for n in range(70)])
     with EmbeddingsServer() as server:
         env = {**os.environ, "REASONLOG_EMBEDDINGS_URL": server.url, "REASONLOG_EMBEDDINGS_MODEL": "bow"}
         done = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "embed", "--json",
@@ -92,7 +85,7 @@ def test_every_progress_line_names_done_total_share_and_rate(done, more, seconds
 
 def test_the_server_background_pass_says_how_it_goes(tmp_path):
     db = tmp_path / "s.db"
-    _record(db, [f"log line {n} of the deploy" for n in range(100)])
+    record_texts(db, [f"log line {n} of the deploy" for n in range(100)])
     said: list[str] = []
     with EmbeddingsServer() as server:
         store = reasonlog.open_store(db)
@@ -109,7 +102,7 @@ def test_the_server_background_pass_says_how_it_goes(tmp_path):
 def test_each_window_of_the_backlog_is_embedded_shortest_text_first(tmp_path):
     db = tmp_path / "w.db"
     texts = [("word " * n).strip() + f" {n}" for n in (9, 2, 7, 1, 5, 3, 8, 4, 6, 10)]
-    _record(db, texts)
+    record_texts(db, texts)
     with EmbeddingsServer() as server:
         store = reasonlog.open_store(db)
         try:

@@ -23,7 +23,8 @@ ALL = SessionFilter(limit=None)
 PHRASE = "rollback of the billing migration"
 
 
-def _record(db, texts: list[str]) -> str:
+def record_texts(db, texts: list[str]) -> str:
+    """One session, one call a text, each sent as the only user message (a text's message_idx is its index)."""
     rec = reasonlog.Recorder(db, writer="sync", strict=True)
     with rec.session(agent="a") as s:
         for text in texts:
@@ -34,7 +35,7 @@ def _record(db, texts: list[str]) -> str:
 
 def _hybrid(db, texts: list[str], embedded: int, query: str, limit: int) -> list[dict]:
     """Record `texts` (one user message each, in order), embed the first `embedded` of them, search `query`."""
-    _record(db, texts)
+    record_texts(db, texts)
     store = reasonlog.open_store(db)
     try:
         with EmbeddingsServer() as server:
