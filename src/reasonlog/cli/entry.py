@@ -14,10 +14,11 @@ import sys
 # The module under reasonlog.cli that adds each command to the group (tests/test_cli_entry.py holds this to the
 # assembled CLI of cli/main.py).
 MODULE_OF = {
-    "annotate": "annotate", "db": "database", "demo": "data", "diff": "read", "embed": "embedding", "export": "data",
-    "import": "importing", "keys": "keys", "mcp": "mcp_command", "proxy": "proxy", "prune": "database",
-    "reason": "reason", "replay": "read", "run": "proxy", "search": "read", "serve": "serve", "sessions": "read",
-    "show": "show", "stats": "read", "summarize": "summarize", "ui": "serve", "watch": "importing",
+    "annotate": "annotate", "db": "database", "demo": "data", "diff": "read", "embed": "embedding",
+    "evaluate": "evaluate", "export": "data", "import": "importing", "keys": "keys", "mcp": "mcp_command",
+    "mirror": "mirroring", "proxy": "proxy", "prune": "database", "reason": "reason", "replay": "read", "run": "proxy",
+    "search": "read", "serve": "serve", "sessions": "read", "show": "show", "stats": "read", "summarize": "summarize",
+    "tail": "tail", "ui": "serve", "watch": "importing",
 }
 
 
