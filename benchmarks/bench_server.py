@@ -43,9 +43,10 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import reasonlog  # noqa: E402
 from reasonlog.model import CallRecorded, OutcomeRecorded, SessionEnded, SessionStarted, Usage, stable_id  # noqa: E402
 
-OUT = REPO / "benchmarks" / "out"
+OUT = Path(os.environ.get("REASONLOG_BENCH_OUT") or REPO / "benchmarks" / "out")
 MODELS = [f"model-{m:02d}" for m in range(20)]
 CALLS, NEW_PER_CALL = 5, 10
+DAYS = 500  # the archive spans 500 days at any size: a larger one holds more sessions a model-day (issue 35)
 
 
 def days(n: int) -> list[str]:
@@ -53,10 +54,12 @@ def days(n: int) -> list[str]:
     return [time.strftime("%Y-%m-%d", time.gmtime(start + 86400 * d)) for d in range(n)]
 
 
-def session_events(model: str, day: str, k: int) -> list:
-    """One model-day: 5 calls, each resending the history plus 10 new messages, and two positions."""
-    sid = stable_id(f"{day}T09:00:00Z", "bench", model, day)
-    events: list = [SessionStarted(session_id=sid, started_at=f"{day}T09:00:00Z", agent=model, run="job-1",
+def session_events(model: str, day: str, k: int, replica: int = 0) -> list:
+    """One model-day: 5 calls, each resending the history plus 10 new messages, and two positions. `replica`: the
+    n-th session of that model and day (past 10,000 sessions), an hour later each."""
+    hour = f"{9 + replica:02d}"
+    sid = stable_id(f"{day}T09:00:00Z", "bench", model, day, *((replica,) if replica else ()))
+    events: list = [SessionStarted(session_id=sid, started_at=f"{day}T{hour}:00:00Z", agent=model, run="job-1",
                                    model=model, provider="openai", labels={"date": day})]
     history: list = []
     for c in range(CALLS):
@@ -65,18 +68,18 @@ def session_events(model: str, day: str, k: int) -> list:
                                                        f"{180 + (k * 7 + c * 3 + m) % 40} and cash {10000 - c * 100}"})
         reply = {"role": "assistant", "content": [{"type": "text", "text": f"{model} on {day}: decision {c} for "
                                                    f"portfolio {k % 97}, buying {c + 1} shares"}]}
-        events.append(CallRecorded(call_id=stable_id(f"{day}T09:0{c}:00Z", "bench", sid, c), session_id=sid,
-                                   exchange_id=None, started_at=f"{day}T09:0{c}:00Z",
+        events.append(CallRecorded(call_id=stable_id(f"{day}T{hour}:0{c}:00Z", "bench", sid, c), session_id=sid,
+                                   exchange_id=None, started_at=f"{day}T{hour}:0{c}:00Z",
                                    request={"model": model, "messages": list(history)}, response=reply, model=model,
                                    provider="openai", usage=Usage(input_tokens=1000 + c, output_tokens=50),
-                                   latency_ms=800.0, stable_history=True))
+                                   latency_ms=300.0 + (k * 37 + c * 101) % 2000, stable_history=True))
         history.append(reply)
     for n, (symbol, amount, price) in enumerate((("NVDA", 10, 189.6), ("GOOGL", 6, 245.15))):
-        events.append(OutcomeRecorded(outcome_id=stable_id(f"{day}T09:10:00Z", "bench", sid, n), session_id=sid,
-                                      at=f"{day}T09:1{n}:00Z", outcome_kind="position",
+        events.append(OutcomeRecorded(outcome_id=stable_id(f"{day}T{hour}:10:00Z", "bench", sid, n), session_id=sid,
+                                      at=f"{day}T{hour}:1{n}:00Z", outcome_kind="position",
                                       payload={"action_id": n + 1, "action_type": "buy", "symbol": symbol,
                                                "amount": amount, "price": price, "cash_after": 8104.0 - n * 1471}))
-    events.append(SessionEnded(session_id=sid, ended_at=f"{day}T09:20:00Z"))
+    events.append(SessionEnded(session_id=sid, ended_at=f"{day}T{hour}:20:00Z"))
     return events
 
 
@@ -87,8 +90,9 @@ def build(target, sessions: int) -> None:
         print(f"  reusing {sessions:,} sessions", file=sys.stderr)
         return
     t0, batch = time.perf_counter(), []
+    calendar, per_day = days(DAYS), len(MODELS) * DAYS
     for k in range(sessions):
-        batch += session_events(MODELS[k % len(MODELS)], days(sessions // len(MODELS) + 1)[k // len(MODELS)], k)
+        batch += session_events(MODELS[k % len(MODELS)], calendar[k // len(MODELS) % DAYS], k, k // per_day)
         if len(batch) >= 2000:
             store.write_batch(batch)
             batch = []
@@ -202,7 +206,7 @@ def p(values: list[float], q: int) -> float:
 
 def reads(target, sessions: int, n: int, model: str | None = None) -> None:
     server = Server(target, "--no-embed")  # the vectors are written already; nothing competes with the reads
-    day = days(sessions // len(MODELS) + 1)[sessions // len(MODELS) // 2]
+    day = days(DAYS)[DAYS // 2]
     urls = {
         "GET /healthz (floor)": "/healthz",
         "GET /reasoning, one model-day, full conversation":

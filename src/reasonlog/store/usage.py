@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import accounting
-from ..usage_sql import CALL_KEYS, GROUP_KEYS, IRREGULAR, SUMS, grouped_sql, latencies_sql
+from ..usage_sql import (CALL_KEYS, DAILY_KEYS, DAILY_SUMS, GROUP_KEYS, IRREGULAR, SUMS, bucket_of, grouped_sql,
+                         latencies_sql)
+from . import rollups
 
 # The statistics' SQL, and which sessions are irregular (IRREGULAR, alias `s`), are in usage_sql.py, which
 # `reasonlog stats --json` reads without importing the store (cli/quick_stats.py).
@@ -194,10 +196,54 @@ def _totals(sums: dict) -> dict:
 
 def stats_groups(cur, by: str, flt, latencies: bool) -> dict[str | None, dict]:
     """Totals of the calls of the sessions `flt` selects, grouped by day (UTC), model, agent, run or source, as
-    `reasonlog.accounting` counts them; with `latencies`, each group's call latencies too (for a median).
+    `reasonlog.accounting` counts them; with `latencies`, each group's latency histogram too (`histogram`, bucket ->
+    calls, usage_sql.EDGES: for a median).
 
-    Dates select calls by their own instant. The rollup answers whole days; an instant falls back to the ledger.
+    Whole days, a run, an agent and a source are read from the rows kept by day, model, agent, run and source
+    (store/rollups.py); another filter selects sessions, read from their kept sums; an instant, from the ledger.
     """
+    if rollups.answers(flt):
+        return _daily_groups(cur, by, flt, latencies)
+    out = _session_groups(cur, by, flt, latencies)
+    for totals in out.values():
+        if latencies:
+            totals["histogram"] = _histogram(totals.pop("latencies"))
+    return out
+
+
+def _daily_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
+    """`stats_groups` from `usage_daily` and `latency_daily`: the irregular sessions' kept sums taken out and their
+    ledger entries added (the histograms count their calls already: the rule changes no call's latency)."""
+    from . import reading  # reading imports this module
+
+    key_sql = _key_sql(DAILY_KEYS, by)
+    kept, histograms = rollups.kept_groups(cur, key_sql, flt, latencies)
+    irregular = rollups.irregular_ids(cur, flt)
+    taken: dict[Any, dict] = {}
+    entries = []
+    for chunk in _chunks(irregular):
+        for key, sums in rollups.irregular_sums(cur, key_sql, flt, chunk).items():
+            before = taken.setdefault(key, dict.fromkeys(DAILY_SUMS, 0))
+            taken[key] = {c: before[c] + (sums[c] or 0) for c in DAILY_SUMS}
+        entries += reading.iter_call_rows(cur, flt, only=f"s.id IN ({', '.join('?' * len(chunk))})", only_args=chunk)
+    sums, groups = rollups.regular(kept, taken), _of_entries(by, entries, False)
+    out = {key: merge(sums.get(key), groups.get(key, {}).get("entries", [])) for key in {*sums, *groups}}
+    if latencies:
+        for key, totals in out.items():
+            totals["histogram"] = histograms.get(key, {})
+    return out
+
+
+def _histogram(latencies: list[float]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for value in latencies:
+        bucket = bucket_of(value)
+        out[bucket] = out.get(bucket, 0) + 1
+    return out
+
+
+def _session_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
+    """`stats_groups` from the sessions' kept sums (a filter the daily rows do not answer), with latency lists."""
     from dataclasses import replace
 
     from . import reading  # reading imports this module
