@@ -23,8 +23,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..usage_sql import (DAILY_KEYS, DAILY_SUMS, EDGES, IRREGULAR_IDS, LOWEST, SOURCE, SUMS, daily_sql,
-                         daily_totals, histogram_sql)
+from ..usage_sql import (
+    DAILY_SUMS,
+    EDGES,
+    IRREGULAR_IDS,
+    LOWEST,
+    SOURCE,
+    SUMS,
+    daily_sql,
+    daily_totals,
+    histogram_sql,
+)
 
 KEY = "day, model, agent, run, source"
 # A session's (`s`) agent, run and source, '' for none.
@@ -48,7 +57,8 @@ def _add_sums(sign: str, rows: str, where: str, source: str = SOURCE) -> str:
 def _add_calls(sign: str, calls: str, where: str, source: str = SOURCE) -> str:
     """Add or subtract the calls `calls` (a FROM item named `r`) that bill themselves to the latency histograms."""
     return (f"INSERT INTO latency_daily ({KEY}, bucket, calls)"
-            f" SELECT SUBSTR(r.started_at, 1, 10) AS day, COALESCE(r.model, '') AS model, {_SESSION_KEY.format(source=source)},"
+            f" SELECT SUBSTR(r.started_at, 1, 10) AS day, COALESCE(r.model, '') AS model,"
+            f" {_SESSION_KEY.format(source=source)},"
             f" {_BUCKET.format(ms='r.latency_ms')} AS bucket, {sign}COUNT(*)"
             f" FROM {calls} JOIN sessions s ON s.id = r.session_id WHERE {_COUNTED.format(row='r')} AND {where}"
             f" GROUP BY 1, 2, 3, 4, 5, 6"

@@ -14,8 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import accounting
-from ..usage_sql import (CALL_KEYS, DAILY_KEYS, DAILY_SUMS, GROUP_KEYS, IRREGULAR, SUMS, bucket_of, grouped_sql,
-                         latencies_sql)
+from ..usage_sql import (
+    CALL_KEYS,
+    DAILY_KEYS,
+    DAILY_SUMS,
+    GROUP_KEYS,
+    IRREGULAR,
+    SUMS,
+    bucket_of,
+    grouped_sql,
+    latencies_sql,
+)
 from . import rollups
 
 # The statistics' SQL, and which sessions are irregular (IRREGULAR, alias `s`), are in usage_sql.py, which
@@ -220,7 +229,7 @@ def _daily_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
     kept, histograms = rollups.kept_groups(cur, key_sql, flt, latencies)
     irregular = rollups.irregular_ids(cur, flt)
     taken: dict[Any, dict] = {}
-    entries = []
+    entries: list[dict] = []
     for chunk in _chunks(irregular):
         for key, sums in rollups.irregular_sums(cur, key_sql, flt, chunk).items():
             before = taken.setdefault(key, dict.fromkeys(DAILY_SUMS, 0))
