@@ -204,7 +204,37 @@ def p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1]
 
 
-def reads(target, sessions: int, n: int, model: str | None = None) -> None:
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds these processes have used so far (/proc/PID/stat's utime and stime)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def server_pids(server: Server, target) -> list[int]:
+    """The server process and, on PostgreSQL, the backends serving its connections (by application_name)."""
+    pids = [server.proc.pid]
+    if str(target).startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(str(target).split("?")[0], autocommit=True) as conn:
+            pids += [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+                                                (APP,))]
+    return pids
+
+
+APP = "bench_server_reads"  # the application_name of the measured server's PostgreSQL connections
+USAGE_ROUTES = ("/usage", "/v1/stats?by=day", "/v1/stats?by=model")
+
+
+def reads(target, sessions: int, n: int, model: str | None = None, only_usage: bool = False) -> dict:
+    """Each route's p50, p95, server CPU per request (ms; the server process and its PostgreSQL backends) and the
+    machine's 1-minute load beside it; printed, and returned by name."""
     server = Server(target, "--no-embed")  # the vectors are written already; nothing competes with the reads
     day = days(DAYS)[DAYS // 2]
     urls = {
@@ -220,25 +250,34 @@ def reads(target, sessions: int, n: int, model: str | None = None) -> None:
         "GET /v1/sessions?q= common word (every session)": "/v1/sessions?q=price",
         "GET /v1/sessions/{id}?limit=200 (50 messages)": f"/v1/sessions/{session_of(day)}?limit=200",
         "GET /usage (dashboard)": "/usage",
+        "GET /v1/stats?by=day (stats --by day)": "/v1/stats?by=day",
+        "GET /v1/stats?by=model": "/v1/stats?by=model",
     }
+    if only_usage:
+        urls = {k: v for k, v in urls.items() if v == "/healthz" or v in USAGE_ROUTES}
     search: dict[str, list[str]] = {} if model is None else {
         f"GET /v1/search?mode={mode}, limit 10 (10 queries in turn)": [
             "/v1/search?" + urllib.parse.urlencode({"q": q, "mode": mode, "limit": 10}) for q in QUERIES]
         for mode in ("semantic", "hybrid")}
-    floor = None
+    floor, out = None, {}
     try:
         for name, path in [*urls.items(), *search.items()]:
             where = [server.base + u for u in path] if isinstance(path, list) else server.base + path
+            pids = server_pids(server, target)
+            before, count = cpu_seconds(pids), n if "usage" not in name else max(10, n // 4)
             try:
-                ms = timed(where, n if "usage" not in name else max(10, n // 10))
+                ms = timed(where, count)
             except TimeoutError:
                 print(f"  {name:<52} a request took more than 30 s: NOT met")
                 continue
+            cpu = (cpu_seconds(pids) - before) * 1000 / (count + 5)  # the 5 of warm-up included
+            load = os.getloadavg()[0]
             floor = floor or p(ms, 50)
+            out[name] = (p(ms, 50), p(ms, 95), cpu, load)
             goal = next((g for key, g in TARGETS.items() if key in name), None)
             note = "" if goal is None else f"  target p95 < {goal} ms: {'met' if p(ms, 95) < goal else 'NOT met'}"
-            print(f"  {name:<52} p50 {p(ms, 50):7.1f} ms  p95 {p(ms, 95):7.1f} ms  p50/floor {p(ms, 50) / floor:6.1f}"
-                  f"{note}")
+            print(f"  {name:<52} p50 {p(ms, 50):7.1f} ms  p95 {p(ms, 95):7.1f} ms  server CPU {cpu:6.1f} ms/request"
+                  f"  load {load:4.1f}  p50/floor {p(ms, 50) / floor:6.1f}{note}")
     finally:
         server.stop()
     if search:
@@ -246,6 +285,48 @@ def reads(target, sessions: int, n: int, model: str | None = None) -> None:
         if embedding:
             print(f"  {'the query embedding alone (local model, in-process)':<52} p50 {embedding[0]:7.1f} ms"
                   f"  p95 {embedding[1]:7.1f} ms")
+    return out
+
+
+def old_and_new(target, n: int) -> None:
+    """The statistics' query as the previous code ran it (each session's kept sums, every call's latency for the
+    medians) beside the kept rows by day, model, agent, run and source, in this process on the same database:
+    CPU ms per answer and the ratio, with the load."""
+    from reasonlog.store import usage
+
+    store = reasonlog.open_store(target)
+    flt = reasonlog.SessionFilter(limit=None)
+    try:
+        for by, latencies in (("day", True), ("model", True), ("day", False)):
+            cost = {}
+            for name, fn in (("previous", usage.session_groups), ("kept rows", usage.stats_groups)):
+                fn_read = store._read  # noqa: SLF001 - a benchmark of the store's own query functions
+                fn_read(fn, by, flt, latencies)
+                t = time.process_time()
+                for _ in range(n):
+                    fn_read(fn, by, flt, latencies)
+                cost[name] = (time.process_time() - t) * 1000 / n
+            print(f"  in-process stats by {by}{' with medians' if latencies else ''}: previous query"
+                  f" {cost['previous']:7.1f} ms CPU, kept rows {cost['kept rows']:6.1f} ms CPU, ratio"
+                  f" {cost['previous'] / cost['kept rows']:6.1f} x  (client CPU only; load {os.getloadavg()[0]:.1f})")
+    finally:
+        store.close()
+
+
+def scale(read_targets: dict[int, str], n: int) -> None:
+    """The usage routes at each size, and each figure's ratio to the smallest size's."""
+    figures = {}
+    for sessions, target in read_targets.items():
+        print(f"  -- {sessions:,} sessions, {sessions * CALLS * NEW_PER_CALL:,} messages")
+        figures[sessions] = reads(target, sessions, n, only_usage=True)
+        old_and_new(target, max(3, n // 20))
+    small, *larger = sorted(figures)
+    for big in larger:
+        for name, (p50, p95, cpu, load) in figures[big].items():
+            base = figures[small].get(name)
+            if base:
+                print(f"  {name:<52} {big:,} / {small:,} sessions: p50 {p50 / base[0]:5.2f} x, p95"
+                      f" {p95 / base[1]:5.2f} x, server CPU {cpu / base[2]:5.2f} x (loads {base[3]:.1f}, {load:.1f})")
 
 
 # Issue 20's targets (p95, ms) by a part of each route's name; issue 24's for search by meaning.
@@ -277,23 +358,24 @@ def ingestion(fresh_target, local_target) -> None:
           f" {'met' if local / remote >= 0.5 else 'NOT met'})")
 
 
-def targets(db: str | None, sessions: int):
-    """The cached read database and a fresh one for ingestion, for the dialect `db` names."""
+def targets(db: str | None, sessions: int, prefix: str = "bench_server", fresh: bool = True):
+    """The cached read database and a fresh one for ingestion (with `fresh`), for the dialect `db` names."""
     if not db:
         OUT.mkdir(parents=True, exist_ok=True)
-        fresh = Path(tempfile.mkdtemp()) / "ingest.db"
-        return OUT / f"server-{sessions}.db", fresh
+        return OUT / f"server-{sessions}.db", Path(tempfile.mkdtemp()) / "ingest.db"
     import uuid
 
     import psycopg
 
-    read_schema, fresh_schema = f"bench_server_{sessions}", "bench_ingest_" + uuid.uuid4().hex[:8]
+    read_schema, fresh_schema = f"{prefix}_{sessions}", "bench_ingest_" + uuid.uuid4().hex[:8]
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {read_schema}")
-        conn.execute(f"CREATE SCHEMA {fresh_schema}")
-        conn.execute(f"CREATE SCHEMA {fresh_schema}_local")
+        if fresh:
+            conn.execute(f"CREATE SCHEMA {fresh_schema}")
+            conn.execute(f"CREATE SCHEMA {fresh_schema}_local")
     joiner = "&" if "?" in db else "?"
-    return (f"{db}{joiner}options=-csearch_path%3D{read_schema}", f"{db}{joiner}options=-csearch_path%3D{fresh_schema}")
+    return (f"{db}{joiner}options=-csearch_path%3D{read_schema}&application_name={APP}",
+            f"{db}{joiner}options=-csearch_path%3D{fresh_schema}")
 
 
 def main(argv=None) -> int:
@@ -303,8 +385,19 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--skip-ingestion", action="store_true")
     ap.add_argument("--no-semantic", action="store_true", help="skip /v1/search by meaning (and cutting units)")
+    ap.add_argument("--scale", help="sizes in sessions, e.g. 10000,100000: the usage routes at each (built first)"
+                                    " with the ratios between them, and the previous query beside the kept rows")
+    ap.add_argument("--schema-prefix", default="bench_server", help="PostgreSQL: the read schemas' prefix")
     args = ap.parse_args(argv)
-    read_target, fresh = targets(args.db, args.sessions)
+    if args.scale:
+        sizes = [int(x) for x in args.scale.split(",")]
+        read_targets = {n: targets(args.db, n, args.schema_prefix, fresh=False)[0] for n in sizes}
+        for n, target in read_targets.items():
+            build(target, n)
+        print(f"{'PostgreSQL' if args.db else 'SQLite'}: usage at {', '.join(f'{n:,}' for n in sizes)} sessions")
+        scale(read_targets, args.requests)
+        return 0
+    read_target, fresh = targets(args.db, args.sessions, args.schema_prefix)
     print(f"{'PostgreSQL' if args.db else 'SQLite'}: {args.sessions:,} sessions,"
           f" {args.sessions * CALLS * NEW_PER_CALL:,} messages")
     build(read_target, args.sessions)

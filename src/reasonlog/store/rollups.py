@@ -31,7 +31,6 @@ from ..usage_sql import (
     SOURCE,
     SUMS,
     daily_sql,
-    daily_totals,
     histogram_sql,
 )
 
@@ -187,10 +186,10 @@ def conditions(flt) -> tuple[list[str], list]:
     return where, args
 
 
-def kept_groups(cur, key_sql: str, flt, histograms: bool) -> tuple[dict[Any, dict], dict[Any, dict[int, int]]]:
-    """The kept sums (with `priced`) and, with `histograms`, latency histograms, grouped by `key_sql`."""
+def kept_groups(cur, key_sql: str, flt, histograms: bool) -> tuple[dict[Any, tuple], dict[Any, dict[int, int]]]:
+    """The kept sums (DAILY_SUMS, in order) and, with `histograms`, latency histograms, grouped by `key_sql`."""
     where, args = conditions(flt)
-    sums = {r[0]: dict(zip(DAILY_SUMS, r[1:], strict=True)) for r in cur.execute(daily_sql(key_sql, where), args)}
+    sums = {r[0]: r[1:] for r in cur.execute(daily_sql(key_sql, where), args)}
     out: dict[Any, dict[int, int]] = {}
     if histograms:
         for key, bucket, calls in cur.execute(histogram_sql(key_sql, where), args).fetchall():
@@ -198,7 +197,7 @@ def kept_groups(cur, key_sql: str, flt, histograms: bool) -> tuple[dict[Any, dic
     return sums, out
 
 
-def irregular_sums(cur, key_sql: str, flt, ids: list[str]) -> dict[Any, dict]:
+def irregular_sums(cur, key_sql: str, flt, ids: list[str]) -> dict[Any, tuple]:
     """The `usage_rollup` sums of these (irregular) sessions grouped by `key_sql` (over `d`: the rollup's row
     with its session's key), as `kept_groups` counts them, for a reader to take out."""
     where, args = conditions(flt)
@@ -206,18 +205,26 @@ def irregular_sums(cur, key_sql: str, flt, ids: list[str]) -> dict[Any, dict]:
             f" CASE WHEN u.cost_usd IS NULL THEN 0 ELSE 1 END AS priced FROM usage_rollup u"
             f" JOIN sessions s ON s.id = u.session_id WHERE u.session_id IN ({', '.join('?' * len(ids))})) d")
     sql = daily_sql(key_sql, where).replace("FROM usage_daily d", f"FROM {rows}")
-    return {r[0]: dict(zip(DAILY_SUMS, r[1:], strict=True)) for r in cur.execute(sql, [*ids, *args])}
+    return {r[0]: tuple(v or 0 for v in r[1:]) for r in cur.execute(sql, [*ids, *args])}
 
 
-def regular(kept: dict[Any, dict], taken: dict[Any, dict]) -> dict[Any, dict]:
-    """The kept sums less the irregular sessions' (`taken`), cost None where no priced row is left; a key with no
-    call left is left out."""
+_INTS = [(n, c) for n, c in enumerate(DAILY_SUMS) if c not in ("cost_usd", "latency_ms_sum", "priced")]
+_AT_COST, _AT_LATENCY, _AT_PRICED = (DAILY_SUMS.index(c) for c in ("cost_usd", "latency_ms_sum", "priced"))
+
+
+def regular(kept: dict[Any, tuple], taken: dict[Any, tuple]) -> dict[Any, dict]:
+    """The kept sums less the irregular sessions' (`taken`), as `usage.merge` gives them with no ledger entry: cost
+    None where no priced row is left; a key with no call left is left out."""
     out = {}
-    for key, sums in kept.items():
+    for key, row in kept.items():
         less = taken.get(key)
-        row = dict(sums) if less is None else {c: sums[c] - less[c] for c in DAILY_SUMS}
-        if row["calls"]:
-            out[key] = daily_totals((key, *(row[c] for c in DAILY_SUMS)))
+        if less is not None:
+            row = tuple(a - b for a, b in zip(row, less, strict=True))
+        if row[0]:
+            totals: dict[str, Any] = {c: int(row[n]) for n, c in _INTS}
+            totals["cost_usd"] = round(0.0 + row[_AT_COST], 12) if row[_AT_PRICED] else None
+            totals["latency_ms_sum"] = 0 + (row[_AT_LATENCY] or 0.0)
+            out[key] = totals
     return out
 
 

@@ -17,7 +17,6 @@ from .. import accounting
 from ..usage_sql import (
     CALL_KEYS,
     DAILY_KEYS,
-    DAILY_SUMS,
     GROUP_KEYS,
     IRREGULAR,
     SUMS,
@@ -184,6 +183,10 @@ def grouped(cur, key_sql: str, where: str, args: list, since: str | None, until:
 
 def merge(sums: dict | None, entries: list[dict]) -> dict:
     """Sums from the rollup plus ledger entries, as `accounting.totals` counts them, with the latency sum."""
+    if sums and not entries:  # most keys: the plain sums (the same figures as below, without a totals per key)
+        t = _totals(sums)
+        t["latency_ms_sum"], t["latency_count"] = 0 + (sums["latency_ms_sum"] or 0.0), int(sums["latency_count"] or 0)
+        return t
     t = accounting.totals(entries)
     calls = [e for e in entries if e["kind"] == "call" and e.get("latency_ms") is not None]
     latency = (sum(e["latency_ms"] for e in calls), len(calls))
@@ -213,7 +216,7 @@ def stats_groups(cur, by: str, flt, latencies: bool) -> dict[str | None, dict]:
     """
     if rollups.answers(flt):
         return _daily_groups(cur, by, flt, latencies)
-    out = _session_groups(cur, by, flt, latencies)
+    out = session_groups(cur, by, flt, latencies)
     for totals in out.values():
         if latencies:
             totals["histogram"] = _histogram(totals.pop("latencies"))
@@ -228,15 +231,16 @@ def _daily_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
     key_sql = _key_sql(DAILY_KEYS, by)
     kept, histograms = rollups.kept_groups(cur, key_sql, flt, latencies)
     irregular = rollups.irregular_ids(cur, flt)
-    taken: dict[Any, dict] = {}
+    taken: dict[Any, tuple] = {}
     entries: list[dict] = []
     for chunk in _chunks(irregular):
         for key, sums in rollups.irregular_sums(cur, key_sql, flt, chunk).items():
-            before = taken.setdefault(key, dict.fromkeys(DAILY_SUMS, 0))
-            taken[key] = {c: before[c] + (sums[c] or 0) for c in DAILY_SUMS}
+            before = taken.get(key, (0,) * len(sums))
+            taken[key] = tuple(a + b for a, b in zip(before, sums, strict=True))
         entries += reading.iter_call_rows(cur, flt, only=f"s.id IN ({', '.join('?' * len(chunk))})", only_args=chunk)
-    sums, groups = rollups.regular(kept, taken), _of_entries(by, entries, False)
-    out = {key: merge(sums.get(key), groups.get(key, {}).get("entries", [])) for key in {*sums, *groups}}
+    out, groups = rollups.regular(kept, taken), _of_entries(by, entries, False)
+    for key, group in groups.items():
+        out[key] = merge(out.get(key), group["entries"])
     if latencies:
         for key, totals in out.items():
             totals["histogram"] = histograms.get(key, {})
@@ -251,8 +255,9 @@ def _histogram(latencies: list[float]) -> dict[int, int]:
     return out
 
 
-def _session_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
-    """`stats_groups` from the sessions' kept sums (a filter the daily rows do not answer), with latency lists."""
+def session_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
+    """`stats_groups` from the sessions' kept sums (a filter the daily rows do not answer), with latency lists: the
+    only way before migration 18 (benchmarks/bench_server.py --scale measures it beside the kept rows)."""
     from dataclasses import replace
 
     from . import reading  # reading imports this module
