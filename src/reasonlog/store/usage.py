@@ -78,9 +78,11 @@ class Tally:
 
 def recount(cur, session_ids: list[str] | None = None) -> None:
     """Rebuild `usage_rollup` from the calls: of these sessions, or of all (`db recount`); a call counted in
-    another (`counted_in`, store/twins.py) adds nothing."""
+    another (`counted_in`, store/twins.py) adds nothing. All of it rebuilds the rows by day, model, agent, run and
+    source too (store/rollups.py: the triggers' additions and subtractions replaced by fresh sums)."""
     if session_ids is None:
         _recount(cur, "", [])
+        rollups.rebuild(cur)
     for chunk in _chunks(list(session_ids or ())):
         _recount(cur, f" WHERE session_id IN ({', '.join('?' * len(chunk))})", chunk)
 
