@@ -42,36 +42,38 @@ _PRICED = "CASE WHEN {row}.cost_usd IS NULL THEN 0 ELSE 1 END"
 _COUNTED = "{row}.latency_ms IS NOT NULL AND {row}.counted_in IS NULL"
 
 
-def _add_sums(sign: str, rows: str, where: str, source: str = SOURCE) -> str:
-    """Add (`sign` '+') or subtract ('-') the `usage_rollup` rows `rows` (a FROM item named `r`, or NEW/OLD) under
-    their session's key (with `source` as its source)."""
-    values = [f"{sign}COALESCE(r.{c}, 0)" if c == "cost_usd" else f"{sign}r.{c}" for c in SUMS]
+def _source(row: str, rows: str | None, where: str) -> str:
+    """The FROM and WHERE of a statement over the row `row` (NEW or OLD), or over the FROM item `rows` (named `r`),
+    joined with its session `s`."""
+    if rows is None:
+        return f" FROM sessions s WHERE s.id = {row}.session_id AND {where}"
+    return f" FROM {rows} JOIN sessions s ON s.id = r.session_id WHERE {where}"
+
+
+def _add_sums(sign: str, row: str, where: str, source: str = SOURCE, rows: str | None = None) -> str:
+    """Add (`sign` '+') or subtract ('-') the `usage_rollup` row `row` (NEW, OLD, or `r` of the FROM item `rows`)
+    under its session's key (with `source` as its source)."""
+    values = [f"{sign}COALESCE({row}.{c}, 0)" if c == "cost_usd" else f"{sign}{row}.{c}" for c in SUMS]
     return (f"INSERT INTO usage_daily ({KEY}, {', '.join(DAILY_SUMS)})"
-            f" SELECT r.day, r.model, {_SESSION_KEY.format(source=source)}, {', '.join(values)},"
-            f" {sign}{_PRICED.format(row='r')} FROM {rows} JOIN sessions s ON s.id = r.session_id WHERE {where}"
+            f" SELECT {row}.day, {row}.model, {_SESSION_KEY.format(source=source)}, {', '.join(values)},"
+            f" {sign}{_PRICED.format(row=row)}{_source(row, rows, where)}"
             f" ON CONFLICT ({KEY}) DO UPDATE SET "
             + ", ".join(f"{c} = usage_daily.{c} + excluded.{c}" for c in DAILY_SUMS))
 
 
-def _add_calls(sign: str, calls: str, where: str, source: str = SOURCE) -> str:
-    """Add or subtract the calls `calls` (a FROM item named `r`) that bill themselves to the latency histograms."""
+def _add_calls(sign: str, row: str, where: str, source: str = SOURCE, rows: str | None = None) -> str:
+    """Add or subtract the call `row` (NEW or OLD; or the calls `r` of the FROM item `rows`) to the latency
+    histograms, if it bills itself."""
+    counted = f"{_COUNTED.format(row=row)} AND {where}"
     return (f"INSERT INTO latency_daily ({KEY}, bucket, calls)"
-            f" SELECT SUBSTR(r.started_at, 1, 10) AS day, COALESCE(r.model, '') AS model,"
-            f" {_SESSION_KEY.format(source=source)},"
-            f" {_BUCKET.format(ms='r.latency_ms')} AS bucket, {sign}COUNT(*)"
-            f" FROM {calls} JOIN sessions s ON s.id = r.session_id WHERE {_COUNTED.format(row='r')} AND {where}"
-            f" GROUP BY 1, 2, 3, 4, 5, 6"
+            f" SELECT SUBSTR({row}.started_at, 1, 10) AS day, COALESCE({row}.model, '') AS model,"
+            f" {_SESSION_KEY.format(source=source)}, {_BUCKET.format(ms=f'{row}.latency_ms')} AS bucket,"
+            f" {sign}{'1' if rows is None else 'COUNT(*)'}{_source(row, rows, counted)}"
+            f"{'' if rows is None else ' GROUP BY 1, 2, 3, 4, 5, 6'}"
             f" ON CONFLICT ({KEY}, bucket) DO UPDATE SET calls = latency_daily.calls + excluded.calls")
 
 
-def _row(name: str, columns: tuple[str, ...]) -> str:
-    """NEW or OLD as a FROM item `r` with `columns` (a trigger cannot name NEW in FROM)."""
-    return f"(SELECT {', '.join(f'{name}.{c} AS {c}' for c in columns)}) r"
-
-
-_ROLLUP = ("session_id", "day", "model", *SUMS)
-_CALL = ("session_id", "started_at", "model", "latency_ms", "counted_in")
-# Where a session's source goes from `old` to `new` as a label comes or goes, with the label table after the change.
+# A session's first `source` label other than the one `row` names (for a label inserted or deleted).
 _FIRST_OTHER = ("(SELECT MIN(l.value) FROM session_labels l WHERE l.key = 'source'"
                 " AND l.session_id = {row}.session_id AND l.value <> {row}.value)")
 
@@ -81,13 +83,12 @@ def _moves(row: str, old: str, new: str) -> list[str]:
     rollups = f"(SELECT * FROM usage_rollup u WHERE u.session_id = {row}.session_id) r"
     calls = f"(SELECT * FROM calls c WHERE c.session_id = {row}.session_id) r"
     moved = f"{old} <> {new}"
-    return [_add_sums("-", rollups, moved, old), _add_sums("+", rollups, moved, new),
-            _add_calls("-", calls, moved, old), _add_calls("+", calls, moved, new)]
+    return [_add_sums("-", "r", moved, old, rollups), _add_sums("+", "r", moved, new, rollups),
+            _add_calls("-", "r", moved, old, calls), _add_calls("+", "r", moved, new, calls)]
 
 
 def triggers() -> list[tuple[str, str, str, str | None, list[str]]]:
     """(name, event, table, condition, statements) of every trigger that keeps the two tables."""
-    row = _row
     others = _FIRST_OTHER.format(row="NEW")
     remaining = _FIRST_OTHER.format(row="OLD").replace(" AND l.value <> OLD.value", "")
     added_old = f"COALESCE({others}, 'recorded')"
@@ -95,16 +96,16 @@ def triggers() -> list[tuple[str, str, str, str | None, list[str]]]:
     gone_new = f"COALESCE({remaining}, 'recorded')"
     gone_old = f"CASE WHEN {remaining} < OLD.value THEN {remaining} ELSE OLD.value END"
     return [
-        ("usage_daily_insert", "INSERT", "usage_rollup", None, [_add_sums("+", row("NEW", _ROLLUP), "true")]),
+        ("usage_daily_insert", "INSERT", "usage_rollup", None, [_add_sums("+", "NEW", "true")]),
         ("usage_daily_update", "UPDATE", "usage_rollup", None,
-         [_add_sums("-", row("OLD", _ROLLUP), "true"), _add_sums("+", row("NEW", _ROLLUP), "true")]),
-        ("usage_daily_delete", "DELETE", "usage_rollup", None, [_add_sums("-", row("OLD", _ROLLUP), "true")]),
+         [_add_sums("-", "OLD", "true"), _add_sums("+", "NEW", "true")]),
+        ("usage_daily_delete", "DELETE", "usage_rollup", None, [_add_sums("-", "OLD", "true")]),
         ("latency_daily_insert", "INSERT", "calls", _COUNTED.format(row="NEW"),
-         [_add_calls("+", row("NEW", _CALL), "true")]),
+         [_add_calls("+", "NEW", "true")]),
         ("latency_daily_update", "UPDATE OF latency_ms, counted_in, started_at, model, session_id", "calls", None,
-         [_add_calls("-", row("OLD", _CALL), "true"), _add_calls("+", row("NEW", _CALL), "true")]),
+         [_add_calls("-", "OLD", "true"), _add_calls("+", "NEW", "true")]),
         ("latency_daily_delete", "DELETE", "calls", _COUNTED.format(row="OLD"),
-         [_add_calls("-", row("OLD", _CALL), "true")]),
+         [_add_calls("-", "OLD", "true")]),
         ("usage_daily_source_added", "INSERT", "session_labels", "NEW.key = 'source'",
          _moves("NEW", added_old, added_new)),
         ("usage_daily_source_gone", "DELETE", "session_labels", "OLD.key = 'source'",
