@@ -47,21 +47,26 @@ def main(argv=None) -> int:
     ap.add_argument("--from", dest="small", required=True)
     ap.add_argument("--to", dest="big", required=True)
     ap.add_argument("--factor", type=int, default=10)
+    ap.add_argument("--resume", help="copy only these tables (comma-separated) into the existing target")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "src"))
     import reasonlog
 
-    with psycopg.connect(args.db, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {args.big}")
-    reasonlog.open_store(f"{args.db}?options=-csearch_path%3D{args.big}").close()  # every migration, triggers
+    if not args.resume:
+        with psycopg.connect(args.db, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {args.big} CASCADE")
+            conn.execute(f"CREATE SCHEMA {args.big}")
+        reasonlog.open_store(f"{args.db}?options=-csearch_path%3D{args.big}").close()  # every migration, triggers
     with psycopg.connect(args.db) as conn:
+        conn.execute(f"SET search_path TO {args.big}")  # the triggers' functions name their tables unqualified
         tables = [r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
                                              " AND table_type = 'BASE TABLE'", (args.small,))]
         t0 = time.perf_counter()
-        for table in [t for t in tables if t not in SKIP and t not in SCOPED] + list(SCOPED):
+        order = [t for t in tables if t not in SKIP and t not in SCOPED] + list(SCOPED)
+        for table in [t for t in order if not args.resume or t in args.resume.split(",")]:
             cols = columns(conn, args.small, table)
             for r in range(args.factor if table in SCOPED else 1):
-                keep = [(n, ident) for n, ident in cols if not (ident and r)]
+                keep = [(n, i) for n, i in cols if not (i and table in SCOPED)]  # identities as the store gives them
                 names = ", ".join(n for n, _ in keep)
                 override = " OVERRIDING SYSTEM VALUE" if any(ident for _, ident in keep) else ""
                 conn.execute(f"INSERT INTO {args.big}.{table} ({names}){override} SELECT"
