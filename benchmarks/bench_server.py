@@ -3,9 +3,11 @@
     python benchmarks/bench_server.py                                   # SQLite (built once, cached in out/)
     python benchmarks/bench_server.py --db postgresql://postgres@127.0.0.1:55432/postgres
     python benchmarks/bench_server.py --sessions 1000                   # a quicker, smaller run
+    python benchmarks/bench_server.py --scale 10000,100000              # the usage routes at both sizes (issue 35)
 
 The database holds trading-simulator model-days: 10,000 sessions (20 models x 500 days of one job), each of
-5 calls whose contexts grow by 10 messages a call (50 messages a session, 500,000 in all), with two
+5 calls whose contexts grow by 10 messages a call (50 messages a session, 500,000 in all; past 10,000 sessions, more
+sessions a model-day, an hour apart), with two
 `position` outcomes each. It is written once through the store's `write_batch` and kept (a SQLite file in
 `benchmarks/out/`, a schema `bench_server_<n>` on PostgreSQL) for later runs.
 
