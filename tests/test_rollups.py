@@ -167,3 +167,22 @@ def test_deleting_and_pruning_leave_no_row_behind(db):
     assert query.stats(store, "day", SessionFilter(limit=None)) == []
     assert store.usage_groups("day+model", SessionFilter(limit=None), latencies=True) == {}
     store.close()
+
+
+def test_a_source_label_given_later_moves_the_sessions_usage(db):
+    """A session first written with no `source` label (counted as `recorded`), then started again with one: its
+    calls and latencies are counted under the new source, as a filter by that label finds them."""
+    recorder = reasonlog.Recorder(db)
+    s = recorder.session(id="s-later", agent="a", run="r")
+    s.call(request={"model": "m", "messages": []}, model="m", latency_ms=250.0, started_at="2025-01-01T00:00:00Z",
+           usage=reasonlog.Usage(input_tokens=5, output_tokens=1))
+    recorder.close()
+    again = reasonlog.Recorder(db)
+    again.session(id="s-later", agent="a", run="r", labels={"source": "codex"})
+    again.close()
+    store = reasonlog.open_store(db)
+    rows = query.stats(store, "source", SessionFilter(limit=None))
+    assert [(r["source"], r["calls"], r["input_tokens"], r["latency_ms_p50"]) for r in rows] == \
+        [("codex", 1, 5, 247.816)]
+    assert query.stats(store, "source", SessionFilter(labels={"source": "codex"}, limit=None)) == rows
+    store.close()
