@@ -19,6 +19,7 @@ import orjson
 
 from ..accounting import TOKENS
 from ..store import SessionFilter, StoreReader
+from ..usage_sql import bucket_of
 from . import push
 from .engine import Engine, MirrorError, literal
 
@@ -91,10 +92,10 @@ class MirrorReader:
         if flt.since or flt.until:
             where.append(_span(flt).replace("@", "started_at"))
         counted = "kind != 'twin'"
-        timed = "latency_ms IS NOT NULL AND (kind = 'call' OR (kind = 'twin' AND irregular = 0))"
+        timed = "latency_ms IS NOT NULL AND kind = 'call'"  # as the record's histograms: a twin's call is not timed
         sums = ", ".join(f"sumIf({t}, {counted})" for t in TOKENS)
         median = (f", arraySort(groupArrayIf(assumeNotNull(latency_ms), {timed})) AS l,"
-                  " l[intDiv(length(l) + 1, 2)], l[intDiv(length(l), 2) + 1], length(l)") if latencies else ""
+                  " l[intDiv(length(l) + 1, 2)], length(l)") if latencies else ""
         rows = self.engine.query(
             f"SELECT {key} AS k, countIf(kind = 'call'), countIf(kind = 'call' AND ifNull(status, '') = 'error'),"
             f" {sums},"
@@ -115,9 +116,9 @@ def _totals(row: tuple, latencies: bool) -> dict:
     out["calls_without_cost"] = int(without)
     out["latency_ms_sum"], out["latency_count"] = latency_sum, int(latency_count)
     if latencies:
-        _, low, high, count = rest[n + 5:n + 9]
-        # the two middle values (one when the count is odd): their median is the whole list's
-        out["latencies"] = [low, high] if count else []
+        _, middle, count = rest[n + 5:n + 8]
+        # the middle call (the lower of the two when the count is even): its bucket is the record's median
+        out["histogram"] = {bucket_of(middle): 1} if count else {}
     return out
 
 
