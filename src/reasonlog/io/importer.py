@@ -15,6 +15,7 @@ with that shape.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -399,3 +400,71 @@ class FileImporter(BaseImporter):
             return self.mine(path)
         except (OSError, LookupError, TypeError, ValueError, AttributeError):
             return False
+
+
+def head(path: Path, size: int = 4096) -> bytes:
+    """The first `size` bytes of a file (none when it cannot be read): what sniffing a JSON document or a text
+    looks at."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(size)
+    except OSError:
+        return b""
+
+
+@dataclass(frozen=True)
+class Home:
+    """Where an agent writes: the folder named by the first of `env` that is set (`VAR`, or `VAR/sub` for a folder
+    under the one it names), else `default` under the home folder; then each of `folders` under that."""
+
+    default: str
+    folders: tuple[str, ...] = ("",)
+    env: tuple[str, ...] = ()
+
+    def paths(self) -> list[Path]:
+        return [self.root() / folder for folder in self.folders]
+
+    def root(self) -> Path:
+        for name in self.env:
+            variable, _, under = name.partition("/")
+            if os.environ.get(variable):
+                return Path(os.environ[variable]).expanduser() / under
+        return Path.home() / self.default
+
+
+@dataclass(frozen=True, eq=False)
+class FormatImporter(FileImporter):
+    """An importer declared by what sets its format apart, so that a format's module holds its parsing alone:
+
+    - `name`, `description`, `incremental` (see `Importer`);
+    - `reader(feed)`: the events and checkpoints of one file: the format's parsing;
+    - `home`: where the agent writes (what `import` with no path and `watch` follow; None: nowhere of its own);
+    - `files`: the patterns of the files under a folder that are worth sniffing;
+    - `opens(value)`: whether a JSON object among the file's first `sniffed` ones (first values) is this format's;
+    - `recognises(path)`: a test of the file itself (its name, its first bytes), alone or before `opens`.
+    """
+
+    name: str
+    description: str
+    reader: Callable[[Feed], Iterable[Event | Checkpoint]]
+    incremental: bool = True
+    home: Home | None = None
+    files: tuple[str, ...] = ("*.jsonl",)
+    opens: Callable[[dict], bool] | None = None
+    sniffed: int = 1
+    recognises: Callable[[Path], bool] | None = None
+
+    def default_folders(self) -> list[Path]:
+        return self.home.paths() if self.home else []
+
+    def candidates(self, folder: Path) -> list[Path]:
+        return sorted({p for pattern in self.files for p in walk(folder, pattern)})
+
+    def mine(self, path: Path) -> bool:
+        if self.recognises is not None and not self.recognises(path):
+            return False
+        opens = self.opens
+        return opens is None or any(opens(cast(dict, v)) for v in first_values(path, self.sniffed))
+
+    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
+        yield from self.reader(feed)

@@ -37,7 +37,7 @@ from ...model import (
     SessionStarted,
     stable_id,
 )
-from ..importer import Checkpoint, Feed, FileImporter, ReimportFile, dump_state, instant
+from ..importer import Checkpoint, Feed, FormatImporter, ReimportFile, dump_state, head, instant
 
 NAME = "aider"
 FILE = ".aider.chat.history.md"
@@ -48,11 +48,7 @@ NO_USAGE = ("aider: its chat history has no token counts, costs or times per mes
             " without usage or cost (aider's rounded `Tokens:` notes are kept as outcomes `aider:tokens`)")
 
 
-class AiderImporter(FileImporter):
-    name = NAME
-    description = "Aider chat histories (.aider.chat.history.md in a repository; no tokens or times per message)"
-    incremental = True
-
+class AiderImporter(FormatImporter):
     def default_folders(self) -> list[Path]:
         """Aider writes into each repository: the history named by `AIDER_CHAT_HISTORY_FILE`, else the one in
         the current folder and the one in the home folder."""
@@ -61,22 +57,11 @@ class AiderImporter(FileImporter):
             return [Path(given).expanduser()]
         return list(dict.fromkeys([Path.cwd() / FILE, Path.home() / FILE]))
 
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        yield from sorted(p for p in folder.rglob(FILE) if p.is_file())
 
-    def mine(self, path: Path) -> bool:
-        try:
-            with open(path, "rb") as f:
-                head = f.read(4096).decode("utf-8", "replace")
-        except OSError:
-            return False
-        return any(HEADER.match(line) for line in head.splitlines()[:8])
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _History(feed).read()
-
-
-importer = AiderImporter()
+importer = AiderImporter(
+    NAME, "Aider chat histories (.aider.chat.history.md in a repository; no tokens or times per message)",
+    lambda feed: _History(feed).read(), files=(FILE,),
+    recognises=lambda path: any(HEADER.match(line) for line in head(path).decode("utf-8", "replace").splitlines()[:8]))
 
 
 class _History:

@@ -19,7 +19,6 @@ Not incremental: a thread is rewritten whole, so a changed thread is imported ag
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,51 +37,35 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, instant, json_kind, walk
+from ..importer import Checkpoint, Feed, FormatImporter, Home, head, instant, json_kind
 
 NAME = "amp"
 FAILED = ("error", "cancelled", "rejected-by-user")
 
 
-class AmpImporter(FileImporter):
-    name = NAME
-    description = "Amp threads (~/.local/share/amp/threads/T-*.json)"
-    incremental = False
-
-    def default_folders(self) -> list[Path]:
-        given = os.environ.get("AMP_DATA_DIR")
-        share = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-        data = Path(given) if given else share / "amp"
-        return [data.expanduser() / "threads"]
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "T-*.json")
-
-    def mine(self, path: Path) -> bool:
-        if not path.name.startswith("T-") or path.suffix != ".json":
-            return False
-        try:
-            with open(path, "rb") as f:
-                head = f.read(4096)
-        except OSError:
-            return False
-        return b'"messages"' in head or b'"created"' in head
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        try:
-            thread = orjson.loads(feed.read_bytes())
-        except orjson.JSONDecodeError as exc:
-            feed.skip(None, f"not JSON ({str(exc).split(':', 1)[0]}); a thread Amp is writing is read on the next pass")
-            return
-        if not isinstance(thread, dict) or not isinstance(thread.get("id"), str) or not isinstance(
-                thread.get("messages"), list):
-            feed.skip(None, "expected a thread object with a string `id` and a `messages` list")
-            return
-        yield from _Thread(feed, thread).events()
-        yield feed.checkpoint(None, None)
+def _read(feed: Feed) -> Iterator[Event | Checkpoint]:
+    try:
+        thread = orjson.loads(feed.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        feed.skip(None, f"not JSON ({str(exc).split(':', 1)[0]}); a thread Amp is writing is read on the next pass")
+        return
+    if not isinstance(thread, dict) or not isinstance(thread.get("id"), str) or not isinstance(
+            thread.get("messages"), list):
+        feed.skip(None, "expected a thread object with a string `id` and a `messages` list")
+        return
+    yield from _Thread(feed, thread).events()
+    yield feed.checkpoint(None, None)
 
 
-importer = AmpImporter()
+def _mine(path: Path) -> bool:
+    start = head(path) if path.name.startswith("T-") and path.suffix == ".json" else b""
+    return b'"messages"' in start or b'"created"' in start
+
+
+importer = FormatImporter(
+    NAME, "Amp threads (~/.local/share/amp/threads/T-*.json)", _read, incremental=False,
+    home=Home(".local/share/amp", ("threads",), env=("AMP_DATA_DIR", "XDG_DATA_HOME/amp")), files=("T-*.json",),
+    recognises=_mine)
 
 
 class _Thread:

@@ -26,7 +26,6 @@ A line of the wrong shape is skipped and reported with file:line; the rest of th
 """
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +46,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, first_values, instant, walk
+from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, first_values, instant, walk
 from .codex_shapes import legacy_line, model_of, usage_of
 
 NAME = "codex"
@@ -57,33 +56,12 @@ LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 
 
-class CodexImporter(FileImporter):
-    name = NAME
-    description = "Codex CLI rollouts ($CODEX_HOME or ~/.codex: sessions/, archived_sessions/)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser()
-        return [home / "sessions", home / "archived_sessions"]
-
+class CodexImporter(FormatImporter):
     def candidates(self, folder: Path) -> list[Path]:
-        return _rollouts(folder)
-
-    def mine(self, path: Path) -> bool:
-        return _mine(path)
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _Reader(feed).run()
-
-
-importer = CodexImporter()
-
-
-def _rollouts(folder: Path) -> list[Path]:
-    """The rollouts under a folder: in `sessions/` and `archived_sessions/` when it is a $CODEX_HOME."""
-    homes = [folder / "sessions", folder / "archived_sessions"]
-    roots = [h for h in homes if h.is_dir()] or [folder]
-    return [p for root in roots for p in walk(root, "rollout-*.jsonl")]
+        """The rollouts under a folder: in `sessions/` and `archived_sessions/` when it is a $CODEX_HOME."""
+        homes = [folder / "sessions", folder / "archived_sessions"]
+        roots = [h for h in homes if h.is_dir()] or [folder]
+        return [p for root in roots for p in walk(root, "rollout-*.jsonl")]
 
 
 def _mine(path: Path) -> bool:
@@ -93,6 +71,12 @@ def _mine(path: Path) -> bool:
     return any(isinstance(v, dict) and isinstance(v.get("type"), str) and v["type"] in LINE_TYPES and "payload" in v
                and "timestamp" in v
                for v in values)
+
+
+importer = CodexImporter(
+    NAME, "Codex CLI rollouts ($CODEX_HOME or ~/.codex: sessions/, archived_sessions/)",
+    lambda feed: _Reader(feed).run(), home=Home(".codex", ("sessions", "archived_sessions"), env=("CODEX_HOME",)),
+    recognises=_mine)
 
 
 class _BadLine(Exception):

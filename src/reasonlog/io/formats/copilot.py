@@ -27,10 +27,8 @@ response, and if the reply comes later the file is imported again whole (`Reimpo
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from ...model import (
@@ -46,7 +44,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
+from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, instant
 
 NAME = "copilot"
 QUIET = frozenset({"assistant.turn_start", "assistant.turn_end", "session.resume", "session.start",
@@ -55,28 +53,11 @@ QUIET = frozenset({"assistant.turn_start", "assistant.turn_end", "session.resume
 COUNTS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens", "reasoningTokens")
 
 
-class CopilotImporter(FileImporter):
-    name = NAME
-    description = "GitHub Copilot CLI sessions (~/.copilot/session-state/<session>/events.jsonl)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        root = os.environ.get("COPILOT_HOME")
-        return [(Path(root).expanduser() if root else Path.home() / ".copilot") / "session-state"]
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "*.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        first = first_values(path, 1)
-        return bool(first) and isinstance(first[0], dict) and first[0].get("type") == "session.start" and isinstance(
-            first[0].get("data"), dict) and "copilotVersion" in first[0]["data"]
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _Log(feed).read()
-
-
-importer = CopilotImporter()
+importer = FormatImporter(
+    NAME, "GitHub Copilot CLI sessions (~/.copilot/session-state/<session>/events.jsonl)",
+    lambda feed: _Log(feed).read(), home=Home(".copilot", ("session-state",), env=("COPILOT_HOME",)),
+    opens=lambda first: first.get("type") == "session.start" and isinstance(first.get("data"), dict) and (
+        "copilotVersion" in first["data"]))
 
 
 class _Log:

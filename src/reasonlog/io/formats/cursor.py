@@ -18,11 +18,9 @@ Incremental: what is appended is read from where the last import stopped.
 """
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 from ...model import (
@@ -36,7 +34,7 @@ from ...model import (
     ToolResultRecorded,
     stable_id,
 )
-from ..importer import Checkpoint, Feed, FileImporter, Line, first_values, instant, walk
+from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, instant
 
 NAME = "cursor"
 NO_USAGE = ("cursor: its agent transcripts have no token counts, costs, models or times per message; its calls are"
@@ -47,30 +45,11 @@ CURSOR_TIME = re.compile(r"\w+, (\w{3}) (\d{1,2}), (\d{4}), (\d{1,2}):(\d\d) ([A
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
-class CursorImporter(FileImporter):
-    name = NAME
-    description = "Cursor agent transcripts (~/.cursor/projects/<project>/agent-transcripts/; no token counts)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        root = os.environ.get("CURSOR_CONFIG_DIR")
-        return [(Path(root).expanduser() if root else Path.home() / ".cursor") / "projects"]
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "*.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        if "agent-transcripts" not in path.parts:
-            return False
-        first = first_values(path, 1)
-        return bool(first) and isinstance(first[0], dict) and first[0].get("role") in ("user", "assistant") and (
-            isinstance(first[0].get("message"), dict))
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _Transcript(feed).read()
-
-
-importer = CursorImporter()
+importer = FormatImporter(
+    NAME, "Cursor agent transcripts (~/.cursor/projects/<project>/agent-transcripts/; no token counts)",
+    lambda feed: _Transcript(feed).read(), home=Home(".cursor", ("projects",), env=("CURSOR_CONFIG_DIR",)),
+    recognises=lambda path: "agent-transcripts" in path.parts,
+    opens=lambda first: first.get("role") in ("user", "assistant") and isinstance(first.get("message"), dict))
 
 
 def cursor_time(text: str) -> str | None:

@@ -19,7 +19,6 @@ same lines.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from ...model import (
@@ -34,30 +33,16 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, first_values, walk
+from ..importer import Checkpoint, Feed, FormatImporter, Line
 
 NAME = "exchange-jsonl"
 _STATS = (("tokens_in", "input_tokens"), ("tokens_out", "output_tokens"), ("cache_creation", "cache_write_tokens"),
           ("cache_read", "cache_read_tokens"))
 
 
-class ExchangeJsonlImporter(FileImporter):
-    name = NAME
-    description = "exchange-based session JSONL (session_start / exchange / session_end lines)"
-    incremental = True
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "*.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        first = first_values(path, 1)
-        return bool(first) and isinstance(first[0], dict) and first[0].get("type") == "session_start"
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _Reader(feed).run()
-
-
-importer = ExchangeJsonlImporter()
+importer = FormatImporter(
+    NAME, "exchange-based session JSONL (session_start / exchange / session_end lines)",
+    lambda feed: _Reader(feed).run(), opens=lambda first: first.get("type") == "session_start")
 
 
 class _Reader:

@@ -23,7 +23,6 @@ import that ran while Gemini was writing it) makes the whole file import again (
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,51 +43,26 @@ from ...model import (
 )
 from ...parts import RecordError
 from ...store import StoreError
-from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
+from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, first_values, head, instant
 
 NAME = "gemini"
 CHECK_EVERY = 256   # lines between checkpoints (the state holds every message id: not dumped at each line)
 FINAL = frozenset({"success", "error", "cancelled"})
 
 
-class GeminiImporter(FileImporter):
-    name = NAME
-    description = "Gemini CLI chats (~/.gemini/tmp/<project>/chats/session-*.jsonl and .json)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        return [Path(os.environ.get("GEMINI_DIR") or Path.home() / ".gemini").expanduser() / "tmp"]
-
-    def candidates(self, folder: Path) -> list[Path]:
-        return _candidates(folder)
-
-    def mine(self, path: Path) -> bool:
-        return _mine(path)
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        if feed.path.suffix == ".json":
-            if feed.start:  # a document is rewritten, never appended to
-                raise ReimportFile("a whole-document chat changed")
-            yield from _Chat(feed).document()
-        else:
-            yield from _Chat(feed).lines()
-
-
-importer = GeminiImporter()
-
-
-def _candidates(folder: Path) -> list[Path]:
-    return sorted({*walk(folder, "*.jsonl"), *walk(folder, "session-*.json")})
+def _read(feed: Feed) -> Iterator[Event | Checkpoint]:
+    if feed.path.suffix == ".json":
+        if feed.start:  # a document is rewritten, never appended to
+            raise ReimportFile("a whole-document chat changed")
+        yield from _Chat(feed).document()
+    else:
+        yield from _Chat(feed).lines()
 
 
 def _mine(path: Path) -> bool:
     if path.suffix == ".json":
-        try:
-            with open(path, "rb") as f:
-                head = f.read(4096)
-        except OSError:
-            return False
-        return path.name.startswith("session-") and b'"sessionId"' in head and b'"messages"' in head
+        start = head(path)
+        return path.name.startswith("session-") and b'"sessionId"' in start and b'"messages"' in start
     first = first_values(path, 1)
     return bool(first) and _is_meta(first[0])
 
@@ -96,6 +70,11 @@ def _mine(path: Path) -> bool:
 def _is_meta(value: Any) -> bool:
     return (isinstance(value, dict) and isinstance(value.get("sessionId"), str) and "type" not in value
             and "id" not in value and ("projectHash" in value or "startTime" in value))
+
+
+importer = FormatImporter(
+    NAME, "Gemini CLI chats (~/.gemini/tmp/<project>/chats/session-*.jsonl and .json)", _read,
+    home=Home(".gemini", ("tmp",), env=("GEMINI_DIR",)), files=("*.jsonl", "session-*.json"), recognises=_mine)
 
 
 class _Chat:

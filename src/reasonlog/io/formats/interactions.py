@@ -41,43 +41,30 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, walk
+from ..importer import Checkpoint, Feed, FormatImporter, head
 
 NAME = "interactions"
 _TAG = re.compile(r"<([A-Za-z_][\w-]*)(?:\s[^>]*)?>.*?</\1\s*>", re.DOTALL)
 _REQUIRED = ("timestamp", "session_id", "llm_response", "request_metadata")
 
 
-class InteractionsImporter(FileImporter):
-    name = NAME
-    description = "per-interaction conversation JSON (one file per model call, with the history sent)"
-    incremental = False
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        # Names carry the session and the time (conversation_<session>_<YYYYmmdd_HHMMSS>.json): sorted, the
-        # calls of a session come in order.
-        return walk(folder, "*.json")
-
-    def mine(self, path: Path) -> bool:
-        return _mine(path)
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        record = _load(feed)
-        if record is not None:
-            yield from _call_events(feed, record)
-        yield feed.checkpoint(None, None)
-
-
-importer = InteractionsImporter()
+def _read(feed: Feed) -> Iterator[Event | Checkpoint]:
+    record = _load(feed)
+    if record is not None:
+        yield from _call_events(feed, record)
+    yield feed.checkpoint(None, None)
 
 
 def _mine(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 16)
-    except OSError:
-        return False
-    return head.lstrip().startswith(b"{") and b'"request_metadata"' in head and b'"llm_response"' in head
+    start = head(path, 1 << 16)
+    return start.lstrip().startswith(b"{") and b'"request_metadata"' in start and b'"llm_response"' in start
+
+
+# Names carry the session and the time (conversation_<session>_<YYYYmmdd_HHMMSS>.json): sorted, the calls of a
+# session come in order.
+importer = FormatImporter(
+    NAME, "per-interaction conversation JSON (one file per model call, with the history sent)", _read,
+    incremental=False, files=("*.json",), recognises=_mine)
 
 
 def _load(feed: Feed) -> dict | None:

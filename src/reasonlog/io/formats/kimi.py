@@ -25,7 +25,6 @@ again whole (`ReimportFile`).
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
+from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, instant
 
 NAME = "kimi"
 NO_MODEL = ("kimi: its session files do not name the model that answered, so its calls have exact tokens but no"
@@ -57,28 +56,10 @@ PASSED_OVER = frozenset({"ApprovalRequest", "ApprovalResponse", "HookTriggered",
 TOKENS = ("input_other", "input_cache_read", "input_cache_creation", "output")
 
 
-class KimiImporter(FileImporter):
-    name = NAME
-    description = "Kimi CLI sessions (~/.kimi/sessions/<work dir>/<session>/wire.jsonl)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        root = os.environ.get("KIMI_SHARE_DIR")
-        return [(Path(root).expanduser() if root else Path.home() / ".kimi") / "sessions"]
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "wire.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        first = first_values(path, 2)
-        return bool(first) and isinstance(first[0], dict) and first[0].get("type") == "metadata" and (
-            "protocol_version" in first[0])
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _Wire(feed).read()
-
-
-importer = KimiImporter()
+importer = FormatImporter(
+    NAME, "Kimi CLI sessions (~/.kimi/sessions/<work dir>/<session>/wire.jsonl)", lambda feed: _Wire(feed).read(),
+    home=Home(".kimi", ("sessions",), env=("KIMI_SHARE_DIR",)), files=("wire.jsonl",),
+    opens=lambda first: first.get("type") == "metadata" and "protocol_version" in first)
 
 
 def _work_dir(session_folder: Path) -> str | None:

@@ -21,7 +21,6 @@ under another parent (a new branch) makes the file import again whole (`Reimport
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,33 +38,15 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, json_kind, walk
+from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, instant, json_kind
 
 NAME = "pi"
 
 
-class PiImporter(FileImporter):
-    name = NAME
-    description = "Pi coding agent sessions (~/.pi/agent/sessions/--<cwd>--/*.jsonl)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        root = os.environ.get("PI_CODING_AGENT_DIR")
-        return [Path(root).expanduser() / "sessions" if root else Path.home() / ".pi" / "agent" / "sessions"]
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "*.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        first = first_values(path, 1)
-        return bool(first) and isinstance(first[0], dict) and first[0].get("type") == "session" and isinstance(
-            first[0].get("id"), str) and "cwd" in first[0]
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _File(feed).read()
-
-
-importer = PiImporter()
+importer = FormatImporter(
+    NAME, "Pi coding agent sessions (~/.pi/agent/sessions/--<cwd>--/*.jsonl)", lambda feed: _File(feed).read(),
+    home=Home(".pi/agent", ("sessions",), env=("PI_CODING_AGENT_DIR",)),
+    opens=lambda first: first.get("type") == "session" and isinstance(first.get("id"), str) and "cwd" in first)
 
 
 def _session_of(path: Any) -> str | None:

@@ -27,9 +27,7 @@ its reply then appears the file is imported again whole (`ReimportFile`).
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Generator, Iterator
-from pathlib import Path
 from typing import Any, TypeGuard
 
 from ...model import (
@@ -45,36 +43,22 @@ from ...model import (
     stable_id,
 )
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
+from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, instant
 
 NAME = "qwen"
 CONVERSATION = ("user", "assistant", "tool_result")
 PASSED_OVER = ("attribution_snapshot",)
 
 
-class QwenImporter(FileImporter):
-    name = NAME
-    description = "Qwen Code chats (~/.qwen/projects/<project>/chats/<session>.jsonl)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        root = os.environ.get("QWEN_RUNTIME_DIR") or os.environ.get("QWEN_HOME")
-        return [(Path(root).expanduser() if root else Path.home() / ".qwen") / "projects"]
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "*.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        """Qwen's records, told from Claude Code's (the same envelope) by a Gemini `parts` list or a
-        `systemPayload`."""
-        return any(_is_record(v) and (isinstance((v.get("message") or {}).get("parts"), list) or "systemPayload" in v)
-                   for v in first_values(path, 4))
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _Chat(feed).read()
+def _opens(value: dict) -> bool:
+    """Qwen's records, told from Claude Code's (the same envelope) by a Gemini `parts` list or a `systemPayload`."""
+    return _is_record(value) and (isinstance((value.get("message") or {}).get("parts"), list) or (
+        "systemPayload" in value))
 
 
-importer = QwenImporter()
+importer = FormatImporter(
+    NAME, "Qwen Code chats (~/.qwen/projects/<project>/chats/<session>.jsonl)", lambda feed: _Chat(feed).read(),
+    home=Home(".qwen", ("projects",), env=("QWEN_RUNTIME_DIR", "QWEN_HOME")), opens=_opens, sniffed=4)
 
 
 def _is_record(value: object) -> TypeGuard[dict]:
