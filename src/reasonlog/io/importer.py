@@ -208,6 +208,7 @@ class Feed:
         # of this file failed on: `lines()` does not give those again (io/import_file.py).
         self.current: int | str | None = None
         self.passed: dict[int | str, str] = {}
+        self.read_to: Line | None = None  # the last line `values()` read, of any shape: where a checkpoint goes
 
     # ---------------------------------------------------------------- reading
 
@@ -240,6 +241,19 @@ class Feed:
                 self.current = number
                 yield Line(number, start, offset, value)
         self.current = None
+
+    def values(self, valid: Callable[[Any], bool], expected: str) -> Iterator[Line]:
+        """The lines of `lines()` whose value is `valid`: one that is not JSON, or not of that shape (`expected` says
+        what was expected), is skipped and reported. `read_to` is the last line read, whatever it held."""
+        self.read_to = None
+        for line in self.lines():
+            self.read_to = line
+            if line.error is not None:
+                self.skip(line, line.error)
+            elif not valid(line.value):
+                self.skip(line, expected)
+            else:
+                yield line
 
     @contextmanager
     def record(self, key: int | str) -> Iterator[None]:

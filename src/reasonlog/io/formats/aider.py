@@ -27,16 +27,8 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    stable_id,
-)
+from ... import model as ev
+from ...model import Event, stable_id
 from ..importer import Checkpoint, Feed, FormatImporter, ReimportFile, dump_state, head, instant
 
 NAME = "aider"
@@ -152,9 +144,9 @@ class _History:
         elif version:
             self.session["labels"]["version"] = version.group(1)
         elif text.startswith("Tokens:") and self.last_call is not None:
-            yield OutcomeRecorded(outcome_id=stable_id(self.session["at"], NAME, self.session["id"], number),
-                                  session_id=self.session["id"], at=self.session["at"], outcome_kind="aider:tokens",
-                                  payload={"text": text}, call_id=self.last_call)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(self.session["at"], NAME, self.session["id"], number),
+                                     session_id=self.session["id"], at=self.session["at"], outcome_kind="aider:tokens",
+                                     payload={"text": text}, call_id=self.last_call)
             return
         if self.last_call is not None or self.user:
             self.notes.append(text)  # after the first prompt: what a reflection would send back
@@ -165,8 +157,8 @@ class _History:
         assert s is not None
         if not s["started"]:
             s["started"] = True
-            yield SessionStarted(session_id=s["id"], started_at=s["at"], agent=NAME, model=s["model"],
-                                 labels=s["labels"])
+            yield ev.SessionStarted(session_id=s["id"], started_at=s["at"], agent=NAME, model=s["model"],
+                                    labels=s["labels"])
 
     def _end_reply(self) -> Iterator[Event]:
         if self.reply:
@@ -179,18 +171,18 @@ class _History:
         prompt = "\n".join(self.user) if self.user else "\n".join(self.notes)
         if self.user:
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=s["id"], ended_at=s["at"])
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=s["id"], ended_at=s["at"])
             self.exchange = stable_id(s["at"], NAME, s["id"], "exchange", self.reply_line)
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=s["id"], started_at=s["at"], input=prompt)
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=s["id"], started_at=s["at"], input=prompt)
         if prompt:
             self.window.append({"role": "user", "content": prompt})
         response = {"role": "assistant", "content": [{"type": "text", "text": "\n".join(self.reply).strip("\n")}]}
         call_id = stable_id(s["at"], NAME, s["id"], self.reply_line)
         if not self.feed.exists("call", call_id):
             self.feed.note(NO_USAGE)
-            yield CallRecorded(call_id=call_id, session_id=s["id"], exchange_id=self.exchange, started_at=s["at"],
-                               request={"model": s["model"], "messages": list(self.window)}, response=response,
-                               model=s["model"], stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=s["id"], exchange_id=self.exchange, started_at=s["at"],
+                                  request={"model": s["model"], "messages": list(self.window)}, response=response,
+                                  model=s["model"], stable_history=True)
         self.window.append(response)
         self.user, self.notes, self.reply, self.reply_line, self.last_call = [], [], [], 0, call_id
 
@@ -201,5 +193,5 @@ class _History:
             return
         yield from self._start()
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=s["id"], ended_at=s["at"])
-        yield SessionEnded(session_id=s["id"], ended_at=s["at"])
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=s["id"], ended_at=s["at"])
+        yield ev.SessionEnded(session_id=s["id"], ended_at=s["at"])

@@ -25,17 +25,8 @@ from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
+from ... import model as ev
+from ...model import Event, Usage, stable_id
 from ...parts import RecordError
 from ..importer import Checkpoint, Feed, FormatImporter, Home, head, instant, json_kind
 
@@ -114,10 +105,10 @@ class _Thread:
         for event in self.events_by_message.pop(None, []):  # billed, but for no message in the thread
             yield from self._call(None, [], event, None, f"usageLedger.events[{event['$index']}]")
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
-        yield SessionEnded(session_id=self.sid, ended_at=self.at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
+        yield ev.SessionEnded(session_id=self.sid, ended_at=self.at)
 
-    def _start(self) -> SessionStarted:
+    def _start(self) -> ev.SessionStarted:
         labels = {"source": NAME}
         if isinstance(self.thread.get("title"), str):
             labels["title"] = self.thread["title"]
@@ -127,8 +118,8 @@ class _Thread:
         uri = trees[0].get("uri") if isinstance(trees, list) and trees and isinstance(trees[0], dict) else None
         if isinstance(uri, str):
             labels["cwd"] = uri.removeprefix("file://")
-        return SessionStarted(session_id=self.sid, started_at=self.created, agent=NAME, labels=labels,
-                              external_id=self.sid)
+        return ev.SessionStarted(session_id=self.sid, started_at=self.created, agent=NAME, labels=labels,
+                                 external_id=self.sid)
 
     def _user(self, message: dict, blocks: list[dict], k: int) -> Iterator[Event]:
         at = _ms((message.get("meta") or {}).get("sentAt") if isinstance(message.get("meta"), dict) else None)
@@ -138,10 +129,10 @@ class _Thread:
         yield from self._results(results, k)
         if texts:
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
             self.exchange = stable_id(self.at, NAME, self.sid, "exchange", message.get("messageId", k))
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at,
-                                  input="\n".join(texts))
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at,
+                                     input="\n".join(texts))
         self.window.append({"role": "user", "content": [_block(b) for b in blocks]})
 
     def _assistant(self, message: dict, blocks: list[dict], k: int) -> Iterator[Event]:
@@ -164,9 +155,9 @@ class _Thread:
         if self.feed.exists("call", call_id):
             return
         model = _str(source.get("model")) or _str((usage or {}).get("model"))
-        yield CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=at,
-                           request={"model": model, "messages": list(self.window)}, response=response, model=model,
-                           usage=self._usage(event, usage, record), stable_history=True)
+        yield ev.CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=at,
+                              request={"model": model, "messages": list(self.window)}, response=response, model=model,
+                              usage=self._usage(event, usage, record), stable_history=True)
 
     def _usage(self, event: dict | None, usage: dict | None, record: str) -> Usage | None:
         tokens, u = _dict((event or {}).get("tokens")), usage or {}
@@ -193,10 +184,10 @@ class _Thread:
             run = _dict(block.get("run"))
             result_id = stable_id(self.at, NAME, self.sid, "result", k, n)
             if not self.feed.exists("tool_result", result_id):
-                yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=self.at,
-                                         tool_use_id=_str(block.get("toolUseID") or block.get("tool_use_id")),
-                                         content=run.get("result", block.get("content")),
-                                         is_error=run.get("status") in FAILED)
+                yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=self.at,
+                                            tool_use_id=_str(block.get("toolUseID") or block.get("tool_use_id")),
+                                            content=run.get("result", block.get("content")),
+                                            is_error=run.get("status") in FAILED)
 
 
 def _block(b: dict) -> dict:

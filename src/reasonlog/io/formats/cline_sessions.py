@@ -22,17 +22,8 @@ from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
+from ... import model as ev
+from ...model import Event, Usage, stable_id
 from ...parts import RecordError
 from ..importer import Feed, instant
 
@@ -98,8 +89,8 @@ class _Session:
         labels = {"source": NAME, **{k: str(v) for k, v in (("version", origin.get("version")),
                                                              ("cwd", self.manifest.get("cwd"))) if v}}
         model = self.manifest.get("model") if isinstance(self.manifest.get("model"), str) else None
-        yield SessionStarted(session_id=self.sid, started_at=self.at, agent=NAME, labels=labels, model=model,
-                             external_id=self.doc["sessionId"])
+        yield ev.SessionStarted(session_id=self.sid, started_at=self.at, agent=NAME, labels=labels, model=model,
+                                external_id=self.doc["sessionId"])
         window: list[dict] = []
         for k, m in self.messages:
             if f"messages[{k}]" in self.feed.passed:
@@ -113,34 +104,34 @@ class _Session:
                     yield from self._user(k, m)
                 window.append(sent)
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
-        yield SessionEnded(session_id=self.sid, ended_at=self.at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
+        yield ev.SessionEnded(session_id=self.sid, ended_at=self.at)
 
     def _user(self, k: int, m: dict) -> Iterator[Event]:
         texts = [b["text"] for b in m["content"] if isinstance(b, dict) and b.get("type") == "text"
                  and isinstance(b.get("text"), str)]
         if texts:
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
             self.exchange = stable_id(self.at, NAME, self.sid, "exchange", m.get("id") or k)
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at,
-                                  input="\n".join(texts))
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at,
+                                     input="\n".join(texts))
         for j, b in enumerate(m["content"]):
             if isinstance(b, dict) and b.get("type") == "tool_result":
                 content = b.get("content")
-                yield ToolResultRecorded(
+                yield ev.ToolResultRecorded(
                     tool_result_id=stable_id(self.at, NAME, self.sid, "tool_result", k, j), session_id=self.sid,
                     at=self.at, tool_use_id=_str(b.get("tool_use_id")), name=_str(b.get("name")),
                     content=content if isinstance(content, str) else orjson.dumps(content).decode(),
                     is_error=b.get("is_error") is True)
 
-    def _call(self, k: int, m: dict, window: list[dict]) -> CallRecorded:
+    def _call(self, k: int, m: dict, window: list[dict]) -> ev.CallRecorded:
         info = _obj(m.get("modelInfo"))
         model, provider = _str(info.get("id")), _str(info.get("provider"))
         request: dict[str, Any] = {"model": model, "messages": list(window)}
         if self.system:
             request["system"] = self.system
-        return CallRecorded(
+        return ev.CallRecorded(
             call_id=stable_id(self.at, NAME, self.sid, "call", m.get("id") or k), session_id=self.sid,
             exchange_id=self.exchange, started_at=self.at, request=request,
             response={"role": "assistant", "content": m["content"]}, model=model, provider=provider,

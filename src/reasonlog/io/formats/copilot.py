@@ -31,20 +31,10 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
+from ... import model as ev
+from ...model import Event, Usage, stable_id
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, instant
+from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, instant
 
 NAME = "copilot"
 QUIET = frozenset({"assistant.turn_start", "assistant.turn_end", "session.resume", "session.start",
@@ -78,17 +68,10 @@ class _Log:
         self.unbilled = 0                                   # calls read now with no usage record
 
     def read(self) -> Iterator[Event | Checkpoint]:
-        last: Line | None = None
-        for line in self.feed.lines():
-            last = line
-            value = line.value
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            elif not isinstance(value, dict) or not isinstance(value.get("type"), str) or not isinstance(
-                    value.get("data"), dict):
-                self.feed.skip(line, "expected an event with a string `type` and a `data` object")
-            else:
-                yield from self._event(value, line.number)
+        for line in self.feed.values(lambda v: isinstance(v, dict) and isinstance(v.get("type"), str) and isinstance(
+                v.get("data"), dict), "expected an event with a string `type` and a `data` object"):
+            yield from self._event(line.value, line.number)
+        last = self.feed.read_to
         if self.sid is None or (last is None and (self.held is None or self.feed.may_grow())):
             return  # nothing new, and no usage record held back that may be imported now
         if self.held is not None and not self.feed.may_grow():
@@ -98,8 +81,8 @@ class _Log:
             self.feed.note(f"Copilot CLI wrote no `session.usage_record` for {self.unbilled} call(s) of "
                            f"{self.feed.where}: their tokens and cost are unknown (not 0)")
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
-        yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
+        yield ev.SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
         state = self._state()
         yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
 
@@ -142,24 +125,24 @@ class _Log:
         elif kind == "tool.execution_complete":
             yield from self._tool_result(event, data, at)
         elif kind not in QUIET:
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, event.get("id") or number),
-                                  session_id=self.sid or "", at=at, outcome_kind=f"{NAME}:{kind}", payload=data)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, event.get("id") or number),
+                                     session_id=self.sid or "", at=at, outcome_kind=f"{NAME}:{kind}", payload=data)
 
-    def _start(self, data: dict, at: str) -> SessionStarted:
+    def _start(self, data: dict, at: str) -> ev.SessionStarted:
         self.sid = data["sessionId"]
         context = _dict(data.get("context"))
         labels = {"source": NAME, **{k: str(context[k]) for k in ("cwd", "branch") if context.get(k)}}
         if data.get("copilotVersion"):
             labels["version"] = str(data["copilotVersion"])
-        return SessionStarted(session_id=self.sid, started_at=at, agent="copilot-cli", labels=labels,
-                              model=_str(data.get("selectedModel")), external_id=self.sid)
+        return ev.SessionStarted(session_id=self.sid, started_at=at, agent="copilot-cli", labels=labels,
+                                 model=_str(data.get("selectedModel")), external_id=self.sid)
 
     def _user(self, event: dict, data: dict, at: str) -> Iterator[Event]:
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
         self.exchange = stable_id(at, NAME, self.sid, "exchange", event.get("id"))
-        yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
-                              input=data.get("content"))
+        yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
+                                 input=data.get("content"))
         sent = data.get("transformedContent") or data.get("content")
         self.window.append({"role": "user", "content": [{"type": "text", "text": str(sent or "")}]})
 
@@ -179,14 +162,14 @@ class _Log:
             request = {"model": model, "messages": list(self.window)}
             if self.system:
                 request["system"] = self.system
-            yield CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
-                               request=request, response=response if reply is not None else None, model=model,
-                               usage=self._usage(counts, number) if counts else None,
-                               latency_ms=_number(counts.get("duration")),
-                               ttft_ms=_number(counts.get("timeToFirstTokenMs")),
-                               stop_reason=_str(counts.get("finishReason")),
-                               provider_message_id=_str(counts.get("apiCallId") or data.get("apiCallId")),
-                               stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
+                                  request=request, response=response if reply is not None else None, model=model,
+                                  usage=self._usage(counts, number) if counts else None,
+                                  latency_ms=_number(counts.get("duration")),
+                                  ttft_ms=_number(counts.get("timeToFirstTokenMs")),
+                                  stop_reason=_str(counts.get("finishReason")),
+                                  provider_message_id=_str(counts.get("apiCallId") or data.get("apiCallId")),
+                                  stable_history=True)
         if reply is not None:
             self.window.append(response)
 
@@ -220,9 +203,9 @@ class _Log:
             self.window.append({"role": "user", "content": [block]})
         result_id = stable_id(at, NAME, self.sid, event.get("id") or tool_id)
         if not self.feed.exists("tool_result", result_id):
-            yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "", at=at, tool_use_id=tool_id,
-                                     name=name, input=args, content=content, is_error=data.get("success") is False,
-                                     duration_ms=_elapsed_ms(started, at))
+            yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "", at=at, tool_use_id=tool_id,
+                                        name=name, input=args, content=content, is_error=data.get("success") is False,
+                                        duration_ms=_elapsed_ms(started, at))
 
 
 def _blocks(data: dict) -> list[dict]:

@@ -23,18 +23,9 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    stable_id,
-)
-from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, instant
+from ... import model as ev
+from ...model import Event, stable_id
+from ..importer import Checkpoint, Feed, FormatImporter, Home, instant
 
 NAME = "cursor"
 NO_USAGE = ("cursor: its agent transcripts have no token counts, costs, models or times per message; its calls are"
@@ -81,21 +72,14 @@ class _Transcript:
         self.window: list = s.get("window", [])
 
     def read(self) -> Iterator[Event | Checkpoint]:
-        last: Line | None = None
-        for line in self.feed.lines():
-            last = line
-            value = line.value
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            elif not isinstance(value, dict):
-                self.feed.skip(line, "expected a JSON object")
-            else:
-                yield from self._line(value, line.number)
+        for line in self.feed.values(lambda v: isinstance(v, dict), "expected a JSON object"):
+            yield from self._line(line.value, line.number)
+        last = self.feed.read_to
         if last is None or self.started_at is None:
             return
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at or self.started_at)
-        yield SessionEnded(session_id=self.sid, ended_at=self.at or self.started_at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at or self.started_at)
+        yield ev.SessionEnded(session_id=self.sid, ended_at=self.at or self.started_at)
         yield self.feed.checkpoint(last, {"started_at": self.started_at, "exchange": self.exchange, "at": self.at,
                                           "window": self.window})
 
@@ -118,18 +102,18 @@ class _Transcript:
             self.feed.skip(number, "a message needs a `role` (user or assistant) and `message.content`")
         else:
             at = self.at or self.started_at or ""
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, number), session_id=self.sid, at=at,
-                                  outcome_kind=f"{NAME}:{value.get('type') or 'unknown'}", payload=value)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, number), session_id=self.sid, at=at,
+                                     outcome_kind=f"{NAME}:{value.get('type') or 'unknown'}", payload=value)
 
-    def _start(self, value: dict) -> SessionStarted:
+    def _start(self, value: dict) -> ev.SessionStarted:
         text = str(value.get("message"))
         self.started_at = (instant(value.get("timestamp"), numbers=True) or cursor_time(text)
                            or instant(self.feed.path.stat().st_mtime, numbers=True) or "")
         parts = self.feed.path.parts
         at = parts.index("agent-transcripts") if "agent-transcripts" in parts else 0
         labels = {"source": NAME, **({"project": parts[at - 1]} if at > 0 else {})}
-        return SessionStarted(session_id=self.sid, started_at=self.started_at, agent=NAME, labels=labels,
-                              external_id=self.sid)
+        return ev.SessionStarted(session_id=self.sid, started_at=self.started_at, agent=NAME, labels=labels,
+                                 external_id=self.sid)
 
     def _user(self, blocks: list[dict], number: int) -> Iterator[Event]:
         texts = "\n".join(b["text"] for b in blocks if b["type"] == "text" and isinstance(b.get("text"), str))
@@ -138,11 +122,11 @@ class _Transcript:
         if texts:
             self.at = max(self.at or "", cursor_time(texts) or self.at or self.started_at or "")
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
             self.exchange = stable_id(self.at, NAME, self.sid, "exchange", number)
             queries = QUERY.findall(texts)  # the prompt; the rest is context Cursor added (rules, files)
             typed = "\n".join(queries) if queries else STAMP.sub("", texts).strip()
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at, input=typed)
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at, input=typed)
         self.window.append({"role": "user", "content": blocks})
 
     def _call(self, blocks: list[dict], number: int) -> Iterator[Event]:
@@ -151,8 +135,8 @@ class _Transcript:
         response = {"role": "assistant", "content": blocks}
         if not self.feed.exists("call", call_id):
             self.feed.note(NO_USAGE)
-            yield CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=at,
-                               request={"messages": list(self.window)}, response=response, stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=at,
+                                  request={"messages": list(self.window)}, response=response, stable_history=True)
         self.window.append(response)
 
     def _results(self, results: list[dict], number: int) -> Iterator[Event]:
@@ -160,17 +144,17 @@ class _Transcript:
         for k, block in enumerate(results):
             result_id = stable_id(at, NAME, self.sid, number, k)
             if not self.feed.exists("tool_result", result_id):
-                yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=at,
-                                         tool_use_id=_str(block.get("tool_use_id")), content=block.get("content"),
-                                         is_error=block.get("is_error") is True)
+                yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=at,
+                                            tool_use_id=_str(block.get("tool_use_id")), content=block.get("content"),
+                                            is_error=block.get("is_error") is True)
 
     def _turn_ended(self, value: dict, number: int) -> Iterator[Event]:
         at = self.at or self.started_at or ""
         if value.get("status") not in (None, "success"):
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, number), session_id=self.sid, at=at,
-                                  outcome_kind=f"{NAME}:turn_ended", payload=value)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, number), session_id=self.sid, at=at,
+                                     outcome_kind=f"{NAME}:turn_ended", payload=value)
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
             self.exchange = None
 
 

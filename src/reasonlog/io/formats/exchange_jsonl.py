@@ -21,17 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    format_instant,
-    stable_id,
-)
+from ... import model as ev
+from ...model import Event, format_instant, stable_id
 from ...parts import RecordError
 from ..importer import Checkpoint, Feed, FormatImporter, Line
 
@@ -76,7 +67,7 @@ class _Reader:
         elif kind == "exchange":
             yield from self._exchange(v, line)
         else:
-            yield SessionEnded(session_id=self.sid, ended_at=_instant(v.get("ts"), "ts"))
+            yield ev.SessionEnded(session_id=self.sid, ended_at=_instant(v.get("ts"), "ts"))
 
     def _start(self, v: dict) -> Iterator[Event]:
         logged = v.get("session_id")
@@ -94,7 +85,7 @@ class _Reader:
                   if val is not None}
         if isinstance(tools, list) and tools:
             labels["tools"] = ",".join(map(str, tools))
-        yield SessionStarted(session_id=sid, started_at=at, model=self.model, labels=labels, external_id=logged)
+        yield ev.SessionStarted(session_id=sid, started_at=at, model=self.model, labels=labels, external_id=logged)
 
     def _exchange(self, v: dict, line: Line) -> Iterator[Event]:
         sid = self.sid
@@ -103,7 +94,7 @@ class _Reader:
         number = v.get("exchange", line.number)
         exchange = stable_id(start, NAME, sid, "exchange", number)
         user_input = v.get("user_input")
-        yield ExchangeStarted(exchange_id=exchange, session_id=sid, started_at=start, input=user_input)
+        yield ev.ExchangeStarted(exchange_id=exchange, session_id=sid, started_at=start, input=user_input)
         history = self._history()
         history.append({"role": "user", "content": user_input if user_input is not None else ""})
         items = v.get("messages") or []
@@ -112,21 +103,21 @@ class _Reader:
         for k, (at, blocks, results) in enumerate(_turns(items, start)):
             if blocks:
                 response = {"role": "assistant", "content": blocks}
-                yield CallRecorded(call_id=stable_id(at, NAME, sid, number, k), session_id=sid, exchange_id=exchange,
-                                   started_at=at, request={"model": self.model, "messages": list(history)},
-                                   response=response, model=self.model, stable_history=True)
+                yield ev.CallRecorded(call_id=stable_id(at, NAME, sid, number, k), session_id=sid, exchange_id=exchange,
+                                      started_at=at, request={"model": self.model, "messages": list(history)},
+                                      response=response, model=self.model, stable_history=True)
                 history.append(response)
             for r in results:
-                yield ToolResultRecorded(tool_result_id=stable_id(r["at"], NAME, sid, number, k, r["id"]),
-                                         session_id=sid, at=r["at"], tool_use_id=r["id"], content=r["output"],
-                                         is_error=r["is_error"])
+                yield ev.ToolResultRecorded(tool_result_id=stable_id(r["at"], NAME, sid, number, k, r["id"]),
+                                            session_id=sid, at=r["at"], tool_use_id=r["id"], content=r["output"],
+                                            is_error=r["is_error"])
             if results:
                 history.append({"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": r["id"], "content": r["output"], "is_error": r["is_error"]}
                     for r in results]})
         end = v.get("ts_end")
-        yield ExchangeEnded(exchange_id=exchange, session_id=sid, ended_at=_instant(end, "ts_end") if end else start,
-                            stats=_stats(v.get("stats")))
+        yield ev.ExchangeEnded(exchange_id=exchange, session_id=sid, ended_at=_instant(end, "ts_end") if end else start,
+                               stats=_stats(v.get("stats")))
 
     def _history(self) -> list:
         if self.history is None:

@@ -29,18 +29,8 @@ from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
+from ... import model as ev
+from ...model import Event, Usage, stable_id
 from ...parts import RecordError
 from ...store import StoreError
 from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, first_values, head, instant
@@ -145,10 +135,10 @@ class _Chat:
         if end is None:
             return
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=end)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=end)
         summary = self.meta.get("summary")
-        yield SessionEnded(session_id=self.sid or "", ended_at=end,
-                           summary=summary if isinstance(summary, str) else None)
+        yield ev.SessionEnded(session_id=self.sid or "", ended_at=end,
+                              summary=summary if isinstance(summary, str) else None)
 
     # ------------------------------------------------------------------------------ records
 
@@ -181,9 +171,9 @@ class _Chat:
         labels = {"source": NAME, **{label: str(record[k]) for k, label in (("projectHash", "project_hash"),
                                                                              ("kind", "kind")) if record.get(k)}}
         parent = self.feed.path.parent.name if record.get("kind") == "subagent" else None
-        yield SessionStarted(session_id=self.sid, started_at=started, agent="gemini-cli", provider="google",
-                             labels=labels, external_id=self.sid,
-                             parent_session_id=parent if parent and parent != "chats" else None)
+        yield ev.SessionStarted(session_id=self.sid, started_at=started, agent="gemini-cli", provider="google",
+                                labels=labels, external_id=self.sid,
+                                parent_session_id=parent if parent and parent != "chats" else None)
 
     def _set(self, update: Any, number: int | None) -> Iterator[Event]:
         if not isinstance(update, dict):
@@ -198,9 +188,9 @@ class _Chat:
                 if isinstance(m, dict) and isinstance(m.get("id"), str) and isinstance(m.get("type"), str):
                     self._join(m["id"], _contents(m))
             at = _at(self.meta.get("lastUpdated")) or self.last_at or ""
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, "history", number, len(messages)),
-                                  session_id=self.sid or "", at=at, outcome_kind="compaction",
-                                  payload={"messages": len(messages)})
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, "history", number, len(messages)),
+                                     session_id=self.sid or "", at=at, outcome_kind="compaction",
+                                     payload={"messages": len(messages)})
 
     def _rewind(self, target: Any) -> None:
         ids = [mid for mid, _ in self.window]
@@ -231,15 +221,15 @@ class _Chat:
         if kind == "user":
             yield from self._user(mid, record, at)
         else:
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, mid), session_id=self.sid or "", at=at,
-                                  outcome_kind=f"{NAME}:{kind}", payload=_small(record.get("content")))
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, mid), session_id=self.sid or "", at=at,
+                                     outcome_kind=f"{NAME}:{kind}", payload=_small(record.get("content")))
 
     def _user(self, mid: str, record: dict, at: str) -> Iterator[Event]:
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
         self.exchange = stable_id(at, NAME, self.sid, "exchange", mid)
-        yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
-                              input=_text(record.get("content")))
+        yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
+                                 input=_text(record.get("content")))
         self._join(mid, _contents(record))
 
     def _join(self, mid: str, entries: list) -> None:
@@ -267,9 +257,9 @@ class _Chat:
         request = {"model": model, "contents": sent}
         call_id = stable_id(at, NAME, self.sid, mid)
         if not self.feed.exists("call", call_id):
-            yield CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
-                               request=request, response=reply, model=model, provider="google", usage=usage,
-                               stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
+                                  request=request, response=reply, model=model, provider="google", usage=usage,
+                                  stable_history=True)
         yield from self._tool_results(mid, record, at)
         self.base_call, self.base, self.after = call_id, len(sent) + 1, list(results)
         self.contents = [*sent, reply, *results]
@@ -282,10 +272,10 @@ class _Chat:
             result_id = stable_id(at, NAME, self.sid, mid, "tool", tool.get("id") or k)
             if self.feed.exists("tool_result", result_id):
                 continue
-            yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "",
-                                     at=_at(tool.get("timestamp")) or at, tool_use_id=_str(tool.get("id")),
-                                     name=_str(tool.get("name")), input=tool.get("args"), content=_output(tool),
-                                     is_error=tool.get("status") in ("error", "cancelled"))
+            yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "",
+                                        at=_at(tool.get("timestamp")) or at, tool_use_id=_str(tool.get("id")),
+                                        name=_str(tool.get("name")), input=tool.get("args"), content=_output(tool),
+                                        is_error=tool.get("status") in ("error", "cancelled"))
 
     def _contents(self) -> list:
         """The window's `contents`: the last call's request and response, then what came after."""

@@ -29,17 +29,8 @@ from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    SessionEnded,
-    SessionStarted,
-    Usage,
-    format_instant,
-    stable_id,
-)
+from ... import model as ev
+from ...model import Event, Usage, format_instant, stable_id
 from ...parts import RecordError
 from ..importer import Checkpoint, Feed, FormatImporter, head
 
@@ -97,8 +88,8 @@ def _call_events(feed: Feed, record: dict) -> Iterator[Event]:
     known = feed.store.get_session(sid) if feed.exists("session", sid) else None
     tags = sorted(set((known or {}).get("xml_tool_tags") or ()) | set(_tags(response)))
     if known is None or set(tags) != set(known.get("xml_tool_tags") or ()):
-        yield SessionStarted(session_id=sid, started_at=(known or {}).get("started_at") or at, agent=NAME,
-                             model=model, labels={"source": NAME}, external_id=logged, xml_tool_tags=tags or None)
+        yield ev.SessionStarted(session_id=sid, started_at=(known or {}).get("started_at") or at, agent=NAME,
+                                model=model, labels={"source": NAME}, external_id=logged, xml_tool_tags=tags or None)
     exchange = yield from _exchange(feed, sid, known, record, metrics, at)
     try:
         usage = _usage(metrics)
@@ -106,15 +97,15 @@ def _call_events(feed: Feed, record: dict) -> Iterator[Event]:
         feed.skip(None, f"metrics: {exc}")
         usage = None
     latency = metrics.get("llm_time_ms")
-    yield CallRecorded(call_id=stable_id(at, NAME, logged, at), session_id=sid, exchange_id=exchange, started_at=at,
-                       request=_request(record, meta, model), response={"role": "assistant", "content": response},
-                       model=model, stop_reason=meta.get("stop_reason") if isinstance(meta.get("stop_reason"), str)
-                       else None, usage=usage,
-                       latency_ms=latency if isinstance(latency, (int, float)) and latency >= 0 else None,
-                       context_facts=meta.get("sliding_window_info")
-                       if isinstance(meta.get("sliding_window_info"), dict) else None)
-    yield ExchangeEnded(exchange_id=exchange, session_id=sid, ended_at=at)
-    yield SessionEnded(session_id=sid, ended_at=at)
+    yield ev.CallRecorded(call_id=stable_id(at, NAME, logged, at), session_id=sid, exchange_id=exchange, started_at=at,
+                          request=_request(record, meta, model), response={"role": "assistant", "content": response},
+                          model=model, stop_reason=meta.get("stop_reason") if isinstance(meta.get("stop_reason"), str)
+                          else None, usage=usage,
+                          latency_ms=latency if isinstance(latency, (int, float)) and latency >= 0 else None,
+                          context_facts=meta.get("sliding_window_info")
+                          if isinstance(meta.get("sliding_window_info"), dict) else None)
+    yield ev.ExchangeEnded(exchange_id=exchange, session_id=sid, ended_at=at)
+    yield ev.SessionEnded(session_id=sid, ended_at=at)
 
 
 def _exchange(feed: Feed, sid: str, known: dict | None, record: dict, metrics: dict, at: str):
@@ -125,7 +116,7 @@ def _exchange(feed: Feed, sid: str, known: dict | None, record: dict, metrics: d
         if same:
             return same[-1]["id"]
     exchange = stable_id(at, NAME, sid, "exchange", at)
-    yield ExchangeStarted(exchange_id=exchange, session_id=sid, started_at=at, input=user_input)
+    yield ev.ExchangeStarted(exchange_id=exchange, session_id=sid, started_at=at, input=user_input)
     return exchange
 
 

@@ -31,20 +31,10 @@ from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
+from ... import model as ev
+from ...model import Event, Usage, stable_id
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, instant
+from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, instant
 
 NAME = "kimi"
 NO_MODEL = ("kimi: its session files do not name the model that answered, so its calls have exact tokens but no"
@@ -54,6 +44,12 @@ PASSED_OVER = frozenset({"ApprovalRequest", "ApprovalResponse", "HookTriggered",
                          "MCPLoadingEnd", "TurnEnd", "PlanDisplay", "BtwBegin", "BtwEnd", "QuestionRequest",
                          "QuestionResponse", "ToolCallRequest", "HookRequest", "HookResponse"})
 TOKENS = ("input_other", "input_cache_read", "input_cache_creation", "output")
+
+
+def _is_line(value: Any) -> bool:
+    """A line of the wire: the `metadata` line, or `{timestamp, message: {type, payload}}`."""
+    return isinstance(value, dict) and (value.get("type") == "metadata" or (
+        isinstance(value.get("message"), dict) and isinstance(value["message"].get("type"), str)))
 
 
 importer = FormatImporter(
@@ -100,29 +96,20 @@ class _Wire:
         self.taken: bool = s.get("taken", False)
 
     def read(self) -> Iterator[Event | Checkpoint]:
-        last: Line | None = None
-        for line in self.feed.lines():
-            last = line
-            value = line.value
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            elif isinstance(value, dict) and value.get("type") == "metadata":
-                continue
-            elif not isinstance(value, dict) or not isinstance(value.get("message"), dict) or not isinstance(
-                    value["message"].get("type"), str):
-                self.feed.skip(line, "expected `{timestamp, message: {type, payload}}`")
-            else:
-                yield from self._event(value, line.number)
+        for line in self.feed.values(_is_line, "expected `{timestamp, message: {type, payload}}`"):
+            if line.value.get("type") != "metadata":
+                yield from self._event(line.value, line.number)
+        last = self.feed.read_to
         if not self.started or (last is None and (self.step is None or self.feed.may_grow())):
             return  # nothing new, and no step held back that may be imported now
         if self.step is not None and not self.feed.may_grow():
             yield from self._end_step()
             self.taken = True
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
-        yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
+        yield ev.SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
         for child in self.children:  # a sub-agent's session ends with the file as far as it goes
-            yield SessionEnded(session_id=child, ended_at=self.last_at or "")
+            yield ev.SessionEnded(session_id=child, ended_at=self.last_at or "")
         state = self._state()
         yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
 
@@ -158,26 +145,26 @@ class _Wire:
         elif kind == "SubagentEvent":
             yield from self._subagent(payload, number, at)
         elif kind not in PASSED_OVER:
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, number), session_id=self.sid, at=at,
-                                  outcome_kind=f"{NAME}:{kind}", payload=payload or None)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, number), session_id=self.sid, at=at,
+                                     outcome_kind=f"{NAME}:{kind}", payload=payload or None)
 
-    def _start(self, at: str) -> SessionStarted:
+    def _start(self, at: str) -> ev.SessionStarted:
         self.started = True
         labels = {"source": NAME}
         cwd = _work_dir(self.feed.path.parent.parent)
         if cwd:
             labels["cwd"] = cwd
         self.window = []
-        return SessionStarted(session_id=self.sid, started_at=at, agent="kimi-cli", labels=labels,
-                              external_id=self.sid)
+        return ev.SessionStarted(session_id=self.sid, started_at=at, agent="kimi-cli", labels=labels,
+                                 external_id=self.sid)
 
     def _turn(self, kind: str, payload: dict, at: str) -> Iterator[Event]:
         text = _text(payload.get("user_input"))
         if kind == "TurnBegin":
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
             self.exchange = stable_id(at, NAME, self.sid, "exchange", len(self.window))
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=at, input=text)
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=at, input=text)
         self.window.append({"role": "user", "content": [{"type": "text", "text": text}]})
 
     def _part(self, kind: str, payload: dict, at: str) -> None:
@@ -214,11 +201,12 @@ class _Wire:
         if not self.feed.exists("call", call_id):
             self.feed.note(NO_MODEL)
             system = _system_prompt(self.feed.path.parent)
-            yield CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=step["at"],
-                               request={"messages": list(self.window), **({"system": system} if system else {})},
-                               response=response,
-                               usage=self._usage(step["usage"], step.get("usage_line", step["line"])),
-                               provider_message_id=step["id"], stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange,
+                                  started_at=step["at"],
+                                  request={"messages": list(self.window), **({"system": system} if system else {})},
+                                  response=response,
+                                  usage=self._usage(step["usage"], step.get("usage_line", step["line"])),
+                                  provider_message_id=step["id"], stable_history=True)
         self.window.append(response)
         yield from self._results(step)
 
@@ -232,8 +220,8 @@ class _Wire:
             result_id = stable_id(at, NAME, self.sid, "tool", tool_id, step["line"])
             if not self.feed.exists("tool_result", result_id):
                 name = next((b["name"] for b in step["blocks"] if b["type"] == "tool_use" and b["id"] == tool_id), None)
-                yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=at, tool_use_id=tool_id,
-                                         name=name, content=output, is_error=error)
+                yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=at, tool_use_id=tool_id,
+                                            name=name, content=output, is_error=error)
         if blocks:
             self.window.append({"role": "user", "content": blocks})
 
@@ -247,13 +235,13 @@ class _Wire:
         if child not in self.children:
             self.children.append(child)
             agent = _str(payload.get("subagent_type")) or "kimi-cli"
-            yield SessionStarted(session_id=child, started_at=at, agent=agent,
-                                 labels={"source": NAME, "subagent": "true"}, parent_session_id=self.sid)
+            yield ev.SessionStarted(session_id=child, started_at=at, agent=agent,
+                                    labels={"source": NAME, "subagent": "true"}, parent_session_id=self.sid)
         call_id = stable_id(at, NAME, child, number)
         if not self.feed.exists("call", call_id):
-            yield CallRecorded(call_id=call_id, session_id=child, exchange_id=None, started_at=at, request={},
-                               response=None, usage=self._usage(usage, number),
-                               provider_message_id=_str(inner["payload"].get("message_id")))
+            yield ev.CallRecorded(call_id=call_id, session_id=child, exchange_id=None, started_at=at, request={},
+                                  response=None, usage=self._usage(usage, number),
+                                  provider_message_id=_str(inner["payload"].get("message_id")))
 
     def _usage(self, counts: Any, number: int) -> Usage | None:
         if not isinstance(counts, dict):

@@ -23,18 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
+from ... import model as ev
+from ...model import Event, Usage, stable_id
 from ...parts import RecordError
 from ..importer import Feed, instant
 
@@ -124,18 +114,18 @@ class _Session:
                 self.emit = self.done is None or m.id > self.done  # OpenCode's ids grow with time
                 yield from self._message(m)
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at)
         title = self.s.info.get("title")
-        yield SessionEnded(session_id=self.sid, ended_at=_ms(_updated(self.s)) or self.last_at,
-                           summary=title if isinstance(title, str) else None)
+        yield ev.SessionEnded(session_id=self.sid, ended_at=_ms(_updated(self.s)) or self.last_at,
+                              summary=title if isinstance(title, str) else None)
 
-    def _started(self) -> SessionStarted:
+    def _started(self) -> ev.SessionStarted:
         info = self.s.info
         labels = {"source": self.s.agent, **{k: info[f] for k, f in (("cwd", "directory"), ("version", "version"),
                                                               ("title", "title")) if isinstance(info.get(f), str)}}
         parent = info.get("parentID") if isinstance(info.get("parentID"), str) else None
-        return SessionStarted(session_id=self.sid, started_at=self.last_at, agent=self.s.agent, labels=labels,
-                              external_id=self.sid, parent_session_id=parent)
+        return ev.SessionStarted(session_id=self.sid, started_at=self.last_at, agent=self.s.agent, labels=labels,
+                                 external_id=self.sid, parent_session_id=parent)
 
     def _message(self, m: OpenCodeMessage) -> Iterator[Event]:
         at = _ms(_obj(m.data.get("time")).get("created")) or self.last_at
@@ -156,16 +146,16 @@ class _Session:
         if any(p.get("type") == "compaction" for p in m.parts):
             self.mark = len(self.window)
             if self.emit:
-                yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, m.id, "compaction"),
-                                      session_id=self.sid, at=at, outcome_kind="compaction",
-                                      payload={"messages_before": len(self.window)})
+                yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, m.id, "compaction"),
+                                         session_id=self.sid, at=at, outcome_kind="compaction",
+                                         payload={"messages_before": len(self.window)})
             blocks = blocks or [{"type": "text", "text": "(OpenCode's request for a summary of the session)"}]
         if self.emit:
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
             text = "\n".join(b["text"] for b in blocks if b.get("type") == "text")
-            yield ExchangeStarted(exchange_id=self._exchange_id(m, at), session_id=self.sid, started_at=at,
-                                  input=text)
+            yield ev.ExchangeStarted(exchange_id=self._exchange_id(m, at), session_id=self.sid, started_at=at,
+                                     input=text)
         self.exchange = self._exchange_id(m, at)
         if blocks:
             self.window.append({"role": "user", "content": blocks})
@@ -198,7 +188,7 @@ class _Session:
             model = m.data.get("modelID") if isinstance(m.data.get("modelID"), str) else None
             call_id = stable_id(call_at, NAME, self.sid, m.id, n)
             if not self.feed.exists("call", call_id):
-                yield CallRecorded(
+                yield ev.CallRecorded(
                     call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=call_at,
                     request={"model": model, "messages": list(self.window)}, response=response, model=model,
                     provider=m.data.get("providerID") if isinstance(m.data.get("providerID"), str) else None,
@@ -227,12 +217,12 @@ class _Session:
         priced = cost > 0 or usage.input_tokens + usage.output_tokens + usage.cache_read_tokens == 0
         return usage, float(cost) if priced else None
 
-    def _tool_result(self, part: dict, at: str) -> ToolResultRecorded:
+    def _tool_result(self, part: dict, at: str) -> ev.ToolResultRecorded:
         state = _obj(part.get("state"))
         time = _obj(state.get("time"))
         start, end = time.get("start"), time.get("end")
         took = end - start if isinstance(start, (int, float)) and isinstance(end, (int, float)) else None
-        return ToolResultRecorded(
+        return ev.ToolResultRecorded(
             tool_result_id=stable_id(at, NAME, self.sid, part.get("id") or part.get("callID")), session_id=self.sid,
             at=_ms(end) or at, tool_use_id=_str(part.get("callID")), name=_str(part.get("tool")),
             input=state.get("input"), content=_output(state), is_error=state.get("status") == "error",

@@ -25,20 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
+from ... import model as ev
+from ...model import Event, Usage, stable_id
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, instant, json_kind
+from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, instant, json_kind
 
 NAME = "pi"
 
@@ -67,15 +57,10 @@ class _File:
         self.entries: list[tuple[dict, int]] = []     # (entry, line) read now
 
     def read(self) -> Iterator[Event | Checkpoint]:
-        last: Line | None = None
-        for line in self.feed.lines():
-            last = line
+        for line in self.feed.values(lambda v: isinstance(v, dict) and isinstance(v.get("type"), str),
+                                     "expected a JSON object with a string `type`"):
             value = line.value
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            elif not isinstance(value, dict) or not isinstance(value.get("type"), str):
-                self.feed.skip(line, "expected a JSON object with a string `type`")
-            elif self.header is None:
+            if self.header is None:
                 if value["type"] == "session" and isinstance(value.get("id"), str):
                     self.header = value
                 else:
@@ -86,6 +71,7 @@ class _File:
                 self.feed.skip(line, f"expected `parentId` as a text or null, got {json_kind(value['parentId'])}")
             else:
                 self.entries.append((value, line.number))
+        last = self.feed.read_to
         if self.header is None or last is None:
             return
         yield from self._resume() if self.feed.start else self._whole()
@@ -163,10 +149,10 @@ class _Branch:
             if fork is None or n >= fork["from"]:
                 yield from events
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at)
-        yield SessionEnded(session_id=self.sid, ended_at=self.last_at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at)
+        yield ev.SessionEnded(session_id=self.sid, ended_at=self.last_at)
 
-    def _started(self, fork: dict | None) -> SessionStarted:
+    def _started(self, fork: dict | None) -> ev.SessionStarted:
         h = self.header
         labels = {"source": NAME, **{k: str(h[f]) for k, f in (("cwd", "cwd"), ("version", "version"))
                                      if h.get(f) is not None}}
@@ -176,8 +162,8 @@ class _Branch:
             parent = fork["parent"]
         elif parent is not None:
             labels["forked_from"] = parent
-        return SessionStarted(session_id=self.sid, started_at=self.last_at, agent=NAME, labels=labels,
-                              external_id=h["id"], parent_session_id=parent)
+        return ev.SessionStarted(session_id=self.sid, started_at=self.last_at, agent=NAME, labels=labels,
+                                 external_id=h["id"], parent_session_id=parent)
 
     def _entry(self, entry: dict, number: int, at: str) -> Iterator[Event]:
         kind = entry["type"]
@@ -201,11 +187,11 @@ class _Branch:
                 yield result
         elif role == "user":
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
             self.exchange = stable_id(at, NAME, self.sid, "exchange", entry["id"])
             content = _blocks(m.get("content"))
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=at,
-                                  input="\n".join(b["text"] for b in content if b.get("type") == "text"))
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=at,
+                                     input="\n".join(b["text"] for b in content if b.get("type") == "text"))
             self._add(entry["id"], {"role": "user", "content": content})
         elif role in ("bashExecution", "custom", "branchSummary", "compactionSummary"):
             text = _context_text(m)
@@ -234,23 +220,25 @@ class _Branch:
             usage, cost = _usage(self.feed, number, m.get("usage"))
             model = m.get("model") if isinstance(m.get("model"), str) else None
             error = m.get("stopReason") in ("error", "aborted")
-            yield CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=call_at,
-                               request={"model": model, "messages": list(self.window)}, response=response,
-                               model=model, provider=m.get("provider") if isinstance(m.get("provider"), str) else None,
-                               stop_reason=_str(m.get("stopReason")), usage=usage, cost_usd=cost,
-                               provider_message_id=_str(m.get("responseId")), status="error" if error else "ok",
-                               error={"message": m.get("errorMessage")} if error and m.get("errorMessage") else None,
-                               stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange,
+                                  started_at=call_at, request={"model": model, "messages": list(self.window)},
+                                  response=response,
+                                  model=model,
+                                  provider=m.get("provider") if isinstance(m.get("provider"), str) else None,
+                                  stop_reason=_str(m.get("stopReason")), usage=usage, cost_usd=cost,
+                                  provider_message_id=_str(m.get("responseId")), status="error" if error else "ok",
+                                  error={"message": m.get("errorMessage")} if error and m.get("errorMessage") else None,
+                                  stable_history=True)
         self._add(entry["id"], response)
 
-    def _tool_result(self, entry: dict, m: dict, at: str) -> ToolResultRecorded:
+    def _tool_result(self, entry: dict, m: dict, at: str) -> ev.ToolResultRecorded:
         text = "\n".join(b["text"] for b in _blocks(m.get("content")) if b.get("type") == "text")
         block = {"type": "tool_result", "tool_use_id": _str(m.get("toolCallId")), "content": text,
                  "is_error": m.get("isError") is True}
         self._add(entry["id"], {"role": "user", "content": [block]})
-        return ToolResultRecorded(tool_result_id=stable_id(at, NAME, entry["id"], "result"), session_id=self.sid,
-                                  at=at, tool_use_id=_str(m.get("toolCallId")), name=_str(m.get("toolName")),
-                                  content=text, is_error=m.get("isError") is True)
+        return ev.ToolResultRecorded(tool_result_id=stable_id(at, NAME, entry["id"], "result"), session_id=self.sid,
+                                     at=at, tool_use_id=_str(m.get("toolCallId")), name=_str(m.get("toolName")),
+                                     content=text, is_error=m.get("isError") is True)
 
     def _compaction(self, entry: dict, at: str) -> Iterator[Event]:
         first = entry.get("firstKeptEntryId")
@@ -259,8 +247,8 @@ class _Branch:
         summary = {"role": "user", "content": [{"type": "text", "text": f"(summary) {entry.get('summary') or ''}"}]}
         self.kept = [(entry["id"], summary), *keep]
         self.window = [m for _, m in self.kept]
-        yield OutcomeRecorded(outcome_id=stable_id(at, NAME, entry["id"], "compaction"), session_id=self.sid, at=at,
-                              outcome_kind="compaction", payload={"tokens_before": entry.get("tokensBefore"),
+        yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, entry["id"], "compaction"), session_id=self.sid, at=at,
+                                 outcome_kind="compaction", payload={"tokens_before": entry.get("tokensBefore"),
                                                                   "kept": len(keep)})
 
 

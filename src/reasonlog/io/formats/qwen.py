@@ -30,20 +30,10 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 from typing import Any, TypeGuard
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
+from ... import model as ev
+from ...model import Event, Usage, stable_id
 from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, instant
+from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, instant
 
 NAME = "qwen"
 CONVERSATION = ("user", "assistant", "tool_result")
@@ -85,26 +75,20 @@ class _Chat:
         self.children: list[str] = s.get("children", [])       # the sub-agent sessions started
 
     def read(self) -> Iterator[Event | Checkpoint]:
-        last: Line | None = None
-        for line in self.feed.lines():
-            last = line
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            elif not _is_record(line.value):
-                self.feed.skip(line, "expected a record with string `uuid`, `sessionId` and `type`, and `parentUuid`"
-                                     " (a text or null)")
-            else:
-                yield from self._record(line.value, line.number)
+        for line in self.feed.values(_is_record, "expected a record with string `uuid`, `sessionId` and `type`, and"
+                                                 " `parentUuid` (a text or null)"):
+            yield from self._record(line.value, line.number)
+        last = self.feed.read_to
         if self.sid is None or (last is None and (self.held is None or self.feed.may_grow())):
             return  # nothing new, and no telemetry held back that may be imported now
         if self.held is not None and not self.feed.may_grow():
             self.side = self.held[0]["uuid"]
             yield from self._release()
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
-        yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
+        yield ev.SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
         for child in self.children:  # a sub-agent's session ends with the file as far as it goes
-            yield SessionEnded(session_id=child, ended_at=self.last_at or "")
+            yield ev.SessionEnded(session_id=child, ended_at=self.last_at or "")
         state = self._state()
         yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
 
@@ -133,16 +117,16 @@ class _Chat:
         elif kind == "system":
             yield from self._system(record, number, at)
         else:
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, record["uuid"]), session_id=self.sid or "",
-                                  at=at, outcome_kind=f"{NAME}:{kind}", payload=record)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, record["uuid"]),
+                                     session_id=self.sid or "", at=at, outcome_kind=f"{NAME}:{kind}", payload=record)
         self.lengths[record["uuid"]] = len(self.contents)
         self.side = None  # only the record right after a trailing api_response can be its reply
 
-    def _start(self, record: dict, at: str) -> SessionStarted:
+    def _start(self, record: dict, at: str) -> ev.SessionStarted:
         self.sid = record["sessionId"]
         labels = {"source": NAME, **{k: str(record[k]) for k in ("cwd", "version") if record.get(k) is not None}}
-        return SessionStarted(session_id=self.sid, started_at=at, agent="qwen-code", labels=labels,
-                              external_id=self.sid)
+        return ev.SessionStarted(session_id=self.sid, started_at=at, agent="qwen-code", labels=labels,
+                                 external_id=self.sid)
 
     def _message(self, record: dict, number: int, at: str) -> Iterator[Event]:
         m = record.get("message")
@@ -160,10 +144,10 @@ class _Chat:
 
     def _user(self, record: dict, content: dict, at: str) -> Iterator[Event]:
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
         self.exchange = stable_id(at, NAME, self.sid, "exchange", record["uuid"])
-        yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
-                              input=_text(content["parts"]))
+        yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
+                                 input=_text(content["parts"]))
 
     def _call(self, record: dict, content: dict, number: int, at: str) -> Iterator[Event]:
         telemetry, self.held = (self.held[0] if self.held else {}).get("systemPayload", {}).get("uiEvent", {}), None
@@ -176,10 +160,10 @@ class _Chat:
         usage = self._usage(number, record.get("usageMetadata"), ("promptTokenCount", "candidatesTokenCount",
                                                                    "cachedContentTokenCount", "thoughtsTokenCount",
                                                                    "totalTokenCount"))
-        yield CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
-                           request={"model": model, "contents": list(self.contents)}, response=content, model=model,
-                           usage=usage, latency_ms=_number(telemetry.get("duration_ms")),
-                           provider_message_id=_str(telemetry.get("response_id")), stable_history=True)
+        yield ev.CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
+                              request={"model": model, "contents": list(self.contents)}, response=content, model=model,
+                              usage=usage, latency_ms=_number(telemetry.get("duration_ms")),
+                              provider_message_id=_str(telemetry.get("response_id")), stable_history=True)
 
     def _tool_result(self, record: dict, content: dict, at: str) -> Iterator[Event]:
         result = _dict(record.get("toolCallResult"))
@@ -192,9 +176,9 @@ class _Chat:
                 continue
             output = response.get("response")
             output = output.get("output", output.get("error", output)) if isinstance(output, dict) else output
-            yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "", at=at,
-                                     tool_use_id=_str(response.get("id")), name=_str(response.get("name")),
-                                     content=output, is_error=result.get("status") in ("error", "cancelled"))
+            yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "", at=at,
+                                        tool_use_id=_str(response.get("id")), name=_str(response.get("name")),
+                                        content=output, is_error=result.get("status") in ("error", "cancelled"))
 
     def _system(self, record: dict, number: int, at: str) -> Iterator[Event]:
         subtype, payload = record.get("subtype"), record.get("systemPayload")
@@ -209,8 +193,8 @@ class _Chat:
                 payload.get("compressedHistory"), list):
             self.contents = list(payload["compressedHistory"])
             payload = {"info": payload.get("info"), "messages": len(self.contents)}
-        yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, record["uuid"]), session_id=self.sid or "",
-                              at=at, outcome_kind=f"{NAME}:{subtype}", payload=payload)
+        yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, record["uuid"]), session_id=self.sid or "",
+                                 at=at, outcome_kind=f"{NAME}:{subtype}", payload=payload)
 
     def _release(self) -> Iterator[Event]:
         """The held `api_response` had no reply after it: a call the CLI made on the side."""
@@ -226,12 +210,12 @@ class _Chat:
         usage = self._usage(number, event, ("input_token_count", "output_token_count", "cached_content_token_count",
                                             "thoughts_token_count", "total_token_count"))
         text = event.get("response_text")
-        yield CallRecorded(call_id=call_id, session_id=session, exchange_id=exchange, started_at=at,
-                           request={"model": model, "contents": []}, model=model, usage=usage,
-                           response={"role": "model", "parts": [{"text": text}] if isinstance(text, str) else []},
-                           latency_ms=_number(event.get("duration_ms")),
-                           provider_message_id=_str(event.get("response_id")),
-                           status="ok" if event.get("status_code") in (None, 200) else "error")
+        yield ev.CallRecorded(call_id=call_id, session_id=session, exchange_id=exchange, started_at=at,
+                              request={"model": model, "contents": []}, model=model, usage=usage,
+                              response={"role": "model", "parts": [{"text": text}] if isinstance(text, str) else []},
+                              latency_ms=_number(event.get("duration_ms")),
+                              provider_message_id=_str(event.get("response_id")),
+                              status="ok" if event.get("status_code") in (None, 200) else "error")
 
     def _caller(self, event: dict, at: str) -> Generator[Event, None, tuple[str, str | None]]:
         """The session a side call belongs to: this one, or the child session of the sub-agent that made it
@@ -243,8 +227,8 @@ class _Chat:
         child = f"{self.sid}@{instance[1] if len(instance) > 1 and instance[1] else name}"
         if child not in self.children:
             self.children.append(child)
-            yield SessionStarted(session_id=child, started_at=at, agent=name, parent_session_id=self.sid,
-                                 labels={"source": NAME, "subagent": "true"})
+            yield ev.SessionStarted(session_id=child, started_at=at, agent=name, parent_session_id=self.sid,
+                                    labels={"source": NAME, "subagent": "true"})
         return child, None
 
     def _usage(self, number: int, counts: Any, keys: tuple[str, str, str, str, str]) -> Usage | None:
