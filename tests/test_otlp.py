@@ -17,7 +17,7 @@ import reasonlog
 from reasonlog.cli.main import cli
 from reasonlog.server.app import create_app
 from reasonlog.store import SessionFilter, open_store
-from reasonlog.store.content import canonical
+from reasonlog.wire.codec import canonical
 
 ALL = SessionFilter(limit=None)
 Q1 = [{"role": "user", "parts": [{"type": "text", "content": "What is NVDA trading at?"}]}]

@@ -19,9 +19,9 @@ from test_ingest import free_port
 import reasonlog
 from reasonlog.capture.http_sink import HttpSink
 from reasonlog.store import SessionFilter, open_store
-from reasonlog.store.content import canonical
 from reasonlog.store.schema import SQLITE_MIGRATIONS
 from reasonlog.store.schema_pg import PG_MIGRATIONS
+from reasonlog.wire.codec import canonical
 
 needs_postgres = pytest.mark.skipif(not POSTGRES, reason=NO_POSTGRES)
 ALL = SessionFilter(limit=None)

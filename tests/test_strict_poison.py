@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import reasonlog
 from reasonlog.capture.sinks import StoreSink
-from reasonlog.parts import RecordError
+from reasonlog.wire.rules import RecordError
 
 
 def _deep(n: int):

@@ -11,12 +11,12 @@ from rich.text import Text
 
 from .. import query, titles
 from ..model import format_instant
-from ..parts import RecordError
 from ..semantic.search import MODES, default_mode
 from ..semantic.search import search as semantic_search
 from ..store import SessionFilter, StoreError
 from ..store.annotation import ScoreTest
 from ..store.search import Query
+from ..wire.rules import RecordError
 from .group import HOW_TO_START, cli, console, emit_json, json_option
 from .reason import session_names
 from .replaying import replay_options, send_replay
@@ -190,7 +190,7 @@ def replay(obj, call, as_json, send, **options):
     Piped, or with --json, it is canonical JSON, byte for byte what was recorded; on a terminal it is indented.
     With --send it sends the request again (CALL may then be a SESSION: every call of it) and compares the answers.
     """
-    from ..store.content import canonical
+    from ..wire.codec import canonical
 
     if send:
         return send_replay(obj, call, as_json, **options)

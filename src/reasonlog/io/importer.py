@@ -27,7 +27,7 @@ import orjson
 
 from .. import providers
 from ..model import Event, format_instant
-from ..parts import RecordError
+from ..wire.rules import RecordError
 
 
 class ReimportFile(Exception):

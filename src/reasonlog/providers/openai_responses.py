@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..wire.usage import getter
 from . import openai_chat
-from .common import Unwrapped, dump, getter
+from .common import Unwrapped, dump
 
 NAME = "openai"
 BASE_URL = "https://api.openai.com"

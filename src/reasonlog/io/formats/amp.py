@@ -27,7 +27,7 @@ import orjson
 
 from ... import model as ev
 from ...model import Event, Usage, stable_id
-from ...parts import RecordError
+from ...wire.rules import RecordError
 from ..importer import Checkpoint, Feed, FormatImporter, Home, head, instant, json_kind
 
 NAME = "amp"

@@ -162,7 +162,7 @@ def _record(feed: Feed, messages: list[tuple[int, dict]]) -> list[Event]:
     so a message the logger cannot record is reported here with its place, and the others are recorded."""
     from ...capture.recorder import Recorder
     from ...claude_agent import ClaudeAgentLogger
-    from ...parts import RecordError
+    from ...wire.rules import RecordError
 
     sink = _Collect()
     recorder = Recorder(writer="sync", sink=sink, redact=False, strict=True)  # no database: collected

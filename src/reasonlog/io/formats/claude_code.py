@@ -43,7 +43,7 @@ import orjson
 
 from ... import model as ev
 from ...model import Event, SessionTitled, Usage, stable_id
-from ...parts import RecordError
+from ...wire.rules import RecordError
 from ..importer import BaseImporter, Checkpoint, Feed, Line, ReimportFile, first_values, instant, walk
 from .claude_code_files import nesting, titles_in
 

@@ -37,7 +37,7 @@ import orjson
 
 from ... import model as ev
 from ...model import Event, Usage, stable_id
-from ...parts import RecordError
+from ...wire.rules import RecordError
 from ..importer import BaseImporter, Checkpoint, Feed, instant
 from . import cline_sessions as cline3
 

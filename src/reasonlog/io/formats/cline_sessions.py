@@ -24,7 +24,7 @@ import orjson
 
 from ... import model as ev
 from ...model import Event, Usage, stable_id
-from ...parts import RecordError
+from ...wire.rules import RecordError
 from ..importer import Feed, instant
 
 SUFFIX = ".messages.json"

@@ -35,7 +35,7 @@ import orjson
 
 from ... import model as ev
 from ...model import Event, Usage, stable_id
-from ...parts import RecordError
+from ...wire.rules import RecordError
 from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, first_values, instant, walk
 from .codex_shapes import legacy_line, model_of, usage_of
 

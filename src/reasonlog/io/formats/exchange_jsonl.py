@@ -23,7 +23,7 @@ from typing import Any
 
 from ... import model as ev
 from ...model import Event, format_instant, stable_id
-from ...parts import RecordError
+from ...wire.rules import RecordError
 from ..importer import Checkpoint, Feed, FormatImporter, Line
 
 NAME = "exchange-jsonl"

@@ -31,8 +31,8 @@ import orjson
 
 from ... import model as ev
 from ...model import Event, Usage, stable_id
-from ...parts import RecordError
 from ...store import StoreError
+from ...wire.rules import RecordError
 from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, first_values, head, instant
 
 NAME = "gemini"

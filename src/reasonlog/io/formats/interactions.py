@@ -31,7 +31,7 @@ import orjson
 
 from ... import model as ev
 from ...model import Event, Usage, format_instant, stable_id
-from ...parts import RecordError
+from ...wire.rules import RecordError
 from ..importer import Checkpoint, Feed, FormatImporter, head
 
 NAME = "interactions"

@@ -27,7 +27,7 @@ from typing import Any
 
 from ... import model as ev
 from ...model import Event, Usage, stable_id
-from ...parts import RecordError
+from ...wire.rules import RecordError
 from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, instant, json_kind
 
 NAME = "pi"
