@@ -28,6 +28,7 @@ import orjson
 from ... import model as ev
 from ...model import Event, Usage, stable_id
 from ...wire.rules import RecordError
+from ..fields import object_of, text_of
 from ..importer import Checkpoint, Feed, FormatImporter, Home, head, instant, json_kind
 
 NAME = "amp"
@@ -35,17 +36,11 @@ FAILED = ("error", "cancelled", "rejected-by-user")
 
 
 def _read(feed: Feed) -> Iterator[Event | Checkpoint]:
-    try:
-        thread = orjson.loads(feed.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        feed.skip(None, f"not JSON ({str(exc).split(':', 1)[0]}); a thread Amp is writing is read on the next pass")
-        return
-    if not isinstance(thread, dict) or not isinstance(thread.get("id"), str) or not isinstance(
-            thread.get("messages"), list):
-        feed.skip(None, "expected a thread object with a string `id` and a `messages` list")
-        return
-    yield from _Thread(feed, thread).events()
-    yield feed.checkpoint(None, None)
+    thread = feed.document(lambda v: isinstance(v, dict) and isinstance(v.get("id"), str) and isinstance(
+        v.get("messages"), list), "expected a thread object with a string `id` and a `messages` list", "a thread Amp")
+    if thread is not None:
+        yield from _Thread(feed, thread).events()
+        yield feed.checkpoint(None, None)
 
 
 def _mine(path: Path) -> bool:
@@ -154,13 +149,13 @@ class _Thread:
         call_id = stable_id(at, NAME, self.sid, record, (event or {}).get("$index"))
         if self.feed.exists("call", call_id):
             return
-        model = _str(source.get("model")) or _str((usage or {}).get("model"))
+        model = text_of(source.get("model")) or text_of((usage or {}).get("model"))
         yield ev.CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=at,
                               request={"model": model, "messages": list(self.window)}, response=response, model=model,
                               usage=self._usage(event, usage, record), stable_history=True)
 
     def _usage(self, event: dict | None, usage: dict | None, record: str) -> Usage | None:
-        tokens, u = _dict((event or {}).get("tokens")), usage or {}
+        tokens, u = object_of((event or {}).get("tokens")), usage or {}
         given = {"input": tokens.get("input", u.get("inputTokens")),
                  "output": tokens.get("output", u.get("outputTokens")),
                  "cacheReadInputTokens": u.get("cacheReadInputTokens"),
@@ -181,11 +176,11 @@ class _Thread:
 
     def _results(self, results: list[dict], k: int) -> Iterator[Event]:
         for n, block in enumerate(results):
-            run = _dict(block.get("run"))
+            run = object_of(block.get("run"))
             result_id = stable_id(self.at, NAME, self.sid, "result", k, n)
             if not self.feed.exists("tool_result", result_id):
                 yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=self.at,
-                                            tool_use_id=_str(block.get("toolUseID") or block.get("tool_use_id")),
+                                            tool_use_id=text_of(block.get("toolUseID") or block.get("tool_use_id")),
                                             content=run.get("result", block.get("content")),
                                             is_error=run.get("status") in FAILED)
 
@@ -194,7 +189,7 @@ def _block(b: dict) -> dict:
     """An Amp block in the Messages shape (its tool results name the call `toolUseID` and hold `run.result`)."""
     if b["type"] != "tool_result":
         return b
-    run = _dict(b.get("run"))
+    run = object_of(b.get("run"))
     result = run.get("result", b.get("content"))
     return {"type": "tool_result", "tool_use_id": b.get("toolUseID") or b.get("tool_use_id"),
             "content": result if isinstance(result, str) else orjson.dumps(result).decode(),
@@ -208,11 +203,3 @@ def _ms(value: Any) -> str | None:
 
 def _iso(value: Any) -> str | None:
     return instant(value) if isinstance(value, str) else _ms(value)
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)
-
-
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}

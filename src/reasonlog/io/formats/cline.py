@@ -38,7 +38,7 @@ import orjson
 from ... import model as ev
 from ...model import Event, Usage, stable_id
 from ...wire.rules import RecordError
-from ..importer import BaseImporter, Checkpoint, Feed, instant
+from ..importer import BaseImporter, Checkpoint, Feed, epoch_ms, instant
 from . import cline_sessions as cline3
 
 NAME = "cline"
@@ -132,14 +132,14 @@ class _Task:
             return
         done = self.state.get("calls", 0)
         if not self.state.get("started"):
-            yield ev.SessionStarted(session_id=self.sid, started_at=_ms(records[0][1]["ts"]) or "", agent=self.agent,
-                                    labels={"source": self.agent, "task_id": self.folder.name},
+            yield ev.SessionStarted(session_id=self.sid, started_at=epoch_ms(records[0][1]["ts"]) or "",
+                                    agent=self.agent, labels={"source": self.agent, "task_id": self.folder.name},
                                     external_id=self.folder.name)
             self.state["started"] = True
         replies = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "assistant"]
         calls, exchange, exchanges, times = 0, None, 0, []
         for n, record in records:
-            at = _ms(record["ts"]) or ""
+            at = epoch_ms(record["ts"]) or ""
             if record.get("say") in ("task", "user_feedback"):
                 exchange = stable_id(at, self.sid, "exchange", record["ts"])
                 if exchanges >= self.state.get("exchanges", 0):
@@ -156,8 +156,8 @@ class _Task:
                     yield self._call(calls, record, info, history, replies, exchange, at)
                     self.state["calls"] = calls + 1
                 calls += 1
-        yield from self._tool_results(history, times or [_ms(records[0][1]["ts"]) or ""])
-        yield ev.SessionEnded(session_id=self.sid, ended_at=_ms(records[-1][1]["ts"]) or "")
+        yield from self._tool_results(history, times or [epoch_ms(records[0][1]["ts"]) or ""])
+        yield ev.SessionEnded(session_id=self.sid, ended_at=epoch_ms(records[-1][1]["ts"]) or "")
 
     def _history_only(self) -> Iterator[Event]:
         """A task folder without `ui_messages.json` (deleted, or never copied): the conversation is all there is.
@@ -165,7 +165,7 @@ class _Task:
         history = self._array(self.feed.path)
         if history is None:
             return
-        named = _ms(int(self.folder.name)) if self.folder.name.isdigit() else None  # Cline's task id: epoch ms
+        named = epoch_ms(int(self.folder.name)) if self.folder.name.isdigit() else None  # Cline's task id: epoch ms
         start = named or instant(self.feed.path.stat().st_mtime, numbers=True) or ""
         if not self.state.get("started"):
             yield ev.SessionStarted(session_id=self.sid, started_at=start, agent=self.agent,
@@ -179,7 +179,7 @@ class _Task:
         replies = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "assistant"]
         times, done = [], self.state.get("calls", 0)
         for k, i in enumerate(replies):
-            at = _ms(history[i].get("ts")) or start
+            at = epoch_ms(history[i].get("ts")) or start
             times.append(at)
             if k >= done:
                 yield ev.CallRecorded(call_id=stable_id(at, self.sid, "call", "history", k), session_id=self.sid,
@@ -208,7 +208,7 @@ class _Task:
                 continue
             if not replies or not isinstance(content, list):
                 continue
-            at = _ms(message.get("ts")) or times[min(replies, len(times) - 1)]
+            at = epoch_ms(message.get("ts")) or times[min(replies, len(times) - 1)]
             for j, block in enumerate(content):
                 found = _result(block, asked)
                 if found is None:
@@ -344,7 +344,3 @@ def _message(m: Any) -> dict:
     if not isinstance(m, dict):
         return {"role": "user", "content": str(m)}
     return {"role": m.get("role"), "content": m.get("content")}
-
-
-def _ms(value: Any) -> str | None:
-    return instant(value / 1000, numbers=True) if isinstance(value, (int, float)) and value > 0 else None

@@ -25,7 +25,8 @@ import orjson
 from ... import model as ev
 from ...model import Event, Usage, stable_id
 from ...wire.rules import RecordError
-from ..importer import Feed, instant
+from ..fields import object_of
+from ..importer import Feed, epoch_ms, instant
 
 SUFFIX = ".messages.json"
 NAME = "cline"
@@ -48,16 +49,11 @@ def session_files(folder: Path) -> list[Path]:
 
 def session_events(feed: Feed, whole_prompt: frozenset[str]) -> Iterator[Event]:
     """The events of one Cline 3 session file."""
-    try:
-        doc = orjson.loads(feed.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        feed.skip(None, f"not JSON ({str(exc).split(':', 1)[0]}); a session Cline is writing is read on the next pass")
-        return
-    if not isinstance(doc, dict) or not isinstance(doc.get("sessionId"), str) or not isinstance(
-            doc.get("messages"), list):
-        feed.skip(None, "expected a Cline 3 session: an object with a string `sessionId` and a `messages` list")
-        return
-    yield from _Session(feed, doc, _manifest(feed.path), whole_prompt).events()
+    doc = feed.document(lambda v: isinstance(v, dict) and isinstance(v.get("sessionId"), str) and isinstance(
+        v.get("messages"), list),
+        "expected a Cline 3 session: an object with a string `sessionId` and a `messages` list", "a session Cline")
+    if doc is not None:
+        yield from _Session(feed, doc, _manifest(feed.path), whole_prompt).events()
 
 
 def _manifest(path: Path) -> dict:
@@ -81,11 +77,11 @@ class _Session:
                 feed.skip(None, "a message needs a `role` (user or assistant) and a `content` list",
                           record=f"messages[{k}]")
         first = next((m.get("ts") for _, m in self.messages), None)
-        self.at = instant(manifest.get("started_at")) or _ms(first) or ""
+        self.at = instant(manifest.get("started_at")) or epoch_ms(first) or ""
         self.exchange: str | None = None
 
     def events(self) -> Iterator[Event]:
-        origin = _obj(self.doc.get("origin"))
+        origin = object_of(self.doc.get("origin"))
         labels = {"source": NAME, **{k: str(v) for k, v in (("version", origin.get("version")),
                                                              ("cwd", self.manifest.get("cwd"))) if v}}
         model = self.manifest.get("model") if isinstance(self.manifest.get("model"), str) else None
@@ -96,7 +92,7 @@ class _Session:
             if f"messages[{k}]" in self.feed.passed:
                 continue  # the importer failed on it before: passed over (io/import_file.py)
             with self.feed.record(f"messages[{k}]"):
-                self.at = max(self.at, _ms(m.get("ts")) or self.at)
+                self.at = max(self.at, epoch_ms(m.get("ts")) or self.at)
                 sent = {"role": m["role"], "content": m["content"]}
                 if m["role"] == "assistant":
                     yield self._call(k, m, window)
@@ -126,7 +122,7 @@ class _Session:
                     is_error=b.get("is_error") is True)
 
     def _call(self, k: int, m: dict, window: list[dict]) -> ev.CallRecorded:
-        info = _obj(m.get("modelInfo"))
+        info = object_of(m.get("modelInfo"))
         model, provider = _str(info.get("id")), _str(info.get("provider"))
         request: dict[str, Any] = {"model": model, "messages": list(window)}
         if self.system:
@@ -158,13 +154,5 @@ class _Session:
             return None
 
 
-def _obj(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _ms(value: Any) -> str | None:
-    return instant(value / 1000, numbers=True) if isinstance(value, (int, float)) and value > 0 else None

@@ -36,7 +36,7 @@ import orjson
 from ... import model as ev
 from ...model import Event, Usage, stable_id
 from ...wire.rules import RecordError
-from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, first_values, instant, walk
+from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ends, first_values, instant, walk
 from .codex_shapes import legacy_line, model_of, usage_of
 
 NAME = "codex"
@@ -108,9 +108,7 @@ class _Reader:
         if self.legacy and self.outputs:
             yield from self._close(None, None)  # no token count ever closes a call in the first versions' files
         if self.sid is not None and self.touched and last is not None:
-            if self.exchange is not None:
-                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
-            yield ev.SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
+            yield from ends(self.sid, self.exchange, self.last_at or "")
             yield self._checkpoint(last)  # never past `last`: a cut last line is read again, whole, next time
 
     def _checkpoint(self, line: Line) -> Checkpoint:

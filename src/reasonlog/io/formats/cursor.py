@@ -21,10 +21,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 from ... import model as ev
 from ...model import Event, stable_id
+from ..fields import text_of
 from ..importer import Checkpoint, Feed, FormatImporter, Home, instant
 
 NAME = "cursor"
@@ -145,7 +145,7 @@ class _Transcript:
             result_id = stable_id(at, NAME, self.sid, number, k)
             if not self.feed.exists("tool_result", result_id):
                 yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=at,
-                                            tool_use_id=_str(block.get("tool_use_id")), content=block.get("content"),
+                                            tool_use_id=text_of(block.get("tool_use_id")), content=block.get("content"),
                                             is_error=block.get("is_error") is True)
 
     def _turn_ended(self, value: dict, number: int) -> Iterator[Event]:
@@ -156,7 +156,3 @@ class _Transcript:
         if self.exchange is not None:
             yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
             self.exchange = None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)

@@ -43,6 +43,7 @@ import orjson
 from ... import model as ev
 from ...model import Event, Usage, stable_id
 from ...wire.rules import RecordError
+from ..fields import list_of
 from ..importer import BaseImporter, Checkpoint, Feed, instant
 
 NAME = "game-log"
@@ -86,7 +87,7 @@ def _players(game: Path) -> list[Path]:
 class _Game:
     def __init__(self, feed: Feed, folder: Path):
         self.feed, self.folder, self.run = feed, folder, folder.name
-        self.batches = _list(self._json(folder / "tool_executions.json", missing_ok=True))
+        self.batches = list_of(self._json(folder / "tool_executions.json", missing_ok=True))
         self.summary = self._json(folder / "session_summary.json", missing_ok=True)
         self.sessions: dict[str, str] = {}  # player -> session id
 
@@ -195,14 +196,14 @@ class _Game:
     # ------------------------------------------------------------------------------ tools, moves, chat
 
     def _tool_round(self, sid: str, n: int, intermediate: dict) -> tuple[dict, list[Event]]:
-        calls = [c for c in _list(intermediate.get("tool_calls")) if isinstance(c, dict)]
+        calls = [c for c in list_of(intermediate.get("tool_calls")) if isinstance(c, dict)]
         asked = {"role": "assistant", "content": [
             {"type": "tool_use", "id": c.get("id"), "name": c.get("name"), "input": c.get("parameters") or {}}
             for c in calls]}
         batch = self._batch(intermediate, calls)
         results: list[Event] = []
         for k, call in enumerate(calls):
-            done = next((b for b in _list((batch or {}).get("calls")) if isinstance(b, dict)
+            done = next((b for b in list_of((batch or {}).get("calls")) if isinstance(b, dict)
                          and (b.get("id"), b.get("name")) == (call.get("id"), call.get("name"))), None)
             at = _at((batch or {}).get("timestamp")) or _at(intermediate.get("timestamp")) or ""
             results.append(ev.ToolResultRecorded(
@@ -218,7 +219,7 @@ class _Game:
         want = [(c.get("id"), c.get("name")) for c in calls]
         batches = sorted((b for b in self.batches if isinstance(b, dict)), key=lambda b: _at(b.get("timestamp")) or "")
         for batch in batches:
-            ran = [(c.get("id"), c.get("name")) for c in _list(batch.get("calls")) if isinstance(c, dict)]
+            ran = [(c.get("id"), c.get("name")) for c in list_of(batch.get("calls")) if isinstance(c, dict)]
             if (_at(batch.get("timestamp")) or "") >= after and ran == want:
                 return batch
         return None
@@ -247,7 +248,7 @@ class _Game:
 
     def _chat(self) -> Iterator[Event]:
         chat = self._json(self.folder / "chat_history.json", missing_ok=True)
-        messages = _list((chat or {}).get("messages")) if isinstance(chat, dict) else []
+        messages = list_of((chat or {}).get("messages")) if isinstance(chat, dict) else []
         for k, m in enumerate(messages):
             sender = m.get("from") if isinstance(m, dict) else None
             at = _at(m.get("timestamp")) if isinstance(m, dict) else None
@@ -276,10 +277,6 @@ def _happened(prompt: dict) -> Any:
     context = inner.get("task_context") if isinstance(inner, dict) else None
     happened = context.get("what_just_happened") if isinstance(context, dict) else None
     return happened or prompt.get("what_happened")
-
-
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
 
 
 def _at(value: Any) -> str | None:

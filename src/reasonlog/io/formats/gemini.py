@@ -33,7 +33,8 @@ from ... import model as ev
 from ...model import Event, Usage, stable_id
 from ...store import StoreError
 from ...wire.rules import RecordError
-from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, first_values, head, instant
+from ..fields import list_of, text_of
+from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, Resumed, first_values, head, instant
 
 NAME = "gemini"
 CHECK_EVERY = 256   # lines between checkpoints (the state holds every message id: not dumped at each line)
@@ -67,17 +68,14 @@ importer = FormatImporter(
     home=Home(".gemini", ("tmp",), env=("GEMINI_DIR",)), files=("*.jsonl", "session-*.json"), recognises=_mine)
 
 
-class _Chat:
+class _Chat(Resumed):
     """One chat file; the state between imports: the conversation's message ids (with how many `contents`
     entries each gave), what came after the last call, the reply not yet imported, and the ids imported."""
 
     def __init__(self, feed: Feed):
-        self.feed = feed
-        s = feed.state or {}
-        self.sid: str | None = s.get("sid")
+        super().__init__(feed)
+        s = self.saved
         self.meta: dict = s.get("meta", {})
-        self.exchange: str | None = s.get("exchange")
-        self.last_at: str | None = s.get("last_at")
         self.window: list[list] = s.get("window", [])   # [message id, contents entries it gave]
         self.base_call: str | None = s.get("base_call")  # the last call: its request and response open `contents`
         self.base: int = s.get("base", 0)                # how many of them are still in the window
@@ -266,15 +264,15 @@ class _Chat:
         self.window.append([mid, 1 + len(results)])
 
     def _tool_results(self, mid: str, record: dict, at: str) -> Iterator[Event]:
-        for k, tool in enumerate(_list(record.get("toolCalls"))):
+        for k, tool in enumerate(list_of(record.get("toolCalls"))):
             if not isinstance(tool, dict):
                 continue
             result_id = stable_id(at, NAME, self.sid, mid, "tool", tool.get("id") or k)
             if self.feed.exists("tool_result", result_id):
                 continue
             yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "",
-                                        at=_at(tool.get("timestamp")) or at, tool_use_id=_str(tool.get("id")),
-                                        name=_str(tool.get("name")), input=tool.get("args"), content=_output(tool),
+                                        at=_at(tool.get("timestamp")) or at, tool_use_id=text_of(tool.get("id")),
+                                        name=text_of(tool.get("name")), input=tool.get("args"), content=_output(tool),
                                         is_error=tool.get("status") in ("error", "cancelled"))
 
     def _contents(self) -> list:
@@ -295,7 +293,7 @@ def _finished(record: dict | None) -> bool:
     """Whether a reply looks complete: its tokens came and every tool call it made has ended."""
     if record is None:
         return True
-    tools = [t for t in _list(record.get("toolCalls")) if isinstance(t, dict)]
+    tools = [t for t in list_of(record.get("toolCalls")) if isinstance(t, dict)]
     return isinstance(record.get("tokens"), dict) and all(t.get("status") in FINAL for t in tools)
 
 
@@ -304,8 +302,8 @@ def _contents(record: dict) -> list[dict]:
     parts = _parts(record.get("content"))
     if record["type"] != "gemini":
         return [{"role": "user", "parts": parts}] if record["type"] == "user" else []
-    thoughts = [{"text": _thought(t), "thought": True} for t in _list(record.get("thoughts"))]
-    tools = [t for t in _list(record.get("toolCalls")) if isinstance(t, dict)]
+    thoughts = [{"text": _thought(t), "thought": True} for t in list_of(record.get("thoughts"))]
+    tools = [t for t in list_of(record.get("toolCalls")) if isinstance(t, dict)]
     calls = [{"functionCall": {"id": t.get("id"), "name": t.get("name"), "args": t.get("args")}} for t in tools]
     out = [{"role": "model", "parts": thoughts + [p for p in parts if p != {"text": ""}] + calls}]
     results = [p for t in tools for p in _result_parts(t)]
@@ -330,7 +328,7 @@ def _result_parts(tool: dict) -> list:
 
 def _output(tool: dict) -> Any:
     """What a tool returned, as text where Gemini's `functionResponse` holds it so."""
-    for part in _list(tool.get("result")):
+    for part in list_of(tool.get("result")):
         response = part.get("functionResponse", {}).get("response") if isinstance(part, dict) else None
         if isinstance(response, dict) and isinstance(response.get("output") or response.get("error"), str):
             return response.get("output") or response.get("error")
@@ -366,14 +364,6 @@ def _thought(t: Any) -> str:
 def _text(content: Any) -> Any:
     texts = [p["text"] for p in _parts(content) if isinstance(p.get("text"), str)]
     return "\n".join(texts) if texts else content
-
-
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)
 
 
 def _at(value: Any) -> str | None:

@@ -33,8 +33,8 @@ import orjson
 
 from ... import model as ev
 from ...model import Event, Usage, stable_id
-from ...wire.rules import RecordError
-from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, instant
+from ..fields import object_of, text_of
+from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, ends, instant
 
 NAME = "kimi"
 NO_MODEL = ("kimi: its session files do not name the model that answered, so its calls have exact tokens but no"
@@ -105,13 +105,8 @@ class _Wire:
         if self.step is not None and not self.feed.may_grow():
             yield from self._end_step()
             self.taken = True
-        if self.exchange is not None:
-            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
-        yield ev.SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
-        for child in self.children:  # a sub-agent's session ends with the file as far as it goes
-            yield ev.SessionEnded(session_id=child, ended_at=self.last_at or "")
-        state = self._state()
-        yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
+        yield from ends(self.sid, self.exchange, self.last_at or "", self.children)
+        yield self.feed.checkpoint_read(self._state())
 
     def _state(self) -> dict:
         return {"sid": self.sid, "started": self.started, "exchange": self.exchange, "last_at": self.last_at,
@@ -181,15 +176,15 @@ class _Wire:
             else:
                 blocks.append(block)
         elif kind == "ToolCall":
-            fn = _dict(payload.get("function"))
-            blocks.append({"type": "tool_use", "id": _str(payload.get("id")), "name": _str(fn.get("name")),
+            fn = object_of(payload.get("function"))
+            blocks.append({"type": "tool_use", "id": text_of(payload.get("id")), "name": text_of(fn.get("name")),
                            "arguments": fn.get("arguments") or ""})
         elif kind == "ToolCallPart" and blocks and blocks[-1]["type"] == "tool_use":
             blocks[-1]["arguments"] += payload.get("arguments_part") or ""
         elif kind == "ToolResult":
             step["results"].append([payload, at])
         elif kind == "StatusUpdate" and isinstance(payload.get("token_usage"), dict):
-            step["usage"], step["id"] = payload["token_usage"], _str(payload.get("message_id")) or step["id"]
+            step["usage"], step["id"] = payload["token_usage"], text_of(payload.get("message_id")) or step["id"]
             step["usage_line"] = self.feed.line
 
     def _end_step(self) -> Iterator[Event]:
@@ -213,8 +208,8 @@ class _Wire:
     def _results(self, step: dict) -> Iterator[Event]:
         blocks = []
         for payload, at in step["results"]:
-            value = _dict(payload.get("return_value"))
-            tool_id, error = _str(payload.get("tool_call_id")), value.get("is_error") is True
+            value = object_of(payload.get("return_value"))
+            tool_id, error = text_of(payload.get("tool_call_id")), value.get("is_error") is True
             output = value.get("output")
             blocks.append({"type": "tool_result", "tool_use_id": tool_id, "content": _text(output), "is_error": error})
             result_id = stable_id(at, NAME, self.sid, "tool", tool_id, step["line"])
@@ -227,37 +222,28 @@ class _Wire:
 
     def _subagent(self, payload: dict, number: int, at: str) -> Iterator[Event]:
         """A sub-agent's step usage: a call of its child session, so what it cost is counted."""
-        inner = _dict(payload.get("event"))
+        inner = object_of(payload.get("event"))
         usage = (inner.get("payload") or {}).get("token_usage") if isinstance(inner.get("payload"), dict) else None
         if inner.get("type") != "StatusUpdate" or not isinstance(usage, dict):
             return
         child = f"{self.sid}@{payload.get('agent_id') or payload.get('parent_tool_call_id')}"
         if child not in self.children:
             self.children.append(child)
-            agent = _str(payload.get("subagent_type")) or "kimi-cli"
+            agent = text_of(payload.get("subagent_type")) or "kimi-cli"
             yield ev.SessionStarted(session_id=child, started_at=at, agent=agent,
                                     labels={"source": NAME, "subagent": "true"}, parent_session_id=self.sid)
         call_id = stable_id(at, NAME, child, number)
         if not self.feed.exists("call", call_id):
             yield ev.CallRecorded(call_id=call_id, session_id=child, exchange_id=None, started_at=at, request={},
                                   response=None, usage=self._usage(usage, number),
-                                  provider_message_id=_str(inner["payload"].get("message_id")))
+                                  provider_message_id=text_of(inner["payload"].get("message_id")))
 
     def _usage(self, counts: Any, number: int) -> Usage | None:
         if not isinstance(counts, dict):
             return None
-        values = {k: counts.get(k) or 0 for k in TOKENS}
-        bad = next((k for k, v in values.items() if type(v) is not int or v < 0), None)
-        if bad is not None:
-            self.feed.skip(number, f"token_usage.{bad}: expected a non-negative integer, got {values[bad]!r}; the"
-                                   " call is kept without usage")
-            return None
-        try:
-            return Usage(input_tokens=values["input_other"], cache_read_tokens=values["input_cache_read"],
-                         cache_write_tokens=values["input_cache_creation"], output_tokens=values["output"])
-        except RecordError as exc:
-            self.feed.skip(number, f"token_usage: {exc}")
-            return None
+        return self.feed.usage(number, "token_usage", counts, TOKENS, lambda c: Usage(
+            input_tokens=c["input_other"], cache_read_tokens=c["input_cache_read"],
+            cache_write_tokens=c["input_cache_creation"], output_tokens=c["output"]))
 
 
 def _content(payload: dict) -> dict | None:
@@ -286,11 +272,3 @@ def _text(value: Any) -> str:
     if isinstance(value, list):
         return "\n".join(p.get("text", "") for p in value if isinstance(p, dict) and isinstance(p.get("text"), str))
     return "" if value is None else str(value)
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)
-
-
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}

@@ -28,7 +28,8 @@ from typing import Any
 from ... import model as ev
 from ...model import Event, Usage, stable_id
 from ...wire.rules import RecordError
-from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, instant, json_kind
+from ..fields import list_of, text_of
+from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, epoch_ms, instant, json_kind
 
 NAME = "pi"
 
@@ -212,9 +213,9 @@ class _Branch:
         self.after = [] if message["role"] == "assistant" else [*self.after, message]
 
     def _call(self, entry: dict, m: dict, number: int, at: str) -> Iterator[Event]:
-        call_at = _ms(m.get("timestamp")) or at
+        call_at = epoch_ms(m.get("timestamp")) or at
         call_id = stable_id(call_at, NAME, entry["id"], m.get("timestamp"))
-        response = {"role": "assistant", "content": [b for b in map(_assistant_block, _list(m.get("content")))
+        response = {"role": "assistant", "content": [b for b in map(_assistant_block, list_of(m.get("content")))
                                                      if b is not None]}
         if not self.feed.exists("call", call_id):
             usage, cost = _usage(self.feed, number, m.get("usage"))
@@ -225,19 +226,19 @@ class _Branch:
                                   response=response,
                                   model=model,
                                   provider=m.get("provider") if isinstance(m.get("provider"), str) else None,
-                                  stop_reason=_str(m.get("stopReason")), usage=usage, cost_usd=cost,
-                                  provider_message_id=_str(m.get("responseId")), status="error" if error else "ok",
+                                  stop_reason=text_of(m.get("stopReason")), usage=usage, cost_usd=cost,
+                                  provider_message_id=text_of(m.get("responseId")), status="error" if error else "ok",
                                   error={"message": m.get("errorMessage")} if error and m.get("errorMessage") else None,
                                   stable_history=True)
         self._add(entry["id"], response)
 
     def _tool_result(self, entry: dict, m: dict, at: str) -> ev.ToolResultRecorded:
         text = "\n".join(b["text"] for b in _blocks(m.get("content")) if b.get("type") == "text")
-        block = {"type": "tool_result", "tool_use_id": _str(m.get("toolCallId")), "content": text,
+        block = {"type": "tool_result", "tool_use_id": text_of(m.get("toolCallId")), "content": text,
                  "is_error": m.get("isError") is True}
         self._add(entry["id"], {"role": "user", "content": [block]})
         return ev.ToolResultRecorded(tool_result_id=stable_id(at, NAME, entry["id"], "result"), session_id=self.sid,
-                                     at=at, tool_use_id=_str(m.get("toolCallId")), name=_str(m.get("toolName")),
+                                     at=at, tool_use_id=text_of(m.get("toolCallId")), name=text_of(m.get("toolName")),
                                      content=text, is_error=m.get("isError") is True)
 
     def _compaction(self, entry: dict, at: str) -> Iterator[Event]:
@@ -256,7 +257,7 @@ def _blocks(content: Any) -> list[dict]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     out = []
-    for b in _list(content):
+    for b in list_of(content):
         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str):
             out.append({"type": "text", "text": b["text"]})
         elif isinstance(b, dict) and b.get("type") == "image":
@@ -274,7 +275,7 @@ def _assistant_block(b: Any) -> dict | None:
         return {"type": "thinking", "thinking": b["thinking"]}
     if b.get("type") == "toolCall":
         args = b.get("arguments")
-        return {"type": "tool_use", "id": _str(b.get("id")), "name": _str(b.get("name")),
+        return {"type": "tool_use", "id": text_of(b.get("id")), "name": text_of(b.get("name")),
                 "input": args if isinstance(args, dict) else {}}
     return None
 
@@ -310,15 +311,3 @@ def _usage(feed: Feed, number: int, usage: Any) -> tuple[Usage | None, float | N
     if isinstance(total, bool) or not isinstance(total, (int, float)) or total < 0:
         return out, None
     return out, float(total) if total > 0 or sum(n.values()) == 0 else None
-
-
-def _ms(value: Any) -> str | None:
-    return instant(value / 1000, numbers=True) if isinstance(value, (int, float)) and value > 0 else None
-
-
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)

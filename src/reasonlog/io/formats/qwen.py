@@ -33,7 +33,8 @@ from typing import Any, TypeGuard
 from ... import model as ev
 from ...model import Event, Usage, stable_id
 from ...wire.rules import RecordError
-from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, instant
+from ..fields import number_of, object_of, text_of
+from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, Resumed, ends, instant
 
 NAME = "qwen"
 CONVERSATION = ("user", "assistant", "tool_result")
@@ -57,16 +58,13 @@ def _is_record(value: object) -> TypeGuard[dict]:
             and isinstance(value.get("type"), str))
 
 
-class _Chat:
+class _Chat(Resumed):
     """One chat file. State between imports: the session, the open exchange, the conversation (Gemini contents,
     with its length after each record, for rewinds), the last record's uuid and a telemetry record held back."""
 
     def __init__(self, feed: Feed):
-        self.feed = feed
-        s = feed.state or {}
-        self.sid: str | None = s.get("sid")
-        self.exchange: str | None = s.get("exchange")
-        self.last_at: str | None = s.get("last_at")
+        super().__init__(feed)
+        s = self.saved
         self.contents: list = s.get("contents", [])
         self.lengths: dict[str, int] = s.get("lengths", {})   # record uuid -> len(contents) after it
         self.previous: str | None = s.get("previous")          # the uuid of the last record read
@@ -84,13 +82,8 @@ class _Chat:
         if self.held is not None and not self.feed.may_grow():
             self.side = self.held[0]["uuid"]
             yield from self._release()
-        if self.exchange is not None:
-            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
-        yield ev.SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
-        for child in self.children:  # a sub-agent's session ends with the file as far as it goes
-            yield ev.SessionEnded(session_id=child, ended_at=self.last_at or "")
-        state = self._state()
-        yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
+        yield from ends(self.sid, self.exchange, self.last_at or "", self.children)
+        yield self.feed.checkpoint_read(self._state())
 
     def _state(self) -> dict:
         return {
@@ -162,11 +155,11 @@ class _Chat:
                                                                    "totalTokenCount"))
         yield ev.CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
                               request={"model": model, "contents": list(self.contents)}, response=content, model=model,
-                              usage=usage, latency_ms=_number(telemetry.get("duration_ms")),
-                              provider_message_id=_str(telemetry.get("response_id")), stable_history=True)
+                              usage=usage, latency_ms=number_of(telemetry.get("duration_ms")),
+                              provider_message_id=text_of(telemetry.get("response_id")), stable_history=True)
 
     def _tool_result(self, record: dict, content: dict, at: str) -> Iterator[Event]:
-        result = _dict(record.get("toolCallResult"))
+        result = object_of(record.get("toolCallResult"))
         for k, part in enumerate(content["parts"]):
             response = part.get("functionResponse") if isinstance(part, dict) else None
             if not isinstance(response, dict):
@@ -177,7 +170,7 @@ class _Chat:
             output = response.get("response")
             output = output.get("output", output.get("error", output)) if isinstance(output, dict) else output
             yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "", at=at,
-                                        tool_use_id=_str(response.get("id")), name=_str(response.get("name")),
+                                        tool_use_id=text_of(response.get("id")), name=text_of(response.get("name")),
                                         content=output, is_error=result.get("status") in ("error", "cancelled"))
 
     def _system(self, record: dict, number: int, at: str) -> Iterator[Event]:
@@ -206,15 +199,15 @@ class _Chat:
         if self.feed.exists("call", call_id):
             return
         session, exchange = yield from self._caller(event, at)
-        model = _str(event.get("model"))
+        model = text_of(event.get("model"))
         usage = self._usage(number, event, ("input_token_count", "output_token_count", "cached_content_token_count",
                                             "thoughts_token_count", "total_token_count"))
         text = event.get("response_text")
         yield ev.CallRecorded(call_id=call_id, session_id=session, exchange_id=exchange, started_at=at,
                               request={"model": model, "contents": []}, model=model, usage=usage,
                               response={"role": "model", "parts": [{"text": text}] if isinstance(text, str) else []},
-                              latency_ms=_number(event.get("duration_ms")),
-                              provider_message_id=_str(event.get("response_id")),
+                              latency_ms=number_of(event.get("duration_ms")),
+                              provider_message_id=text_of(event.get("response_id")),
                               status="ok" if event.get("status_code") in (None, 200) else "error")
 
     def _caller(self, event: dict, at: str) -> Generator[Event, None, tuple[str, str | None]]:
@@ -255,15 +248,3 @@ class _Chat:
 def _text(parts: list) -> str:
     return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
                      and not p.get("thought"))
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)
-
-
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
