@@ -217,6 +217,7 @@ def test_export_then_ingest_gives_the_same_sessions_calls_messages_and_tokens(db
         assert (cb["stop_reason"], cb["latency_ms"]) == (ca["stop_reason"], ca["latency_ms"])
 
 
+@pytest.mark.slow
 def test_spans_from_openinferences_own_openai_instrumentation(served_db, server):
     """The `openinference-instrumentation-openai` package tracing the real OpenAI SDK against a local server."""
     import openai

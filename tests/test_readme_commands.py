@@ -494,6 +494,7 @@ def test_every_python_block_of_the_docs_is_run_here():
 
 
 @pytest.mark.parametrize("block", list(RECORDS))
+@pytest.mark.slow
 def test_the_docs_python_block_runs_as_written(tmp_path, block):
     from docs_upstream import DocsUpstream
 

@@ -73,6 +73,7 @@ def _blobs() -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_random_base64_images_replay_byte_exact_and_nothing_is_masked(db_path, store_of):
     blobs = _blobs()
     # The seed is worth something only if the data holds the prefixes that used to match in it.

@@ -42,6 +42,7 @@ def page(site, browser):
     assert (errors, failed) == ([], [])  # no script refused by the CSP, nothing thrown, nothing missing
 
 
+@pytest.mark.slow
 def test_a_question_in_other_words_finds_its_session_first_and_text_mode_finds_none(site, page):
     page.goto(site + "/")
     page.fill("input[name=q]", ASKED)

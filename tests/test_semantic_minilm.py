@@ -42,6 +42,7 @@ def test_named_texts_embed_alike_with_numpy_and_pytorch(embedder):
     assert np.allclose(np.linalg.norm(by_numpy, axis=1), 1.0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_real_transcript_lines_embed_alike(embedder):
     """Real text: every line of a real Claude Code transcript, as raw JSON (long, punctuated, nested quoting)."""
     lines = (FIXTURES / "claude-code-transcripts" / "spotter" / "short.jsonl").read_text().splitlines()
