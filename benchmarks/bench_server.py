@@ -3,9 +3,11 @@
     python benchmarks/bench_server.py                                   # SQLite (built once, cached in out/)
     python benchmarks/bench_server.py --db postgresql://postgres@127.0.0.1:55432/postgres
     python benchmarks/bench_server.py --sessions 1000                   # a quicker, smaller run
+    python benchmarks/bench_server.py --scale 10000,100000              # the usage routes at both sizes (issue 35)
 
 The database holds trading-simulator model-days: 10,000 sessions (20 models x 500 days of one job), each of
-5 calls whose contexts grow by 10 messages a call (50 messages a session, 500,000 in all), with two
+5 calls whose contexts grow by 10 messages a call (50 messages a session, 500,000 in all; past 10,000 sessions, more
+sessions a model-day, an hour apart), with two
 `position` outcomes each. It is written once through the store's `write_batch` and kept (a SQLite file in
 `benchmarks/out/`, a schema `bench_server_<n>` on PostgreSQL) for later runs.
 
@@ -43,9 +45,10 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import reasonlog  # noqa: E402
 from reasonlog.model import CallRecorded, OutcomeRecorded, SessionEnded, SessionStarted, Usage, stable_id  # noqa: E402
 
-OUT = REPO / "benchmarks" / "out"
+OUT = Path(os.environ.get("REASONLOG_BENCH_OUT") or REPO / "benchmarks" / "out")
 MODELS = [f"model-{m:02d}" for m in range(20)]
 CALLS, NEW_PER_CALL = 5, 10
+DAYS = 500  # the archive spans 500 days at any size: a larger one holds more sessions a model-day (issue 35)
 
 
 def days(n: int) -> list[str]:
@@ -53,10 +56,12 @@ def days(n: int) -> list[str]:
     return [time.strftime("%Y-%m-%d", time.gmtime(start + 86400 * d)) for d in range(n)]
 
 
-def session_events(model: str, day: str, k: int) -> list:
-    """One model-day: 5 calls, each resending the history plus 10 new messages, and two positions."""
-    sid = stable_id(f"{day}T09:00:00Z", "bench", model, day)
-    events: list = [SessionStarted(session_id=sid, started_at=f"{day}T09:00:00Z", agent=model, run="job-1",
+def session_events(model: str, day: str, k: int, replica: int = 0) -> list:
+    """One model-day: 5 calls, each resending the history plus 10 new messages, and two positions. `replica`: the
+    n-th session of that model and day (past 10,000 sessions), an hour later each."""
+    hour = f"{9 + replica:02d}"
+    sid = stable_id(f"{day}T09:00:00Z", "bench", model, day, *((replica,) if replica else ()))
+    events: list = [SessionStarted(session_id=sid, started_at=f"{day}T{hour}:00:00Z", agent=model, run="job-1",
                                    model=model, provider="openai", labels={"date": day})]
     history: list = []
     for c in range(CALLS):
@@ -65,18 +70,18 @@ def session_events(model: str, day: str, k: int) -> list:
                                                        f"{180 + (k * 7 + c * 3 + m) % 40} and cash {10000 - c * 100}"})
         reply = {"role": "assistant", "content": [{"type": "text", "text": f"{model} on {day}: decision {c} for "
                                                    f"portfolio {k % 97}, buying {c + 1} shares"}]}
-        events.append(CallRecorded(call_id=stable_id(f"{day}T09:0{c}:00Z", "bench", sid, c), session_id=sid,
-                                   exchange_id=None, started_at=f"{day}T09:0{c}:00Z",
+        events.append(CallRecorded(call_id=stable_id(f"{day}T{hour}:0{c}:00Z", "bench", sid, c), session_id=sid,
+                                   exchange_id=None, started_at=f"{day}T{hour}:0{c}:00Z",
                                    request={"model": model, "messages": list(history)}, response=reply, model=model,
                                    provider="openai", usage=Usage(input_tokens=1000 + c, output_tokens=50),
-                                   latency_ms=800.0, stable_history=True))
+                                   latency_ms=300.0 + (k * 37 + c * 101) % 2000, stable_history=True))
         history.append(reply)
     for n, (symbol, amount, price) in enumerate((("NVDA", 10, 189.6), ("GOOGL", 6, 245.15))):
-        events.append(OutcomeRecorded(outcome_id=stable_id(f"{day}T09:10:00Z", "bench", sid, n), session_id=sid,
-                                      at=f"{day}T09:1{n}:00Z", outcome_kind="position",
+        events.append(OutcomeRecorded(outcome_id=stable_id(f"{day}T{hour}:10:00Z", "bench", sid, n), session_id=sid,
+                                      at=f"{day}T{hour}:1{n}:00Z", outcome_kind="position",
                                       payload={"action_id": n + 1, "action_type": "buy", "symbol": symbol,
                                                "amount": amount, "price": price, "cash_after": 8104.0 - n * 1471}))
-    events.append(SessionEnded(session_id=sid, ended_at=f"{day}T09:20:00Z"))
+    events.append(SessionEnded(session_id=sid, ended_at=f"{day}T{hour}:20:00Z"))
     return events
 
 
@@ -87,8 +92,9 @@ def build(target, sessions: int) -> None:
         print(f"  reusing {sessions:,} sessions", file=sys.stderr)
         return
     t0, batch = time.perf_counter(), []
+    calendar, per_day = days(DAYS), len(MODELS) * DAYS
     for k in range(sessions):
-        batch += session_events(MODELS[k % len(MODELS)], days(sessions // len(MODELS) + 1)[k // len(MODELS)], k)
+        batch += session_events(MODELS[k % len(MODELS)], calendar[k // len(MODELS) % DAYS], k, k // per_day)
         if len(batch) >= 2000:
             store.write_batch(batch)
             batch = []
@@ -200,9 +206,39 @@ def p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1]
 
 
-def reads(target, sessions: int, n: int, model: str | None = None) -> None:
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds these processes have used so far (/proc/PID/stat's utime and stime)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def server_pids(server: Server, target) -> list[int]:
+    """The server process and, on PostgreSQL, the backends serving its connections (by application_name)."""
+    pids = [server.proc.pid]
+    if str(target).startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(str(target).split("?")[0], autocommit=True) as conn:
+            pids += [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+                                                (APP,))]
+    return pids
+
+
+APP = "bench_server_reads"  # the application_name of the measured server's PostgreSQL connections
+USAGE_ROUTES = ("/usage", "/v1/stats?by=day", "/v1/stats?by=model")
+
+
+def reads(target, sessions: int, n: int, model: str | None = None, only_usage: bool = False) -> dict:
+    """Each route's p50, p95, server CPU per request (ms; the server process and its PostgreSQL backends) and the
+    machine's 1-minute load beside it; printed, and returned by name."""
     server = Server(target, "--no-embed")  # the vectors are written already; nothing competes with the reads
-    day = days(sessions // len(MODELS) + 1)[sessions // len(MODELS) // 2]
+    day = days(DAYS)[DAYS // 2]
     urls = {
         "GET /healthz (floor)": "/healthz",
         "GET /reasoning, one model-day, full conversation":
@@ -216,25 +252,34 @@ def reads(target, sessions: int, n: int, model: str | None = None) -> None:
         "GET /v1/sessions?q= common word (every session)": "/v1/sessions?q=price",
         "GET /v1/sessions/{id}?limit=200 (50 messages)": f"/v1/sessions/{session_of(day)}?limit=200",
         "GET /usage (dashboard)": "/usage",
+        "GET /v1/stats?by=day (stats --by day)": "/v1/stats?by=day",
+        "GET /v1/stats?by=model": "/v1/stats?by=model",
     }
+    if only_usage:
+        urls = {k: v for k, v in urls.items() if v == "/healthz" or v in USAGE_ROUTES}
     search: dict[str, list[str]] = {} if model is None else {
         f"GET /v1/search?mode={mode}, limit 10 (10 queries in turn)": [
             "/v1/search?" + urllib.parse.urlencode({"q": q, "mode": mode, "limit": 10}) for q in QUERIES]
         for mode in ("semantic", "hybrid")}
-    floor = None
+    floor, out = None, {}
     try:
         for name, path in [*urls.items(), *search.items()]:
             where = [server.base + u for u in path] if isinstance(path, list) else server.base + path
+            pids = server_pids(server, target)
+            before, count = cpu_seconds(pids), n if "usage" not in name else max(10, n // 4)
             try:
-                ms = timed(where, n if "usage" not in name else max(10, n // 10))
+                ms = timed(where, count)
             except TimeoutError:
                 print(f"  {name:<52} a request took more than 30 s: NOT met")
                 continue
+            cpu = (cpu_seconds(pids) - before) * 1000 / (count + 5)  # the 5 of warm-up included
+            load = os.getloadavg()[0]
             floor = floor or p(ms, 50)
+            out[name] = (p(ms, 50), p(ms, 95), cpu, load)
             goal = next((g for key, g in TARGETS.items() if key in name), None)
             note = "" if goal is None else f"  target p95 < {goal} ms: {'met' if p(ms, 95) < goal else 'NOT met'}"
-            print(f"  {name:<52} p50 {p(ms, 50):7.1f} ms  p95 {p(ms, 95):7.1f} ms  p50/floor {p(ms, 50) / floor:6.1f}"
-                  f"{note}")
+            print(f"  {name:<52} p50 {p(ms, 50):7.1f} ms  p95 {p(ms, 95):7.1f} ms  server CPU {cpu:6.1f} ms/request"
+                  f"  load {load:4.1f}  p50/floor {p(ms, 50) / floor:6.1f}{note}")
     finally:
         server.stop()
     if search:
@@ -242,6 +287,51 @@ def reads(target, sessions: int, n: int, model: str | None = None) -> None:
         if embedding:
             print(f"  {'the query embedding alone (local model, in-process)':<52} p50 {embedding[0]:7.1f} ms"
                   f"  p95 {embedding[1]:7.1f} ms")
+    return out
+
+
+def old_and_new(target, n: int) -> None:
+    """The statistics' query as the previous code ran it (each session's kept sums, every call's latency for the
+    medians) beside the kept rows by day, model, agent, run and source, in this process on the same database:
+    CPU ms per answer and the ratio, with the load."""
+    from reasonlog.store import usage
+
+    store = reasonlog.open_store(target)
+    flt = reasonlog.SessionFilter(limit=None)
+    fn_read = store._read  # noqa: SLF001 - a benchmark of the store's own query functions
+    backend = [fn_read(lambda cur: cur.execute("SELECT pg_backend_pid()").fetchone()[0])] \
+        if str(target).startswith("postgresql") else []
+    try:
+        for by, latencies in (("day", True), ("model", True), ("day", False)):
+            cost = {}
+            for name, fn in (("previous", usage.session_groups), ("kept rows", usage.stats_groups)):
+                fn_read(fn, by, flt, latencies)
+                t, server = time.process_time(), cpu_seconds(backend)
+                for _ in range(n):
+                    fn_read(fn, by, flt, latencies)
+                cost[name] = (time.process_time() - t + cpu_seconds(backend) - server) * 1000 / n
+            print(f"  in-process stats by {by}{' with medians' if latencies else ''}: previous query"
+                  f" {cost['previous']:7.1f} ms CPU, kept rows {cost['kept rows']:6.1f} ms CPU, ratio"
+                  f" {cost['previous'] / cost['kept rows']:6.1f} x  (this process{' + its backend' if backend else ''};"
+                  f" load {os.getloadavg()[0]:.1f})")
+    finally:
+        store.close()
+
+
+def scale(read_targets: dict[int, str], n: int) -> None:
+    """The usage routes at each size, and each figure's ratio to the smallest size's."""
+    figures = {}
+    for sessions, target in read_targets.items():
+        print(f"  -- {sessions:,} sessions, {sessions * CALLS * NEW_PER_CALL:,} messages")
+        figures[sessions] = reads(target, sessions, n, only_usage=True)
+        old_and_new(target, max(3, n // 20))
+    small, *larger = sorted(figures)
+    for big in larger:
+        for name, (p50, p95, cpu, load) in figures[big].items():
+            base = figures[small].get(name)
+            if base:
+                print(f"  {name:<52} {big:,} / {small:,} sessions: p50 {p50 / base[0]:5.2f} x, p95"
+                      f" {p95 / base[1]:5.2f} x, server CPU {cpu / base[2]:5.2f} x (loads {base[3]:.1f}, {load:.1f})")
 
 
 # Issue 20's targets (p95, ms) by a part of each route's name; issue 24's for search by meaning.
@@ -273,23 +363,24 @@ def ingestion(fresh_target, local_target) -> None:
           f" {'met' if local / remote >= 0.5 else 'NOT met'})")
 
 
-def targets(db: str | None, sessions: int):
-    """The cached read database and a fresh one for ingestion, for the dialect `db` names."""
+def targets(db: str | None, sessions: int, prefix: str = "bench_server", fresh: bool = True):
+    """The cached read database and a fresh one for ingestion (with `fresh`), for the dialect `db` names."""
     if not db:
         OUT.mkdir(parents=True, exist_ok=True)
-        fresh = Path(tempfile.mkdtemp()) / "ingest.db"
-        return OUT / f"server-{sessions}.db", fresh
+        return OUT / f"server-{sessions}.db", Path(tempfile.mkdtemp()) / "ingest.db"
     import uuid
 
     import psycopg
 
-    read_schema, fresh_schema = f"bench_server_{sessions}", "bench_ingest_" + uuid.uuid4().hex[:8]
+    read_schema, fresh_schema = f"{prefix}_{sessions}", "bench_ingest_" + uuid.uuid4().hex[:8]
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {read_schema}")
-        conn.execute(f"CREATE SCHEMA {fresh_schema}")
-        conn.execute(f"CREATE SCHEMA {fresh_schema}_local")
+        if fresh:
+            conn.execute(f"CREATE SCHEMA {fresh_schema}")
+            conn.execute(f"CREATE SCHEMA {fresh_schema}_local")
     joiner = "&" if "?" in db else "?"
-    return (f"{db}{joiner}options=-csearch_path%3D{read_schema}", f"{db}{joiner}options=-csearch_path%3D{fresh_schema}")
+    return (f"{db}{joiner}options=-csearch_path%3D{read_schema}&application_name={APP}",
+            f"{db}{joiner}options=-csearch_path%3D{fresh_schema}")
 
 
 def main(argv=None) -> int:
@@ -299,8 +390,19 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--skip-ingestion", action="store_true")
     ap.add_argument("--no-semantic", action="store_true", help="skip /v1/search by meaning (and cutting units)")
+    ap.add_argument("--scale", help="sizes in sessions, e.g. 10000,100000: the usage routes at each (built first)"
+                                    " with the ratios between them, and the previous query beside the kept rows")
+    ap.add_argument("--schema-prefix", default="bench_server", help="PostgreSQL: the read schemas' prefix")
     args = ap.parse_args(argv)
-    read_target, fresh = targets(args.db, args.sessions)
+    if args.scale:
+        sizes = [int(x) for x in args.scale.split(",")]
+        read_targets = {n: targets(args.db, n, args.schema_prefix, fresh=False)[0] for n in sizes}
+        for n, target in read_targets.items():
+            build(target, n)
+        print(f"{'PostgreSQL' if args.db else 'SQLite'}: usage at {', '.join(f'{n:,}' for n in sizes)} sessions")
+        scale(read_targets, args.requests)
+        return 0
+    read_target, fresh = targets(args.db, args.sessions, args.schema_prefix)
     print(f"{'PostgreSQL' if args.db else 'SQLite'}: {args.sessions:,} sessions,"
           f" {args.sessions * CALLS * NEW_PER_CALL:,} messages")
     build(read_target, args.sessions)

@@ -18,7 +18,8 @@ import pytest
 REAL_DATA = Path(platformdirs.user_data_dir("reasonlog", appauthor=False))
 TEST_HOME = Path(tempfile.mkdtemp(prefix="reasonlog-tests-home-"))
 atexit.register(shutil.rmtree, TEST_HOME, True)  # however the run ends (a run that selects no test included)
-_KEPT = {"REASONLOG_TEST_POSTGRES", "REASONLOG_REQUIRE_POSTGRES", "REASONLOG_RAISE_INTERNAL_ERRORS",
+_KEPT = {"REASONLOG_TEST_POSTGRES", "REASONLOG_REQUIRE_POSTGRES", "REASONLOG_TEST_CLICKHOUSE",
+         "REASONLOG_REQUIRE_CLICKHOUSE", "REASONLOG_RAISE_INTERNAL_ERRORS",
          "REASONLOG_TIMELINE_EXAMPLES",
          "REASONLOG_SCREENSHOTS"}
 for _name in [n for n in os.environ if n.startswith("REASONLOG_") and n not in _KEPT]:

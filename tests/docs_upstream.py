@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
+from local_http import LocalHTTPServer
 from sdk_server import load_chunks, load_json, sse
 
 ANSWERS = {  # the end of a request's path → (its recorded reply, its recorded stream, named SSE events, [DONE])
@@ -23,7 +24,7 @@ class DocsUpstream:
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict]] = []
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.httpd = LocalHTTPServer(("127.0.0.1", 0), _handler(self))
 
     @property
     def url(self) -> str:
@@ -34,8 +35,7 @@ class DocsUpstream:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.httpd.stop()
 
 
 def _reply(path: str, body: dict) -> tuple[int, bytes, str]:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import collections
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+from local_http import LocalHTTPServer
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
 
@@ -65,8 +67,7 @@ class FixtureServer:
         self.requests: list[dict] = []
         self.default: Reply | None = None
         self.request_ids = iter(f"req_{n:06d}" for n in range(10**9))
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._httpd.daemon_threads = True
+        self._httpd = LocalHTTPServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), daemon=True)
 
     @property
@@ -89,8 +90,7 @@ class FixtureServer:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._httpd.stop()
 
 
 def _handler(server: FixtureServer) -> type[BaseHTTPRequestHandler]:

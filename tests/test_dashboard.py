@@ -56,7 +56,7 @@ def tags_of(html: str) -> list[tuple[str, dict]]:
 def assert_inert(html: str, export: bool = False) -> None:
     tags = tags_of(html)
     scripts = [a.get("src") for t, a in tags if t == "script"]
-    assert scripts == ([] if export else ["/static/app.js"])
+    assert scripts == ([] if export else ["/static/app.js", "/static/live.js"])
     assert [(t, k) for t, a in tags for k in a if k.startswith("on")] == []
     assert [a["href"] for t, a in tags if a.get("href", "").lower().startswith(("javascript", "data"))] == []
     assert [t for t, _ in tags if t in ("img", "iframe", "object", "embed", "svg") and t != "svg"] == []

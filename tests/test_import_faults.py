@@ -3,6 +3,7 @@ once, a full disk stops the import with a clear reason and the next one finishes
 lost, the database intact."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -47,7 +48,7 @@ def reasonlog(db: Path, *args: str) -> subprocess.Popen:
 
 def consumed(db: Path) -> int:
     try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.1) as conn:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.1)) as conn:
             row = conn.execute("SELECT MAX(consumed) FROM import_files").fetchone()
             return row[0] or 0
     except sqlite3.Error:

@@ -328,3 +328,30 @@ def test_a_copy_of_imported_transcripts_is_reported_as_one_and_rejects_nothing(t
     status = json.loads(runner.invoke(cli, ["--db", str(db), "db", "status", "--json"]).output)
     assert status["rejected_records"] == 0
     assert (status["counts"]["sessions"], status["counts"]["calls"]) == (7, 243)
+
+
+def test_a_copy_of_a_transcript_cut_in_its_last_line_stays_a_copy_when_imported_again(tmp_path):
+    """A transcript whose last line is cut (the agent killed mid-write) is read up to that line; its copy in a second
+    folder is the same file, named a copy at every import. The second import adds nothing: the copy is not read then
+    either (read, its records with no instant of their own would come again, at its own mtime)."""
+    import os
+
+    from reasonlog.io.importing import ADDED, plan, run_import
+
+    source = Path(__file__).resolve().parent / "fixtures" / "claude_code" / "current"
+    name = "7c1e0a52-93b4-4f1d-9e8a-2b6c0d4e5f61.jsonl"
+    data = (source / name).read_bytes().rstrip(b"\n")
+    first, second = (tmp_path / "laptop" / name).resolve(), (tmp_path / "backup" / name).resolve()
+    for path, mtime in ((first, 1_780_000_000), (second, 1_780_000_060)):
+        path.parent.mkdir()
+        path.write_bytes(data[:-20])  # the last line (a title) cut short, without its newline
+        os.utime(path, (mtime, mtime))
+    store = reasonlog.open_store(tmp_path / "cut.db")
+    try:
+        files = plan([first.parent, second.parent], "claude-code")
+        reports = [run_import(store, files) for _ in range(2)]
+    finally:
+        store.close()
+    assert [r.copies for r in reports] == [[(str(second), str(first))], [(str(second), str(first))]]
+    assert reports[0].added == {"sessions": 2, "calls": 3, "messages": 6, "tool_results": 0, "outcomes": 9}  # (18: cut)
+    assert reports[1].added == dict.fromkeys(ADDED, 0)

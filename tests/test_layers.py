@@ -17,7 +17,7 @@ LAYERS = (
     {"providers", "redact", "conversation", "titles"},
     {"store"},
     {"capture", "query", "reasoning"},
-    {"io", "summaries", "demo", "langchain", "claude_agent", "replay", "semantic", "mcp"},
+    {"io", "summaries", "demo", "langchain", "claude_agent", "replay", "semantic", "mcp", "evaluation", "mirror"},
     {"server", "cli", "__main__"},
 )
 LAYER = {name: n for n, names in enumerate(LAYERS) for name in names}

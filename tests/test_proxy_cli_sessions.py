@@ -8,12 +8,12 @@ import os
 import subprocess
 import sys
 import threading
-from http.server import ThreadingHTTPServer
 
 import orjson
 import pytest
 from agent_upstream import Handler
 from fastapi.testclient import TestClient
+from local_http import LocalHTTPServer
 from proxy_upstream import Reply, Upstream, anthropic_events, responses_events
 from sdk_server import load_json, sse
 from serving import free_port
@@ -121,10 +121,10 @@ def test_an_opencode_loop_over_anthropic_is_one_session_with_its_title_call_besi
 
 @pytest.fixture
 def chat_upstream():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = LocalHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    server.stop()
 
 
 @pytest.mark.slow

@@ -344,6 +344,18 @@ def test_a_day_of_every_model_says_what_each_model_day_says(db):
 # ---------------------------------------------------------------------------- upgrading to schema 13
 
 
+def _back_to_17(db) -> list[str]:
+    """Migration 18 undone: its triggers (on PostgreSQL with their functions), tables and record."""
+    from reasonlog.store import rollups
+
+    pg = str(db).startswith("postgresql")
+    return [*(sql for name, _, table, _, _ in rollups.triggers()
+              for sql in ((f"DROP TRIGGER {name} ON {table}", f"DROP FUNCTION {name}()") if pg
+                          else (f"DROP TRIGGER {name}",))),
+            "DROP TABLE usage_daily", "DROP TABLE latency_daily", "DROP TABLE latency_buckets",
+            "DELETE FROM _reasonlog_migrations WHERE number = 18"]
+
+
 _BACK_TO_12 = ["DROP TABLE annotations", "DELETE FROM _reasonlog_migrations WHERE number = 17",
                "DROP INDEX calls_provider_message", "ALTER TABLE calls DROP COLUMN counted_in",
                "DELETE FROM _reasonlog_migrations WHERE number = 16", "DROP TABLE usage_rollup",
@@ -370,11 +382,11 @@ def test_a_database_upgraded_to_schema_13_counts_and_finds_what_it_held(db):
     store.write_batch(_model_day("day", "2025-10-02", {"action_type": "buy", "symbol": "NVDA"}))
     expected = {by: query.stats(store, by, SessionFilter(limit=None)) for by in query.STAT_KEYS}
     store.close()
-    for sql in _BACK_TO_12 + (_PG_WORD_INDEX if str(db).startswith("postgresql") else []):
+    for sql in _back_to_17(db) + _BACK_TO_12 + (_PG_WORD_INDEX if str(db).startswith("postgresql") else []):
         _tamper(db, sql)
     store = open_store(db)
-    assert store.schema_version() == 17  # 13, then 14 (replay_of), 15 (search by meaning), 16 (counted_in), 17
-    # (annotations) again
+    assert store.schema_version() == 18  # 13, then 14 (replay_of), 15 (search by meaning), 16 (counted_in), 17
+    # (annotations), 18 (usage by day, model, agent, run and source) again
     assert {by: query.stats(store, by, SessionFilter(limit=None)) for by in query.STAT_KEYS} == expected
     assert [(h["session_id"], h["kind"]) for h in store.search("bought", SessionFilter(limit=None))] == \
         [("day", "message")]

@@ -264,7 +264,9 @@ def test_an_interrupted_replay_keeps_what_came_back(db_path, recorded, monkeypat
     import sys
     import threading
     import time
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
+
+    from local_http import LocalHTTPServer
 
     answered, release = [], threading.Event()
     body = json.dumps(load_json("anthropic-messages", "anthropic-text.json")).encode()
@@ -284,7 +286,7 @@ def test_an_interrupted_replay_keeps_what_came_back(db_path, recorded, monkeypat
         def log_message(self, *args):
             pass
 
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    upstream = LocalHTTPServer(("127.0.0.1", 0), Slow)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test"}
     child = subprocess.Popen([sys.executable, "-m", "reasonlog", "--db", str(db_path), "replay", recorded, "--send",
@@ -303,7 +305,7 @@ def test_an_interrupted_replay_keeps_what_came_back(db_path, recorded, monkeypat
         _, err = child.communicate(timeout=30)
     finally:
         release.set()
-        upstream.shutdown()
+        upstream.stop()
     assert child.returncode != 0 and "Traceback" not in err, err
     store = reasonlog.open_store(db_path, read_only=True)
     replay = store.get_session(store.replay_links(recorded)["replays"][0])

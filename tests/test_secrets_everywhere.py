@@ -27,6 +27,7 @@ from click.testing import CliRunner
 from conftest import FIXTURES
 from fastapi.testclient import TestClient
 from helpers import PEM_BODY, SECRETS
+from local_http import LocalHTTPServer
 from test_import_exchange_jsonl import recorded_session
 from test_ingest import Served, free_port
 from test_otlp import genai_attributes
@@ -237,7 +238,7 @@ class Catching(http.server.BaseHTTPRequestHandler):
 def test_a_recorder_pointed_at_a_server_sends_nothing_unmasked(tmp_path, monkeypatch):
     """What leaves the recorder's process: the bodies a server receives from `Recorder("http://…")`."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Catching)
+    server = LocalHTTPServer(("127.0.0.1", 0), Catching)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         rec = reasonlog.Recorder(f"http://127.0.0.1:{server.server_port}", writer="sync")
@@ -246,7 +247,7 @@ def test_a_recorder_pointed_at_a_server_sends_nothing_unmasked(tmp_path, monkeyp
                    raw=planted("raw").encode())
         rec.close()
     finally:
-        server.shutdown()
+        server.stop()
     sent = b"".join(Catching.bodies)
     assert sent.count(b'"event":"call"') == 1 and leaks(sent) == []
     raw = [base64.b64decode(m) for m in re.findall(rb'"\$reasonlog.bytes":"([^"]*)"', sent)]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import statistics
 from collections import defaultdict, deque
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -14,7 +13,7 @@ import orjson
 from . import accounting, providers
 from .parts import Part, parts_of, searchable_text
 from .store import SessionFilter, StoreReader
-from .usage_sql import STAT_KEYS
+from .usage_sql import STAT_KEYS, median_of
 
 TOKEN_FIELDS = accounting.TOKENS
 
@@ -215,7 +214,9 @@ def stats(store: StoreReader, by: str, flt: SessionFilter, latency: bool = True)
     """Calls, errors, tokens by kind, cost and latency, grouped by day (UTC), model, agent or run.
 
     Tokens and cost follow `reasonlog.accounting`: an exchange's SDK-reported figures replace its calls'.
-    `latency=False` leaves the median out (None), which spares reading every call's latency.
+    `latency=False` leaves the median out (None). The median is the middle call's latency bucket (usage_sql.EDGES:
+    2.2 % wide) answered by its geometric middle: within 1.1 % of the exact median whenever the two middle calls of
+    an even count share a bucket, and the lower middle's bucket otherwise.
     """
     if by not in STAT_KEYS:
         raise ValueError(f"by: expected one of {', '.join(STAT_KEYS)}, got {by!r}")
@@ -224,11 +225,10 @@ def stats(store: StoreReader, by: str, flt: SessionFilter, latency: bool = True)
 
 
 def _summarise(by: str, key: Any, t: dict) -> dict:
-    latencies = t.get("latencies") or ()
     out = {by: key, "calls": t["calls"], "errors": t["errors"], **{f: t[f] for f in TOKEN_FIELDS}}
     out["cost_usd"] = t["cost_usd"]
     out["calls_without_cost"] = t["calls_without_cost"]
-    out["latency_ms_p50"] = statistics.median(latencies) if latencies else None
+    out["latency_ms_p50"] = median_of(t.get("histogram") or {})
     out["latency_ms_mean"] = round(t["latency_ms_sum"] / t["latency_count"], 3) if t["latency_count"] else None
     return out
 

@@ -1,4 +1,5 @@
-"""The SQL that reads the usage kept as calls are written (`usage_rollup`), importing nothing.
+"""The SQL that reads the usage kept as calls are written (`usage_rollup`, `usage_daily`, `latency_daily`), and the
+latency histograms' buckets, importing nothing.
 
 store/usage.py builds its statistics queries from these texts, and `reasonlog stats --json` (cli/quick_stats.py)
 runs the same texts on a SQLite file without importing the store (`read_kept`, here so that the CLI holds no SQL),
@@ -13,7 +14,9 @@ TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tok
 SUMS = ("calls", "errors", *TOKENS, "cost_usd", "calls_without_cost", "latency_ms_sum", "latency_count")
 
 # Where a session came from: the `source` label importers set (claude-code, codex, …), else "recorded".
-SOURCE = "COALESCE((SELECT l.value FROM session_labels l WHERE l.key = 'source' AND l.session_id = s.id), 'recorded')"
+# A session holding two `source` labels (none of ours writes two) is counted under the first in byte order.
+SOURCE = ("COALESCE((SELECT MIN(l.value) FROM session_labels l WHERE l.key = 'source' AND l.session_id = s.id),"
+          " 'recorded')")
 
 # Exchanges whose stats may report a cost (store/usage.py: what makes a session irregular).
 _REPORTING = "SELECT id, session_id FROM exchanges WHERE stats_json IS NOT NULL AND stats_json LIKE '%\"cost_usd\"%'"
@@ -41,6 +44,67 @@ CALL_KEYS = {"day": "SUBSTR(c.started_at, 1, 10)", "model": "c.model", "agent": 
              "source": SOURCE}
 
 
+# The same keys as `usage_daily`'s rows (alias `d`, migration 18) name them: '' there stands for no model, agent, run.
+DAILY_KEYS = {"day": "d.day", "model": "NULLIF(d.model, '')", "agent": "NULLIF(d.agent, '')",
+              "run": "NULLIF(d.run, '')", "source": "d.source"}
+KEY_COLUMNS = ("day", "model", "agent", "run", "source")
+DAILY_SUMS = (*SUMS, "priced")  # priced: how many usage_rollup rows under the key have a cost (0: cost_usd is None)
+
+# ---------------------------------------------------------------- latency histograms (migration 18)
+# Bucket k holds the latencies in [2 ** (k / 32), 2 ** ((k + 1) / 32)) milliseconds: 32 a doubling, each 2.2 %
+# wide, from 2 ** -10 ms (about 1 microsecond) up; bucket LOWEST - 1 holds anything below (0 and less), and the
+# highest is open above 2 ** 24 ms (4.7 hours). Every edge is the float Python computes here, stored as it is in
+# `latency_buckets`, so that SQL (a comparison of two floats) and Python (bisect) put a latency in one bucket.
+PER_DOUBLING, LOWEST, HIGHEST = 32, -320, 768
+EDGES = [2.0 ** (k / PER_DOUBLING) for k in range(LOWEST, HIGHEST + 1)]
+
+
+def bucket_of(latency_ms: float) -> int:
+    """The bucket of a latency (see EDGES)."""
+    from bisect import bisect_right
+
+    return LOWEST - 1 + bisect_right(EDGES, latency_ms)
+
+
+def bucket_value(bucket: int) -> float:
+    """What a bucket answers for a latency in it: its geometric middle (within 1.1 % of anything in it), to the
+    microsecond; 0.0 for the bucket below the lowest edge."""
+    return 0.0 if bucket < LOWEST else round(2.0 ** ((bucket + 0.5) / PER_DOUBLING), 3)
+
+
+def median_of(histogram: dict[int, int]) -> float | None:
+    """The median of a latency histogram (bucket -> calls): the value of the bucket holding the middle call, the
+    lower of the two middle ones when the count is even. None for no calls."""
+    total = sum(histogram.values())
+    seen, rank = 0, (total + 1) // 2
+    for bucket in sorted(histogram):
+        seen += histogram[bucket]
+        if rank and seen >= rank:
+            return bucket_value(bucket)
+    return None
+
+
+def daily_sql(key_sql: str, where: list[str]) -> str:
+    """The kept sums by day, model, agent, run and source (`usage_daily`, alias `d`), grouped by `key_sql` under the
+    conditions `where`; a key whose calls were all deleted (every sum back to 0) is no row."""
+    return (f"SELECT {key_sql}, {', '.join(f'SUM(d.{c})' for c in DAILY_SUMS)} FROM usage_daily d"
+            f"{' WHERE ' + ' AND '.join(where) if where else ''} GROUP BY {key_sql} HAVING SUM(d.calls) <> 0")
+
+
+def histogram_sql(key_sql: str, where: list[str]) -> str:
+    """The kept latency histograms (`latency_daily`, alias `d`) grouped by `key_sql` under the conditions `where`."""
+    return (f"SELECT {key_sql}, d.bucket, SUM(d.calls) FROM latency_daily d"
+            f"{' WHERE ' + ' AND '.join(where) if where else ''} GROUP BY {key_sql}, d.bucket HAVING SUM(d.calls) <> 0")
+
+
+def daily_totals(row: tuple) -> dict:
+    """A `daily_sql` row's sums by name, cost None where no row under the key had one."""
+    sums = dict(zip(DAILY_SUMS, row[1:], strict=True))
+    if not sums.pop("priced"):
+        sums["cost_usd"] = None
+    return sums
+
+
 def grouped_sql(key_sql: str, where: str, days: list[str]) -> str:
     """The regular sessions' kept sums grouped by `key_sql`, for the sessions `where` selects (alias `s`) and the
     conditions on the rollup's day in `days`."""
@@ -56,11 +120,12 @@ def latencies_sql(key_sql: str, where: str, span: str) -> str:
     """The regular sessions' call latencies with their key (`key_sql` over calls `c` and sessions `s`), for the
     sessions `where` selects and the calls the condition `span` (on `c.started_at`, or '') keeps."""
     return (f"SELECT {key_sql}, c.latency_ms FROM calls c JOIN sessions s ON s.id = c.session_id"
-            f" WHERE {where} AND NOT {IRREGULAR} AND c.latency_ms IS NOT NULL{' AND ' + span if span else ''}")
+            f" WHERE {where} AND NOT {IRREGULAR} AND c.latency_ms IS NOT NULL AND c.counted_in IS NULL"
+            f"{' AND ' + span if span else ''}")
 
 
 def read_kept(conn, by: str, schema: int) -> tuple[dict, dict] | None:
-    """The kept sums by `by` and, when any call has a latency, the latencies by `by`, from a DB-API connection to a
+    """The kept sums by `by` and the latency histograms by `by` (bucket -> calls), from a DB-API connection to a
     SQLite file of `schema` in which no session is irregular; None when the file is of another schema or holds an
     exchange reporting its own cost (the store answers those)."""
     conn.execute("BEGIN")  # one snapshot: no reporting exchange may come in between the queries
@@ -68,12 +133,8 @@ def read_kept(conn, by: str, schema: int) -> tuple[dict, dict] | None:
         return None
     if conn.execute(ANY_REPORTING).fetchone()[0]:
         return None
-    sums = {r[0]: dict(zip(SUMS, r[1:], strict=True))
-            for r in conn.execute(grouped_sql(GROUP_KEYS[by], "1=1", [])).fetchall()}
-    latencies: dict = {}
-    # The medians read every call's latency; the kept counts say first whether any call has one (an imported
-    # transcript states none). Every statistic the store gives rests on the same counts (`db check`).
-    if any(s["latency_count"] for s in sums.values()):
-        for key, value in conn.execute(latencies_sql(CALL_KEYS[by], "1=1", "")):
-            latencies.setdefault(key, []).append(value)
-    return sums, latencies
+    sums = {r[0]: daily_totals(r) for r in conn.execute(daily_sql(DAILY_KEYS[by], [])).fetchall()}
+    histograms: dict = {}
+    for key, bucket, calls in conn.execute(histogram_sql(DAILY_KEYS[by], [])):
+        histograms.setdefault(key, {})[bucket] = calls
+    return sums, histograms

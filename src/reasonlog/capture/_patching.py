@@ -68,13 +68,15 @@ class Router:
 class Handle:
     """Undo handle of one instrumented client: `undo()` puts back every attribute it replaced.
 
-    Copies of the client made while it was instrumented (`with_options`) are undone with it.
+    Copies of the client made while it was instrumented (`with_options`) are undone with it. The handle is the
+    value of a weak mapping keyed by the client, so it holds the client and what it patched weakly: a strong
+    reference would keep every instrumented client (and its open connections) alive after the agent drops it.
     """
 
     def __init__(self, client: Any, router: Router, owns_router: bool = True):
         self.router, self.owns_router = router, owns_router
         self._client = weakref.ref(client)
-        self._patches: list[tuple[Any, str, Any]] = []
+        self._patches: list[tuple[weakref.ref, str, Any]] = []
         self._copies: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
     @property
@@ -89,12 +91,15 @@ class Handle:
         """Replace `owner.name` on this instance only with `wrap(original)`."""
         previous = vars(owner).get(name, _ABSENT)
         setattr(owner, name, wrap(getattr(owner, name)))
-        self._patches.append((owner, name, previous))
+        self._patches.append((weakref.ref(owner), name, previous))
 
     def undo(self) -> None:
         """Restore the client (and its copies) as it was; calls recorded stay recorded. Safe to call twice."""
         while self._patches:
-            owner, name, previous = self._patches.pop()
+            owner_ref, name, previous = self._patches.pop()
+            owner = owner_ref()
+            if owner is None:
+                continue
             if previous is _ABSENT:
                 vars(owner).pop(name, None)
             else:

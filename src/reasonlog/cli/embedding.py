@@ -4,7 +4,16 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 from .group import cli, emit_json
 
@@ -15,14 +24,17 @@ STAGES = {"cut": "cutting sessions into units", "embed": "embedding"}
 @click.option("--limit", type=click.IntRange(min=0), default=0, show_default=True,
               help="Embed at most this many texts, then stop (0: all of them).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@click.option("--progress-every", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="SECONDS",
+              help="When standard error is not a terminal: a progress line this often (0: after every batch).")
 @click.pass_obj
-def embed(obj, limit, as_json):
+def embed(obj, limit, as_json, progress_every):
     """Embed what was recorded or imported since the last run, for `reasonlog search --mode semantic|hybrid`.
 
     The model is the local all-MiniLM-L6-v2 (the `semantic` extra), or the OpenAI-compatible server that
     REASONLOG_EMBEDDINGS_URL and REASONLOG_EMBEDDINGS_MODEL name. Each batch is committed with its vectors, so a
-    run stopped at any point (Ctrl-C, a kill) goes on from there the next time."""
-    from ..semantic.backlog import embed_backlog
+    run stopped at any point (Ctrl-C, a kill) goes on from there the next time. On a terminal a bar shows the texts
+    done of the total, the rate and the time left; otherwise a line says the same every --progress-every seconds."""
+    from ..semantic.backlog import Ticker, embed_backlog
     from ..semantic.search import embedder_for
 
     store = obj.writable
@@ -30,7 +42,8 @@ def embed(obj, limit, as_json):
     click.echo(f"embedding with {embedder.model}", err=True)
     show = not as_json and sys.stderr.isatty()
     if show:
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
+                   TimeRemainingColumn())
         with Progress(*columns, transient=True, console=_stderr()) as bar:
             tasks: dict[str, TaskID] = {}
 
@@ -39,6 +52,9 @@ def embed(obj, limit, as_json):
                     tasks[stage] = bar.add_task(STAGES[stage], total=total)
                 bar.update(tasks[stage], completed=done, total=total)
             done = embed_backlog(store, embedder, limit or None, progress=progress)
+    elif not as_json:
+        done = embed_backlog(store, embedder, limit or None,
+                             progress=Ticker(lambda line: click.echo(line, err=True), progress_every))
     else:
         done = embed_backlog(store, embedder, limit or None)
     report = {"model": embedder.model, "units_cut": done.units_cut, "embedded": done.embedded,
@@ -48,6 +64,13 @@ def embed(obj, limit, as_json):
     rate = f" ({done.embedded / done.seconds:,.1f} a second)" if done.embedded and done.seconds else ""
     left = f"; {done.left} left (run it again)" if done.left else ""
     click.echo(f"{done.units_cut} new units; {done.embedded} texts embedded in {done.seconds:.1f} s{rate}{left}")
+
+
+class RateColumn(ProgressColumn):
+    """Texts a second, as rich measures them over the last half minute."""
+
+    def render(self, task) -> Text:
+        return Text(f"{task.speed:,.1f}/s" if task.speed else "", style="progress.data.speed")
 
 
 def _stderr():

@@ -11,15 +11,18 @@ from . import (  # noqa: F401  (their commands)
     data,
     database,
     embedding,
+    evaluate,
     importing,
     keys,
     mcp_command,
+    mirroring,
     proxy,
     read,
     reason,
     serve,
     show,
     summarize,
+    tail,
 )
 from .group import Context, cli
 

@@ -7,7 +7,7 @@ when the one before cannot answer:
 
 1. A SQLite file of the current schema in which no session is irregular (no exchange reports its own cost, so
    every session's usage is the plain sums kept as its calls were written; store/usage.py) is read here with
-   the `sqlite3` C module alone: the kept sums and the calls' latencies (for the medians), by the same SQL texts
+   the `sqlite3` C module alone: the kept sums and latency histograms (for the medians), by the same SQL texts
    the store runs (usage_sql.py), in one read transaction, the file opened read-only and never migrated. The
    rows are built as `query.stats` builds them and written as orjson writes them, and the process ends without
    tearing the interpreter down. Importing the store, `query` and orjson (which imports `dataclasses`, `uuid`
@@ -22,10 +22,10 @@ Every answer is byte for byte what click's command prints (tests/test_cli_quick_
 import os
 import sys
 
-from ..usage_sql import STAT_KEYS, TOKENS, read_kept
+from ..usage_sql import STAT_KEYS, TOKENS, median_of, read_kept
 
 # The schema the SQLite reader knows (store/schema.py, SQLITE_MIGRATIONS); another goes through the store.
-SCHEMA = 17  # 17 added annotations, which usage does not read
+SCHEMA = 18  # 18 keeps usage by day, model, agent, run and source, which this reads
 
 
 def parse(argv: list[str]) -> tuple[str | None, str] | None:
@@ -127,28 +127,21 @@ def sqlite_stats(path: str, by: str) -> bytes | None:
         conn.close()
     if read is None:
         return None
-    sums, latencies = read
-    rows = [_row(by, key, sums[key], latencies.get(key)) for key in sorted({*sums}, key=str)]
+    sums, histograms = read
+    rows = [_row(by, key, sums[key], histograms.get(key)) for key in sorted({*sums}, key=str)]
     return dumps(rows)
 
 
-def _row(by: str, key, sums: dict, latencies: list | None) -> dict:
+def _row(by: str, key, sums: dict, histogram: dict | None) -> dict:
     """A statistics row as `query.stats` makes it of the kept sums alone (store/usage.py: `merge`, with no
     ledger entries; query.py: `_summarise`)."""
     out = {by: key, **{k: int(sums[k] or 0) for k in ("calls", "errors", *TOKENS)}}
     out["cost_usd"] = None if sums["cost_usd"] is None else round(0.0 + sums["cost_usd"], 12)
     out["calls_without_cost"] = int(sums["calls_without_cost"] or 0)
-    out["latency_ms_p50"] = _median(latencies) if latencies else None
+    out["latency_ms_p50"] = median_of(histogram or {})
     latency_sum, count = 0 + (sums["latency_ms_sum"] or 0.0), int(sums["latency_count"] or 0)
     out["latency_ms_mean"] = round(latency_sum / count, 3) if count else None
     return out
-
-
-def _median(values: list):
-    """statistics.median, without importing `statistics` (and `fractions`, `decimal`, `random` with it)."""
-    values = sorted(values)
-    half = len(values) // 2
-    return values[half] if len(values) % 2 else (values[half - 1] + values[half]) / 2
 
 
 def dumps(rows: list[dict]) -> bytes:

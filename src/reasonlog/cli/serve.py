@@ -33,9 +33,11 @@ from .group import cli
 @click.option("--shutdown-grace", type=click.FloatRange(min=0, max=600), default=3.0, show_default=True,
               metavar="SECONDS", help="On SIGTERM or Ctrl-C, what requests under way get to finish before they"
                                       " are cancelled; the process ends at most 2 s after that.")
+@click.option("--mirror", metavar="TARGET", help="A ClickHouse mirror (reasonlog mirror push TARGET) that answers"
+                                                 " usage, statistics and session lists while it is caught up.")
 @click.pass_obj
 def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, summarize_base_url, summarize_every,
-          embed, embed_every, shutdown_grace):
+          embed, embed_every, shutdown_grace, mirror):
     """Serve the database over HTTP: /reasoning, /healthz, /readyz, and the OpenAPI schema at /openapi.json.
 
     Once a key exists, every request but /healthz needs one: `Authorization: Bearer <key>`."""
@@ -55,11 +57,13 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
         from ..server.app import serve_app
     except ImportError:
         raise StoreError("reasonlog serve needs the server extra: pip install 'reasonlog[server]'") from None
+    if mirror is not None:
+        _check_mirror(mirror)
     port_is_free(host, port)
     click.echo(f"serving {obj.shown} on http://{host}:{port} with {workers} worker(s) (Ctrl-C stops)", err=True)
     # Recorded text is never logged: no access log (URLs carry search terms), warnings only.
     if workers == 1:
-        app = serve_app(path, deployment_mode=os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
+        app = serve_app(path, mirror=mirror, deployment_mode=os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
                         summarizer=make, summarize_every_s=summarize_every,
                         embedder=_embedder(path) if embed else None, embed_every_s=embed_every,
                         max_body_bytes=int(max_body_mb * (1 << 20)), exit_within_s=ending.EXIT_WITHIN_S)
@@ -71,8 +75,21 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
                    err=True)
     os.environ["REASONLOG_SERVE_DB"] = str(path)  # each worker process builds its app from these
     os.environ["REASONLOG_SERVE_MAX_BODY"] = str(int(max_body_mb * (1 << 20)))
+    os.environ["REASONLOG_SERVE_MIRROR"] = mirror or ""
     uvicorn.run("reasonlog.server.app:app_from_environment", factory=True, host=host, port=port, workers=workers,
                 log_level="warning", access_log=False, timeout_graceful_shutdown=shutdown_grace)
+
+
+def _check_mirror(target: str) -> None:
+    """Reach the mirror before serving, so a wrong TARGET is said at once rather than on the first request."""
+    try:
+        from ..mirror import engine
+    except ImportError:  # pragma: no cover
+        raise StoreError("serve --mirror needs the mirror extra: pip install 'reasonlog[mirror]'") from None
+    try:
+        engine.connect(target)
+    except engine.MirrorError as exc:
+        raise StoreError(f"--mirror: {exc}") from None
 
 
 def port_is_free(host: str, port: int) -> None:

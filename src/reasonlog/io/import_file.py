@@ -84,8 +84,8 @@ def import_file(store: ImportStore, given: Path, imp: Importer, report: Report, 
     if start == 0 and not progress.sessions:
         report.empty.append(str(given))
         _one_line_for_an_unknown_version(report, before, str(given), imp.name)
-    if copies is not None and row is None:
-        copies.add(path, imp.name, st.st_size)
+    if copies is not None and row is None and progress.row is not None:
+        copies.add(progress.row)
 
 
 def _one_line_for_an_unknown_version(report: Report, before: int, where: str, fmt: str) -> None:
@@ -214,25 +214,25 @@ class _Reading:
 
 
 class Copies:
-    """The files imported whole, by name, format and size, to tell a copy of one (the same transcripts in a
-    second folder) from a new file: a copy has the same last 4 KiB too. Its sessions are in the database
-    already, so it is reported as a copy and not read (reading it would add its exchanges a second time)."""
+    """The files imported, by name, format and size, to tell a copy of one (the same transcripts in a second folder)
+    from a new file: a copy has the same 4 KiB before where the import stopped too. Its sessions are in the database
+    already, so it is reported as a copy and not read (reading it would add its exchanges a second time). Told from
+    the files' rows alone (`add` takes the row just written), so a copy is one at every import: a file read short of
+    its end (a last line cut) is an original too, else its copy, passed over first, would be read by the next."""
 
     def __init__(self, rows: list[dict]):
-        self._by: dict[tuple[str, str, int], list[tuple[str, str | None]]] = {}
+        self._by: dict[tuple[str, str, int], list[tuple[str, int, str | None]]] = {}
         for r in rows:
-            if r["consumed"] == r["size"]:
-                self._by.setdefault((Path(r["path"]).name, r["format"], r["size"]), []).append(
-                    (r["path"], r["tail_hash"]))
+            self.add(r)
 
     def original_of(self, path: Path, fmt: str, size: int) -> str | None:
         found = self._by.get((path.name, fmt, size), [])
-        tail = _tail_hash(path, size) if found else None
-        return next((p for p, h in found if p != str(path) and h is not None and h == tail), None)
+        return next((p for p, consumed, h in found
+                     if p != str(path) and h is not None and h == _tail_hash(path, consumed)), None)
 
-    def add(self, path: Path, fmt: str, size: int) -> None:
-        if path.exists() and path.stat().st_size == size:
-            self._by.setdefault((path.name, fmt, size), []).append((str(path), _tail_hash(path, size)))
+    def add(self, row: dict) -> None:
+        self._by.setdefault((Path(row["path"]).name, row["format"], row["size"]), []).append(
+            (row["path"], row["consumed"], row["tail_hash"]))
 
 
 def _storable(event: Event, feed: Feed) -> bool:
@@ -256,16 +256,18 @@ class _FileProgress:
     sessions: set[str]
     skipped: int           # skips counted in the row so far
     reported: int          # len(report.skipped) when they were counted
+    row: dict | None = None  # the file's row as last written
 
     def write(self, store: ImportStore, events: list[Event], cp: Checkpoint, report: Report) -> None:
         self.skipped += len(report.skipped) - self.reported
         self.reported = len(report.skipped)
         state = orjson.loads(cp.state) if cp.state is not None else {}
         state["$line"] = cp.line
-        store.write_batch(events, None, imports=[{
+        self.row = {
             "path": str(self.path), "format": self.importer.name, "size": self.stat.st_size,
             "mtime_ns": self.stat.st_mtime_ns, "consumed": cp.offset, "tail_hash": _tail_hash(self.path, cp.offset),
-            "state": state, "sessions": sorted(self.sessions), "skipped": self.skipped, "imported_at": utc_now()}])
+            "state": state, "sessions": sorted(self.sessions), "skipped": self.skipped, "imported_at": utc_now()}
+        store.write_batch(events, None, imports=[self.row])
 
 
 def _tail_hash(path: Path, offset: int) -> str | None:

@@ -4,7 +4,8 @@ One line per session: an ExportTraceServiceRequest whose spans are the session's
 conversation id, the model and provider, the messages sent and received as `gen_ai.input.messages`,
 `gen_ai.system_instructions` and `gen_ai.output.messages` (typed parts), the tool definitions, and usage
 where input tokens include the cached ones, as the conventions count them. Each line can be posted as it
-is to an OpenTelemetry collector's `/v1/traces`, or to reasonlog's. Trace and span ids are hashes of the
+is to an OpenTelemetry collector's `/v1/traces`, or to reasonlog's. A score on a call (docs/review.md) is a
+`gen_ai.evaluation.result` event of its span. Trace and span ids are hashes of the
 session and call ids, so exporting twice gives the same ids and a backend that keys by them keeps one copy.
 """
 from __future__ import annotations
@@ -26,6 +27,10 @@ def session_requests(store: Any, session_ids: list[str]) -> Iterator[bytes]:
         calls = [store.get_call(c["id"]) for c in session["calls"]]
         trace_id = _hash(sid, 16)
         spans = [_span(session, call, trace_id) for call in calls]
+        scores = _call_scores(session.get("annotations") or ())
+        for span, call in zip(spans, calls, strict=True):
+            if call["id"] in scores:
+                span["events"] = [_evaluation(a, call) for a in scores[call["id"]]]
         request = {"resourceSpans": [{
             "resource": {"attributes": _attributes({"service.name": session.get("agent") or "reasonlog"})},
             "scopeSpans": [{"scope": {"name": "reasonlog", "version": __version__}, "spans": spans}]}]}
@@ -68,6 +73,27 @@ def _span(session: dict, call: dict, trace_id: str) -> dict:
             "startTimeUnixNano": str(start), "endTimeUnixNano": str(end),
             "attributes": _attributes({k: v for k, v in attributes.items() if v is not None}),
             "status": {"code": 2} if call.get("status") == "error" else {}}
+
+
+def _call_scores(annotations: Any) -> dict[str, list[dict]]:
+    """A call's scores by call id: the conventions place an evaluation on the span of the operation it judges,
+    so scores on a session or an exchange (no span of theirs), notes and labels have no place and stay out."""
+    found: dict[str, list[dict]] = {}
+    for a in annotations:
+        if a["kind"] == "score" and a.get("call_id"):
+            found.setdefault(a["call_id"], []).append(a)
+    return found
+
+
+def _evaluation(a: dict, call: dict) -> dict:
+    """A score as a `gen_ai.evaluation.result` event: a number as `score.value`, a category as `score.label`."""
+    value = a["value"]
+    attributes = {"gen_ai.evaluation.name": a["name"], "gen_ai.response.id": call.get("provider_message_id"),
+                  "reasonlog.annotation.source": a["source"], "reasonlog.annotation.by": a.get("by")}
+    attributes["gen_ai.evaluation.score.value" if isinstance(value, int | float) else
+               "gen_ai.evaluation.score.label"] = value
+    return {"timeUnixNano": str(_ns(a["created_at"])), "name": "gen_ai.evaluation.result",
+            "attributes": _attributes({k: v for k, v in attributes.items() if v is not None})}
 
 
 def _message(m: Any) -> dict:

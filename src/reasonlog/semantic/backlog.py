@@ -3,7 +3,10 @@
 A pass cuts the sessions with new text into units (store/units.py), then embeds the texts no vector of the
 embedder's model has, `batch` at a time, each batch committed with its vectors: a pass killed at any point loses
 the batch under way at most, and the next pass embeds exactly what has no vector (a vector is stored once per
-text and model). Then the sessions' mean vectors are brought up to date. Runs in `reasonlog embed` and in
+text and model). The backlog is read `WINDOW` texts at a time and each window embedded shortest first, so that
+the texts a batch pads to one length are of nearly one length (benchmarks/bench_semantic.py embed: padding was
+most of the model's work when batches mixed a 20-word message with a 150-word tool output). Then the sessions'
+mean vectors are brought up to date. Runs in `reasonlog embed` and in
 `reasonlog serve`'s background thread, never on a recorder's thread.
 """
 from __future__ import annotations
@@ -17,6 +20,7 @@ from ..store import Store
 from .embedders import Embedder
 
 BATCH = 64  # texts embedded and committed together
+WINDOW = 1024  # texts read from the backlog at a time and sorted by length
 
 
 @dataclass
@@ -42,21 +46,30 @@ def embed_backlog(store: Store, embedder: Embedder, limit: int | None = None, ba
     total = store.semantic_counts(embedder.model)["backlog"]
     goal = total if limit is None else min(limit, total)
     after = 0
-    while done.embedded < goal and not (stop is not None and stop.is_set()):
-        todo = store.unit_backlog(embedder.model, min(batch, goal - done.embedded), after)
-        if not todo:
+    while done.embedded < goal and not _stopped(stop):
+        window = store.unit_backlog(embedder.model, min(WINDOW, goal - done.embedded), after)
+        if not window:
             break
-        vectors = embedder.embed([text for _, text in todo])
-        store.save_vectors(embedder.model, [(tid, v) for (tid, _), v in zip(todo, vectors, strict=True)])
-        done.embedded += len(todo)
-        after = todo[-1][0]
-        if progress is not None:
-            progress("embed", done.embedded, goal)
+        after = window[-1][0]
+        window.sort(key=lambda item: len(item[1]))
+        for start in range(0, len(window), batch):
+            if _stopped(stop):
+                break
+            todo = window[start:start + batch]
+            vectors = embedder.embed([text for _, text in todo])
+            store.save_vectors(embedder.model, [(tid, v) for (tid, _), v in zip(todo, vectors, strict=True)])
+            done.embedded += len(todo)
+            if progress is not None:
+                progress("embed", done.embedded, goal)
     if always_refresh or done.units_cut or done.embedded:
         done.sessions = store.refresh_session_vectors(embedder.model)  # a pass killed before it did this, too
     done.left = total - done.embedded
     done.seconds = time.monotonic() - started
     return done
+
+
+def _stopped(stop: threading.Event | None) -> bool:
+    return stop is not None and stop.is_set()
 
 
 def backlog_note(store: Store) -> str | None:
@@ -77,3 +90,39 @@ def backlog_note(store: Store) -> str | None:
     waiting += [f"{counts['backlog']} text(s)"] if counts["backlog"] else []
     return (f"search by meaning: {' and '.join(waiting)} await embedding; run `reasonlog embed` (`reasonlog serve`"
             " embeds in the background)")
+
+
+class Ticker:
+    """A `progress` for `embed_backlog` that says how the embedding goes in lines, for a log or a console that is not
+    a terminal: texts done of the total, the rate and the time left, at most one line every `every_s` seconds (0: a
+    line after every batch), and a last line when the pass ends after saying anything."""
+
+    def __init__(self, say: Callable[[str], None], every_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        self._say, self._every_s, self._clock = say, every_s, clock
+        self._started = self._last = clock()
+        self._said = False
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage != "embed":
+            return
+        now = self._clock()
+        if now - self._last < self._every_s and not (done >= total and self._said):
+            return
+        self._last, self._said = now, True
+        self._say(progress_line(done, total, now - self._started))
+
+
+def progress_line(done: int, total: int, seconds: float) -> str:
+    """`embedding: 640 / 1,270 texts (50 %), 12.3 a second, about 51 s left`."""
+    rate = done / seconds if seconds > 0 else 0.0
+    left = f", about {_duration((total - done) / rate)} left" if rate and done < total else ""
+    share = f" ({100 * done // total} %)" if total else ""
+    return f"embedding: {done:,} / {total:,} texts{share}, {rate:,.1f} a second{left}"
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, rest = divmod(whole, 60)
+    return f"{minutes} min {rest:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"

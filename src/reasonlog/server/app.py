@@ -9,7 +9,7 @@ import contextlib
 import os
 import re
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -68,6 +68,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
             async with mcp_running() if mcp_running is not None else contextlib.nullcontext():
                 yield
         finally:
+            app.state.live.close()  # open live pages end their streams, so the server need not wait for them
             if exit_within_s is not None:
                 ending.exit_within(exit_within_s)
             for job in (background, embedding):
@@ -99,8 +100,9 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     # dashboard's header middleware (which runs the route in a task group, where it would turn into a 400 or 500).
     app.add_middleware(guards.BodyLimit, max_bytes=limit)
     mcp_running = mcp_route.mount(app, stores.reader.get, _requires(stores, "read"))
-    dashboard.mount(app, stores.reader.get, lambda store, secret: store.api_key_scope(secret) if secret else None,
-                    login_token)
+    app.state.live = dashboard.mount(app, stores.reader.get,
+                                     lambda store, secret: store.api_key_scope(secret) if secret else None, login_token,
+                                     get_writer=stores.writer.get)
     _add_docs(app, Depends(_requires(stores, "read", cookie=dashboard.COOKIE)))
     app.add_middleware(guards.StoreFailures, stores=stores, html_page=dashboard.error_page)
     return app
@@ -164,17 +166,29 @@ def _add_docs(app: FastAPI, reader: Any) -> None:
         return get_redoc_html(openapi_url="/openapi.json", title="reasonlog API")
 
 
-def serve_app(target: str | os.PathLike, **options: Any) -> FastAPI:
-    """The app `reasonlog serve` runs over the database `target`: a writer store and a read-only reader."""
+def serve_app(target: str | os.PathLike, mirror: str | None = None, **options: Any) -> FastAPI:
+    """The app `reasonlog serve` runs over the database `target`: a writer store and a read-only reader; with
+    `mirror` (a ClickHouse TARGET), the reader takes the reads that grow from it while it is caught up."""
     from ..store import open_store, open_store_or_read_only
 
-    return create_app(lambda: open_store_or_read_only(target), open_reader=lambda: open_store(target, read_only=True),
-                      **options)
+    def reader() -> Store:
+        store = open_store(target, read_only=True)
+        return store if mirror is None else mirrored_reader(store, mirror)
+
+    return create_app(lambda: open_store_or_read_only(target), open_reader=reader, **options)
+
+
+def mirrored_reader(store: Store, target: str) -> Store:
+    """The record's reader with usage, statistics and session lists answered by the mirror at `target` when it is
+    caught up (reasonlog.mirror.reader); the only seam between the routes and the mirror."""
+    from ..mirror import engine, push, reader
+
+    return cast(Store, reader.Mirrored(store, reader.MirrorReader(engine.connect(target), push.source_of(store))))
 
 
 def app_from_environment() -> FastAPI:
     """The app of one `reasonlog serve --workers N` process: its database is in $REASONLOG_SERVE_DB."""
-    return serve_app(os.environ["REASONLOG_SERVE_DB"],
+    return serve_app(os.environ["REASONLOG_SERVE_DB"], mirror=os.environ.get("REASONLOG_SERVE_MIRROR") or None,
                      deployment_mode=os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
                      max_body_bytes=int(os.environ.get("REASONLOG_SERVE_MAX_BODY", ingest.MAX_BYTES)),
                      exit_within_s=ending.EXIT_WITHIN_S)

@@ -117,18 +117,33 @@ def _score(name: Any, value: Any) -> tuple[str, str, float | None]:
     return name, repr(float(value)) if isinstance(value, float) else str(value), float(value)
 
 
-def add(cur, ref: str, items: list[tuple], author: str | None, source: str) -> list[dict]:
-    """Write the items about `ref` (one transaction, the caller's); their rows in the API form."""
+def add(cur, ref: str, items: list[tuple], author: str | None, source: str, replace: bool = False) -> list[dict]:
+    """Write the items about `ref` (one transaction, the caller's); their rows in the API form. `replace`: first
+    remove what the same author and source gave the same target under the same names (a check run again)."""
     if source not in SOURCES:
         raise Invalid(f"source: expected one of {', '.join(SOURCES)}, got {source!r}")
     if author is not None and (not isinstance(author, str) or not author):
         raise Invalid(f"by: expected a non-empty name, got {author!r}")
     target = resolve_target(cur, ref)
+    if replace:
+        _remove_earlier(cur, target, items, author, source)
     now = utc_now()
     rows = [dict(zip(COLUMNS, (new_id(), target.session_id, target.exchange_id, target.call_id, kind, name, value,
                                number, author, source, now), strict=True)) for kind, name, value, number in items]
     insert_rows(cur, rows)
     return [shown(r) for r in rows]
+
+
+def _remove_earlier(cur, target: Target, items: list[tuple], author: str | None, source: str) -> None:
+    if author is None:
+        raise Invalid("replacing earlier annotations needs `by`: whose earlier ones to replace")
+    on = ("call_id = ?", [target.call_id]) if target.call_id else \
+        ("exchange_id = ? AND call_id IS NULL", [target.exchange_id]) if target.exchange_id else \
+        ("exchange_id IS NULL AND call_id IS NULL", [])
+    for kind, name, _, _ in items:
+        named = ("name = ?", [name]) if name is not None else ("name IS NULL", [])
+        cur.execute(f"DELETE FROM annotations WHERE session_id = ? AND {on[0]} AND kind = ? AND {named[0]}"
+                    " AND author = ? AND source = ?", [target.session_id, *on[1], kind, *named[1], author, source])
 
 
 def insert_rows(cur, rows: list[dict]) -> None:
@@ -185,6 +200,26 @@ def _sql_op(op: str) -> str:
     return "<>" if op == "!=" else op
 
 
+def review_queue(cur, limit: int) -> list[dict]:
+    """Sessions no person reviewed yet (no annotation with source `human` on them or anything in them), top-level
+    ones only: failed and interrupted first, then by their lowest score (a code check's or a judge's, lowest
+    first), then newest first. Each its list row with `lowest_score` (None: none scored)."""
+    from . import SessionFilter, reading
+
+    found = cur.execute(
+        "SELECT id, lowest FROM (SELECT s.id, s.status, s.started_at, (SELECT MIN(a.number) FROM annotations a"
+        " WHERE a.session_id = s.id AND a.kind = 'score') AS lowest FROM sessions s"
+        " WHERE s.parent_session_id IS NULL AND NOT EXISTS (SELECT 1 FROM annotations h"
+        " WHERE h.session_id = s.id AND h.source = 'human')) q"
+        " ORDER BY CASE WHEN status IN ('failed', 'interrupted') THEN 0 ELSE 1 END,"
+        " CASE WHEN lowest IS NULL THEN 1 ELSE 0 END, lowest, started_at DESC, id DESC"
+        f" LIMIT {int(limit)}").fetchall()
+    if not found:
+        return []
+    rows = {r["id"]: r for r in reading.list_sessions(cur, SessionFilter(limit=None), [sid for sid, _ in found])}
+    return [{**rows[sid], "lowest_score": lowest} for sid, lowest in found]
+
+
 def annotate(target: str, *, db: str | None = None, note: str | None = None, labels: dict[str, str] | None = None,
              scores: dict[str, float | int | str] | None = None, by: str | None = None,
              source: str = "human") -> list[dict]:
@@ -207,10 +242,15 @@ class AnnotationStore:
 
     def annotate(self, target: str, note: str | None = None, labels: dict[str, str] | None = None,
                  scores: dict[str, float | int | str] | None = None, by: str | None = None,
-                 source: str = "human") -> list[dict]:
-        """Add a note, labels and scores to a session, an exchange or a call (`SESSION#N`); the rows added."""
-        return self._write(add, target, items_of(note, labels, scores), by, source)
+                 source: str = "human", replace: bool = False) -> list[dict]:
+        """Add a note, labels and scores to a session, an exchange or a call (`SESSION#N`); the rows added.
+        `replace`: first remove what `by` (with `source`) gave this target under the same names."""
+        return self._write(add, target, items_of(note, labels, scores), by, source, replace)
 
     def list_annotations(self, target: str | None = None) -> list[dict]:
         """The annotations of a session (with its exchanges' and calls'), an exchange or a call; oldest first."""
         return self._read(list_for, target)
+
+    def review_queue(self, limit: int = 50) -> list[dict]:
+        """The sessions a person has not reviewed yet, failing and low-scored ones first (see `review_queue`)."""
+        return self._read(review_queue, limit)

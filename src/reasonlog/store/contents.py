@@ -95,6 +95,9 @@ class ContentWriter:
     _dict_checked: bool = False
     _samples: list[bytes] = field(default_factory=list)
     _added: list[bytes] | None = None  # cache keys since the last checkpoint, while events are isolated
+    # The stored (masked, canonical) JSON of the messages made in this batch, by id, until the timeline takes it
+    # (`Timeline.key`): it would otherwise serialise and mask each new message a second time.
+    fresh: dict[int, bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # None: the default patterns (every store masks, whoever writes to it); False: nothing is masked.
@@ -105,6 +108,7 @@ class ContentWriter:
         self.cache.clear()
         self.cache_bytes = 0
         self.pending_text.clear()
+        self.fresh.clear()
         self.dicts.forget(self._dict_id)
         self._dict_id, self._dict_checked = None, False
 
@@ -118,6 +122,7 @@ class ContentWriter:
         for key in self._added or ():  # set by checkpoint(), which comes first
             self.cache.pop(key, None)
         del self.pending_text[pending:]
+        self.fresh.clear()  # the ids it names may be given to other contents now
         if self._dict_id != dict_id:
             self.dicts.forget(self._dict_id)
             self._dict_id = dict_id
@@ -147,6 +152,8 @@ class ContentWriter:
             cid = self._insert(cur, digest, data, kind)
             if kind != "tool":
                 self.pending_text.append((cid, searchable_text(value)))
+        if kind == "message":
+            self.fresh[cid] = data
         if self.cache_bytes > CACHE_BYTES:
             self.cache.clear()
             self.cache_bytes = 0
@@ -209,6 +216,7 @@ class ContentWriter:
         if self.pending_text:
             self.backend.index_texts(cur, [(cid, text) for cid, text in self.pending_text if text])
             self.pending_text.clear()
+        self.fresh.clear()
         self._added = None
 
     def _insert(self, cur, digest: bytes, data: bytes, kind: str) -> int:

@@ -38,8 +38,8 @@ GENERATION = "content_generation"  # a counter bumped whenever contents are dele
 TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_results", "outcomes", "contents",
           "contents_search", "tool_results_search", "outcomes_search", "zstd_dicts", "counters",
           "import_files", "api_keys", "ingested_batches", "summaries", "reasoning_records",
-          "reasoning_records_search", "usage_rollup", "unit_texts", "search_units", "unit_vectors", "session_vectors",
-          "unit_marks", "annotations", MIGRATIONS_TABLE)
+          "reasoning_records_search", "usage_rollup", "usage_daily", "latency_daily", "latency_buckets", "unit_texts",
+          "search_units", "unit_vectors", "session_vectors", "unit_marks", "annotations", MIGRATIONS_TABLE)
 RECONNECT_EVERY_S = 1.0  # while the server is away, how often a use of the store tries to connect again
 LIVE = "reasonlog-live:"  # + a process's token: the advisory lock each store a recording process writes through holds
 
@@ -219,6 +219,12 @@ class PostgresStore(SQLStore):
             if self._closed or not self._connection.closed or time.monotonic() < self._retry_at:
                 raise
         return super()._read(fn, *args, **kwargs)
+
+    def change_marker(self) -> str:
+        """What changes whenever a transaction anywhere on the server takes a write id or commits: the current
+        snapshot (its xmin, xmax and transactions in progress). Other databases move it too: a marker that moved
+        only says "look again"."""
+        return self._read(lambda cur: cur.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
 
     def _check(self, read_only: bool) -> None:
         version = self.schema_version()

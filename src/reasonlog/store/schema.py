@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import search, usage
+from . import rollups, search, usage
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,53 @@ class Migration:
     # (decompressing contents to index their text).
     python: Callable[[Any], None] | None = None
 
+
+# Migration 18's tables (schema_pg.py takes them in its types).
+DAILY_TABLES = '''
+-- usage_daily: per UTC day, model, agent, run and source (the session's `source` label, else 'recorded'), the sums of
+-- the usage_rollup rows under that key, and priced: how many of them have a cost (0: cost_usd means none). ''
+-- stands for no model, agent or run (a key column cannot be NULL). latency_daily: per the same key and latency
+-- bucket (bucket k: [2^(k/32), 2^((k+1)/32)) ms; latency_buckets holds each bucket's lower edge), how many calls that
+-- bill themselves took that long. Triggers keep both in the transaction that changes usage_rollup, the calls or a
+-- session's source (store/rollups.py); /usage, stats and the dashboard's charts read them. Python fills the edges
+-- and both tables from what is stored; `reasonlog db recount` rebuilds them. No NULLs.
+CREATE TABLE usage_daily (
+    day {T} NOT NULL,
+    model {T} NOT NULL,
+    agent {T} NOT NULL,
+    run {T} NOT NULL,
+    source {T} NOT NULL,
+    calls {I} NOT NULL,
+    errors {I} NOT NULL,
+    input_tokens {I} NOT NULL,
+    output_tokens {I} NOT NULL,
+    cache_read_tokens {I} NOT NULL,
+    cache_write_tokens {I} NOT NULL,
+    cache_write_1h_tokens {I} NOT NULL,
+    reasoning_tokens {I} NOT NULL,
+    cost_usd {R} NOT NULL,
+    calls_without_cost {I} NOT NULL,
+    latency_ms_sum {R} NOT NULL,
+    latency_count {I} NOT NULL,
+    priced {I} NOT NULL,
+    PRIMARY KEY (day, model, agent, run, source)
+){W};
+CREATE TABLE latency_daily (
+    day {T} NOT NULL,
+    model {T} NOT NULL,
+    agent {T} NOT NULL,
+    run {T} NOT NULL,
+    source {T} NOT NULL,
+    bucket INTEGER NOT NULL,
+    calls {I} NOT NULL,
+    PRIMARY KEY (day, model, agent, run, source, bucket)
+){W};
+CREATE TABLE latency_buckets (
+    bucket INTEGER PRIMARY KEY,
+    lower_ms {R} NOT NULL
+);
+CREATE INDEX latency_buckets_lower ON latency_buckets(lower_ms, bucket);
+'''
 
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "first schema", """
@@ -460,4 +507,7 @@ CREATE TABLE annotations (
 CREATE INDEX annotations_session ON annotations(session_id, created_at);
 CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score';
 """),
+    Migration(18, "usage by day, model, agent, run and source", DAILY_TABLES.format(T="TEXT", I="INTEGER", R="REAL",
+                                                                                   W=" WITHOUT ROWID")
+              + rollups.trigger_sql("sqlite"), python=rollups.fill),
 )

@@ -8,8 +8,8 @@ Never edit a migration that has shipped: add the next number, here and in schema
 """
 from __future__ import annotations
 
-from . import pg_search, usage
-from .schema import Migration
+from . import pg_search, rollups, usage
+from .schema import DAILY_TABLES, Migration
 
 T = 'TEXT COLLATE "C"'
 
@@ -377,4 +377,6 @@ CREATE TABLE annotations (
 CREATE INDEX annotations_session ON annotations(session_id, created_at);
 CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score';
 """),
+    Migration(18, "usage by day, model, agent, run and source", "-- See schema.py, migration 18." + DAILY_TABLES.format(
+        T=T, I="BIGINT", R="DOUBLE PRECISION", W="") + rollups.trigger_sql("postgresql"), python=rollups.fill),
 )

@@ -20,6 +20,7 @@ from . import (
     ids,
     imported,
     keys,
+    mirrored,
     overview,
     reading,
     records,
@@ -303,6 +304,18 @@ class SQLStore(SemanticStore, AnnotationStore):
     def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[str | None, dict]:
         """Totals grouped by day, model, agent, run or source, by the accounting rule (see store/usage.py)."""
         return self._read(usage.stats_groups, by, flt, latencies)
+
+    def mirror_fingerprints(self) -> tuple[dict[str, tuple[str, str | None]], tuple[str | None, str]]:
+        """Every session's fingerprint and parent, and the record's mark, in one snapshot (store/mirrored.py)."""
+        return self._read(lambda cur: (mirrored.fingerprints(cur), mirrored.mark(cur)))
+
+    def mirror_mark(self) -> tuple[str | None, str]:
+        """The record's newest instant, and a mark that changes with every session or call added or removed."""
+        return self._read(mirrored.mark)
+
+    def mirror_rows(self, session_ids: list[str]) -> dict:
+        """What a ClickHouse mirror holds of these sessions (store/mirrored.py), in one snapshot."""
+        return self._read(mirrored.session_rows, self._dicts, list(session_ids))
 
     def recount_usage(self) -> None:
         """Rebuild the usage kept as calls are written (`reasonlog db recount`)."""

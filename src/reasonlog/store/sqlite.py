@@ -108,6 +108,12 @@ class SQLiteStore(SQLStore):
             return 0
         return self._conn.execute(f"SELECT COALESCE(MAX(number), 0) FROM {MIGRATIONS_TABLE}").fetchone()[0]
 
+    def change_marker(self) -> tuple[int, int]:
+        """What changes whenever the database does: SQLite's `data_version` (another connection committed) and
+        this connection's own count of changed rows (a store that both writes and reads sees its own writes)."""
+        with self._lock:
+            return self._conn.execute("PRAGMA data_version").fetchone()[0], self._conn.total_changes
+
     def upgrade(self) -> list[int]:
         """Apply pending migrations, each in its own transaction with its bookkeeping row."""
         applied = []

@@ -60,9 +60,10 @@ class Entry:
 class Timeline:
     """Reader keys (cached by content id) and the alignment of each call with the one before."""
 
-    def __init__(self, redactor: Any):
+    def __init__(self, redactor: Any, fresh: dict[int, bytes] | None = None):
         self.redactor = redactor
         self.keys: dict[int, bytes] = {}
+        self.fresh = {} if fresh is None else fresh  # content id -> its stored JSON, just written (ContentWriter)
 
     def reset(self) -> None:
         self.keys.clear()  # ids of a rolled-back transaction may be given to other contents
@@ -73,7 +74,8 @@ class Timeline:
             found = self.keys.get(cid)
             if found is not None:
                 return found
-        k = key_of(reader_form(self.plain(value)))
+        stored = None if cid is None else self.fresh.pop(cid, None)
+        k = key_of(reader_form(self.plain(value) if stored is None else orjson.loads(stored)))
         if cid is not None:
             if len(self.keys) >= KEY_CACHE_ENTRIES:
                 self.keys.clear()
@@ -128,7 +130,8 @@ class Timeline:
         if response is None or response_id is None:
             th.reply_keys, th.reply, th.reply_alts, th.reply_ref = [], [], {}, ref
             return 0
-        form = self.plain(response)
+        stored = self.fresh.get(response_id)
+        form = self.plain(response) if stored is None else orjson.loads(stored)
         units = reply_units(form)
         items = len(units) if units[0] is not form else 0
         th.reply = reply_slots(entry, items)

@@ -14,7 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import accounting
-from ..usage_sql import CALL_KEYS, GROUP_KEYS, IRREGULAR, SUMS, grouped_sql, latencies_sql
+from ..usage_sql import (
+    CALL_KEYS,
+    DAILY_KEYS,
+    GROUP_KEYS,
+    IRREGULAR,
+    SUMS,
+    bucket_of,
+    grouped_sql,
+    latencies_sql,
+)
+from . import rollups
 
 # The statistics' SQL, and which sessions are irregular (IRREGULAR, alias `s`), are in usage_sql.py, which
 # `reasonlog stats --json` reads without importing the store (cli/quick_stats.py).
@@ -68,9 +78,11 @@ class Tally:
 
 def recount(cur, session_ids: list[str] | None = None) -> None:
     """Rebuild `usage_rollup` from the calls: of these sessions, or of all (`db recount`); a call counted in
-    another (`counted_in`, store/twins.py) adds nothing."""
+    another (`counted_in`, store/twins.py) adds nothing. All of it rebuilds the rows by day, model, agent, run and
+    source too (store/rollups.py: the triggers' additions and subtractions replaced by fresh sums)."""
     if session_ids is None:
         _recount(cur, "", [])
+        rollups.rebuild(cur)
     for chunk in _chunks(list(session_ids or ())):
         _recount(cur, f" WHERE session_id IN ({', '.join('?' * len(chunk))})", chunk)
 
@@ -173,6 +185,10 @@ def grouped(cur, key_sql: str, where: str, args: list, since: str | None, until:
 
 def merge(sums: dict | None, entries: list[dict]) -> dict:
     """Sums from the rollup plus ledger entries, as `accounting.totals` counts them, with the latency sum."""
+    if sums and not entries:  # most keys: the plain sums (the same figures as below, without a totals per key)
+        t = _totals(sums)
+        t["latency_ms_sum"], t["latency_count"] = 0 + (sums["latency_ms_sum"] or 0.0), int(sums["latency_count"] or 0)
+        return t
     t = accounting.totals(entries)
     calls = [e for e in entries if e["kind"] == "call" and e.get("latency_ms") is not None]
     latency = (sum(e["latency_ms"] for e in calls), len(calls))
@@ -194,10 +210,56 @@ def _totals(sums: dict) -> dict:
 
 def stats_groups(cur, by: str, flt, latencies: bool) -> dict[str | None, dict]:
     """Totals of the calls of the sessions `flt` selects, grouped by day (UTC), model, agent, run or source, as
-    `reasonlog.accounting` counts them; with `latencies`, each group's call latencies too (for a median).
+    `reasonlog.accounting` counts them; with `latencies`, each group's latency histogram too (`histogram`, bucket ->
+    calls, usage_sql.EDGES: for a median).
 
-    Dates select calls by their own instant. The rollup answers whole days; an instant falls back to the ledger.
+    Whole days, a run, an agent and a source are read from the rows kept by day, model, agent, run and source
+    (store/rollups.py); another filter selects sessions, read from their kept sums; an instant, from the ledger.
     """
+    if rollups.answers(flt):
+        return _daily_groups(cur, by, flt, latencies)
+    out = session_groups(cur, by, flt, latencies)
+    for totals in out.values():
+        if latencies:
+            totals["histogram"] = _histogram(totals.pop("latencies"))
+    return out
+
+
+def _daily_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
+    """`stats_groups` from `usage_daily` and `latency_daily`: the irregular sessions' kept sums taken out and their
+    ledger entries added (the histograms count their calls already: the rule changes no call's latency)."""
+    from . import reading  # reading imports this module
+
+    key_sql = _key_sql(DAILY_KEYS, by)
+    kept, histograms = rollups.kept_groups(cur, key_sql, flt, latencies)
+    irregular = rollups.irregular_ids(cur, flt)
+    taken: dict[Any, tuple] = {}
+    entries: list[dict] = []
+    for chunk in _chunks(irregular):
+        for key, sums in rollups.irregular_sums(cur, key_sql, flt, chunk).items():
+            before = taken.get(key, (0,) * len(sums))
+            taken[key] = tuple(a + b for a, b in zip(before, sums, strict=True))
+        entries += reading.iter_call_rows(cur, flt, only=f"s.id IN ({', '.join('?' * len(chunk))})", only_args=chunk)
+    out, groups = rollups.regular(kept, taken), _of_entries(by, entries, False)
+    for key, group in groups.items():
+        out[key] = merge(out.get(key), group["entries"])
+    if latencies:
+        for key, totals in out.items():
+            totals["histogram"] = histograms.get(key, {})
+    return out
+
+
+def _histogram(latencies: list[float]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for value in latencies:
+        bucket = bucket_of(value)
+        out[bucket] = out.get(bucket, 0) + 1
+    return out
+
+
+def session_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
+    """`stats_groups` from the sessions' kept sums (a filter the daily rows do not answer), with latency lists: the
+    only way before migration 18 (benchmarks/bench_server.py --scale measures it beside the kept rows)."""
     from dataclasses import replace
 
     from . import reading  # reading imports this module

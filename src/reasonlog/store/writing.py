@@ -140,7 +140,7 @@ class Applier:
     shared: set[str] | None = None
 
     def __post_init__(self) -> None:
-        self.timeline = Timeline(self.contents.redactor)
+        self.timeline = Timeline(self.contents.redactor, self.contents.fresh)
 
     @property
     def redactor(self):

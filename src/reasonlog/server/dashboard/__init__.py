@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
-from ...store import StoreError
+from ...store import StoreError, keys
+from .. import live
 from ..errors import status_of
 from . import compare, owner, pages
 from .render import HERE, page
@@ -21,15 +22,20 @@ from .render import HERE, page
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self';"
        " form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 COOKIE = "reasonlog_key"
+REVIEWER = "dashboard"  # the `by` of a review given in the dashboard (a key names no person)
 
 
-def mount(app: Any, get_store: Any, key_scope: Any, login_token: str | None = None) -> None:
-    """Add the dashboard's pages at `/` and its files at `/static` to `app`.
+def mount(app: Any, get_store: Any, key_scope: Any, login_token: str | None = None,
+          get_writer: Any = None) -> live.Hub:
+    """Add the dashboard's pages at `/`, its live events at `/live` and its files at `/static` to `app`; the
+    hub of the live events (the app closes it when it stops).
 
     `key_scope(store, secret)` gives a key's scope or None; with no key made yet every page is open.
-    `login_token`: the one-time token `reasonlog ui` puts in the address it opens (see owner.py)."""
+    `login_token`: the one-time token `reasonlog ui` puts in the address it opens (see owner.py).
+    `get_writer`: the store the review queue's annotations are written to (default: `get_store`'s)."""
+    hub = live.Hub(get_store)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
-    app.include_router(_router(get_store, key_scope, owner.OwnerLogin(login_token)))
+    app.include_router(_router(get_store, key_scope, owner.OwnerLogin(login_token), hub, get_writer or get_store))
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):
@@ -39,6 +45,8 @@ def mount(app: Any, get_store: Any, key_scope: Any, login_token: str | None = No
             response.headers["X-Content-Type-Options"] = "nosniff"
             response.headers["Referrer-Policy"] = "no-referrer"
         return response
+
+    return hub
 
 
 def bearer_key(request: Request) -> str:
@@ -52,7 +60,23 @@ def error_page(message: str) -> str:
     return page("error.html", message=message, title="The database cannot be used now")
 
 
-def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin) -> APIRouter:
+def review_items(note: str, verdict: str, score: str) -> dict[str, Any]:
+    """The review form's fields as `annotate` takes them: the note, `verdict=pass|fail`, and `NAME=VALUE`."""
+    scores: dict[str, Any] = {}
+    if verdict:
+        if verdict not in ("pass", "fail"):
+            raise ValueError(f"verdict: expected pass or fail, got {verdict!r}")
+        scores["verdict"] = verdict
+    if score.strip():
+        name, sep, value = score.strip().partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise ValueError(f"score: expected NAME=VALUE (task_done=0.5), got {score!r}")
+        scores[name.strip()] = value.strip()
+    return {"note": note.strip() or None, "scores": scores}
+
+
+def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin, hub: live.Hub,
+            get_writer: Any) -> APIRouter:
     ui = APIRouter(include_in_schema=False)
 
     def signed_in(store: Any, request: Request) -> bool:
@@ -66,11 +90,17 @@ def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin) -> AP
         store = get_store()
         if not signed_in(store, request):
             return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
+        key = hub.page_key(store, f"{request.url.path}?{request.url.query}")
+        cached = hub.pages.get(key)
+        if cached is not None:
+            return HTMLResponse(cached)
         try:
             context = build(store, *args)
         except (StoreError, ValueError) as exc:
             return HTMLResponse(page("error.html", message=str(exc)), status_code=status_of(exc))
-        return HTMLResponse(page(template, request=request, **context))
+        body = page(template, request=request, **context)
+        hub.pages.put(key, body)
+        return HTMLResponse(body)
 
     @ui.get("/")
     async def sessions_page(request: Request, run: str | None = None, agent: str | None = None,
@@ -91,6 +121,33 @@ def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin) -> AP
             found = s.resolve_id("session", session_id)
             return {**pages.session(s, found, view, offset, limit), "links": compare.links_of(s, found)}
         return await run_in_threadpool(html, request, "session.html", build)
+
+    @ui.get("/review")
+    async def review_page(request: Request, at: int = Query(0, ge=0)) -> Response:
+        return await run_in_threadpool(html, request, "review.html", lambda s: pages.review(s, at))
+
+    @ui.post("/review")
+    async def review_one(request: Request, session: str = Form(...), at: int = Form(0), note: str = Form(""),
+                         verdict: str = Form(""), score: str = Form("")) -> Response:
+        """A person's review of one session from the queue: a note, a verdict (pass / fail) and a NAME=VALUE score
+        (any of them), written with source `human`; then the queue again, the next session chosen."""
+        def write() -> Response:
+            store = get_store()
+            if not can_write(store, request):
+                return HTMLResponse(page("error.html", message="reviewing needs a key with the write scope"),
+                                    status_code=403)
+            try:
+                get_writer().annotate(session, **review_items(note, verdict, score), by=REVIEWER, source="human")
+            except (StoreError, ValueError) as exc:
+                return HTMLResponse(page("error.html", message=str(exc)), status_code=status_of(exc))
+            return RedirectResponse(f"/review?at={at}", status_code=303)
+        return await run_in_threadpool(write)
+
+    def can_write(store: Any, request: Request) -> bool:
+        if not store.has_api_keys() or owner_login.knows(request.cookies.get(owner.COOKIE)):
+            return True
+        scope = key_scope(store, request.cookies.get(COOKIE, "")) or key_scope(store, bearer_key(request))
+        return scope is not None and keys.allows(scope, "write")
 
     @ui.get("/compare")
     async def compare_page(request: Request, a: str, b: str, start: int = Query(0, ge=0)) -> Response:
@@ -150,5 +207,14 @@ def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin) -> AP
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(COOKIE, key.strip(), httponly=True, samesite="strict")  # a session cookie
         return response
+
+    @ui.get("/live")
+    async def live_events(request: Request) -> Response:
+        """What changed, as server-sent events (server/live.py); the same key as the pages, cookie or Bearer."""
+        store = get_store()
+        if not await run_in_threadpool(signed_in, store, request):
+            return PlainTextResponse("a key is needed: /login", status_code=401)
+        return StreamingResponse(live.events(hub, request.is_disconnected), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     return ui

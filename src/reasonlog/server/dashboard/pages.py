@@ -71,6 +71,14 @@ def sessions(store: StoreReader, f: Filters, sort: str, cursor: tuple[str, str] 
     return {"sessions": rows, "hits": hits, "next": nxt, "mode": mode, "modes": semantic.MODES}
 
 
+def review(store: StoreReader, at: int, limit: int = 50) -> dict:
+    """The review queue (docs/review.md): sessions no person reviewed yet, failing and low-scored first; `at` is
+    the row chosen (after a review, the one that took the reviewed session's place)."""
+    rows = store.review_queue(limit)
+    _decorate(store, rows)
+    return {"sessions": rows, "at": min(max(at, 0), max(len(rows) - 1, 0))}
+
+
 def _ranked_sessions(store: StoreReader, f: Filters, mode: str, sort: str, limit: int) -> dict:
     """The sessions of a ranked search's hits, in the order of each one's best hit (one page: ranks have no cursor),
     with up to three hits each."""

@@ -25,7 +25,8 @@
 
   // Keys (shown at the foot of every page): j / k the next / previous session in a list or call in a session,
   // Enter opens the chosen session, [ / ] the previous / next session of the list you came from, / search,
-  // t a session's timeline, u the usage page, ? the keys. Never while typing in a field.
+  // t a session's timeline, u the usage page, ? the keys; in the review queue p / f / a / n (below). Never while
+  // typing in a field.
   var LIST = "reasonlog-list";
   function items() {
     if (document.querySelector("table.sessions")) return document.querySelectorAll("table.sessions tbody tr:not(.hits)");
@@ -45,6 +46,24 @@
     all[i].scrollIntoView({block: "center"});
     var link = all[i].querySelector("a");
     if (link) link.focus({preventScroll: true});
+    chooseForReview(all[i], i);
+  }
+  // The review queue (/review): the form reviews the chosen row; p / f give a verdict, a writes a note, n skips.
+  function reviewForm() { return document.querySelector("form.review"); }
+  function chooseForReview(row, i) {
+    var form = reviewForm();
+    var link = row.querySelector("td.title a");
+    if (!form || !link) return;
+    form.elements.session.value = row.getAttribute("data-session");
+    form.elements.at.value = String(i);
+    var shown = form.querySelector("a.chosen");
+    shown.textContent = link.textContent;
+    shown.setAttribute("href", link.getAttribute("href"));
+  }
+  function verdict(value) {
+    var form = reviewForm();
+    var button = form && form.querySelector("button[value=" + value + "]");
+    if (button) form.requestSubmit(button);
   }
   function rememberList() {
     var links = document.querySelectorAll("table.sessions tbody td.title a");
@@ -67,6 +86,12 @@
   if (window.location.hash === "#search") search();
   document.addEventListener("keydown", function (event) {
     var target = event.target;
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && target instanceof Element &&
+        target.closest("form.review")) {
+      event.preventDefault();
+      reviewForm().requestSubmit(reviewForm().querySelector("button.save"));
+      return;
+    }
     if (event.ctrlKey || event.metaKey || event.altKey) return;
     if (target instanceof Element && target.closest("input, textarea, select, [contenteditable]")) {
       if (event.key === "Escape") target.blur();
@@ -90,6 +115,10 @@
       window.location.assign(timeline.getAttribute("href"));
     }
     else if (key === "u") window.location.assign("/usage");
+    else if (key === "p" && reviewForm()) verdict("pass");
+    else if (key === "f" && reviewForm()) verdict("fail");
+    else if (key === "n" && reviewForm()) choose(current() + 1);
+    else if (key === "a" && reviewForm()) reviewForm().elements.note.focus();
     else if (key === "?" && help) help.open = !help.open;
     else return;
     event.preventDefault();

@@ -1,0 +1,222 @@
+"""`reasonlog mirror push`: copy the sessions that changed since the last push into the mirror, idempotently.
+
+One push: read every session's fingerprint from the record (one snapshot) and the mirror's; the sessions whose
+fingerprint differs (and their sub-agents, whose accounting a parent's reported cost changes) are pushed in
+batches: their entries and messages first, each session's row with its new fingerprint last. A push killed
+anywhere leaves some sessions with their old fingerprint (or none), so the next push does them again; rows written
+twice are one row read through FINAL (same key, the newer version wins). Rows that left the record (a session
+deleted or pruned, an entry a changed report no longer has) are written again as deleted. The cursor row says
+where the push began (`done = 0`) and, last, that it finished (`done = 1`) with the newest instant the record held.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ..accounting import TOKENS
+from ..store import StoreReader
+from . import schema
+from .engine import Engine, literal
+
+BATCH = 200  # sessions a batch reads from the record and writes to the mirror
+
+
+@dataclass
+class Pushed:
+    """What one push did."""
+
+    sessions: int = 0
+    deleted: int = 0
+    entries: int = 0
+    messages: int = 0
+    pushed_through: str | None = None
+    seconds: float = 0.0
+
+
+def push(store: StoreReader, engine: Engine, src: str, batch: int = BATCH,
+         inserted: Callable[[str], None] | None = None) -> Pushed:
+    """Bring the mirror's rows of `src` to what `store` holds now. `inserted` is called after each insert with
+    the table's name (the tests' seam for a push stopped after k inserts)."""
+    started = time.monotonic()
+    schema.create(engine)
+    write = _Writer(engine, src, _version(engine, src), inserted or (lambda table: None))
+    prints, (newest, mark) = store.mirror_fingerprints()
+    write.cursor(None, "", done=False)
+    mirrored = _mirrored_prints(engine, src)
+    changed = _with_descendants({sid for sid, (fp, _) in prints.items() if mirrored.get(sid) != fp}, prints)
+    gone = sorted(set(mirrored) - set(prints))
+    out = Pushed(pushed_through=newest)
+    ordered = sorted(changed)
+    for start in range(0, len(ordered), batch):
+        ids = ordered[start:start + batch]
+        rows = store.mirror_rows(ids)
+        out.entries += write.calls(ids, rows)
+        out.messages += write.messages(ids, rows)
+        write.sessions(rows, {sid: prints[sid][0] for sid in ids})
+        out.sessions += len(ids)
+    for start in range(0, len(gone), batch):
+        write.forget(gone[start:start + batch])
+    out.deleted = len(gone)
+    write.cursor(newest, mark, done=True, sessions=len(prints))
+    out.seconds = time.monotonic() - started
+    return out
+
+
+def cursor(engine: Engine, src: str) -> dict | None:
+    """The source's cursor: `pushed_through`, `mark`, `done`, `sessions`, `pushed_at`; None before its first push."""
+    schema.create(engine)
+    rows = engine.query(f"SELECT pushed_through, mark, done, sessions, pushed_at FROM {engine.database}.mirror_cursors"
+                        f" FINAL WHERE src = {literal(src)}")
+    if not rows:
+        return None
+    through, mark, done, sessions, at = rows[0]
+    return {"pushed_through": through, "mark": mark, "done": bool(done), "sessions": sessions, "pushed_at": at}
+
+
+def caught_up(cursor: dict | None, mark: str) -> bool:
+    """Whether a cursor's last push finished at the record's current mark (nothing added or removed since)."""
+    return bool(cursor and cursor["done"] and cursor["mark"] == mark)
+
+
+def _version(engine: Engine, src: str) -> int:
+    """This push's version: now in nanoseconds, and past every version the source wrote before (a clock that went
+    back must not make a push's rows lose to the last one's)."""
+    rows = engine.query(f"SELECT max(version) FROM {engine.database}.mirror_cursors WHERE src = {literal(src)}")
+    last = rows[0][0] if rows and rows[0][0] is not None else 0
+    return max(time.time_ns(), int(last) + 1)
+
+
+def _mirrored_prints(engine: Engine, src: str) -> dict[str, str]:
+    rows = engine.query(f"SELECT id, fingerprint FROM {engine.database}.mirror_sessions FINAL"
+                        f" WHERE src = {literal(src)} AND deleted = 0")
+    return dict(rows)
+
+
+def _with_descendants(changed: set[str], prints: dict[str, tuple[str, str | None]]) -> set[str]:
+    """The changed sessions and every session spawned under one of them, at any depth."""
+    children: dict[str, list[str]] = {}
+    for sid, (_, parent) in prints.items():
+        if parent is not None:
+            children.setdefault(parent, []).append(sid)
+    out, todo = set(changed), list(changed)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+class _Writer:
+    """The inserts of one push, all with its version."""
+
+    def __init__(self, engine: Engine, src: str, version: int, inserted: Callable[[str], None]):
+        self.engine, self.src, self.version, self.inserted = engine, src, version, inserted
+        self.db = engine.database
+
+    def _insert(self, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
+        if rows:
+            self.engine.insert(table, columns, rows)
+            self.inserted(table)
+
+    def calls(self, ids: list[str], rows: dict) -> int:
+        irregular = set(rows["irregular"])
+        new = [self._entry(e, e["session_id"] in irregular) for e in rows["entries"]]
+        new += [self._twin(t, t[1] in irregular) for t in rows["twins"]]
+        fresh = {(r[1], r[2]) for r in new}
+        stale = [(sid, entry, day) for sid, entry, day in self._live("mirror_calls", "entry, day", ids)
+                 if (sid, entry) not in fresh]
+        gone = [self._gone_entry(sid, entry, day) for sid, entry, day in stale]
+        self._insert("mirror_calls", schema.CALL_COLUMNS, new + gone)
+        return len(new)
+
+    def messages(self, ids: list[str], rows: dict) -> int:
+        new = [(self.src, sid, idx, self.version, 0, role, at, call_id, text)
+               for sid, idx, role, at, call_id, text in rows["messages"]]
+        fresh = {(r[1], r[2]) for r in new}
+        gone = [(self.src, sid, idx, self.version, 1, None, "", None, "")
+                for sid, idx in self._live("mirror_messages", "idx", ids) if (sid, idx) not in fresh]
+        self._insert("mirror_messages", schema.MESSAGE_COLUMNS, new + gone)
+        return len(new)
+
+    def sessions(self, rows: dict, prints: dict[str, str]) -> None:
+        labels, models = rows["labels"], rows["models"]
+        self._insert("mirror_sessions", schema.SESSION_COLUMNS, [
+            (self.src, s["id"], self.version, 0, prints[s["id"]], s["parent_session_id"], s["run"], s["agent"],
+             s["model"], s["status"], s["started_at"], _day(s["started_at"]),
+             sorted(f"{k}\t{v}" for k, v in labels.get(s["id"], ())), sorted(models.get(s["id"], ())),
+             orjson.dumps(s).decode())
+            for s in rows["sessions"]])
+
+    def forget(self, ids: list[str]) -> None:
+        """Sessions the record no longer holds: their rows written again as deleted."""
+        self._insert("mirror_calls", schema.CALL_COLUMNS,
+                     [self._gone_entry(sid, entry, day) for sid, entry, day in self._live("mirror_calls", "entry, day",
+                                                                                          ids)])
+        self._insert("mirror_messages", schema.MESSAGE_COLUMNS,
+                     [(self.src, sid, idx, self.version, 1, None, "", None, "")
+                      for sid, idx in self._live("mirror_messages", "idx", ids)])
+        self._insert("mirror_sessions", schema.SESSION_COLUMNS,
+                     [(self.src, sid, self.version, 1, "", None, None, None, None, "", "", dt.date(1970, 1, 1), [],
+                       [], "") for sid in ids])
+
+    def cursor(self, through: str | None, mark: str, done: bool, sessions: int = 0) -> None:
+        at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        self._insert("mirror_cursors", schema.CURSOR_COLUMNS,
+                     [(self.src, self.version + int(done), through, mark, int(done), sessions, at)])
+
+    def _live(self, table: str, columns: str, ids: list[str]) -> list[tuple]:
+        return self.engine.query(f"SELECT session_id, {columns} FROM {self.db}.{table} FINAL"
+                                 f" WHERE src = {literal(self.src)} AND session_id IN {_set(ids)} AND deleted = 0")
+
+    def _entry(self, e: dict, irregular: bool) -> tuple:
+        key = e["id"] if e["kind"] == "call" else f"reported:{e['exchange_id']}:{e['model']}"
+        cost = e["cost_usd"]
+        return (self.src, e["session_id"], key, e["kind"], self.version, 0, _day(e["started_at"]), e["started_at"],
+                e["model"], e["status"], e["latency_ms"], *(int(e.get(t) or 0) for t in TOKENS),
+                float(cost or 0.0), int(cost is not None),
+                int(e["kind"] == "call" and cost is None and e.get("input_tokens") is not None),
+                e["run"], e["agent"], e["source"] or "recorded", int(irregular))
+
+    def _twin(self, twin: tuple, irregular: bool) -> tuple:
+        call_id, sid, started_at, model, latency, status = twin
+        return (self.src, sid, call_id, "twin", self.version, 0, _day(started_at), started_at, model, status,
+                latency, *(0 for _ in TOKENS), 0.0, 0, 0, None, None, "", int(irregular))
+
+    def _gone_entry(self, sid: str, entry: str, day: Any) -> tuple:
+        return (self.src, sid, entry, "gone", self.version, 1, day, "", None, None, None, *(0 for _ in TOKENS),
+                0.0, 0, 0, None, None, "", 0)
+
+
+def _day(instant: str) -> dt.date:
+    return dt.date.fromisoformat(instant[:10])
+
+
+def _set(ids: Iterable[str]) -> str:
+    return "(" + ", ".join(literal(i) for i in ids) + ")"
+
+
+def source_of(store: Any) -> str:
+    """The name a record's rows carry in the mirror unless `--source` says another: its SQLite file's absolute
+    path, or its PostgreSQL URL without the password. `serve --mirror` finds its rows by the same name."""
+    from pathlib import Path
+
+    from ..store import safe_target
+
+    url = str(getattr(store, "url", ""))
+    if url.startswith("sqlite:///"):
+        return "sqlite://" + str(Path(url.removeprefix("sqlite:///")).resolve())
+    return safe_target(url)
+
+
+def lag_seconds(through: str | None) -> float | None:
+    """Seconds from the newest instant a push copied to now: how far behind the mirror is while the record grows."""
+    if through is None:
+        return None
+    then = dt.datetime.fromisoformat(through.replace("Z", "+00:00"))
+    return max(0.0, (dt.datetime.now(dt.UTC) - then).total_seconds())

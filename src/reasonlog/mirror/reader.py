@@ -1,0 +1,193 @@
+"""Reading the mirror: the answers `serve --mirror` takes from ClickHouse instead of the record.
+
+`MirrorReader` answers the three reads that grow with the archive as the record's store does, to the same dicts:
+`usage_groups` (statistics and the usage page), `list_sessions` and `count_sessions` (session lists and filters).
+`Mirrored` is the reader store the routes get: those three from the mirror while it is caught up with the record
+(its cursor's last push finished at the record's current mark), everything else, and those too when behind, when
+the mirror cannot be read, or when asked for what the mirror does not hold (a search, scores, notes), from the
+record.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from ..accounting import TOKENS
+from ..store import SessionFilter, StoreReader
+from . import push
+from .engine import Engine, MirrorError, literal
+
+STAT_KEYS = {"day": "substring(started_at, 1, 10)", "model": "model", "agent": "agent", "run": "run",
+             "source": "source_label"}
+PAIR = "\t"
+
+
+class MirrorReader:
+    """The mirror's rows of one source, read as the record's store reads its own."""
+
+    def __init__(self, engine: Engine, src: str):
+        self.engine, self.src, self.db = engine, src, engine.database
+
+    def cursor(self) -> dict | None:
+        return push.cursor(self.engine, self.src)
+
+    # ------------------------------------------------------------ sessions
+
+    def list_sessions(self, flt: SessionFilter) -> list[dict]:
+        table, order = f"{self.db}.mirror_sessions FINAL", "ORDER BY started_at DESC, id DESC"
+        if flt.limit is None:
+            return [orjson.loads(r[0]) for r in self.engine.query(
+                f"SELECT row FROM {table} WHERE {self._where(flt)} {order}")]
+        # A page: its ids first from the narrow columns, then only their rows, found by the table's key
+        ids = [r[0] for r in self.engine.query(
+            f"SELECT id FROM {table} WHERE {self._where(flt)} {order} LIMIT {int(flt.limit)}")]
+        if not ids:
+            return []
+        rows = dict(self.engine.query(f"SELECT id, row FROM {table} WHERE src = {literal(self.src)}"
+                                      f" AND id IN ({', '.join(literal(i) for i in ids)})"))
+        return [orjson.loads(rows[i]) for i in ids]
+
+    def count_sessions(self, flt: SessionFilter) -> int:
+        return int(self.engine.query(f"SELECT count() FROM {self.db}.mirror_sessions FINAL"
+                                     f" WHERE {self._where(flt)}")[0][0])
+
+    def _where(self, flt: SessionFilter) -> str:
+        """The sessions a filter selects (run, agent, status, model, dates, labels, parent, page cursor)."""
+        where = [f"src = {literal(self.src)}", "deleted = 0"]
+        for column in ("run", "agent", "status"):
+            value = getattr(flt, column)
+            if value is not None:
+                where.append(f"{column} = {literal(value)}")
+        if flt.model is not None:
+            where.append(f"(model = {literal(flt.model)} OR has(models, {literal(flt.model)}))")
+        if flt.since or flt.until:
+            span = _span(flt)
+            where.append(f"(({span.replace('@', 'started_at')}) OR id IN (SELECT session_id FROM"
+                         f" {self.db}.mirror_calls FINAL WHERE src = {literal(self.src)} AND deleted = 0"
+                         f" AND kind != 'reported' AND {span.replace('@', 'started_at')}))")
+        for key, value in flt.labels.items():
+            where.append(f"has(labels, {literal(key + PAIR + value)})")
+        if flt.parent is not None:
+            where.append(f"parent_session_id = {literal(flt.parent)}")
+        if flt.after is not None:
+            at, sid = flt.after
+            where.append(f"(started_at < {literal(at)} OR (started_at = {literal(at)} AND id < {literal(sid)}))")
+        return " AND ".join(where)
+
+    # ------------------------------------------------------------ usage
+
+    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[Any, dict]:
+        """Totals by day, model, agent, run or source (or a pair `day+model`), as the record's `usage_groups`."""
+        key = _key(by)
+        where = [f"src = {literal(self.src)}", "deleted = 0", "kind != 'gone'"]
+        chosen = replace(flt, since=None, until=None, limit=None)
+        if chosen != SessionFilter(limit=None):
+            where.append(f"session_id IN (SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(flt)})")
+        if flt.since or flt.until:
+            where.append(_span(flt).replace("@", "started_at"))
+        counted = "kind != 'twin'"
+        timed = "latency_ms IS NOT NULL AND (kind = 'call' OR (kind = 'twin' AND irregular = 0))"
+        sums = ", ".join(f"sumIf({t}, {counted})" for t in TOKENS)
+        median = (f", arraySort(groupArrayIf(assumeNotNull(latency_ms), {timed})) AS l,"
+                  " l[intDiv(length(l) + 1, 2)], l[intDiv(length(l), 2) + 1], length(l)") if latencies else ""
+        rows = self.engine.query(
+            f"SELECT {key} AS k, countIf(kind = 'call'), countIf(kind = 'call' AND ifNull(status, '') = 'error'),"
+            f" {sums},"
+            f" sumIf(cost_usd, {counted}), countIf(has_cost = 1 AND {counted}), sum(without_cost),"
+            f" sumIf(assumeNotNull(latency_ms), kind = 'call' AND latency_ms IS NOT NULL),"
+            f" countIf(kind = 'call' AND latency_ms IS NOT NULL){median}"
+            f" FROM {self.db}.mirror_calls FINAL WHERE {' AND '.join(where)} GROUP BY k")
+        return {r[0]: _totals(r, latencies) for r in rows}
+
+
+def _totals(row: tuple, latencies: bool) -> dict:
+    n = len(TOKENS)
+    calls, errors, *rest = row[1:]
+    out: dict[str, Any] = {"calls": int(calls), "errors": int(errors),
+                           **{t: int(v) for t, v in zip(TOKENS, rest[:n], strict=True)}}
+    cost, priced, without, latency_sum, latency_count = rest[n:n + 5]
+    out["cost_usd"] = round(cost, 12) if priced else None
+    out["calls_without_cost"] = int(without)
+    out["latency_ms_sum"], out["latency_count"] = latency_sum, int(latency_count)
+    if latencies:
+        _, low, high, count = rest[n + 5:n + 9]
+        # the two middle values (one when the count is odd): their median is the whole list's
+        out["latencies"] = [low, high] if count else []
+    return out
+
+
+def _key(by: str) -> str:
+    if "+" not in by:
+        return STAT_KEYS[by]
+    first, second = by.split("+")
+    return f"concat(ifNull({STAT_KEYS[first]}, ''), '{PAIR}', ifNull({STAT_KEYS[second]}, ''))"
+
+
+def _span(flt: SessionFilter) -> str:
+    parts = []
+    if flt.since:
+        parts.append(f"@ >= {literal(flt.since)}")
+    if flt.until:
+        parts.append(f"@ < {literal(_exclusive_end(flt.until))}")
+    return " AND ".join(parts)
+
+
+def _exclusive_end(until: str) -> str:
+    if len(until) == 10:
+        from datetime import date, timedelta
+
+        return (date.fromisoformat(until) + timedelta(days=1)).isoformat()
+    return until
+
+
+class Mirrored:
+    """The reader store of `serve --mirror`: the record, with its growing reads taken from the mirror when the
+    mirror is caught up. Whether it is, is asked at most once a second (`lag`)."""
+
+    CHECK_EVERY_S = 1.0
+
+    def __init__(self, record: StoreReader, mirror: MirrorReader):
+        self._record, self._mirror = record, mirror
+        self._lock = threading.Lock()
+        self._checked: tuple[float, bool] = (float("-inf"), False)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._record, name)
+
+    def caught_up(self) -> bool:
+        """Whether the mirror's last push finished at the record's current mark (checked once a second)."""
+        with self._lock:
+            at, answer = self._checked
+            if time.monotonic() - at < self.CHECK_EVERY_S:
+                return answer
+            try:
+                cursor = self._mirror.cursor()
+            except MirrorError:  # the mirror cannot be read now: the record answers
+                cursor = None
+            answer = bool(cursor and cursor["done"]) and push.caught_up(cursor, self._record.mirror_mark()[1])
+            self._checked = (time.monotonic(), answer)
+            return answer
+
+    def _answer(self, flt: SessionFilter, read: Callable[[Any], Any]) -> Any:
+        """`read` of the mirror when it can answer `flt` and is caught up, else (or when it fails) of the record."""
+        if flt.text is None and not flt.scores and not flt.has_note and self.caught_up():
+            try:
+                return read(self._mirror)
+            except MirrorError:
+                with self._lock:
+                    self._checked = (time.monotonic(), False)
+        return read(self._record)
+
+    def list_sessions(self, flt: SessionFilter) -> list[dict]:
+        return self._answer(flt, lambda reader: reader.list_sessions(flt))
+
+    def count_sessions(self, flt: SessionFilter) -> int:
+        return self._answer(flt, lambda reader: reader.count_sessions(flt))
+
+    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[Any, dict]:
+        return self._answer(flt, lambda reader: reader.usage_groups(by, flt, latencies))

@@ -1,0 +1,62 @@
+"""The mirror's tables in ClickHouse, shaped for the reads that grow with the archive (see docs/scale.md).
+
+Every table is a ReplacingMergeTree over a `version` column: a push writes each row with its push's version, and a
+row pushed again (a session that changed) replaces the older one; a row that left the record is written again with
+`deleted = 1`. Readers read `FINAL` and skip deleted rows, so what they see is the last push of each row whatever
+merges ran. `src` names the record a row came from: several records push into one mirror, each its own rows.
+
+- `mirror_calls`: one wide row per accounting entry (reasonlog.accounting): a call, or an exchange's reported
+  figures, with the session's run, agent and source label beside its own model, status, latency, tokens and cost,
+  already zeroed where a reported cost covers it. Usage and statistics are sums over it with no join. Partitioned by
+  month and ordered by (src, day, session, entry): a date range reads its months and days only.
+- `mirror_sessions`: one row per session with what its filters test (run, agent, model and the models of its calls,
+  status, start, labels) and its list row as the record gives it (totals counted), ordered by (src, id).
+- `mirror_messages`: the timeline's text by session and position, for search.
+- `mirror_cursors`: per source, how far its last push got (`pushed_through`, the newest instant the record held
+  when that push began), its `mark` (store/mirrored.py) and whether it finished.
+"""
+from __future__ import annotations
+
+from .engine import Engine
+
+CALL_COLUMNS = ("src", "session_id", "entry", "kind", "version", "deleted", "day", "started_at", "model", "status",
+                "latency_ms", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                "cache_write_1h_tokens", "reasoning_tokens", "cost_usd", "has_cost", "without_cost", "run", "agent",
+                "source_label", "irregular")
+SESSION_COLUMNS = ("src", "id", "version", "deleted", "fingerprint", "parent_session_id", "run", "agent", "model",
+                   "status", "started_at", "day", "labels", "models", "row")
+MESSAGE_COLUMNS = ("src", "session_id", "idx", "version", "deleted", "role", "at", "call_id", "text")
+CURSOR_COLUMNS = ("src", "version", "pushed_through", "mark", "done", "sessions", "pushed_at")
+
+
+def create(engine: Engine) -> None:
+    """Create the mirror's tables where they are missing (a destroyed mirror is rebuilt by the next push)."""
+    d, db = engine.dialect, engine.database
+    label, nullable_label, settings = d.label, d.nullable_label, d.table_settings
+    engine.command(f"""CREATE TABLE IF NOT EXISTS {db}.mirror_calls (
+        src String, session_id String, entry String, kind {label}, version UInt64, deleted UInt8,
+        day Date, started_at String, model {nullable_label}, status {nullable_label}, latency_ms Nullable(Float64),
+        input_tokens UInt64, output_tokens UInt64, cache_read_tokens UInt64, cache_write_tokens UInt64,
+        cache_write_1h_tokens UInt64, reasoning_tokens UInt64, cost_usd Float64, has_cost UInt8,
+        without_cost UInt8, run Nullable(String), agent {nullable_label}, source_label {label}, irregular UInt8
+    ) ENGINE = ReplacingMergeTree(version) PARTITION BY toYYYYMM(day) ORDER BY (src, day, session_id, entry)
+    {settings}""")
+    engine.command(f"""CREATE TABLE IF NOT EXISTS {db}.mirror_sessions (
+        src String, id String, version UInt64, deleted UInt8, fingerprint String, parent_session_id Nullable(String),
+        run Nullable(String), agent {nullable_label}, model {nullable_label}, status {label}, started_at String,
+        day Date, labels Array(String), models Array(String), row String
+    ) ENGINE = ReplacingMergeTree(version) ORDER BY (src, id){settings}""")
+    engine.command(f"""CREATE TABLE IF NOT EXISTS {db}.mirror_messages (
+        src String, session_id String, idx UInt64, version UInt64, deleted UInt8, role {nullable_label},
+        at String, call_id Nullable(String), text String
+    ) ENGINE = ReplacingMergeTree(version) ORDER BY (src, session_id, idx){settings}""")
+    engine.command(f"""CREATE TABLE IF NOT EXISTS {db}.mirror_cursors (
+        src String, version UInt64, pushed_through Nullable(String), mark String, done UInt8, sessions UInt64,
+        pushed_at String
+    ) ENGINE = ReplacingMergeTree(version) ORDER BY src{settings}""")
+
+
+def drop(engine: Engine) -> None:
+    """Drop the mirror's tables (tests and `mirror push --rebuild`): the next push fills them again."""
+    for table in ("mirror_calls", "mirror_sessions", "mirror_messages", "mirror_cursors"):
+        engine.command(f"DROP TABLE IF EXISTS {engine.database}.{table}")

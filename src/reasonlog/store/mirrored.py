@@ -1,0 +1,88 @@
+"""What `reasonlog mirror push` reads from the record: a fingerprint of every session, and the rows of some.
+
+The mirror (reasonlog.mirror) holds what the record's readers answer, already counted by the accounting rule:
+each session's list row with its totals, its ledger entries (reasonlog.accounting), the calls another call is
+counted in (they still match the session filters), its labels, and its timeline's text. A session whose
+fingerprint differs from the mirror's is pushed again whole. Dialect-neutral (`?` placeholders).
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from .. import accounting
+from ..parts import searchable_text
+from ..usage_sql import IRREGULAR
+from . import SessionFilter, reading
+from .content import Dictionaries
+
+# Everything about a session that a mirrored answer depends on, as one text per session: its own columns and
+# labels, and counts and sums of its calls, exchanges and timeline. Anything that changes an answer changes one of
+# them (a new call, an ended session, a reported cost, a call counted in another, a label).
+_FINGERPRINT = (
+    "SELECT s.id, s.run, s.agent, s.model, s.provider, s.status, s.started_at, s.ended_at, s.summary, s.labels_json,"
+    " s.parent_session_id, s.parent_call_id, s.error_json,"
+    " c.n, c.last, c.tokens, c.cost, c.counted, c.errors, e.n, e.stats, e.ended, m.n, m.last, l.n, l.text"
+    " FROM sessions s"
+    " LEFT JOIN (SELECT session_id, COUNT(*) n, MAX(idx) last, SUM(" + " + ".join(
+        f"COALESCE({t}, 0)" for t in accounting.TOKENS) + ") tokens, SUM(cost_usd) cost, COUNT(counted_in) counted,"
+    " SUM(CASE WHEN status = 'error' THEN 1 ELSE 0 END) errors FROM calls GROUP BY session_id) c ON c.session_id = s.id"
+    " LEFT JOIN (SELECT session_id, COUNT(*) n, SUM(LENGTH(stats_json)) stats, MAX(ended_at) ended FROM exchanges"
+    " GROUP BY session_id) e ON e.session_id = s.id"
+    " LEFT JOIN (SELECT session_id, COUNT(*) n, MAX(idx) last FROM messages GROUP BY session_id) m"
+    " ON m.session_id = s.id"
+    " LEFT JOIN (SELECT session_id, COUNT(*) n, MAX(key || '=' || value) text FROM session_labels"
+    " GROUP BY session_id) l ON l.session_id = s.id")
+
+
+def fingerprints(cur) -> dict[str, tuple[str, str | None]]:
+    """Every session's fingerprint and its parent session, by id."""
+    out = {}
+    for row in cur.execute(_FINGERPRINT):
+        text = "\x1f".join("" if v is None else repr(v) for v in row)
+        out[row[0]] = (hashlib.blake2b(text.encode(), digest_size=16).hexdigest(), row[10])
+    return out
+
+
+def mark(cur) -> tuple[str | None, str]:
+    """The newest instant the record holds (a session's start or a call's), and a mark that changes whenever a
+    session or call is added or removed (the instant with the counts of both): a mirror whose last finished push
+    began at the same mark holds every session and call the record holds."""
+    newest, sessions, calls = cur.execute(
+        "SELECT MAX(at), SUM(s), SUM(c) FROM (SELECT MAX(started_at) at, COUNT(*) s, 0 c FROM sessions"
+        " UNION ALL SELECT MAX(started_at), 0, COUNT(*) FROM calls) x").fetchone()
+    return newest, f"{newest or ''}|{int(sessions or 0)}|{int(calls or 0)}"
+
+
+def session_rows(cur, dicts: Dictionaries, session_ids: list[str]) -> dict[str, Any]:
+    """What the mirror holds of these sessions: `sessions` (list rows with totals), `labels` (session id ->
+    [(key, value)]), `entries` (accounting entries), `twins` (calls counted in another call: id, session_id,
+    started_at, model, latency_ms, status), `messages` (session_id, idx, role, at, call_id, text), `models`
+    (session id -> its calls' models) and `irregular` (the sessions store/usage.py reads through the ledger)."""
+    if not session_ids:
+        return {"sessions": [], "labels": {}, "entries": [], "twins": [], "messages": [], "models": {},
+                "irregular": []}
+    marks = ", ".join("?" * len(session_ids))
+    sessions = reading.list_sessions(cur, SessionFilter(limit=None), session_ids)
+    labels: dict[str, list[tuple[str, str]]] = {}
+    for key, value, sid in cur.execute(
+            f"SELECT key, value, session_id FROM session_labels WHERE session_id IN ({marks})", session_ids):
+        labels.setdefault(sid, []).append((key, value))
+    entries = list(reading.iter_call_rows(cur, SessionFilter(limit=None), only=f"s.id IN ({marks})",
+                                          only_args=session_ids))
+    twins = cur.execute("SELECT id, session_id, started_at, model, latency_ms, status FROM calls"
+                        f" WHERE session_id IN ({marks}) AND counted_in IS NOT NULL", session_ids).fetchall()
+    rows = cur.execute(f"SELECT session_id, idx, role, content_id, call_id, at FROM messages"
+                       f" WHERE session_id IN ({marks}) ORDER BY session_id, idx", session_ids).fetchall()
+    contents = reading.ContentReader(cur.connection.cursor(), dicts)
+    contents.load(r[3] for r in rows)
+    messages = [(sid, idx, role, at, call_id, searchable_text(contents.get(cid)))
+                for sid, idx, role, cid, call_id, at in rows]
+    models: dict[str, list[str]] = {}
+    for sid, model in cur.execute(f"SELECT DISTINCT session_id, model FROM calls WHERE session_id IN ({marks})"
+                                  " AND model IS NOT NULL", session_ids):
+        models.setdefault(sid, []).append(model)
+    irregular = [r[0] for r in cur.execute(f"SELECT s.id FROM sessions s WHERE s.id IN ({marks}) AND {IRREGULAR}",
+                                           session_ids)]
+    return {"sessions": sessions, "labels": labels, "entries": entries, "twins": [tuple(t) for t in twins],
+            "messages": messages, "models": models, "irregular": irregular}
