@@ -48,11 +48,6 @@ PYTHON_CALL = "anthropic.Anthropic().messages.create"
 # ---------------------------------------------------------------------- streams
 
 
-def streams(request: dict) -> bool:
-    """Whether the request asked for an event stream."""
-    return request.get("stream") is True
-
-
 class Stream:
     """Folds Messages stream events (dicts as sent, or the SDK's event objects) into the Message the same call
     would have returned unstreamed.

@@ -82,11 +82,6 @@ PYTHON_CALL = "openai.OpenAI().chat.completions.create"
 # ---------------------------------------------------------------------- streams
 
 
-def streams(request: dict) -> bool:
-    """Whether the request asked for an event stream."""
-    return request.get("stream") is True
-
-
 class Stream:
     """Folds `chat.completion.chunk` events (dicts as sent, or the SDK's chunk objects) into the chat completion
     the same call would have returned unstreamed (its first choice; usage from the chunk that carries it).

@@ -108,11 +108,6 @@ PYTHON_CALL = "openai.OpenAI().responses.create"
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
 
-def streams(request: dict) -> bool:
-    """Whether the request asked for an event stream."""
-    return request.get("stream") is True
-
-
 class Stream:
     """Folds Responses stream events (dicts as sent, or the SDK's event objects) into the response; the terminal
     event carries it whole, and a stream cut short keeps what arrived, item by item.
