@@ -95,6 +95,7 @@ def test_every_tool_answers_over_stdio_with_citations(tmp_path):
     assert len(json.dumps(answer)) <= BUDGET
 
 
+@pytest.mark.slow
 def test_a_citation_opens_its_call_and_says_when_the_record_changed(tmp_path):
     db = tmp_path / "r.db"
     record_coding_session(db)

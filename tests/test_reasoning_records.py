@@ -253,6 +253,7 @@ def test_the_http_route_saves_reads_back_and_names_what_is_wrong(db):
     assert client.get("/v1/reasoning-records", params={"session": "nobody"}).status_code == 404
 
 
+@pytest.mark.slow
 def test_twenty_agents_saving_at_once_all_succeed(tmp_path):
     db = tmp_path / "t.db"
     open_store(db).close()
