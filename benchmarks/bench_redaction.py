@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import reasonlog  # noqa: E402
 from reasonlog.redact import Redactor  # noqa: E402
-from reasonlog.store.content import canonical  # noqa: E402
+from reasonlog.wire.codec import canonical  # noqa: E402
 
 FORMS = ["std", "urlsafe", "std-unpadded", "urlsafe-unpadded", "std-wrap64", "urlsafe-wrap64", "std-wrap76",
          "urlsafe-wrap76"]

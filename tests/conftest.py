@@ -30,6 +30,8 @@ os.environ.update({"HOME": str(TEST_HOME), "XDG_DATA_HOME": str(TEST_HOME / ".lo
 
 import reasonlog  # noqa: E402  (after the environment above: nothing may see the user's folders)
 
+pytest_plugins = ("browser",)  # the `browser` and `page` fixtures of the browser tests (tests/browser.py)
+
 # reasonlog's own errors inside capture are logged and counted in production; here they fail the test.
 os.environ.setdefault("REASONLOG_RAISE_INTERNAL_ERRORS", "1")
 # Masks take their digests from this key, never from a key file in the user's data folder.

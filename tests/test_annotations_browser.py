@@ -5,9 +5,9 @@ from __future__ import annotations
 from contextlib import closing
 
 import pytest
+from browser import CHROMIUM
 from test_annotations import record_two_sessions
 from test_dashboard import HOSTILE
-from test_dashboard_browser import CHROMIUM, browser, page  # noqa: F401  (the fixtures)
 from test_ingest import Served, free_port
 
 from reasonlog.store import open_store
@@ -29,7 +29,7 @@ def site(tmp_path_factory):
         yield f"http://127.0.0.1:{port}", first, call_id
 
 
-def test_hostile_annotations_run_nothing_and_read_as_text(site, page):  # noqa: F811
+def test_hostile_annotations_run_nothing_and_read_as_text(site, page):
     base, first, call_id = site
     page.goto(f"{base}/sessions/{first}")
     page.wait_for_timeout(300)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import reasonlog
 from reasonlog.cli.main import cli
-from reasonlog.store.content import canonical
+from reasonlog.wire.codec import canonical
 
 
 @pytest.fixture

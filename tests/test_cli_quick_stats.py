@@ -93,6 +93,7 @@ def test_stats_json_prints_what_the_full_command_prints_without_loading_it(recor
     assert (loaded, loaded_full) == ("0" if isinstance(recorded, Path) else f"0 {STORE}", f"0 {CLICK}")
 
 
+@pytest.mark.slow
 def test_the_database_comes_from_the_environment_or_a_db_after_the_command(recorded, tmp_path):
     by_env, loaded = reasonlog_cli("stats", "--json", env={"REASONLOG_DB": str(recorded)})
     by_option, _ = reasonlog_cli("--db", str(tmp_path / "other.db"), "stats", "--json", "--db", str(recorded))
@@ -215,6 +216,7 @@ def record(path: Path, sessions: list[dict], reporting: bool) -> bool:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sessions=st.lists(session_st, max_size=4), reporting=st.booleans(), dead_recorder=st.booleans())
+@pytest.mark.slow
 def test_the_reader_prints_clicks_bytes_for_every_key_over_generated_databases(tmp_path, sessions, reporting,
                                                                                dead_recorder):
     path = tmp_path / f"generated-{next(DATABASES)}.db"
@@ -309,6 +311,7 @@ json_value_st = (st.none() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.dictionaries(st.sampled_from([*usage_sql.STAT_KEYS, "calls", "cost_usd", "latency_ms_p50"]),
                                 json_value_st, min_size=1)))
+@pytest.mark.slow
 def test_the_json_is_orjsons(rows):
     assert quick_stats.dumps(rows) == orjson.dumps(rows, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
                                                    | orjson.OPT_NON_STR_KEYS) + b"\n"

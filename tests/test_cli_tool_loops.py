@@ -33,7 +33,7 @@ from reasonlog.conversation import key_of, reader_form, reply_units, reply_varia
 from reasonlog.providers import messages_of
 from reasonlog.server.app import create_app
 from reasonlog.store import SessionFilter
-from reasonlog.store.content import canonical
+from reasonlog.wire.codec import canonical
 
 PROMPT = "Read hello.txt and missing.txt with the shell, then tell me what they say"
 COMMANDS = [c for step in STEPS for c in step]

@@ -4,12 +4,11 @@ Skips when /usr/bin/chromium is absent; `.ci/run` installs it. With REASONLOG_SC
 screenshot of each page is written there (the README shows the ones in docs/screenshots)."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from browser import CHROMIUM, shot
 from conftest import FIXTURES
 from test_dashboard import record_hostile
 from test_ingest import Served, free_port
@@ -18,11 +17,7 @@ from reasonlog.demo import run_demo
 from reasonlog.io.importing import plan, run_import
 from reasonlog.store import SessionFilter, open_store
 
-CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SHOTS = os.environ.get("REASONLOG_SCREENSHOTS")
 
 
 @pytest.fixture(scope="module")
@@ -61,32 +56,6 @@ def record_loops(db) -> None:
         h += [{"role": "assistant", "content": "the answer"}, {"role": "user", "content": "third"}]
         s.call(messages=list(h), response=reply)
     rec.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    p = context.new_page()
-    p.dialogs = []
-    p.on("dialog", lambda d: (p.dialogs.append(d.message), d.dismiss()))
-    yield p
-    context.close()
-
-
-def shot(page, name: str) -> None:
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=False)
 
 
 def test_list_filter_search_open_a_session_and_its_views(site, page):

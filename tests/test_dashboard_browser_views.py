@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from browser import CHROMIUM, shot
 from conftest import FIXTURES
-from test_dashboard_browser import ARGS, CHROMIUM, shot
 from test_ingest import Served, free_port
 
 from reasonlog.io.importing import plan, run_import
@@ -33,16 +33,6 @@ def site(tmp_path_factory):
     port = free_port()
     with Served(db, port, login_token=TOKEN):
         yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

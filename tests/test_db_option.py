@@ -60,6 +60,7 @@ def test_db_after_the_command_reads_that_database(recorded, tmp_path):
     assert reasonlog_cli("keys", "list", "--json", "--db", str(recorded)).stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_serve_with_db_after_its_name_serves_that_database(recorded):
     with serving("serve", "--db", str(recorded)) as base:
         status, body = get(base + "/v1/sessions")

@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 import pytest
+from browser import CHROMIUM, shot
 from conftest import FIXTURES
-from test_dashboard_browser import ARGS, CHROMIUM, shot
 from test_ingest import Served, free_port
 
 import reasonlog
@@ -57,24 +57,6 @@ def site(tmp_path_factory):
     port = free_port()
     with Served(db, port):
         yield f"http://127.0.0.1:{port}", db
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    p = context.new_page()
-    yield p
-    context.close()
 
 
 def session_id(db, **labels) -> str:

@@ -146,6 +146,7 @@ def test_the_default_is_the_history_in_this_folder_and_home_or_the_one_named(mon
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(0, REAL.stat().st_size))
+@pytest.mark.slow
 def test_any_cut_of_the_real_history_imports_without_error_and_completes_to_the_whole(tmp_path_factory, cut):
     import_cut_then_whole(tmp_path_factory.mktemp("cut"), REAL, "repo/.aider.chat.history.md", cut, "aider")
 

@@ -220,6 +220,7 @@ def test_summary_lines_and_unknown_types_are_kept(tmp_path):
     assert outcomes[1]["payload"]["payload"] == {"x": 1}
 
 
+@pytest.mark.slow
 def test_cli_import_reports_and_refuses_bad_paths(tmp_path):
     db = tmp_path / "t.db"
     run = lambda *a: subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), *a],  # noqa: E731
@@ -321,6 +322,7 @@ def _cuts(name: str, step: int) -> list[int]:
 
 
 @pytest.mark.parametrize(("name", "step"), [("subagent.jsonl", 1), ("tool_heavy.jsonl", 1), (f"{MAIN}.jsonl", 397)])
+@pytest.mark.slow
 def test_any_split_then_append_equals_one_whole_import(tmp_path, name, step):
     """Importing a transcript in two parts, cut at any line (while it is still being written, as watch does,
     or not), gives the same calls, tokens and replays as importing it whole."""

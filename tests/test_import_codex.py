@@ -100,6 +100,7 @@ def test_importing_again_adds_nothing(db, tmp_path):
 
 
 @pytest.mark.parametrize("source", [MAIN_FILE, ARCH_FILE, BAD_FILE])
+@pytest.mark.slow
 def test_a_grown_rollout_adds_only_its_new_calls(tmp_path, source):
     whole = open_store(tmp_path / "whole.db")
     run_import(whole, plan([source]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from agent_logs import import_cut_then_whole
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -119,6 +120,7 @@ def test_the_default_folder_follows_copilot_home(monkeypatch, tmp_path):
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(0, REAL.stat().st_size))
+@pytest.mark.slow
 def test_any_cut_of_the_real_log_imports_without_error_and_completes_to_the_whole(tmp_path_factory, cut):
     import_cut_then_whole(tmp_path_factory.mktemp("cut"), REAL, f"{SID}/events.jsonl", cut, "copilot")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from agent_logs import import_cut_then_whole
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -166,6 +167,7 @@ def test_the_default_folders(monkeypatch, tmp_path):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(0, CURSOR.stat().st_size))
+@pytest.mark.slow
 def test_any_cut_of_the_cursor_transcript_completes_to_the_whole(tmp_path_factory, cut):
     import_cut_then_whole(tmp_path_factory.mktemp("cut"), CURSOR, f"p/agent-transcripts/c/{CURSOR_ID}.jsonl", cut,
                           "cursor")
@@ -173,6 +175,7 @@ def test_any_cut_of_the_cursor_transcript_completes_to_the_whole(tmp_path_factor
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(0, AMP.stat().st_size))
+@pytest.mark.slow
 def test_any_cut_of_the_amp_thread_completes_to_the_whole(tmp_path_factory, cut):
     import_cut_then_whole(tmp_path_factory.mktemp("cut"), AMP, f"threads/{AMP.name}", cut, "amp")
 

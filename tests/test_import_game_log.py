@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from conftest import FIXTURES
 
 from reasonlog.io.importing import plan, run_import
@@ -80,6 +81,7 @@ def test_a_game_that_stopped_shows_its_missing_responses(db, tmp_path):
     assert [c["status"] for c in aborted["calls"]] == ["error"]
 
 
+@pytest.mark.slow
 def test_a_changed_tree_is_imported_again_and_broken_files_are_named(db, tmp_path):
     game = tmp_path / GAME.name
     shutil.copytree(GAME, game)

@@ -102,6 +102,7 @@ def test_importing_again_adds_nothing(db, tmp_path):
 
 
 @pytest.mark.parametrize("source", [MAIN, DAMAGED])
+@pytest.mark.slow
 def test_a_grown_chat_equals_a_whole_import_at_every_split(tmp_path, source):
     whole = open_store(tmp_path / "whole.db")
     run_import(whole, plan([source]))

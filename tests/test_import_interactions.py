@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import orjson
+import pytest
 
 from reasonlog.io.importing import plan, run_import
 from reasonlog.store import SessionFilter, open_store
@@ -79,6 +80,7 @@ def test_storage_holds_each_message_once(db, tmp_path):
     assert stored * 3 < sent  # the resent history is stored once
 
 
+@pytest.mark.slow
 def test_reimport_adds_nothing_and_a_bad_file_is_named(db, tmp_path):
     logs = tmp_path / "logs"
     shutil.copytree(LOGS, logs)

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from agent_logs import ALL, import_cut_then_whole
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -118,6 +119,7 @@ def test_the_default_folder_follows_kimi_share_dir(monkeypatch, tmp_path):
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(0, REAL.stat().st_size))
+@pytest.mark.slow
 def test_any_cut_of_the_real_wire_file_imports_without_error_and_completes_to_the_whole(tmp_path_factory, cut):
     import_cut_then_whole(tmp_path_factory.mktemp("cut"), REAL, f"h/{SID}/wire.jsonl", cut, "kimi")
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from conftest import FIXTURES
 
 import reasonlog
@@ -381,6 +382,7 @@ def _check_batch(case: Case, imp: Importer, scratch: Scratch, root: Path, mutant
     assert second.failed == (first.failed if whole else [])
 
 
+@pytest.mark.slow
 def test_every_importer_keeps_the_other_records_of_a_mutated_file():
     """TOTAL mutants over all importers' fixtures, derandomized (seeded by the case): none ends in an internal
     error, a failed file, a record skipped without its place, or a second import that adds something; and, for a

@@ -178,6 +178,7 @@ CASES = {"codex": (CODEX, _codex_keys), "short": (SPOTTER / "short.jsonl", _clau
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.slow
 def test_mutating_one_line_never_loses_the_other_lines_calls(case):
     source, keys_of = CASES[case]
     lines = source.read_bytes().splitlines(keepends=True)
@@ -198,6 +199,7 @@ def test_mutating_one_line_never_loses_the_other_lines_calls(case):
     check()
 
 
+@pytest.mark.slow
 def test_mutating_one_line_of_an_agent_sdk_dump_never_fails_the_file():
     """The SDK importer's ids come from the dump's bytes, so a changed line changes them all: what must hold is that
     the file is imported (bad messages reported, never a traceback or a failed file)."""

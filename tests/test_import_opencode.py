@@ -216,6 +216,7 @@ def test_a_growing_database_adds_only_what_is_new_and_watch_waits_for_a_reply(db
     assert run_import(store, plan([path])).unchanged == 1
 
 
+@pytest.mark.slow
 def test_the_json_storage_copied_into_the_database_is_not_counted_twice(db, tmp_path):
     folder = tmp_path / "opencode"
     shutil.copytree(JSON_11, folder)

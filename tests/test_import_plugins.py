@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 PLUGIN = '''
 from reasonlog.io.importing import walk
 from reasonlog.model import CallRecorded, SessionStarted, SessionEnded, Usage, stable_id
@@ -65,6 +67,7 @@ def _run(site: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, str(site), *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_an_entry_point_importer_is_listed_detected_and_incremental(tmp_path):
     site = _plugin(tmp_path, PLUGIN, "tiny_csv")
     data = tmp_path / "calls.tinycsv"

@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from agent_logs import import_cut_then_whole
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -173,6 +174,7 @@ def test_a_qwen_chat_is_detected_and_a_claude_transcript_is_not(tmp_path):
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(0, REAL.stat().st_size))
+@pytest.mark.slow
 def test_any_cut_of_the_real_chat_imports_without_error_and_completes_to_the_whole(tmp_path_factory, cut):
     import_cut_then_whole(tmp_path_factory.mktemp("cut"), REAL, "chats/q.jsonl", cut, "qwen")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
 from conftest import FIXTURES
 
 from reasonlog.io.importing import plan, run_import
@@ -18,6 +19,7 @@ def day(store, model: str, date: str) -> dict:
     return store.get_session(session["id"])
 
 
+@pytest.mark.slow
 def test_every_model_day_is_a_session_with_its_positions(db, tmp_path):
     store = open_store(db)
     report = run_import(store, plan([AGENT_DATA]))
@@ -29,6 +31,7 @@ def test_every_model_day_is_a_session_with_its_positions(db, tmp_path):
     assert {s["labels"]["source"] for s in sessions} == {"trading-log"}
 
 
+@pytest.mark.slow
 def test_gpt5_on_2025_10_02_bought_nvda_then_googl(db, tmp_path):
     store = open_store(db)
     run_import(store, plan([AGENT_DATA]))
@@ -46,6 +49,7 @@ def test_gpt5_on_2025_10_02_bought_nvda_then_googl(db, tmp_path):
     assert store.get_call(call["id"])["response"]["content"].endswith("<FINISH_SIGNAL>")
 
 
+@pytest.mark.slow
 def test_tool_results_sent_as_user_text_are_tool_results(db, tmp_path):
     store = open_store(db)
     run_import(store, plan([AGENT_DATA / "claude-3.7-sonnet"]))

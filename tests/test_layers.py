@@ -12,8 +12,9 @@ import reasonlog
 
 ROOT = Path(reasonlog.__file__).parent
 LAYERS = (
-    {"model", "wire", "parts", "providers", "pricing", "redact", "redact_key", "redact_patterns", "accounting",
-     "usage_sql", "conversation", "titles"},
+    {"wire"},  # the shapes that leave the process, their rules and codecs: nothing of reasonlog
+    {"model", "parts", "pricing", "redact_key", "redact_patterns", "accounting", "usage_sql"},
+    {"providers", "redact", "conversation", "titles"},
     {"store"},
     {"capture", "query", "reasoning"},
     {"io", "summaries", "demo", "langchain", "claude_agent", "replay", "semantic", "mcp", "evaluation", "mirror"},
@@ -48,6 +49,13 @@ def test_every_module_imports_only_layers_to_its_left():
     wrong = sorted((str(p.relative_to(ROOT)), imported) for p in modules for imported in _imported(p)
                    if imported in LAYER and LAYER[imported] > LAYER[p.relative_to(ROOT).parts[0].removesuffix(".py")])
     assert wrong == []
+
+
+def test_the_model_imports_nothing_of_reasonlog_but_the_wire_shapes():
+    """The events and `Usage` are the bottom every layer builds on: providers read usage into `Usage`, so `model`
+    reading providers would close a circle (issue 33)."""
+    assert _imported(ROOT / "model.py") == {"wire"}
+    assert {imported for p in (ROOT / "wire").rglob("*.py") for imported in _imported(p)} == {"wire"}
 
 
 def test_the_check_sees_an_import_that_runs_upward():

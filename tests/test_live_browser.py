@@ -3,9 +3,9 @@ list, session page, timeline and usage page show its calls within a second, reco
 from __future__ import annotations
 
 import pytest
+from browser import CHROMIUM, shot
 from live_helpers import Stepper, until
 from test_dashboard import HOSTILE
-from test_dashboard_browser import CHROMIUM, browser, page, shot  # noqa: F401  (the fixtures)
 from test_ingest import Served, free_port
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)")
@@ -25,7 +25,7 @@ def live(page) -> None:  # noqa: F811
 
 
 @pytest.fixture
-def listening(served, page):  # noqa: F811
+def listening(served, page):
     """The sessions list open and live, a recorder in another process having recorded one call."""
     base, db = served
     recorder = Stepper(db, "live-agent")
@@ -38,7 +38,7 @@ def listening(served, page):  # noqa: F811
         recorder.close()
 
 
-def test_the_sessions_list_and_a_session_page_follow_a_recorder_in_another_process(listening, page):  # noqa: F811
+def test_the_sessions_list_and_a_session_page_follow_a_recorder_in_another_process(listening, page):
     base, recorder = listening
     rows = page.locator("table.sessions tbody tr")
     assert rows.count() == 1
@@ -65,7 +65,7 @@ def test_the_sessions_list_and_a_session_page_follow_a_recorder_in_another_proce
     assert (page.evaluate("typeof window.__xss"), page.dialogs) == ("undefined", [])
 
 
-def test_the_timeline_and_the_usage_page_follow_new_calls(listening, page):  # noqa: F811
+def test_the_timeline_and_the_usage_page_follow_new_calls(listening, page):
     base, recorder = listening
     session_link = page.locator("table.sessions tbody td.title a").first.get_attribute("href")
     page.goto(f"{base}{session_link}/timeline")

@@ -19,7 +19,7 @@ from helpers import is_postgres, query_db
 
 import reasonlog
 from reasonlog.cli.main import cli
-from reasonlog.store.content import canonical
+from reasonlog.wire.codec import canonical
 
 SHARED_SYSTEM = "You are a careful research agent. Cite every source you use and say when you are unsure."
 PAGE = 16384

@@ -95,6 +95,7 @@ def test_every_tool_answers_over_stdio_with_citations(tmp_path):
     assert len(json.dumps(answer)) <= BUDGET
 
 
+@pytest.mark.slow
 def test_a_citation_opens_its_call_and_says_when_the_record_changed(tmp_path):
     db = tmp_path / "r.db"
     record_coding_session(db)
@@ -152,6 +153,7 @@ def test_a_session_recorded_while_the_server_runs_is_found(tmp_path):
     assert any("flaky migration" in h["text"] for h in structured(after)["hits"])
 
 
+@pytest.mark.slow
 def test_print_config_gives_each_agent_its_own_shape(tmp_path):
     import subprocess
 
@@ -172,6 +174,7 @@ def test_print_config_gives_each_agent_its_own_shape(tmp_path):
 
 # ------------------------------------------------------------------------------ over HTTP, from `reasonlog serve`
 
+@pytest.mark.slow
 def test_the_same_tools_over_http_from_serve_behind_the_api_keys(tmp_path):
     """`/mcp` on `reasonlog serve`: the same tools over streamable HTTP; once a key exists, none or a wrong one
     is refused, a read key is enough; citations' URLs are this server's dashboard paths."""
@@ -366,6 +369,7 @@ def test_reasoning_records_and_who_skipped_a_phase(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for chattr +i")
+@pytest.mark.slow
 def test_a_read_only_database_is_answered(tmp_path):
     import subprocess
 

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 import reasonlog
 from reasonlog.capture.sinks import SpillingSink
 from reasonlog.cli.main import cli
-from reasonlog.parts import RecordError
 from reasonlog.redact import Redactor
 from reasonlog.store import SessionFilter, open_store
+from reasonlog.wire.rules import RecordError
 
 Q = [{"role": "user", "content": "q"}]
 

@@ -51,6 +51,7 @@ def test_os_fork_by_hand_and_a_fork_of_a_fork_never_repeat_an_id():
     assert len(set(ids)) == len(ids)
 
 
+@pytest.mark.slow
 def test_a_multiprocessing_pool_of_recorders_stores_every_call(db_target, tmp_path):
     """Four forked workers, each with its own recorder, start in the same millisecond: every call is stored once."""
     target = str(db_target) if "://" in str(db_target) else str(tmp_path / "pool.db")
@@ -60,6 +61,7 @@ def test_a_multiprocessing_pool_of_recorders_stores_every_call(db_target, tmp_pa
     assert out["rejected"] == 0
 
 
+@pytest.mark.slow
 def test_a_close_that_times_out_keeps_the_batch_being_committed(db_target, tmp_path):
     """The writer is stuck committing (another process holds the lock past close's timeout) when the process
     exits: the batch in flight is in a spill file, and every call is stored once after the lock goes."""
@@ -69,6 +71,7 @@ def test_a_close_that_times_out_keeps_the_batch_being_committed(db_target, tmp_p
     assert out.note == "102 events went through spill files"
 
 
+@pytest.mark.slow
 def test_when_both_the_batch_in_flight_and_its_spilled_copy_land_it_is_stored_once(db_target):
     """close() times out and spills a copy of the batch being committed; the lock then goes, the commit lands
     in the still running process, and the spilled copy is replayed: nothing twice."""

@@ -17,7 +17,7 @@ import reasonlog
 from reasonlog.cli.main import cli
 from reasonlog.server.app import create_app
 from reasonlog.store import SessionFilter, open_store
-from reasonlog.store.content import canonical
+from reasonlog.wire.codec import canonical
 
 ALL = SessionFilter(limit=None)
 Q1 = [{"role": "user", "parts": [{"type": "text", "content": "What is NVDA trading at?"}]}]
@@ -217,6 +217,7 @@ def test_export_then_ingest_gives_the_same_sessions_calls_messages_and_tokens(db
         assert (cb["stop_reason"], cb["latency_ms"]) == (ca["stop_reason"], ca["latency_ms"])
 
 
+@pytest.mark.slow
 def test_spans_from_openinferences_own_openai_instrumentation(served_db, server):
     """The `openinference-instrumentation-openai` package tracing the real OpenAI SDK against a local server."""
     import openai

@@ -103,6 +103,7 @@ def readers(store, run: str) -> dict:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(story=sessions())
+@pytest.mark.slow
 def test_the_bulk_path_stores_what_the_row_by_row_path_does(pair, story):
     run, batches = story
     bulk, rows = pair

@@ -19,9 +19,9 @@ from test_ingest import free_port
 import reasonlog
 from reasonlog.capture.http_sink import HttpSink
 from reasonlog.store import SessionFilter, open_store
-from reasonlog.store.content import canonical
 from reasonlog.store.schema import SQLITE_MIGRATIONS
 from reasonlog.store.schema_pg import PG_MIGRATIONS
+from reasonlog.wire.codec import canonical
 
 needs_postgres = pytest.mark.skipif(not POSTGRES, reason=NO_POSTGRES)
 ALL = SessionFilter(limit=None)
@@ -150,6 +150,7 @@ def conversation(rec, agent: str, turns: int) -> list[dict]:
 
 
 @needs_postgres
+@pytest.mark.slow
 def test_several_servers_ingest_into_the_same_session_without_conflicts_or_duplicates(tmp_path):
     """Two `reasonlog serve` processes on one database. One session's batches go to each in turn (a load
     balancer's round robin) and every batch is sent again to the other (a retry after a lost answer), while

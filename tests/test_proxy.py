@@ -15,7 +15,7 @@ from proxying import ANTHROPIC_KEY, GOOGLE_KEY, OPENAI_KEY, database_bytes, reco
 
 import reasonlog
 from reasonlog.store import SessionFilter
-from reasonlog.store.content import canonical
+from reasonlog.wire.codec import canonical
 
 HELLO = [{"role": "user", "content": "Hello, how are you?"}]
 

@@ -18,7 +18,7 @@ from sdk_server import load_json, sse
 
 import reasonlog
 from reasonlog.store import SessionFilter
-from reasonlog.store.content import canonical
+from reasonlog.wire.codec import canonical
 
 ROOT = Path(__file__).resolve().parents[1]
 # Where .ci/run installs them (npm install --prefix ../npm-tools), then PATH.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 
 import httpx
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from proxy_upstream import Upstream
@@ -94,6 +95,7 @@ messages = st.lists(st.text(min_size=1, max_size=8), min_size=2, max_size=9)
 
 @settings(max_examples=60, deadline=None)
 @given(texts=messages, marks=st.lists(st.integers(0, 8), max_size=4))
+@pytest.mark.slow
 def test_a_loop_is_one_session_wherever_cache_control_moves(tmp_path_factory, texts, marks):
     """Each call resends the conversation so far with `cache_control` on its last message (the AI SDK) and on
     any others it likes; continuity holds across every call."""

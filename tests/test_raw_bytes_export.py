@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import orjson
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -57,6 +58,7 @@ def test_raw_bytes_that_are_not_utf8_export_as_base64_and_import_as_they_were(tm
     assert calls[0]["raw"] == "//4AYmluYXJ5" and calls[2]["raw"] == "text \u00e9"
 
 
+@pytest.mark.slow
 def test_an_import_refuses_a_raw_encoding_over_text_that_is_not_base64(tmp_path):
     _record(tmp_path / "a.db", [b"\xff\xfe"])
     export = tmp_path / "a.jsonl"
@@ -75,6 +77,7 @@ def test_an_import_refuses_a_raw_encoding_over_text_that_is_not_base64(tmp_path)
 @settings(max_examples=25, derandomize=True, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(st.binary(min_size=1, max_size=64), min_size=1, max_size=4))
+@pytest.mark.slow
 def test_any_raw_bytes_survive_export_and_import(tmp_path_factory, raws):
     before, after, _ = _round_trip(tmp_path_factory.mktemp("raw"), raws)
     assert before == after == raws

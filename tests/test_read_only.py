@@ -109,6 +109,7 @@ def test_every_reading_command_works(locked, recorded, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["serve", "ui"])
+@pytest.mark.slow
 def test_serve_and_ui_answer_every_page(locked, recorded, command):
     sid, (a, b) = recorded["session"], recorded["calls"]
     args = ["--db", str(locked), command, *(["--no-browser"] if command == "ui" else [])]

@@ -457,6 +457,7 @@ def test_every_shell_command_of_the_readme_is_run_here():
 
 
 @pytest.mark.parametrize("command", list(COMMANDS), ids=lambda c: c[:60])
+@pytest.mark.slow
 def test_the_readme_command_works_as_written(place, command):
     COMMANDS[command](place, command)
 
@@ -494,6 +495,7 @@ def test_every_python_block_of_the_docs_is_run_here():
 
 
 @pytest.mark.parametrize("block", list(RECORDS))
+@pytest.mark.slow
 def test_the_docs_python_block_runs_as_written(tmp_path, block):
     from docs_upstream import DocsUpstream
 

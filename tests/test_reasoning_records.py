@@ -128,6 +128,7 @@ def test_overflow_moves_to_the_artifact_when_the_policy_says_so(db, tmp_path):
     assert '"key_decisions": [\n    "four",\n    "five"\n  ]' in artifact.read_text()
 
 
+@pytest.mark.slow
 def test_the_bazinga_handoff_schemas_check_compact_records(db, tmp_path):
     (tmp_path / "reasonlog.toml").write_text(
         f'[reasoning]\nbudget_tokens = 400\n[reasoning.schemas]\n"agent:developer" = '
@@ -146,6 +147,7 @@ def test_the_bazinga_handoff_schemas_check_compact_records(db, tmp_path):
     assert len(open_store(db, read_only=True).list_reasoning_records()) == 1
 
 
+@pytest.mark.slow
 def test_modes_and_disabled_phases(db, tmp_path, monkeypatch):
     monkeypatch.setenv("REASONLOG_REASONING_MODE", "compact")
     assert save(db, tmp_path, "approach", {"summary": "s"}, "a long form that is not kept").returncode == 0
@@ -161,6 +163,7 @@ def test_modes_and_disabled_phases(db, tmp_path, monkeypatch):
     assert len(open_store(db, read_only=True).list_reasoning_records()) == 1
 
 
+@pytest.mark.slow
 def test_on_failure_records_are_held_then_kept_on_failure_and_dropped_on_success(db, tmp_path, monkeypatch):
     monkeypatch.setenv("REASONLOG_REASONING_PHASES", "risks=on_failure")
     done = save(db, tmp_path, "risks", {"summary": "The migration may lock the table."}, "why it may")
@@ -217,6 +220,7 @@ def test_session_reason_from_python_and_the_session_ending_well_drops_held_recor
         ("planner", "high", ["docs/plan.md"], "Because days are independent.")
 
 
+@pytest.mark.slow
 def test_missing_names_the_agents_that_skipped_mandatory_phases(db, tmp_path):
     save(db, tmp_path, "understanding", {"summary": "s"})
     save(db, tmp_path, "completion", {"summary": "done"})
@@ -249,6 +253,7 @@ def test_the_http_route_saves_reads_back_and_names_what_is_wrong(db):
     assert client.get("/v1/reasoning-records", params={"session": "nobody"}).status_code == 404
 
 
+@pytest.mark.slow
 def test_twenty_agents_saving_at_once_all_succeed(tmp_path):
     db = tmp_path / "t.db"
     open_store(db).close()

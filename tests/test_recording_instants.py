@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import reasonlog
-from reasonlog.parts import RecordError
+from reasonlog.wire.rules import RecordError
 
 
 def test_every_recording_method_keeps_the_instant_it_is_given(recorder, store_of):

@@ -21,7 +21,7 @@ from reasonlog.cli.main import cli
 from reasonlog.io.jsonl import dump_lines
 from reasonlog.redact import Redactor
 from reasonlog.store import sqlite as sqlite_store
-from reasonlog.store.content import canonical
+from reasonlog.wire.codec import canonical
 
 # Keys that stand alone in any text (an AWS secret key is masked only beside its label, tested elsewhere).
 EXAMPLES = {name: value for name, value in SECRETS.items() if name != "aws_secret_key"}
@@ -73,6 +73,7 @@ def _blobs() -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_random_base64_images_replay_byte_exact_and_nothing_is_masked(db_path, store_of):
     blobs = _blobs()
     # The seed is worth something only if the data holds the prefixes that used to match in it.

@@ -100,6 +100,7 @@ paths = st.one_of(st.just(""), st.from_regex(r"(/[A-Za-z0-9._~%\-]{0,10}){1,3}(\
 
 @settings(max_examples=400, deadline=None)
 @given(schemes, users, passwords, hosts, ports, paths, st.sampled_from(["{}", "url {} end", '"{}"', "dsn={}\n"]))
+@pytest.mark.slow
 def test_every_generated_url_keeps_all_but_its_password(scheme, user, password, host, port, path, place):
     r = Redactor()
     url = f"{scheme}://{user}:{password}@{host}{port}{path}"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from pathlib import Path
 
 import pytest
+from browser import CHROMIUM, SHOTS
 from click.testing import CliRunner
 from sdk_server import FixtureServer, load_json
 from test_ingest import Served, free_port
@@ -16,11 +16,7 @@ from test_ingest import Served, free_port
 import reasonlog
 from reasonlog.cli.main import cli
 
-CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SHOTS = os.environ.get("REASONLOG_SCREENSHOTS")  # a folder: the compare page's screenshot is written there
 HOSTILE = "<script>alert('replay')</script><img src=x onerror=alert(2)> done"
 
 
@@ -56,26 +52,6 @@ def site(tmp_path_factory):
     port = free_port()
     with Served(db, port):
         yield f"http://127.0.0.1:{port}", original, replay
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    p = context.new_page()
-    p.dialogs = []
-    p.on("dialog", lambda d: (p.dialogs.append(d.message), d.dismiss()))
-    yield p
-    context.close()
 
 
 def test_from_the_original_to_the_comparison_where_they_diverged(site, page):

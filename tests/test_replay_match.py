@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,6 +111,7 @@ def replaced(request: dict, mapping: dict[str, str]) -> dict:
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(requests(), st.data())
+@pytest.mark.slow
 def test_a_request_with_only_volatile_values_changed_matches(case, data):
     request, values, _ = case
     fresh = data.draw(st.lists(VOLATILE.filter(lambda v: v not in values), min_size=len(values),

@@ -5,8 +5,8 @@ from __future__ import annotations
 from contextlib import closing
 
 import pytest
+from browser import CHROMIUM, shot
 from test_dashboard import HOSTILE
-from test_dashboard_browser import CHROMIUM, browser, page, shot  # noqa: F401  (the fixtures)
 from test_ingest import Served, free_port
 from test_review_queue import record_three
 
@@ -25,7 +25,7 @@ def chosen(page) -> str:  # noqa: F811
 
 
 @pytest.mark.slow  # five reviews, each a post and a new page: about 25 s on the loaded CI machine
-def test_reviewing_the_queue_from_the_keyboard(tmp_path, page):  # noqa: F811
+def test_reviewing_the_queue_from_the_keyboard(tmp_path, page):
     db = tmp_path / "review.db"
     ids = record_three(db)
     with reasonlog.Recorder(db, writer="sync") as rec, rec.session(agent="extra") as s:

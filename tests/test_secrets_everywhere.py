@@ -345,6 +345,7 @@ def exchange_jsonl_source(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("fmt", sorted([*IMPORTS, "exchange-jsonl"]))
+@pytest.mark.slow
 def test_every_importer_masks(fmt, tmp_path):
     source = planted_copy(IMPORTS[fmt] if fmt in IMPORTS else exchange_jsonl_source(tmp_path), tmp_path)
     db = tmp_path / "imported.db"

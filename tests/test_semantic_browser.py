@@ -4,7 +4,7 @@ real local model. Skips without /usr/bin/chromium, as test_dashboard_browser.py 
 from __future__ import annotations
 
 import pytest
-from test_dashboard_browser import ARGS, CHROMIUM, shot
+from browser import CHROMIUM, shot
 from test_ingest import Served, free_port
 from test_semantic_cli import ASKED, BOOT, OTHER, SPOTTER
 
@@ -29,22 +29,20 @@ def site(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(site):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        tab = browser.new_context(viewport={"width": 1366, "height": 900}).new_page()
-        errors: list[str] = []
-        tab.on("pageerror", lambda e: errors.append(str(e)))
-        tab.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
-        failed: list[str] = []
-        tab.on("response", lambda r: failed.append(r.url) if r.status >= 400 and "favicon" not in r.url else None)
-        yield tab
-        browser.close()
-        assert (errors, failed) == ([], [])  # no script refused by the CSP, nothing thrown, nothing missing
+def page(site, browser):
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    tab.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
+    failed: list[str] = []
+    tab.on("response", lambda r: failed.append(r.url) if r.status >= 400 and "favicon" not in r.url else None)
+    yield tab
+    context.close()
+    assert (errors, failed) == ([], [])  # no script refused by the CSP, nothing thrown, nothing missing
 
 
+@pytest.mark.slow
 def test_a_question_in_other_words_finds_its_session_first_and_text_mode_finds_none(site, page):
     page.goto(site + "/")
     page.fill("input[name=q]", ASKED)

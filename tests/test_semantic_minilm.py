@@ -42,6 +42,7 @@ def test_named_texts_embed_alike_with_numpy_and_pytorch(embedder):
     assert np.allclose(np.linalg.norm(by_numpy, axis=1), 1.0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_real_transcript_lines_embed_alike(embedder):
     """Real text: every line of a real Claude Code transcript, as raw JSON (long, punctuated, nested quoting)."""
     lines = (FIXTURES / "claude-code-transcripts" / "spotter" / "short.jsonl").read_text().splitlines()
@@ -51,6 +52,7 @@ def test_real_transcript_lines_embed_alike(embedder):
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(min_size=0, max_size=1500))
+@pytest.mark.slow
 def test_any_text_embeds_alike_with_numpy_and_pytorch(embedder, text):
     by_torch, by_numpy = vectors(embedder, [text])
     assert np.abs(by_numpy - by_torch).max() < 1e-5

@@ -58,6 +58,7 @@ def test_a_nul_byte_in_any_parameter_of_any_read_route_is_a_400_naming_it(db):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.text(min_size=1, max_size=12))
+@pytest.mark.slow
 def test_any_text_in_the_sessions_filters_is_answered_never_a_500(db, text):
     with TestClient(serve_app(db), raise_server_exceptions=False) as client:
         for name in ("agent", "run", "model", "status", "q", "since", "label", "score"):

@@ -106,6 +106,7 @@ def test_any_date_is_a_day_found_a_day_not_found_or_the_400(client, date):
         assert (r.status_code, r.json()) == (400, {"detail": f"Invalid date format: {date}. Expected YYYY-MM-DD"})
 
 
+@pytest.mark.slow
 def test_health_readiness_and_the_schema(client, tmp_path):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz").json()

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import reasonlog
 from reasonlog.cli.main import cli
 from reasonlog.store import SessionFilter
-from reasonlog.store.content import canonical
+from reasonlog.wire.codec import canonical
 
 TOOL_A = {"name": "get_price", "description": "price", "input_schema": {"type": "object"}}
 TOOL_B = {"name": "buy", "description": "buy", "input_schema": {"type": "object"}}

@@ -9,7 +9,7 @@ from helpers import query_db, record_workload
 
 import reasonlog
 from reasonlog.store import SessionFilter, StoreError
-from reasonlog.store.content import canonical
+from reasonlog.wire.codec import canonical
 
 
 @pytest.fixture(scope="module")

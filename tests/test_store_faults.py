@@ -20,7 +20,7 @@ import pytest
 from conftest import fresh_database
 
 import reasonlog
-from reasonlog.store.content import canonical
+from reasonlog.wire.codec import canonical
 
 TESTS = Path(__file__).resolve().parent
 BENCH = TESTS.parent.parent / "shared" / "bench"

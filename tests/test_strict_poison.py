@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import reasonlog
 from reasonlog.capture.sinks import StoreSink
-from reasonlog.parts import RecordError
+from reasonlog.wire.rules import RecordError
 
 
 def _deep(n: int):
@@ -136,6 +136,7 @@ def _poisoned(draw):
 @settings(max_examples=60, derandomize=True, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(site=st.sampled_from(sorted(SITES)), value=_poisoned())
+@pytest.mark.slow
 def test_every_poison_value_is_raised_when_strict_and_counted_when_not(tmp_path_factory, site, value):
     folder = tmp_path_factory.mktemp("poison")
     with pytest.raises(RecordError):

@@ -14,10 +14,9 @@ import reasonlog
 from reasonlog.demo import run_demo
 from reasonlog.io import jsonl
 from reasonlog.model import EVENT_TYPES, check_event, dump_event, load_event
-from reasonlog.parts import RecordError
 from reasonlog.store.transfer_checks import BadRecord, check_fields
 from reasonlog.wire import EVENTS, PARSED, RECORDS, decode_line, encode_line, row_of
-from reasonlog.wire.rules import EVENT, RECORD, checks_of
+from reasonlog.wire.rules import EVENT, RECORD, RecordError, checks_of
 
 
 def _keys(shape: type) -> set[str]:

@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 
 _WHERE = {"ExchangeRecorder": ".capture", "Recorder": ".capture", "SessionRecorder": ".capture",
           "current_session": ".capture", "instrument_anthropic": ".capture", "instrument_openai": ".capture",
-          "Usage": ".model", "Part": ".parts", "RecordError": ".parts", "SessionFilter": ".store",
+          "Usage": ".model", "Part": ".parts", "RecordError": ".wire.rules", "SessionFilter": ".store",
           "open_store": ".store", "annotate": ".store.annotation"}
 __all__ = ["instrument_anthropic", "instrument_openai", "Recorder", "SessionRecorder", "ExchangeRecorder",
            "current_session", "Usage", "Part", "RecordError", "SessionFilter", "open_store",
@@ -30,9 +30,10 @@ if TYPE_CHECKING:
         instrument_openai,
     )
     from .model import Usage
-    from .parts import Part, RecordError
+    from .parts import Part
     from .store import SessionFilter, open_store
     from .store.annotation import annotate
+    from .wire.rules import RecordError
 
 
 def __getattr__(name: str) -> Any:

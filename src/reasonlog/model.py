@@ -16,12 +16,12 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, ClassVar, get_args
 
-from .parts import RecordError
 from .wire import EVENTS, decode_line, encode_line
 
 # Where callers found them before the wire contract held them.
 from .wire import jsonable as jsonable  # noqa: E402
-from .wire.rules import EVENT, UTC_TEXT, FieldCheck, Rule, checks_of, first_wrong
+from .wire import usage as usage_wire
+from .wire.rules import EVENT, UTC_TEXT, FieldCheck, RecordError, Rule, checks_of, first_wrong
 from .wire.rules import is_amount as is_amount  # noqa: E402
 from .wire.shapes import CALL_STATUS, STATUS
 
@@ -165,31 +165,18 @@ class Usage:
     @classmethod
     def from_anthropic(cls, usage: Any) -> "Usage":
         """From an Anthropic Messages `usage` (a dict or the SDK's object; input excludes cache reads and writes)."""
-        from .providers import anthropic  # the provider's own rules live there
-
-        return anthropic.usage(usage)
+        return cls(**usage_wire.anthropic(usage))
 
     @classmethod
     def from_openai(cls, usage: Any) -> "Usage":
         """From OpenAI Chat (`prompt_tokens`) or Responses (`input_tokens`) usage, a dict or the SDK's object:
         cached tokens split off from input, reasoning counted inside output exactly once."""
-        from .providers import openai_chat
-
-        return openai_chat.usage(usage)
+        return cls(**usage_wire.openai(usage))
 
     @classmethod
     def from_langchain(cls, usage: Mapping[str, Any]) -> "Usage":
         """From LangChain's `UsageMetadata`, whose input tokens include cache reads and writes."""
-        details, out_details = usage.get("input_token_details") or {}, usage.get("output_token_details") or {}
-        prompt = usage.get("input_tokens") or 0
-        read, write = details.get("cache_read") or 0, details.get("cache_creation") or 0
-        write_1h, reasoning = details.get("ephemeral_1h_input_tokens") or 0, out_details.get("reasoning") or 0
-        from .providers.openai_chat import with_reasoning
-
-        output = with_reasoning(usage.get("output_tokens") or 0, reasoning, prompt, usage.get("total_tokens"))
-        return cls(input_tokens=max(prompt - read - write, 0), output_tokens=output, cache_read_tokens=read,
-                   cache_write_tokens=max(write, write_1h), cache_write_1h_tokens=write_1h,
-                   reasoning_tokens=min(reasoning, output))
+        return cls(**usage_wire.langchain(usage))
 
 
 # ---------------------------------------------------------------------------------- events

@@ -12,9 +12,7 @@ from typing import Any
 
 import orjson
 
-
-class RecordError(ValueError):
-    """A value handed to the recorder is not what reasonlog expects; the message names the field."""
+from .wire.rules import RecordError
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,9 @@ from typing import Any
 
 from .. import providers
 from ..model import Usage
-from ..parts import RecordError, check_block
+from ..parts import check_block
 from ..providers import openai_responses
+from ..wire.rules import RecordError
 
 
 def build_request(model, messages, system, tools, params) -> dict:

@@ -27,7 +27,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..model import Usage
-from ..parts import RecordError
+from ..wire.rules import RecordError
 
 if TYPE_CHECKING:
     from .recorder import ExchangeRecorder

@@ -25,7 +25,7 @@ from ..providers import gemini
 from ..providers.sse import is_sse
 from ..redact import Redactor
 from ..store import SessionFilter
-from ..store.content import canonical
+from ..wire.codec import canonical
 from .proxy import Forward
 from .proxy_routes import Route, error_body
 from .replay_match import Tolerated, matching_form, tolerated

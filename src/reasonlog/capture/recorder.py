@@ -32,8 +32,7 @@ from ..model import (
     new_id,
     utc_now,
 )
-from ..parts import RecordError
-from ..wire.rules import is_amount
+from ..wire.rules import RecordError, is_amount
 from .arguments import build_request, error_of, response_message, snapshot, unwrap_response, usage_of
 from .opening import open_sink, redactor_of
 from .storable import check_storable

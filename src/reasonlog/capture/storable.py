@@ -14,8 +14,8 @@ from dataclasses import fields
 import orjson
 
 from ..model import Event
-from ..parts import RecordError
 from ..wire import NonFinite, check_finite, jsonable
+from ..wire.rules import RecordError
 
 # The store's options: sorted keys for contents, and keys that are numbers or booleans written as text.
 _OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS

@@ -11,12 +11,12 @@ from rich.text import Text
 
 from .. import query, titles
 from ..model import format_instant
-from ..parts import RecordError
 from ..semantic.search import MODES, default_mode
 from ..semantic.search import search as semantic_search
 from ..store import SessionFilter, StoreError
 from ..store.annotation import ScoreTest
 from ..store.search import Query
+from ..wire.rules import RecordError
 from .group import HOW_TO_START, cli, console, emit_json, json_option
 from .reason import session_names
 from .replaying import replay_options, send_replay
@@ -190,7 +190,7 @@ def replay(obj, call, as_json, send, **options):
     Piped, or with --json, it is canonical JSON, byte for byte what was recorded; on a terminal it is indented.
     With --send it sends the request again (CALL may then be a SESSION: every call of it) and compares the answers.
     """
-    from ..store.content import canonical
+    from ..wire.codec import canonical
 
     if send:
         return send_replay(obj, call, as_json, **options)
@@ -272,14 +272,9 @@ def search(obj, text, mode, as_json, limit, **filters):
     shown = hits[:limit] if limit else hits
     if as_json:
         return emit_json(shown)
-    if not hits:
-        console.print(Text(f"no message, tool result or outcome contains {text!r}"), style="dim")
-        return
-    names = session_names(obj.store, {h["session_id"] for h in shown})
-    for h in shown:
-        _print_hit(h, names[h["session_id"]])
     more = f"; showing the first {len(shown)} (--limit 0 shows all)" if len(shown) < len(hits) else ""
-    console.print(f"{len(hits)} match{'es' if len(hits) != 1 else ''}{more}", style="dim")
+    _print_hits(obj, shown, f"no message, tool result or outcome contains {text!r}",
+                f"{len(hits)} match{'es' if len(hits) != 1 else ''}{more}")
 
 
 RANKED_ALL = 1000  # --limit 0 in a ranked mode: this many hits
@@ -289,13 +284,19 @@ def _ranked_search(obj, text: str, mode: str, as_json: bool, limit: int, filters
     hits = semantic_search(obj.store, text, mode, make_filter(limit=None, **filters), limit or RANKED_ALL)
     if as_json:
         return emit_json(hits)
+    _print_hits(obj, hits, f"nothing found for {text!r} ({mode})",
+                f"{len(hits)} hit{'s' if len(hits) != 1 else ''}, best first ({mode})")
+
+
+def _print_hits(obj, hits: list[dict], none: str, count: str) -> None:
+    """Each hit under its session's name, then `count`; `none` when there is no hit."""
     if not hits:
-        console.print(Text(f"nothing found for {text!r} ({mode})"), style="dim")
+        console.print(Text(none), style="dim")
         return
     names = session_names(obj.store, {h["session_id"] for h in hits})
     for h in hits:
         _print_hit(h, names[h["session_id"]])
-    console.print(f"{len(hits)} hit{'s' if len(hits) != 1 else ''}, best first ({mode})", style="dim")
+    console.print(count, style="dim")
 
 
 def _print_hit(h: dict, session: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ..model import CallRecorded, Event, OutcomeRecorded, SessionStarted, ToolResultRecorded, check_event, utc_now
-from ..parts import RecordError
+from ..wire.rules import RecordError
 from .importer import Checkpoint, Feed, Importer, ImportError_, ImportStore, ReimportFile, Report, dump_state
 
 TAIL = 4096           # bytes before the consumed offset whose hash tells appended from rewritten

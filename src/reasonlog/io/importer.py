@@ -15,6 +15,7 @@ with that shape.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -25,8 +26,8 @@ from typing import Any, Protocol, cast
 import orjson
 
 from .. import providers
-from ..model import Event, format_instant
-from ..parts import RecordError
+from ..model import Event, ExchangeEnded, SessionEnded, Usage, format_instant
+from ..wire.rules import RecordError
 
 
 class ReimportFile(Exception):
@@ -207,6 +208,7 @@ class Feed:
         # of this file failed on: `lines()` does not give those again (io/import_file.py).
         self.current: int | str | None = None
         self.passed: dict[int | str, str] = {}
+        self.read_to: Line | None = None  # the last line `values()` read, of any shape: where a checkpoint goes
 
     # ---------------------------------------------------------------- reading
 
@@ -240,6 +242,50 @@ class Feed:
                 yield Line(number, start, offset, value)
         self.current = None
 
+    def values(self, valid: Callable[[Any], bool], expected: str) -> Iterator[Line]:
+        """The lines of `lines()` whose value is `valid`: one that is not JSON, or not of that shape (`expected` says
+        what was expected), is skipped and reported. `read_to` is the last line read, whatever it held."""
+        self.read_to = None
+        for line in self.lines():
+            self.read_to = line
+            if line.error is not None:
+                self.skip(line, line.error)
+            elif not valid(line.value):
+                self.skip(line, expected)
+            else:
+                yield line
+
+    def document(self, valid: Callable[[Any], bool], expected: str, writer: str) -> Any:
+        """The file as one JSON document, or None when it is skipped and reported: not JSON (`writer`, such as
+        "a thread Amp", may be halfway through it: it is read on the next pass), or not `valid` (`expected` says
+        what was expected)."""
+        try:
+            value = orjson.loads(self.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            self.skip(None, f"not JSON ({str(exc).split(':', 1)[0]}); {writer} is writing is read on the next pass")
+            return None
+        if not valid(value):
+            self.skip(None, expected)
+            return None
+        return value
+
+    def usage(self, number: int, field: str, counts: dict, keys: Iterable[str],
+              build: Callable[[dict[str, int]], Usage]) -> Usage | None:
+        """A call's usage, `build` from `counts` under `keys` (0 where missing); a count that is not a non-negative
+        integer, or counts `Usage` refuses, is reported at line `number` (`field` names where the counts stand) and
+        the call is kept without usage (None)."""
+        values = {k: counts.get(k) or 0 for k in keys}
+        bad = next((k for k, v in values.items() if type(v) is not int or v < 0), None)
+        if bad is not None:
+            self.skip(number, f"{field}.{bad}: expected a non-negative integer, got {values[bad]!r}; the call is kept"
+                              " without usage")
+            return None
+        try:
+            return build(values)
+        except RecordError as exc:
+            self.skip(number, f"{field}: {exc}")
+            return None
+
     @contextmanager
     def record(self, key: int | str) -> Iterator[None]:
         """Name the record the importer works on inside the block (a line it read earlier, by number; a row or
@@ -263,6 +309,10 @@ class Feed:
         if line is None:
             return Checkpoint(self.path.stat().st_size, self.first_line, dump_state(state))
         return Checkpoint(line.end, line.number, dump_state(state))
+
+    def checkpoint_read(self, state: dict | None) -> Checkpoint:
+        """Everything yielded reflects the file up to the last line `values()` read (none: up to where it started)."""
+        return self.checkpoint(self.read_to, state) if self.read_to is not None else self.checkpoint_at_start(state)
 
     def checkpoint_at_start(self, state: dict | None) -> Checkpoint:
         """No new line was read, but the state changed (a record held back is imported now that the file rests)."""
@@ -309,6 +359,18 @@ def _json_error(raw: bytes, exc: Exception) -> str:
     return f"not JSON ({str(exc).split(':', 1)[0]})"
 
 
+class Resumed:
+    """A reader of one file, going on where the last import left it: the session, the exchange open in it and the
+    last instant read come back from the state of its last checkpoint (`saved`, which holds the reader's rest)."""
+
+    def __init__(self, feed: Feed):
+        self.feed = feed
+        self.saved: dict = feed.state or {}
+        self.sid: str | None = self.saved.get("sid")
+        self.exchange: str | None = self.saved.get("exchange")
+        self.last_at: str | None = self.saved.get("last_at")
+
+
 def dump_state(state: dict | None) -> bytes | None:
     return None if state is None else orjson.dumps(state)
 
@@ -350,6 +412,19 @@ def json_kind(value: object) -> str:
     """What a JSON value is, as a skip reason says it: `got an object`, `got null`, `got a text`."""
     return "null" if value is None else {dict: "an object", list: "a list", str: "a text", bool: "a boolean"}.get(
         type(value), f"a {type(value).__name__}")
+
+
+def ends(session_id: str, exchange_id: str | None, at: str, children: Iterable[str] = ()) -> Iterator[Event]:
+    """What a file read as far as it goes closes, at `at`: its open exchange, its session and its sub-agents'."""
+    if exchange_id is not None:
+        yield ExchangeEnded(exchange_id=exchange_id, session_id=session_id, ended_at=at)
+    for sid in (session_id, *children):
+        yield SessionEnded(session_id=sid, ended_at=at)
+
+
+def epoch_ms(value: object) -> str | None:
+    """Epoch milliseconds as UTC text; None when the value is not a positive number."""
+    return instant(value / 1000, numbers=True) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def walk(path: Path, pattern: str) -> Iterator[Path]:
@@ -399,3 +474,71 @@ class FileImporter(BaseImporter):
             return self.mine(path)
         except (OSError, LookupError, TypeError, ValueError, AttributeError):
             return False
+
+
+def head(path: Path, size: int = 4096) -> bytes:
+    """The first `size` bytes of a file (none when it cannot be read): what sniffing a JSON document or a text
+    looks at."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(size)
+    except OSError:
+        return b""
+
+
+@dataclass(frozen=True)
+class Home:
+    """Where an agent writes: the folder named by the first of `env` that is set (`VAR`, or `VAR/sub` for a folder
+    under the one it names), else `default` under the home folder; then each of `folders` under that."""
+
+    default: str
+    folders: tuple[str, ...] = ("",)
+    env: tuple[str, ...] = ()
+
+    def paths(self) -> list[Path]:
+        return [self.root() / folder for folder in self.folders]
+
+    def root(self) -> Path:
+        for name in self.env:
+            variable, _, under = name.partition("/")
+            if os.environ.get(variable):
+                return Path(os.environ[variable]).expanduser() / under
+        return Path.home() / self.default
+
+
+@dataclass(frozen=True, eq=False)
+class FormatImporter(FileImporter):
+    """An importer declared by what sets its format apart, so that a format's module holds its parsing alone:
+
+    - `name`, `description`, `incremental` (see `Importer`);
+    - `reader(feed)`: the events and checkpoints of one file: the format's parsing;
+    - `home`: where the agent writes (what `import` with no path and `watch` follow; None: nowhere of its own);
+    - `files`: the patterns of the files under a folder that are worth sniffing;
+    - `opens(value)`: whether a JSON object among the file's first `sniffed` ones (first values) is this format's;
+    - `recognises(path)`: a test of the file itself (its name, its first bytes), alone or before `opens`.
+    """
+
+    name: str
+    description: str
+    reader: Callable[[Feed], Iterable[Event | Checkpoint]]
+    incremental: bool = True
+    home: Home | None = None
+    files: tuple[str, ...] = ("*.jsonl",)
+    opens: Callable[[dict], bool] | None = None
+    sniffed: int = 1
+    recognises: Callable[[Path], bool] | None = None
+
+    def default_folders(self) -> list[Path]:
+        return self.home.paths() if self.home else []
+
+    def candidates(self, folder: Path) -> list[Path]:
+        return sorted({p for pattern in self.files for p in walk(folder, pattern)})
+
+    def mine(self, path: Path) -> bool:
+        if self.recognises is not None and not self.recognises(path):
+            return False
+        opens = self.opens
+        return opens is None or any(opens(cast(dict, v)) for v in first_values(path, self.sniffed))
+
+    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
+        yield from self.reader(feed)

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from .otlp_spans import OtlpError, _attributes, _field, _hex, _int, _json_value, _pb_value
+from .otlp_spans import OtlpError, _attributes, _field, _hex, _int, _json_value, _pb_value, parsed
 
 
 @dataclass(frozen=True)
@@ -50,14 +50,9 @@ def _event(trace_id: str, span_id: str, name: Any, time_ns: int, attributes: dic
 
 
 def _from_protobuf(body: bytes) -> list[LogEvent | None]:
-    from google.protobuf.message import DecodeError
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-    request = ExportLogsServiceRequest()
-    try:
-        request.ParseFromString(body)
-    except DecodeError as exc:
-        raise OtlpError(f"body: not an OTLP/protobuf ExportLogsServiceRequest ({exc})") from None
+    request = parsed(body, ExportLogsServiceRequest())
     records = []
     for rl in request.resource_logs:
         for sl in rl.scope_logs:

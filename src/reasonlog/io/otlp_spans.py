@@ -56,15 +56,21 @@ def read_request(body: bytes, content_type: str) -> list[Span]:
 # ------------------------------------------------------------------ protobuf
 
 
-def _from_protobuf(body: bytes) -> list[Span]:
+def parsed(body: bytes, request: Any) -> Any:
+    """`request` (an empty OTLP protobuf request of the kind expected) filled from `body`, or an OtlpError naming it."""
     from google.protobuf.message import DecodeError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    request = ExportTraceServiceRequest()
     try:
         request.ParseFromString(body)
     except DecodeError as exc:
-        raise OtlpError(f"body: not an OTLP/protobuf ExportTraceServiceRequest ({exc})") from None
+        raise OtlpError(f"body: not an OTLP/protobuf {type(request).__name__} ({exc})") from None
+    return request
+
+
+def _from_protobuf(body: bytes) -> list[Span]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = parsed(body, ExportTraceServiceRequest())
     spans = []
     for rs in request.resource_spans:
         resource = {kv.key: _pb_value(kv.value) for kv in rs.resource.attributes}

@@ -5,7 +5,8 @@ import json
 from typing import Any
 
 from ..model import Usage
-from .common import Unwrapped, dump, getter
+from ..wire.usage import getter
+from .common import Unwrapped, dump
 
 NAME = "anthropic"
 BASE_URL = "https://api.anthropic.com"
@@ -16,17 +17,8 @@ KEY_HEADERS = ("x-api-key",)
 
 
 def usage(raw: object) -> Usage:
-    """Disjoint counters from a Messages `usage` (a dict or the SDK's object): `input_tokens` excludes cache reads
-    and writes, which come beside it; 1-hour writes are a part of the writes."""
-    get = getter(raw)
-    write = get("cache_creation_input_tokens") or 0
-    split = get("cache_creation")
-    write_1h = (getter(split)("ephemeral_1h_input_tokens") or 0) if split else 0
-    details = get("output_tokens_details")
-    output = get("output_tokens") or 0
-    reasoning = (getter(details)("thinking_tokens") or 0) if details else 0
-    return Usage(get("input_tokens") or 0, output, get("cache_read_input_tokens") or 0,
-                 write if write >= write_1h else write_1h, write_1h, reasoning if reasoning <= output else output)
+    """Disjoint counters from a Messages `usage` (a dict or the SDK's object): see `wire/usage.py`."""
+    return Usage.from_anthropic(raw)
 
 
 def unwrap(body: dict) -> Unwrapped | None:
@@ -54,11 +46,6 @@ PYTHON_CALL = "anthropic.Anthropic().messages.create"
 
 
 # ---------------------------------------------------------------------- streams
-
-
-def streams(request: dict) -> bool:
-    """Whether the request asked for an event stream."""
-    return request.get("stream") is True
 
 
 class Stream:

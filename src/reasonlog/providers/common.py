@@ -1,7 +1,7 @@
 """What every protocol module returns, and the small readers they share."""
 from __future__ import annotations
 
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from ..model import Usage
 
@@ -13,21 +13,6 @@ class Unwrapped(NamedTuple):
     usage: Usage | None
     stop_reason: Any
     id: Any
-
-
-def getter(obj: object):
-    """Reads a field of a dict or of an SDK object alike (no dump on the agent's thread)."""
-    if isinstance(obj, dict):
-        return obj.get
-    return lambda name: getattr(obj, name, None)
-
-
-T = TypeVar("T")
-
-
-def first(*values: T | None) -> T | None:
-    """The first value that is not None."""
-    return next((v for v in values if v is not None), None)
 
 
 def dump(value: Any) -> Any:

@@ -3,7 +3,8 @@ cached tokens and whose thoughts come beside the candidates."""
 from __future__ import annotations
 
 from ..model import Usage
-from .common import Unwrapped, getter
+from ..wire.usage import getter
+from .common import Unwrapped
 
 NAME = "google"
 BASE_URL = "https://generativelanguage.googleapis.com"

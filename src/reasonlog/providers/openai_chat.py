@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from ..model import Usage
-from .common import Unwrapped, dump, first, getter
+from ..wire.usage import getter
+from .common import Unwrapped, dump
 
 NAME = "openai"
 BASE_URL = "https://api.openai.com"
@@ -18,27 +19,8 @@ KEY_HEADERS = ("authorization",)
 
 def usage(raw: object) -> Usage:
     """Disjoint counters from Chat (`prompt_tokens`) or Responses (`input_tokens`) usage, a dict or an SDK object:
-    cached tokens split off from input; reasoning counted inside output exactly once."""
-    get = getter(raw)
-    prompt = first(get("prompt_tokens"), get("input_tokens")) or 0
-    completion = first(get("completion_tokens"), get("output_tokens")) or 0
-    in_details = get("prompt_tokens_details") or get("input_tokens_details")
-    out_details = get("completion_tokens_details") or get("output_tokens_details")
-    # DeepSeek reports cache hits beside prompt_tokens, without prompt_tokens_details.
-    cached = (getter(in_details)("cached_tokens") or 0) if in_details else get("prompt_cache_hit_tokens") or 0
-    written = (getter(in_details)("cache_write_tokens") or 0) if in_details else 0
-    reasoning = (getter(out_details)("reasoning_tokens") or 0) if out_details else 0
-    completion = with_reasoning(completion, reasoning, prompt, get("total_tokens"))
-    return Usage(input_tokens=max(prompt - cached - written, 0), output_tokens=completion, cache_read_tokens=cached,
-                 cache_write_tokens=written, reasoning_tokens=min(reasoning, completion))
-
-
-def with_reasoning(output: int, reasoning: int, prompt: int, total: int | None) -> int:
-    """Output tokens including reasoning exactly once. Servers that speak this protocol disagree: OpenAI and
-    DeepSeek count reasoning inside the completion tokens, xAI beside them; the total tells which one did."""
-    if total is not None and reasoning and total == prompt + output + reasoning:
-        return output + reasoning
-    return output
+    see `wire/usage.py`."""
+    return Usage.from_openai(raw)
 
 
 def unwrap(body: dict) -> Unwrapped | None:
@@ -98,11 +80,6 @@ PYTHON_CALL = "openai.OpenAI().chat.completions.create"
 
 
 # ---------------------------------------------------------------------- streams
-
-
-def streams(request: dict) -> bool:
-    """Whether the request asked for an event stream."""
-    return request.get("stream") is True
 
 
 class Stream:

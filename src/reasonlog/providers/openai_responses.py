@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..wire.usage import getter
 from . import openai_chat
-from .common import Unwrapped, dump, getter
+from .common import Unwrapped, dump
 
 NAME = "openai"
 BASE_URL = "https://api.openai.com"
@@ -105,11 +106,6 @@ PYTHON_CALL = "openai.OpenAI().responses.create"
 # ---------------------------------------------------------------------- streams
 
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
-
-
-def streams(request: dict) -> bool:
-    """Whether the request asked for an event stream."""
-    return request.get("stream") is True
 
 
 class Stream:

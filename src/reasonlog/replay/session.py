@@ -10,7 +10,7 @@ from typing import Any
 
 from ..model import CallRecorded, SessionEnded, SessionStarted, Usage, new_id, utc_now
 from ..providers import protocol_of
-from ..store.content import canonical
+from ..wire.codec import canonical
 from . import RUN, ReplayError
 from .compare import Answer, compare, totals
 from .send import Prepared, Sent, Target, prepare, send, target_for

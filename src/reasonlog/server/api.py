@@ -15,7 +15,6 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 
 from .. import query
 from ..model import format_instant
-from ..parts import RecordError
 from ..semantic import EmbeddingFailed, SemanticUnavailable
 from ..semantic import search as semantic
 from ..store import SessionFilter, StoreError, StoreReader
@@ -32,6 +31,7 @@ from ..wire import (
     SimilarSessionsJSON,
     StatsJSON,
 )
+from ..wire.rules import RecordError
 from .errors import status_of
 
 MAX_PAGE = 500

@@ -23,9 +23,9 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..model import EVENT_TYPES, Event, load_event
-from ..parts import RecordError
 from ..store import Store
 from ..wire import IngestAnswerJSON, IngestLimitsJSON
+from ..wire.rules import RecordError
 from . import guards
 
 MAX_BYTES = 8 << 20

@@ -25,9 +25,9 @@ from starlette.concurrency import run_in_threadpool
 from ..io import otlp
 from ..io.otlp_logs import LogEvent, read_logs
 from ..io.otlp_spans import OtlpError, Span, read_request
-from ..parts import RecordError
 from ..store import Store
 from ..wire.api import otlp_answer_schema
+from ..wire.rules import RecordError
 from . import guards
 
 KEEP_S = 600.0

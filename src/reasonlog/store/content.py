@@ -1,4 +1,4 @@
-"""Content addressing: canonical JSON, hashes, compression, and the context encoding.
+"""Content addressing: compression and the context encoding (canonical JSON and the hash: `wire/codec.py`).
 
 Agents resend their whole history on every call. Each distinct content is stored once, keyed
 by the hash of its canonical JSON, and a call's context is written as runs into the previous
@@ -6,14 +6,10 @@ call's context plus the ids that are new, so storage grows with the session, not
 """
 from __future__ import annotations
 
-import hashlib
 import threading
 from typing import Any
 
-import orjson
 import zstandard
-
-from ..wire import jsonable
 
 CODEC_PLAIN = 0
 CODEC_ZSTD = 1
@@ -75,22 +71,6 @@ def train_dictionary(samples: list[bytes]) -> bytes | None:
         return zstandard.train_dictionary(DICT_SIZE, list[Any](samples)).as_bytes()
     except zstandard.ZstdError:
         return None
-
-
-CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-
-
-def canonical(value: Any) -> bytes:
-    """Canonical JSON: sorted keys, no whitespace, UTF-8. Equal values give equal bytes."""
-    try:
-        return orjson.dumps(value, default=jsonable, option=CANONICAL)
-    except TypeError as exc:
-        raise TypeError(f"not JSON-serialisable: {exc}") from None
-
-
-def content_hash(data: bytes) -> bytes:
-    """The 128-bit BLAKE2b digest that addresses a content."""
-    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def compress(data: bytes, compressor=None) -> tuple[int, bytes]:

@@ -13,15 +13,13 @@ import orjson
 from ..parts import searchable_text
 from ..redact import Redactor
 from ..wire import jsonable, refuse_non_finite
+from ..wire.codec import CANONICAL, canonical, content_hash
 from .content import (
-    CANONICAL,
     COMPRESS_MIN_BYTES,
     DICT_TRAIN_MIN_BYTES,
     DICT_TRAIN_SAMPLES,
     Dictionaries,
-    canonical,
     compress,
-    content_hash,
     train_dictionary,
 )
 

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import orjson
 
+from ..wire.codec import content_hash
 from . import StoreError, search, twins, units, usage
-from .content import content_hash, decode_context
+from .content import decode_context
 from .reading import ContentReader
 
 TABLES = ("sessions", "exchanges", "calls", "messages", "tool_results", "outcomes", "contents")

@@ -10,15 +10,9 @@ import orjson
 
 from .. import accounting, usage_sql
 from ..conversation import decode_map, reply_slots
+from ..wire.codec import canonical
 from . import NotFound, SessionFilter, StoreError, annotation, usage
-from .content import (
-    Dictionaries,
-    canonical,
-    decode_context,
-    decompress,
-    fill_skeleton,
-    unpack_raw,
-)
+from .content import Dictionaries, decode_context, decompress, fill_skeleton, unpack_raw
 from .writing import CALL_INSERT_COLUMNS, join_request
 
 SESSION_COLUMNS = ("id", "run", "agent", "model", "provider", "labels_json", "parent_session_id", "parent_call_id",

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Literal, ParamSpec, TypeVar
 
 from ..model import Event
-from ..parts import RecordError
+from ..wire.rules import RecordError
 from . import (
     ReadOnlyDatabase,
     SessionFilter,

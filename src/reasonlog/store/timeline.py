@@ -26,7 +26,8 @@ from ..conversation import (
 )
 from ..providers import role_of
 from ..wire import jsonable
-from .content import CANONICAL, canonical, decode_context
+from ..wire.codec import CANONICAL, canonical
+from .content import decode_context
 
 # Reader keys by content id, across sessions; cleared past this many (a key and its entry take ~150 bytes).
 KEY_CACHE_ENTRIES = 100_000

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Iterator
 import orjson
 
 from ..wire import record_of
+from ..wire.codec import canonical, content_hash
 from . import NotFound, StoreError, annotation, reading
-from .content import canonical, content_hash, pack_raw, unpack_raw
+from .content import pack_raw, unpack_raw
 from .reading import CALL_COLUMNS, SESSION_COLUMNS, ContentReader
 from .transfer_checks import END, FORMAT, RECORD_KINDS, VERSION, BadRecord, RecordChecker
 

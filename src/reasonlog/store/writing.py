@@ -27,8 +27,8 @@ from ..model import (
     check_event,
     format_instant,
 )
-from ..parts import RecordError
 from ..wire import check_finite, jsonable
+from ..wire.rules import RecordError
 from . import twins
 from .content import (
     decode_context,

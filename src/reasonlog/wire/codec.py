@@ -1,4 +1,5 @@
-"""The line encoding of events: what spill files hold and what `POST /v1/ingest` takes (application/x-ndjson).
+"""The line encoding of events: what spill files hold and what `POST /v1/ingest` takes (application/x-ndjson); and
+canonical JSON with the hash that addresses a content (capture, the store, replay and the CLI agree on them).
 
 An event's JSON form (`model.Event.to_dict()`, the shapes of `wire.EVENTS`) as one line, such that what JSON
 cannot hold comes back as it was: raw bytes as `{"$reasonlog.bytes": "<base64>"}`, integers past 64 bits as
@@ -7,6 +8,7 @@ cannot hold comes back as it was: raw bytes as `{"$reasonlog.bytes": "<base64>"}
 from __future__ import annotations
 
 import base64
+import hashlib
 import math
 from typing import Any
 
@@ -15,6 +17,7 @@ import orjson
 _BYTES, _INT = "$reasonlog.bytes", "$reasonlog.int"
 _TAGGED = b'"$reasonlog.'
 _OPTS = orjson.OPT_NON_STR_KEYS
+CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
 def jsonable(value: Any) -> Any:
@@ -29,6 +32,19 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return list(value)
     raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def canonical(value: Any) -> bytes:
+    """Canonical JSON: sorted keys, no whitespace, UTF-8. Equal values give equal bytes."""
+    try:
+        return orjson.dumps(value, default=jsonable, option=CANONICAL)
+    except TypeError as exc:
+        raise TypeError(f"not JSON-serialisable: {exc}") from None
+
+
+def content_hash(data: bytes) -> bytes:
+    """The 128-bit BLAKE2b digest that addresses a content."""
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def encode_line(data: Any) -> bytes:

@@ -18,6 +18,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired, Union, get_args, get_origin, get_type_hints
 
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+class RecordError(ValueError):
+    """A value handed to the recorder is not what reasonlog expects; the message names the field."""
+
+
 MAX_AMOUNT = INT64[1]  # SQLite's largest INTEGER; also bounds floats (and excludes inf; NaN fails any comparison)
 UTC_TEXT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.(\d{1,6}))?Z")
 _HASH = re.compile(r"[0-9a-f]{32}")

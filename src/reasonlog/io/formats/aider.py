@@ -27,17 +27,9 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    stable_id,
-)
-from ..importer import Checkpoint, Feed, FileImporter, ReimportFile, dump_state, instant
+from ... import model as ev
+from ...model import Event, stable_id
+from ..importer import Checkpoint, Feed, FormatImporter, ReimportFile, dump_state, head, instant
 
 NAME = "aider"
 FILE = ".aider.chat.history.md"
@@ -48,11 +40,7 @@ NO_USAGE = ("aider: its chat history has no token counts, costs or times per mes
             " without usage or cost (aider's rounded `Tokens:` notes are kept as outcomes `aider:tokens`)")
 
 
-class AiderImporter(FileImporter):
-    name = NAME
-    description = "Aider chat histories (.aider.chat.history.md in a repository; no tokens or times per message)"
-    incremental = True
-
+class AiderImporter(FormatImporter):
     def default_folders(self) -> list[Path]:
         """Aider writes into each repository: the history named by `AIDER_CHAT_HISTORY_FILE`, else the one in
         the current folder and the one in the home folder."""
@@ -61,22 +49,11 @@ class AiderImporter(FileImporter):
             return [Path(given).expanduser()]
         return list(dict.fromkeys([Path.cwd() / FILE, Path.home() / FILE]))
 
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        yield from sorted(p for p in folder.rglob(FILE) if p.is_file())
 
-    def mine(self, path: Path) -> bool:
-        try:
-            with open(path, "rb") as f:
-                head = f.read(4096).decode("utf-8", "replace")
-        except OSError:
-            return False
-        return any(HEADER.match(line) for line in head.splitlines()[:8])
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _History(feed).read()
-
-
-importer = AiderImporter()
+importer = AiderImporter(
+    NAME, "Aider chat histories (.aider.chat.history.md in a repository; no tokens or times per message)",
+    lambda feed: _History(feed).read(), files=(FILE,),
+    recognises=lambda path: any(HEADER.match(line) for line in head(path).decode("utf-8", "replace").splitlines()[:8]))
 
 
 class _History:
@@ -167,9 +144,9 @@ class _History:
         elif version:
             self.session["labels"]["version"] = version.group(1)
         elif text.startswith("Tokens:") and self.last_call is not None:
-            yield OutcomeRecorded(outcome_id=stable_id(self.session["at"], NAME, self.session["id"], number),
-                                  session_id=self.session["id"], at=self.session["at"], outcome_kind="aider:tokens",
-                                  payload={"text": text}, call_id=self.last_call)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(self.session["at"], NAME, self.session["id"], number),
+                                     session_id=self.session["id"], at=self.session["at"], outcome_kind="aider:tokens",
+                                     payload={"text": text}, call_id=self.last_call)
             return
         if self.last_call is not None or self.user:
             self.notes.append(text)  # after the first prompt: what a reflection would send back
@@ -180,8 +157,8 @@ class _History:
         assert s is not None
         if not s["started"]:
             s["started"] = True
-            yield SessionStarted(session_id=s["id"], started_at=s["at"], agent=NAME, model=s["model"],
-                                 labels=s["labels"])
+            yield ev.SessionStarted(session_id=s["id"], started_at=s["at"], agent=NAME, model=s["model"],
+                                    labels=s["labels"])
 
     def _end_reply(self) -> Iterator[Event]:
         if self.reply:
@@ -194,18 +171,18 @@ class _History:
         prompt = "\n".join(self.user) if self.user else "\n".join(self.notes)
         if self.user:
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=s["id"], ended_at=s["at"])
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=s["id"], ended_at=s["at"])
             self.exchange = stable_id(s["at"], NAME, s["id"], "exchange", self.reply_line)
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=s["id"], started_at=s["at"], input=prompt)
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=s["id"], started_at=s["at"], input=prompt)
         if prompt:
             self.window.append({"role": "user", "content": prompt})
         response = {"role": "assistant", "content": [{"type": "text", "text": "\n".join(self.reply).strip("\n")}]}
         call_id = stable_id(s["at"], NAME, s["id"], self.reply_line)
         if not self.feed.exists("call", call_id):
             self.feed.note(NO_USAGE)
-            yield CallRecorded(call_id=call_id, session_id=s["id"], exchange_id=self.exchange, started_at=s["at"],
-                               request={"model": s["model"], "messages": list(self.window)}, response=response,
-                               model=s["model"], stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=s["id"], exchange_id=self.exchange, started_at=s["at"],
+                                  request={"model": s["model"], "messages": list(self.window)}, response=response,
+                                  model=s["model"], stable_history=True)
         self.window.append(response)
         self.user, self.notes, self.reply, self.reply_line, self.last_call = [], [], [], 0, call_id
 
@@ -216,5 +193,5 @@ class _History:
             return
         yield from self._start()
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=s["id"], ended_at=s["at"])
-        yield SessionEnded(session_id=s["id"], ended_at=s["at"])
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=s["id"], ended_at=s["at"])
+        yield ev.SessionEnded(session_id=s["id"], ended_at=s["at"])

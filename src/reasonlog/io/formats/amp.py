@@ -19,70 +19,39 @@ Not incremental: a thread is rewritten whole, so a changed thread is imported ag
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
-from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, instant, json_kind, walk
+from ... import model as ev
+from ...model import Event, Usage, stable_id
+from ...wire.rules import RecordError
+from ..fields import object_of, text_of
+from ..importer import Checkpoint, Feed, FormatImporter, Home, head, instant, json_kind
 
 NAME = "amp"
 FAILED = ("error", "cancelled", "rejected-by-user")
 
 
-class AmpImporter(FileImporter):
-    name = NAME
-    description = "Amp threads (~/.local/share/amp/threads/T-*.json)"
-    incremental = False
-
-    def default_folders(self) -> list[Path]:
-        given = os.environ.get("AMP_DATA_DIR")
-        share = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-        data = Path(given) if given else share / "amp"
-        return [data.expanduser() / "threads"]
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "T-*.json")
-
-    def mine(self, path: Path) -> bool:
-        if not path.name.startswith("T-") or path.suffix != ".json":
-            return False
-        try:
-            with open(path, "rb") as f:
-                head = f.read(4096)
-        except OSError:
-            return False
-        return b'"messages"' in head or b'"created"' in head
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        try:
-            thread = orjson.loads(feed.read_bytes())
-        except orjson.JSONDecodeError as exc:
-            feed.skip(None, f"not JSON ({str(exc).split(':', 1)[0]}); a thread Amp is writing is read on the next pass")
-            return
-        if not isinstance(thread, dict) or not isinstance(thread.get("id"), str) or not isinstance(
-                thread.get("messages"), list):
-            feed.skip(None, "expected a thread object with a string `id` and a `messages` list")
-            return
+def _read(feed: Feed) -> Iterator[Event | Checkpoint]:
+    thread = feed.document(lambda v: isinstance(v, dict) and isinstance(v.get("id"), str) and isinstance(
+        v.get("messages"), list), "expected a thread object with a string `id` and a `messages` list", "a thread Amp")
+    if thread is not None:
         yield from _Thread(feed, thread).events()
         yield feed.checkpoint(None, None)
 
 
-importer = AmpImporter()
+def _mine(path: Path) -> bool:
+    start = head(path) if path.name.startswith("T-") and path.suffix == ".json" else b""
+    return b'"messages"' in start or b'"created"' in start
+
+
+importer = FormatImporter(
+    NAME, "Amp threads (~/.local/share/amp/threads/T-*.json)", _read, incremental=False,
+    home=Home(".local/share/amp", ("threads",), env=("AMP_DATA_DIR", "XDG_DATA_HOME/amp")), files=("T-*.json",),
+    recognises=_mine)
 
 
 class _Thread:
@@ -131,10 +100,10 @@ class _Thread:
         for event in self.events_by_message.pop(None, []):  # billed, but for no message in the thread
             yield from self._call(None, [], event, None, f"usageLedger.events[{event['$index']}]")
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
-        yield SessionEnded(session_id=self.sid, ended_at=self.at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
+        yield ev.SessionEnded(session_id=self.sid, ended_at=self.at)
 
-    def _start(self) -> SessionStarted:
+    def _start(self) -> ev.SessionStarted:
         labels = {"source": NAME}
         if isinstance(self.thread.get("title"), str):
             labels["title"] = self.thread["title"]
@@ -144,8 +113,8 @@ class _Thread:
         uri = trees[0].get("uri") if isinstance(trees, list) and trees and isinstance(trees[0], dict) else None
         if isinstance(uri, str):
             labels["cwd"] = uri.removeprefix("file://")
-        return SessionStarted(session_id=self.sid, started_at=self.created, agent=NAME, labels=labels,
-                              external_id=self.sid)
+        return ev.SessionStarted(session_id=self.sid, started_at=self.created, agent=NAME, labels=labels,
+                                 external_id=self.sid)
 
     def _user(self, message: dict, blocks: list[dict], k: int) -> Iterator[Event]:
         at = _ms((message.get("meta") or {}).get("sentAt") if isinstance(message.get("meta"), dict) else None)
@@ -155,10 +124,10 @@ class _Thread:
         yield from self._results(results, k)
         if texts:
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
             self.exchange = stable_id(self.at, NAME, self.sid, "exchange", message.get("messageId", k))
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at,
-                                  input="\n".join(texts))
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at,
+                                     input="\n".join(texts))
         self.window.append({"role": "user", "content": [_block(b) for b in blocks]})
 
     def _assistant(self, message: dict, blocks: list[dict], k: int) -> Iterator[Event]:
@@ -180,13 +149,13 @@ class _Thread:
         call_id = stable_id(at, NAME, self.sid, record, (event or {}).get("$index"))
         if self.feed.exists("call", call_id):
             return
-        model = _str(source.get("model")) or _str((usage or {}).get("model"))
-        yield CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=at,
-                           request={"model": model, "messages": list(self.window)}, response=response, model=model,
-                           usage=self._usage(event, usage, record), stable_history=True)
+        model = text_of(source.get("model")) or text_of((usage or {}).get("model"))
+        yield ev.CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=at,
+                              request={"model": model, "messages": list(self.window)}, response=response, model=model,
+                              usage=self._usage(event, usage, record), stable_history=True)
 
     def _usage(self, event: dict | None, usage: dict | None, record: str) -> Usage | None:
-        tokens, u = _dict((event or {}).get("tokens")), usage or {}
+        tokens, u = object_of((event or {}).get("tokens")), usage or {}
         given = {"input": tokens.get("input", u.get("inputTokens")),
                  "output": tokens.get("output", u.get("outputTokens")),
                  "cacheReadInputTokens": u.get("cacheReadInputTokens"),
@@ -207,20 +176,20 @@ class _Thread:
 
     def _results(self, results: list[dict], k: int) -> Iterator[Event]:
         for n, block in enumerate(results):
-            run = _dict(block.get("run"))
+            run = object_of(block.get("run"))
             result_id = stable_id(self.at, NAME, self.sid, "result", k, n)
             if not self.feed.exists("tool_result", result_id):
-                yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=self.at,
-                                         tool_use_id=_str(block.get("toolUseID") or block.get("tool_use_id")),
-                                         content=run.get("result", block.get("content")),
-                                         is_error=run.get("status") in FAILED)
+                yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=self.at,
+                                            tool_use_id=text_of(block.get("toolUseID") or block.get("tool_use_id")),
+                                            content=run.get("result", block.get("content")),
+                                            is_error=run.get("status") in FAILED)
 
 
 def _block(b: dict) -> dict:
     """An Amp block in the Messages shape (its tool results name the call `toolUseID` and hold `run.result`)."""
     if b["type"] != "tool_result":
         return b
-    run = _dict(b.get("run"))
+    run = object_of(b.get("run"))
     result = run.get("result", b.get("content"))
     return {"type": "tool_result", "tool_use_id": b.get("toolUseID") or b.get("tool_use_id"),
             "content": result if isinstance(result, str) else orjson.dumps(result).decode(),
@@ -234,11 +203,3 @@ def _ms(value: Any) -> str | None:
 
 def _iso(value: Any) -> str | None:
     return instant(value) if isinstance(value, str) else _ms(value)
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)
-
-
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}

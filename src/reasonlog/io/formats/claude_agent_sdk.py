@@ -25,7 +25,7 @@ import orjson
 
 from ...capture.sinks import BaseSink, Outcome
 from ...model import Event, SessionStarted, format_instant, stable_id
-from ..importer import Checkpoint, Feed, FileImporter, first_values, json_kind, walk
+from ..importer import Checkpoint, Feed, FormatImporter, first_values, head, json_kind
 
 NAME = "claude-agent-sdk"
 SDK_TYPES = frozenset({"system", "assistant", "user", "result", "stream_event"})
@@ -34,26 +34,12 @@ _ID_FIELDS = ("session_id", "exchange_id", "call_id", "tool_result_id", "outcome
 _AT_FIELDS = ("started_at", "ended_at", "at")
 
 
-class ClaudeAgentSdkImporter(FileImporter):
-    name = NAME
-    description = "Claude Agent SDK message dumps (a JSON array or JSONL of the SDK's messages)"
-    incremental = False
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return (p for pattern in ("*.json", "*.jsonl") for p in walk(folder, pattern))
-
-    def mine(self, path: Path) -> bool:
-        return _mine(path)
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        messages = _messages(feed)
-        if messages:
-            digest = hashlib.blake2b(feed.read_bytes(), digest_size=16).hexdigest()
-            yield from _rekeyed(feed, _record(feed, _with_init(messages, digest)), digest)
-        yield feed.checkpoint(None, None)
-
-
-importer = ClaudeAgentSdkImporter()
+def _read(feed: Feed) -> Iterator[Event | Checkpoint]:
+    messages = _messages(feed)
+    if messages:
+        digest = hashlib.blake2b(feed.read_bytes(), digest_size=16).hexdigest()
+        yield from _rekeyed(feed, _record(feed, _with_init(messages, digest)), digest)
+    yield feed.checkpoint(None, None)
 
 
 def _looks_like_sdk(value: Any) -> bool:
@@ -65,13 +51,14 @@ def _looks_like_sdk(value: Any) -> bool:
 
 def _mine(path: Path) -> bool:
     if path.suffix == ".json":
-        try:
-            with open(path, "rb") as f:
-                head = f.read(1 << 16)
-        except OSError:
-            return False
-        return head.lstrip().startswith(b"[") and b'"parent_tool_use_id"' in head
+        start = head(path, 1 << 16)
+        return start.lstrip().startswith(b"[") and b'"parent_tool_use_id"' in start
     return any(_looks_like_sdk(v) for v in first_values(path, 3))
+
+
+importer = FormatImporter(
+    NAME, "Claude Agent SDK message dumps (a JSON array or JSONL of the SDK's messages)", _read, incremental=False,
+    files=("*.json", "*.jsonl"), recognises=_mine)
 
 
 def _messages(feed: Feed) -> list[tuple[int, dict]]:
@@ -175,7 +162,7 @@ def _record(feed: Feed, messages: list[tuple[int, dict]]) -> list[Event]:
     so a message the logger cannot record is reported here with its place, and the others are recorded."""
     from ...capture.recorder import Recorder
     from ...claude_agent import ClaudeAgentLogger
-    from ...parts import RecordError
+    from ...wire.rules import RecordError
 
     sink = _Collect()
     recorder = Recorder(writer="sync", sink=sink, redact=False, strict=True)  # no database: collected

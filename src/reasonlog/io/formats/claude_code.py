@@ -41,19 +41,9 @@ from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    SessionTitled,
-    Usage,
-    stable_id,
-)
-from ...parts import RecordError
+from ... import model as ev
+from ...model import Event, SessionTitled, Usage, stable_id
+from ...wire.rules import RecordError
 from ..importer import BaseImporter, Checkpoint, Feed, Line, ReimportFile, first_values, instant, walk
 from .claude_code_files import nesting, titles_in
 
@@ -264,10 +254,10 @@ class _Reader:
         title = self._titles().get(thread.sid)
         if title:
             labels["title"] = title
-        started = SessionStarted(session_id=thread.sid, started_at=at, agent=_text_or_none(agent_type) or (
+        started = ev.SessionStarted(session_id=thread.sid, started_at=at, agent=_text_or_none(agent_type) or (
                                      "subagent" if parent else "claude-code"),
-                                 run=self.run_name, provider="anthropic", labels=labels, parent_session_id=parent,
-                                 parent_call_id=(spawn or {}).get("call"), external_id=thread.sid.split("@")[0])
+                                    run=self.run_name, provider="anthropic", labels=labels, parent_session_id=parent,
+                                    parent_call_id=(spawn or {}).get("call"), external_id=thread.sid.split("@")[0])
         thread.started = True  # only once its start is made: a line that fails before leaves no orphan behind
         yield started
         yield from self._claim(thread, at)
@@ -282,9 +272,9 @@ class _Reader:
             if not thread.touched or not thread.started:
                 continue
             if thread.exchange is not None:
-                yield ExchangeEnded(exchange_id=thread.exchange, session_id=thread.sid,
-                                    ended_at=thread.last_at or _epoch(self.feed))
-            yield SessionEnded(session_id=thread.sid, ended_at=thread.last_at or _epoch(self.feed))
+                yield ev.ExchangeEnded(exchange_id=thread.exchange, session_id=thread.sid,
+                                       ended_at=thread.last_at or _epoch(self.feed))
+            yield ev.SessionEnded(session_id=thread.sid, ended_at=thread.last_at or _epoch(self.feed))
 
     # ----------------------------------------------------------------------------- messages
 
@@ -376,11 +366,11 @@ class _Reader:
             except (RecordError, TypeError) as exc:  # a count that is not a number: the call, without usage
                 self.feed.skip(group["line"], f"usage: {exc}")
                 usage = None
-            yield CallRecorded(call_id=call_id, session_id=thread.sid, exchange_id=thread.exchange,
-                               started_at=group["at"], request=request, response=response, model=group["model"],
-                               provider="anthropic", stop_reason=group["stop"], usage=usage,
-                               provider_message_id=group["msg_id"], request_id=group["request_id"],
-                               status="error" if group["error"] else "ok", stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=thread.sid, exchange_id=thread.exchange,
+                                  started_at=group["at"], request=request, response=response, model=group["model"],
+                                  provider="anthropic", stop_reason=group["stop"], usage=usage,
+                                  provider_message_id=group["msg_id"], request_id=group["request_id"],
+                                  status="error" if group["error"] else "ok", stable_history=True)
         thread.history = request["messages"] + [response]
         thread.pending, thread.last_key, thread.compacted = [], group["key"], False
         thread.flush_results()
@@ -393,9 +383,9 @@ class _Reader:
 
     def _new_exchange(self, thread: _Thread, at: str, text: Any, line: Line) -> Iterator[Event]:
         if thread.exchange is not None:
-            yield ExchangeEnded(exchange_id=thread.exchange, session_id=thread.sid, ended_at=at)
+            yield ev.ExchangeEnded(exchange_id=thread.exchange, session_id=thread.sid, ended_at=at)
         thread.exchange = stable_id(at, NAME, thread.sid, "exchange", line.number)
-        yield ExchangeStarted(exchange_id=thread.exchange, session_id=thread.sid, started_at=at, input=text)
+        yield ev.ExchangeStarted(exchange_id=thread.exchange, session_id=thread.sid, started_at=at, input=text)
 
     # ----------------------------------------------------------------------------- other records
 
@@ -421,9 +411,9 @@ class _Reader:
             yield from self._start(thread, v, at)
             meta = v.get("compactMetadata")
             meta = meta if isinstance(meta, dict) else {}
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, thread.sid, "compaction", line.number),
-                                  session_id=thread.sid, at=at, outcome_kind="compaction",
-                                  payload={"trigger": meta.get("trigger"), "pre_tokens": meta.get("preTokens")})
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, thread.sid, "compaction", line.number),
+                                     session_id=thread.sid, at=at, outcome_kind="compaction",
+                                     payload={"trigger": meta.get("trigger"), "pre_tokens": meta.get("preTokens")})
             thread.history, thread.pending, thread.touched, thread.last_at = [], [], True, at
             thread.compacted = True
         elif subtype == "turn_duration":
@@ -431,8 +421,8 @@ class _Reader:
                 return  # the end of a turn that opened no exchange (a command, a tool's follow-up)
             yield from self._close_group(thread)
             ms = v.get("durationMs")
-            yield ExchangeEnded(exchange_id=thread.exchange, session_id=thread.sid, ended_at=at,
-                                stats={"duration_ms": ms} if isinstance(ms, (int, float)) and ms >= 0 else None)
+            yield ev.ExchangeEnded(exchange_id=thread.exchange, session_id=thread.sid, ended_at=at,
+                                   stats={"duration_ms": ms} if isinstance(ms, (int, float)) and ms >= 0 else None)
             thread.exchange = None
         else:  # stop_hook_summary, local_command, api_error, informational, ...
             yield from self._keep(line, v, f"{NAME}:system", v)
@@ -455,9 +445,9 @@ class _Reader:
         else:
             self.waiting.append([session, kind, payload, line.number])
 
-    def _outcome(self, sid: str, kind: str, payload: Any, number: int, at: str) -> OutcomeRecorded:
-        return OutcomeRecorded(outcome_id=stable_id(at, NAME, sid, kind, number), session_id=sid, at=at,
-                               outcome_kind=kind, payload=payload)
+    def _outcome(self, sid: str, kind: str, payload: Any, number: int, at: str) -> ev.OutcomeRecorded:
+        return ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, sid, kind, number), session_id=sid, at=at,
+                                  outcome_kind=kind, payload=payload)
 
     def _retitle(self, sid: str, kind: str) -> Iterator[Event]:
         """A title record read after its session was stored (by an earlier pass, or from another file): the

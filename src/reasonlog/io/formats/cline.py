@@ -35,18 +35,10 @@ from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeStarted,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
-from ...parts import RecordError
-from ..importer import BaseImporter, Checkpoint, Feed, instant
+from ... import model as ev
+from ...model import Event, Usage, stable_id
+from ...wire.rules import RecordError
+from ..importer import BaseImporter, Checkpoint, Feed, epoch_ms, instant
 from . import cline_sessions as cline3
 
 NAME = "cline"
@@ -140,19 +132,19 @@ class _Task:
             return
         done = self.state.get("calls", 0)
         if not self.state.get("started"):
-            yield SessionStarted(session_id=self.sid, started_at=_ms(records[0][1]["ts"]) or "", agent=self.agent,
-                                 labels={"source": self.agent, "task_id": self.folder.name},
-                                 external_id=self.folder.name)
+            yield ev.SessionStarted(session_id=self.sid, started_at=epoch_ms(records[0][1]["ts"]) or "",
+                                    agent=self.agent, labels={"source": self.agent, "task_id": self.folder.name},
+                                    external_id=self.folder.name)
             self.state["started"] = True
         replies = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "assistant"]
         calls, exchange, exchanges, times = 0, None, 0, []
         for n, record in records:
-            at = _ms(record["ts"]) or ""
+            at = epoch_ms(record["ts"]) or ""
             if record.get("say") in ("task", "user_feedback"):
                 exchange = stable_id(at, self.sid, "exchange", record["ts"])
                 if exchanges >= self.state.get("exchanges", 0):
-                    yield ExchangeStarted(exchange_id=exchange, session_id=self.sid, started_at=at,
-                                          input=record.get("text"))
+                    yield ev.ExchangeStarted(exchange_id=exchange, session_id=self.sid, started_at=at,
+                                             input=record.get("text"))
                     self.state["exchanges"] = exchanges + 1
                 exchanges += 1
             elif record.get("say") == "api_req_started":
@@ -164,8 +156,8 @@ class _Task:
                     yield self._call(calls, record, info, history, replies, exchange, at)
                     self.state["calls"] = calls + 1
                 calls += 1
-        yield from self._tool_results(history, times or [_ms(records[0][1]["ts"]) or ""])
-        yield SessionEnded(session_id=self.sid, ended_at=_ms(records[-1][1]["ts"]) or "")
+        yield from self._tool_results(history, times or [epoch_ms(records[0][1]["ts"]) or ""])
+        yield ev.SessionEnded(session_id=self.sid, ended_at=epoch_ms(records[-1][1]["ts"]) or "")
 
     def _history_only(self) -> Iterator[Event]:
         """A task folder without `ui_messages.json` (deleted, or never copied): the conversation is all there is.
@@ -173,32 +165,32 @@ class _Task:
         history = self._array(self.feed.path)
         if history is None:
             return
-        named = _ms(int(self.folder.name)) if self.folder.name.isdigit() else None  # Cline's task id: epoch ms
+        named = epoch_ms(int(self.folder.name)) if self.folder.name.isdigit() else None  # Cline's task id: epoch ms
         start = named or instant(self.feed.path.stat().st_mtime, numbers=True) or ""
         if not self.state.get("started"):
-            yield SessionStarted(session_id=self.sid, started_at=start, agent=self.agent,
-                                 labels={"source": self.agent, "task_id": self.folder.name},
-                                 external_id=self.folder.name)
+            yield ev.SessionStarted(session_id=self.sid, started_at=start, agent=self.agent,
+                                    labels={"source": self.agent, "task_id": self.folder.name},
+                                    external_id=self.folder.name)
             first = next((m for m in history if isinstance(m, dict) and m.get("role") == "user"), None)
-            yield ExchangeStarted(exchange_id=stable_id(start, self.sid, "exchange", "history"), session_id=self.sid,
-                                  started_at=start, input=_text(first))
+            yield ev.ExchangeStarted(exchange_id=stable_id(start, self.sid, "exchange", "history"), session_id=self.sid,
+                                     started_at=start, input=_text(first))
             self.state["started"] = True
         exchange = stable_id(start, self.sid, "exchange", "history")
         replies = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "assistant"]
         times, done = [], self.state.get("calls", 0)
         for k, i in enumerate(replies):
-            at = _ms(history[i].get("ts")) or start
+            at = epoch_ms(history[i].get("ts")) or start
             times.append(at)
             if k >= done:
-                yield CallRecorded(call_id=stable_id(at, self.sid, "call", "history", k), session_id=self.sid,
-                                   exchange_id=exchange, started_at=at,
-                                   request={"model": None, "messages": [_message(m) for m in history[:i]]},
-                                   response=_message(history[i]))
+                yield ev.CallRecorded(call_id=stable_id(at, self.sid, "call", "history", k), session_id=self.sid,
+                                      exchange_id=exchange, started_at=at,
+                                      request={"model": None, "messages": [_message(m) for m in history[:i]]},
+                                      response=_message(history[i]))
                 self.state["calls"] = k + 1
         self.feed.note(f"{self.folder}: no {ANCHOR}, so the calls come from {FILES[1]} alone, without tokens, cost"
                        " or model")
         yield from self._tool_results(history, times or [start])
-        yield SessionEnded(session_id=self.sid, ended_at=times[-1] if times else start)
+        yield ev.SessionEnded(session_id=self.sid, ended_at=times[-1] if times else start)
 
     def _tool_results(self, history: list, times: list[str]) -> Iterator[Event]:
         """The results in each user message that follows an assistant's: its time the message's `ts`, else that of
@@ -216,7 +208,7 @@ class _Task:
                 continue
             if not replies or not isinstance(content, list):
                 continue
-            at = _ms(message.get("ts")) or times[min(replies, len(times) - 1)]
+            at = epoch_ms(message.get("ts")) or times[min(replies, len(times) - 1)]
             for j, block in enumerate(content):
                 found = _result(block, asked)
                 if found is None:
@@ -225,9 +217,9 @@ class _Task:
                 if self.feed.exists("tool_result", result_id):
                     continue
                 use, name, output, failed = found
-                yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=at,
-                                         tool_use_id=use.get("id") if use else block.get("tool_use_id"), name=name,
-                                         input=use.get("input") if use else None, content=output, is_error=failed)
+                yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=at,
+                                            tool_use_id=use.get("id") if use else block.get("tool_use_id"), name=name,
+                                            input=use.get("input") if use else None, content=output, is_error=failed)
 
     def _array(self, path: Path) -> list | None:
         try:
@@ -252,14 +244,14 @@ class _Task:
         return info
 
     def _call(self, k: int, record: dict, info: dict | None, history: list, replies: list[int],
-              exchange: str | None, at: str) -> CallRecorded:
+              exchange: str | None, at: str) -> ev.CallRecorded:
         reply = history[replies[k]] if k < len(replies) else None
         sent = history[:replies[k]] if k < len(replies) else list(history)
         model_info: dict = record["modelInfo"] if isinstance(record.get("modelInfo"), dict) else {}
         model = model_info.get("modelId") if isinstance(model_info.get("modelId"), str) else None
         usage, cost = self._usage(info or {}, k, model_info.get("providerId"))
         cancelled = (info or {}).get("cancelReason")
-        return CallRecorded(
+        return ev.CallRecorded(
             call_id=stable_id(at, self.sid, "call", record["ts"]), session_id=self.sid, exchange_id=exchange,
             started_at=at, request={"model": model, "messages": [_message(m) for m in sent]},
             response=_message(reply) if isinstance(reply, dict) else None, model=model,
@@ -352,7 +344,3 @@ def _message(m: Any) -> dict:
     if not isinstance(m, dict):
         return {"role": "user", "content": str(m)}
     return {"role": m.get("role"), "content": m.get("content")}
-
-
-def _ms(value: Any) -> str | None:
-    return instant(value / 1000, numbers=True) if isinstance(value, (int, float)) and value > 0 else None

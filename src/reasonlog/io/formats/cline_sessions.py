@@ -22,19 +22,11 @@ from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
-from ...parts import RecordError
-from ..importer import Feed, instant
+from ... import model as ev
+from ...model import Event, Usage, stable_id
+from ...wire.rules import RecordError
+from ..fields import object_of
+from ..importer import Feed, epoch_ms, instant
 
 SUFFIX = ".messages.json"
 NAME = "cline"
@@ -57,16 +49,11 @@ def session_files(folder: Path) -> list[Path]:
 
 def session_events(feed: Feed, whole_prompt: frozenset[str]) -> Iterator[Event]:
     """The events of one Cline 3 session file."""
-    try:
-        doc = orjson.loads(feed.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        feed.skip(None, f"not JSON ({str(exc).split(':', 1)[0]}); a session Cline is writing is read on the next pass")
-        return
-    if not isinstance(doc, dict) or not isinstance(doc.get("sessionId"), str) or not isinstance(
-            doc.get("messages"), list):
-        feed.skip(None, "expected a Cline 3 session: an object with a string `sessionId` and a `messages` list")
-        return
-    yield from _Session(feed, doc, _manifest(feed.path), whole_prompt).events()
+    doc = feed.document(lambda v: isinstance(v, dict) and isinstance(v.get("sessionId"), str) and isinstance(
+        v.get("messages"), list),
+        "expected a Cline 3 session: an object with a string `sessionId` and a `messages` list", "a session Cline")
+    if doc is not None:
+        yield from _Session(feed, doc, _manifest(feed.path), whole_prompt).events()
 
 
 def _manifest(path: Path) -> dict:
@@ -90,22 +77,22 @@ class _Session:
                 feed.skip(None, "a message needs a `role` (user or assistant) and a `content` list",
                           record=f"messages[{k}]")
         first = next((m.get("ts") for _, m in self.messages), None)
-        self.at = instant(manifest.get("started_at")) or _ms(first) or ""
+        self.at = instant(manifest.get("started_at")) or epoch_ms(first) or ""
         self.exchange: str | None = None
 
     def events(self) -> Iterator[Event]:
-        origin = _obj(self.doc.get("origin"))
+        origin = object_of(self.doc.get("origin"))
         labels = {"source": NAME, **{k: str(v) for k, v in (("version", origin.get("version")),
                                                              ("cwd", self.manifest.get("cwd"))) if v}}
         model = self.manifest.get("model") if isinstance(self.manifest.get("model"), str) else None
-        yield SessionStarted(session_id=self.sid, started_at=self.at, agent=NAME, labels=labels, model=model,
-                             external_id=self.doc["sessionId"])
+        yield ev.SessionStarted(session_id=self.sid, started_at=self.at, agent=NAME, labels=labels, model=model,
+                                external_id=self.doc["sessionId"])
         window: list[dict] = []
         for k, m in self.messages:
             if f"messages[{k}]" in self.feed.passed:
                 continue  # the importer failed on it before: passed over (io/import_file.py)
             with self.feed.record(f"messages[{k}]"):
-                self.at = max(self.at, _ms(m.get("ts")) or self.at)
+                self.at = max(self.at, epoch_ms(m.get("ts")) or self.at)
                 sent = {"role": m["role"], "content": m["content"]}
                 if m["role"] == "assistant":
                     yield self._call(k, m, window)
@@ -113,34 +100,34 @@ class _Session:
                     yield from self._user(k, m)
                 window.append(sent)
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
-        yield SessionEnded(session_id=self.sid, ended_at=self.at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
+        yield ev.SessionEnded(session_id=self.sid, ended_at=self.at)
 
     def _user(self, k: int, m: dict) -> Iterator[Event]:
         texts = [b["text"] for b in m["content"] if isinstance(b, dict) and b.get("type") == "text"
                  and isinstance(b.get("text"), str)]
         if texts:
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
             self.exchange = stable_id(self.at, NAME, self.sid, "exchange", m.get("id") or k)
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at,
-                                  input="\n".join(texts))
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at,
+                                     input="\n".join(texts))
         for j, b in enumerate(m["content"]):
             if isinstance(b, dict) and b.get("type") == "tool_result":
                 content = b.get("content")
-                yield ToolResultRecorded(
+                yield ev.ToolResultRecorded(
                     tool_result_id=stable_id(self.at, NAME, self.sid, "tool_result", k, j), session_id=self.sid,
                     at=self.at, tool_use_id=_str(b.get("tool_use_id")), name=_str(b.get("name")),
                     content=content if isinstance(content, str) else orjson.dumps(content).decode(),
                     is_error=b.get("is_error") is True)
 
-    def _call(self, k: int, m: dict, window: list[dict]) -> CallRecorded:
-        info = _obj(m.get("modelInfo"))
+    def _call(self, k: int, m: dict, window: list[dict]) -> ev.CallRecorded:
+        info = object_of(m.get("modelInfo"))
         model, provider = _str(info.get("id")), _str(info.get("provider"))
         request: dict[str, Any] = {"model": model, "messages": list(window)}
         if self.system:
             request["system"] = self.system
-        return CallRecorded(
+        return ev.CallRecorded(
             call_id=stable_id(self.at, NAME, self.sid, "call", m.get("id") or k), session_id=self.sid,
             exchange_id=self.exchange, started_at=self.at, request=request,
             response={"role": "assistant", "content": m["content"]}, model=model, provider=provider,
@@ -167,13 +154,5 @@ class _Session:
             return None
 
 
-def _obj(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _ms(value: Any) -> str | None:
-    return instant(value / 1000, numbers=True) if isinstance(value, (int, float)) and value > 0 else None

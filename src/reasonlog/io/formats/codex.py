@@ -26,7 +26,6 @@ A line of the wrong shape is skipped and reported with file:line; the rest of th
 """
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,20 +33,10 @@ from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
-from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, first_values, instant, walk
+from ... import model as ev
+from ...model import Event, Usage, stable_id
+from ...wire.rules import RecordError
+from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ends, first_values, instant, walk
 from .codex_shapes import legacy_line, model_of, usage_of
 
 NAME = "codex"
@@ -57,33 +46,12 @@ LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 
 
-class CodexImporter(FileImporter):
-    name = NAME
-    description = "Codex CLI rollouts ($CODEX_HOME or ~/.codex: sessions/, archived_sessions/)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser()
-        return [home / "sessions", home / "archived_sessions"]
-
+class CodexImporter(FormatImporter):
     def candidates(self, folder: Path) -> list[Path]:
-        return _rollouts(folder)
-
-    def mine(self, path: Path) -> bool:
-        return _mine(path)
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _Reader(feed).run()
-
-
-importer = CodexImporter()
-
-
-def _rollouts(folder: Path) -> list[Path]:
-    """The rollouts under a folder: in `sessions/` and `archived_sessions/` when it is a $CODEX_HOME."""
-    homes = [folder / "sessions", folder / "archived_sessions"]
-    roots = [h for h in homes if h.is_dir()] or [folder]
-    return [p for root in roots for p in walk(root, "rollout-*.jsonl")]
+        """The rollouts under a folder: in `sessions/` and `archived_sessions/` when it is a $CODEX_HOME."""
+        homes = [folder / "sessions", folder / "archived_sessions"]
+        roots = [h for h in homes if h.is_dir()] or [folder]
+        return [p for root in roots for p in walk(root, "rollout-*.jsonl")]
 
 
 def _mine(path: Path) -> bool:
@@ -93,6 +61,12 @@ def _mine(path: Path) -> bool:
     return any(isinstance(v, dict) and isinstance(v.get("type"), str) and v["type"] in LINE_TYPES and "payload" in v
                and "timestamp" in v
                for v in values)
+
+
+importer = CodexImporter(
+    NAME, "Codex CLI rollouts ($CODEX_HOME or ~/.codex: sessions/, archived_sessions/)",
+    lambda feed: _Reader(feed).run(), home=Home(".codex", ("sessions", "archived_sessions"), env=("CODEX_HOME",)),
+    recognises=_mine)
 
 
 class _BadLine(Exception):
@@ -134,9 +108,7 @@ class _Reader:
         if self.legacy and self.outputs:
             yield from self._close(None, None)  # no token count ever closes a call in the first versions' files
         if self.sid is not None and self.touched and last is not None:
-            if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
-            yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
+            yield from ends(self.sid, self.exchange, self.last_at or "")
             yield self._checkpoint(last)  # never past `last`: a cut last line is read again, whole, next time
 
     def _checkpoint(self, line: Line) -> Checkpoint:
@@ -190,8 +162,8 @@ class _Reader:
         elif kind == "compacted":
             yield from self._compacted(payload, at, line)
         else:
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, line.number), session_id=self.sid or "",
-                                  at=at, outcome_kind=f"{NAME}:{kind}", payload=payload)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, line.number), session_id=self.sid or "",
+                                     at=at, outcome_kind=f"{NAME}:{kind}", payload=payload)
 
     def _session(self, payload: dict, at: str, line: Line) -> Iterator[Event]:
         sid = payload.get("id")
@@ -211,8 +183,8 @@ class _Reader:
         origin = payload.get("source")
         if origin is not None:  # cli, vscode, exec, or {"subagent": ...}
             labels["codex_source"] = origin if isinstance(origin, str) else orjson.dumps(origin).decode()
-        yield SessionStarted(session_id=sid, started_at=instant(payload.get("timestamp")) or at, agent="codex",
-                             provider="openai", labels=labels, external_id=sid, parent_session_id=_parent(payload))
+        yield ev.SessionStarted(session_id=sid, started_at=instant(payload.get("timestamp")) or at, agent="codex",
+                                provider="openai", labels=labels, external_id=sid, parent_session_id=_parent(payload))
 
     def _unnamed(self, at: str) -> Iterator[Event]:
         """A rollout without a session_meta line: the session its file is named after, from its first instant."""
@@ -220,17 +192,17 @@ class _Reader:
         sid = found[-1].lower() if found else self.feed.path.stem
         self.sid, self.history, self.touched, self.last_at = sid, [], True, at
         if not self.feed.exists("session", sid):
-            yield SessionStarted(session_id=sid, started_at=at, agent="codex", provider="openai",
-                                 labels={"source": NAME}, external_id=sid)
+            yield ev.SessionStarted(session_id=sid, started_at=at, agent="codex", provider="openai",
+                                    labels={"source": NAME}, external_id=sid)
         else:
             self.history = None  # another file began it: go on from what is stored
 
     def _end_session(self) -> Iterator[Event]:
         yield from self._close(None, None)
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=self.last_at or "")
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=self.last_at or "")
             self.exchange = None
-        yield SessionEnded(session_id=self.sid or "", ended_at=self.last_at or "")
+        yield ev.SessionEnded(session_id=self.sid or "", ended_at=self.last_at or "")
         self.pending, self.results, self.tools = [], [], {}
 
     # ------------------------------------------------------------------------------ items and calls
@@ -251,9 +223,9 @@ class _Reader:
             call_id = str(item.get("call_id"))
             output = item.get("output")
             name, given = self.tools.pop(call_id, [None, None])
-            yield ToolResultRecorded(tool_result_id=stable_id(at, NAME, self.sid, "result", call_id),
-                                     session_id=self.sid or "", at=at, tool_use_id=call_id, name=name, input=given,
-                                     content=output, is_error=_failed(output))
+            yield ev.ToolResultRecorded(tool_result_id=stable_id(at, NAME, self.sid, "result", call_id),
+                                        session_id=self.sid or "", at=at, tool_use_id=call_id, name=name, input=given,
+                                        content=output, is_error=_failed(output))
             if self.outputs:  # a tool ran before the call's figures came: its result waits for them
                 self.results.append(item)
                 return
@@ -277,9 +249,9 @@ class _Reader:
             request["instructions"] = self.instructions
         call_id = stable_id(None, NAME, key) if key is not None else stable_id(at, NAME, self.sid, len(history))
         if not self.feed.exists("call", call_id):
-            yield CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
-                               request=request, response={"role": "assistant", "content": outputs},
-                               model=self.model, provider="openai", usage=usage, stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
+                                  request=request, response={"role": "assistant", "content": outputs},
+                                  model=self.model, provider="openai", usage=usage, stable_history=True)
         self.history = request["input"] + outputs
         self.pending, self.results, self.compacted = self.results, [], False
 
@@ -291,8 +263,8 @@ class _Reader:
             request["instructions"] = self.instructions
         call_id = stable_id(None, NAME, key) if key is not None else stable_id(at, NAME, self.sid, "unanswered")
         if not self.feed.exists("call", call_id):
-            yield CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
-                               request=request, response=None, model=self.model, provider="openai", usage=usage)
+            yield ev.CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
+                                  request=request, response=None, model=self.model, provider="openai", usage=usage)
 
     def _history(self) -> list:
         if self.history is None:
@@ -326,14 +298,14 @@ class _Reader:
         elif kind == "user_message":
             yield from self._close(None, None)
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
             self.exchange = stable_id(at, NAME, self.sid, "exchange", line.number)
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
-                                  input=payload.get("message"))
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
+                                     input=payload.get("message"))
         elif kind in ("task_complete", "turn_aborted") and self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at,
-                                result=payload.get("last_agent_message"),
-                                status="completed" if kind == "task_complete" else "interrupted")
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at,
+                                   result=payload.get("last_agent_message"),
+                                   status="completed" if kind == "task_complete" else "interrupted")
             self.exchange = None
 
     def _compacted(self, payload: dict, at: str, line: Line) -> Iterator[Event]:
@@ -343,9 +315,9 @@ class _Reader:
         self.history, self.compacted = (list(replacement) if isinstance(replacement, list) else []), True
         self.pending = [] if isinstance(replacement, list) else [
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": _text(summary)}]}]
-        yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, "compaction", line.number),
-                              session_id=self.sid or "", at=at, outcome_kind="compaction",
-                              payload={"summary": summary})
+        yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, "compaction", line.number),
+                                 session_id=self.sid or "", at=at, outcome_kind="compaction",
+                                 payload={"summary": summary})
 
 
 def _parent(meta: dict) -> str | None:

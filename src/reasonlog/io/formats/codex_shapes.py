@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...model import Usage
-from ...parts import RecordError
+from ...wire.rules import RecordError
 
 _COUNTS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens",
            "reasoning_output_tokens")

@@ -27,26 +27,14 @@ response, and if the reply comes later the file is imported again whole (`Reimpo
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
-from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
+from ... import model as ev
+from ...model import Event, Usage, stable_id
+from ..fields import number_of, object_of, text_of
+from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, Resumed, ends, instant
 
 NAME = "copilot"
 QUIET = frozenset({"assistant.turn_start", "assistant.turn_end", "session.resume", "session.start",
@@ -55,40 +43,20 @@ QUIET = frozenset({"assistant.turn_start", "assistant.turn_end", "session.resume
 COUNTS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens", "reasoningTokens")
 
 
-class CopilotImporter(FileImporter):
-    name = NAME
-    description = "GitHub Copilot CLI sessions (~/.copilot/session-state/<session>/events.jsonl)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        root = os.environ.get("COPILOT_HOME")
-        return [(Path(root).expanduser() if root else Path.home() / ".copilot") / "session-state"]
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "*.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        first = first_values(path, 1)
-        return bool(first) and isinstance(first[0], dict) and first[0].get("type") == "session.start" and isinstance(
-            first[0].get("data"), dict) and "copilotVersion" in first[0]["data"]
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _Log(feed).read()
+importer = FormatImporter(
+    NAME, "GitHub Copilot CLI sessions (~/.copilot/session-state/<session>/events.jsonl)",
+    lambda feed: _Log(feed).read(), home=Home(".copilot", ("session-state",), env=("COPILOT_HOME",)),
+    opens=lambda first: first.get("type") == "session.start" and isinstance(first.get("data"), dict) and (
+        "copilotVersion" in first["data"]))
 
 
-importer = CopilotImporter()
-
-
-class _Log:
+class _Log(Resumed):
     """One event log. State between imports: the session, the open exchange, the system prompt, the conversation
     (Messages shape), tools started and not finished, and a usage record waiting for its reply."""
 
     def __init__(self, feed: Feed):
-        self.feed = feed
-        s = feed.state or {}
-        self.sid: str | None = s.get("sid")
-        self.exchange: str | None = s.get("exchange")
-        self.last_at: str | None = s.get("last_at")
+        super().__init__(feed)
+        s = self.saved
         self.system: str | None = s.get("system")
         self.window: list = s.get("window", [])
         self.tools: dict[str, list] = s.get("tools", {})   # toolCallId -> [name, arguments, started at]
@@ -97,30 +65,20 @@ class _Log:
         self.unbilled = 0                                   # calls read now with no usage record
 
     def read(self) -> Iterator[Event | Checkpoint]:
-        last: Line | None = None
-        for line in self.feed.lines():
-            last = line
-            value = line.value
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            elif not isinstance(value, dict) or not isinstance(value.get("type"), str) or not isinstance(
-                    value.get("data"), dict):
-                self.feed.skip(line, "expected an event with a string `type` and a `data` object")
-            else:
-                yield from self._event(value, line.number)
+        for line in self.feed.values(lambda v: isinstance(v, dict) and isinstance(v.get("type"), str) and isinstance(
+                v.get("data"), dict), "expected an event with a string `type` and a `data` object"):
+            yield from self._event(line.value, line.number)
+        last = self.feed.read_to
         if self.sid is None or (last is None and (self.held is None or self.feed.may_grow())):
             return  # nothing new, and no usage record held back that may be imported now
         if self.held is not None and not self.feed.may_grow():
-            self.taken = _str(self.held[0]["data"]["usage"].get("apiCallId")) or ""
+            self.taken = text_of(self.held[0]["data"]["usage"].get("apiCallId")) or ""
             yield from self._call(None, *self.held)
         if self.unbilled:
             self.feed.note(f"Copilot CLI wrote no `session.usage_record` for {self.unbilled} call(s) of "
                            f"{self.feed.where}: their tokens and cost are unknown (not 0)")
-        if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
-        yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
-        state = self._state()
-        yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
+        yield from ends(self.sid, self.exchange, self.last_at or "")
+        yield self.feed.checkpoint_read(self._state())
 
     def _state(self) -> dict:
         return {
@@ -157,28 +115,28 @@ class _Log:
         elif kind == "assistant.message":
             yield from self._call(event, *(self.held or [None, number]))
         elif kind == "tool.execution_start" and isinstance(data.get("toolCallId"), str):
-            self.tools[data["toolCallId"]] = [_str(data.get("toolName")), data.get("arguments"), at]
+            self.tools[data["toolCallId"]] = [text_of(data.get("toolName")), data.get("arguments"), at]
         elif kind == "tool.execution_complete":
             yield from self._tool_result(event, data, at)
         elif kind not in QUIET:
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, event.get("id") or number),
-                                  session_id=self.sid or "", at=at, outcome_kind=f"{NAME}:{kind}", payload=data)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, event.get("id") or number),
+                                     session_id=self.sid or "", at=at, outcome_kind=f"{NAME}:{kind}", payload=data)
 
-    def _start(self, data: dict, at: str) -> SessionStarted:
+    def _start(self, data: dict, at: str) -> ev.SessionStarted:
         self.sid = data["sessionId"]
-        context = _dict(data.get("context"))
+        context = object_of(data.get("context"))
         labels = {"source": NAME, **{k: str(context[k]) for k in ("cwd", "branch") if context.get(k)}}
         if data.get("copilotVersion"):
             labels["version"] = str(data["copilotVersion"])
-        return SessionStarted(session_id=self.sid, started_at=at, agent="copilot-cli", labels=labels,
-                              model=_str(data.get("selectedModel")), external_id=self.sid)
+        return ev.SessionStarted(session_id=self.sid, started_at=at, agent="copilot-cli", labels=labels,
+                                 model=text_of(data.get("selectedModel")), external_id=self.sid)
 
     def _user(self, event: dict, data: dict, at: str) -> Iterator[Event]:
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
         self.exchange = stable_id(at, NAME, self.sid, "exchange", event.get("id"))
-        yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
-                              input=data.get("content"))
+        yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
+                                 input=data.get("content"))
         sent = data.get("transformedContent") or data.get("content")
         self.window.append({"role": "user", "content": [{"type": "text", "text": str(sent or "")}]})
 
@@ -194,41 +152,28 @@ class _Log:
         response = {"role": "assistant", "content": _blocks(data)}
         self.unbilled += usage_event is None
         if not self.feed.exists("call", call_id):
-            model = _str(counts.get("model")) or _str(data.get("model"))
+            model = text_of(counts.get("model")) or text_of(data.get("model"))
             request = {"model": model, "messages": list(self.window)}
             if self.system:
                 request["system"] = self.system
-            yield CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
-                               request=request, response=response if reply is not None else None, model=model,
-                               usage=self._usage(counts, number) if counts else None,
-                               latency_ms=_number(counts.get("duration")),
-                               ttft_ms=_number(counts.get("timeToFirstTokenMs")),
-                               stop_reason=_str(counts.get("finishReason")),
-                               provider_message_id=_str(counts.get("apiCallId") or data.get("apiCallId")),
-                               stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
+                                  request=request, response=response if reply is not None else None, model=model,
+                                  usage=self._usage(counts, number) if counts else None,
+                                  latency_ms=number_of(counts.get("duration")),
+                                  ttft_ms=number_of(counts.get("timeToFirstTokenMs")),
+                                  stop_reason=text_of(counts.get("finishReason")),
+                                  provider_message_id=text_of(counts.get("apiCallId") or data.get("apiCallId")),
+                                  stable_history=True)
         if reply is not None:
             self.window.append(response)
 
     def _usage(self, counts: dict, number: int) -> Usage | None:
-        values = {k: counts.get(k) or 0 for k in COUNTS}
-        bad = next((k for k, v in values.items() if type(v) is not int or v < 0), None)
-        if bad is not None:
-            self.feed.skip(number, f"usage.{bad}: expected a non-negative integer, got {values[bad]!r}; the call is"
-                                   " kept without usage")
-            return None
-        read, write = values["cacheReadTokens"], values["cacheWriteTokens"]
-        try:
-            return Usage(input_tokens=max(values["inputTokens"] - read - write, 0), cache_read_tokens=read,
-                         cache_write_tokens=write, output_tokens=values["outputTokens"],
-                         reasoning_tokens=min(values["reasoningTokens"], values["outputTokens"]))
-        except RecordError as exc:
-            self.feed.skip(number, f"usage: {exc}")
-            return None
+        return self.feed.usage(number, "usage", counts, COUNTS, _usage)
 
     def _tool_result(self, event: dict, data: dict, at: str) -> Iterator[Event]:
-        tool_id = _str(data.get("toolCallId"))
+        tool_id = text_of(data.get("toolCallId"))
         name, args, started = self.tools.pop(tool_id or "", [None, None, None])
-        result = _dict(data.get("result"))
+        result = object_of(data.get("result"))
         content = result.get("content", result.get("error", data.get("error")))
         block = {"type": "tool_result", "tool_use_id": tool_id, "content": content if isinstance(content, str)
                  else str(content), "is_error": data.get("success") is False}
@@ -239,9 +184,17 @@ class _Log:
             self.window.append({"role": "user", "content": [block]})
         result_id = stable_id(at, NAME, self.sid, event.get("id") or tool_id)
         if not self.feed.exists("tool_result", result_id):
-            yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "", at=at, tool_use_id=tool_id,
-                                     name=name, input=args, content=content, is_error=data.get("success") is False,
-                                     duration_ms=_elapsed_ms(started, at))
+            yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "", at=at, tool_use_id=tool_id,
+                                        name=name, input=args, content=content, is_error=data.get("success") is False,
+                                        duration_ms=_elapsed_ms(started, at))
+
+
+def _usage(counts: dict[str, int]) -> Usage:
+    """Copilot's counts: input includes cache reads and writes; output includes reasoning."""
+    read, write = counts["cacheReadTokens"], counts["cacheWriteTokens"]
+    return Usage(input_tokens=max(counts["inputTokens"] - read - write, 0), cache_read_tokens=read,
+                 cache_write_tokens=write, output_tokens=counts["outputTokens"],
+                 reasoning_tokens=min(counts["reasoningTokens"], counts["outputTokens"]))
 
 
 def _blocks(data: dict) -> list[dict]:
@@ -253,7 +206,7 @@ def _blocks(data: dict) -> list[dict]:
     for tool in data.get("toolRequests") or []:
         if isinstance(tool, dict):
             args = tool.get("arguments")
-            blocks.append({"type": "tool_use", "id": _str(tool.get("toolCallId")), "name": _str(tool.get("name")),
+            blocks.append({"type": "tool_use", "id": text_of(tool.get("toolCallId")), "name": text_of(tool.get("name")),
                            "input": args if isinstance(args, dict) else {}})
     return blocks
 
@@ -270,15 +223,3 @@ def _elapsed_ms(start: str | None, end: str) -> float | None:
     except ValueError:
         return None
     return max(span.total_seconds() * 1000, 0.0)
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)
-
-
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}

@@ -18,25 +18,14 @@ Incremental: what is appended is read from where the last import stopped.
 """
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
-from typing import Any
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    stable_id,
-)
-from ..importer import Checkpoint, Feed, FileImporter, Line, first_values, instant, walk
+from ... import model as ev
+from ...model import Event, stable_id
+from ..fields import text_of
+from ..importer import Checkpoint, Feed, FormatImporter, Home, instant
 
 NAME = "cursor"
 NO_USAGE = ("cursor: its agent transcripts have no token counts, costs, models or times per message; its calls are"
@@ -47,30 +36,11 @@ CURSOR_TIME = re.compile(r"\w+, (\w{3}) (\d{1,2}), (\d{4}), (\d{1,2}):(\d\d) ([A
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
-class CursorImporter(FileImporter):
-    name = NAME
-    description = "Cursor agent transcripts (~/.cursor/projects/<project>/agent-transcripts/; no token counts)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        root = os.environ.get("CURSOR_CONFIG_DIR")
-        return [(Path(root).expanduser() if root else Path.home() / ".cursor") / "projects"]
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "*.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        if "agent-transcripts" not in path.parts:
-            return False
-        first = first_values(path, 1)
-        return bool(first) and isinstance(first[0], dict) and first[0].get("role") in ("user", "assistant") and (
-            isinstance(first[0].get("message"), dict))
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _Transcript(feed).read()
-
-
-importer = CursorImporter()
+importer = FormatImporter(
+    NAME, "Cursor agent transcripts (~/.cursor/projects/<project>/agent-transcripts/; no token counts)",
+    lambda feed: _Transcript(feed).read(), home=Home(".cursor", ("projects",), env=("CURSOR_CONFIG_DIR",)),
+    recognises=lambda path: "agent-transcripts" in path.parts,
+    opens=lambda first: first.get("role") in ("user", "assistant") and isinstance(first.get("message"), dict))
 
 
 def cursor_time(text: str) -> str | None:
@@ -102,21 +72,14 @@ class _Transcript:
         self.window: list = s.get("window", [])
 
     def read(self) -> Iterator[Event | Checkpoint]:
-        last: Line | None = None
-        for line in self.feed.lines():
-            last = line
-            value = line.value
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            elif not isinstance(value, dict):
-                self.feed.skip(line, "expected a JSON object")
-            else:
-                yield from self._line(value, line.number)
+        for line in self.feed.values(lambda v: isinstance(v, dict), "expected a JSON object"):
+            yield from self._line(line.value, line.number)
+        last = self.feed.read_to
         if last is None or self.started_at is None:
             return
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at or self.started_at)
-        yield SessionEnded(session_id=self.sid, ended_at=self.at or self.started_at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at or self.started_at)
+        yield ev.SessionEnded(session_id=self.sid, ended_at=self.at or self.started_at)
         yield self.feed.checkpoint(last, {"started_at": self.started_at, "exchange": self.exchange, "at": self.at,
                                           "window": self.window})
 
@@ -139,18 +102,18 @@ class _Transcript:
             self.feed.skip(number, "a message needs a `role` (user or assistant) and `message.content`")
         else:
             at = self.at or self.started_at or ""
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, number), session_id=self.sid, at=at,
-                                  outcome_kind=f"{NAME}:{value.get('type') or 'unknown'}", payload=value)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, number), session_id=self.sid, at=at,
+                                     outcome_kind=f"{NAME}:{value.get('type') or 'unknown'}", payload=value)
 
-    def _start(self, value: dict) -> SessionStarted:
+    def _start(self, value: dict) -> ev.SessionStarted:
         text = str(value.get("message"))
         self.started_at = (instant(value.get("timestamp"), numbers=True) or cursor_time(text)
                            or instant(self.feed.path.stat().st_mtime, numbers=True) or "")
         parts = self.feed.path.parts
         at = parts.index("agent-transcripts") if "agent-transcripts" in parts else 0
         labels = {"source": NAME, **({"project": parts[at - 1]} if at > 0 else {})}
-        return SessionStarted(session_id=self.sid, started_at=self.started_at, agent=NAME, labels=labels,
-                              external_id=self.sid)
+        return ev.SessionStarted(session_id=self.sid, started_at=self.started_at, agent=NAME, labels=labels,
+                                 external_id=self.sid)
 
     def _user(self, blocks: list[dict], number: int) -> Iterator[Event]:
         texts = "\n".join(b["text"] for b in blocks if b["type"] == "text" and isinstance(b.get("text"), str))
@@ -159,11 +122,11 @@ class _Transcript:
         if texts:
             self.at = max(self.at or "", cursor_time(texts) or self.at or self.started_at or "")
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.at)
             self.exchange = stable_id(self.at, NAME, self.sid, "exchange", number)
             queries = QUERY.findall(texts)  # the prompt; the rest is context Cursor added (rules, files)
             typed = "\n".join(queries) if queries else STAMP.sub("", texts).strip()
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at, input=typed)
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=self.at, input=typed)
         self.window.append({"role": "user", "content": blocks})
 
     def _call(self, blocks: list[dict], number: int) -> Iterator[Event]:
@@ -172,8 +135,8 @@ class _Transcript:
         response = {"role": "assistant", "content": blocks}
         if not self.feed.exists("call", call_id):
             self.feed.note(NO_USAGE)
-            yield CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=at,
-                               request={"messages": list(self.window)}, response=response, stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=at,
+                                  request={"messages": list(self.window)}, response=response, stable_history=True)
         self.window.append(response)
 
     def _results(self, results: list[dict], number: int) -> Iterator[Event]:
@@ -181,19 +144,15 @@ class _Transcript:
         for k, block in enumerate(results):
             result_id = stable_id(at, NAME, self.sid, number, k)
             if not self.feed.exists("tool_result", result_id):
-                yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=at,
-                                         tool_use_id=_str(block.get("tool_use_id")), content=block.get("content"),
-                                         is_error=block.get("is_error") is True)
+                yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=at,
+                                            tool_use_id=text_of(block.get("tool_use_id")), content=block.get("content"),
+                                            is_error=block.get("is_error") is True)
 
     def _turn_ended(self, value: dict, number: int) -> Iterator[Event]:
         at = self.at or self.started_at or ""
         if value.get("status") not in (None, "success"):
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, number), session_id=self.sid, at=at,
-                                  outcome_kind=f"{NAME}:turn_ended", payload=value)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, number), session_id=self.sid, at=at,
+                                     outcome_kind=f"{NAME}:turn_ended", payload=value)
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
             self.exchange = None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)

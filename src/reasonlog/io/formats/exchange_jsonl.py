@@ -19,45 +19,21 @@ same lines.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    format_instant,
-    stable_id,
-)
-from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, first_values, walk
+from ... import model as ev
+from ...model import Event, format_instant, stable_id
+from ...wire.rules import RecordError
+from ..importer import Checkpoint, Feed, FormatImporter, Line
 
 NAME = "exchange-jsonl"
 _STATS = (("tokens_in", "input_tokens"), ("tokens_out", "output_tokens"), ("cache_creation", "cache_write_tokens"),
           ("cache_read", "cache_read_tokens"))
 
 
-class ExchangeJsonlImporter(FileImporter):
-    name = NAME
-    description = "exchange-based session JSONL (session_start / exchange / session_end lines)"
-    incremental = True
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "*.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        first = first_values(path, 1)
-        return bool(first) and isinstance(first[0], dict) and first[0].get("type") == "session_start"
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _Reader(feed).run()
-
-
-importer = ExchangeJsonlImporter()
+importer = FormatImporter(
+    NAME, "exchange-based session JSONL (session_start / exchange / session_end lines)",
+    lambda feed: _Reader(feed).run(), opens=lambda first: first.get("type") == "session_start")
 
 
 class _Reader:
@@ -91,7 +67,7 @@ class _Reader:
         elif kind == "exchange":
             yield from self._exchange(v, line)
         else:
-            yield SessionEnded(session_id=self.sid, ended_at=_instant(v.get("ts"), "ts"))
+            yield ev.SessionEnded(session_id=self.sid, ended_at=_instant(v.get("ts"), "ts"))
 
     def _start(self, v: dict) -> Iterator[Event]:
         logged = v.get("session_id")
@@ -109,7 +85,7 @@ class _Reader:
                   if val is not None}
         if isinstance(tools, list) and tools:
             labels["tools"] = ",".join(map(str, tools))
-        yield SessionStarted(session_id=sid, started_at=at, model=self.model, labels=labels, external_id=logged)
+        yield ev.SessionStarted(session_id=sid, started_at=at, model=self.model, labels=labels, external_id=logged)
 
     def _exchange(self, v: dict, line: Line) -> Iterator[Event]:
         sid = self.sid
@@ -118,7 +94,7 @@ class _Reader:
         number = v.get("exchange", line.number)
         exchange = stable_id(start, NAME, sid, "exchange", number)
         user_input = v.get("user_input")
-        yield ExchangeStarted(exchange_id=exchange, session_id=sid, started_at=start, input=user_input)
+        yield ev.ExchangeStarted(exchange_id=exchange, session_id=sid, started_at=start, input=user_input)
         history = self._history()
         history.append({"role": "user", "content": user_input if user_input is not None else ""})
         items = v.get("messages") or []
@@ -127,21 +103,21 @@ class _Reader:
         for k, (at, blocks, results) in enumerate(_turns(items, start)):
             if blocks:
                 response = {"role": "assistant", "content": blocks}
-                yield CallRecorded(call_id=stable_id(at, NAME, sid, number, k), session_id=sid, exchange_id=exchange,
-                                   started_at=at, request={"model": self.model, "messages": list(history)},
-                                   response=response, model=self.model, stable_history=True)
+                yield ev.CallRecorded(call_id=stable_id(at, NAME, sid, number, k), session_id=sid, exchange_id=exchange,
+                                      started_at=at, request={"model": self.model, "messages": list(history)},
+                                      response=response, model=self.model, stable_history=True)
                 history.append(response)
             for r in results:
-                yield ToolResultRecorded(tool_result_id=stable_id(r["at"], NAME, sid, number, k, r["id"]),
-                                         session_id=sid, at=r["at"], tool_use_id=r["id"], content=r["output"],
-                                         is_error=r["is_error"])
+                yield ev.ToolResultRecorded(tool_result_id=stable_id(r["at"], NAME, sid, number, k, r["id"]),
+                                            session_id=sid, at=r["at"], tool_use_id=r["id"], content=r["output"],
+                                            is_error=r["is_error"])
             if results:
                 history.append({"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": r["id"], "content": r["output"], "is_error": r["is_error"]}
                     for r in results]})
         end = v.get("ts_end")
-        yield ExchangeEnded(exchange_id=exchange, session_id=sid, ended_at=_instant(end, "ts_end") if end else start,
-                            stats=_stats(v.get("stats")))
+        yield ev.ExchangeEnded(exchange_id=exchange, session_id=sid, ended_at=_instant(end, "ts_end") if end else start,
+                               stats=_stats(v.get("stats")))
 
     def _history(self) -> list:
         if self.history is None:

@@ -40,19 +40,10 @@ from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
-from ...parts import RecordError
+from ... import model as ev
+from ...model import Event, Usage, stable_id
+from ...wire.rules import RecordError
+from ..fields import list_of
 from ..importer import BaseImporter, Checkpoint, Feed, instant
 
 NAME = "game-log"
@@ -96,7 +87,7 @@ def _players(game: Path) -> list[Path]:
 class _Game:
     def __init__(self, feed: Feed, folder: Path):
         self.feed, self.folder, self.run = feed, folder, folder.name
-        self.batches = _list(self._json(folder / "tool_executions.json", missing_ok=True))
+        self.batches = list_of(self._json(folder / "tool_executions.json", missing_ok=True))
         self.summary = self._json(folder / "session_summary.json", missing_ok=True)
         self.sessions: dict[str, str] = {}  # player -> session id
 
@@ -132,22 +123,22 @@ class _Game:
             self.feed.skip(None, f"{folder.name}: no instant in its first prompt")
             return
         sid = self.sessions[folder.name] = stable_id(first_at, NAME, self.run, folder.name)
-        yield SessionStarted(session_id=sid, started_at=first_at, agent=folder.name, run=self.run,
-                             labels={"source": NAME, "game": self.run})
+        yield ev.SessionStarted(session_id=sid, started_at=first_at, agent=folder.name, run=self.run,
+                                labels={"source": NAME, "game": self.run})
         last, missing = first_at, 0
         for n, prompt in prompts:
             ended, lacked = yield from self._request(sid, folder, n, prompt)
             last, missing = max(last, ended), missing + lacked
         end = _at((self.summary or {}).get("end_time")) if isinstance(self.summary, dict) else None
-        yield SessionEnded(session_id=sid, ended_at=max(last, end or last),
-                           status="interrupted" if missing else "completed")
+        yield ev.SessionEnded(session_id=sid, ended_at=max(last, end or last),
+                              status="interrupted" if missing else "completed")
 
     def _request(self, sid: str, folder: Path, n: int, prompt: dict):
         """The events of request N: its exchange, one or two calls, tool results and the move. Returns (the
         last instant, how many responses are missing)."""
         at = _at(prompt.get("timestamp")) or ""
         exchange = stable_id(at, NAME, sid, "request", n)
-        yield ExchangeStarted(exchange_id=exchange, session_id=sid, started_at=at, input=_happened(prompt))
+        yield ev.ExchangeStarted(exchange_id=exchange, session_id=sid, started_at=at, input=_happened(prompt))
         user = {"role": "user", "content": self._prompt_text(folder, n, prompt)}
         params = {k: prompt[k] for k in ("response_schema", "allowed_actions") if k in prompt}
         tools = prompt.get("tools_schema") if isinstance(prompt.get("tools_schema"), list) else None
@@ -171,23 +162,23 @@ class _Game:
             last = _at(final.get("timestamp")) or at
         else:
             missing = 1
-            yield CallRecorded(call_id=stable_id(at, NAME, sid, n, "missing"), session_id=sid, exchange_id=exchange,
-                               started_at=at, request=_request(history, tools, params, None), response=None,
-                               status="error", error={"message": "no response was recorded (the game stopped)"})
-        yield ExchangeEnded(exchange_id=exchange, session_id=sid, ended_at=last,
-                            status="interrupted" if missing else "completed")
+            yield ev.CallRecorded(call_id=stable_id(at, NAME, sid, n, "missing"), session_id=sid, exchange_id=exchange,
+                                  started_at=at, request=_request(history, tools, params, None), response=None,
+                                  status="error", error={"message": "no response was recorded (the game stopped)"})
+        yield ev.ExchangeEnded(exchange_id=exchange, session_id=sid, ended_at=last,
+                               status="interrupted" if missing else "completed")
         return last, missing
 
     def _call(self, sid, exchange, n, iteration, at, history, tools, params, response, reply):
         model = response.get("model") if isinstance(response.get("model"), str) else None
         call_id = stable_id(at, NAME, sid, n, iteration)
         latency = response.get("latency_seconds")
-        yield CallRecorded(call_id=call_id, session_id=sid, exchange_id=exchange, started_at=at,
-                           request=_request(history, tools, params, model), response=reply, model=model,
-                           provider="google" if model and model.startswith("gemini") else None,
-                           usage=self._usage(response, n), status="ok" if response.get("success", True) else "error",
-                           latency_ms=latency * 1000 if isinstance(latency, (int, float)) and latency >= 0 else None,
-                           error={"message": str(response["error"])} if response.get("error") else None)
+        yield ev.CallRecorded(call_id=call_id, session_id=sid, exchange_id=exchange, started_at=at,
+                              request=_request(history, tools, params, model), response=reply, model=model,
+                              provider="google" if model and model.startswith("gemini") else None,
+                              usage=self._usage(response, n), status="ok" if response.get("success", True) else "error",
+                              latency_ms=latency * 1000 if isinstance(latency, (int, float)) and latency >= 0 else None,
+                              error={"message": str(response["error"])} if response.get("error") else None)
         return call_id
 
     def _usage(self, response: dict, n: int) -> Usage | None:
@@ -205,17 +196,17 @@ class _Game:
     # ------------------------------------------------------------------------------ tools, moves, chat
 
     def _tool_round(self, sid: str, n: int, intermediate: dict) -> tuple[dict, list[Event]]:
-        calls = [c for c in _list(intermediate.get("tool_calls")) if isinstance(c, dict)]
+        calls = [c for c in list_of(intermediate.get("tool_calls")) if isinstance(c, dict)]
         asked = {"role": "assistant", "content": [
             {"type": "tool_use", "id": c.get("id"), "name": c.get("name"), "input": c.get("parameters") or {}}
             for c in calls]}
         batch = self._batch(intermediate, calls)
         results: list[Event] = []
         for k, call in enumerate(calls):
-            done = next((b for b in _list((batch or {}).get("calls")) if isinstance(b, dict)
+            done = next((b for b in list_of((batch or {}).get("calls")) if isinstance(b, dict)
                          and (b.get("id"), b.get("name")) == (call.get("id"), call.get("name"))), None)
             at = _at((batch or {}).get("timestamp")) or _at(intermediate.get("timestamp")) or ""
-            results.append(ToolResultRecorded(
+            results.append(ev.ToolResultRecorded(
                 tool_result_id=stable_id(at, NAME, sid, n, "tool", k), session_id=sid, at=at,
                 tool_use_id=call.get("id"), name=call.get("name"), input=call.get("parameters"),
                 content=None if done is None else done.get("result"),
@@ -228,7 +219,7 @@ class _Game:
         want = [(c.get("id"), c.get("name")) for c in calls]
         batches = sorted((b for b in self.batches if isinstance(b, dict)), key=lambda b: _at(b.get("timestamp")) or "")
         for batch in batches:
-            ran = [(c.get("id"), c.get("name")) for c in _list(batch.get("calls")) if isinstance(c, dict)]
+            ran = [(c.get("id"), c.get("name")) for c in list_of(batch.get("calls")) if isinstance(c, dict)]
             if (_at(batch.get("timestamp")) or "") >= after and ran == want:
                 return batch
         return None
@@ -250,22 +241,22 @@ class _Game:
                 parameters = orjson.loads(parameters)
             except orjson.JSONDecodeError:
                 pass
-        yield OutcomeRecorded(outcome_id=stable_id(at, NAME, sid, n, "move"), session_id=sid, at=at,
-                              outcome_kind="game_action", call_id=call_id,
-                              payload={"action": parsed["action_type"], "parameters": parameters, "request": n,
+        yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, sid, n, "move"), session_id=sid, at=at,
+                                 outcome_kind="game_action", call_id=call_id,
+                                 payload={"action": parsed["action_type"], "parameters": parameters, "request": n,
                                        "say_outloud": parsed.get("say_outloud") or None})
 
     def _chat(self) -> Iterator[Event]:
         chat = self._json(self.folder / "chat_history.json", missing_ok=True)
-        messages = _list((chat or {}).get("messages")) if isinstance(chat, dict) else []
+        messages = list_of((chat or {}).get("messages")) if isinstance(chat, dict) else []
         for k, m in enumerate(messages):
             sender = m.get("from") if isinstance(m, dict) else None
             at = _at(m.get("timestamp")) if isinstance(m, dict) else None
             if sender not in self.sessions or at is None:
                 continue
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.run, "chat", k),
-                                  session_id=self.sessions[sender], at=at,
-                                  outcome_kind="chat", payload={"to": m.get("to"), "message": m.get("message")})
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.run, "chat", k),
+                                     session_id=self.sessions[sender], at=at,
+                                     outcome_kind="chat", payload={"to": m.get("to"), "message": m.get("message")})
 
     def _prompt_text(self, folder: Path, n: int, prompt: dict) -> str:
         try:
@@ -286,10 +277,6 @@ def _happened(prompt: dict) -> Any:
     context = inner.get("task_context") if isinstance(inner, dict) else None
     happened = context.get("what_just_happened") if isinstance(context, dict) else None
     return happened or prompt.get("what_happened")
-
-
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
 
 
 def _at(value: Any) -> str | None:

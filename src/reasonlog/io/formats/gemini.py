@@ -23,72 +23,37 @@ import that ran while Gemini was writing it) makes the whole file import again (
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
-from ...parts import RecordError
+from ... import model as ev
+from ...model import Event, Usage, stable_id
 from ...store import StoreError
-from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
+from ...wire.rules import RecordError
+from ..fields import list_of, text_of
+from ..importer import Checkpoint, Feed, FormatImporter, Home, Line, ReimportFile, Resumed, first_values, head, instant
 
 NAME = "gemini"
 CHECK_EVERY = 256   # lines between checkpoints (the state holds every message id: not dumped at each line)
 FINAL = frozenset({"success", "error", "cancelled"})
 
 
-class GeminiImporter(FileImporter):
-    name = NAME
-    description = "Gemini CLI chats (~/.gemini/tmp/<project>/chats/session-*.jsonl and .json)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        return [Path(os.environ.get("GEMINI_DIR") or Path.home() / ".gemini").expanduser() / "tmp"]
-
-    def candidates(self, folder: Path) -> list[Path]:
-        return _candidates(folder)
-
-    def mine(self, path: Path) -> bool:
-        return _mine(path)
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        if feed.path.suffix == ".json":
-            if feed.start:  # a document is rewritten, never appended to
-                raise ReimportFile("a whole-document chat changed")
-            yield from _Chat(feed).document()
-        else:
-            yield from _Chat(feed).lines()
-
-
-importer = GeminiImporter()
-
-
-def _candidates(folder: Path) -> list[Path]:
-    return sorted({*walk(folder, "*.jsonl"), *walk(folder, "session-*.json")})
+def _read(feed: Feed) -> Iterator[Event | Checkpoint]:
+    if feed.path.suffix == ".json":
+        if feed.start:  # a document is rewritten, never appended to
+            raise ReimportFile("a whole-document chat changed")
+        yield from _Chat(feed).document()
+    else:
+        yield from _Chat(feed).lines()
 
 
 def _mine(path: Path) -> bool:
     if path.suffix == ".json":
-        try:
-            with open(path, "rb") as f:
-                head = f.read(4096)
-        except OSError:
-            return False
-        return path.name.startswith("session-") and b'"sessionId"' in head and b'"messages"' in head
+        start = head(path)
+        return path.name.startswith("session-") and b'"sessionId"' in start and b'"messages"' in start
     first = first_values(path, 1)
     return bool(first) and _is_meta(first[0])
 
@@ -98,17 +63,19 @@ def _is_meta(value: Any) -> bool:
             and "id" not in value and ("projectHash" in value or "startTime" in value))
 
 
-class _Chat:
+importer = FormatImporter(
+    NAME, "Gemini CLI chats (~/.gemini/tmp/<project>/chats/session-*.jsonl and .json)", _read,
+    home=Home(".gemini", ("tmp",), env=("GEMINI_DIR",)), files=("*.jsonl", "session-*.json"), recognises=_mine)
+
+
+class _Chat(Resumed):
     """One chat file; the state between imports: the conversation's message ids (with how many `contents`
     entries each gave), what came after the last call, the reply not yet imported, and the ids imported."""
 
     def __init__(self, feed: Feed):
-        self.feed = feed
-        s = feed.state or {}
-        self.sid: str | None = s.get("sid")
+        super().__init__(feed)
+        s = self.saved
         self.meta: dict = s.get("meta", {})
-        self.exchange: str | None = s.get("exchange")
-        self.last_at: str | None = s.get("last_at")
         self.window: list[list] = s.get("window", [])   # [message id, contents entries it gave]
         self.base_call: str | None = s.get("base_call")  # the last call: its request and response open `contents`
         self.base: int = s.get("base", 0)                # how many of them are still in the window
@@ -166,10 +133,10 @@ class _Chat:
         if end is None:
             return
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=end)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=end)
         summary = self.meta.get("summary")
-        yield SessionEnded(session_id=self.sid or "", ended_at=end,
-                           summary=summary if isinstance(summary, str) else None)
+        yield ev.SessionEnded(session_id=self.sid or "", ended_at=end,
+                              summary=summary if isinstance(summary, str) else None)
 
     # ------------------------------------------------------------------------------ records
 
@@ -202,9 +169,9 @@ class _Chat:
         labels = {"source": NAME, **{label: str(record[k]) for k, label in (("projectHash", "project_hash"),
                                                                              ("kind", "kind")) if record.get(k)}}
         parent = self.feed.path.parent.name if record.get("kind") == "subagent" else None
-        yield SessionStarted(session_id=self.sid, started_at=started, agent="gemini-cli", provider="google",
-                             labels=labels, external_id=self.sid,
-                             parent_session_id=parent if parent and parent != "chats" else None)
+        yield ev.SessionStarted(session_id=self.sid, started_at=started, agent="gemini-cli", provider="google",
+                                labels=labels, external_id=self.sid,
+                                parent_session_id=parent if parent and parent != "chats" else None)
 
     def _set(self, update: Any, number: int | None) -> Iterator[Event]:
         if not isinstance(update, dict):
@@ -219,9 +186,9 @@ class _Chat:
                 if isinstance(m, dict) and isinstance(m.get("id"), str) and isinstance(m.get("type"), str):
                     self._join(m["id"], _contents(m))
             at = _at(self.meta.get("lastUpdated")) or self.last_at or ""
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, "history", number, len(messages)),
-                                  session_id=self.sid or "", at=at, outcome_kind="compaction",
-                                  payload={"messages": len(messages)})
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, "history", number, len(messages)),
+                                     session_id=self.sid or "", at=at, outcome_kind="compaction",
+                                     payload={"messages": len(messages)})
 
     def _rewind(self, target: Any) -> None:
         ids = [mid for mid, _ in self.window]
@@ -252,15 +219,15 @@ class _Chat:
         if kind == "user":
             yield from self._user(mid, record, at)
         else:
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, mid), session_id=self.sid or "", at=at,
-                                  outcome_kind=f"{NAME}:{kind}", payload=_small(record.get("content")))
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, mid), session_id=self.sid or "", at=at,
+                                     outcome_kind=f"{NAME}:{kind}", payload=_small(record.get("content")))
 
     def _user(self, mid: str, record: dict, at: str) -> Iterator[Event]:
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
         self.exchange = stable_id(at, NAME, self.sid, "exchange", mid)
-        yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
-                              input=_text(record.get("content")))
+        yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
+                                 input=_text(record.get("content")))
         self._join(mid, _contents(record))
 
     def _join(self, mid: str, entries: list) -> None:
@@ -288,25 +255,25 @@ class _Chat:
         request = {"model": model, "contents": sent}
         call_id = stable_id(at, NAME, self.sid, mid)
         if not self.feed.exists("call", call_id):
-            yield CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
-                               request=request, response=reply, model=model, provider="google", usage=usage,
-                               stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
+                                  request=request, response=reply, model=model, provider="google", usage=usage,
+                                  stable_history=True)
         yield from self._tool_results(mid, record, at)
         self.base_call, self.base, self.after = call_id, len(sent) + 1, list(results)
         self.contents = [*sent, reply, *results]
         self.window.append([mid, 1 + len(results)])
 
     def _tool_results(self, mid: str, record: dict, at: str) -> Iterator[Event]:
-        for k, tool in enumerate(_list(record.get("toolCalls"))):
+        for k, tool in enumerate(list_of(record.get("toolCalls"))):
             if not isinstance(tool, dict):
                 continue
             result_id = stable_id(at, NAME, self.sid, mid, "tool", tool.get("id") or k)
             if self.feed.exists("tool_result", result_id):
                 continue
-            yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "",
-                                     at=_at(tool.get("timestamp")) or at, tool_use_id=_str(tool.get("id")),
-                                     name=_str(tool.get("name")), input=tool.get("args"), content=_output(tool),
-                                     is_error=tool.get("status") in ("error", "cancelled"))
+            yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "",
+                                        at=_at(tool.get("timestamp")) or at, tool_use_id=text_of(tool.get("id")),
+                                        name=text_of(tool.get("name")), input=tool.get("args"), content=_output(tool),
+                                        is_error=tool.get("status") in ("error", "cancelled"))
 
     def _contents(self) -> list:
         """The window's `contents`: the last call's request and response, then what came after."""
@@ -326,7 +293,7 @@ def _finished(record: dict | None) -> bool:
     """Whether a reply looks complete: its tokens came and every tool call it made has ended."""
     if record is None:
         return True
-    tools = [t for t in _list(record.get("toolCalls")) if isinstance(t, dict)]
+    tools = [t for t in list_of(record.get("toolCalls")) if isinstance(t, dict)]
     return isinstance(record.get("tokens"), dict) and all(t.get("status") in FINAL for t in tools)
 
 
@@ -335,8 +302,8 @@ def _contents(record: dict) -> list[dict]:
     parts = _parts(record.get("content"))
     if record["type"] != "gemini":
         return [{"role": "user", "parts": parts}] if record["type"] == "user" else []
-    thoughts = [{"text": _thought(t), "thought": True} for t in _list(record.get("thoughts"))]
-    tools = [t for t in _list(record.get("toolCalls")) if isinstance(t, dict)]
+    thoughts = [{"text": _thought(t), "thought": True} for t in list_of(record.get("thoughts"))]
+    tools = [t for t in list_of(record.get("toolCalls")) if isinstance(t, dict)]
     calls = [{"functionCall": {"id": t.get("id"), "name": t.get("name"), "args": t.get("args")}} for t in tools]
     out = [{"role": "model", "parts": thoughts + [p for p in parts if p != {"text": ""}] + calls}]
     results = [p for t in tools for p in _result_parts(t)]
@@ -361,7 +328,7 @@ def _result_parts(tool: dict) -> list:
 
 def _output(tool: dict) -> Any:
     """What a tool returned, as text where Gemini's `functionResponse` holds it so."""
-    for part in _list(tool.get("result")):
+    for part in list_of(tool.get("result")):
         response = part.get("functionResponse", {}).get("response") if isinstance(part, dict) else None
         if isinstance(response, dict) and isinstance(response.get("output") or response.get("error"), str):
             return response.get("output") or response.get("error")
@@ -397,14 +364,6 @@ def _thought(t: Any) -> str:
 def _text(content: Any) -> Any:
     texts = [p["text"] for p in _parts(content) if isinstance(p.get("text"), str)]
     return "\n".join(texts) if texts else content
-
-
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)
 
 
 def _at(value: Any) -> str | None:

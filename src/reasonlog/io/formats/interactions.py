@@ -29,55 +29,33 @@ from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    SessionEnded,
-    SessionStarted,
-    Usage,
-    format_instant,
-    stable_id,
-)
-from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, walk
+from ... import model as ev
+from ...model import Event, Usage, format_instant, stable_id
+from ...wire.rules import RecordError
+from ..importer import Checkpoint, Feed, FormatImporter, head
 
 NAME = "interactions"
 _TAG = re.compile(r"<([A-Za-z_][\w-]*)(?:\s[^>]*)?>.*?</\1\s*>", re.DOTALL)
 _REQUIRED = ("timestamp", "session_id", "llm_response", "request_metadata")
 
 
-class InteractionsImporter(FileImporter):
-    name = NAME
-    description = "per-interaction conversation JSON (one file per model call, with the history sent)"
-    incremental = False
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        # Names carry the session and the time (conversation_<session>_<YYYYmmdd_HHMMSS>.json): sorted, the
-        # calls of a session come in order.
-        return walk(folder, "*.json")
-
-    def mine(self, path: Path) -> bool:
-        return _mine(path)
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        record = _load(feed)
-        if record is not None:
-            yield from _call_events(feed, record)
-        yield feed.checkpoint(None, None)
-
-
-importer = InteractionsImporter()
+def _read(feed: Feed) -> Iterator[Event | Checkpoint]:
+    record = _load(feed)
+    if record is not None:
+        yield from _call_events(feed, record)
+    yield feed.checkpoint(None, None)
 
 
 def _mine(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 16)
-    except OSError:
-        return False
-    return head.lstrip().startswith(b"{") and b'"request_metadata"' in head and b'"llm_response"' in head
+    start = head(path, 1 << 16)
+    return start.lstrip().startswith(b"{") and b'"request_metadata"' in start and b'"llm_response"' in start
+
+
+# Names carry the session and the time (conversation_<session>_<YYYYmmdd_HHMMSS>.json): sorted, the calls of a
+# session come in order.
+importer = FormatImporter(
+    NAME, "per-interaction conversation JSON (one file per model call, with the history sent)", _read,
+    incremental=False, files=("*.json",), recognises=_mine)
 
 
 def _load(feed: Feed) -> dict | None:
@@ -110,8 +88,8 @@ def _call_events(feed: Feed, record: dict) -> Iterator[Event]:
     known = feed.store.get_session(sid) if feed.exists("session", sid) else None
     tags = sorted(set((known or {}).get("xml_tool_tags") or ()) | set(_tags(response)))
     if known is None or set(tags) != set(known.get("xml_tool_tags") or ()):
-        yield SessionStarted(session_id=sid, started_at=(known or {}).get("started_at") or at, agent=NAME,
-                             model=model, labels={"source": NAME}, external_id=logged, xml_tool_tags=tags or None)
+        yield ev.SessionStarted(session_id=sid, started_at=(known or {}).get("started_at") or at, agent=NAME,
+                                model=model, labels={"source": NAME}, external_id=logged, xml_tool_tags=tags or None)
     exchange = yield from _exchange(feed, sid, known, record, metrics, at)
     try:
         usage = _usage(metrics)
@@ -119,15 +97,15 @@ def _call_events(feed: Feed, record: dict) -> Iterator[Event]:
         feed.skip(None, f"metrics: {exc}")
         usage = None
     latency = metrics.get("llm_time_ms")
-    yield CallRecorded(call_id=stable_id(at, NAME, logged, at), session_id=sid, exchange_id=exchange, started_at=at,
-                       request=_request(record, meta, model), response={"role": "assistant", "content": response},
-                       model=model, stop_reason=meta.get("stop_reason") if isinstance(meta.get("stop_reason"), str)
-                       else None, usage=usage,
-                       latency_ms=latency if isinstance(latency, (int, float)) and latency >= 0 else None,
-                       context_facts=meta.get("sliding_window_info")
-                       if isinstance(meta.get("sliding_window_info"), dict) else None)
-    yield ExchangeEnded(exchange_id=exchange, session_id=sid, ended_at=at)
-    yield SessionEnded(session_id=sid, ended_at=at)
+    yield ev.CallRecorded(call_id=stable_id(at, NAME, logged, at), session_id=sid, exchange_id=exchange, started_at=at,
+                          request=_request(record, meta, model), response={"role": "assistant", "content": response},
+                          model=model, stop_reason=meta.get("stop_reason") if isinstance(meta.get("stop_reason"), str)
+                          else None, usage=usage,
+                          latency_ms=latency if isinstance(latency, (int, float)) and latency >= 0 else None,
+                          context_facts=meta.get("sliding_window_info")
+                          if isinstance(meta.get("sliding_window_info"), dict) else None)
+    yield ev.ExchangeEnded(exchange_id=exchange, session_id=sid, ended_at=at)
+    yield ev.SessionEnded(session_id=sid, ended_at=at)
 
 
 def _exchange(feed: Feed, sid: str, known: dict | None, record: dict, metrics: dict, at: str):
@@ -138,7 +116,7 @@ def _exchange(feed: Feed, sid: str, known: dict | None, record: dict, metrics: d
         if same:
             return same[-1]["id"]
     exchange = stable_id(at, NAME, sid, "exchange", at)
-    yield ExchangeStarted(exchange_id=exchange, session_id=sid, started_at=at, input=user_input)
+    yield ev.ExchangeStarted(exchange_id=exchange, session_id=sid, started_at=at, input=user_input)
     return exchange
 
 

@@ -25,27 +25,16 @@ again whole (`ReimportFile`).
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
-from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
+from ... import model as ev
+from ...model import Event, Usage, stable_id
+from ..fields import object_of, text_of
+from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, ends, instant
 
 NAME = "kimi"
 NO_MODEL = ("kimi: its session files do not name the model that answered, so its calls have exact tokens but no"
@@ -57,28 +46,16 @@ PASSED_OVER = frozenset({"ApprovalRequest", "ApprovalResponse", "HookTriggered",
 TOKENS = ("input_other", "input_cache_read", "input_cache_creation", "output")
 
 
-class KimiImporter(FileImporter):
-    name = NAME
-    description = "Kimi CLI sessions (~/.kimi/sessions/<work dir>/<session>/wire.jsonl)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        root = os.environ.get("KIMI_SHARE_DIR")
-        return [(Path(root).expanduser() if root else Path.home() / ".kimi") / "sessions"]
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "wire.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        first = first_values(path, 2)
-        return bool(first) and isinstance(first[0], dict) and first[0].get("type") == "metadata" and (
-            "protocol_version" in first[0])
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _Wire(feed).read()
+def _is_line(value: Any) -> bool:
+    """A line of the wire: the `metadata` line, or `{timestamp, message: {type, payload}}`."""
+    return isinstance(value, dict) and (value.get("type") == "metadata" or (
+        isinstance(value.get("message"), dict) and isinstance(value["message"].get("type"), str)))
 
 
-importer = KimiImporter()
+importer = FormatImporter(
+    NAME, "Kimi CLI sessions (~/.kimi/sessions/<work dir>/<session>/wire.jsonl)", lambda feed: _Wire(feed).read(),
+    home=Home(".kimi", ("sessions",), env=("KIMI_SHARE_DIR",)), files=("wire.jsonl",),
+    opens=lambda first: first.get("type") == "metadata" and "protocol_version" in first)
 
 
 def _work_dir(session_folder: Path) -> str | None:
@@ -119,31 +96,17 @@ class _Wire:
         self.taken: bool = s.get("taken", False)
 
     def read(self) -> Iterator[Event | Checkpoint]:
-        last: Line | None = None
-        for line in self.feed.lines():
-            last = line
-            value = line.value
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            elif isinstance(value, dict) and value.get("type") == "metadata":
-                continue
-            elif not isinstance(value, dict) or not isinstance(value.get("message"), dict) or not isinstance(
-                    value["message"].get("type"), str):
-                self.feed.skip(line, "expected `{timestamp, message: {type, payload}}`")
-            else:
-                yield from self._event(value, line.number)
+        for line in self.feed.values(_is_line, "expected `{timestamp, message: {type, payload}}`"):
+            if line.value.get("type") != "metadata":
+                yield from self._event(line.value, line.number)
+        last = self.feed.read_to
         if not self.started or (last is None and (self.step is None or self.feed.may_grow())):
             return  # nothing new, and no step held back that may be imported now
         if self.step is not None and not self.feed.may_grow():
             yield from self._end_step()
             self.taken = True
-        if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
-        yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
-        for child in self.children:  # a sub-agent's session ends with the file as far as it goes
-            yield SessionEnded(session_id=child, ended_at=self.last_at or "")
-        state = self._state()
-        yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
+        yield from ends(self.sid, self.exchange, self.last_at or "", self.children)
+        yield self.feed.checkpoint_read(self._state())
 
     def _state(self) -> dict:
         return {"sid": self.sid, "started": self.started, "exchange": self.exchange, "last_at": self.last_at,
@@ -177,26 +140,26 @@ class _Wire:
         elif kind == "SubagentEvent":
             yield from self._subagent(payload, number, at)
         elif kind not in PASSED_OVER:
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, number), session_id=self.sid, at=at,
-                                  outcome_kind=f"{NAME}:{kind}", payload=payload or None)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, number), session_id=self.sid, at=at,
+                                     outcome_kind=f"{NAME}:{kind}", payload=payload or None)
 
-    def _start(self, at: str) -> SessionStarted:
+    def _start(self, at: str) -> ev.SessionStarted:
         self.started = True
         labels = {"source": NAME}
         cwd = _work_dir(self.feed.path.parent.parent)
         if cwd:
             labels["cwd"] = cwd
         self.window = []
-        return SessionStarted(session_id=self.sid, started_at=at, agent="kimi-cli", labels=labels,
-                              external_id=self.sid)
+        return ev.SessionStarted(session_id=self.sid, started_at=at, agent="kimi-cli", labels=labels,
+                                 external_id=self.sid)
 
     def _turn(self, kind: str, payload: dict, at: str) -> Iterator[Event]:
         text = _text(payload.get("user_input"))
         if kind == "TurnBegin":
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
             self.exchange = stable_id(at, NAME, self.sid, "exchange", len(self.window))
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=at, input=text)
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=at, input=text)
         self.window.append({"role": "user", "content": [{"type": "text", "text": text}]})
 
     def _part(self, kind: str, payload: dict, at: str) -> None:
@@ -213,15 +176,15 @@ class _Wire:
             else:
                 blocks.append(block)
         elif kind == "ToolCall":
-            fn = _dict(payload.get("function"))
-            blocks.append({"type": "tool_use", "id": _str(payload.get("id")), "name": _str(fn.get("name")),
+            fn = object_of(payload.get("function"))
+            blocks.append({"type": "tool_use", "id": text_of(payload.get("id")), "name": text_of(fn.get("name")),
                            "arguments": fn.get("arguments") or ""})
         elif kind == "ToolCallPart" and blocks and blocks[-1]["type"] == "tool_use":
             blocks[-1]["arguments"] += payload.get("arguments_part") or ""
         elif kind == "ToolResult":
             step["results"].append([payload, at])
         elif kind == "StatusUpdate" and isinstance(payload.get("token_usage"), dict):
-            step["usage"], step["id"] = payload["token_usage"], _str(payload.get("message_id")) or step["id"]
+            step["usage"], step["id"] = payload["token_usage"], text_of(payload.get("message_id")) or step["id"]
             step["usage_line"] = self.feed.line
 
     def _end_step(self) -> Iterator[Event]:
@@ -233,62 +196,54 @@ class _Wire:
         if not self.feed.exists("call", call_id):
             self.feed.note(NO_MODEL)
             system = _system_prompt(self.feed.path.parent)
-            yield CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=step["at"],
-                               request={"messages": list(self.window), **({"system": system} if system else {})},
-                               response=response,
-                               usage=self._usage(step["usage"], step.get("usage_line", step["line"])),
-                               provider_message_id=step["id"], stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange,
+                                  started_at=step["at"],
+                                  request={"messages": list(self.window), **({"system": system} if system else {})},
+                                  response=response,
+                                  usage=self._usage(step["usage"], step.get("usage_line", step["line"])),
+                                  provider_message_id=step["id"], stable_history=True)
         self.window.append(response)
         yield from self._results(step)
 
     def _results(self, step: dict) -> Iterator[Event]:
         blocks = []
         for payload, at in step["results"]:
-            value = _dict(payload.get("return_value"))
-            tool_id, error = _str(payload.get("tool_call_id")), value.get("is_error") is True
+            value = object_of(payload.get("return_value"))
+            tool_id, error = text_of(payload.get("tool_call_id")), value.get("is_error") is True
             output = value.get("output")
             blocks.append({"type": "tool_result", "tool_use_id": tool_id, "content": _text(output), "is_error": error})
             result_id = stable_id(at, NAME, self.sid, "tool", tool_id, step["line"])
             if not self.feed.exists("tool_result", result_id):
                 name = next((b["name"] for b in step["blocks"] if b["type"] == "tool_use" and b["id"] == tool_id), None)
-                yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=at, tool_use_id=tool_id,
-                                         name=name, content=output, is_error=error)
+                yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid, at=at, tool_use_id=tool_id,
+                                            name=name, content=output, is_error=error)
         if blocks:
             self.window.append({"role": "user", "content": blocks})
 
     def _subagent(self, payload: dict, number: int, at: str) -> Iterator[Event]:
         """A sub-agent's step usage: a call of its child session, so what it cost is counted."""
-        inner = _dict(payload.get("event"))
+        inner = object_of(payload.get("event"))
         usage = (inner.get("payload") or {}).get("token_usage") if isinstance(inner.get("payload"), dict) else None
         if inner.get("type") != "StatusUpdate" or not isinstance(usage, dict):
             return
         child = f"{self.sid}@{payload.get('agent_id') or payload.get('parent_tool_call_id')}"
         if child not in self.children:
             self.children.append(child)
-            agent = _str(payload.get("subagent_type")) or "kimi-cli"
-            yield SessionStarted(session_id=child, started_at=at, agent=agent,
-                                 labels={"source": NAME, "subagent": "true"}, parent_session_id=self.sid)
+            agent = text_of(payload.get("subagent_type")) or "kimi-cli"
+            yield ev.SessionStarted(session_id=child, started_at=at, agent=agent,
+                                    labels={"source": NAME, "subagent": "true"}, parent_session_id=self.sid)
         call_id = stable_id(at, NAME, child, number)
         if not self.feed.exists("call", call_id):
-            yield CallRecorded(call_id=call_id, session_id=child, exchange_id=None, started_at=at, request={},
-                               response=None, usage=self._usage(usage, number),
-                               provider_message_id=_str(inner["payload"].get("message_id")))
+            yield ev.CallRecorded(call_id=call_id, session_id=child, exchange_id=None, started_at=at, request={},
+                                  response=None, usage=self._usage(usage, number),
+                                  provider_message_id=text_of(inner["payload"].get("message_id")))
 
     def _usage(self, counts: Any, number: int) -> Usage | None:
         if not isinstance(counts, dict):
             return None
-        values = {k: counts.get(k) or 0 for k in TOKENS}
-        bad = next((k for k, v in values.items() if type(v) is not int or v < 0), None)
-        if bad is not None:
-            self.feed.skip(number, f"token_usage.{bad}: expected a non-negative integer, got {values[bad]!r}; the"
-                                   " call is kept without usage")
-            return None
-        try:
-            return Usage(input_tokens=values["input_other"], cache_read_tokens=values["input_cache_read"],
-                         cache_write_tokens=values["input_cache_creation"], output_tokens=values["output"])
-        except RecordError as exc:
-            self.feed.skip(number, f"token_usage: {exc}")
-            return None
+        return self.feed.usage(number, "token_usage", counts, TOKENS, lambda c: Usage(
+            input_tokens=c["input_other"], cache_read_tokens=c["input_cache_read"],
+            cache_write_tokens=c["input_cache_creation"], output_tokens=c["output"]))
 
 
 def _content(payload: dict) -> dict | None:
@@ -317,11 +272,3 @@ def _text(value: Any) -> str:
     if isinstance(value, list):
         return "\n".join(p.get("text", "") for p in value if isinstance(p, dict) and isinstance(p.get("text"), str))
     return "" if value is None else str(value)
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)
-
-
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}

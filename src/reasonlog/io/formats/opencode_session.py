@@ -23,20 +23,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
-from ...parts import RecordError
-from ..importer import Feed, instant
+from ... import model as ev
+from ...model import Event, Usage, stable_id
+from ...wire.rules import RecordError
+from ..fields import object_of, text_of
+from ..importer import Feed, epoch_ms
 
 NAME = "opencode"
 ENDED = ("completed", "error")  # (a tuple: a status of another type is simply not in it)
@@ -87,16 +78,12 @@ def session_last(session: OpenCodeSession, live: bool) -> str | None:
 
 
 def _updated(session: OpenCodeSession) -> Any:
-    return _obj(session.info.get("time")).get("updated")
+    return object_of(session.info.get("time")).get("updated")
 
 
 def _ended(m: OpenCodeMessage) -> bool:
     time = m.data.get("time") or {}
     return m.data.get("role") != "assistant" or bool(time.get("completed")) or m.data.get("error") is not None
-
-
-def _ms(value: Any) -> str | None:
-    return instant(value / 1000, numbers=True) if isinstance(value, (int, float)) and value > 0 else None
 
 
 class _Session:
@@ -109,7 +96,7 @@ class _Session:
         self.window: list = []
         self.exchange: str | None = None
         self.mark: int | None = None                       # where a compaction request starts in the window
-        self.last_at = _ms(_obj(session.info.get("time")).get("created")) or ""
+        self.last_at = epoch_ms(object_of(session.info.get("time")).get("created")) or ""
 
     def events(self) -> Iterator[Event]:
         if not self.started:
@@ -124,21 +111,21 @@ class _Session:
                 self.emit = self.done is None or m.id > self.done  # OpenCode's ids grow with time
                 yield from self._message(m)
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at)
         title = self.s.info.get("title")
-        yield SessionEnded(session_id=self.sid, ended_at=_ms(_updated(self.s)) or self.last_at,
-                           summary=title if isinstance(title, str) else None)
+        yield ev.SessionEnded(session_id=self.sid, ended_at=epoch_ms(_updated(self.s)) or self.last_at,
+                              summary=title if isinstance(title, str) else None)
 
-    def _started(self) -> SessionStarted:
+    def _started(self) -> ev.SessionStarted:
         info = self.s.info
         labels = {"source": self.s.agent, **{k: info[f] for k, f in (("cwd", "directory"), ("version", "version"),
                                                               ("title", "title")) if isinstance(info.get(f), str)}}
         parent = info.get("parentID") if isinstance(info.get("parentID"), str) else None
-        return SessionStarted(session_id=self.sid, started_at=self.last_at, agent=self.s.agent, labels=labels,
-                              external_id=self.sid, parent_session_id=parent)
+        return ev.SessionStarted(session_id=self.sid, started_at=self.last_at, agent=self.s.agent, labels=labels,
+                                 external_id=self.sid, parent_session_id=parent)
 
     def _message(self, m: OpenCodeMessage) -> Iterator[Event]:
-        at = _ms(_obj(m.data.get("time")).get("created")) or self.last_at
+        at = epoch_ms(object_of(m.data.get("time")).get("created")) or self.last_at
         self.last_at = max(self.last_at, at)
         role = m.data.get("role")
         if role == "user":
@@ -156,16 +143,16 @@ class _Session:
         if any(p.get("type") == "compaction" for p in m.parts):
             self.mark = len(self.window)
             if self.emit:
-                yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, m.id, "compaction"),
-                                      session_id=self.sid, at=at, outcome_kind="compaction",
-                                      payload={"messages_before": len(self.window)})
+                yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, m.id, "compaction"),
+                                         session_id=self.sid, at=at, outcome_kind="compaction",
+                                         payload={"messages_before": len(self.window)})
             blocks = blocks or [{"type": "text", "text": "(OpenCode's request for a summary of the session)"}]
         if self.emit:
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
             text = "\n".join(b["text"] for b in blocks if b.get("type") == "text")
-            yield ExchangeStarted(exchange_id=self._exchange_id(m, at), session_id=self.sid, started_at=at,
-                                  input=text)
+            yield ev.ExchangeStarted(exchange_id=self._exchange_id(m, at), session_id=self.sid, started_at=at,
+                                     input=text)
         self.exchange = self._exchange_id(m, at)
         if blocks:
             self.window.append({"role": "user", "content": blocks})
@@ -179,7 +166,7 @@ class _Session:
         steps = _steps(m.parts)
         for n, (parts, finish) in enumerate(steps):
             yield from self._call(m, n, parts, finish, at, last=n == len(steps) - 1)
-        completed = _ms(_obj(m.data.get("time")).get("completed"))
+        completed = epoch_ms(object_of(m.data.get("time")).get("completed"))
         if completed:
             self.last_at = max(self.last_at, completed)
         if m.data.get("summary") is True and self.mark is not None:
@@ -187,7 +174,7 @@ class _Session:
 
     def _call(self, m: OpenCodeMessage, n: int, parts: list[dict], finish: dict | None, at: str,
               last: bool) -> Iterator[Event]:
-        started = _ms(_obj(parts[0].get("time")).get("start")) if parts else None
+        started = epoch_ms(object_of(parts[0].get("time")).get("start")) if parts else None
         call_at = started or at
         content = [b for p in parts if (b := _assistant_block(p)) is not None]
         response = {"role": "assistant", "content": content}
@@ -198,15 +185,15 @@ class _Session:
             model = m.data.get("modelID") if isinstance(m.data.get("modelID"), str) else None
             call_id = stable_id(call_at, NAME, self.sid, m.id, n)
             if not self.feed.exists("call", call_id):
-                yield CallRecorded(
+                yield ev.CallRecorded(
                     call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=call_at,
                     request={"model": model, "messages": list(self.window)}, response=response, model=model,
                     provider=m.data.get("providerID") if isinstance(m.data.get("providerID"), str) else None,
-                    stop_reason=_obj(finish).get("reason") or m.data.get("finish"), usage=usage, cost_usd=cost,
+                    stop_reason=object_of(finish).get("reason") or m.data.get("finish"), usage=usage, cost_usd=cost,
                     provider_message_id=m.id, status="error" if error else "ok",
                     error=error if isinstance(error, dict) else None, stable_history=True)
         self.window.append(response)
-        results = [p for p in parts if p.get("type") == "tool" and _obj(p.get("state")).get("status") in ENDED]
+        results = [p for p in parts if p.get("type") == "tool" and object_of(p.get("state")).get("status") in ENDED]
         if results:
             self.window.append({"role": "user", "content": [_result_block(p) for p in results]})
             if self.emit:
@@ -227,24 +214,19 @@ class _Session:
         priced = cost > 0 or usage.input_tokens + usage.output_tokens + usage.cache_read_tokens == 0
         return usage, float(cost) if priced else None
 
-    def _tool_result(self, part: dict, at: str) -> ToolResultRecorded:
-        state = _obj(part.get("state"))
-        time = _obj(state.get("time"))
+    def _tool_result(self, part: dict, at: str) -> ev.ToolResultRecorded:
+        state = object_of(part.get("state"))
+        time = object_of(state.get("time"))
         start, end = time.get("start"), time.get("end")
         took = end - start if isinstance(start, (int, float)) and isinstance(end, (int, float)) else None
-        return ToolResultRecorded(
+        return ev.ToolResultRecorded(
             tool_result_id=stable_id(at, NAME, self.sid, part.get("id") or part.get("callID")), session_id=self.sid,
-            at=_ms(end) or at, tool_use_id=_str(part.get("callID")), name=_str(part.get("tool")),
+            at=epoch_ms(end) or at, tool_use_id=text_of(part.get("callID")), name=text_of(part.get("tool")),
             input=state.get("input"), content=_output(state), is_error=state.get("status") == "error",
             duration_ms=float(took) if took is not None and took >= 0 else None)
 
 
 # ------------------------------------------------------------------------------------------ parts
-
-
-def _obj(value: Any) -> dict:
-    """`value` if it is an object, else an empty one (a record's field of another type reads as missing)."""
-    return value if isinstance(value, dict) else {}
 
 
 def _steps(parts: list[dict]) -> list[tuple[list[dict], dict | None]]:
@@ -281,15 +263,15 @@ def _assistant_block(part: dict) -> dict | None:
     if kind == "reasoning" and isinstance(part.get("text"), str):
         return {"type": "thinking", "thinking": part["text"]}
     if kind == "tool":
-        state = _obj(part.get("state"))
-        return {"type": "tool_use", "id": _str(part.get("callID")), "name": _str(part.get("tool")),
+        state = object_of(part.get("state"))
+        return {"type": "tool_use", "id": text_of(part.get("callID")), "name": text_of(part.get("tool")),
                 "input": state.get("input") if isinstance(state.get("input"), dict) else {}}
     return None  # step markers, patches, snapshots, agents: OpenCode's bookkeeping, not sent to the model
 
 
 def _result_block(part: dict) -> dict:
-    state = _obj(part.get("state"))
-    return {"type": "tool_result", "tool_use_id": _str(part.get("callID")), "content": _output(state),
+    state = object_of(part.get("state"))
+    return {"type": "tool_result", "tool_use_id": text_of(part.get("callID")), "content": _output(state),
             "is_error": state.get("status") == "error"}
 
 
@@ -309,7 +291,3 @@ def _to_usage(tokens: dict) -> Usage:
     return Usage(input_tokens=n["input"], output_tokens=n["output"] + n["reasoning"],
                  reasoning_tokens=n["reasoning"], cache_read_tokens=n["cache.read"],
                  cache_write_tokens=n["cache.write"])
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)

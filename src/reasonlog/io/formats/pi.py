@@ -21,51 +21,23 @@ under another parent (a new branch) makes the file import again whole (`Reimport
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
-from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, json_kind, walk
+from ... import model as ev
+from ...model import Event, Usage, stable_id
+from ...wire.rules import RecordError
+from ..fields import list_of, text_of
+from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, epoch_ms, instant, json_kind
 
 NAME = "pi"
 
 
-class PiImporter(FileImporter):
-    name = NAME
-    description = "Pi coding agent sessions (~/.pi/agent/sessions/--<cwd>--/*.jsonl)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        root = os.environ.get("PI_CODING_AGENT_DIR")
-        return [Path(root).expanduser() / "sessions" if root else Path.home() / ".pi" / "agent" / "sessions"]
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "*.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        first = first_values(path, 1)
-        return bool(first) and isinstance(first[0], dict) and first[0].get("type") == "session" and isinstance(
-            first[0].get("id"), str) and "cwd" in first[0]
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _File(feed).read()
-
-
-importer = PiImporter()
+importer = FormatImporter(
+    NAME, "Pi coding agent sessions (~/.pi/agent/sessions/--<cwd>--/*.jsonl)", lambda feed: _File(feed).read(),
+    home=Home(".pi/agent", ("sessions",), env=("PI_CODING_AGENT_DIR",)),
+    opens=lambda first: first.get("type") == "session" and isinstance(first.get("id"), str) and "cwd" in first)
 
 
 def _session_of(path: Any) -> str | None:
@@ -86,15 +58,10 @@ class _File:
         self.entries: list[tuple[dict, int]] = []     # (entry, line) read now
 
     def read(self) -> Iterator[Event | Checkpoint]:
-        last: Line | None = None
-        for line in self.feed.lines():
-            last = line
+        for line in self.feed.values(lambda v: isinstance(v, dict) and isinstance(v.get("type"), str),
+                                     "expected a JSON object with a string `type`"):
             value = line.value
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            elif not isinstance(value, dict) or not isinstance(value.get("type"), str):
-                self.feed.skip(line, "expected a JSON object with a string `type`")
-            elif self.header is None:
+            if self.header is None:
                 if value["type"] == "session" and isinstance(value.get("id"), str):
                     self.header = value
                 else:
@@ -105,6 +72,7 @@ class _File:
                 self.feed.skip(line, f"expected `parentId` as a text or null, got {json_kind(value['parentId'])}")
             else:
                 self.entries.append((value, line.number))
+        last = self.feed.read_to
         if self.header is None or last is None:
             return
         yield from self._resume() if self.feed.start else self._whole()
@@ -182,10 +150,10 @@ class _Branch:
             if fork is None or n >= fork["from"]:
                 yield from events
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at)
-        yield SessionEnded(session_id=self.sid, ended_at=self.last_at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at)
+        yield ev.SessionEnded(session_id=self.sid, ended_at=self.last_at)
 
-    def _started(self, fork: dict | None) -> SessionStarted:
+    def _started(self, fork: dict | None) -> ev.SessionStarted:
         h = self.header
         labels = {"source": NAME, **{k: str(h[f]) for k, f in (("cwd", "cwd"), ("version", "version"))
                                      if h.get(f) is not None}}
@@ -195,8 +163,8 @@ class _Branch:
             parent = fork["parent"]
         elif parent is not None:
             labels["forked_from"] = parent
-        return SessionStarted(session_id=self.sid, started_at=self.last_at, agent=NAME, labels=labels,
-                              external_id=h["id"], parent_session_id=parent)
+        return ev.SessionStarted(session_id=self.sid, started_at=self.last_at, agent=NAME, labels=labels,
+                                 external_id=h["id"], parent_session_id=parent)
 
     def _entry(self, entry: dict, number: int, at: str) -> Iterator[Event]:
         kind = entry["type"]
@@ -220,11 +188,11 @@ class _Branch:
                 yield result
         elif role == "user":
             if self.exchange is not None:
-                yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
+                yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=at)
             self.exchange = stable_id(at, NAME, self.sid, "exchange", entry["id"])
             content = _blocks(m.get("content"))
-            yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=at,
-                                  input="\n".join(b["text"] for b in content if b.get("type") == "text"))
+            yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid, started_at=at,
+                                     input="\n".join(b["text"] for b in content if b.get("type") == "text"))
             self._add(entry["id"], {"role": "user", "content": content})
         elif role in ("bashExecution", "custom", "branchSummary", "compactionSummary"):
             text = _context_text(m)
@@ -245,31 +213,33 @@ class _Branch:
         self.after = [] if message["role"] == "assistant" else [*self.after, message]
 
     def _call(self, entry: dict, m: dict, number: int, at: str) -> Iterator[Event]:
-        call_at = _ms(m.get("timestamp")) or at
+        call_at = epoch_ms(m.get("timestamp")) or at
         call_id = stable_id(call_at, NAME, entry["id"], m.get("timestamp"))
-        response = {"role": "assistant", "content": [b for b in map(_assistant_block, _list(m.get("content")))
+        response = {"role": "assistant", "content": [b for b in map(_assistant_block, list_of(m.get("content")))
                                                      if b is not None]}
         if not self.feed.exists("call", call_id):
             usage, cost = _usage(self.feed, number, m.get("usage"))
             model = m.get("model") if isinstance(m.get("model"), str) else None
             error = m.get("stopReason") in ("error", "aborted")
-            yield CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange, started_at=call_at,
-                               request={"model": model, "messages": list(self.window)}, response=response,
-                               model=model, provider=m.get("provider") if isinstance(m.get("provider"), str) else None,
-                               stop_reason=_str(m.get("stopReason")), usage=usage, cost_usd=cost,
-                               provider_message_id=_str(m.get("responseId")), status="error" if error else "ok",
-                               error={"message": m.get("errorMessage")} if error and m.get("errorMessage") else None,
-                               stable_history=True)
+            yield ev.CallRecorded(call_id=call_id, session_id=self.sid, exchange_id=self.exchange,
+                                  started_at=call_at, request={"model": model, "messages": list(self.window)},
+                                  response=response,
+                                  model=model,
+                                  provider=m.get("provider") if isinstance(m.get("provider"), str) else None,
+                                  stop_reason=text_of(m.get("stopReason")), usage=usage, cost_usd=cost,
+                                  provider_message_id=text_of(m.get("responseId")), status="error" if error else "ok",
+                                  error={"message": m.get("errorMessage")} if error and m.get("errorMessage") else None,
+                                  stable_history=True)
         self._add(entry["id"], response)
 
-    def _tool_result(self, entry: dict, m: dict, at: str) -> ToolResultRecorded:
+    def _tool_result(self, entry: dict, m: dict, at: str) -> ev.ToolResultRecorded:
         text = "\n".join(b["text"] for b in _blocks(m.get("content")) if b.get("type") == "text")
-        block = {"type": "tool_result", "tool_use_id": _str(m.get("toolCallId")), "content": text,
+        block = {"type": "tool_result", "tool_use_id": text_of(m.get("toolCallId")), "content": text,
                  "is_error": m.get("isError") is True}
         self._add(entry["id"], {"role": "user", "content": [block]})
-        return ToolResultRecorded(tool_result_id=stable_id(at, NAME, entry["id"], "result"), session_id=self.sid,
-                                  at=at, tool_use_id=_str(m.get("toolCallId")), name=_str(m.get("toolName")),
-                                  content=text, is_error=m.get("isError") is True)
+        return ev.ToolResultRecorded(tool_result_id=stable_id(at, NAME, entry["id"], "result"), session_id=self.sid,
+                                     at=at, tool_use_id=text_of(m.get("toolCallId")), name=text_of(m.get("toolName")),
+                                     content=text, is_error=m.get("isError") is True)
 
     def _compaction(self, entry: dict, at: str) -> Iterator[Event]:
         first = entry.get("firstKeptEntryId")
@@ -278,8 +248,8 @@ class _Branch:
         summary = {"role": "user", "content": [{"type": "text", "text": f"(summary) {entry.get('summary') or ''}"}]}
         self.kept = [(entry["id"], summary), *keep]
         self.window = [m for _, m in self.kept]
-        yield OutcomeRecorded(outcome_id=stable_id(at, NAME, entry["id"], "compaction"), session_id=self.sid, at=at,
-                              outcome_kind="compaction", payload={"tokens_before": entry.get("tokensBefore"),
+        yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, entry["id"], "compaction"), session_id=self.sid, at=at,
+                                 outcome_kind="compaction", payload={"tokens_before": entry.get("tokensBefore"),
                                                                   "kept": len(keep)})
 
 
@@ -287,7 +257,7 @@ def _blocks(content: Any) -> list[dict]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     out = []
-    for b in _list(content):
+    for b in list_of(content):
         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str):
             out.append({"type": "text", "text": b["text"]})
         elif isinstance(b, dict) and b.get("type") == "image":
@@ -305,7 +275,7 @@ def _assistant_block(b: Any) -> dict | None:
         return {"type": "thinking", "thinking": b["thinking"]}
     if b.get("type") == "toolCall":
         args = b.get("arguments")
-        return {"type": "tool_use", "id": _str(b.get("id")), "name": _str(b.get("name")),
+        return {"type": "tool_use", "id": text_of(b.get("id")), "name": text_of(b.get("name")),
                 "input": args if isinstance(args, dict) else {}}
     return None
 
@@ -341,15 +311,3 @@ def _usage(feed: Feed, number: int, usage: Any) -> tuple[Usage | None, float | N
     if isinstance(total, bool) or not isinstance(total, (int, float)) or total < 0:
         return out, None
     return out, float(total) if total > 0 or sum(n.values()) == 0 else None
-
-
-def _ms(value: Any) -> str | None:
-    return instant(value / 1000, numbers=True) if isinstance(value, (int, float)) and value > 0 else None
-
-
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)

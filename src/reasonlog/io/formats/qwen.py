@@ -27,54 +27,29 @@ its reply then appears the file is imported again whole (`ReimportFile`).
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Generator, Iterator
-from pathlib import Path
 from typing import Any, TypeGuard
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    Usage,
-    stable_id,
-)
-from ...parts import RecordError
-from ..importer import Checkpoint, Feed, FileImporter, Line, ReimportFile, first_values, instant, walk
+from ... import model as ev
+from ...model import Event, Usage, stable_id
+from ...wire.rules import RecordError
+from ..fields import number_of, object_of, text_of
+from ..importer import Checkpoint, Feed, FormatImporter, Home, ReimportFile, Resumed, ends, instant
 
 NAME = "qwen"
 CONVERSATION = ("user", "assistant", "tool_result")
 PASSED_OVER = ("attribution_snapshot",)
 
 
-class QwenImporter(FileImporter):
-    name = NAME
-    description = "Qwen Code chats (~/.qwen/projects/<project>/chats/<session>.jsonl)"
-    incremental = True
-
-    def default_folders(self) -> list[Path]:
-        root = os.environ.get("QWEN_RUNTIME_DIR") or os.environ.get("QWEN_HOME")
-        return [(Path(root).expanduser() if root else Path.home() / ".qwen") / "projects"]
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "*.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        """Qwen's records, told from Claude Code's (the same envelope) by a Gemini `parts` list or a
-        `systemPayload`."""
-        return any(_is_record(v) and (isinstance((v.get("message") or {}).get("parts"), list) or "systemPayload" in v)
-                   for v in first_values(path, 4))
-
-    def read(self, feed: Feed) -> Iterator[Event | Checkpoint]:
-        yield from _Chat(feed).read()
+def _opens(value: dict) -> bool:
+    """Qwen's records, told from Claude Code's (the same envelope) by a Gemini `parts` list or a `systemPayload`."""
+    return _is_record(value) and (isinstance((value.get("message") or {}).get("parts"), list) or (
+        "systemPayload" in value))
 
 
-importer = QwenImporter()
+importer = FormatImporter(
+    NAME, "Qwen Code chats (~/.qwen/projects/<project>/chats/<session>.jsonl)", lambda feed: _Chat(feed).read(),
+    home=Home(".qwen", ("projects",), env=("QWEN_RUNTIME_DIR", "QWEN_HOME")), opens=_opens, sniffed=4)
 
 
 def _is_record(value: object) -> TypeGuard[dict]:
@@ -83,16 +58,13 @@ def _is_record(value: object) -> TypeGuard[dict]:
             and isinstance(value.get("type"), str))
 
 
-class _Chat:
+class _Chat(Resumed):
     """One chat file. State between imports: the session, the open exchange, the conversation (Gemini contents,
     with its length after each record, for rewinds), the last record's uuid and a telemetry record held back."""
 
     def __init__(self, feed: Feed):
-        self.feed = feed
-        s = feed.state or {}
-        self.sid: str | None = s.get("sid")
-        self.exchange: str | None = s.get("exchange")
-        self.last_at: str | None = s.get("last_at")
+        super().__init__(feed)
+        s = self.saved
         self.contents: list = s.get("contents", [])
         self.lengths: dict[str, int] = s.get("lengths", {})   # record uuid -> len(contents) after it
         self.previous: str | None = s.get("previous")          # the uuid of the last record read
@@ -101,28 +73,17 @@ class _Chat:
         self.children: list[str] = s.get("children", [])       # the sub-agent sessions started
 
     def read(self) -> Iterator[Event | Checkpoint]:
-        last: Line | None = None
-        for line in self.feed.lines():
-            last = line
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            elif not _is_record(line.value):
-                self.feed.skip(line, "expected a record with string `uuid`, `sessionId` and `type`, and `parentUuid`"
-                                     " (a text or null)")
-            else:
-                yield from self._record(line.value, line.number)
+        for line in self.feed.values(_is_record, "expected a record with string `uuid`, `sessionId` and `type`, and"
+                                                 " `parentUuid` (a text or null)"):
+            yield from self._record(line.value, line.number)
+        last = self.feed.read_to
         if self.sid is None or (last is None and (self.held is None or self.feed.may_grow())):
             return  # nothing new, and no telemetry held back that may be imported now
         if self.held is not None and not self.feed.may_grow():
             self.side = self.held[0]["uuid"]
             yield from self._release()
-        if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid, ended_at=self.last_at or "")
-        yield SessionEnded(session_id=self.sid, ended_at=self.last_at or "")
-        for child in self.children:  # a sub-agent's session ends with the file as far as it goes
-            yield SessionEnded(session_id=child, ended_at=self.last_at or "")
-        state = self._state()
-        yield self.feed.checkpoint(last, state) if last is not None else self.feed.checkpoint_at_start(state)
+        yield from ends(self.sid, self.exchange, self.last_at or "", self.children)
+        yield self.feed.checkpoint_read(self._state())
 
     def _state(self) -> dict:
         return {
@@ -149,16 +110,16 @@ class _Chat:
         elif kind == "system":
             yield from self._system(record, number, at)
         else:
-            yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, record["uuid"]), session_id=self.sid or "",
-                                  at=at, outcome_kind=f"{NAME}:{kind}", payload=record)
+            yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, record["uuid"]),
+                                     session_id=self.sid or "", at=at, outcome_kind=f"{NAME}:{kind}", payload=record)
         self.lengths[record["uuid"]] = len(self.contents)
         self.side = None  # only the record right after a trailing api_response can be its reply
 
-    def _start(self, record: dict, at: str) -> SessionStarted:
+    def _start(self, record: dict, at: str) -> ev.SessionStarted:
         self.sid = record["sessionId"]
         labels = {"source": NAME, **{k: str(record[k]) for k in ("cwd", "version") if record.get(k) is not None}}
-        return SessionStarted(session_id=self.sid, started_at=at, agent="qwen-code", labels=labels,
-                              external_id=self.sid)
+        return ev.SessionStarted(session_id=self.sid, started_at=at, agent="qwen-code", labels=labels,
+                                 external_id=self.sid)
 
     def _message(self, record: dict, number: int, at: str) -> Iterator[Event]:
         m = record.get("message")
@@ -176,10 +137,10 @@ class _Chat:
 
     def _user(self, record: dict, content: dict, at: str) -> Iterator[Event]:
         if self.exchange is not None:
-            yield ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
+            yield ev.ExchangeEnded(exchange_id=self.exchange, session_id=self.sid or "", ended_at=at)
         self.exchange = stable_id(at, NAME, self.sid, "exchange", record["uuid"])
-        yield ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
-                              input=_text(content["parts"]))
+        yield ev.ExchangeStarted(exchange_id=self.exchange, session_id=self.sid or "", started_at=at,
+                                 input=_text(content["parts"]))
 
     def _call(self, record: dict, content: dict, number: int, at: str) -> Iterator[Event]:
         telemetry, self.held = (self.held[0] if self.held else {}).get("systemPayload", {}).get("uiEvent", {}), None
@@ -192,13 +153,13 @@ class _Chat:
         usage = self._usage(number, record.get("usageMetadata"), ("promptTokenCount", "candidatesTokenCount",
                                                                    "cachedContentTokenCount", "thoughtsTokenCount",
                                                                    "totalTokenCount"))
-        yield CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
-                           request={"model": model, "contents": list(self.contents)}, response=content, model=model,
-                           usage=usage, latency_ms=_number(telemetry.get("duration_ms")),
-                           provider_message_id=_str(telemetry.get("response_id")), stable_history=True)
+        yield ev.CallRecorded(call_id=call_id, session_id=self.sid or "", exchange_id=self.exchange, started_at=at,
+                              request={"model": model, "contents": list(self.contents)}, response=content, model=model,
+                              usage=usage, latency_ms=number_of(telemetry.get("duration_ms")),
+                              provider_message_id=text_of(telemetry.get("response_id")), stable_history=True)
 
     def _tool_result(self, record: dict, content: dict, at: str) -> Iterator[Event]:
-        result = _dict(record.get("toolCallResult"))
+        result = object_of(record.get("toolCallResult"))
         for k, part in enumerate(content["parts"]):
             response = part.get("functionResponse") if isinstance(part, dict) else None
             if not isinstance(response, dict):
@@ -208,9 +169,9 @@ class _Chat:
                 continue
             output = response.get("response")
             output = output.get("output", output.get("error", output)) if isinstance(output, dict) else output
-            yield ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "", at=at,
-                                     tool_use_id=_str(response.get("id")), name=_str(response.get("name")),
-                                     content=output, is_error=result.get("status") in ("error", "cancelled"))
+            yield ev.ToolResultRecorded(tool_result_id=result_id, session_id=self.sid or "", at=at,
+                                        tool_use_id=text_of(response.get("id")), name=text_of(response.get("name")),
+                                        content=output, is_error=result.get("status") in ("error", "cancelled"))
 
     def _system(self, record: dict, number: int, at: str) -> Iterator[Event]:
         subtype, payload = record.get("subtype"), record.get("systemPayload")
@@ -225,8 +186,8 @@ class _Chat:
                 payload.get("compressedHistory"), list):
             self.contents = list(payload["compressedHistory"])
             payload = {"info": payload.get("info"), "messages": len(self.contents)}
-        yield OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, record["uuid"]), session_id=self.sid or "",
-                              at=at, outcome_kind=f"{NAME}:{subtype}", payload=payload)
+        yield ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, self.sid, record["uuid"]), session_id=self.sid or "",
+                                 at=at, outcome_kind=f"{NAME}:{subtype}", payload=payload)
 
     def _release(self) -> Iterator[Event]:
         """The held `api_response` had no reply after it: a call the CLI made on the side."""
@@ -238,16 +199,16 @@ class _Chat:
         if self.feed.exists("call", call_id):
             return
         session, exchange = yield from self._caller(event, at)
-        model = _str(event.get("model"))
+        model = text_of(event.get("model"))
         usage = self._usage(number, event, ("input_token_count", "output_token_count", "cached_content_token_count",
                                             "thoughts_token_count", "total_token_count"))
         text = event.get("response_text")
-        yield CallRecorded(call_id=call_id, session_id=session, exchange_id=exchange, started_at=at,
-                           request={"model": model, "contents": []}, model=model, usage=usage,
-                           response={"role": "model", "parts": [{"text": text}] if isinstance(text, str) else []},
-                           latency_ms=_number(event.get("duration_ms")),
-                           provider_message_id=_str(event.get("response_id")),
-                           status="ok" if event.get("status_code") in (None, 200) else "error")
+        yield ev.CallRecorded(call_id=call_id, session_id=session, exchange_id=exchange, started_at=at,
+                              request={"model": model, "contents": []}, model=model, usage=usage,
+                              response={"role": "model", "parts": [{"text": text}] if isinstance(text, str) else []},
+                              latency_ms=number_of(event.get("duration_ms")),
+                              provider_message_id=text_of(event.get("response_id")),
+                              status="ok" if event.get("status_code") in (None, 200) else "error")
 
     def _caller(self, event: dict, at: str) -> Generator[Event, None, tuple[str, str | None]]:
         """The session a side call belongs to: this one, or the child session of the sub-agent that made it
@@ -259,8 +220,8 @@ class _Chat:
         child = f"{self.sid}@{instance[1] if len(instance) > 1 and instance[1] else name}"
         if child not in self.children:
             self.children.append(child)
-            yield SessionStarted(session_id=child, started_at=at, agent=name, parent_session_id=self.sid,
-                                 labels={"source": NAME, "subagent": "true"})
+            yield ev.SessionStarted(session_id=child, started_at=at, agent=name, parent_session_id=self.sid,
+                                    labels={"source": NAME, "subagent": "true"})
         return child, None
 
     def _usage(self, number: int, counts: Any, keys: tuple[str, str, str, str, str]) -> Usage | None:
@@ -287,15 +248,3 @@ class _Chat:
 def _text(parts: list) -> str:
     return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
                      and not p.get("thought"))
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)
-
-
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}

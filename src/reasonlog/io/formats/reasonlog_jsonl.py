@@ -12,25 +12,12 @@ from typing import Any
 
 from ...store import StoreError
 from .. import jsonl
-from ..importer import Checkpoint, Feed, FileImporter, Report, first_values, walk
+from ..importer import Checkpoint, Feed, FormatImporter, Report
 
 NAME = "reasonlog-jsonl"
 
 
-class ReasonlogJsonlImporter(FileImporter):
-    name = NAME
-    description = "reasonlog's own export (reasonlog export), all or nothing"
-    incremental = False
-
-    def candidates(self, folder: Path) -> Iterator[Path]:
-        return walk(folder, "*.jsonl")
-
-    def mine(self, path: Path) -> bool:
-        return _is_export(path)
-
-    def read(self, feed: Feed) -> Iterator[Any | Checkpoint]:
-        raise NotImplementedError("imported whole, by import_whole")
-
+class ReasonlogJsonlImporter(FormatImporter):
     def import_whole(self, store: Any, path: Path, report: Report) -> bool:
         try:
             for warning in jsonl.check_file(path):
@@ -43,9 +30,9 @@ class ReasonlogJsonlImporter(FileImporter):
         return True
 
 
-importer = ReasonlogJsonlImporter()
+def _read(feed: Feed) -> Iterator[Any | Checkpoint]:
+    raise NotImplementedError("imported whole, by import_whole")
 
 
-def _is_export(path: Path) -> bool:
-    first = first_values(path, 1)
-    return bool(first) and isinstance(first[0], dict) and first[0].get("type") == "reasonlog"
+importer = ReasonlogJsonlImporter(NAME, "reasonlog's own export (reasonlog export), all or nothing", _read,
+                                  incremental=False, opens=lambda first: first.get("type") == "reasonlog")

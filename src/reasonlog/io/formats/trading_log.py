@@ -32,17 +32,8 @@ from typing import Any
 
 import orjson
 
-from ...model import (
-    CallRecorded,
-    Event,
-    ExchangeEnded,
-    ExchangeStarted,
-    OutcomeRecorded,
-    SessionEnded,
-    SessionStarted,
-    ToolResultRecorded,
-    stable_id,
-)
+from ... import model as ev
+from ...model import Event, stable_id
 from ..importer import BaseImporter, Checkpoint, Feed, first_values
 
 NAME = "trading-log"
@@ -119,9 +110,9 @@ def _at(date: str, n: int) -> str:
     return (datetime.fromisoformat(f"{date}T00:00:00+00:00") + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _start(root: Path, model: str, date: str) -> SessionStarted:
-    return SessionStarted(session_id=_session_id(root, model, date), started_at=_at(date, 0), agent=model,
-                          run=_run(root), model=model, labels={"date": date, "source": NAME})
+def _start(root: Path, model: str, date: str) -> ev.SessionStarted:
+    return ev.SessionStarted(session_id=_session_id(root, model, date), started_at=_at(date, 0), agent=model,
+                             run=_run(root), model=model, labels={"date": date, "source": NAME})
 
 
 # ------------------------------------------------------------------------------------------ a day's log
@@ -145,23 +136,23 @@ def _log_day(feed: Feed, path: Path) -> Iterator[Event]:
     for n, message in enumerate(messages, 1):
         at = _at(date, n)
         if n == 1:
-            yield ExchangeStarted(exchange_id=exchange, session_id=sid, started_at=at, input=message.get("content"))
+            yield ev.ExchangeStarted(exchange_id=exchange, session_id=sid, started_at=at, input=message.get("content"))
         if message.get("role") == "assistant":
             calls, last_call = calls + 1, stable_id(at, NAME, sid, n)
-            yield CallRecorded(call_id=last_call, session_id=sid, exchange_id=exchange, started_at=at,
-                               request={"model": model, "messages": list(history)}, response=message, model=model)
+            yield ev.CallRecorded(call_id=last_call, session_id=sid, exchange_id=exchange, started_at=at,
+                                  request={"model": model, "messages": list(history)}, response=message, model=model)
         elif isinstance(message.get("content"), str) and message["content"].startswith(TOOL_PREFIX):
-            yield ToolResultRecorded(tool_result_id=stable_id(at, NAME, sid, "tool", n), session_id=sid, at=at,
-                                     tool_use_id=None, content=message["content"][len(TOOL_PREFIX):])
+            yield ev.ToolResultRecorded(tool_result_id=stable_id(at, NAME, sid, "tool", n), session_id=sid, at=at,
+                                        tool_use_id=None, content=message["content"][len(TOOL_PREFIX):])
         history.append(message)
     end = _at(date, len(messages))
     status = "completed" if calls else "interrupted"
     if messages:
-        yield ExchangeEnded(exchange_id=exchange, session_id=sid, ended_at=end,
-                            result=messages[-1].get("content") if calls else None, status=status)
+        yield ev.ExchangeEnded(exchange_id=exchange, session_id=sid, ended_at=end,
+                               result=messages[-1].get("content") if calls else None, status=status)
     actions = _positions(feed, path.parents[2] / "position" / "position.jsonl", quiet=True).get(date, [])
     yield from _day_positions(feed, root, model, date, actions, start_session=False, call_id=last_call)
-    yield SessionEnded(session_id=sid, ended_at=end, status=status)
+    yield ev.SessionEnded(session_id=sid, ended_at=end, status=status)
 
 
 def _messages(feed: Feed, model: str) -> Iterator[dict]:
@@ -238,10 +229,10 @@ def _day_positions(feed: Feed, root: Path, model: str, date: str, actions: list[
         return
     if start_session and not feed.exists("session", sid):
         yield _start(root, model, date)  # positions without a log for that day: kept all the same
-        yield SessionEnded(session_id=sid, ended_at=_at(date, 0))
+        yield ev.SessionEnded(session_id=sid, ended_at=_at(date, 0))
     for k, action in new:
-        yield OutcomeRecorded(outcome_id=_outcome_id(sid, date, action), session_id=sid, at=_at(date, 3600 + k),
-                              outcome_kind="position", payload=action, call_id=call_id)
+        yield ev.OutcomeRecorded(outcome_id=_outcome_id(sid, date, action), session_id=sid, at=_at(date, 3600 + k),
+                                 outcome_kind="position", payload=action, call_id=call_id)
 
 
 def _outcome_id(sid: str, date: str, action: dict) -> str:
