@@ -20,8 +20,8 @@ from serving import serving
 
 import reasonlog
 from reasonlog.cli.main import cli
-from reasonlog.store.content import canonical
 from reasonlog.store.maintenance import PruneCriteria
+from reasonlog.wire.codec import canonical
 
 pytestmark = pytest.mark.skipif(not POSTGRES, reason="needs PostgreSQL (REASONLOG_TEST_POSTGRES)")
 
