@@ -82,7 +82,7 @@ def site_db(tmp_path_factory):
 def rows_of(page: str) -> dict[str, list[tuple[str, str]]]:
     """Each session row's cells as (text, title attribute), by the session id its link names."""
     out = {}
-    for row in re.findall(r"<tr class=\"[^\"]*\">(.*?)</tr>", page, re.S):
+    for row in re.findall(r"<tr class=\"[^\"]*\"[^>]*>(.*?)</tr>", page, re.S):  # (a live page's rows say their id)
         sid = re.search(r'href="/sessions/([^"]+)"', row).group(1)
         cells = re.findall(r"<td[^>]*?(?: title=\"([^\"]*)\")?[^>]*>(.*?)</td>", row, re.S)
         out[sid] = [(html_lib.unescape(re.sub(r"<[^>]+>", "", text)).strip(), html_lib.unescape(title))

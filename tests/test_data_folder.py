@@ -30,7 +30,7 @@ import importlib.util
 _spec = importlib.util.spec_from_file_location("reasonlog_conftest", {str(TESTS / "conftest.py")!r})
 _module = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_module)
-globals().update({{k: v for k, v in vars(_module).items() if not k.startswith("__")}})
+globals().update({{k: v for k, v in vars(_module).items() if not k.startswith("__") and k != "pytest_plugins"}})
 '''
 
 INNER_TESTS = '''

@@ -242,7 +242,7 @@ class Feed:
                 yield Line(number, start, offset, value)
         self.current = None
 
-    def values(self, valid: Callable[[Any], bool], expected: str) -> Iterator[Line]:
+    def values(self, valid: Callable[[object], bool], expected: str) -> Iterator[Line]:
         """The lines of `lines()` whose value is `valid`: one that is not JSON, or not of that shape (`expected` says
         what was expected), is skipped and reported. `read_to` is the last line read, whatever it held."""
         self.read_to = None
@@ -255,16 +255,16 @@ class Feed:
             else:
                 yield line
 
-    def document(self, valid: Callable[[Any], bool], expected: str, writer: str) -> Any:
-        """The file as one JSON document, or None when it is skipped and reported: not JSON (`writer`, such as
-        "a thread Amp", may be halfway through it: it is read on the next pass), or not `valid` (`expected` says
-        what was expected)."""
+    def document(self, valid: Callable[[dict], bool], expected: str, writer: str) -> dict | None:
+        """The file as one JSON object, or None when it is skipped and reported: not JSON (`writer`, such as
+        "a thread Amp", may be halfway through it: it is read on the next pass), or not an object that is `valid`
+        (`expected` says what was expected)."""
         try:
             value = orjson.loads(self.read_bytes())
         except orjson.JSONDecodeError as exc:
             self.skip(None, f"not JSON ({str(exc).split(':', 1)[0]}); {writer} is writing is read on the next pass")
             return None
-        if not valid(value):
+        if not isinstance(value, dict) or not valid(value):
             self.skip(None, expected)
             return None
         return value

@@ -36,7 +36,7 @@ FAILED = ("error", "cancelled", "rejected-by-user")
 
 
 def _read(feed: Feed) -> Iterator[Event | Checkpoint]:
-    thread = feed.document(lambda v: isinstance(v, dict) and isinstance(v.get("id"), str) and isinstance(
+    thread = feed.document(lambda v: isinstance(v.get("id"), str) and isinstance(
         v.get("messages"), list), "expected a thread object with a string `id` and a `messages` list", "a thread Amp")
     if thread is not None:
         yield from _Thread(feed, thread).events()

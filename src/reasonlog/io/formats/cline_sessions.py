@@ -49,7 +49,7 @@ def session_files(folder: Path) -> list[Path]:
 
 def session_events(feed: Feed, whole_prompt: frozenset[str]) -> Iterator[Event]:
     """The events of one Cline 3 session file."""
-    doc = feed.document(lambda v: isinstance(v, dict) and isinstance(v.get("sessionId"), str) and isinstance(
+    doc = feed.document(lambda v: isinstance(v.get("sessionId"), str) and isinstance(
         v.get("messages"), list),
         "expected a Cline 3 session: an object with a string `sessionId` and a `messages` list", "a session Cline")
     if doc is not None:
