@@ -30,7 +30,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 HEAVY = ("click", "rich", "reasonlog.cli.main", "reasonlog.io.importing", "reasonlog.store", "reasonlog.query",
          "orjson", "typing")
 # What the full command line loads, and what the store's path (PostgreSQL, irregular sessions) loads before it.
-CLICK = "click orjson reasonlog.query reasonlog.store rich typing"  # the full command: only its own module (cli/entry.py)
+CLICK = "click orjson reasonlog.query reasonlog.store rich typing"  # the full command: its own module only
 STORE = "orjson reasonlog.query reasonlog.store typing"
 
 

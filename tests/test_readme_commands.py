@@ -244,6 +244,21 @@ def names_missing_phases(place, command):
     assert done.returncode == 1 and "understanding, completion" in done.stdout, done
 
 
+def evaluates(place, command):
+    """The check file the README names, run over the demo's sessions: each is scored, and found by its score."""
+    (place["folder"] / "checks.py").write_text("def task_done(session):\n    return 1.0\n")
+    sh(place, "reasonlog evaluate checks.py:task_done --sessions all")
+    sh(place, command)
+    assert place["words"]["SESSION"] in sh(place, "reasonlog sessions --score 'task_done>=1' --json").stdout
+
+
+def tails(place, command):
+    """`tail` follows until Ctrl-C, which ends it cleanly (exit 0, no traceback), in each of its forms."""
+    for form in ("reasonlog tail SESSION", "reasonlog tail --agent A"):
+        done = sh(place, f"timeout --preserve-status -s INT 3 {form}")
+        assert "stopped" in done.stdout + done.stderr, (form, done.stdout, done.stderr)
+
+
 def each_form(*forms):
     def run_forms(place, command):
         for form in forms:
@@ -410,7 +425,13 @@ COMMANDS = {
     "reasonlog keys revoke ID_OR_PREFIX": revokes_by_id_or_prefix,
     "reasonlog serve --host 0.0.0.0": form_only,
     "pip install -e '.[server,postgres]'": install_form,
-    "reasonlog --db postgresql://reasonlog@db.internal/reasonlog serve --host 0.0.0.0 --workers 4": form_only,
+    "reasonlog --db postgresql://reasonlog@db.internal/reasonlog serve --host 0.0.0.0 --workers 4 --keep-days 90":
+        form_only,
+    "pip install -e '.[server,postgres,mirror]'": install_form,
+    "reasonlog --db postgresql://reasonlog@db.internal/reasonlog mirror push clickhouse://ch.internal:9000/reasonlog"
+    " --watch": form_only,  # run: test_mirror_cli.py
+    "reasonlog --db postgresql://reasonlog@db.internal/reasonlog serve --mirror clickhouse://ch.internal:9000/reasonlog":
+        form_only,
     "reasonlog ui": opens_the_dashboard,
     "reasonlog export --format html SESSION -o session.html": exports_html,
     "reasonlog reason save --session orch-42 --agent developer --group DEL-INIT --phase approach --content-file "
@@ -430,6 +451,9 @@ COMMANDS = {
     'reasonlog search "some phrase"': each_form('reasonlog search "some phrase"', 'reasonlog search "buy"'),
     'reasonlog annotate SESSION --note "wrong ticker" --score task_done=0.4 --by ana': annotates,
     "reasonlog sessions --score 'task_done<0.5' --has-note": finds_by_score,
+    "reasonlog evaluate checks.py:task_done --sessions agent=coder": evaluates,
+    "reasonlog evaluate --judge openai --sessions status=failed": form_only,  # run: test_evaluate.py
+    "reasonlog tail [SESSION | --agent A]": tails,
     "reasonlog export [SESSION...] -o all.jsonl": exports_and_imports,
     "reasonlog export --format exchange-jsonl SESSION": each_form("reasonlog export --format exchange-jsonl SESSION"),
     "reasonlog db path | status | upgrade": each_form("reasonlog db path", "reasonlog db status",

@@ -2,6 +2,8 @@
 (usage totals kept as calls are written, a session's calls paged, a position's `action_type`), on both dialects."""
 from __future__ import annotations
 
+import collections
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -46,6 +48,7 @@ from hypothesis import strategies as st  # noqa: E402
 from reasonlog import accounting, query  # noqa: E402
 from reasonlog.model import ExchangeEnded, ExchangeStarted, SessionEnded  # noqa: E402
 from reasonlog.store import SessionFilter  # noqa: E402
+from reasonlog.usage_sql import bucket_of, median_of  # noqa: E402
 
 
 def _ledger_stats(store, by: str, flt: SessionFilter) -> list[dict]:
@@ -59,7 +62,8 @@ def _ledger_stats(store, by: str, flt: SessionFilter) -> list[dict]:
         latencies = [r["latency_ms"] for r in rows if r["kind"] == "call" and r["latency_ms"] is not None]
         out.append({by: key, "calls": t["calls"], "errors": t["errors"], **{k: t[k] for k in accounting.TOKENS},
                     "cost_usd": t["cost_usd"], "calls_without_cost": t["calls_without_cost"],
-                    "latency_ms_p50": statistics.median(latencies) if latencies else None,
+                    # the median as documented since migration 18: the middle call's latency bucket
+                    "latency_ms_p50": median_of(collections.Counter(map(bucket_of, latencies))),
                     "latency_ms_mean": round(statistics.fmean(latencies), 3) if latencies else None})
     return out
 
