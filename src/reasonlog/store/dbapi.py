@@ -29,3 +29,13 @@ def insert_returning_rowids(cur, sql: str, rows: list[tuple]) -> list[int]:
     if many is not None:
         return [row[0] for row in many(sql + " RETURNING rowid", [list(r) for r in rows])]
     return [cur.execute(sql + " RETURNING rowid", r).fetchall()[0][0] for r in rows]  # all: SQLite ends the statement
+
+
+def ids_by_hash(cur, table: str, hashes: list[bytes]) -> dict[bytes, int]:
+    """The ids of the rows of `table` (columns `id`, `hash`) that hold these hashes, 500 hashes a statement."""
+    found: dict[bytes, int] = {}
+    for start in range(0, len(hashes), 500):
+        chunk = hashes[start:start + 500]
+        found.update((bytes(h), i) for h, i in cur.execute(
+            f"SELECT hash, id FROM {table} WHERE hash IN ({', '.join('?' * len(chunk))})", chunk).fetchall())
+    return found

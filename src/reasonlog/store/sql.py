@@ -31,7 +31,7 @@ from . import (
 from .annotation import AnnotationStore
 from .content import Dictionaries
 from .contents import ContentWriter
-from .dbapi import Cursor
+from .dbapi import Cursor, ids_by_hash
 from .semantic import SemanticStore
 from .writing import Applier
 
@@ -100,13 +100,8 @@ class SQLStore(SemanticStore, AnnotationStore):
 
     @staticmethod
     def find_contents(cur: Cursor, digests: list[bytes]) -> dict[bytes, int]:
-        """The ids of the contents of these digests that the store holds, 500 digests a statement."""
-        found: dict[bytes, int] = {}
-        for start in range(0, len(digests), 500):
-            chunk = digests[start:start + 500]
-            found.update((bytes(h), i) for h, i in cur.execute(
-                f"SELECT hash, id FROM contents WHERE hash IN ({', '.join('?' * len(chunk))})", chunk).fetchall())
-        return found
+        """The ids of the contents of these digests that the store holds."""
+        return ids_by_hash(cur, "contents", digests)
 
     def insert_contents(self, cur: Cursor, rows: list[tuple[bytes, int, str, int, int | None, bytes]]) -> list[int]:
         """Insert contents (digest, size, kind, codec, dict_id, data) in order; their ids."""

@@ -21,6 +21,7 @@ import orjson
 
 from ..parts import parts_of, searchable_text
 from .content import Dictionaries, compress, decompress
+from .dbapi import ids_by_hash
 from .reading import ContentReader
 
 CHUNK_WORDS = 150
@@ -168,22 +169,15 @@ def _add_units(cur, session_id: str, pieces: list[Piece]) -> int:
 def text_ids(cur, texts: list[str]) -> dict[bytes, int]:
     """The `unit_texts` id of each text by its hash, storing the texts not stored yet."""
     by_hash = {text_hash(t): t for t in texts}
-    found = _ids_of(cur, list(by_hash))
+    found = ids_by_hash(cur, "unit_texts", list(by_hash))
     missing = [h for h in by_hash if h not in found]
     if missing:
         cur.executemany("INSERT INTO unit_texts (hash, size, codec, data) VALUES (?, ?, ?, ?)"
                         " ON CONFLICT (hash) DO NOTHING", [(h, *_encoded(by_hash[h])) for h in missing])
-        found.update(_ids_of(cur, missing))
+        found.update(ids_by_hash(cur, "unit_texts", missing))
     return found
 
 
-def _ids_of(cur, hashes: list[bytes]) -> dict[bytes, int]:
-    out: dict[bytes, int] = {}
-    for start in range(0, len(hashes), 500):
-        chunk = hashes[start:start + 500]
-        out.update((bytes(h), i) for i, h in cur.execute(
-            f"SELECT id, hash FROM unit_texts WHERE hash IN ({', '.join('?' * len(chunk))})", chunk).fetchall())
-    return out
 
 
 def _encoded(text: str) -> tuple[int, int, bytes]:
