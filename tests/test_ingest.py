@@ -178,3 +178,34 @@ def test_an_event_larger_than_the_server_takes_waits_in_a_spill_file_and_holds_u
     assert store.status()["rejected_records"] == 0
     assert sorted((tmp_path / "data").rglob("*.spill")) == []
 
+
+
+def test_an_error_page_that_is_not_json_is_named_by_its_status_and_phrase():
+    """A gateway in front of the server answers with HTML: the recorder's error says the status and its phrase."""
+    from http.server import BaseHTTPRequestHandler
+
+    from local_http import LocalHTTPServer
+
+    class Gateway(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            page = b"<html>upstream down</html>"
+            self.send_response(502, "Bad Gateway")
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):
+            pass
+
+    server = LocalHTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        sink = HttpSink(f"http://127.0.0.1:{server.server_port}")
+        with pytest.raises(OSError, match="/v1/ingest: 502 Bad Gateway$"):
+            sink.write_batch([SessionStarted(session_id="S1", started_at="2026-01-01T00:00:00Z", agent="a")])
+    finally:
+        server.stop()

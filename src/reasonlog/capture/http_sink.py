@@ -146,15 +146,16 @@ class HttpSink(BaseSink):
             headers["Authorization"] = f"Bearer {self.api_key}"
         try:
             with self._connection_lock:
-                status, data = self._exchange(method, path, body, headers)
+                status, reason, data = self._exchange(method, path, body, headers)
         except (OSError, http.client.HTTPException) as exc:
             raise HttpError(f"{self.url}{path}: cannot reach the server ({exc})", retry=True) from None
         if status >= 400:
-            raise HttpError(f"{self.url}{path}: {status} {_detail(data)}", retry=status >= 500 or status == 429,
+            raise HttpError(f"{self.url}{path}: {status} {_detail(data, reason)}", retry=status >= 500 or status == 429,
                             events_at_fault=status == 422)
         return data
 
-    def _exchange(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+    def _exchange(self, method: str, path: str, body: bytes | None,
+                  headers: dict[str, str]) -> tuple[int, str, bytes]:
         """Send on the kept connection; once more on a new one when the server had closed the kept one meanwhile
         (an idle timeout): a batch sent twice is written once (its id)."""
         for attempt in (1, 2):
@@ -171,7 +172,7 @@ class HttpSink(BaseSink):
                 continue
             if response.will_close:
                 self.close_connection()
-            return response.status, data
+            return response.status, response.reason, data
         raise AssertionError("unreachable")
 
     def _connect(self) -> http.client.HTTPConnection:
@@ -205,11 +206,11 @@ def _forget_connections_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_connections_in_child)
 
 
-def _detail(body: bytes) -> str:
+def _detail(body: bytes, reason: str) -> str:
     try:
         return str(orjson.loads(body).get("detail"))
-    except Exception:  # any body at all: the status says enough
-        return ""
+    except Exception:  # any body at all: the status and its phrase say enough
+        return reason
 
 
 def remote_sink(url: str, api_key: str | None, redactor: Redactor | None) -> SpillingSink:
