@@ -37,7 +37,9 @@ def _event_with(kind: str, name: str, value):
     good = {"session_id": "s", "started_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T00:00:00Z",
             "at": "2026-01-01T00:00:00Z", "exchange_id": "e", "call_id": "c", "tool_result_id": "t",
             "outcome_id": "o", "outcome_kind": "k", "record_id": "r", "phase": "p", "compact": {},
-            "request": {}, "response": None, "tool_use_id": None, "content": None, "title": "t"}
+            "request": {}, "response": None, "tool_use_id": None, "content": None, "title": "t",
+            "path": "p", "format": "f", "size": 0, "mtime_ns": 0, "consumed": 0, "tail_hash": None, "state": None,
+            "sessions": [], "skipped": 0, "imported_at": "2026-01-01T00:00:00Z"}
     required = {f.name: good[f.name] for f in dataclasses.fields(cls)
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
     return cls(**{**required, name: value})

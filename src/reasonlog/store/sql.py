@@ -114,13 +114,12 @@ class SQLStore(SemanticStore, AnnotationStore):
     # ------------------------------------------------------------ writing
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
-                    imports: list[dict] | None = None, batch_id: str | None = None,
-                    rejections: list[tuple[int, str]] | None = None) -> bool:
+                    batch_id: str | None = None, rejections: list[tuple[int, str]] | None = None) -> bool:
         """Apply events in order in one transaction; on a store error roll back and raise. False when
         `batch_id` names a batch written already (nothing is written again), else True.
 
-        `imports`: rows of `import_files` (see `io/importing.py`) written in the same transaction, so
-        that what an importer consumed of a file and the events it made of it commit together.
+        An import's progress travels as `FileImported` events in the batch of the events it made of the file
+        (see `io/importing.py`), so the two commit together.
 
         An event whose own data cannot be stored (not JSON, a duplicate id) must not take its
         batch with it, nor every batch after it: the batch is then written again with each event
@@ -130,12 +129,12 @@ class SQLStore(SemanticStore, AnnotationStore):
         if self.read_only:
             raise ReadOnlyDatabase(self.shown_target())
         try:
-            return self._write_batch(events, counters, imports, batch_id, isolate=False)
+            return self._write_batch(events, counters, batch_id, isolate=False)
         except self.DATA_ERRORS:
-            return self._write_batch(events, counters, imports, batch_id, isolate=True, rejections=rejections)
+            return self._write_batch(events, counters, batch_id, isolate=True, rejections=rejections)
 
-    def _write_batch(self, events: list[Event], counters: dict[str, int] | None, imports: list[dict] | None,
-                     batch_id: str | None, isolate: bool, rejections: list[tuple[int, str]] | None = None) -> bool:
+    def _write_batch(self, events: list[Event], counters: dict[str, int] | None, batch_id: str | None,
+                     isolate: bool, rejections: list[tuple[int, str]] | None = None) -> bool:
         with self._lock:
             cur = self._cursor()
             cur.execute(self.BEGIN_WRITE)
@@ -166,8 +165,6 @@ class SQLStore(SemanticStore, AnnotationStore):
                 search.drop_held_reasoning(cur, self._applier.completed, self.index)
                 counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
                 self._add_counters(cur, counters)
-                for row in imports or ():
-                    imported.save_file(cur, self._masked_import(row))
                 cur.execute("COMMIT")
             except BaseException:
                 self._applier.redactor.masked = masked
@@ -175,12 +172,6 @@ class SQLStore(SemanticStore, AnnotationStore):
                 raise
             self.rejected_events += rejected
         return True
-
-    def _masked_import(self, row: dict) -> dict:
-        """An `import_files` row whose importer state and session ids are masked as its events were."""
-        redactor = self._applier.redactor
-        return {**row, "state": redactor.value(row.get("state")),
-                "sessions": [self._applier.again(s) for s in row.get("sessions") or ()]}
 
     def _apply_alone(self, cur: Cursor, event: Event) -> str | None:
         """Apply one event in a savepoint; why it was rejected, or None."""

@@ -18,6 +18,7 @@ from ..model import (
     Event,
     ExchangeEnded,
     ExchangeStarted,
+    FileImported,
     OutcomeRecorded,
     ReasoningRecorded,
     SessionEnded,
@@ -29,7 +30,7 @@ from ..model import (
 )
 from ..wire import check_finite, jsonable
 from ..wire.rules import RecordError
-from . import twins
+from . import imported, twins
 from .content import (
     decode_context,
     encode_context,
@@ -510,6 +511,11 @@ class Applier:
              self.dumps(ev.compact), details, self.ident(ev.artifact_path), ev.details_tokens, ev.compact_tokens,
              self.ident(ev.tokenizer),
              int(ev.redacted or details != ev.details), self.ident(ev.confidence), self.dumps(ev.references), ev.at))
+
+    def _apply_file_imported(self, cur, ev: FileImported) -> None:
+        """The file's `import_files` row, its importer state and session ids masked as its events were."""
+        imported.save_file(cur, {**ev.row(), "state": self.redactor.value(ev.state),
+                                 "sessions": [self.again(s) for s in ev.sessions]})
 
 
 def _contents_of(ev: CallRecorded):

@@ -186,10 +186,27 @@ class ReasoningJSON(TypedDict):
     state: Literal["kept", "held"]
 
 
+class FileImportedJSON(TypedDict):
+    """What an import consumed of one file, in the batch of the events it made of it (`import_files`'s row)."""
+
+    event: Literal["file_imported"]
+    path: Id
+    format: Id
+    size: Annotated[int, COUNT]
+    mtime_ns: int
+    consumed: Annotated[int, COUNT]
+    tail_hash: str | None
+    state: dict[str, Any] | None
+    sessions: list[str]
+    skipped: Annotated[int, COUNT]
+    imported_at: Instant
+
+
 EVENTS: dict[str, type] = {
     "session_started": SessionStartedJSON, "session_ended": SessionEndedJSON, "session_titled": SessionTitledJSON,
     "exchange_started": ExchangeStartedJSON, "exchange_ended": ExchangeEndedJSON, "call": CallRecordedJSON,
     "tool_result": ToolResultJSON, "outcome": OutcomeJSON, "reasoning": ReasoningJSON,
+    "file_imported": FileImportedJSON,
 }
 
 
