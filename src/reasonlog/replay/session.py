@@ -8,8 +8,9 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import CallRecorded, SessionEnded, SessionStarted, Usage, new_id, utc_now
+from ..model import CallRecorded, Event, SessionEnded, SessionStarted, Usage, new_id, utc_now
 from ..providers import protocol_of
+from ..store import StoreWriter
 from ..wire.codec import canonical
 from . import RUN, ReplayError
 from .compare import Answer, compare, totals
@@ -71,24 +72,42 @@ def estimate(planned: list[Planned]) -> float | None:
     return None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6)
 
 
-def send_and_record(store: Any, planned: list[Planned], target: Target, original_session: dict, concurrency: int,
-                    tick: Callable[[], None] = lambda: None) -> tuple[list[Outcome], list[str]]:
+@dataclass
+class Recorded:
+    """A replay as recorded: its session, each call's outcome and the recorded calls' ids, in order."""
+
+    session_id: str
+    outcomes: list[Outcome]
+    ids: list[str]
+    spilled: bool = False  # the database could not be written: the replay waits in spill files beside it
+    error: str | None = None  # why, when it spilled
+
+
+def send_and_record(store: StoreWriter, planned: list[Planned], target: Target, original_session: dict,
+                    concurrency: int, tick: Callable[[], None] = lambda: None) -> Recorded:
     """Send every call, `concurrency` at a time, and record the replay as one session of the run `replays`: each
     answer is written as soon as every call before it has answered (so the session keeps the original's order,
-    and what came back before a Ctrl-C is kept). Returns the outcomes and the recorded calls' ids, in order."""
-    session_id = new_id()
-    store.write_batch([SessionStarted(
-        session_id=session_id, started_at=utc_now(), agent=original_session.get("agent"), run=RUN,
+    and what came back before a Ctrl-C is kept). It is written through the recorder's write path: a database that
+    cannot be written now (locked, full) gets it later, from spill files beside it."""
+    from ..capture.opening import store_writer
+
+    writer = store_writer(store)
+    recorded = Recorded(new_id(), [Outcome(p, utc_now()) for p in planned], [])
+    outcomes, ids = recorded.outcomes, recorded.ids
+
+    def write(event: Event) -> None:
+        recorded.spilled |= writer.write([event]) == "spilled"
+
+    write(SessionStarted(
+        session_id=recorded.session_id, started_at=utc_now(), agent=original_session.get("agent"), run=RUN,
         model=target.model or original_session.get("model"), provider=target.protocol.NAME,
-        labels={"replay_of": original_session["id"]}, host=os.uname().nodename, pid=os.getpid())])
-    outcomes = [Outcome(p, utc_now()) for p in planned]
-    ids: list[str] = []
+        labels={"replay_of": original_session["id"]}, host=os.uname().nodename, pid=os.getpid()))
 
     def finished(outcome: Outcome) -> None:
         outcome.done = True
         while len(ids) < len(outcomes) and outcomes[len(ids)].done:
-            event = _call_event(session_id, outcomes[len(ids)], target)
-            store.write_batch([event])
+            event = _call_event(recorded.session_id, outcomes[len(ids)], target)
+            write(event)
             ids.append(event.call_id)
         tick()
 
@@ -97,8 +116,10 @@ def send_and_record(store: Any, planned: list[Planned], target: Target, original
         _send_all(outcomes, target, concurrency, finished)
         status = "failed" if any(o.error for o in outcomes) else "completed"
     finally:
-        store.write_batch([SessionEnded(session_id=session_id, ended_at=utc_now(), status=status)])
-    return outcomes, ids
+        write(SessionEnded(session_id=recorded.session_id, ended_at=utc_now(), status=status))
+        recorded.error = writer.stats()["last_error"] if recorded.spilled else None
+        writer.close()
+    return recorded
 
 
 def _send_all(outcomes: list[Outcome], target: Target, concurrency: int, done: Callable[[Outcome], None]) -> None:
