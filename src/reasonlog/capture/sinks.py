@@ -179,7 +179,7 @@ class SpillingSink(BaseSink):
         self.inner: BaseSink = as_sink(inner)
         self.files = SpillFiles(directory, redactor)
         self.redactor = redactor
-        self._maybe_pending = bool(self.files.directories)  # files of an earlier process may wait: the first batch looks
+        self._maybe_pending = bool(self.files.directories)  # files of an earlier process may wait: looked for first
         self.target = self.inner.target
         self._count_lock = threading.Lock()  # the closing thread may spill while the writer's thread writes
         self.counts: collections.Counter = collections.Counter()
@@ -217,6 +217,9 @@ class SpillingSink(BaseSink):
     def after_fork(self) -> None:
         self.inner.after_fork()
         self._count_lock = threading.Lock()
+
+    def is_sink_failure(self, exc: BaseException) -> bool:
+        return self.inner.is_sink_failure(exc)
 
     def pending(self) -> bool:  # the writer's: whether its idle thread should replay
         """Whether files may wait (of this process's overflow, or an earlier process's)."""

@@ -26,6 +26,7 @@ import collections
 import itertools
 import logging
 import os
+import random
 import threading
 import time
 import weakref
@@ -159,21 +160,29 @@ class SyncWriter(_Base):
             self._submitted += 1
             self._write([event])
 
-    def write(self, events: list[Event], counters: dict[str, int] | None = None) -> Outcome:
+    def write(self, events: list[Event], counters: dict[str, int] | None = None, *, tries: int = 1) -> Outcome:
         """Write a caller's batch now, all or none, with its counters: "written", "spilled" (its sink's spill folders
         took it) or "known". Unlike `submit`, a batch that neither the destination nor a spill file took raises, and
-        the caller decides (an import stops and resumes there; a record is not saved)."""
+        the caller decides (an import stops and resumes there; a record is not saved). `tries`: while the destination
+        itself fails (busy, not the events' fault), try again this many times in all, with jittered back-off."""
         with self._lock:
             self._submitted += len(events)
-            try:
-                outcome = self.sink.write_batch(events, counters)
-            except Exception as exc:
-                self._failed(exc)
-                raise
+            outcome = self._write_trying(events, counters, tries)
             if outcome != "spilled":
                 with self._count_lock:
                     self._counts["written"] += len(events)
             return outcome
+
+    def _write_trying(self, events: list[Event], counters: dict[str, int] | None, tries: int) -> Outcome:
+        for attempt in range(tries):
+            try:
+                return self.sink.write_batch(events, counters)
+            except Exception as exc:
+                self._failed(exc)
+                if attempt == tries - 1 or not self.sink.is_sink_failure(exc):
+                    raise
+            time.sleep(min(0.02 * 2 ** attempt, 1.0) * (0.5 + random.random()))  # writers that met must part
+        raise ValueError(f"tries: expected at least 1, got {tries}")
 
     def _submitted_count(self) -> int:
         return self._submitted

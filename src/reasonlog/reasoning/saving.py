@@ -2,13 +2,12 @@
 busy, and the record read back before anyone is told it is saved."""
 from __future__ import annotations
 
-import random
-import time
 from pathlib import Path
 from typing import Any
 
 from ..model import SessionStarted, stable_id, utc_now
 from ..redact import Redactor
+from ..store import StoreWriter
 from . import ReasonError
 from .policy import Policy
 from .records import prepare
@@ -64,14 +63,13 @@ def _session(store: Any, ref: str, agent: str | None) -> tuple[str, list]:
                                 labels={"source": "reasoning"})]
 
 
-def _write(store: Any, events: list, counters: dict[str, int] | None = None) -> None:
-    """Write in one transaction, retrying with back-off while another process holds the database."""
-    for attempt in range(TRIES):
-        try:
-            store.write_batch(events, counters)
-            return
-        except Exception as exc:
-            failing = store.is_store_failure(exc)
-            if not failing or attempt == TRIES - 1:
-                raise
-            time.sleep(min(0.02 * 2 ** attempt, 1.0) * (0.5 + random.random()))
+def _write(store: StoreWriter, events: list, counters: dict[str, int] | None = None) -> None:
+    """Write in one transaction through the recorder's write path, trying again with back-off while another
+    process holds the database. No spill folder: the record is read back before anyone is told it is saved."""
+    from ..capture.opening import store_writer
+
+    writer = store_writer(store, spill=False)
+    try:
+        writer.write(events, counters, tries=TRIES)
+    finally:
+        writer.close()
