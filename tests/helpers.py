@@ -80,7 +80,7 @@ def is_postgres(target) -> bool:
 def spill_folder(target):
     """The first folder a recorder spills to for `target`: beside a SQLite file, in the user's data folder for
     a PostgreSQL URL (which has no 'beside')."""
-    from reasonlog.store.sqlite import spill_dirs
+    from reasonlog.capture.spillfiles import spill_dirs
 
     return spill_dirs(target)[0]
 

@@ -350,8 +350,8 @@ def test_a_replay_that_meets_a_locked_database_spills_and_is_written_later(db_pa
     beside the database (as a recorder's records do) instead of failing, and the next writer writes it, linked."""
     import sqlite3
 
+    from reasonlog.capture.spillfiles import spill_dirs
     from reasonlog.replay import session as replaying
-    from reasonlog.store.sqlite import spill_dirs
 
     claude, _ = upstreams
     for name in ("anthropic-tool-no-args.json", "anthropic-text.json"):

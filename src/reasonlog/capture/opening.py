@@ -13,6 +13,7 @@ from ..redact import Redactor
 from ..store import Store, StoreOptions, StoreWriter
 from .http_sink import remote_sink
 from .sinks import SpillingSink, StoreSink
+from .spillfiles import spill_dirs
 from .writer import SyncWriter
 
 
@@ -35,7 +36,6 @@ def open_sink(target: str | os.PathLike, *, redact: bool | list | dict = True, a
     if is_remote(target):
         return remote_sink(target, api_key or os.environ.get("REASONLOG_API_KEY"), redactor_of(redact))
     from ..store import open_store, safe_target
-    from ..store.sqlite import spill_dirs
 
     def factory() -> Store:
         # False, not None: a store opened without a redactor masks with the default patterns.
@@ -53,7 +53,6 @@ def store_writer(store: StoreWriter, *, spill: bool = True) -> SyncWriter:
     (`spill=False`: it stops where the database refused and resumes from its last committed file).
     Closing the writer leaves the store open: it is the caller's."""
     from ..store import safe_target
-    from ..store.sqlite import spill_dirs
 
     target = store.url.removeprefix("sqlite:///")  # a SQLite database's spill folders are named after its path
     folders = spill_dirs(target) if spill else None
