@@ -19,6 +19,7 @@ import orjson
 from .. import providers
 from ..providers import gemini, openai_responses
 from ..providers.sse import is_sse, parse_events
+from .arguments import answer_fields
 from .internal import log_internal_error
 from .proxy_routes import Route, recordable_headers
 from .proxy_sessions import Sessions
@@ -162,11 +163,9 @@ def response_fields(ex: Exchange, body: bytes) -> dict[str, Any]:
     streamed = is_sse(body) or (ex.route.path_streams and body.lstrip().startswith(b"["))
     whole, first_at = rebuilt(ex, body) if streamed else (_json(body), None)
     fields: dict[str, Any] = {"ttft_ms": None if first_at is None else max(first_at - ex.t0, 0.0) * 1000}
-    unwrapped = providers.unwrap(whole) if isinstance(whole, dict) else None
-    if unwrapped is not None:
-        fields.update(response=unwrapped.message, usage=unwrapped.usage, stop_reason=_text(unwrapped.stop_reason),
-                      provider_message_id=_text(unwrapped.id))
-        fields["model"] = whole.get("model") or whole.get("modelVersion")
+    answer = answer_fields(whole)
+    if answer:
+        fields.update(answer, model=whole.get("model") or whole.get("modelVersion"))
     return fields
 
 
@@ -212,7 +211,3 @@ def _json(body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

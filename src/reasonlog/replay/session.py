@@ -8,6 +8,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
+from ..capture.arguments import answer_fields
 from ..model import CallRecorded, Event, SessionEnded, SessionStarted, Usage, new_id, utc_now
 from ..providers import protocol_of
 from ..store import StoreWriter
@@ -148,20 +149,15 @@ def _send_one(target: Target, outcome: Outcome) -> None:
 
 def _call_event(session_id: str, outcome: Outcome, target: Target) -> CallRecorded:
     prepared, sent = outcome.planned.prepared, outcome.sent
-    unwrapped = target.protocol.unwrap(sent.body) if sent is not None else None
     error = {"message": outcome.error} if outcome.error else None
+    answer = answer_fields(sent.body, target.protocol.unwrap) if sent is not None else {}
     return CallRecorded(
         call_id=new_id(), session_id=session_id, exchange_id=None, started_at=outcome.started_at,
-        request=prepared.request, response=unwrapped.message if unwrapped else None, model=prepared.model,
-        provider=target.protocol.NAME, stop_reason=_text(unwrapped.stop_reason) if unwrapped else None,
-        usage=unwrapped.usage if unwrapped else None, latency_ms=sent.latency_ms if sent else None,
-        provider_message_id=_text(unwrapped.id) if unwrapped else None,
+        request=prepared.request, response=answer.get("response"), model=prepared.model,
+        provider=target.protocol.NAME, stop_reason=answer.get("stop_reason"), usage=answer.get("usage"),
+        latency_ms=sent.latency_ms if sent else None, provider_message_id=answer.get("provider_message_id"),
         request_id=sent.request_id if sent else None, raw=sent.body if sent else None, error=error,
         status="error" if error else "ok", replay_of=outcome.planned.original["id"])
-
-
-def _text(value: Any) -> str | None:
-    return value if value is None or isinstance(value, str) else str(value)
 
 
 def report(store: Any, outcomes: list[Outcome], replay_ids: list[str]) -> dict:
