@@ -13,7 +13,7 @@ import reasonlog
 ROOT = Path(reasonlog.__file__).parent
 LAYERS = (
     {"wire"},  # the shapes that leave the process, their rules and codecs: nothing of reasonlog
-    {"model", "parts", "pricing", "redact_key", "redact_patterns", "accounting", "usage_sql"},
+    {"model", "parts", "pricing", "redact_key", "redact_patterns", "accounting"},
     {"providers", "redact", "conversation", "titles"},
     {"store"},
     {"capture", "query", "reasoning"},

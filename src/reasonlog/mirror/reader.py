@@ -19,7 +19,7 @@ import orjson
 
 from ..accounting import TOKENS
 from ..store import SessionFilter, StoreReader
-from ..usage_sql import bucket_of
+from ..store.usage_sql import bucket_of
 from . import push
 from .engine import Engine, MirrorError, literal
 

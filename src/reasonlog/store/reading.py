@@ -8,10 +8,10 @@ from typing import Any
 
 import orjson
 
-from .. import accounting, usage_sql
+from .. import accounting
 from ..conversation import decode_map, reply_slots
 from ..wire.codec import canonical
-from . import NotFound, SessionFilter, StoreError, annotation, usage
+from . import NotFound, SessionFilter, StoreError, annotation, usage, usage_sql
 from .content import Dictionaries, decode_context, decompress, fill_skeleton, unpack_raw
 from .writing import CALL_INSERT_COLUMNS, join_request
 

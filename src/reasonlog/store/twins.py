@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..accounting import TOKENS
-from ..usage_sql import SOURCE
 from . import usage
+from .usage_sql import SOURCE
 
 LIVE = "recorded"  # the source of a session no importer made (usage_sql.SOURCE's default)
 _ZEROED = ", ".join(f"{t} = CASE WHEN {t} IS NULL THEN NULL ELSE 0 END" for t in (*TOKENS, "cost_usd"))

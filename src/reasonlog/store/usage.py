@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import accounting
-from ..usage_sql import (
+from . import rollups
+from .usage_sql import (
     CALL_KEYS,
     DAILY_KEYS,
     GROUP_KEYS,
@@ -24,9 +25,8 @@ from ..usage_sql import (
     grouped_sql,
     latencies_sql,
 )
-from . import rollups
 
-# The statistics' SQL, and which sessions are irregular (IRREGULAR, alias `s`), are in usage_sql.py, which
+# The statistics' SQL, and which sessions are irregular (IRREGULAR, alias `s`), are in store/usage_sql.py, which
 # `reasonlog stats --json` reads without importing the store (cli/quick_stats.py).
 TOKENS = accounting.TOKENS
 
