@@ -13,8 +13,8 @@ import reasonlog
 ROOT = Path(reasonlog.__file__).parent
 LAYERS = (
     {"wire"},  # the shapes that leave the process, their rules and codecs: nothing of reasonlog
-    {"model", "parts", "pricing", "redact_key", "redact_patterns", "accounting"},
-    {"providers", "redact", "conversation", "titles"},
+    {"model", "pricing", "redact_key", "redact_patterns", "accounting"},
+    {"providers", "parts", "redact", "conversation", "titles"},  # parts reads what the protocols name
     {"store"},
     {"capture", "query", "reasoning"},
     {"io", "summaries", "demo", "langchain", "claude_agent", "replay", "semantic", "mcp", "evaluation", "mirror"},

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..providers import gemini
+from ..providers import GEMINI
 from ..providers.sse import is_sse
 from ..redact import Redactor
 from ..store import SessionFilter
@@ -140,7 +140,7 @@ class Replayer:
         if self.forking:
             return self._forwarded(route, path, body)
         sent = self._parsed(body)
-        protocol = route.protocol.__name__.rsplit(".", 1)[-1]
+        protocol = route.protocol.api
         found = self._match(sent, protocol)
         if found is not None and not self._is_fork_point(found):
             self._left.remove(found)
@@ -197,7 +197,7 @@ class Replayer:
         self.forwarded += 1
         if not self.model:
             return None
-        if route.protocol is gemini and route.model:
+        if route.protocol is GEMINI and route.model:
             return Forward(path.replace(f"/models/{route.model}:", f"/models/{self.model}:", 1), body)
         try:
             request = orjson.loads(body)

@@ -79,7 +79,7 @@ def send_and_record(store: Any, planned: list[Planned], target: Target, original
     session_id = new_id()
     store.write_batch([SessionStarted(
         session_id=session_id, started_at=utc_now(), agent=original_session.get("agent"), run=RUN,
-        model=target.model or original_session.get("model"), provider=target.protocol.NAME,
+        model=target.model or original_session.get("model"), provider=target.protocol.name,
         labels={"replay_of": original_session["id"]}, host=os.uname().nodename, pid=os.getpid())])
     outcomes = [Outcome(p, utc_now()) for p in planned]
     ids: list[str] = []
@@ -122,7 +122,7 @@ def _send_one(target: Target, outcome: Outcome) -> None:
         outcome.error = str(exc)
         return
     if target.protocol.unwrap(outcome.sent.body) is None:
-        outcome.error = f"the answer is no {target.protocol.NAME} response: {sorted(outcome.sent.body)[:6]} at its top"
+        outcome.error = f"the answer is no {target.protocol.name} response: {sorted(outcome.sent.body)[:6]} at its top"
 
 
 def _call_event(session_id: str, outcome: Outcome, target: Target) -> CallRecorded:
@@ -132,7 +132,7 @@ def _call_event(session_id: str, outcome: Outcome, target: Target) -> CallRecord
     return CallRecorded(
         call_id=new_id(), session_id=session_id, exchange_id=None, started_at=outcome.started_at,
         request=prepared.request, response=unwrapped.message if unwrapped else None, model=prepared.model,
-        provider=target.protocol.NAME, stop_reason=_text(unwrapped.stop_reason) if unwrapped else None,
+        provider=target.protocol.name, stop_reason=_text(unwrapped.stop_reason) if unwrapped else None,
         usage=unwrapped.usage if unwrapped else None, latency_ms=sent.latency_ms if sent else None,
         provider_message_id=_text(unwrapped.id) if unwrapped else None,
         request_id=sent.request_id if sent else None, raw=sent.body if sent else None, error=error,

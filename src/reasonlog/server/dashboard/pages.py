@@ -218,11 +218,11 @@ def _curl(c: dict, body: str) -> str:
     """The call's request sent again with curl, to its protocol's endpoint."""
     protocol = providers.protocol_of(c.get("provider"), c["request"])
     quoted = shlex.quote(body)
-    return protocol.curl(quoted, c.get("model") or "MODEL") if protocol is providers.gemini else protocol.curl(quoted)
+    return protocol.curl(quoted, c.get("model") or "MODEL")
 
 
 def _python(c: dict, body: str) -> str:
-    send = providers.protocol_of(c.get("provider"), c["request"]).PYTHON_CALL
+    send = providers.protocol_of(c.get("provider"), c["request"]).python_call
     module = "google.genai" if send.startswith("google.") else send.split(".")[0]
     return f"import {module}, json\n\nrequest = json.loads({body!r})\n{send}(**request)"
 
