@@ -24,7 +24,7 @@ import orjson
 from ..providers import GEMINI
 from ..providers.sse import is_sse
 from ..redact import Redactor
-from ..store import SessionFilter
+from ..store import SessionFilter, StoreReader
 from ..wire.codec import canonical
 from .proxy import Forward
 from .proxy_routes import Route, error_body
@@ -70,7 +70,7 @@ class Served:
     tolerated: list[Tolerated] = field(default_factory=list)
 
 
-def load_script(store: Any, session_id: str, beside: bool = True) -> Script:
+def load_script(store: StoreReader, session_id: str, beside: bool = True) -> Script:
     """The calls of a recorded session and (`beside`) of the sessions its run recorded while it was, in the order
     they were made, with the answers to give back."""
     sessions = [session_id] + (sessions_beside(store, session_id) if beside else [])
@@ -84,7 +84,7 @@ def load_script(store: Any, session_id: str, beside: bool = True) -> Script:
     return Script(session_id, [call for _, call in calls])
 
 
-def sessions_beside(store: Any, session_id: str) -> list[str]:
+def sessions_beside(store: StoreReader, session_id: str) -> list[str]:
     """The other sessions of the session's run that started within its span (give or take `BESIDE_S`)."""
     from datetime import datetime, timedelta
 

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model import CallRecorded, SessionEnded, SessionStarted, Usage, new_id, utc_now
 from ..providers import protocol_of
@@ -14,6 +14,9 @@ from ..wire.codec import canonical
 from . import RUN, ReplayError
 from .compare import Answer, compare, totals
 from .send import Prepared, Sent, Target, prepare, send, target_for
+
+if TYPE_CHECKING:
+    from ..store import StoreReader, StoreWriter
 
 ESTIMATED_OUTPUT = 1024  # output tokens assumed for a call that recorded none and sets no limit
 
@@ -36,7 +39,7 @@ class Outcome:
     done: bool = False
 
 
-def plan(store: Any, call_ids: list[str], *, provider: str | None, model: str | None,
+def plan(store: StoreReader, call_ids: list[str], *, provider: str | None, model: str | None,
          base_url: str | None) -> tuple[Target, list[Planned]]:
     """The target and every call prepared for it; raises ReplayError (no key, an untranslatable protocol)."""
     calls = [store.get_call(call_id) for call_id in call_ids]
@@ -71,8 +74,8 @@ def estimate(planned: list[Planned]) -> float | None:
     return None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6)
 
 
-def send_and_record(store: Any, planned: list[Planned], target: Target, original_session: dict, concurrency: int,
-                    tick: Callable[[], None] = lambda: None) -> tuple[list[Outcome], list[str]]:
+def send_and_record(store: StoreWriter, planned: list[Planned], target: Target, original_session: dict,
+                    concurrency: int, tick: Callable[[], None] = lambda: None) -> tuple[list[Outcome], list[str]]:
     """Send every call, `concurrency` at a time, and record the replay as one session of the run `replays`: each
     answer is written as soon as every call before it has answered (so the session keeps the original's order,
     and what came back before a Ctrl-C is kept). Returns the outcomes and the recorded calls' ids, in order."""
@@ -143,7 +146,7 @@ def _text(value: Any) -> str | None:
     return value if value is None or isinstance(value, str) else str(value)
 
 
-def report(store: Any, outcomes: list[Outcome], replay_ids: list[str]) -> dict:
+def report(store: StoreReader, outcomes: list[Outcome], replay_ids: list[str]) -> dict:
     """Each call's comparison (from what the store holds of both) and the totals."""
     rows = []
     for outcome, replay_id in zip(outcomes, replay_ids, strict=True):
