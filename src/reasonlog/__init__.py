@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .model import Usage
     from .parts import Part
     from .store import SessionFilter, open_store
-    from .store.annotation import annotate
+    from .store.reviews import annotate
     from .wire.rules import RecordError
 
 
