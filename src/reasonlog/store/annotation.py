@@ -8,39 +8,16 @@ carries them as `annotation` records (version 4).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..model import new_id, utc_now
-from . import Invalid, NotFound, ids
+from . import ids
+from .terms import SCORE_TEST, Invalid, NotFound, ScoreTest, finite_number
 
 SOURCES = ("human", "code", "llm")
 COLUMNS = ("id", "session_id", "exchange_id", "call_id", "kind", "name", "value", "number", "author", "source",
            "created_at")
-_TEST = re.compile(r"^\s*([^<>=!\s]+)\s*(<=|>=|!=|<|>|=)\s*(.+?)\s*$")
-_NUMERIC_OPS = ("<", "<=", ">", ">=")
-
-
-@dataclass(frozen=True)
-class ScoreTest:
-    """A condition on a named score: `task_done<0.5`, `verdict=pass`."""
-
-    name: str
-    op: str
-    value: str | float
-
-    @classmethod
-    def parse(cls, text: str) -> ScoreTest:
-        """`NAME<0.5`, `NAME>=1`, `NAME=pass`, `NAME!=pass`; Invalid naming the text otherwise."""
-        found = _TEST.match(text)
-        if not found:
-            raise Invalid(f"score: {text!r}: expected NAME<NUMBER (or <=, >, >=, =, !=), e.g. task_done<0.5")
-        name, op, raw = found.groups()
-        number = _number(raw)
-        if op in _NUMERIC_OPS and number is None:
-            raise Invalid(f"score: {text!r}: {op} compares numbers, and {raw!r} is none")
-        return cls(name, op, raw if number is None else number)
 
 
 @dataclass(frozen=True)
@@ -50,14 +27,6 @@ class Target:
     session_id: str
     exchange_id: str | None = None
     call_id: str | None = None
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def resolve_target(cur, ref: str) -> Target:
@@ -102,12 +71,12 @@ def items_of(note: str | None, labels: dict[str, Any] | None, scores: dict[str, 
 
 
 def _score(name: Any, value: Any) -> tuple[str, str, float | None]:
-    if not isinstance(name, str) or not name or _TEST.match(name + "=0") is None:
+    if not isinstance(name, str) or not name or SCORE_TEST.match(name + "=0") is None:
         raise Invalid(f"score name {name!r}: expected a name without spaces or <, >, =, !")
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise Invalid(f"score {name}: expected a number or a category (text), got {value!r}")
     if isinstance(value, str):
-        number = _number(value)
+        number = finite_number(value)
         if not value.strip():
             raise Invalid(f"score {name}: expected a number or a category, got empty text")
         return name, value, number

@@ -19,9 +19,10 @@ from pathlib import Path
 import orjson
 
 from ..wire.codec import content_hash
-from . import StoreError, kept, search, twins, units
+from . import kept, search, twins, units
 from .content import decode_context
 from .reading import ContentReader
+from .terms import StoreError
 
 TABLES = ("sessions", "exchanges", "calls", "messages", "tool_results", "outcomes", "contents")
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from .. import accounting
 from ..parts import searchable_text
-from . import SessionFilter, reading
+from . import reading
 from .content import Dictionaries
+from .terms import SessionFilter
 from .usage_sql import IRREGULAR
 
 # Everything about a session that a mirrored answer depends on, as one text per session: its own columns and

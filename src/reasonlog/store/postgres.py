@@ -19,17 +19,19 @@ from typing import TYPE_CHECKING, Concatenate, Literal
 import psycopg
 
 from ..model import Event
-from . import StoreError, Unavailable, liveness, pg_prune, safe_target
+from . import liveness, pg_prune
 from .dbapi import Cursor, translate_placeholders
 from .pg_search import TRIGRAMS
 from .schema_pg import PG_MIGRATIONS
 from .sql import P, SQLStore, T
+from .targets import safe_target
+from .terms import StoreError, Unavailable
 
 if TYPE_CHECKING:
     from ..pricing import PriceTable
     from ..redact import Redactor
-    from . import SessionFilter
     from .maintenance import PruneCriteria
+    from .terms import SessionFilter
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 MIGRATION_LOCK = 0x7265_6173_6F6E  # "reason": the advisory lock key every migrating process takes

@@ -11,9 +11,10 @@ import orjson
 from .. import accounting
 from ..conversation import decode_map, reply_slots
 from ..wire.codec import canonical
-from . import NotFound, SessionFilter, annotation, kept, usage_sql
+from . import annotation, kept, usage_sql
 from .content import Dictionaries, decode_context, fill_skeleton, unpack_raw
 from .rows import CALL_INSERT_COLUMNS, ContentReader, join_request
+from .terms import NotFound, SessionFilter
 
 SESSION_COLUMNS = ("id", "run", "agent", "model", "provider", "labels_json", "parent_session_id", "parent_call_id",
                    "external_id", "host", "pid", "started_at", "ended_at", "status", "summary", "error_json",

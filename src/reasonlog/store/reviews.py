@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import SessionFilter, reading
+from . import reading
 from .annotation import add, items_of, list_for
+from .terms import SessionFilter
 
 
 def review_queue(cur, limit: int) -> list[dict]:
@@ -26,20 +27,6 @@ def review_queue(cur, limit: int) -> list[dict]:
         return []
     rows = {r["id"]: r for r in reading.list_sessions(cur, SessionFilter(limit=None), [sid for sid, _ in found])}
     return [{**rows[sid], "lowest_score": lowest} for sid, lowest in found]
-
-
-def annotate(target: str, *, db: str | None = None, note: str | None = None, labels: dict[str, str] | None = None,
-             scores: dict[str, float | int | str] | None = None, by: str | None = None,
-             source: str = "human") -> list[dict]:
-    """`reasonlog.annotate`: add a note, labels and scores to a session, an exchange or a call (`SESSION#N`) of
-    the database `db` (a path or a postgresql:// URL; default: the user's); the annotations added."""
-    from . import open_store
-
-    store = open_store(db)
-    try:
-        return store.annotate(target, note=note, labels=labels, scores=scores, by=by, source=source)
-    finally:
-        store.close()
 
 
 class AnnotationStore:

@@ -11,8 +11,8 @@ import orjson
 
 from .. import providers
 from ..accounting import TOKENS
-from . import StoreError
 from .content import Dictionaries, decompress
+from .terms import StoreError
 
 MESSAGE_KEYS = providers.MESSAGE_KEYS
 SYSTEM_KEYS = providers.SYSTEM_KEYS

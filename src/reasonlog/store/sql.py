@@ -14,26 +14,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Literal, ParamSpec
 
 from ..model import Event
 from ..wire.rules import RecordError
-from . import (
-    ReadOnlyDatabase,
-    SessionFilter,
-    ids,
-    imported,
-    kept,
-    keys,
-    mirrored,
-    overview,
-    reading,
-    records,
-    safe_target,
-    search,
-    usage,
-)
+from . import ids, imported, kept, keys, mirrored, overview, reading, records, search, usage
 from .content import Dictionaries
 from .contents import ContentWriter
 from .dbapi import Cursor, ids_by_hash
 from .reviews import AnnotationStore
 from .semantic import SemanticStore
+from .targets import safe_target
+from .terms import ReadOnlyDatabase, SessionFilter
 from .writing import Applier
 
 log = logging.getLogger("reasonlog")

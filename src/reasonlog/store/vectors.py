@@ -12,8 +12,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import SessionFilter, StoreError, reading
+from . import reading
 from .dbapi import translate_placeholders
+from .terms import SessionFilter, StoreError
 from .units import decoded
 
 EXTRA = "pip install 'reasonlog[semantic]'"
