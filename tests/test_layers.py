@@ -69,8 +69,8 @@ def test_the_check_sees_an_import_that_runs_upward():
 # backends and their migrations. The package's `__init__` (the protocols, and the opening of a backend) is above
 # them all: no module of store/ imports it.
 STORE_LAYERS = (
-    {"terms", "targets", "content", "contents", "dbapi", "ids", "keys", "liveness", "usage_sql", "rollups", "kept", "rows", "annotation",
-     "timeline", "transfer_checks", "twins"},
+    {"terms", "targets", "content", "contents", "dbapi", "ids", "keys", "liveness", "usage_sql", "rollups", "kept",
+     "rows", "annotation", "timeline", "transfer_checks", "twins"},
     {"reading", "writing", "records", "replays", "summaries", "imported"},
     {"usage", "search", "keywords", "pg_search", "units", "vectors", "vector_index", "semantic", "overview", "mirrored",
      "reviews", "transfer"},
