@@ -266,7 +266,7 @@ def test_a_question_mark_or_percent_inside_a_literal_is_not_taken_for_a_placehol
     """PostgreSQL's cursor takes sqlite3's `?` placeholders; a `?` or `%` written inside quotes stays text."""
     import psycopg
 
-    from reasonlog.store.postgres import translate_placeholders
+    from reasonlog.store.dbapi import translate_placeholders
 
     sql = "SELECT '?' || ?, 'a%b' || ?, \"?\" FROM (SELECT 1 AS \"?\") t"
     assert translate_placeholders(sql) == "SELECT '?' || %s, 'a%%b' || %s, \"?\" FROM (SELECT 1 AS \"?\") t"

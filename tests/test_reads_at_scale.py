@@ -48,7 +48,7 @@ from hypothesis import strategies as st  # noqa: E402
 from reasonlog import accounting, query  # noqa: E402
 from reasonlog.model import ExchangeEnded, ExchangeStarted, SessionEnded  # noqa: E402
 from reasonlog.store import SessionFilter  # noqa: E402
-from reasonlog.usage_sql import bucket_of, median_of  # noqa: E402
+from reasonlog.store.usage_sql import bucket_of, median_of  # noqa: E402
 
 
 def _ledger_stats(store, by: str, flt: SessionFilter) -> list[dict]:

@@ -13,7 +13,7 @@ from sdk_server import FixtureServer, load_json
 
 import reasonlog
 from reasonlog.cli.main import cli
-from reasonlog.providers import anthropic, openai_chat
+from reasonlog.providers import ANTHROPIC, OPENAI_CHAT
 from reasonlog.providers.translate import translate_request
 
 TOOL = {"name": "updateIssueList", "description": "Refresh the list of open issues", "input_schema": {
@@ -140,7 +140,7 @@ def test_a_request_translated_to_openai_and_back_is_the_recorded_one(db_path, re
     _, gpt = upstreams
     _session_onto_openai(db_path, recorded, gpt, "--json")
     sent = gpt.requests[1]["body"]
-    back = translate_request(sent, openai_chat, anthropic, "claude-3-opus-20240229")
+    back = translate_request(sent, OPENAI_CHAT, ANTHROPIC, "claude-3-opus-20240229")
     tool_reply = load_json("anthropic-messages", "anthropic-tool-no-args.json")
     assert back.notices == [] and back.request == _second(tool_reply)
 

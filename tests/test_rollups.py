@@ -21,7 +21,7 @@ import reasonlog
 from reasonlog import query
 from reasonlog.model import format_instant
 from reasonlog.store import SessionFilter
-from reasonlog.usage_sql import bucket_of, bucket_value
+from reasonlog.store.usage_sql import bucket_of, bucket_value
 
 MODELS, AGENTS, RUNS, SOURCES = ("claude-haiku-4-5", "gpt-5", None), ("lead", "helper", None), ("r1", "r2"), \
     (None, "claude-code", "codex")

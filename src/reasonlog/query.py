@@ -13,7 +13,7 @@ import orjson
 from . import accounting, providers
 from .parts import Part, parts_of, searchable_text
 from .store import SessionFilter, StoreReader
-from .usage_sql import STAT_KEYS, median_of
+from .store.usage_sql import STAT_KEYS, median_of
 
 TOKEN_FIELDS = accounting.TOKENS
 

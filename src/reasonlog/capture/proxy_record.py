@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from .. import providers
-from ..providers import gemini, openai_responses
+from ..providers import GEMINI, OPENAI_RESPONSES
 from ..providers.sse import is_sse, parse_events
 from .arguments import answer_fields
 from .internal import log_internal_error
@@ -141,15 +141,15 @@ def record_exchange(sessions: Sessions, ex: Exchange) -> str | None:
     fields = response_fields(ex, body)
     model = fields.pop("model", None) or ex.route.model or request.get("model")
     session = sessions.session_for(request, providers.messages_of(request), recordable_headers(ex.headers),
-                                   protocol.NAME, model if isinstance(model, str) else None)
+                                   protocol.name, model if isinstance(model, str) else None)
     if ex.kept < ex.received:
         fields["error"] = {"type": "answer_kept_in_part", "received_bytes": ex.received, "kept_bytes": ex.kept,
                            "message": f"the client got all {ex.received:,} bytes of the answer; the recording keeps"
                                       f" its first {ex.head:,} and last {ex.tail_bytes:,} (REASONLOG_PROXY_KEEP_MB)"}
     call_id = session.call(request=request, raw=body or None, model=model if isinstance(model, str) else None,
-                           provider=protocol.NAME, latency_ms=max(ex.ended - ex.t0, 0.0) * 1000,
+                           provider=protocol.name, latency_ms=max(ex.ended - ex.t0, 0.0) * 1000,
                            started_at=ex.started_at, partial=not ex.complete, **fields)
-    if protocol is openai_responses:
+    if protocol is OPENAI_RESPONSES:
         sessions.answered(session, fields.get("provider_message_id"))
     return call_id
 
@@ -180,7 +180,7 @@ def rebuilt(ex: Exchange, body: bytes) -> tuple[Any, float | None]:
 
 
 def _stream_events(route: Route, body: bytes) -> list[tuple[int, Any]]:
-    if route.protocol is gemini and body.lstrip().startswith(b"["):  # streamGenerateContent without alt=sse
+    if route.protocol is GEMINI and body.lstrip().startswith(b"["):  # streamGenerateContent without alt=sse
         parsed = _json(body)
         return [(len(body), item) for item in parsed] if isinstance(parsed, list) else []
     return [(event.end, event.data) for event in parse_events(body)]

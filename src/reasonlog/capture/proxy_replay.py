@@ -21,10 +21,10 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..providers import gemini
+from ..providers import GEMINI
 from ..providers.sse import is_sse
 from ..redact import Redactor
-from ..store import SessionFilter
+from ..store import SessionFilter, StoreReader
 from ..wire.codec import canonical
 from .proxy import Forward
 from .proxy_routes import Route, error_body
@@ -70,7 +70,7 @@ class Served:
     tolerated: list[Tolerated] = field(default_factory=list)
 
 
-def load_script(store: Any, session_id: str, beside: bool = True) -> Script:
+def load_script(store: StoreReader, session_id: str, beside: bool = True) -> Script:
     """The calls of a recorded session and (`beside`) of the sessions its run recorded while it was, in the order
     they were made, with the answers to give back."""
     sessions = [session_id] + (sessions_beside(store, session_id) if beside else [])
@@ -84,7 +84,7 @@ def load_script(store: Any, session_id: str, beside: bool = True) -> Script:
     return Script(session_id, [call for _, call in calls])
 
 
-def sessions_beside(store: Any, session_id: str) -> list[str]:
+def sessions_beside(store: StoreReader, session_id: str) -> list[str]:
     """The other sessions of the session's run that started within its span (give or take `BESIDE_S`)."""
     from datetime import datetime, timedelta
 
@@ -140,7 +140,7 @@ class Replayer:
         if self.forking:
             return self._forwarded(route, path, body)
         sent = self._parsed(body)
-        protocol = route.protocol.__name__.rsplit(".", 1)[-1]
+        protocol = route.protocol.api
         found = self._match(sent, protocol)
         if found is not None and not self._is_fork_point(found):
             self._left.remove(found)
@@ -197,7 +197,7 @@ class Replayer:
         self.forwarded += 1
         if not self.model:
             return None
-        if route.protocol is gemini and route.model:
+        if route.protocol is GEMINI and route.model:
             return Forward(path.replace(f"/models/{route.model}:", f"/models/{self.model}:", 1), body)
         try:
             request = orjson.loads(body)

@@ -18,9 +18,10 @@ from typing import Any
 import orjson
 
 from .. import __version__
+from ..store import StoreReader
 
 
-def session_requests(store: Any, session_ids: list[str]) -> Iterator[bytes]:
+def session_requests(store: StoreReader, session_ids: list[str]) -> Iterator[bytes]:
     """One OTLP/JSON line per session."""
     for sid in session_ids:
         session = store.get_session(sid)

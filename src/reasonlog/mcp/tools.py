@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from .. import query
-from ..store import NotFound, SessionFilter, StoreReader
+from ..store import NotFound, SearchStore, SessionFilter, StoreReader
 from ..titles import title_of
 
 BUDGET = 16_000  # characters of JSON an answer holds at most: about 4,000 tokens
@@ -39,11 +39,11 @@ class Archive:
     """The store a server reads (or a function that gives it: a server's reader, opened on first use), and the
     dashboard's address when one is known (for citations' URLs; "" for the paths of the server that answers)."""
 
-    def __init__(self, store: StoreReader | Callable[[], StoreReader], dashboard: str | None = None):
+    def __init__(self, store: SearchStore | Callable[[], SearchStore], dashboard: str | None = None):
         self._store, self.dashboard = store, dashboard
 
     @property
-    def store(self) -> StoreReader:
+    def store(self) -> SearchStore:
         return self._store() if callable(self._store) else self._store
 
     def cite(self, session_id: str, call: dict | None) -> dict:

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ..accounting import TOKENS
-from ..store import StoreReader
+from ..store import MirrorSource, StoreReader
 from . import schema
 from .engine import Engine, literal
 
@@ -38,7 +38,7 @@ class Pushed:
     seconds: float = 0.0
 
 
-def push(store: StoreReader, engine: Engine, src: str, batch: int = BATCH,
+def push(store: MirrorSource, engine: Engine, src: str, batch: int = BATCH,
          inserted: Callable[[str], None] | None = None) -> Pushed:
     """Bring the mirror's rows of `src` to what `store` holds now. `inserted` is called after each insert with
     the table's name (the tests' seam for a push stopped after k inserts)."""
@@ -201,14 +201,14 @@ def _set(ids: Iterable[str]) -> str:
     return "(" + ", ".join(literal(i) for i in ids) + ")"
 
 
-def source_of(store: Any) -> str:
+def source_of(store: StoreReader) -> str:
     """The name a record's rows carry in the mirror unless `--source` says another: its SQLite file's absolute
     path, or its PostgreSQL URL without the password. `serve --mirror` finds its rows by the same name."""
     from pathlib import Path
 
     from ..store import safe_target
 
-    url = str(getattr(store, "url", ""))
+    url = store.url
     if url.startswith("sqlite:///"):
         return "sqlite://" + str(Path(url.removeprefix("sqlite:///")).resolve())
     return safe_target(url)

@@ -13,13 +13,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from ..accounting import TOKENS
-from ..store import SessionFilter, StoreReader
-from ..usage_sql import bucket_of
+from ..store import MirrorSource, SessionFilter, StoreReader
+from ..store.usage_sql import bucket_of
 from . import push
 from .engine import Engine, MirrorError, literal
 
@@ -146,13 +146,17 @@ def _exclusive_end(until: str) -> str:
     return until
 
 
+class Record(StoreReader, MirrorSource, Protocol):
+    """The record a mirrored reader answers from when the mirror cannot: a reader that says how far it is."""
+
+
 class Mirrored:
     """The reader store of `serve --mirror`: the record, with its growing reads taken from the mirror when the
     mirror is caught up. Whether it is, is asked at most once a second (`lag`)."""
 
     CHECK_EVERY_S = 1.0
 
-    def __init__(self, record: StoreReader, mirror: MirrorReader):
+    def __init__(self, record: Record, mirror: MirrorReader):
         self._record, self._mirror = record, mirror
         self._lock = threading.Lock()
         self._checked: tuple[float, bool] = (float("-inf"), False)

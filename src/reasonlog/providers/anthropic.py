@@ -7,6 +7,7 @@ from typing import Any
 from ..model import Usage
 from ..wire.usage import getter
 from .common import Unwrapped, dump
+from .provider import Provider
 
 NAME = "anthropic"
 BASE_URL = "https://api.anthropic.com"
@@ -129,3 +130,19 @@ def _parse_json(text: str) -> object:
             return from_json(text.encode(), partial_mode=True)
         except ValueError:
             return {}
+
+
+def error_body(status: int, kind: str, message: str) -> dict:
+    """An error as the Anthropic SDKs read one (they show `message`)."""
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def auth_headers(key: str) -> dict[str, str]:
+    return {"x-api-key": key, "anthropic-version": "2023-06-01"}
+
+
+PROVIDER = Provider(
+    api="anthropic", name=NAME, base_url=BASE_URL, path=PATH, path_suffixes=("/messages",), messages=MESSAGES,
+    system=SYSTEM, key_headers=KEY_HEADERS, client_headers=("x-api-key", "anthropic-version"),
+    key_variables=("ANTHROPIC_API_KEY",), usage=usage, unwrap=unwrap, reader_message=reader_message, Stream=Stream,
+    error_body=error_body, auth_headers=auth_headers, curl=lambda body, model: curl(body), python_call=PYTHON_CALL)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..model import Usage
 from ..wire.usage import getter
 from .common import Unwrapped
+from .provider import Provider
 
 NAME = "google"
 BASE_URL = "https://generativelanguage.googleapis.com"
@@ -133,3 +134,20 @@ class Stream:
         """The response so far."""
         candidate = {"content": self.content, **self.candidate}
         return {"candidates": [candidate], **self.head}
+
+
+def error_body(status: int, kind: str, message: str) -> dict:
+    """An error as Google's SDKs read one (they show `message`)."""
+    return {"error": {"code": status, "message": message, "status": kind.upper()}}
+
+
+def auth_headers(key: str) -> dict[str, str]:
+    return {"x-goog-api-key": key}
+
+
+PROVIDER = Provider(
+    api="gemini", name=NAME, base_url=BASE_URL, path=PATH, path_suffixes=(":generateContent", ":streamGenerateContent"),
+    messages=MESSAGES, system=SYSTEM, key_headers=KEY_HEADERS, client_headers=("x-goog-api-key",),
+    key_variables=("GEMINI_API_KEY", "GOOGLE_API_KEY"), usage=usage, unwrap=unwrap, reader_message=reader_message,
+    Stream=Stream, error_body=error_body, auth_headers=auth_headers, curl=curl, python_call=PYTHON_CALL,
+    path_prefixes=("/v1beta/", "/v1alpha/", "/upload/"), path_streams=streams, path_model=model_of)

@@ -8,6 +8,7 @@ from typing import Any
 from ..model import Usage
 from ..wire.usage import getter
 from .common import Unwrapped, dump
+from .provider import Provider
 
 NAME = "openai"
 BASE_URL = "https://api.openai.com"
@@ -159,3 +160,19 @@ class Stream:
         if self.usage is not None:
             raw["usage"] = self.usage
         return raw
+
+
+def error_body(status: int, kind: str, message: str) -> dict:
+    """An error as the OpenAI SDKs read one (they show `message`); the Responses API's are the same."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+
+
+def auth_headers(key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
+
+
+PROVIDER = Provider(
+    api="openai_chat", name=NAME, base_url=BASE_URL, path=PATH, path_suffixes=("/chat/completions",),
+    messages=MESSAGES, system=SYSTEM, key_headers=KEY_HEADERS, client_headers=(), key_variables=("OPENAI_API_KEY",),
+    usage=usage, unwrap=unwrap, reader_message=reader_message, Stream=Stream, error_body=error_body,
+    auth_headers=auth_headers, curl=lambda body, model: curl(body), python_call=PYTHON_CALL)

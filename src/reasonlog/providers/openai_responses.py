@@ -7,6 +7,7 @@ from typing import Any
 from ..wire.usage import getter
 from . import openai_chat
 from .common import Unwrapped, dump
+from .provider import Provider
 
 NAME = "openai"
 BASE_URL = "https://api.openai.com"
@@ -160,3 +161,10 @@ class Stream:
         if not self.ended:
             raw["output"] = [self.items[i] for i in sorted(self.items)]
         return raw
+
+
+PROVIDER = Provider(
+    api="openai_responses", name=NAME, base_url=BASE_URL, path=PATH, path_suffixes=("/responses",),
+    messages=MESSAGES, system=SYSTEM, key_headers=KEY_HEADERS, client_headers=(), key_variables=("OPENAI_API_KEY",),
+    usage=usage, unwrap=unwrap, reader_message=reader_message, Stream=Stream, error_body=openai_chat.error_body,
+    auth_headers=openai_chat.auth_headers, curl=lambda body, model: curl(body), python_call=PYTHON_CALL)

@@ -3,19 +3,24 @@ busy, and the record read back before anyone is told it is saved."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model import SessionStarted, stable_id, utc_now
 from ..redact import Redactor
-from ..store import StoreWriter
 from . import ReasonError
 from .policy import Policy
 from .records import prepare
 
 TRIES = 12
 
+if TYPE_CHECKING:  # the store is imported where a record is saved, not where this module is
+    from ..store import StoreReader, StoreWriter
 
-def save(store: Any, policy: Policy, session: str, phase: str, compact: Any, *, agent: str | None = None,
+    class ReasoningStore(StoreReader, StoreWriter, Protocol):
+        """What saving a record asks: whether its session exists (by id or name), its row, the write, the read-back."""
+
+
+def save(store: ReasoningStore, policy: Policy, session: str, phase: str, compact: Any, *, agent: str | None = None,
          group: str | None = None, details: str | None = None, confidence: str | None = None,
          references: list | None = None, artifacts_root: Path | None = None) -> tuple[dict | None, str]:
     """The record as stored (None when the policy skips the phase) and the one-line receipt."""
@@ -34,7 +39,7 @@ def save(store: Any, policy: Policy, session: str, phase: str, compact: Any, *, 
     return stored[0], prepared.receipt
 
 
-def find_session(store: Any, ref: str) -> str | None:
+def find_session(store: ReasoningStore, ref: str) -> str | None:
     """The session `ref` names exactly: its id, its external id, or the name a record gave it; else None.
     A secret in `ref` is looked for masked, as the store holds it."""
     ref = Redactor().text(ref)
@@ -52,7 +57,7 @@ def find_session(store: Any, ref: str) -> str | None:
     return found if store.session_row(found).get("external_id") == ref else None
 
 
-def _session(store: Any, ref: str, agent: str | None) -> tuple[str, list]:
+def _session(store: ReasoningStore, ref: str, agent: str | None) -> tuple[str, list]:
     """The session `ref` names, or the start of one named so."""
     found = find_session(store, ref)
     if found is not None:

@@ -6,16 +6,18 @@ import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..capture.arguments import answer_fields
 from ..model import CallRecorded, Event, SessionEnded, SessionStarted, Usage, new_id, utc_now
 from ..providers import protocol_of
-from ..store import StoreWriter
 from ..wire.codec import canonical
 from . import RUN, ReplayError
 from .compare import Answer, compare, totals
 from .send import Prepared, Sent, Target, prepare, send, target_for
+
+if TYPE_CHECKING:
+    from ..store import StoreReader, StoreWriter
 
 ESTIMATED_OUTPUT = 1024  # output tokens assumed for a call that recorded none and sets no limit
 
@@ -38,7 +40,7 @@ class Outcome:
     done: bool = False
 
 
-def plan(store: Any, call_ids: list[str], *, provider: str | None, model: str | None,
+def plan(store: StoreReader, call_ids: list[str], *, provider: str | None, model: str | None,
          base_url: str | None) -> tuple[Target, list[Planned]]:
     """The target and every call prepared for it; raises ReplayError (no key, an untranslatable protocol)."""
     calls = [store.get_call(call_id) for call_id in call_ids]
@@ -101,7 +103,7 @@ def send_and_record(store: StoreWriter, planned: list[Planned], target: Target, 
 
     write(SessionStarted(
         session_id=recorded.session_id, started_at=utc_now(), agent=original_session.get("agent"), run=RUN,
-        model=target.model or original_session.get("model"), provider=target.protocol.NAME,
+        model=target.model or original_session.get("model"), provider=target.protocol.name,
         labels={"replay_of": original_session["id"]}, host=os.uname().nodename, pid=os.getpid()))
 
     def finished(outcome: Outcome) -> None:
@@ -144,7 +146,7 @@ def _send_one(target: Target, outcome: Outcome) -> None:
         outcome.error = str(exc)
         return
     if target.protocol.unwrap(outcome.sent.body) is None:
-        outcome.error = f"the answer is no {target.protocol.NAME} response: {sorted(outcome.sent.body)[:6]} at its top"
+        outcome.error = f"the answer is no {target.protocol.name} response: {sorted(outcome.sent.body)[:6]} at its top"
 
 
 def _call_event(session_id: str, outcome: Outcome, target: Target) -> CallRecorded:
@@ -154,13 +156,13 @@ def _call_event(session_id: str, outcome: Outcome, target: Target) -> CallRecord
     return CallRecorded(
         call_id=new_id(), session_id=session_id, exchange_id=None, started_at=outcome.started_at,
         request=prepared.request, response=answer.get("response"), model=prepared.model,
-        provider=target.protocol.NAME, stop_reason=answer.get("stop_reason"), usage=answer.get("usage"),
+        provider=target.protocol.name, stop_reason=answer.get("stop_reason"), usage=answer.get("usage"),
         latency_ms=sent.latency_ms if sent else None, provider_message_id=answer.get("provider_message_id"),
         request_id=sent.request_id if sent else None, raw=sent.body if sent else None, error=error,
         status="error" if error else "ok", replay_of=outcome.planned.original["id"])
 
 
-def report(store: Any, outcomes: list[Outcome], replay_ids: list[str]) -> dict:
+def report(store: StoreReader, outcomes: list[Outcome], replay_ids: list[str]) -> dict:
     """Each call's comparison (from what the store holds of both) and the totals."""
     rows = []
     for outcome, replay_id in zip(outcomes, replay_ids, strict=True):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from ..store import SessionFilter, StoreError, StoreReader
+from ..store import SearchByMeaning, SearchStore, SessionFilter, StoreError, StoreReader
 from ..store.search import Query
 from .embedders import EXTRA, Embedder, SemanticUnavailable, choose_embedder, missing_packages
 
@@ -22,7 +22,7 @@ MODES = ("text", "keywords", "semantic", "hybrid")
 RRF_K = 60
 
 
-def search(store: StoreReader, text: str, mode: str, flt: SessionFilter, limit: int | None,
+def search(store: SearchStore, text: str, mode: str, flt: SessionFilter, limit: int | None,
            embedder: Embedder | None = None) -> list[dict]:
     """The hits for `text` in `mode`, at most `limit` (None: every text hit; the ranked modes need a limit)."""
     if mode not in MODES:
@@ -57,7 +57,7 @@ def _embedded(embedder: Embedder, text: str) -> bytes | None:
     return embedder.embed_query(text) if text.strip() else None
 
 
-def _semantic(store: StoreReader, embedder: Embedder, query: bytes | None, flt: SessionFilter, limit: int
+def _semantic(store: SearchByMeaning, embedder: Embedder, query: bytes | None, flt: SessionFilter, limit: int
               ) -> list[dict]:
     return [] if query is None else store.vector_search(query, embedder.model, flt, limit)
 
@@ -114,7 +114,7 @@ def hit_key(hit: dict) -> tuple:
     return (hit["session_id"], hit["message_idx"], hit["kind"], hit.get("tool_use_id"))
 
 
-def embedder_for(store: StoreReader) -> Embedder:
+def embedder_for(store: SearchByMeaning) -> Embedder:
     """The embedder the environment names, once the packages it and `store` need are there; else
     SemanticUnavailable saying what to install."""
     embedder = choose_embedder()
@@ -124,7 +124,7 @@ def embedder_for(store: StoreReader) -> Embedder:
     return embedder
 
 
-def ready_embedder(store: StoreReader) -> Embedder:
+def ready_embedder(store: SearchByMeaning) -> Embedder:
     """The embedder for searching `store` by meaning; SemanticUnavailable saying what to install or run when
     this cannot be done."""
     embedder = embedder_for(store)
@@ -134,7 +134,7 @@ def ready_embedder(store: StoreReader) -> Embedder:
     return embedder
 
 
-def default_mode(store: StoreReader) -> str:
+def default_mode(store: SearchByMeaning) -> str:
     """`hybrid` when search by meaning can be done here and something is embedded, else `text`."""
     try:
         ready_embedder(store)
@@ -143,11 +143,11 @@ def default_mode(store: StoreReader) -> str:
     return "hybrid"
 
 
-def _is_sqlite(store: StoreReader) -> bool:
+def _is_sqlite(store: SearchByMeaning) -> bool:
     return store.url.startswith("sqlite")
 
 
-def similar_sessions(store: StoreReader, session_id: str, limit: int = 10) -> tuple[str | None, list[dict]]:
+def similar_sessions(store: SearchByMeaning, session_id: str, limit: int = 10) -> tuple[str | None, list[dict]]:
     """The sessions nearest this one by the mean of their unit vectors, with the model compared; (None, []) when
     search by meaning is not available here. Nothing is embedded to answer (the vectors are stored)."""
     try:

@@ -2,6 +2,7 @@
 session, an exchange or a call, as `reasonlog annotate` adds them (docs/review.md)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, cast
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query
@@ -23,7 +24,7 @@ class AnnotationIn(BaseModel):
     source: Literal["human", "code", "llm"] = "human"
 
 
-def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRouter:
+def router(get_writer: Callable[[], Store], get_reader: Callable[[], Store], reader: Any, writer: Any) -> APIRouter:
     api = APIRouter(prefix="/v1", tags=["annotations"])
     errors: dict[int | str, dict[str, Any]] = {
         400: {"description": "Nothing to add, or a value that cannot be one; names it"},

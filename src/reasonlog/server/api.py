@@ -7,6 +7,7 @@ never 404; a missing session or call is a 404; a bad parameter is a 400 or 422 n
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from datetime import date
 from typing import Any, Literal, cast
 
@@ -17,7 +18,7 @@ from .. import query
 from ..model import format_instant
 from ..semantic import EmbeddingFailed, SemanticUnavailable
 from ..semantic import search as semantic
-from ..store import SessionFilter, StoreError, StoreReader
+from ..store import SearchStore, SessionFilter, Store, StoreError, StoreReader
 from ..store.annotation import ScoreTest
 from ..wire import (
     CallDetailJSON,
@@ -38,7 +39,7 @@ MAX_PAGE = 500
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
 
 
-def router(get_store: Any, reader: Any) -> APIRouter:
+def router(get_store: Callable[[], Store], reader: Any) -> APIRouter:
     """The /v1 routes over the store `get_store()` returns; `reader` is the read-scope dependency."""
     errors: dict[int | str, dict[str, Any]] = {
         400: {"description": "A parameter the server cannot read (a date, a cursor, a search); names it", **ERROR},
@@ -82,7 +83,7 @@ def router(get_store: Any, reader: Any) -> APIRouter:
                model: str | None = None, status: str | None = None,
                since: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
                until: str | None = Query(None, description="YYYY-MM-DD or an ISO-8601 instant"),
-               store: StoreReader = Depends(get_store)) -> SearchJSON:
+               store: SearchStore = Depends(get_store)) -> SearchJSON:
         flt = SessionFilter(run=run, agent=agent, model=model, status=status, since=_when("since", since),
                             until=_when("until", until), limit=None)
         chosen = mode or semantic.default_mode(store)
@@ -97,7 +98,7 @@ def router(get_store: Any, reader: Any) -> APIRouter:
     @api.get("/sessions/{session_id}/similar", summary="Sessions like this one: nearest by the mean of their"
                                                        " embedded units (empty before anything is embedded)")
     def similar(session_id: str, limit: int = Query(10, ge=1, le=100),
-                store: StoreReader = Depends(get_store)) -> SimilarSessionsJSON:
+                store: SearchStore = Depends(get_store)) -> SimilarSessionsJSON:
         found = _found(lambda: store.resolve_id("session", session_id), "session", session_id)
         model, rows = semantic.similar_sessions(store, found, limit)
         return cast(SimilarSessionsJSON, {"model": model, "sessions": rows})

@@ -2,6 +2,7 @@
 machines, saved and read back exactly as `reasonlog reason save` does (see reasonlog/reasoning)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Response
@@ -25,7 +26,7 @@ class RecordIn(BaseModel):
     references: list[str] | None = None
 
 
-def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRouter:
+def router(get_writer: Callable[[], Store], get_reader: Callable[[], Store], reader: Any, writer: Any) -> APIRouter:
     api = APIRouter(prefix="/v1", tags=["reasoning records"])
 
     @api.options("/reasoning-records", include_in_schema=False)

@@ -8,40 +8,16 @@ carries them as `annotation` records (version 4).
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..model import new_id, utc_now
-from . import Invalid, NotFound, ids
+from . import ids
+from .terms import SCORE_TEST, Invalid, NotFound, ScoreTest, finite_number
 
 SOURCES = ("human", "code", "llm")
 COLUMNS = ("id", "session_id", "exchange_id", "call_id", "kind", "name", "value", "number", "author", "source",
            "created_at")
-_TEST = re.compile(r"^\s*([^<>=!\s]+)\s*(<=|>=|!=|<|>|=)\s*(.+?)\s*$")
-_NUMERIC_OPS = ("<", "<=", ">", ">=")
-
-
-@dataclass(frozen=True)
-class ScoreTest:
-    """A condition on a named score: `task_done<0.5`, `verdict=pass`."""
-
-    name: str
-    op: str
-    value: str | float
-
-    @classmethod
-    def parse(cls, text: str) -> ScoreTest:
-        """`NAME<0.5`, `NAME>=1`, `NAME=pass`, `NAME!=pass`; Invalid naming the text otherwise."""
-        found = _TEST.match(text)
-        if not found:
-            raise Invalid(f"score: {text!r}: expected NAME<NUMBER (or <=, >, >=, =, !=), e.g. task_done<0.5")
-        name, op, raw = found.groups()
-        number = _number(raw)
-        if op in _NUMERIC_OPS and number is None:
-            raise Invalid(f"score: {text!r}: {op} compares numbers, and {raw!r} is none")
-        return cls(name, op, raw if number is None else number)
 
 
 @dataclass(frozen=True)
@@ -51,14 +27,6 @@ class Target:
     session_id: str
     exchange_id: str | None = None
     call_id: str | None = None
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def resolve_target(cur, ref: str) -> Target:
@@ -103,12 +71,12 @@ def items_of(note: str | None, labels: dict[str, Any] | None, scores: dict[str, 
 
 
 def _score(name: Any, value: Any) -> tuple[str, str, float | None]:
-    if not isinstance(name, str) or not name or _TEST.match(name + "=0") is None:
+    if not isinstance(name, str) or not name or SCORE_TEST.match(name + "=0") is None:
         raise Invalid(f"score name {name!r}: expected a name without spaces or <, >, =, !")
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise Invalid(f"score {name}: expected a number or a category (text), got {value!r}")
     if isinstance(value, str):
-        number = _number(value)
+        number = finite_number(value)
         if not value.strip():
             raise Invalid(f"score {name}: expected a number or a category, got empty text")
         return name, value, number
@@ -198,59 +166,3 @@ def filter_sql(scores: tuple[ScoreTest, ...], has_note: bool, alias: str) -> tup
 
 def _sql_op(op: str) -> str:
     return "<>" if op == "!=" else op
-
-
-def review_queue(cur, limit: int) -> list[dict]:
-    """Sessions no person reviewed yet (no annotation with source `human` on them or anything in them), top-level
-    ones only: failed and interrupted first, then by their lowest score (a code check's or a judge's, lowest
-    first), then newest first. Each its list row with `lowest_score` (None: none scored)."""
-    from . import SessionFilter, reading
-
-    found = cur.execute(
-        "SELECT id, lowest FROM (SELECT s.id, s.status, s.started_at, (SELECT MIN(a.number) FROM annotations a"
-        " WHERE a.session_id = s.id AND a.kind = 'score') AS lowest FROM sessions s"
-        " WHERE s.parent_session_id IS NULL AND NOT EXISTS (SELECT 1 FROM annotations h"
-        " WHERE h.session_id = s.id AND h.source = 'human')) q"
-        " ORDER BY CASE WHEN status IN ('failed', 'interrupted') THEN 0 ELSE 1 END,"
-        " CASE WHEN lowest IS NULL THEN 1 ELSE 0 END, lowest, started_at DESC, id DESC"
-        f" LIMIT {int(limit)}").fetchall()
-    if not found:
-        return []
-    rows = {r["id"]: r for r in reading.list_sessions(cur, SessionFilter(limit=None), [sid for sid, _ in found])}
-    return [{**rows[sid], "lowest_score": lowest} for sid, lowest in found]
-
-
-def annotate(target: str, *, db: str | None = None, note: str | None = None, labels: dict[str, str] | None = None,
-             scores: dict[str, float | int | str] | None = None, by: str | None = None,
-             source: str = "human") -> list[dict]:
-    """`reasonlog.annotate`: add a note, labels and scores to a session, an exchange or a call (`SESSION#N`) of
-    the database `db` (a path or a postgresql:// URL; default: the user's); the annotations added."""
-    from . import open_store
-
-    store = open_store(db)
-    try:
-        return store.annotate(target, note=note, labels=labels, scores=scores, by=by, source=source)
-    finally:
-        store.close()
-
-
-class AnnotationStore:
-    """The store's annotation methods, for `SQLStore` (which provides `_read` and `_write`)."""
-
-    _read: Callable[..., Any]
-    _write: Callable[..., Any]
-
-    def annotate(self, target: str, note: str | None = None, labels: dict[str, str] | None = None,
-                 scores: dict[str, float | int | str] | None = None, by: str | None = None,
-                 source: str = "human", replace: bool = False) -> list[dict]:
-        """Add a note, labels and scores to a session, an exchange or a call (`SESSION#N`); the rows added.
-        `replace`: first remove what `by` (with `source`) gave this target under the same names."""
-        return self._write(add, target, items_of(note, labels, scores), by, source, replace)
-
-    def list_annotations(self, target: str | None = None) -> list[dict]:
-        """The annotations of a session (with its exchanges' and calls'), an exchange or a call; oldest first."""
-        return self._read(list_for, target)
-
-    def review_queue(self, limit: int = 50) -> list[dict]:
-        """The sessions a person has not reviewed yet, failing and low-scored ones first (see `review_queue`)."""
-        return self._read(review_queue, limit)

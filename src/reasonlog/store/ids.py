@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from . import Ambiguous, Invalid, NotFound
+from .terms import Ambiguous, Invalid, NotFound
 
 INSTANT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")
 LISTED = 10  # candidates named when a prefix is ambiguous

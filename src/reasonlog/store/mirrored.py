@@ -12,9 +12,10 @@ from typing import Any
 
 from .. import accounting
 from ..parts import searchable_text
-from ..usage_sql import IRREGULAR
-from . import SessionFilter, reading
+from . import reading
 from .content import Dictionaries
+from .terms import SessionFilter
+from .usage_sql import IRREGULAR
 
 # Everything about a session that a mirrored answer depends on, as one text per session: its own columns and
 # labels, and counts and sums of its calls, exchanges and timeline. Anything that changes an answer changes one of

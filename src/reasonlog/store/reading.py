@@ -8,12 +8,13 @@ from typing import Any
 
 import orjson
 
-from .. import accounting, usage_sql
+from .. import accounting
 from ..conversation import decode_map, reply_slots
 from ..wire.codec import canonical
-from . import NotFound, SessionFilter, StoreError, annotation, usage
-from .content import Dictionaries, decode_context, decompress, fill_skeleton, unpack_raw
-from .writing import CALL_INSERT_COLUMNS, join_request
+from . import annotation, kept, usage_sql
+from .content import Dictionaries, decode_context, fill_skeleton, unpack_raw
+from .rows import CALL_INSERT_COLUMNS, ContentReader, join_request
+from .terms import NotFound, SessionFilter
 
 SESSION_COLUMNS = ("id", "run", "agent", "model", "provider", "labels_json", "parent_session_id", "parent_call_id",
                    "external_id", "host", "pid", "started_at", "ended_at", "status", "summary", "error_json",
@@ -117,17 +118,17 @@ def list_sessions(cur, flt: SessionFilter, ids: list[str] | None = None) -> list
 
 
 def _attach_list_totals(cur, sessions: list[dict]) -> None:
-    """`_attach_totals` for a list: regular sessions read their kept sums (store/usage.py), the rest the ledger."""
-    kept = usage.session_totals(cur, [s["id"] for s in sessions])
-    regular = usage.regular_sessions(cur, [s["id"] for s in sessions if s["id"] not in kept])
+    """`_attach_totals` for a list: regular sessions read their kept sums (store/kept.py), the rest the ledger."""
+    sums = kept.session_totals(cur, [s["id"] for s in sessions])
+    regular = kept.regular_sessions(cur, [s["id"] for s in sessions if s["id"] not in sums])
     empty = {**accounting.totals(()), "last_call_at": None}
     for s in sessions:
-        if s["id"] in kept or s["id"] in regular:
-            t = kept.get(s["id"], empty)
+        if s["id"] in sums or s["id"] in regular:
+            t = sums.get(s["id"], empty)
             s.update(call_count=t["calls"], error_count=t["errors"], **{k: t[k] for k in accounting.TOKENS},
                      cost_usd=t["cost_usd"], calls_without_cost=t["calls_without_cost"],
                      last_call_at=t["last_call_at"])
-    rest = [s for s in sessions if s["id"] not in kept and s["id"] not in regular]
+    rest = [s for s in sessions if s["id"] not in sums and s["id"] not in regular]
     if rest:
         _attach_totals(cur, rest)
 
@@ -159,16 +160,16 @@ def _attach_totals(cur, sessions: list[dict]) -> list[dict]:
 def _plain_totals(cur, session: dict) -> dict[str, dict] | None:
     """The session's totals (set on it) and its exchanges' (returned by exchange id), when no figure reported by an
     SDK replaces its calls' and no parent's covers them: then the accounting rule is plain sums of its calls,
-    kept as they were written (store/usage.py) and summed by the database. None otherwise (the caller goes
+    kept as they were written (store/kept.py) and summed by the database. None otherwise (the caller goes
     through the ledger). A page of a huge session uses this."""
     sid = session["id"]
     if session.get("parent_call_id") or cur.execute(
             "SELECT 1 FROM exchanges WHERE session_id = ? AND stats_json IS NOT NULL LIMIT 1", (sid,)).fetchone():
         return None
-    t = usage.session_totals(cur, [sid]).get(sid) or {**accounting.totals(()), "last_call_at": None}
+    t = kept.session_totals(cur, [sid]).get(sid) or {**accounting.totals(()), "last_call_at": None}
     session.update(call_count=t["calls"], error_count=t["errors"], **{k: t[k] for k in accounting.TOKENS},
                    cost_usd=t["cost_usd"], calls_without_cost=t["calls_without_cost"], last_call_at=t["last_call_at"])
-    return usage.exchange_totals(cur, sid)
+    return kept.exchange_totals(cur, sid)
 
 
 LEDGER_CALL_COLUMNS = ("id", "session_id", "exchange_id", "started_at", "model", "status", "latency_ms",
@@ -210,33 +211,6 @@ def _cover(cur, where: str, args: list) -> dict[str, str]:
         " (SELECT c.exchange_id FROM sessions s JOIN calls c ON c.id = s.parent_call_id)")
         if accounting.reported_cost(loads(stats)) is not None}
     return accounting.covering(parents, reporting)
-
-
-class ContentReader:
-    """Fetches and decodes contents by id, memoised for one read."""
-
-    def __init__(self, cur, dicts: Dictionaries):
-        self.cur, self.dicts = cur, dicts
-        self.memo: dict[int, Any] = {}
-
-    def load(self, ids) -> None:
-        wanted = [i for i in set(ids) if i is not None and i not in self.memo]
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            rows = self.cur.execute(f"SELECT id, codec, dict_id, data FROM contents"
-                                    f" WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
-            for cid, codec, dict_id, data in rows:
-                self.memo[cid] = orjson.loads(self.bytes_of(codec, dict_id, data))
-
-    def bytes_of(self, codec: int, dict_id: int | None, data: bytes) -> bytes:
-        return decompress(codec, data, self.dicts.get(self.cur, dict_id)[1] if dict_id is not None else None)
-
-    def get(self, cid: int) -> Any:
-        if cid not in self.memo:
-            self.load([cid])
-        if cid not in self.memo:
-            raise StoreError(f"content {cid} is missing from the store")
-        return self.memo[cid]
 
 
 def session_row(cur, session_id: str) -> dict:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..usage_sql import (
+from .usage_sql import (
     DAILY_SUMS,
     EDGES,
     IRREGULAR_IDS,

@@ -8,7 +8,7 @@ Never edit a migration that has shipped: add the next number, here and in schema
 """
 from __future__ import annotations
 
-from . import pg_search, rollups, usage
+from . import kept, pg_search, rollups
 from .schema import DAILY_TABLES, Migration
 
 T = 'TEXT COLLATE "C"'
@@ -16,7 +16,7 @@ T = 'TEXT COLLATE "C"'
 
 
 def _migration_13(cur) -> None:
-    usage.recount_before_16(cur)
+    kept.recount_before_16(cur)
     pg_search.create_indexes(cur)
 
 

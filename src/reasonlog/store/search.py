@@ -24,8 +24,9 @@ from typing import Any
 import orjson
 
 from ..parts import searchable_text
-from . import SessionFilter, StoreError, reading
+from . import reading
 from .content import Dictionaries
+from .terms import SessionFilter, StoreError
 
 SENTINEL = "\ue000"  # a private-use character: recorded text practically never holds it
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from . import SessionFilter, keywords, reading, units, vector_index, vectors
+from . import keywords, reading, units, vector_index, vectors
+from .terms import SessionFilter
 
 CUT_SESSIONS = 25  # sessions a transaction cuts into units
 CUT_UNITS = 2000  # ... or fewer, once this many units are added

@@ -14,25 +14,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Literal, ParamSpec
 
 from ..model import Event
 from ..wire.rules import RecordError
-from . import (
-    ReadOnlyDatabase,
-    SessionFilter,
-    ids,
-    imported,
-    keys,
-    mirrored,
-    overview,
-    reading,
-    records,
-    safe_target,
-    search,
-    usage,
-)
-from .annotation import AnnotationStore
+from . import ids, imported, kept, keys, mirrored, overview, reading, records, search, usage
 from .content import Dictionaries
 from .contents import ContentWriter
 from .dbapi import Cursor, ids_by_hash
+from .reviews import AnnotationStore
 from .semantic import SemanticStore
+from .targets import safe_target
+from .terms import ReadOnlyDatabase, SessionFilter
 from .writing import Applier
 
 log = logging.getLogger("reasonlog")
@@ -305,7 +294,7 @@ class SQLStore(SemanticStore, AnnotationStore):
 
     def recount_usage(self) -> None:
         """Rebuild the usage kept as calls are written (`reasonlog db recount`)."""
-        self._write(usage.recount)
+        self._write(kept.recount)
 
     def search(self, text: str, flt: SessionFilter, limit: int | None = 50) -> list[dict]:
         """Messages, tool results and outcomes whose text contains `text` (see store/search.py); None: all."""
@@ -362,7 +351,7 @@ class SQLStore(SemanticStore, AnnotationStore):
             masked = self._applier.redactor.masked
             importer = transfer.Importer(cur, self._applier)
             n = importer.run(records)
-            usage.recount(cur, list(importer.sessions))  # imported calls were inserted as rows, not counted
+            kept.recount(cur, list(importer.sessions))  # imported calls were inserted as rows, not counted
             self._add_counters(cur, {"redacted": self._applier.redactor.masked - masked})
             self._applier.finish(cur)
             search.index_records(cur, self._applier.take_records(), self.index)

@@ -9,17 +9,19 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from . import StoreError, imported, liveness, opening
+from . import imported, liveness, opening
 from .dbapi import Cursor
 from .schema import SQLITE_MIGRATIONS
 from .sql import SQLStore
+from .terms import StoreError
 from .vectors import VectorReader
 
 if TYPE_CHECKING:
     from ..model import Event
     from ..pricing import PriceTable
     from ..redact import Redactor
-    from . import SessionFilter, maintenance
+    from . import maintenance
+    from .terms import SessionFilter
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 PAGE_SIZE = 16384

@@ -24,7 +24,7 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from . import SessionFilter
+from .terms import SessionFilter
 from .vectors import sessions_sql, sign_code
 
 if TYPE_CHECKING:

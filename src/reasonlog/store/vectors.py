@@ -12,7 +12,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import SessionFilter, StoreError, reading
+from . import reading
+from .dbapi import translate_placeholders
+from .terms import SessionFilter, StoreError
 from .units import decoded
 
 EXTRA = "pip install 'reasonlog[semantic]'"
@@ -198,8 +200,6 @@ def rank_scan(conn, table: str, model: str, query: bytes, flt: SessionFilter, li
     """PostgreSQL: the `limit` rows of `table` nearest `query`, by an exact scan of the model's vectors with numpy
     (`conn`: a psycopg connection; the vectors come through a server-side binary cursor, SCAN_ROWS at a time)."""
     import numpy as np
-
-    from .postgres import translate_placeholders
 
     key = "text_id" if table == "unit_vectors" else "session_id"
     q = np.frombuffer(query, dtype="<f4")

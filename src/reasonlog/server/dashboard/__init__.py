@@ -6,6 +6,7 @@ scripts. When API keys exist, the dashboard asks for one and keeps it in a sessi
 `reasonlog ui` signs in once with the token in the address it opened (owner.py)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Form, Query, Request
@@ -13,7 +14,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse,
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
-from ...store import StoreError, keys
+from ...store import KeyStore, Store, StoreError, keys
 from .. import live
 from ..errors import status_of
 from . import compare, owner, pages
@@ -23,9 +24,11 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
        " form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 COOKIE = "reasonlog_key"
 REVIEWER = "dashboard"  # the `by` of a review given in the dashboard (a key names no person)
+# A key's scope, or None: `key_scope(store, secret)`.
+KeyScope = Callable[[KeyStore, str], str | None]
 
 
-def mount(app: Any, get_store: Any, key_scope: Any, login_token: str | None = None,
+def mount(app: Any, get_store: Callable[[], Store], key_scope: KeyScope, login_token: str | None = None,
           get_writer: Any = None) -> live.Hub:
     """Add the dashboard's pages at `/`, its live events at `/live` and its files at `/static` to `app`; the
     hub of the live events (the app closes it when it stops).
@@ -75,11 +78,11 @@ def review_items(note: str, verdict: str, score: str) -> dict[str, Any]:
     return {"note": note.strip() or None, "scores": scores}
 
 
-def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin, hub: live.Hub,
+def _router(get_store: Callable[[], Store], key_scope: KeyScope, owner_login: owner.OwnerLogin, hub: live.Hub,
             get_writer: Any) -> APIRouter:
     ui = APIRouter(include_in_schema=False)
 
-    def signed_in(store: Any, request: Request) -> bool:
+    def signed_in(store: KeyStore, request: Request) -> bool:
         """No key made yet; or the owner's sign-in; or a working key, in the cookie the sign-in form sets or as
         `Authorization: Bearer <key>` (a script fetching `/usage.csv`), as the API takes it."""
         return (not store.has_api_keys() or owner_login.knows(request.cookies.get(owner.COOKIE))
@@ -143,7 +146,7 @@ def _router(get_store: Any, key_scope: Any, owner_login: owner.OwnerLogin, hub: 
             return RedirectResponse(f"/review?at={at}", status_code=303)
         return await run_in_threadpool(write)
 
-    def can_write(store: Any, request: Request) -> bool:
+    def can_write(store: KeyStore, request: Request) -> bool:
         if not store.has_api_keys() or owner_login.knows(request.cookies.get(owner.COOKIE)):
             return True
         scope = key_scope(store, request.cookies.get(COOKIE, "")) or key_scope(store, bearer_key(request))

@@ -13,7 +13,7 @@ from markupsafe import Markup, escape
 
 from ... import providers, query, titles
 from ...semantic import search as semantic
-from ...store import SessionFilter, StoreReader
+from ...store import SearchStore, SessionFilter, StoreReader
 from ...store.annotation import ScoreTest
 from ...store.keywords import words_of
 from . import charts, over_time, timeline, tools
@@ -52,7 +52,7 @@ class Filters:
 SORTS = {"started": None, "cost": "cost_usd", "tokens": "tokens", "calls": "call_count", "errors": "error_count"}
 
 
-def sessions(store: StoreReader, f: Filters, sort: str, cursor: tuple[str, str] | None, limit: int = 50) -> dict:
+def sessions(store: SearchStore, f: Filters, sort: str, cursor: tuple[str, str] | None, limit: int = 50) -> dict:
     mode = (f.mode or semantic.default_mode(store)) if f.q else None
     if f.q and mode != "text":
         return {**_ranked_sessions(store, f, mode or "hybrid", sort, limit), "mode": mode}
@@ -79,7 +79,7 @@ def review(store: StoreReader, at: int, limit: int = 50) -> dict:
     return {"sessions": rows, "at": min(max(at, 0), max(len(rows) - 1, 0))}
 
 
-def _ranked_sessions(store: StoreReader, f: Filters, mode: str, sort: str, limit: int) -> dict:
+def _ranked_sessions(store: SearchStore, f: Filters, mode: str, sort: str, limit: int) -> dict:
     """The sessions of a ranked search's hits, in the order of each one's best hit (one page: ranks have no cursor),
     with up to three hits each."""
     found = semantic.search(store, f.q or "", mode, f.session_filter(None), RANKED_HITS)
@@ -131,7 +131,7 @@ def highlight(text: str, q: str, words: list[str] | None = None) -> Markup:
     return Markup("").join(out)
 
 
-def session(store: StoreReader, session_id: str, view: str, offset: int, limit: int = PAGE) -> dict:
+def session(store: SearchStore, session_id: str, view: str, offset: int, limit: int = PAGE) -> dict:
     """A page of the session's timeline (`limit` entries from `offset`); `limit=0`: all of it."""
     s = store.get_session(session_id, page=(offset, offset + limit) if limit else None)
     s = query.with_summaries(store, s)
@@ -218,11 +218,11 @@ def _curl(c: dict, body: str) -> str:
     """The call's request sent again with curl, to its protocol's endpoint."""
     protocol = providers.protocol_of(c.get("provider"), c["request"])
     quoted = shlex.quote(body)
-    return protocol.curl(quoted, c.get("model") or "MODEL") if protocol is providers.gemini else protocol.curl(quoted)
+    return protocol.curl(quoted, c.get("model") or "MODEL")
 
 
 def _python(c: dict, body: str) -> str:
-    send = providers.protocol_of(c.get("provider"), c["request"]).PYTHON_CALL
+    send = providers.protocol_of(c.get("provider"), c["request"]).python_call
     module = "google.genai" if send.startswith("google.") else send.split(".")[0]
     return f"import {module}, json\n\nrequest = json.loads({body!r})\n{send}(**request)"
 
