@@ -143,3 +143,22 @@ def test_every_json_answer_of_the_api_has_a_described_schema(tmp_path):
             if "$ref" not in schema and "properties" not in schema:
                 loose.append(f"{method.upper()} {path}")
     assert loose == []
+
+
+def test_a_call_and_a_session_declare_their_shared_fields_once():
+    """The export record and the API answer of a call extend one base (issue 33): a field added to a call is added
+    to both; the counters of a stored call or session are the usage's names, which every reader takes from TOKENS."""
+    from reasonlog.accounting import TOKENS as ACCOUNTED
+    from reasonlog.wire import CallJSON, CallRecord, SessionJSON, SessionRecord
+    from reasonlog.wire.shapes import TOKENS, CallFields, CountedJSON, SessionFields, UsageJSON
+
+    assert TOKENS == ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                      "cache_write_1h_tokens", "reasoning_tokens") == ACCOUNTED
+    assert tuple(CountedJSON.__annotations__) == tuple(UsageJSON.__annotations__) == TOKENS
+    shared = set(typing.get_type_hints(CallFields))
+    assert len(shared) == 25
+    assert shared <= set(typing.get_type_hints(CallJSON)) & set(typing.get_type_hints(CallRecord))
+    assert set(typing.get_type_hints(SessionFields)) <= set(typing.get_type_hints(SessionJSON)) \
+        & set(typing.get_type_hints(SessionRecord))
+    assert CallJSON.__orig_bases__ == CallRecord.__orig_bases__ == (CallFields,)  # extended, not copied
+    assert CountedJSON in SessionJSON.__orig_bases__ and CountedJSON in CallFields.__orig_bases__
