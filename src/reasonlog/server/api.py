@@ -7,8 +7,9 @@ never 404; a missing session or call is a 404; a bad parameter is a 400 or 422 n
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable, Mapping
 from datetime import date
-from typing import Any, Literal, cast
+from typing import Any, TypeVar
 
 import orjson
 from fastapi import APIRouter, Depends, HTTPException, Query
@@ -29,11 +30,13 @@ from ..wire import (
     SessionPageJSON,
     SessionsPageJSON,
     SimilarSessionsJSON,
+    StatKey,
     StatsJSON,
 )
 from ..wire.rules import RecordError
 from .errors import status_of
 
+T = TypeVar("T")
 MAX_PAGE = 500
 ERROR = {"content": {"application/json": {"example": {"detail": "what was wrong, naming the parameter"}}}}
 
@@ -47,7 +50,7 @@ def router(get_store: Any, reader: Any) -> APIRouter:
 
     @api.get("/runs", summary="Runs with their calls, tokens and cost")
     def runs(store: StoreReader = Depends(get_store)) -> RunsJSON:
-        return cast(RunsJSON, {"runs": query.stats(store, "run", SessionFilter(limit=None))})
+        return RunsJSON(runs=query.stats(store, "run", SessionFilter(limit=None)))
 
     @api.get("/sessions", summary="Sessions, newest first, filtered, searched and paged by cursor")
     def sessions(run: str | None = None, agent: str | None = None, model: str | None = None,
@@ -71,7 +74,7 @@ def router(get_store: Any, reader: Any) -> APIRouter:
             raise HTTPException(400, f"q: {exc}") from None
         more = len(page) > limit
         page = page[:limit]
-        return cast(SessionsPageJSON, {"sessions": page, "next_cursor": _next(page[-1]) if more and page else None})
+        return SessionsPageJSON(sessions=page, next_cursor=_next(page[-1]) if more and page else None)
 
     @api.get("/search", summary="Messages, tool results and outcomes that match q: as written (mode text), by"
                                  " keywords, by meaning (semantic), or both ranks fused (hybrid)")
@@ -85,14 +88,14 @@ def router(get_store: Any, reader: Any) -> APIRouter:
                store: StoreReader = Depends(get_store)) -> SearchJSON:
         flt = SessionFilter(run=run, agent=agent, model=model, status=status, since=_when("since", since),
                             until=_when("until", until), limit=None)
-        chosen = mode or semantic.default_mode(store)
         try:
+            chosen = semantic.mode_of(mode or semantic.default_mode(store))
             hits = semantic.search(store, q, chosen, flt, limit)
         except (ValueError, StoreError) as exc:
             about = "mode" if isinstance(exc, SemanticUnavailable) else "embeddings" if isinstance(
                 exc, EmbeddingFailed) else "q"
             raise HTTPException(status_of(exc), f"{about}: {exc}") from None
-        return cast(SearchJSON, {"mode": chosen, "hits": hits})
+        return SearchJSON(mode=chosen, hits=hits)
 
     @api.get("/sessions/{session_id}/similar", summary="Sessions like this one: nearest by the mean of their"
                                                        " embedded units (empty before anything is embedded)")
@@ -100,7 +103,7 @@ def router(get_store: Any, reader: Any) -> APIRouter:
                 store: StoreReader = Depends(get_store)) -> SimilarSessionsJSON:
         found = _found(lambda: store.resolve_id("session", session_id), "session", session_id)
         model, rows = semantic.similar_sessions(store, found, limit)
-        return cast(SimilarSessionsJSON, {"model": model, "sessions": rows})
+        return SimilarSessionsJSON(model=model, sessions=rows)
 
     @api.get("/sessions/{session_id}", summary="One session: its calls, exchanges, outcomes, a page of messages,"
                                                " and the summaries of the session, its exchanges and messages")
@@ -112,18 +115,16 @@ def router(get_store: Any, reader: Any) -> APIRouter:
         found = _found(lambda: store.get_session(store.resolve_id("session", session_id), page=(offset, end)),
                        "session", session_id)
         found = query.with_summaries(store, found)
-        inside = {k: [r for r in found[k] if offset <= r["message_idx"] < end] for k in ("tool_results", "outcomes")}
-        # a call whose inputs and reply fall on two pages belongs to its reply's
-        inside["calls"] = [c for c in found["calls"] if c["response_idx"] is None or offset <= c["response_idx"] < end]
         full = len(found["messages"]) + len(found["system_prompts"]) == limit  # positions are contiguous
-        return cast(SessionPageJSON, {**found, **inside, "next_offset": end if full else None})
+        return {**found, "tool_results": [r for r in found["tool_results"] if offset <= r["message_idx"] < end],
+                "outcomes": [r for r in found["outcomes"] if offset <= r["message_idx"] < end],
+                # a call whose inputs and reply fall on two pages belongs to its reply's
+                "calls": [c for c in found["calls"] if c["response_idx"] is None or offset <= c["response_idx"] < end],
+                "next_offset": end if full else None}
 
     @api.get("/calls/{call_id}", summary="One call: its request as sent, response, tokens, cost and timing")
     def call(call_id: str, store: StoreReader = Depends(get_store)) -> CallDetailJSON:
-        found = _found(lambda: store.get_call(store.resolve_id("call", call_id)), "call", call_id)
-        window = found.get("window")
-        shown = {k: v for k, v in window.items() if k not in ("map", "reply")} if window else None
-        return cast(CallDetailJSON, {**found, "window": shown})
+        return _found(lambda: store.get_call(store.resolve_id("call", call_id)), "call", call_id)
 
     @api.get("/calls/{call_id}/request", summary="The exact request a call sent (replay)")
     def request(call_id: str, store: StoreReader = Depends(get_store)) -> RequestBody:
@@ -133,7 +134,7 @@ def router(get_store: Any, reader: Any) -> APIRouter:
     def diff(a: str, b: str, store: StoreReader = Depends(get_store)) -> DiffJSON:
         first = _found(lambda: store.resolve_id("call", a), "call", a)
         second = _found(lambda: store.resolve_id("call", b), "call", b)
-        return cast(DiffJSON, query.diff_calls(store, first, second))
+        return query.diff_calls(store, first, second)
 
     @api.get("/outcomes", summary="What agents did (trades, moves, files), newest first")
     def outcomes(kind: str | None = None, run: str | None = None, agent: str | None = None,
@@ -144,20 +145,20 @@ def router(get_store: Any, reader: Any) -> APIRouter:
         flt = SessionFilter(run=run, agent=agent, model=model, since=_when("since", since),
                             until=_when("until", until), limit=limit)
         sid = None if session is None else _found(lambda: store.resolve_id("session", session), "session", session)
-        return cast(OutcomesJSON, {"outcomes": store.list_outcomes(flt, kind, sid)})
+        return OutcomesJSON(outcomes=store.list_outcomes(flt, kind, sid))
 
     @api.get("/stats", summary="Calls, errors, tokens by kind and cost, by day, model, agent, run or source")
-    def stats(by: Literal["day", "model", "agent", "run", "source"] = "day", run: str | None = None,
+    def stats(by: StatKey = "day", run: str | None = None,
               agent: str | None = None, model: str | None = None, since: str | None = None,
               until: str | None = None, store: StoreReader = Depends(get_store)) -> StatsJSON:
         flt = SessionFilter(run=run, agent=agent, model=model, since=_when("since", since),
                             until=_when("until", until), limit=None)
-        return cast(StatsJSON, {"by": by, "rows": query.stats(store, by, flt)})
+        return StatsJSON(by=by, rows=query.stats(store, by, flt))
 
     return api
 
 
-def _found(fetch: Any, what: str, ident: str) -> Any:
+def _found(fetch: Callable[[], T], what: str, ident: str) -> T:
     try:
         return fetch()
     except StoreError as exc:
@@ -194,7 +195,7 @@ def _when(name: str, value: str | None) -> str | None:
     raise HTTPException(400, f"{name}: {value!r} is not a valid date; expected YYYY-MM-DD or an ISO-8601 instant")
 
 
-def _next(session: dict) -> str:
+def _next(session: Mapping[str, Any]) -> str:
     return base64.urlsafe_b64encode(orjson.dumps([session["started_at"], session["id"]])).decode().rstrip("=")
 
 

@@ -33,14 +33,18 @@ class WindowJSON(TypedDict, total=False):
     chain: str
 
 
-class SessionJSON(SessionFields, CountedJSON):
-    """A session with its totals, by the accounting rule (reasonlog.accounting)."""
+class SessionTotalsJSON(CountedJSON):
+    """A session's totals, by the accounting rule (reasonlog.accounting)."""
 
     call_count: int
     error_count: int
     cost_usd: float | None
     calls_without_cost: int
     last_call_at: str | None
+
+
+class SessionJSON(SessionFields, SessionTotalsJSON):
+    """A session with its totals."""
 
 
 class AnnotationJSON(TypedDict):
@@ -86,8 +90,8 @@ class MessageJSON(TypedDict):
     summary: NotRequired[str | None]
 
 
-class SessionPageJSON(SessionJSON):
-    """A session with one page of its timeline and what is anchored in it."""
+class SessionDetailJSON(SessionJSON):
+    """A session with its timeline (or one page of it) and what is anchored in it."""
 
     message_count: int
     messages: list[MessageJSON]
@@ -98,6 +102,11 @@ class SessionPageJSON(SessionJSON):
     outcomes: list[dict[str, Any]]
     annotations: list[AnnotationJSON]
     session_summary: NotRequired[str | None]
+
+
+class SessionPageJSON(SessionDetailJSON):
+    """A session with one page of its timeline and what is anchored in it."""
+
     next_offset: int | None
 
 
@@ -126,6 +135,9 @@ class Tokens(UsageJSON):
     latency_ms_mean: float | None
 
 
+StatKey = Literal["day", "model", "agent", "run", "source"]  # what statistics are grouped by
+
+
 class StatsRowJSON(Tokens, total=False):
     """One group's totals; the group's key is the one asked for (`by`)."""
 
@@ -137,7 +149,7 @@ class StatsRowJSON(Tokens, total=False):
 
 
 class StatsJSON(TypedDict):
-    by: Literal["day", "model", "agent", "run", "source"]
+    by: StatKey
     rows: list[StatsRowJSON]
 
 
