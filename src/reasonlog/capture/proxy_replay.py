@@ -16,6 +16,7 @@ original's call #N), optionally asking another model.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -102,7 +103,7 @@ def sessions_beside(store: StoreReader, session_id: str) -> list[str]:
             if s["id"] != session_id and s.get("started_at") and low <= instant(s["started_at"]) <= high]
 
 
-def answer_of(call: dict) -> Answer:
+def answer_of(call: Mapping[str, Any]) -> Answer:
     """What the upstream answered: the bytes the proxy kept, or (a call recorded another way) its payload as
     JSON; its status (a failed call's own, 502 when the upstream was never reached)."""
     raw = call.get("raw")

@@ -195,7 +195,7 @@ def _json_value(value) -> str | None:
     return None
 
 
-def _orjson(rows: list[dict]) -> bytes:
+def _orjson(rows: list) -> bytes:
     import orjson
 
     return orjson.dumps(rows, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) + b"\n"

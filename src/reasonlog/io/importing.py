@@ -31,10 +31,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..capture.opening import store_writer
 from ..model import Event
 from ..store import Store
+
+if TYPE_CHECKING:
+    from ..store.answers import CallDetail
+    from ..wire.api import SessionDetailJSON
 from .import_file import BATCH_EVENTS, EVENT_KINDS, Copies, import_file
 from .importer import (  # noqa: F401  (also the names plug-ins take from here: docs/importing.md)
     BaseImporter,
@@ -231,10 +236,10 @@ class _Batched:
     def is_store_failure(self, exc: BaseException) -> bool:
         return self._store.is_store_failure(exc)
 
-    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict:
+    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> SessionDetailJSON:
         return self._written().get_session(session_id, page)
 
-    def get_call(self, call_id: str) -> dict:
+    def get_call(self, call_id: str) -> CallDetail:
         return self._written().get_call(call_id)
 
     def replay_call(self, call_id: str) -> dict:

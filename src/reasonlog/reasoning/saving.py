@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model import SessionStarted, stable_id, utc_now
 from ..redact import Redactor
+from ..wire.api import ReasoningRecordJSON
 from . import ReasonError
 from .policy import Policy
 from .records import prepare
@@ -22,7 +23,8 @@ if TYPE_CHECKING:  # the store is imported where a record is saved, not where th
 
 def save(store: ReasoningStore, policy: Policy, session: str, phase: str, compact: Any, *, agent: str | None = None,
          group: str | None = None, details: str | None = None, confidence: str | None = None,
-         references: list | None = None, artifacts_root: Path | None = None) -> tuple[dict | None, str]:
+         references: list | None = None, artifacts_root: Path | None = None
+         ) -> tuple[ReasoningRecordJSON | None, str]:
     """The record as stored (None when the policy skips the phase) and the one-line receipt."""
     if not isinstance(session, str) or not session:
         raise ReasonError("session: required, a session id or name")

@@ -48,7 +48,7 @@ def plan(store: StoreReader, call_ids: list[str], *, provider: str | None, model
         raise ReplayError("nothing to replay: the session has no calls")
     first = calls[0]
     target = target_for(provider, protocol_of(first.get("provider"), first["request"]), model, base_url)
-    return target, [_planned(call, target) for call in calls]
+    return target, [_planned(dict(call), target) for call in calls]
 
 
 def _planned(call: dict, target: Target) -> Planned:

@@ -3,7 +3,7 @@ session, an exchange or a call, as `reasonlog annotate` adds them (docs/review.m
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query
 from pydantic import BaseModel, Field
@@ -35,18 +35,21 @@ def router(get_writer: Callable[[], Store], get_reader: Callable[[], Store], rea
     async def create(body: AnnotationIn = Body(...), store: Store = Depends(get_writer)) -> AnnotationsJSON:
         added = await run_in_threadpool(_answer, lambda: store.annotate(
             body.target, note=body.note, labels=body.labels, scores=body.scores, by=body.by, source=body.source))
-        return cast(AnnotationsJSON, {"annotations": added})
+        return AnnotationsJSON(annotations=added)
 
     @api.get("/annotations", dependencies=[reader], responses=errors,
              summary="The annotations of a target (a session: with its exchanges' and calls'), or the newest 1,000")
     def list_annotations(target: str | None = Query(None, description="As for POST; none: the newest"),
                          store: Store = Depends(get_reader)) -> AnnotationsJSON:
-        return cast(AnnotationsJSON, {"annotations": _answer(lambda: store.list_annotations(target))})
+        return AnnotationsJSON(annotations=_answer(lambda: store.list_annotations(target)))
 
     return api
 
 
-def _answer(fetch: Any) -> Any:
+T = TypeVar("T")
+
+
+def _answer(fetch: Callable[[], T]) -> T:
     try:
         return fetch()
     except StoreError as exc:

@@ -3,7 +3,7 @@ machines, saved and read back exactly as `reasonlog reason save` does (see reaso
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, Field
@@ -44,7 +44,7 @@ def router(get_writer: Callable[[], Store], get_reader: Callable[[], Store], rea
                 references=record.references)
         except ReasonError as exc:
             raise HTTPException(400, str(exc)) from None
-        return cast(SavedRecordJSON, {"receipt": receipt, "record": saved})
+        return SavedRecordJSON(receipt=receipt, record=saved)
 
     @api.get("/reasoning-records", dependencies=[reader], summary="Reasoning records, in the order saved",
              responses={400: {"description": "A parameter that cannot name anything (a NUL byte, an ambiguous"
@@ -61,6 +61,6 @@ def router(get_writer: Callable[[], Store], get_reader: Callable[[], Store], rea
                 raise HTTPException(400, f"session: {exc}") from None
             if sid is None:
                 raise HTTPException(404, f"session: no session {session!r}")
-        return cast(ReasoningRecordsJSON, {"records": store.list_reasoning_records(sid, group, phase)})
+        return ReasoningRecordsJSON(records=store.list_reasoning_records(sid, group, phase))
 
     return api

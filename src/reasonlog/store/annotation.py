@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import new_id, utc_now
-from . import ids
+from ..wire.api import AnnotationJSON
+from . import answers, ids
 from .terms import SCORE_TEST, Invalid, NotFound, ScoreTest, finite_number
 
 SOURCES = ("human", "code", "llm")
@@ -85,7 +86,8 @@ def _score(name: Any, value: Any) -> tuple[str, str, float | None]:
     return name, repr(float(value)) if isinstance(value, float) else str(value), float(value)
 
 
-def add(cur, ref: str, items: list[tuple], author: str | None, source: str, replace: bool = False) -> list[dict]:
+def add(cur, ref: str, items: list[tuple], author: str | None, source: str,
+        replace: bool = False) -> list[AnnotationJSON]:
     """Write the items about `ref` (one transaction, the caller's); their rows in the API form. `replace`: first
     remove what the same author and source gave the same target under the same names (a check run again)."""
     if source not in SOURCES:
@@ -99,7 +101,7 @@ def add(cur, ref: str, items: list[tuple], author: str | None, source: str, repl
     rows = [dict(zip(COLUMNS, (new_id(), target.session_id, target.exchange_id, target.call_id, kind, name, value,
                                number, author, source, now), strict=True)) for kind, name, value, number in items]
     insert_rows(cur, rows)
-    return [shown(r) for r in rows]
+    return [answers.annotation(r) for r in rows]
 
 
 def _remove_earlier(cur, target: Target, items: list[tuple], author: str | None, source: str) -> None:
@@ -119,34 +121,25 @@ def insert_rows(cur, rows: list[dict]) -> None:
                     [[r[c] for c in COLUMNS] for r in rows])
 
 
-def shown(row: dict) -> dict:
-    """The API form: `value` a number for a numeric score, `by` for the author."""
-    out = {k: row[k] for k in COLUMNS if k not in ("number", "author")}
-    out["by"] = row["author"]
-    if row["kind"] == "score" and row["number"] is not None:
-        out["value"] = row["number"]
-    return out
-
-
 def rows_of(cur, session_id: str) -> list[dict]:
     """A session's annotations as stored, oldest first."""
     return [dict(zip(COLUMNS, r, strict=True)) for r in cur.execute(
         f"SELECT {', '.join(COLUMNS)} FROM annotations WHERE session_id = ? ORDER BY created_at, id", (session_id,))]
 
 
-def list_for(cur, ref: str | None) -> list[dict]:
+def list_for(cur, ref: str | None) -> list[AnnotationJSON]:
     """The annotations of a target (a session: with those of its exchanges and calls), or the newest 1,000."""
     if ref is None:
         rows = [dict(zip(COLUMNS, r, strict=True)) for r in cur.execute(
             f"SELECT {', '.join(COLUMNS)} FROM annotations ORDER BY created_at DESC, id DESC LIMIT 1000")]
-        return [shown(r) for r in rows]
+        return [answers.annotation(r) for r in rows]
     target = resolve_target(cur, ref)
     rows = rows_of(cur, target.session_id)
     if target.call_id is not None:
         rows = [r for r in rows if r["call_id"] == target.call_id]
     elif target.exchange_id is not None:
         rows = [r for r in rows if r["exchange_id"] == target.exchange_id]
-    return [shown(r) for r in rows]
+    return [answers.annotation(r) for r in rows]
 
 
 def filter_sql(scores: tuple[ScoreTest, ...], has_note: bool, alias: str) -> tuple[list[str], list]:

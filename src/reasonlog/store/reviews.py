@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..wire.api import AnnotationJSON
 from . import reading
 from .annotation import add, items_of, list_for
 from .terms import SessionFilter
@@ -37,12 +38,12 @@ class AnnotationStore:
 
     def annotate(self, target: str, note: str | None = None, labels: dict[str, str] | None = None,
                  scores: dict[str, float | int | str] | None = None, by: str | None = None,
-                 source: str = "human", replace: bool = False) -> list[dict]:
+                 source: str = "human", replace: bool = False) -> list[AnnotationJSON]:
         """Add a note, labels and scores to a session, an exchange or a call (`SESSION#N`); the rows added.
         `replace`: first remove what `by` (with `source`) gave this target under the same names."""
         return self._write(add, target, items_of(note, labels, scores), by, source, replace)
 
-    def list_annotations(self, target: str | None = None) -> list[dict]:
+    def list_annotations(self, target: str | None = None) -> list[AnnotationJSON]:
         """The annotations of a session (with its exchanges' and calls'), an exchange or a call; oldest first."""
         return self._read(list_for, target)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ..wire.api import SessionJSON, SimilarSessionJSON
 from . import keywords, reading, units, vector_index, vectors
 from .terms import SessionFilter
 
@@ -145,7 +146,7 @@ class SemanticStore:
         if not self.exact_vectors and (model, dim) not in (self._vector_indexes or {}):
             self._read(lambda cur: self._vector_index(model, dim).refresh(cur))
 
-    def similar_sessions(self, session_id: str, model: str, limit: int = 10) -> list[dict]:
+    def similar_sessions(self, session_id: str, model: str, limit: int = 10) -> list[SimilarSessionJSON]:
         """The sessions whose mean unit vector is nearest this session's, best first, as `list_sessions` rows with a
         `score`; empty when this session has no vector of `model` yet."""
         query = self._read(vectors.session_vector, model, session_id)
@@ -155,5 +156,5 @@ class SemanticStore:
         if not ranked:
             return []
         found = self._read(reading.list_sessions, SessionFilter(limit=None), [sid for sid, _ in ranked])
-        rows = {r["id"]: r for r in found}
-        return [{**rows[sid], "score": round(score, 6)} for sid, score in ranked if sid in rows]
+        rows: dict[str, SessionJSON] = {r["id"]: r for r in found}
+        return [SimilarSessionJSON(**rows[sid], score=round(score, 6)) for sid, score in ranked if sid in rows]

@@ -13,8 +13,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Literal, ParamSpec, TypeVar
 
 from ..model import Event
+from ..wire.api import OutcomeJSON, ReasoningRecordJSON, SessionDetailJSON, SessionJSON
 from ..wire.rules import RecordError
 from . import ids, imported, kept, keys, mirrored, overview, reading, records, search, usage
+from .answers import CallDetail
 from .content import Dictionaries
 from .contents import ContentWriter
 from .dbapi import Cursor, ids_by_hash
@@ -222,26 +224,26 @@ class SQLStore(SemanticStore, AnnotationStore):
             finally:
                 cur.execute("COMMIT")
 
-    def list_sessions(self, flt: SessionFilter) -> list[dict]:
+    def list_sessions(self, flt: SessionFilter) -> list[SessionJSON]:
         if flt.text is None:
             return self._read(reading.list_sessions, flt)
 
-        def found(cur: Cursor) -> list[dict]:
+        def found(cur: Cursor) -> list[SessionJSON]:
             ids = search.matching_sessions(cur, self._dicts, flt, self.index)
             return reading.list_sessions(cur, SessionFilter(limit=None), ids) if ids else []
         return self._read(found)
 
     def list_outcomes(self, flt: SessionFilter, kind: str | None = None,
-                      session_id: str | list[str] | None = None) -> list[dict]:
+                      session_id: str | list[str] | None = None) -> list[OutcomeJSON]:
         """Outcomes (a trade, a move) of the sessions `flt` selects (and `session_id`: one id, or a list of ids),
         newest first; at most `flt.limit`."""
         return self._read(reading.list_outcomes, flt, kind, session_id)
 
-    def session_row(self, session_id: str) -> dict:
+    def session_row(self, session_id: str) -> SessionJSON:
         """The session's row with its totals, as `list_sessions` gives it: no timeline, no calls."""
         return self._read(reading.session_row, session_id)
 
-    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict:
+    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> SessionDetailJSON:
         """The session; with `page` (first, end), only its timeline entries with idx in [first, end)."""
         return self._read(reading.get_session, session_id, self._dicts, page)
 
@@ -253,7 +255,7 @@ class SQLStore(SemanticStore, AnnotationStore):
         """Messages (timeline entries whose role is not system) of each of these sessions."""
         return self._read(reading.count_messages, list(session_ids))
 
-    def get_call(self, call_id: str) -> dict:
+    def get_call(self, call_id: str) -> CallDetail:
         return self._read(reading.get_call, call_id, self._dicts)
 
     def first_prompts(self, session_ids: Iterable[str]) -> dict[str, object]:
@@ -319,7 +321,7 @@ class SQLStore(SemanticStore, AnnotationStore):
 
     def list_reasoning_records(self, session_id: str | None = None, group: str | None = None,
                                phase: str | None = None, record_id: str | None = None,
-                               include_held: bool = True) -> list[dict]:
+                               include_held: bool = True) -> list[ReasoningRecordJSON]:
         """Reasoning records in the order they were saved (see store/records.py)."""
         return self._read(records.list_records, session_id, group, phase, record_id, include_held)
 

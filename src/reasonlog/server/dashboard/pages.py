@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from ...semantic import search as semantic
 from ...store import SearchStore, SessionFilter, StoreReader
 from ...store.annotation import ScoreTest
 from ...store.keywords import words_of
+from ...wire import SessionJSON
 from . import charts, over_time, timeline, tools
 
 PAGE = 200  # timeline entries a session page shows
@@ -56,7 +58,7 @@ def sessions(store: SearchStore, f: Filters, sort: str, cursor: tuple[str, str] 
     mode = (f.mode or semantic.default_mode(store)) if f.q else None
     if f.q and mode != "text":
         return {**_ranked_sessions(store, f, mode or "hybrid", sort, limit), "mode": mode}
-    rows = store.list_sessions(f.session_filter(limit + 1, cursor))
+    rows: list[dict[Any, Any]] = [dict(r) for r in store.list_sessions(f.session_filter(limit + 1, cursor))]
     more = len(rows) > limit
     rows = rows[:limit]
     _decorate(store, rows)
@@ -87,7 +89,7 @@ def _ranked_sessions(store: SearchStore, f: Filters, mode: str, sort: str, limit
     for h in found:
         if len(hits.setdefault(h["session_id"], [])) < 3:
             hits[h["session_id"]].append(highlight(h["snippet"], f.q or "", words_of(f.q or "")))
-    rows = [store.session_row(sid) for sid in list(hits)[:limit]]
+    rows: list[dict[Any, Any]] = [dict(store.session_row(sid)) for sid in list(hits)[:limit]]
     _decorate(store, rows)
     if SORTS.get(sort):
         rows.sort(key=lambda s: s.get(SORTS[sort]) or 0, reverse=True)
@@ -133,8 +135,8 @@ def highlight(text: str, q: str, words: list[str] | None = None) -> Markup:
 
 def session(store: SearchStore, session_id: str, view: str, offset: int, limit: int = PAGE) -> dict:
     """A page of the session's timeline (`limit` entries from `offset`); `limit=0`: all of it."""
-    s = store.get_session(session_id, page=(offset, offset + limit) if limit else None)
-    s = query.with_summaries(store, s)
+    s: dict[str, Any] = dict(query.with_summaries(store, store.get_session(
+        session_id, page=(offset, offset + limit) if limit else None)))
     s["title"] = titles.title_of(s, None if (s.get("labels") or {}).get("title") else
                                  store.first_prompts([s["id"]]).get(s["id"]))
     shown = {m["idx"] for m in s["messages"]} | {p["idx"] for p in s.get("system_prompts", ())}
@@ -154,12 +156,13 @@ def session(store: SearchStore, session_id: str, view: str, offset: int, limit: 
             item["latency_ms"] = call.get("latency_ms")
             item["bar"] = charts.fullness(_window_tokens(call), window_of(call.get("model")))
     children = store.list_sessions(SessionFilter(parent=s["id"], limit=None))
-    spawned: dict[str, list[dict]] = {}
+    spawned: dict[str, list[SessionJSON]] = {}
     for child in children:
         spawned.setdefault(child.get("parent_call_id") or "", []).append(child)
     _, similar = semantic.similar_sessions(store, s["id"], SIMILAR)
-    _decorate(store, similar)
-    return {"session": s, "items": items, "view": view, "offset": offset, "limit": limit, "similar": similar,
+    shown_similar: list[dict[Any, Any]] = [dict(r) for r in similar]
+    _decorate(store, shown_similar)
+    return {"session": s, "items": items, "view": view, "offset": offset, "limit": limit, "similar": shown_similar,
             "total": s["message_count"], "records": store.list_reasoning_records(s["id"]), "spawned": spawned,
             "summaries": {m["idx"]: m.get("summary") for m in s["messages"]}}
 
@@ -172,12 +175,12 @@ def session_timeline(store: StoreReader, session_id: str, offset: int) -> dict:
             "total": spans["total_calls"], "shown": len(spans["calls"]), "spent": timeline.spent(rows)}
 
 
-def _anchor(call: dict, shown: set[int], first: int, end: int) -> bool:
+def _anchor(call: Mapping[str, Any], shown: set[int], first: int, end: int) -> bool:
     at = call.get("response_idx")
     return first <= at < end if at is not None else any(first <= i < end for i in shown)
 
 
-def _window_tokens(call: dict) -> int:
+def _window_tokens(call: Mapping[str, Any]) -> int:
     return sum(call.get(k) or 0 for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
 
 
@@ -214,14 +217,14 @@ def _calls_near(store: StoreReader, session_id: str, idx: int, around: int = 25)
     return near
 
 
-def _curl(c: dict, body: str) -> str:
+def _curl(c: Mapping[str, Any], body: str) -> str:
     """The call's request sent again with curl, to its protocol's endpoint."""
     protocol = providers.protocol_of(c.get("provider"), c["request"])
     quoted = shlex.quote(body)
     return protocol.curl(quoted, c.get("model") or "MODEL")
 
 
-def _python(c: dict, body: str) -> str:
+def _python(c: Mapping[str, Any], body: str) -> str:
     send = providers.protocol_of(c.get("provider"), c["request"]).python_call
     module = "google.genai" if send.startswith("google.") else send.split(".")[0]
     return f"import {module}, json\n\nrequest = json.loads({body!r})\n{send}(**request)"
@@ -235,7 +238,8 @@ def usage(store: StoreReader, since: str | None, until: str | None, split: str =
     Days whose calls recorded no tokens and no cost (an import without usage) are folded into one line."""
     split = split if split in SPLITS else "model"
     flt = SessionFilter(since=since, until=until, limit=None)
-    tables = {by: query.stats(store, by, flt, latency=False) for by in ("day", "model", "agent", "source")}
+    tables: dict[str, Sequence[Mapping[str, Any]]] = {by: query.stats(store, by, flt, latency=False)
+                                                     for by in ("day", "model", "agent", "source")}
     cache = sum(r["cache_read_tokens"] or 0 for r in tables["day"])
     prompt = sum((r["input_tokens"] or 0) + (r["cache_read_tokens"] or 0) + (r["cache_write_tokens"] or 0)
                  for r in tables["day"])
@@ -252,7 +256,7 @@ def usage(store: StoreReader, since: str | None, until: str | None, split: str =
                       "saved_usd": _cache_savings(tables["model"])}}
 
 
-def _cache_savings(by_model: list[dict]) -> float | None:
+def _cache_savings(by_model: Sequence[Mapping[str, Any]]) -> float | None:
     """What the cache reads would have cost as fresh input, less what they cost: over the models priced."""
     from ...pricing import load_price_table
 
@@ -265,7 +269,7 @@ def _cache_savings(by_model: list[dict]) -> float | None:
     return saved if priced else None
 
 
-def _tokens(row: dict) -> float:
+def _tokens(row: Mapping[str, Any]) -> float:
     return float(sum(row.get(k) or 0 for k in ("input_tokens", "output_tokens", "cache_read_tokens",
                                                "cache_write_tokens")))
 
