@@ -225,6 +225,22 @@ def stats_groups(cur, by: str, flt, latencies: bool) -> dict[str | None, dict]:
     return out
 
 
+def series_groups(cur, split: str, flt) -> list[tuple[str, str, float, float | None, int]]:
+    """What the usage chart draws by day and `split` (model or agent): (day, name or '', tokens, cost or None,
+    calls without a cost), in order of day then name, as `stats_groups(cur, "day+" + split, ...)` totals them.
+
+    Read as plain rows from the kept sums when they answer alone (10,000 points cost no dict each); with an
+    irregular session under the filter, or a filter the kept rows do not answer, from `stats_groups`."""
+    if rollups.answers(flt) and not rollups.irregular_ids(cur, flt):
+        return rollups.series(cur, split, flt)
+    out = []
+    for key, t in stats_groups(cur, f"day+{split}", flt, False).items():
+        day, _, name = str(key).partition(PAIR)
+        out.append((day, name, float(sum(t[c] or 0 for c in rollups.CHART_TOKENS)), t["cost_usd"],
+                    t["calls_without_cost"]))
+    return out
+
+
 def _daily_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
     """`stats_groups` from `usage_daily` and `latency_daily`: the irregular sessions' kept sums taken out and their
     ledger entries added (the histograms count their calls already: the rule changes no call's latency)."""

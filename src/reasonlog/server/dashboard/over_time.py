@@ -4,6 +4,7 @@ between two drawn days is one narrow break (`⋯`) that says how many there were
 as "—", never as a zero bar."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -31,20 +32,20 @@ class Day:
         return sum(self.cost.values()) if self.cost else None
 
 
-def days_of(groups: dict[str | None, dict], tokens_of) -> tuple[list[Day], list[str]]:
-    """Days with usage, in order, from totals keyed `day<TAB>series`; and the series, the largest first (those
-    past COLOURS folded into "other")."""
+def days_of(points: Iterable[tuple[str, str, float, float | None, int]]) -> tuple[list[Day], list[str]]:
+    """Days with usage, in order, from points (day, series, tokens, cost or None, calls without a cost) as the
+    store's `usage_series` gives them; and the series, the largest first (those past COLOURS folded into
+    "other")."""
     by_day: dict[str, Day] = {}
     size: dict[str, float] = {}
-    for key, t in groups.items():
-        day, _, series = str(key).partition("\t")
+    for day, series, tokens, cost, unpriced in points:
         series = series or "(none)"
-        d = by_day.setdefault(day, Day(day))
-        d.tokens[series] = d.tokens.get(series, 0) + tokens_of(t)
-        if t["cost_usd"] is not None:
-            d.cost[series] = d.cost.get(series, 0) + t["cost_usd"]
-        d.unpriced += t["calls_without_cost"]
-        size[series] = size.get(series, 0) + tokens_of(t) + 1e6 * (t["cost_usd"] or 0)
+        d = by_day.get(day) or by_day.setdefault(day, Day(day))
+        d.tokens[series] = d.tokens.get(series, 0) + tokens
+        if cost is not None:
+            d.cost[series] = d.cost.get(series, 0) + cost
+        d.unpriced += unpriced
+        size[series] = size.get(series, 0) + tokens + 1e6 * (cost or 0)
     names = sorted((n for n in size if size[n] > 0), key=lambda n: -size[n])  # only what is drawn
     if len(names) > COLOURS:
         kept = set(names[:COLOURS - 1])

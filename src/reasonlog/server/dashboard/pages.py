@@ -244,7 +244,7 @@ def usage(store: StoreReader, since: str | None, until: str | None, split: str =
     charts_of = {by: {"tokens": charts.bars([(str(r[by]), _tokens(r)) for r in rows]),
                       "cost": charts.bars([(str(r[by]), r["cost_usd"]) for r in rows], "$")}
                  for by, rows in tables.items() if by != "day"}
-    days, names = over_time.days_of(store.usage_groups(f"day+{split}", flt, latencies=False), _tokens)
+    days, names = over_time.days_of(store.usage_series(split, flt))
     return {"tables": tables, "charts": charts_of, "since": since, "until": until, "split": split,
             "splits": SPLITS, "over_time": over_time.chart(days, names), "legend": over_time.legend(names),
             "quiet": {"days": [r["day"] for r in quiet], "calls": sum(r["calls"] for r in quiet)},
