@@ -8,6 +8,7 @@ keeps and which sessions it does not answer for.
 """
 
 STAT_KEYS = ("day", "model", "agent", "run", "source")
+PAIR = "\t"  # between the keys of a pair (`day+model`) in its one text: a name holds no tab
 # Must equal reasonlog.accounting.TOKENS (tests/test_cli_quick_stats.py checks it): the rollup's columns.
 TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens",
           "reasoning_tokens")

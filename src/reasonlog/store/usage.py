@@ -19,6 +19,7 @@ from ..usage_sql import (
     DAILY_KEYS,
     GROUP_KEYS,
     IRREGULAR,
+    PAIR,
     SUMS,
     bucket_of,
     grouped_sql,
@@ -238,7 +239,7 @@ def series_groups(cur, split: str, flt) -> list[tuple[str, str, float, float | N
         day, _, name = str(key).partition(PAIR)
         out.append((day, name, float(sum(t[c] or 0 for c in rollups.CHART_TOKENS)), t["cost_usd"],
                     t["calls_without_cost"]))
-    return out
+    return sorted(out, key=lambda point: point[:2])
 
 
 def _daily_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
@@ -297,15 +298,15 @@ def session_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
     return out
 
 
-PAIR = "\t"  # between the two keys of a pair (`day+model`): a name holds no tab
 
 
 def _key_sql(keys: dict[str, str], by: str) -> str:
-    """A statistics key as SQL; a pair `day+model` groups by both, as one text `2025-10-02<TAB>gpt-5`."""
+    """A statistics key as SQL; a pair `day+model` (or more, `model+agent+source`) groups by each, as one text
+    `2025-10-02<TAB>gpt-5`, '' for none."""
     if "+" not in by:
         return keys[by]
-    first, second = by.split("+")
-    return f"({keys[first]} || '{PAIR}' || COALESCE({keys[second]}, ''))"
+    parts = [keys[k] if k == "day" else f"COALESCE({keys[k]}, '')" for k in by.split("+")]  # a day is never NULL
+    return "(" + f" || '{PAIR}' || ".join(parts) + ")"
 
 
 def _entry_key(by: str, entry: dict) -> Any:

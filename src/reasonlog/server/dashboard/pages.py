@@ -235,7 +235,8 @@ def usage(store: StoreReader, since: str | None, until: str | None, split: str =
     Days whose calls recorded no tokens and no cost (an import without usage) are folded into one line."""
     split = split if split in SPLITS else "model"
     flt = SessionFilter(since=since, until=until, limit=None)
-    tables = {by: query.stats(store, by, flt, latency=False) for by in ("day", "model", "agent", "source")}
+    tables = {"day": query.stats(store, "day", flt, latency=False),
+              **query.stats_each(store, ("model", "agent", "source"), flt)}
     cache = sum(r["cache_read_tokens"] or 0 for r in tables["day"])
     prompt = sum((r["input_tokens"] or 0) + (r["cache_read_tokens"] or 0) + (r["cache_write_tokens"] or 0)
                  for r in tables["day"])
