@@ -210,9 +210,10 @@ def series(cur, split: str, flt) -> list[tuple[str, str, float, float | None, in
     sql = (f"SELECT d.day, d.{split}, CAST(SUM({tokens}) AS BIGINT), SUM(d.cost_usd),"
            f" CAST(SUM(d.priced) AS BIGINT), CAST(SUM(d.calls_without_cost) AS BIGINT) FROM usage_daily d"
            f"{' WHERE ' + ' AND '.join(where) if where else ''} GROUP BY d.day, d.{split}"
-           f" HAVING SUM(d.calls) <> 0 ORDER BY d.day, d.{split}")
-    return [(day, name, float(tokens), round(0.0 + cost, 12) if priced else None, unpriced)
-            for day, name, tokens, cost, priced, unpriced in cur.execute(sql, args)]
+           f" HAVING SUM(d.calls) <> 0")
+    return sorted((day, name, float(tokens), round(0.0 + cost, 12) if priced else None, unpriced)  # (day, name):
+                  for day, name, tokens, cost, priced, unpriced in cur.execute(sql, args))  # unique, sorted here:
+    # PostgreSQL hashes 10,000 groups then sorts them (18 ms there), SQLite reads them in order already
 
 
 def irregular_sums(cur, key_sql: str, flt, ids: list[str]) -> dict[Any, tuple]:
