@@ -213,8 +213,8 @@ def test_the_usage_charts_points_are_plain_rows_by_day_and_model(db):
     a model no price covers has cost None, never 0."""
     recorder = reasonlog.Recorder(db)
     s = recorder.session(agent="lead", run="r")
-    for model, day, cost in (("gpt-5", "2025-03-02", 0.25), ("gpt-5", "2025-03-01", 0.5), ("my-local", "2025-03-01", None),
-                             ("gpt-5", "2025-03-01", 0.125)):
+    for model, day, cost in (("gpt-5", "2025-03-02", 0.25), ("gpt-5", "2025-03-01", 0.5),
+                             ("my-local", "2025-03-01", None), ("gpt-5", "2025-03-01", 0.125)):
         s.call(request={"model": model, "messages": []}, model=model, provider="openai", cost_usd=cost,
                usage=reasonlog.Usage(input_tokens=100, output_tokens=10, cache_read_tokens=1000),
                started_at=f"{day}T10:00:00Z")
