@@ -19,6 +19,12 @@ sessions' units cut once and cached with the database, each text given a SYNTHET
 whose cost is printed beside). p50 and p95 are printed against each target, beside `GET /healthz` measured the
 same way (the floor: HTTP and the framework alone).
 
+`--scale 10000,100000` (issue 35): every route (`--usage-only`: the usage routes) at each size, with each figure's
+ratio to the smallest size's and the machine's load beside it; missing archives are built first (SQLite through
+`write_batch`; PostgreSQL the smallest through `write_batch`, a multiple of it grown in SQL by grow_pg_archive.py).
+`--baseline DIR/src` also measures the usage routes of another tree's server (`git archive main src | tar -x -C DIR`)
+on the same archive in the same run, with this tree's ratio to it.
+
 Ingestion: the medium workload (`../shared/bench/workload.py`) recorded by a `Recorder` into a local file
 (in-process), then by a `Recorder("http://…")` through a second server into a fresh database, both timed
 until every call is durable; the ratio is HTTP's rate over in-process's (target >= 0.5).
