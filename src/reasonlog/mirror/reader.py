@@ -125,8 +125,8 @@ def _totals(row: tuple, latencies: bool) -> dict:
 def _key(by: str) -> str:
     if "+" not in by:
         return STAT_KEYS[by]
-    first, second = by.split("+")
-    return f"concat(ifNull({STAT_KEYS[first]}, ''), '{PAIR}', ifNull({STAT_KEYS[second]}, ''))"
+    parts = f", '{PAIR}', ".join(f"ifNull({STAT_KEYS[k]}, '')" for k in by.split("+"))  # a pair, or more
+    return f"concat({parts})"
 
 
 def _span(flt: SessionFilter) -> str:

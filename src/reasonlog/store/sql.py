@@ -282,6 +282,10 @@ class SQLStore(SemanticStore, AnnotationStore):
         """Totals grouped by day, model, agent, run or source, by the accounting rule (see store/usage.py)."""
         return self._read(usage.stats_groups, by, flt, latencies)
 
+    def usage_series(self, split: str, flt: SessionFilter) -> list[tuple[str, str, float, float | None, int]]:
+        """The usage chart's points by day and model or agent (see store/usage.py's `series_groups`)."""
+        return self._read(usage.series_groups, split, flt)
+
     def mirror_fingerprints(self) -> tuple[dict[str, tuple[str, str | None]], tuple[str | None, str]]:
         """Every session's fingerprint and parent, and the record's mark, in one snapshot (store/mirrored.py)."""
         return self._read(lambda cur: (mirrored.fingerprints(cur), mirrored.mark(cur)))

@@ -19,6 +19,7 @@ from .usage_sql import (
     DAILY_KEYS,
     GROUP_KEYS,
     IRREGULAR,
+    PAIR,
     SUMS,
     bucket_of,
     grouped_sql,
@@ -77,6 +78,22 @@ def stats_groups(cur, by: str, flt, latencies: bool) -> dict[str | None, dict]:
     return out
 
 
+def series_groups(cur, split: str, flt) -> list[tuple[str, str, float, float | None, int]]:
+    """What the usage chart draws by day and `split` (model or agent): (day, name or '', tokens, cost or None,
+    calls without a cost), in order of day then name, as `stats_groups(cur, "day+" + split, ...)` totals them.
+
+    Read as plain rows from the kept sums when they answer alone (10,000 points cost no dict each); with an
+    irregular session under the filter, or a filter the kept rows do not answer, from `stats_groups`."""
+    if rollups.answers(flt) and not rollups.irregular_ids(cur, flt):
+        return rollups.series(cur, split, flt)
+    out = []
+    for key, t in stats_groups(cur, f"day+{split}", flt, False).items():
+        day, _, name = str(key).partition(PAIR)
+        out.append((day, name, float(sum(t[c] or 0 for c in rollups.CHART_TOKENS)), t["cost_usd"],
+                    t["calls_without_cost"]))
+    return sorted(out, key=lambda point: point[:2])
+
+
 def _daily_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
     """`stats_groups` from `usage_daily` and `latency_daily`: the irregular sessions' kept sums taken out and their
     ledger entries added (the histograms count their calls already: the rule changes no call's latency)."""
@@ -131,15 +148,15 @@ def session_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
     return out
 
 
-PAIR = "\t"  # between the two keys of a pair (`day+model`): a name holds no tab
 
 
 def _key_sql(keys: dict[str, str], by: str) -> str:
-    """A statistics key as SQL; a pair `day+model` groups by both, as one text `2025-10-02<TAB>gpt-5`."""
+    """A statistics key as SQL; a pair `day+model` (or more, `model+agent+source`) groups by each, as one text
+    `2025-10-02<TAB>gpt-5`, '' for none."""
     if "+" not in by:
         return keys[by]
-    first, second = by.split("+")
-    return f"({keys[first]} || '{PAIR}' || COALESCE({keys[second]}, ''))"
+    parts = [keys[k] if k == "day" else f"COALESCE({keys[k]}, '')" for k in by.split("+")]  # a day is never NULL
+    return "(" + f" || '{PAIR}' || ".join(parts) + ")"
 
 
 def _entry_key(by: str, entry: dict) -> Any:

@@ -238,8 +238,9 @@ def usage(store: StoreReader, since: str | None, until: str | None, split: str =
     Days whose calls recorded no tokens and no cost (an import without usage) are folded into one line."""
     split = split if split in SPLITS else "model"
     flt = SessionFilter(since=since, until=until, limit=None)
-    tables: dict[str, Sequence[Mapping[str, Any]]] = {by: query.stats(store, by, flt, latency=False)
-                                                     for by in ("day", "model", "agent", "source")}
+    tables: dict[str, Sequence[Mapping[str, Any]]] = {
+        "day": query.stats(store, "day", flt, latency=False),
+        **query.stats_each(store, ("model", "agent", "source"), flt)}
     cache = sum(r["cache_read_tokens"] or 0 for r in tables["day"])
     prompt = sum((r["input_tokens"] or 0) + (r["cache_read_tokens"] or 0) + (r["cache_write_tokens"] or 0)
                  for r in tables["day"])
@@ -248,7 +249,7 @@ def usage(store: StoreReader, since: str | None, until: str | None, split: str =
     charts_of = {by: {"tokens": charts.bars([(str(r[by]), _tokens(r)) for r in rows]),
                       "cost": charts.bars([(str(r[by]), r["cost_usd"]) for r in rows], "$")}
                  for by, rows in tables.items() if by != "day"}
-    days, names = over_time.days_of(store.usage_groups(f"day+{split}", flt, latencies=False), _tokens)
+    days, names = over_time.days_of(store.usage_series(split, flt))
     return {"tables": tables, "charts": charts_of, "since": since, "until": until, "split": split,
             "splits": SPLITS, "over_time": over_time.chart(days, names), "legend": over_time.legend(names),
             "quiet": {"days": [r["day"] for r in quiet], "calls": sum(r["calls"] for r in quiet)},
