@@ -127,7 +127,7 @@ def unfilled(cur) -> list[tuple[str, int]]:
     return [(m, d) for m, d in cur.execute("SELECT DISTINCT model, dim FROM unit_vectors WHERE embedding IS NULL")]
 
 
-def fill(cur, limit: int = FILL) -> int:
+def fill(cur, limit: int) -> int:
     """Give up to `limit` vectors stored without it their `embedding`, oldest first; how many."""
     rows = cur.execute("SELECT id, vector FROM unit_vectors WHERE embedding IS NULL ORDER BY id LIMIT ?",
                        (limit,)).fetchall()
@@ -230,7 +230,7 @@ class PgVectorStore:
             self._index(schema, model, dim)
         done = 0
         while stop is None or not stop.is_set():
-            n = self._write(fill)
+            n = self._write(fill, FILL)
             done += n
             if n < FILL:
                 break
