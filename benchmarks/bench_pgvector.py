@@ -43,8 +43,9 @@ def vectors(kind: str, n: int, rng: np.random.Generator, centres: np.ndarray) ->
     return (m / np.linalg.norm(m, axis=1, keepdims=True)).astype("<f4")
 
 
-def build(url: str, units: int, kind: str, rng: np.random.Generator, centres: np.ndarray) -> None:
-    """Sessions, texts, units and vectors (with `embedding`) written with COPY, then the HNSW index made."""
+def build(url: str, units: int, kind: str, rng: np.random.Generator, centres: np.ndarray) -> np.ndarray:
+    """Sessions, texts, units and vectors (with `embedding`) written with COPY, then the HNSW index made; the
+    vectors written."""
     open_store(url).close()  # created and migrated: the extension and `embedding` are there
     with psycopg.connect(url, autocommit=True) as conn:
         schema = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
@@ -54,14 +55,17 @@ def build(url: str, units: int, kind: str, rng: np.random.Generator, centres: np
         with conn.cursor().copy("COPY sessions (id, started_at, status, agent) FROM STDIN") as copy:
             for n in range(max(1, units // 100)):
                 copy.write_row((f"s{n:06d}", f"2026-01-01T00:00:{n % 60:02d}.000000Z", "completed", f"a{n % AGENTS}"))
+        chunks = []
         for start in range(0, units, CHUNK):
-            _copy_chunk(conn, start, vectors(kind, min(CHUNK, units - start), rng, centres))
+            chunks.append(vectors(kind, min(CHUNK, units - start), rng, centres))
+            _copy_chunk(conn, start, chunks[-1])
             print(f"  {min(start + CHUNK, units):,} units written", end="\r", file=sys.stderr)
         started = time.process_time(), time.perf_counter()
         conn.execute("SET maintenance_work_mem = '2GB'")
         conn.execute(index_sql(schema[0], MODEL, DIM))
         conn.execute("ANALYZE")
         print(f"\nHNSW index made in {time.perf_counter() - started[1]:.0f} s", file=sys.stderr)
+    return np.concatenate(chunks)
 
 
 def _copy_chunk(conn: psycopg.Connection, start: int, matrix: np.ndarray) -> None:
@@ -100,13 +104,41 @@ def measure(store, pid: int, queries: np.ndarray, flt: SessionFilter) -> tuple[l
                      "cpu": statistics.mean(cpu), "server": statistics.mean(server)}
 
 
-def compare(url: str, queries: np.ndarray) -> None:
+def warm_index(url: str) -> None:
+    """Read the HNSW index's files once, into the OS cache, as a server whose memory holds its index has it (pgvector's
+    guidance; the CI server's shared_buffers are 128 MB, and on a loaded disk a cold index took 3-23 s a query)."""
+    with psycopg.connect(url) as conn:
+        folder = conn.execute("SELECT current_setting('data_directory')").fetchone()[0]
+        files = [r[0] for r in conn.execute("SELECT pg_relation_filepath(indexrelid) FROM pg_index"
+                                            " WHERE indexrelid::regclass::text LIKE 'unit_vectors_hnsw%'")]
+    for name in files:
+        path = Path(folder, name)
+        for part in sorted(path.parent.glob(path.name + "*")) if path.exists() else []:
+            with open(part, "rb") as f:
+                while f.read(1 << 24):
+                    pass
+
+
+def exact_answers(matrix: np.ndarray, queries: np.ndarray, agent: int | None) -> list[list[str]]:
+    """What the exact scan answers, computed with numpy from the vectors the build wrote (the store's own exact scan
+    took 13 s a query at 500,000 units under this load: `--store-exact` times it)."""
+    keep = np.ones(len(matrix), dtype=bool) if agent is None else (np.arange(len(matrix)) // 100) % AGENTS == agent
+    rows = np.flatnonzero(keep)
+    out = []
+    for q in queries:
+        scores = matrix[rows] @ q
+        top = rows[np.argsort(-scores, kind="stable")[:10]]
+        out.append([f"s{i // 100:06d}/{i % 100}" for i in top])
+    return out
+
+
+def compare(url: str, queries: np.ndarray, matrix: np.ndarray, store_exact: bool) -> None:
     store = open_store(url, read_only=True)
     pid = store._read(lambda cur: cur.execute("SELECT pg_backend_pid()").fetchone()[0])
-    for label, flt in (("unfiltered", SessionFilter(limit=None)), (f"one agent of {AGENTS}",
-                                                                   SessionFilter(agent="a3", limit=None))):
-        got = {}
-        for how in ("exact", "codes", "pgvector"):
+    for label, flt, agent in (("unfiltered", SessionFilter(limit=None), None),
+                              (f"one agent of {AGENTS}", SessionFilter(agent="a3", limit=None), 3)):
+        got = {"exact": (exact_answers(matrix, queries, agent), {})}
+        for how in ("exact", "codes", "pgvector") if store_exact else ("codes", "pgvector"):
             store.exact_vectors, store.pgvector = how == "exact", how == "pgvector"
             warm = time.perf_counter()
             store.vector_search(queries[0].tobytes(), MODEL, flt, 10)  # the codes read, the index's pages cached
@@ -131,6 +163,7 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=500_000)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--kind", choices=["clustered", "random"], default="clustered")
+    parser.add_argument("--store-exact", action="store_true", help="also time the store's exact scan (slow)")
     parser.add_argument("--keep", metavar="SCHEMA", help="reuse (or keep) this schema instead of a new one")
     args = parser.parse_args()
     rng = np.random.default_rng(35)
@@ -146,11 +179,15 @@ def main() -> None:
     try:
         print(f"{args.units:,} {args.kind} unit vectors of {DIM} dimensions, schema {schema}; load average"
               f" {os.getloadavg()[0]:.1f}")
+        built_matrix = None
         if fresh:
             built = time.perf_counter()
-            build(url, args.units, args.kind, rng, centres)
+            built_matrix = build(url, args.units, args.kind, rng, centres)
             print(f"built in {time.perf_counter() - built:.0f} s")
-        compare(url, vectors(args.kind, args.queries, np.random.default_rng(36), centres))
+        matrix = np.concatenate([vectors(args.kind, min(CHUNK, args.units - start), rng, centres)
+                                 for start in range(0, args.units, CHUNK)]) if not fresh else built_matrix
+        warm_index(url)
+        compare(url, vectors(args.kind, args.queries, np.random.default_rng(36), centres), matrix, args.store_exact)
     finally:
         if not args.keep:
             with psycopg.connect(args.postgres, autocommit=True) as conn:

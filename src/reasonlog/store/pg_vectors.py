@@ -12,11 +12,12 @@ With it:
   stopped pass goes on where it stopped;
 - each model and dimension has a partial HNSW index over `(embedding::vector(DIM)) vector_cosine_ops`, created by
   the first save or fill of that model (`ensure_index`, in a transaction of its own);
-- a search asks the index for the `vector_index.candidates(limit)` nearest, the session filter joined in (pgvector
-  0.8's iterative scan goes on through the index until as many pass, or `MAX_SCAN` were looked at), and ranks
-  those by exact cosine similarity over their float32 vectors, as the codes' path does (`vector_index.scored`). A
-  filtered answer that comes back short when the model has more than `MAX_SCAN` vectors may have been cut: the exact
-  scan restricted by the filter answers instead. While any vector of the model has no `embedding` yet, the codes rank.
+- a search asks the index for the max(`CANDIDATES`, `PER_HIT` x limit) nearest (`hnsw.ef_search` = `EF_SEARCH`), the
+  session filter joined in (pgvector 0.8's iterative scan goes on through the index until as many pass, or
+  `MAX_SCAN` were looked at), and ranks those by exact cosine similarity over their float32 vectors, as the codes'
+  path does (`vector_index.scored`). A filtered answer that comes back short when the model has more than
+  `MAX_SCAN` vectors may have been cut: the exact scan restricted by the filter answers instead. While any vector of
+  the model has no `embedding` yet, the codes rank.
 
 No process then keeps the model's codes in memory: that is what pgvector is for (48 bytes a unit a worker).
 """
@@ -32,13 +33,16 @@ import psycopg
 from psycopg.adapt import Dumper
 
 from . import SessionFilter, vectors
-from .vector_index import candidates, scored
+from .vector_index import scored
 from .vectors import sessions_sql
 
 EXTENSION = "vector"
 FILL = 2000  # old vectors given their `embedding` a transaction
 MAX_SCAN = 50_000  # index entries an iterative scan looks at at most (hnsw.max_scan_tuples; vector_index.WIDEST)
+EF_SEARCH = 200  # the index's list of candidates (hnsw.ef_search): recall@10 1.000 at 500,000 units (docs/search.md)
 EF_SEARCH_MAX = 1000  # pgvector's ceiling for hnsw.ef_search
+CANDIDATES = 40  # rows asked of the index at least, and PER_HIT for each text ranked: its distances are exact, so it
+PER_HIT = 2  # needs far fewer than the codes' 400 (asking 400 cost 2.5 x the server time for the same recall)
 HNSW = "m = 16, ef_construction = 64"  # pgvector's defaults, written out
 
 
@@ -153,7 +157,7 @@ def rank(conn: psycopg.Connection, schema: str, model: str, query: bytes, flt: S
     scan answers instead)."""
     from .postgres import translate_placeholders
 
-    dim, want = len(query) // 4, candidates(limit)
+    dim, want = len(query) // 4, max(CANDIDATES, PER_HIT * limit)
     where, args = sessions_sql(flt)
     passing = "" if where == "1=1" else (" AND EXISTS (SELECT 1 FROM search_units u JOIN sessions s ON s.id ="
                                          f" u.session_id WHERE u.text_id = v.text_id AND {where})")
@@ -163,7 +167,7 @@ def rank(conn: psycopg.Connection, schema: str, model: str, query: bytes, flt: S
     with conn.transaction(), conn.cursor() as cur:
         cur.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order',"
                     " true), set_config('hnsw.max_scan_tuples', %s, true)",
-                    (str(min(EF_SEARCH_MAX, max(40, want))), str(MAX_SCAN)))
+                    (str(min(EF_SEARCH_MAX, max(EF_SEARCH, want))), str(MAX_SCAN)))
         rows = cur.execute(sql, [*args, Embedding(query), want]).fetchall()  # type: ignore[arg-type]
         if len(rows) < want and passing and _more_than(cur, model, dim, MAX_SCAN):
             return None
