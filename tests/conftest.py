@@ -21,7 +21,7 @@ atexit.register(shutil.rmtree, TEST_HOME, True)  # however the run ends (a run t
 _KEPT = {"REASONLOG_TEST_POSTGRES", "REASONLOG_TEST_POSTGRES_VECTOR", "REASONLOG_REQUIRE_POSTGRES",
          "REASONLOG_TEST_CLICKHOUSE", "REASONLOG_REQUIRE_CLICKHOUSE", "REASONLOG_RAISE_INTERNAL_ERRORS",
          "REASONLOG_TIMELINE_EXAMPLES",
-         "REASONLOG_SCREENSHOTS"}
+         "REASONLOG_SCREENSHOTS", "REASONLOG_REQUIRE_PGVECTOR"}
 for _name in [n for n in os.environ if n.startswith("REASONLOG_") and n not in _KEPT]:
     del os.environ[_name]
 os.environ.update({"HOME": str(TEST_HOME), "XDG_DATA_HOME": str(TEST_HOME / ".local" / "share"),

@@ -73,7 +73,7 @@ STORE_LAYERS = (
      "rows", "annotation", "timeline", "transfer_checks", "twins", "answers"},
     {"reading", "session_calls", "writing", "records", "replays", "summaries", "imported"},
     {"usage", "search", "keywords", "pg_search", "units", "vectors", "vector_index", "semantic", "overview", "mirrored",
-     "reviews", "transfer"},
+     "reviews", "transfer", "pg_vectors"},
     {"maintenance", "pg_prune", "schema", "schema_pg", "sql", "sqlite", "postgres", "opening"},
 )
 STORE_LAYER = {name: n for n, names in enumerate(STORE_LAYERS) for name in names}

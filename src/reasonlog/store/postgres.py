@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Concatenate, Literal
 import psycopg
 
 from ..model import Event
-from . import liveness, pg_prune
+from . import liveness, pg_prune, pg_vectors
 from .dbapi import Cursor, translate_placeholders
 from .pg_search import TRIGRAMS
 from .schema_pg import PG_MIGRATIONS
@@ -119,7 +119,7 @@ class _Connection:
         return _Cursor(self._conn)
 
 
-class PostgresStore(SQLStore):
+class PostgresStore(pg_vectors.PgVectorStore, SQLStore):
     """A reasonlog database in a PostgreSQL database (or the schema the URL's `options` put first on the
     search path). Several processes may open it at once: migrations wait for each other, and writers of
     the same session take turns."""
@@ -168,6 +168,7 @@ class PostgresStore(SQLStore):
         # Keepalives let a connection whose server vanished without a word (a host gone) be found broken.
         conn = psycopg.connect(self.url, autocommit=True, connect_timeout=self._connect_timeout_s,
                                keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3)
+        pg_vectors.register(conn)
         if self._busy_timeout_ms is not None:  # set here, not in the URL's `options`, which may name a schema
             conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(self._busy_timeout_ms)}ms",))
         return conn

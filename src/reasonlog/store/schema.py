@@ -515,4 +515,12 @@ CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score
 -- prune (in bounded transactions beside live writers) asks about the contents a pruned session used alone. SQLite's
 -- prune runs in one transaction and compares whole sets (store/maintenance.py), which needs no index.
 """),
+    Migration(20, "placeholder for issue 35's trigram index (h35trgm's migration 20 replaces it)", """
+-- Nothing changes: a placeholder on this branch, so that migration 21 follows 20.
+"""),
+    Migration(21, "vectors ranked by pgvector where PostgreSQL has it", """
+-- Nothing changes in a SQLite file: PostgreSQL's migration 21 stores each vector a second time in pgvector's type
+-- when the server has the extension, and ranks there (store/pg_vectors.py). SQLite ranks by the codes in memory and
+-- sqlite-vec's exact scan, as before (store/vector_index.py, store/vectors.py).
+"""),
 )

@@ -8,7 +8,7 @@ Never edit a migration that has shipped: add the next number, here and in schema
 """
 from __future__ import annotations
 
-from . import kept, pg_search, rollups
+from . import kept, pg_search, pg_vectors, rollups
 from .schema import DAILY_TABLES, Migration
 
 T = 'TEXT COLLATE "C"'
@@ -390,4 +390,14 @@ CREATE INDEX calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
 CREATE INDEX calls_named ON calls USING gin
     ((context_json::jsonb || COALESCE(tools_json::jsonb, '[]'::jsonb)) jsonb_path_ops);
 """),
+    Migration(20, "placeholder for issue 35's trigram index (h35trgm's migration 20 replaces it)", """
+-- Nothing changes: a placeholder on this branch, so that migration 21 follows 20.
+"""),
+    Migration(21, "vectors ranked by pgvector where PostgreSQL has it", """
+-- See schema.py, migration 21, and store/pg_vectors.py. Where the server offers the `vector` extension and this role
+-- may create it (a superuser's right): the extension in `public`, and unit_vectors.embedding, the row's vector in
+-- pgvector's type (NULL: stored before the extension was there, and given it by the next embedding pass), with an
+-- index of the rows still NULL. Each model and dimension gets its HNSW index when its first vector is saved. Where
+-- the server has no pgvector, nothing changes and the codes in memory rank, as before.
+""", python=pg_vectors.enable),
 )
