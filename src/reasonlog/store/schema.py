@@ -515,7 +515,7 @@ CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score
 -- prune (in bounded transactions beside live writers) asks about the contents a pruned session used alone. SQLite's
 -- prune runs in one transaction and compares whole sets (store/maintenance.py), which needs no index.
 """),
-    Migration(20, "placeholder for issue 35's trigram index (h35trgm's migration 20 replaces it)", """
+    Migration(20, "nothing changes (the number was held for a trigram index in blocks, not taken: docs/performance.md)", """
 -- Nothing changes: a placeholder on this branch, so that migration 21 follows 20.
 """),
     Migration(21, "vectors ranked by pgvector where PostgreSQL has it", """

@@ -390,7 +390,7 @@ CREATE INDEX calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
 CREATE INDEX calls_named ON calls USING gin
     ((context_json::jsonb || COALESCE(tools_json::jsonb, '[]'::jsonb)) jsonb_path_ops);
 """),
-    Migration(20, "placeholder for issue 35's trigram index (h35trgm's migration 20 replaces it)", """
+    Migration(20, "nothing changes (the number was held for a trigram index in blocks, not taken: docs/performance.md)", """
 -- Nothing changes: a placeholder on this branch, so that migration 21 follows 20.
 """),
     Migration(21, "vectors ranked by pgvector where PostgreSQL has it", """
