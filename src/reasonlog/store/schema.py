@@ -516,7 +516,7 @@ CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score
 -- prune runs in one transaction and compares whole sets (store/maintenance.py), which needs no index.
 """),
     Migration(20, "nothing changes (the number was held for a trigram index in blocks, not taken: docs/performance.md)", """
--- Nothing changes: a placeholder on this branch, so that migration 21 follows 20.
+-- Nothing changes: the number was held for a trigram index in blocks (branch h35trgm), which was not taken.
 """),
     Migration(21, "vectors ranked by pgvector where PostgreSQL has it", """
 -- Nothing changes in a SQLite file: PostgreSQL's migration 21 stores each vector a second time in pgvector's type

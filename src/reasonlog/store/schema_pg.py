@@ -391,7 +391,7 @@ CREATE INDEX calls_named ON calls USING gin
     ((context_json::jsonb || COALESCE(tools_json::jsonb, '[]'::jsonb)) jsonb_path_ops);
 """),
     Migration(20, "nothing changes (the number was held for a trigram index in blocks, not taken: docs/performance.md)", """
--- Nothing changes: a placeholder on this branch, so that migration 21 follows 20.
+-- Nothing changes: the number was held for a trigram index in blocks (branch h35trgm), which was not taken.
 """),
     Migration(21, "vectors ranked by pgvector where PostgreSQL has it", """
 -- See schema.py, migration 21, and store/pg_vectors.py. Where the server offers the `vector` extension and this role
