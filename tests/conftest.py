@@ -50,6 +50,14 @@ def _entries(folder: Path) -> dict[str, tuple]:
             for p in folder.rglob("*") for st in [p.lstat()]}
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (the README's command): two workers per core, since most tests spend their time waiting for a
+    process, a server or a browser they started. PYTEST_XDIST_AUTO_NUM_WORKERS still overrides it."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return 2 * (os.cpu_count() or 1)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def users_data_folder_untouched():
     """Fails the run when the user's real reasonlog data folder changed while it ran."""
