@@ -50,6 +50,7 @@ def _entries(folder: Path) -> dict[str, tuple]:
             for p in folder.rglob("*") for st in [p.lstat()]}
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` (the README's command): two workers per core, since most tests spend their time waiting for a
     process, a server or a browser they started. PYTEST_XDIST_AUTO_NUM_WORKERS still overrides it."""
