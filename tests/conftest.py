@@ -50,6 +50,27 @@ def _entries(folder: Path) -> dict[str, tuple]:
             for p in folder.rglob("*") for st in [p.lstat()]}
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (the README's command): two workers per core, since most tests spend their time waiting for a
+    process, a server or a browser they started. PYTEST_XDIST_AUTO_NUM_WORKERS still overrides it."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return 2 * (os.cpu_count() or 1)
+
+
+# Each collected test module: has it a test that `-m "not slow"` runs? (tests/test_quick_run.py reads it.)
+QUICK_MODULES = pytest.StashKey[dict[str, bool]]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` and `-k` deselect anything
+def pytest_collection_modifyitems(config, items):
+    quick = config.stash.setdefault(QUICK_MODULES, {})
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        quick[module] = quick.get(module, False) or item.get_closest_marker("slow") is None
+
+
 @pytest.fixture(scope="session", autouse=True)
 def users_data_folder_untouched():
     """Fails the run when the user's real reasonlog data folder changed while it ran."""
