@@ -515,7 +515,7 @@ CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score
 -- prune (in bounded transactions beside live writers) asks about the contents a pruned session used alone. SQLite's
 -- prune runs in one transaction and compares whole sets (store/maintenance.py), which needs no index.
 """),
-    Migration(20, "nothing changes (the number was held for a trigram index in blocks, not taken: docs/performance.md)", """
+    Migration(20, "nothing changes (held for a trigram index in blocks, not taken)", """
 -- Nothing changes: the number was held for a trigram index in blocks (branch h35trgm), which was not taken.
 """),
     Migration(21, "vectors ranked by pgvector where PostgreSQL has it", """

@@ -390,7 +390,7 @@ CREATE INDEX calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
 CREATE INDEX calls_named ON calls USING gin
     ((context_json::jsonb || COALESCE(tools_json::jsonb, '[]'::jsonb)) jsonb_path_ops);
 """),
-    Migration(20, "nothing changes (the number was held for a trigram index in blocks, not taken: docs/performance.md)", """
+    Migration(20, "nothing changes (held for a trigram index in blocks, not taken)", """
 -- Nothing changes: the number was held for a trigram index in blocks (branch h35trgm), which was not taken.
 """),
     Migration(21, "vectors ranked by pgvector where PostgreSQL has it", """
