@@ -180,10 +180,13 @@ def ui(obj, port, no_browser):
     obj.store.schema_version()  # a missing database is said now (with how to start one), not on the first page
     if port:
         port_is_free("127.0.0.1", port)
-    else:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+    # The socket listens before the browser is opened: its first request waits in the queue while the app starts,
+    # instead of being refused (a browser that came up first showed "connection refused").
+    listening = socket.socket()
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listening.bind(("127.0.0.1", port))
+    listening.listen(128)
+    port = listening.getsockname()[1]
     token = new_token()  # signs the browser it opens in once, keys or not (see server/dashboard/owner.py)
     url = f"http://127.0.0.1:{port}/"
     sign_in = f"{url}login?token={token}"
@@ -195,6 +198,7 @@ def ui(obj, port, no_browser):
     if no_browser:
         click.echo(f"open {sign_in} (it signs you in once)", err=True)
     else:
-        threading.Timer(0.8, open_browser).start()
-    uvicorn.run(create_app(lambda: open_store_or_read_only(path), login_token=token), host="127.0.0.1", port=port,
-                log_level="warning", access_log=False)
+        threading.Thread(target=open_browser, daemon=True).start()
+    config = uvicorn.Config(create_app(lambda: open_store_or_read_only(path), login_token=token),
+                            log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[listening])
