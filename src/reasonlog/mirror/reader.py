@@ -1,11 +1,11 @@
 """Reading the mirror: the answers `serve --mirror` takes from ClickHouse instead of the record.
 
 `MirrorReader` answers the three reads that grow with the archive as the record's store does, to the same dicts:
-`usage_groups` (statistics and the usage page), `list_sessions` and `count_sessions` (session lists and filters).
-`Mirrored` is the reader store the routes get: those three from the mirror while it is caught up with the record
-(its cursor's last push finished at the record's current mark), everything else, and those too when behind, when
-the mirror cannot be read, or when asked for what the mirror does not hold (a search, scores, notes), from the
-record.
+`usage_groups` (statistics and the usage page), `list_sessions` and `count_sessions` (session lists and filters,
+and `?q=` search over sessions: the timeline's text and the searched records' are in the mirror). `Mirrored` is the
+reader store the routes get: those three from the mirror while it is caught up with the record (its cursor's last
+push finished at the record's current mark), everything else, and those too when behind, when the mirror cannot be
+read, or when asked for what the mirror does not hold (scores, notes), from the record.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import orjson
 
 from ..accounting import TOKENS
 from ..store import SessionFilter, StoreReader
+from ..store.search import Query
 from ..usage_sql import bucket_of
 from . import push
 from .engine import Engine, MirrorError, literal
@@ -75,10 +76,23 @@ class MirrorReader:
             where.append(f"has(labels, {literal(key + PAIR + value)})")
         if flt.parent is not None:
             where.append(f"parent_session_id = {literal(flt.parent)}")
+        if flt.text is not None:
+            where.append(f"id IN ({self._found(flt.text)})")
         if flt.after is not None:
             at, sid = flt.after
             where.append(f"(started_at < {literal(at)} OR (started_at = {literal(at)} AND id < {literal(sid)}))")
         return " AND ".join(where)
+
+    def _found(self, text: str) -> str:
+        """The sessions holding a record whose text satisfies the query, as the record's search decides it
+        (store/search.py: every group in one record, no excluded term in it; text lowered as the record lowers)."""
+        query = Query.parse(text)
+        has = [" OR ".join(f"position(low, {literal(term)}) > 0" for term in group) for group in query.groups]
+        if query.excluded:
+            has.append("NOT (" + " OR ".join(f"position(low, {literal(term)}) > 0" for term in query.excluded) + ")")
+        held = " AND ".join(f"({h})" for h in has)
+        return " UNION ALL ".join(f"SELECT session_id FROM {self.db}.{table} FINAL WHERE src = {literal(self.src)}"
+                                  f" AND deleted = 0 AND {held}" for table in ("mirror_messages", "mirror_texts"))
 
     # ------------------------------------------------------------ usage
 
@@ -176,7 +190,7 @@ class Mirrored:
 
     def _answer(self, flt: SessionFilter, read: Callable[[Any], Any]) -> Any:
         """`read` of the mirror when it can answer `flt` and is caught up, else (or when it fails) of the record."""
-        if flt.text is None and not flt.scores and not flt.has_note and self.caught_up():
+        if not flt.scores and not flt.has_note and self.caught_up():
             try:
                 return read(self._mirror)
             except MirrorError:
