@@ -171,18 +171,19 @@ def connect(target: str) -> Engine:
                                 unquote(parts.username or "default"), unquote(parts.password or ""))
         except Exception as exc:  # noqa: BLE001 - whatever stops connecting, say where
             said = _first_line(exc).removeprefix("ClickHouse: ")
-            raise MirrorError(f"{_shown(target)}: cannot reach ClickHouse: {said}") from None
+            raise MirrorError(f"{shown(target)}: cannot reach ClickHouse: {said}") from None
     raise MirrorError(f"{target!r}: expected clickhouse://HOST:PORT/DATABASE or chdb:///PATH")
 
 
 def _database(target: str, name: str | None) -> str:
     database = name or "reasonlog"
     if not database.replace("_", "").isalnum():
-        raise MirrorError(f"{_shown(target)}: the database name {database!r} may hold letters, digits and _ only")
+        raise MirrorError(f"{shown(target)}: the database name {database!r} may hold letters, digits and _ only")
     return database
 
 
-def _shown(target: str) -> str:
+def shown(target: str) -> str:
+    """The TARGET as it may be printed: its password masked."""
     parts = urlsplit(target)
     return target.replace(f":{parts.password}@", ":***@") if parts.password else target
 
