@@ -38,6 +38,17 @@ def fresh_mirror(kind: str, chdb_folder) -> str:
     return f"chdb://{chdb_folder}?database={name}"
 
 
+_CHDB_FOLDER: list = []
+
+
+def chdb_folder_of(tmp_path_factory):
+    """The one chdb folder of this test process: chdb opens one folder per process, so every module's in-process
+    chdb tests share it (each in a database of its own)."""
+    if not _CHDB_FOLDER:
+        _CHDB_FOLDER.append(tmp_path_factory.mktemp("chdb"))
+    return _CHDB_FOLDER[0]
+
+
 def drop(target: str) -> None:
     from reasonlog.mirror import engine
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from mirroring import ENGINES, archive_st, assert_same, drop, fresh_mirror, record
+from mirroring import ENGINES, archive_st, assert_same, chdb_folder_of, drop, fresh_mirror, record
 
 import reasonlog
 from reasonlog.mirror import engine, push, reader, schema
@@ -21,7 +21,7 @@ EXAMPLES = settings(max_examples=6, deadline=None, suppress_health_check=[Health
 
 @pytest.fixture(scope="session")
 def chdb_folder(tmp_path_factory):
-    return tmp_path_factory.mktemp("chdb")  # chdb opens one folder per process: every chdb test shares it
+    return chdb_folder_of(tmp_path_factory)  # chdb opens one folder per process: every chdb test shares it
 
 
 @pytest.fixture(params=ENGINES)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from mirroring import ENGINES, drop, fresh_mirror
+from mirroring import ENGINES, chdb_folder_of, drop, fresh_mirror
 
 import reasonlog
 from reasonlog.mirror import engine, push, reader
@@ -30,7 +30,7 @@ session_st = st.fixed_dictionaries({
 
 @pytest.fixture(scope="session")
 def chdb_folder(tmp_path_factory):
-    return tmp_path_factory.mktemp("chdb-search")
+    return chdb_folder_of(tmp_path_factory)  # chdb opens one folder per process: every chdb test shares it
 
 
 @pytest.fixture(params=ENGINES)

@@ -34,7 +34,7 @@ def mirror():
 @click.option("--times", type=click.IntRange(min=1), metavar="N", help="With --watch: stop after N pushes.")
 @click.option("--rebuild", is_flag=True, help="Drop the mirror's tables first and push everything again.")
 @click.option("--batch", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Sessions read from the record and written to the mirror at a time (default 2,000).")
+              help="Sessions read from the record and written to the mirror at a time (default 1,000).")
 @click.option("--json", "as_json", is_flag=True, help="Print what each push did as one line of JSON.")
 @click.pass_obj
 def push_command(obj, target, source, watch, every, times, rebuild, batch, as_json):

@@ -23,7 +23,7 @@ from ..store import StoreReader
 from . import schema
 from .engine import Engine, literal
 
-BATCH = 200  # sessions a batch reads from the record and writes to the mirror
+BATCH = 1000  # sessions a batch reads from the record and writes to the mirror (each table one insert a batch)
 
 
 @dataclass
