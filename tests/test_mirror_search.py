@@ -135,3 +135,27 @@ def test_each_call_row_carries_its_reply_text(tmp_path, target):
         assert replies == sorted(store.get_call(c)["response"]["content"] for c in calls)  # the record's, masked
     finally:
         store.close()
+
+
+def test_a_mirror_of_the_older_layout_is_pushed_again_whole(tmp_path, target):
+    db = tmp_path / "a.db"
+    write(db, [{"said": ["price Zebra"], "tool": None, "outcome": None, "reasoning": None, "agent": "a"}])
+    store = reasonlog.open_store(db)
+    try:
+        mirror = engine.connect(target)
+        push.push(store, mirror, "a")
+        # as the first layout had it: the messages' text as written, no reply on the calls, no mirror_texts
+        mirror.command(f"DROP TABLE {mirror.database}.mirror_texts")
+        mirror.command(f"ALTER TABLE {mirror.database}.mirror_messages RENAME COLUMN low TO text"
+                       if mirror.dialect.version >= (20, 4) else f"DROP TABLE {mirror.database}.mirror_messages")
+        if mirror.dialect.version < (20, 4):  # 18.16 renames no column: the old table made again by hand
+            mirror.command(f"CREATE TABLE {mirror.database}.mirror_messages (src String, session_id String,"
+                           " idx UInt64, version UInt64, deleted UInt8, role Nullable(String), at String,"
+                           " call_id Nullable(String), text String) ENGINE = ReplacingMergeTree(version)"
+                           " ORDER BY (src, session_id, idx)")
+        again = push.push(store, mirror, "a")
+        assert (again.sessions, again.entries, again.messages) == (1, 1, 2)  # the whole record, not nothing
+        assert found(reader.MirrorReader(mirror, "a"), "zebra") == found(store, "zebra") == ([store.list_sessions(
+            SessionFilter(limit=None))[0]["id"]], 1)
+    finally:
+        store.close()
