@@ -49,6 +49,23 @@ def chdb_folder_of(tmp_path_factory):
     return _CHDB_FOLDER[0]
 
 
+@pytest.fixture(params=ENGINES, name="target")
+def in_process_target(request, tmp_path_factory):
+    """A fresh mirror on each engine, read and written in this process (chdb: the process's one folder)."""
+    found = fresh_mirror(request.param, chdb_folder_of(tmp_path_factory))
+    yield found
+    drop(found)
+
+
+@pytest.fixture(params=ENGINES, name="target")
+def process_target(request, tmp_path_factory):
+    """A fresh mirror on each engine for `reasonlog` processes to use (chdb: a folder this process never opens)."""
+    found = fresh_mirror(request.param, tmp_path_factory.mktemp("cli-chdb"))
+    yield found
+    if request.param == "server":
+        drop(found)
+
+
 def drop(target: str) -> None:
     from reasonlog.mirror import engine
 

@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from mirroring import ENGINES, drop, fresh_mirror, record
+from mirroring import (
+    process_target,  # noqa: F401  (the `target` fixture)
+    record,
+)
 
 SPEC = {"exchanges": [{"calls": [(100, 20, "gpt-5", "ok"), (7, 1, "claude-haiku-4-5", "error")],
                        "reported": None, "child": [(3, 1, "gpt-5", "ok")]}], "label": "team=a", "end": "completed"}
@@ -25,14 +28,6 @@ COMPARE = ("import sys; sys.path.insert(0, sys.argv[3]); import reasonlog; from 
            " from reasonlog.mirror import engine, push, reader;"
            " store = reasonlog.open_store(sys.argv[1], read_only=True);"
            " assert_same(store, reader.MirrorReader(engine.connect(sys.argv[2]), push.source_of(store)))")
-
-
-@pytest.fixture(params=ENGINES)
-def target(request, tmp_path_factory):
-    found = fresh_mirror(request.param, tmp_path_factory.mktemp("kill-chdb"))
-    yield found
-    if request.param == "server":
-        drop(found)
 
 
 def env() -> dict[str, str]:

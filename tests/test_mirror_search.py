@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from mirroring import ENGINES, chdb_folder_of, drop, fresh_mirror
+from mirroring import in_process_target  # noqa: F401  (the `target` fixture)
 
 import reasonlog
 from reasonlog.mirror import engine, push, reader
@@ -26,18 +26,6 @@ session_st = st.fixed_dictionaries({
     "said": st.lists(text_st, min_size=1, max_size=3),  # one call per text: the prompt, and its reply
     "tool": st.none() | text_st, "outcome": st.none() | text_st, "reasoning": st.none() | text_st,
     "agent": st.sampled_from(["a", "b"])})
-
-
-@pytest.fixture(scope="session")
-def chdb_folder(tmp_path_factory):
-    return chdb_folder_of(tmp_path_factory)  # chdb opens one folder per process: every chdb test shares it
-
-
-@pytest.fixture(params=ENGINES)
-def target(request, chdb_folder):
-    found = fresh_mirror(request.param, chdb_folder)
-    yield found
-    drop(found)
 
 
 def write(db, sessions: list[dict]) -> None:
