@@ -38,6 +38,34 @@ def fresh_mirror(kind: str, chdb_folder) -> str:
     return f"chdb://{chdb_folder}?database={name}"
 
 
+_CHDB_FOLDER: list = []
+
+
+def chdb_folder_of(tmp_path_factory):
+    """The one chdb folder of this test process: chdb opens one folder per process, so every module's in-process
+    chdb tests share it (each in a database of its own)."""
+    if not _CHDB_FOLDER:
+        _CHDB_FOLDER.append(tmp_path_factory.mktemp("chdb"))
+    return _CHDB_FOLDER[0]
+
+
+@pytest.fixture(params=ENGINES, name="target")
+def in_process_target(request, tmp_path_factory):
+    """A fresh mirror on each engine, read and written in this process (chdb: the process's one folder)."""
+    found = fresh_mirror(request.param, chdb_folder_of(tmp_path_factory))
+    yield found
+    drop(found)
+
+
+@pytest.fixture(params=ENGINES, name="target")
+def process_target(request, tmp_path_factory):
+    """A fresh mirror on each engine for `reasonlog` processes to use (chdb: a folder this process never opens)."""
+    found = fresh_mirror(request.param, tmp_path_factory.mktemp("cli-chdb"))
+    yield found
+    if request.param == "server":
+        drop(found)
+
+
 def drop(target: str) -> None:
     from reasonlog.mirror import engine
 

@@ -168,6 +168,20 @@ def index_every_record(cur, tables: Iterable[str], index=FTS5) -> None:
             index.add(cur, RECORD_TABLES[table], _record_rows(rows, table))
 
 
+def record_texts(cur, session_ids: list[str]) -> list[tuple[str, str, int, str]]:
+    """The searchable text of these sessions' tool results, outcomes and kept reasoning records, as a search reads
+    it: (kind, session id, rowid, text); what a ClickHouse mirror searches beside the messages (store/mirrored.py)."""
+    marks = ", ".join("?" * len(session_ids))
+    out = []
+    for kind, table, kept in (("tool_result", "tool_results", ""), ("outcome", "outcomes", ""),
+                              ("reasoning", "reasoning_records", " AND state = 'kept'")):
+        rows = cur.execute(f"SELECT session_id, {_RECORD_COLUMNS[table]} FROM {table}"
+                           f" WHERE session_id IN ({marks}){kept}", session_ids).fetchall()
+        out += [(kind, sid, rowid, _row_text(table, name, input_json, body))
+                for sid, rowid, name, input_json, body in rows]
+    return out
+
+
 def _row_text(table: str, name: str | None, input_json: str | None, body: str | None) -> str:
     if table == "reasoning_records":  # phase, compact form (JSON) and details (plain text)
         return searchable_text([v for v in (name, orjson.loads(input_json or "null"), body) if v is not None])
