@@ -2,7 +2,6 @@
 comparison of every mirrored answer with the record's."""
 from __future__ import annotations
 
-import itertools
 import os
 import uuid
 
@@ -88,7 +87,6 @@ session_st = st.fixed_dictionaries({"exchanges": st.lists(exchange_st, min_size=
                                     "label": st.sampled_from([None, "team=a", "team=b", "source=claude-code"]),
                                     "end": st.sampled_from([None, "completed", "failed"])})
 archive_st = st.lists(session_st, min_size=1, max_size=4)
-SESSIONS = itertools.count()
 
 
 def record(db, sessions: list[dict]) -> None:
@@ -96,8 +94,7 @@ def record(db, sessions: list[dict]) -> None:
     only a duration, sub-agents spawned inside them, labels, and sessions left open or ended."""
     recorder = reasonlog.Recorder(db, writer="sync", strict=True)
     try:
-        for spec in sessions:
-            n = next(SESSIONS)
+        for n, spec in enumerate(sessions):  # names by position in this call: the same in any order of tests
             labels = dict([spec["label"].split("=")]) if spec["label"] else None
             s = recorder.session(agent=f"agent{n % 2}", run=f"run{n % 3}", model="claude-haiku-4-5", labels=labels)
             for ex_spec in spec["exchanges"]:

@@ -156,7 +156,7 @@ def rank(conn: psycopg.Connection, schema: str, model: str, query: bytes, flt: S
     """The `limit` texts nearest `query` whose units are in sessions `flt` selects, (text id, cosine similarity)
     best first: the index's nearest candidates rescored exactly. None: the filter passed too few of them (the exact
     scan answers instead)."""
-    from .postgres import translate_placeholders
+    from .dbapi import translate_placeholders
 
     dim, want = len(query) // 4, max(CANDIDATES, PER_HIT * limit)
     where, args = sessions_sql(flt)
