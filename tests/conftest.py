@@ -24,6 +24,10 @@ _KEPT = {"REASONLOG_TEST_POSTGRES", "REASONLOG_TEST_POSTGRES_VECTOR", "REASONLOG
          "REASONLOG_SCREENSHOTS", "REASONLOG_REQUIRE_PGVECTOR"}
 for _name in [n for n in os.environ if n.startswith("REASONLOG_") and n not in _KEPT]:
     del os.environ[_name]
+# A terminal's size is each CLI test's own (CliRunner's COLUMNS): an inherited one (pytest-xdist's workers are
+# started with COLUMNS=80) would fix the width of the CLI's console when it is first made, whatever a test asks.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 os.environ.update({"HOME": str(TEST_HOME), "XDG_DATA_HOME": str(TEST_HOME / ".local" / "share"),
                    "XDG_CONFIG_HOME": str(TEST_HOME / ".config"), "XDG_STATE_HOME": str(TEST_HOME / ".local" / "state"),
                    "XDG_CACHE_HOME": str(TEST_HOME / ".cache")})

@@ -482,6 +482,7 @@ def test_every_shell_command_of_the_readme_is_run_here():
 
 @pytest.mark.parametrize("command", list(COMMANDS), ids=lambda c: c[:60])
 @pytest.mark.slow
+@pytest.mark.xdist_group("readme-commands")  # one folder, in README order: a key listed after it is made
 def test_the_readme_command_works_as_written(place, command):
     COMMANDS[command](place, command)
 

@@ -6,6 +6,7 @@ last one printed. One line a call; a line when a session ends. Ctrl-C ends it qu
 """
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -41,6 +42,7 @@ def tail(obj, session, agent, last):
         for line in follow(store, sid, agent, last, EVERY_S):
             console.print(line, soft_wrap=True)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C (or the group's signal) ends it as one
         console.print(Text("stopped", style="dim"))
 
 
