@@ -246,15 +246,22 @@ class Feed:
                 yield Line(number, start, offset, value)
         self.current = None
 
+    def readable(self, line: Line) -> bool:
+        """Whether `line` holds a value: one that is not JSON (or not UTF-8) is skipped and reported here."""
+        if line.error is None:
+            return True
+        self.skip(line, line.error)
+        return False
+
     def values(self, valid: Callable[[object], bool], expected: str) -> Iterator[Line]:
         """The lines of `lines()` whose value is `valid`: one that is not JSON, or not of that shape (`expected` says
         what was expected), is skipped and reported. `read_to` is the last line read, whatever it held."""
         self.read_to = None
         for line in self.lines():
             self.read_to = line
-            if line.error is not None:
-                self.skip(line, line.error)
-            elif not valid(line.value):
+            if not self.readable(line):
+                continue
+            if not valid(line.value):
                 self.skip(line, expected)
             else:
                 yield line

@@ -13,7 +13,7 @@ try:  # pydantic (the server's response models) reads only typing_extensions' Ty
 except ImportError:  # the base install has no pydantic, and the typing module's serves
     from typing import NotRequired, TypedDict  # type: ignore[assignment]
 
-from .shapes import CallFields, CountedJSON, SessionFields, UsageJSON
+from .shapes import CallFields, CountedJSON, OutcomeFields, SessionFields, UsageJSON
 
 # ------------------------------------------------------------------------------------ sessions and calls
 
@@ -231,14 +231,8 @@ class SimilarSessionsJSON(TypedDict):
     sessions: list[SimilarSessionJSON]
 
 
-class OutcomeJSON(TypedDict):
-    id: str
-    session_id: str
-    kind: str
-    payload: Any
-    call_id: str | None
-    at: str
-    message_idx: int
+class OutcomeJSON(OutcomeFields):
+    """An outcome as the API gives it: the fields of its export record but the record's type."""
 
 
 class OutcomesJSON(TypedDict):

@@ -343,8 +343,9 @@ class ToolResultRecord(TypedDict):
     message_idx: int
 
 
-class OutcomeRecord(TypedDict):
-    type: Literal["outcome"]
+class OutcomeFields(TypedDict):
+    """An outcome as every body carries it: an export record, an API answer."""
+
     id: str
     session_id: str
     kind: str
@@ -352,6 +353,10 @@ class OutcomeRecord(TypedDict):
     call_id: str | None
     at: str
     message_idx: int
+
+
+class OutcomeRecord(OutcomeFields):
+    type: Literal["outcome"]
 
 
 class ContentRecord(TypedDict):

@@ -4,7 +4,7 @@ between two drawn days is one narrow break (`⋯`) that says how many there were
 as "—", never as a zero bar."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -120,33 +120,36 @@ def _bars(d: Day, x: float, w: float, top_tokens: float, top_cost: float,
     the name escaped)."""
     day = escape(d.day)  # from a recorded instant: text, as every recorded value
     out = [f'<g class="day-bars" data-day="{day}">']
-    y = float(TOP + TOKENS_H)
-    for name, colour, shown in series:
-        value = d.tokens.get(name)
-        if value:
-            h = TOKENS_H * value / top_tokens
-            y -= h
-            out.append(f'<rect class="seg s{colour}" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}">'
-                       f'<title>{day} · {shown}: {value:,.0f} tokens</title></rect>')
+    _stack(out, day, x, w, TOP + TOKENS_H, (TOKENS_H, top_tokens), d.tokens, series, lambda v: f"{v:,.0f} tokens")
     base = TOP + TOKENS_H + GAP_H + COST_H
     if d.cost_total is None:
         out.append(f'<text class="unknown" x="{x + w / 2:.1f}" y="{base - 4}" text-anchor="middle">—'
                    f'<title>{day}: {_calls(d.unpriced)}, no price known</title></text>')
     else:
-        y = float(base)
-        for name, colour, shown in series:
-            value = d.cost.get(name)
-            if value:
-                h = COST_H * value / top_cost
-                y -= h
-                out.append(f'<rect class="seg s{colour}" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}"'
-                           f' height="{h:.1f}"><title>{day} · {shown}: {_usd(value)}</title></rect>')
+        y = _stack(out, day, x, w, base, (COST_H, top_cost), d.cost, series, _usd)
         if d.unpriced:
             out.append(f'<text class="unknown" x="{x + w / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle">+'
                        f'<title>{day}: and {_calls(d.unpriced)} with no price known</title></text>')
     out.append(f'<title>{day}: {d.token_total:,.0f} tokens · '
                f'{"—" if d.cost_total is None else _usd(d.cost_total)}</title></g>')
     return out
+
+
+def _stack(out: list[str], day: str, x: float, w: float, base: float, scale: tuple[float, float],
+           values: dict[str, float],
+           series: list[tuple[str, int, str]], shown_value: Callable[[float], str]) -> float:
+    """Stack the day's segments of `values` up from `base`, `scale` = (the area's height, the value at its top), each
+    titled; the stack's top."""
+    height, top = scale
+    y = float(base)
+    for name, colour, shown in series:
+        value = values.get(name)
+        if value:
+            h = height * value / top
+            y -= h
+            out.append(f'<rect class="seg s{colour}" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}">'
+                       f'<title>{day} · {shown}: {shown_value(value)}</title></rect>')
+    return y
 
 
 def _calls(n: int) -> str:
