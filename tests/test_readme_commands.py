@@ -52,7 +52,7 @@ def readme_commands() -> list[str]:
     return commands
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not torn down when a worker runs another module's tests between two commands
 def place(tmp_path_factory):
     """A folder with a database of the demo's run, a home with Claude Code transcripts, and the README's words."""
     folder = tmp_path_factory.mktemp("readme-commands")

@@ -41,9 +41,12 @@ def tail(obj, session, agent, last):
     try:
         for line in follow(store, sid, agent, last, EVERY_S):
             console.print(line, soft_wrap=True)
-    except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C (or the group's signal) ends it as one
-        console.print(Text("stopped", style="dim"))
+    except KeyboardInterrupt:  # a second Ctrl-C (or `timeout`'s signal to the group) while it stops ends it as one
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            console.print(Text("stopped", style="dim"))
+        finally:
+            signal.signal(signal.SIGINT, previous)  # a process that called it in-process gets its Ctrl-C back
 
 
 def follow(store: StoreReader, session_id: str | None, agent: str | None, last: int,
