@@ -128,7 +128,7 @@ class Replayer:
         self.served: list[Served] = []
         self.forwarded = 0
         self._left = list(script.calls)  # not yet served, in the order they were made
-        self._forms: dict[tuple[str, str], Any] = {}
+        self._forms: dict[tuple[str, str, bool], Any] = {}
         self.redactor = Redactor()
 
     @property
@@ -159,16 +159,22 @@ class Replayer:
             return body.decode("utf-8", "replace")
 
     def _match(self, sent: Any, protocol: str) -> RecordedCall | None:
+        """The first call left that `sent` matches: exactly when strict; else beyond volatile values, and failing
+        that with each text's lines in any order."""
         if self.strict:
             wanted = canonical(sent)
             return next((c for c in self._left if c.canonical == wanted), None)
-        form = matching_form(sent, protocol)
-        return next((c for c in self._left if self._form(c, protocol) == form), None)
+        for loose in (False, True):
+            form = matching_form(sent, protocol, lines_in_any_order=loose)
+            found = next((c for c in self._left if self._form(c, protocol, loose) == form), None)
+            if found is not None:
+                return found
+        return None
 
-    def _form(self, call: RecordedCall, protocol: str) -> Any:
-        key = (call.call_id, protocol)
+    def _form(self, call: RecordedCall, protocol: str, loose: bool = False) -> Any:
+        key = (call.call_id, protocol, loose)
         if key not in self._forms:
-            self._forms[key] = matching_form(call.request, protocol)
+            self._forms[key] = matching_form(call.request, protocol, lines_in_any_order=loose)
         return self._forms[key]
 
     def _is_fork_point(self, call: RecordedCall) -> bool:
