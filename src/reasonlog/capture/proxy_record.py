@@ -161,9 +161,13 @@ def response_fields(ex: Exchange, body: bytes) -> dict[str, Any]:
     if ex.status is not None and ex.status >= 400:
         return {"error": http_error(ex.status, body)}
     streamed = is_sse(body) or (ex.route.path_streams and body.lstrip().startswith(b"["))
-    whole, first_at = rebuilt(ex, body) if streamed else (_json(body), None)
+    try:
+        whole, first_at = rebuilt(ex, body) if streamed else (_json(body), None)
+        answer = answer_fields(whole)
+    except Exception as exc:  # an answer holding what its protocol cannot (a count in words): kept raw, and said
+        return {"error": {"type": "unreadable_answer", "message": f"the {ex.route.protocol.name} answer could not be"
+                          f" read: {type(exc).__name__}: {exc}"}}
     fields: dict[str, Any] = {"ttft_ms": None if first_at is None else max(first_at - ex.t0, 0.0) * 1000}
-    answer = answer_fields(whole)
     if answer:
         fields.update(answer, model=whole.get("model") or whole.get("modelVersion"))
     return fields

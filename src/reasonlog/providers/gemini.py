@@ -111,12 +111,14 @@ class Stream:
         if not isinstance(chunk, dict):
             return False
         self.head.update({k: v for k, v in chunk.items() if k != "candidates"})
-        candidates = chunk.get("candidates") or [{}]
-        first = candidates[0] if isinstance(candidates[0], dict) else {}
+        candidates = chunk.get("candidates")
+        first = candidates[0] if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict) \
+            else {}
         self.candidate.update({k: v for k, v in first.items() if k != "content"})
-        content = first.get("content") or {}
+        content = first.get("content") if isinstance(first.get("content"), dict) else {}
         self.content["role"] = content.get("role", self.content["role"])
-        parts = [p for p in content.get("parts") or () if isinstance(p, dict)]
+        listed = content.get("parts")
+        parts = [p for p in listed if isinstance(p, dict)] if isinstance(listed, list) else []
         for part in parts:
             self._add_part(dict(part))
         self.ended = self.ended or "finishReason" in first
@@ -125,7 +127,8 @@ class Stream:
     def _add_part(self, part: dict) -> None:
         last = self.content["parts"][-1] if self.content["parts"] else None
         if (last is not None and set(last) <= {"text", "thought"} and set(part) <= {"text", "thought"}
-                and "text" in last and "text" in part and last.get("thought") == part.get("thought")):
+                and isinstance(last.get("text"), str) and isinstance(part.get("text"), str)
+                and last.get("thought") == part.get("thought")):
             last["text"] += part["text"]
         else:
             self.content["parts"].append(part)
