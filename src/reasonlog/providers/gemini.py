@@ -115,7 +115,8 @@ class Stream:
         first = candidates[0] if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict) \
             else {}
         self.candidate.update({k: v for k, v in first.items() if k != "content"})
-        content = first.get("content") if isinstance(first.get("content"), dict) else {}
+        found = first.get("content")
+        content: dict = found if isinstance(found, dict) else {}
         self.content["role"] = content.get("role", self.content["role"])
         listed = content.get("parts")
         parts = [p for p in listed if isinstance(p, dict)] if isinstance(listed, list) else []
