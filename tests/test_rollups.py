@@ -21,7 +21,7 @@ import reasonlog
 from reasonlog import query
 from reasonlog.model import format_instant
 from reasonlog.store import SessionFilter
-from reasonlog.store.usage_sql import bucket_of, bucket_value
+from reasonlog.store.usage_sql import ANY_REPORTING, IRREGULAR_IDS, bucket_of, bucket_value
 
 MODELS, AGENTS, RUNS, SOURCES = ("claude-haiku-4-5", "gpt-5", None), ("lead", "helper", None), ("r1", "r2"), \
     (None, "claude-code", "codex")
@@ -245,3 +245,21 @@ def test_the_usage_charts_days_are_one_row_a_day_with_a_column_a_name(db):
     assert store.usage_series("agent", SessionFilter(since="2025-03-02", limit=None), ["lead"]) == [
         ("2025-03-02", (2220, 0), (0.3125, None), 0)]
     store.close()
+
+
+def test_which_sessions_are_irregular_is_asked_of_the_exchanges_that_report_a_cost_alone(tmp_path):
+    """Migration 22: every statistics read asks which sessions have an exchange reporting a cost (three times a usage
+    page). SQLite answers from the index of those exchanges alone, not by reading every exchange's stats (14 ms at
+    100,000 exchanges, each time); the index of exchanges with any stats (migration 13) would read them all."""
+    import sqlite3
+
+    db = tmp_path / "plan.db"
+    reasonlog.open_store(db).close()
+    conn = sqlite3.connect(db)
+    try:
+        plans = [[row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+                 for sql in (ANY_REPORTING, f"SELECT * FROM {IRREGULAR_IDS} i")]
+    finally:
+        conn.close()
+    assert plans[0] == ["SCAN CONSTANT ROW", "SCALAR SUBQUERY 1", "SCAN exchanges USING INDEX exchanges_reporting"]
+    assert [step for step in plans[1] if "exchanges" in step] == ["SCAN exchanges USING INDEX exchanges_reporting"]
