@@ -22,6 +22,8 @@ same way (the floor: HTTP and the framework alone).
 `--scale 10000,100000` (issue 35): every route (`--usage-only`: the usage routes) at each size, with each figure's
 ratio to the smallest size's and the machine's load beside it; missing archives are built first (SQLite through
 `write_batch`; PostgreSQL the smallest through `write_batch`, a multiple of it grown in SQL by grow_pg_archive.py).
+Server CPU per request is the `serve` process's (and on PostgreSQL its backends') over the requests after each
+route's 5 of warm-up, which compile its template and fill caches.
 `--baseline DIR/src` also measures the usage routes of another tree's server (`git archive main src | tar -x -C DIR`)
 on the same archive in the same run, with this tree's ratio to it.
 
@@ -224,10 +226,10 @@ class Server:
         self.proc.wait(timeout=30)
 
 
-def timed(url: str | list[str], n: int) -> list[float]:
-    """Milliseconds of `n` requests (of the urls in turn), after 5 of warm-up (the first may load a model)."""
+def timed(url: str | list[str], n: int, warm: int = 5) -> list[float]:
+    """Milliseconds of `n` requests (of the urls in turn), after `warm` of warm-up (the first may load a model)."""
     urls = [url] if isinstance(url, str) else url
-    for k in range(5):
+    for k in range(warm):
         urllib.request.urlopen(urls[k % len(urls)], timeout=300).read()
     out = []
     for k in range(n):
@@ -302,17 +304,19 @@ def reads(target, sessions: int, n: int, model: str | None = None, only_usage: b
     try:
         for name, path in [*urls.items(), *search.items()]:
             where = [server.base + u for u in path] if isinstance(path, list) else server.base + path
-            pids = server_pids(server, target)
-            before, count = cpu_seconds(pids), n if "usage" not in name else max(10, n // 4)
+            count = n if "usage" not in name else max(10, n // 4)
             try:
-                ms = timed(where, count)
+                timed(where, 0)  # the warm-up, not counted: a route's first answers compile its template, fill caches
+                pids = server_pids(server, target)
+                before = cpu_seconds(pids)
+                ms = timed(where, count, warm=0)
             except TimeoutError:
                 print(f"  {name:<52} a request took more than 30 s: NOT met")
                 continue
             except urllib.error.HTTPError as exc:  # e.g. an id a grown archive's copies share as a prefix
                 print(f"  {name:<52} answered {exc.code} {exc.reason}: not measured")
                 continue
-            cpu = (cpu_seconds(pids) - before) * 1000 / (count + 5)  # the 5 of warm-up included
+            cpu = (cpu_seconds(pids) - before) * 1000 / count  # after the warm-up (before h35usage2: with it)
             load = os.getloadavg()[0]
             floor = floor or p(ms, 50)
             out[name] = (p(ms, 50), p(ms, 95), cpu, load)

@@ -21,7 +21,7 @@ import reasonlog
 from reasonlog import query
 from reasonlog.model import format_instant
 from reasonlog.store import SessionFilter
-from reasonlog.store.usage_sql import bucket_of, bucket_value
+from reasonlog.store.usage_sql import ANY_REPORTING, IRREGULAR_IDS, bucket_of, bucket_value
 
 MODELS, AGENTS, RUNS, SOURCES = ("claude-haiku-4-5", "gpt-5", None), ("lead", "helper", None), ("r1", "r2"), \
     (None, "claude-code", "codex")
@@ -92,20 +92,35 @@ FILTERS = [SessionFilter(limit=None), SessionFilter(run="r1", limit=None), Sessi
            SessionFilter(labels={"source": "codex"}, limit=None)]
 
 
+def pivot(pairs: dict, names: list[str]) -> list[tuple]:
+    """The chart's days as the pairs' totals (`usage_groups("day+model")`) say them: tokens and cost of each name
+    of `names` and of the rest, calls without a cost, a day with calls in order (a cost None where none is known)."""
+    days: dict[str, tuple[list, list, list]] = {}
+    for key, t in pairs.items():
+        day, name = str(key).split("\t")
+        tokens, costs, unpriced = days.setdefault(day, ([0] * (len(names) + 1), [None] * (len(names) + 1), [0]))
+        k = names.index(name) if name in names else len(names)
+        tokens[k] += sum(t[c] for c in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"))
+        costs[k] = costs[k] if t["cost_usd"] is None else (costs[k] or 0.0) + t["cost_usd"]
+        unpriced[0] += t["calls_without_cost"]
+    return [(day, tuple(tokens), tuple(costs), unpriced[0]) for day, (tokens, costs, unpriced) in sorted(days.items())]
+
+
 def same_series(store, flt: SessionFilter) -> None:
-    """The usage chart's points (`usage_series`) are the pairs' totals (`usage_groups("day+model")`): tokens, calls
-    without a cost and whether a cost is known exactly, the cost to 1e-9; and the usage page's tables by model, agent
-    and source added up from one read (`query.stats_each`) are each table read alone."""
+    """The usage chart's days (`usage_series`, pivoted in SQL from the kept rows) are the pairs' totals
+    (`usage_groups("day+model")`) pivoted: tokens, calls without a cost and whether a cost is known exactly, the
+    cost to 1e-9, with every name a column, one name and the rest, or all in the rest; and the usage page's tables
+    by model, agent and source added up from one read (`query.stats_each`) are each table read alone."""
     for split in ("model", "agent"):
         pairs = store.usage_groups(f"day+{split}", flt, latencies=False)
-        points = store.usage_series(split, flt)
-        assert [(d, n) for d, n, *_ in points] == sorted(tuple(str(k).split("\t")) for k in pairs), (flt, points)
-        for day, name, tokens, cost, unpriced in points:
-            t = pairs[f"{day}\t{name}"]
-            assert (tokens, unpriced, cost is None) == (float(sum(t[k] for k in (
-                "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"))),
-                t["calls_without_cost"], t["cost_usd"] is None), (flt, split, day, name, t)
-            assert cost is None or math.isclose(cost, t["cost_usd"], rel_tol=0, abs_tol=1e-9)
+        every = sorted({str(k).split("\t")[1] for k in pairs})
+        for names in (every, every[1:2], []):
+            days, expected = store.usage_series(split, flt, names), pivot(pairs, names)
+            assert [(d, t, [c is None for c in cs], u) for d, t, cs, u in days] == \
+                [(d, t, [c is None for c in cs], u) for d, t, cs, u in expected], (flt, split, names, days, expected)
+            for (_, _, costs, _), (_, _, wanted, _) in zip(days, expected, strict=True):
+                assert all(c is None or math.isclose(c, w, rel_tol=0, abs_tol=1e-9)
+                           for c, w in zip(costs, wanted, strict=True)), (costs, wanted)
     for by, rows in query.stats_each(store, ("model", "agent", "source"), flt).items():
         same(rows, query.stats(store, by, flt, latency=False), by)
 
@@ -208,22 +223,43 @@ def test_a_source_label_given_later_moves_the_sessions_usage(db):
     store.close()
 
 
-def test_the_usage_charts_points_are_plain_rows_by_day_and_model(db):
-    """`usage_series`: a row (day, name, tokens, cost, calls without a cost) a day and model (or agent), in order;
-    a model no price covers has cost None, never 0."""
+def test_the_usage_charts_days_are_one_row_a_day_with_a_column_a_name(db):
+    """`usage_series`: a row (day, tokens of each name asked then of the rest, their costs, calls without a cost) a
+    day, in order; a model no price covers has cost None, never 0."""
     recorder = reasonlog.Recorder(db)
     s = recorder.session(agent="lead", run="r")
     for model, day, cost in (("gpt-5", "2025-03-02", 0.25), ("gpt-5", "2025-03-01", 0.5),
-                             ("my-local", "2025-03-01", None), ("gpt-5", "2025-03-01", 0.125)):
+                             ("my-local", "2025-03-01", None), ("gpt-5", "2025-03-01", 0.125),
+                             ("o3", "2025-03-02", 0.0625)):
         s.call(request={"model": model, "messages": []}, model=model, provider="openai", cost_usd=cost,
                usage=reasonlog.Usage(input_tokens=100, output_tokens=10, cache_read_tokens=1000),
                started_at=f"{day}T10:00:00Z")
     recorder.close()
     store = reasonlog.open_store(db)
     every = SessionFilter(limit=None)
-    assert store.usage_series("model", every) == [("2025-03-01", "gpt-5", 2220.0, 0.625, 0),
-                                                  ("2025-03-01", "my-local", 1110.0, None, 1),
-                                                  ("2025-03-02", "gpt-5", 1110.0, 0.25, 0)]
-    assert store.usage_series("agent", SessionFilter(since="2025-03-02", limit=None)) == [
-        ("2025-03-02", "lead", 1110.0, 0.25, 0)]
+    assert store.usage_series("model", every, ["gpt-5", "my-local", "o3"]) == [
+        ("2025-03-01", (2220, 1110, 0, 0), (0.625, None, None, None), 1),
+        ("2025-03-02", (1110, 0, 1110, 0), (0.25, None, 0.0625, None), 0)]
+    assert store.usage_series("model", every, ["my-local"]) == [  # the rest: gpt-5 and o3
+        ("2025-03-01", (1110, 2220), (None, 0.625), 1), ("2025-03-02", (0, 2220), (None, 0.3125), 0)]
+    assert store.usage_series("agent", SessionFilter(since="2025-03-02", limit=None), ["lead"]) == [
+        ("2025-03-02", (2220, 0), (0.3125, None), 0)]
     store.close()
+
+
+def test_which_sessions_are_irregular_is_asked_of_the_exchanges_that_report_a_cost_alone(tmp_path):
+    """Migration 22: every statistics read asks which sessions have an exchange reporting a cost (three times a usage
+    page). SQLite answers from the index of those exchanges alone, not by reading every exchange's stats (14 ms at
+    100,000 exchanges, each time); the index of exchanges with any stats (migration 13) would read them all."""
+    import sqlite3
+
+    db = tmp_path / "plan.db"
+    reasonlog.open_store(db).close()
+    conn = sqlite3.connect(db)
+    try:
+        plans = [[row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+                 for sql in (ANY_REPORTING, f"SELECT * FROM {IRREGULAR_IDS} i")]
+    finally:
+        conn.close()
+    assert plans[0] == ["SCAN CONSTANT ROW", "SCALAR SUBQUERY 1", "SCAN exchanges USING INDEX exchanges_reporting"]
+    assert [step for step in plans[1] if "exchanges" in step] == ["SCAN exchanges USING INDEX exchanges_reporting"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import kept, pg_search, pg_vectors, rollups
 from .schema import DAILY_TABLES, Migration
+from .usage_sql import REPORTS_COST
 
 T = 'TEXT COLLATE "C"'
 
@@ -400,4 +401,7 @@ CREATE INDEX calls_named ON calls USING gin
 -- index of the rows still NULL. Each model and dimension gets its HNSW index when its first vector is saved. Where
 -- the server has no pgvector, nothing changes and the codes in memory rank, as before.
 """, python=pg_vectors.enable),
+    Migration(22, "exchanges that report a cost indexed alone", """
+-- See schema.py, migration 22.
+CREATE INDEX exchanges_reporting ON exchanges(session_id, id) WHERE """ + REPORTS_COST + ";\n"),
 )

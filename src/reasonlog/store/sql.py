@@ -33,6 +33,7 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     from ..pricing import PriceTable
     from ..redact import Redactor
+    from .rollups import DayUsage
 
 
 class SQLStore(SemanticStore, AnnotationStore):
@@ -282,9 +283,10 @@ class SQLStore(SemanticStore, AnnotationStore):
         """Totals grouped by day, model, agent, run or source, by the accounting rule (see store/usage.py)."""
         return self._read(usage.stats_groups, by, flt, latencies)
 
-    def usage_series(self, split: str, flt: SessionFilter) -> list[tuple[str, str, float, float | None, int]]:
-        """The usage chart's points by day and model or agent (see store/usage.py's `series_groups`)."""
-        return self._read(usage.series_groups, split, flt)
+    def usage_series(self, split: str, flt: SessionFilter, names: list[str]) -> list[DayUsage]:
+        """The usage chart's days by model or agent, `names` a column each and the rest one (store/usage.py's
+        `series_groups`)."""
+        return self._read(usage.series_groups, split, flt, names)
 
     def mirror_fingerprints(self) -> tuple[dict[str, tuple[str, str | None]], tuple[str | None, str]]:
         """Every session's fingerprint and parent, and the record's mark, in one snapshot (store/mirrored.py)."""

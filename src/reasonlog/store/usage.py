@@ -78,20 +78,26 @@ def stats_groups(cur, by: str, flt, latencies: bool) -> dict[str | None, dict]:
     return out
 
 
-def series_groups(cur, split: str, flt) -> list[tuple[str, str, float, float | None, int]]:
-    """What the usage chart draws by day and `split` (model or agent): (day, name or '', tokens, cost or None,
-    calls without a cost), in order of day then name, as `stats_groups(cur, "day+" + split, ...)` totals them.
+def series_groups(cur, split: str, flt, names: list[str]) -> list[rollups.DayUsage]:
+    """What the usage chart draws by day and `split` (model or agent): a row a day with calls, each name of `names`
+    ('' for none) a column and every other name the last (see rollups.by_day), as `stats_groups(cur, "day+" +
+    split, ...)` totals them.
 
-    Read as plain rows from the kept sums when they answer alone (10,000 points cost no dict each); with an
-    irregular session under the filter, or a filter the kept rows do not answer, from `stats_groups`."""
+    Pivoted in SQL from the kept sums when they answer alone; with an irregular session under the filter, or a
+    filter the kept rows do not answer, from `stats_groups`' totals by day and name."""
     if rollups.answers(flt) and not rollups.irregular_ids(cur, flt):
-        return rollups.series(cur, split, flt)
-    out = []
+        return rollups.by_day(cur, split, flt, names)
+    column = {name: n for n, name in enumerate(names)}
+    days: dict[str, tuple[list[int], list[float | None], list[int]]] = {}
     for key, t in stats_groups(cur, f"day+{split}", flt, False).items():
         day, _, name = str(key).partition(PAIR)
-        out.append((day, name, float(sum(t[c] or 0 for c in rollups.CHART_TOKENS)), t["cost_usd"],
-                    t["calls_without_cost"]))
-    return sorted(out, key=lambda point: point[:2])
+        tokens, costs, unpriced = days.setdefault(day, ([0] * (len(names) + 1), [None] * (len(names) + 1), [0]))
+        k = column.get(name, len(names))
+        tokens[k] += sum(t[c] or 0 for c in rollups.CHART_TOKENS)
+        if t["cost_usd"] is not None:
+            costs[k] = round((costs[k] or 0.0) + t["cost_usd"], 12)
+        unpriced[0] += t["calls_without_cost"]
+    return [(day, tuple(tokens), tuple(costs), unpriced[0]) for day, (tokens, costs, unpriced) in sorted(days.items())]
 
 
 def _daily_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:

@@ -4,7 +4,7 @@ between two drawn days is one narrow break (`⋯`) that says how many there were
 as "—", never as a zero bar."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -32,61 +32,66 @@ class Day:
         return sum(self.cost.values()) if self.cost else None
 
 
-def days_of(points: Iterable[tuple[str, str, float, float | None, int]]) -> tuple[list[Day], list[str]]:
-    """Days with usage, in order, from points (day, series, tokens, cost or None, calls without a cost) as the
-    store's `usage_series` gives them; and the series, the largest first (those past COLOURS folded into
-    "other")."""
-    by_day: dict[str, Day] = {}
-    size: dict[str, float] = {}
-    for day, series, tokens, cost, unpriced in points:
-        series = series or "(none)"
-        d = by_day.get(day) or by_day.setdefault(day, Day(day))
-        d.tokens[series] = d.tokens.get(series, 0) + tokens
-        if cost is not None:
-            d.cost[series] = d.cost.get(series, 0) + cost
-        d.unpriced += unpriced
-        size[series] = size.get(series, 0) + tokens + 1e6 * (cost or 0)
-    names = sorted((n for n in size if size[n] > 0), key=lambda n: -size[n])  # only what is drawn
-    if len(names) > COLOURS:
-        kept = set(names[:COLOURS - 1])
-        for d in by_day.values():
-            for part in (d.tokens, d.cost):
-                rest = sum(v for n, v in part.items() if n not in kept)
-                part_kept = {n: v for n, v in part.items() if n in kept}
-                part.clear()
-                part.update(part_kept, **({OTHER: rest} if rest else {}))
-        names = [*names[:COLOURS - 1], OTHER]
-    drawn = [d for _, d in sorted(by_day.items()) if d.token_total or d.cost_total]
-    return drawn, names
+def series_of(totals: Iterable[tuple[str | None, float, float | None]]) -> list[str]:
+    """The series drawn, the largest first (tokens, and a dollar as a million tokens), from each name's totals over
+    the range (name or None, tokens, cost or None), as the usage page's table by model or agent holds them; a name
+    with neither is not drawn. None is '' (the store's name for none)."""
+    size = {name or "": tokens + 1e6 * (cost or 0) for name, tokens, cost in totals}
+    return sorted((n for n in size if size[n] > 0), key=lambda n: -size[n])
+
+
+def columns(names: list[str]) -> list[str]:
+    """The names the store sums a column each (`usage_series`): all of them, or the COLOURS - 1 largest when there
+    are more than COLOURS (the rest are one column, drawn as "other")."""
+    return names[:COLOURS - 1] if len(names) > COLOURS else names
+
+
+def days_of(rows: Iterable[tuple[str, tuple[int, ...], tuple[float | None, ...], int]],
+            names: list[str]) -> tuple[list[Day], list[str]]:
+    """Days with usage, in order, from the store's `usage_series(split, flt, columns(names))` rows (day, tokens of
+    each column, their costs, calls without a cost); and the series as drawn and named in the legend."""
+    kept = columns(names)
+    shown = [n or "(none)" for n in kept] + ([OTHER] if len(kept) < len(names) else [])
+    labels = [*shown[:len(kept)], OTHER]  # the store's last column: every other name (none when all are kept)
+    out = []
+    for day, tokens, costs, unpriced in rows:
+        d = Day(day, {n: float(v) for n, v in zip(labels, tokens, strict=True) if v},
+                {n: v for n, v in zip(labels, costs, strict=True) if v is not None}, unpriced)
+        if d.token_total or d.cost_total:
+            out.append(d)
+    return out, shown
 
 
 def chart(days: list[Day], names: list[str]) -> Markup:
-    """The SVG, or a line saying there is nothing to draw."""
+    """The SVG, or a line saying there is nothing to draw. Each series is one path (its segments of every day);
+    each day is a group over its column whose title says the day's totals and each series' share, the tooltip a
+    stacked-bar chart gives (a title a segment was 4,000-8,000 elements at 500 days and 20 models)."""
     if not days:
         return Markup('<p class="muted">No tokens or cost recorded in this range.</p>')
     slots = _slots(days)
     step = (WIDTH - LEFT - RIGHT) / len(slots)
-    top_tokens = max(d.token_total for d in days) or 1
-    top_cost = max((d.cost_total or 0) for d in days) or 1
+    scale = Scale(max(d.token_total for d in days) or 1, max((d.cost_total or 0) for d in days) or 1)
     series = [(name, n, str(escape(name))) for n, name in enumerate(names)]  # each name escaped once, not a bar
     height = TOP + TOKENS_H + GAP_H + COST_H + LABELS_H
-    out = [f'<svg class="chart over-time" role="img" aria-label="Tokens and cost by day" viewBox="0 0 {WIDTH}'
-           f' {height}" width="100%" preserveAspectRatio="xMinYMin meet">',
-           *_axis(TOP, TOKENS_H, top_tokens, "tokens"), *_axis(TOP + TOKENS_H + GAP_H, COST_H, top_cost, "$")]
-    label_every, year = max(1, round(len(slots) / 16)), ""
+    paths: list[list[str]] = [[] for _ in names]
+    groups, labels, label_every, year = [], [], max(1, round(len(slots) / 16)), ""
     for n, slot in enumerate(slots):
         x = LEFT + n * step
         if isinstance(slot, int):
-            out.append(f'<g class="break"><title>{slot} day{"s" if slot != 1 else ""} with no usage</title>'
-                       f'<text x="{x + step / 2:.1f}" y="{TOP + TOKENS_H - 4}" text-anchor="middle">⋯</text></g>')
+            groups.append(f'<g class="break"><title>{slot} day{"s" if slot != 1 else ""} with no usage</title>'
+                          f'<text x="{x + step / 2:.1f}" y="{TOP + TOKENS_H - 4}" text-anchor="middle">⋯</text></g>')
             continue
-        out += _bars(slot, x + step * 0.15, step * 0.7, top_tokens, top_cost, series)
+        groups.append(_day(slot, (x, step), scale, series, paths))
         if n % label_every == 0:  # the year where it changes (the first label has it)
             shown, year = (slot.day if slot.day[:4] != year else slot.day[5:]), slot.day[:4]
-            out.append(f'<text class="day" x="{x + step / 2:.1f}" y="{height - LABELS_H + 14}"'
-                       f' text-anchor="middle">{shown}</text>')
-    out.append("</svg>")
-    return Markup("".join(out))
+            labels.append(f'<text class="day" x="{x + step / 2:.1f}" y="{height - LABELS_H + 14}"'
+                          f' text-anchor="middle">{shown}</text>')
+    return Markup("".join([
+        f'<svg class="chart over-time" role="img" aria-label="Tokens and cost by day" viewBox="0 0 {WIDTH}'
+        f' {height}" width="100%" preserveAspectRatio="xMinYMin meet">',
+        *_axis(TOP, TOKENS_H, scale.tokens, "tokens"), *_axis(TOP + TOKENS_H + GAP_H, COST_H, scale.cost, "$"),
+        *(f'<path class="seg s{n}" d="{"".join(segments)}"/>' for n, segments in enumerate(paths) if segments),
+        *groups, *labels, "</svg>"]))
 
 
 def legend(names: list[str]) -> Markup:
@@ -114,41 +119,54 @@ def _axis(y0: float, h: float, top: float, unit: str) -> list[str]:
         f'<text class="tick axis-name" x="4" y="{y0 + h / 4 + 4:.1f}">{"cost" if unit == "$" else "tokens"}</text>']
 
 
-def _bars(d: Day, x: float, w: float, top_tokens: float, top_cost: float,
-          series: list[tuple[str, int, str]]) -> list[str]:
-    """A day's group: its token segments, its cost segments (or "—"), each titled; `series`: (name, colour,
-    the name escaped)."""
+@dataclass(frozen=True)
+class Scale:
+    tokens: float  # the value at the top of the tokens' panel
+    cost: float    # and of the cost's
+
+
+def _day(d: Day, column: tuple[float, float], scale: Scale, series: list[tuple[str, int, str]],
+         paths: list[list[str]]) -> str:
+    """A day's group: a target over its whole column titled with its totals and each series' tokens and cost, and
+    "—" (no price known) or "+" (some calls unpriced) titled; its segments go to each series' path in `paths`.
+    `column`: the slot's left edge and width; `series`: (name, colour, the name escaped)."""
     day = escape(d.day)  # from a recorded instant: text, as every recorded value
-    out = [f'<g class="day-bars" data-day="{day}">']
-    _stack(out, day, x, w, TOP + TOKENS_H, (TOKENS_H, top_tokens), d.tokens, series, lambda v: f"{v:,.0f} tokens")
+    x, w = column[0] + column[1] * 0.15, column[1] * 0.7
+    bar = (f"{x:.1f}", f"{w:.1f}")
+    _stack(paths, bar, TOP + TOKENS_H, (TOKENS_H, scale.tokens), d.tokens, series)
     base = TOP + TOKENS_H + GAP_H + COST_H
+    lines = [f"{day}: {d.token_total:,.0f} tokens · {'—' if d.cost_total is None else _usd(d.cost_total)}"]
+    for name, _, shown in series:
+        tokens, cost = d.tokens.get(name), d.cost.get(name)
+        if tokens or cost:
+            lines.append(f"{shown}: {tokens or 0:,.0f} tokens{f' · {_usd(cost)}' if cost else ''}")
+    out = [f'<g class="day-bars" data-day="{day}"><rect class="hit" x="{column[0]:.1f}" y="{TOP}"'
+           f' width="{column[1]:.1f}" height="{base - TOP}"/>']
     if d.cost_total is None:
         out.append(f'<text class="unknown" x="{x + w / 2:.1f}" y="{base - 4}" text-anchor="middle">—'
                    f'<title>{day}: {_calls(d.unpriced)}, no price known</title></text>')
     else:
-        y = _stack(out, day, x, w, base, (COST_H, top_cost), d.cost, series, _usd)
+        y = _stack(paths, bar, base, (COST_H, scale.cost), d.cost, series)
         if d.unpriced:
             out.append(f'<text class="unknown" x="{x + w / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle">+'
                        f'<title>{day}: and {_calls(d.unpriced)} with no price known</title></text>')
-    out.append(f'<title>{day}: {d.token_total:,.0f} tokens · '
-               f'{"—" if d.cost_total is None else _usd(d.cost_total)}</title></g>')
-    return out
+    out.append(f'<title>{chr(10).join(lines)}</title></g>')
+    return "".join(out)
 
 
-def _stack(out: list[str], day: str, x: float, w: float, base: float, scale: tuple[float, float],
-           values: dict[str, float],
-           series: list[tuple[str, int, str]], shown_value: Callable[[float], str]) -> float:
-    """Stack the day's segments of `values` up from `base`, `scale` = (the area's height, the value at its top), each
-    titled; the stack's top."""
+def _stack(paths: list[list[str]], bar: tuple[str, str], base: float, scale: tuple[float, float],
+           values: dict[str, float], series: list[tuple[str, int, str]]) -> float:
+    """Stack the day's segments of `values` up from `base` into each series' path, `bar` = (x, width) as written,
+    `scale` = (the area's height, the value at its top); the stack's top."""
     height, top = scale
+    x, w = bar
     y = float(base)
-    for name, colour, shown in series:
+    for name, colour, _ in series:
         value = values.get(name)
         if value:
             h = height * value / top
+            paths[colour].append(f"M{x} {y:.1f}h{w}V{y - h:.1f}H{x}z")
             y -= h
-            out.append(f'<rect class="seg s{colour}" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}">'
-                       f'<title>{day} · {shown}: {shown_value(value)}</title></rect>')
     return y
 
 

@@ -249,7 +249,8 @@ def usage(store: StoreReader, since: str | None, until: str | None, split: str =
     charts_of = {by: {"tokens": charts.bars([(str(r[by]), _tokens(r)) for r in rows]),
                       "cost": charts.bars([(str(r[by]), r["cost_usd"]) for r in rows], "$")}
                  for by, rows in tables.items() if by != "day"}
-    days, names = over_time.days_of(store.usage_series(split, flt))
+    names = over_time.series_of((r[split], _tokens(r), r["cost_usd"]) for r in tables[split])
+    days, names = over_time.days_of(store.usage_series(split, flt, over_time.columns(names)), names)
     return {"tables": tables, "charts": charts_of, "since": since, "until": until, "split": split,
             "splits": SPLITS, "over_time": over_time.chart(days, names), "legend": over_time.legend(names),
             "quiet": {"days": [r["day"] for r in quiet], "calls": sum(r["calls"] for r in quiet)},
