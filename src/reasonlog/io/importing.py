@@ -59,6 +59,7 @@ from .importer import (  # noqa: F401  (also the names plug-ins take from here: 
     walk,
 )
 from .planning import PassedOver, plan_as, plan_folder  # noqa: F401  (PassedOver: what plan() names)
+from .scanning import remembered
 
 ENTRY_POINT_GROUP = "reasonlog.importers"
 ADDED = ("sessions", "calls", "messages", "tool_results", "outcomes")
@@ -129,13 +130,14 @@ def plan(paths: Iterable[Path], fmt: str | None = None) -> list[tuple[Path, Impo
     is named in the report (io/planning.py); with `fmt`, a folder is read as that format."""
     out: list[tuple[Path, Importer]] = []
     known = importers()
-    for path in paths:
-        if not path.exists():
-            raise ImportError_(f"{path}: no such file or folder")
-        if path.is_dir() and fmt is None:
-            out += plan_folder(path, known, lambda p: _recognising(p, known))
-        else:
-            out += plan_as(path, choose_importer(path, fmt, known))
+    with remembered():  # every importer sniffs the same folders and files: each is read once (io/scanning.py)
+        for path in paths:
+            if not path.exists():
+                raise ImportError_(f"{path}: no such file or folder")
+            if path.is_dir() and fmt is None:
+                out += plan_folder(path, known, lambda p: _recognising(p, known))
+            else:
+                out += plan_as(path, choose_importer(path, fmt, known))
     return out
 
 

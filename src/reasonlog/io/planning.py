@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..model import Event
-from .importer import BaseImporter, Checkpoint, Feed, FileImporter, Importer, first_values
+from .importer import BaseImporter, Checkpoint, Feed, FileImporter, Importer
+from .scanning import first_values, walk
 
 Planned = list[tuple[Path, Importer]]
 
@@ -68,8 +69,8 @@ def plan_folder(folder: Path, known: dict[str, Importer], choose) -> Planned:
             out.append((f, imp if tree else choose(f) or imp))
             trees += [_tree_root(imp, f)] if tree else []
         taken.update(files)
-    for p in sorted(folder.rglob("*")):
-        if p in taken or p.suffix not in (".jsonl", ".json", ".db") or not p.is_file():
+    for p in walk(folder, "*"):
+        if p in taken or p.suffix not in (".jsonl", ".json", ".db"):
             continue
         if any(t in p.parents for t in trees) or any((p.parent / name) in taken for name in _BESIDE):
             continue  # read with the tree, or a file another one is read with
