@@ -229,14 +229,14 @@ class Feed:
             f.seek(offset)
             for raw in f:
                 number += 1
-                self.line, self.current = number, None
                 start, offset = offset, offset + len(raw)
-                text = raw.strip()
-                if not text or number in self.passed or (
-                        ignore is not None and raw.endswith(b"\n") and ignore(raw)):
-                    continue
+                if ignore is not None and ignore(raw) and raw.endswith(b"\n"):
+                    continue  # (most lines of some formats: nothing else is done for them)
+                self.line, self.current = number, None
+                if (raw[:1].isspace() and not raw.strip()) or number in self.passed:
+                    continue  # (JSON may have white space around it: the line is parsed as it is, not copied)
                 try:
-                    value = orjson.loads(text)
+                    value = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
                     if not raw.endswith(b"\n"):
                         return  # a partial last line: left for the next import
@@ -245,7 +245,7 @@ class Feed:
                     continue
                 self.current = number
                 yield Line(number, start, offset, value)
-        self.current = None
+        self.line, self.current = number, None
 
     def readable(self, line: Line) -> bool:
         """Whether `line` holds a value: one that is not JSON (or not UTF-8) is skipped and reported here."""
