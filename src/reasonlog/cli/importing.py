@@ -40,7 +40,7 @@ def import_(obj, paths, fmt, list_formats, as_json):
     if blank:
         raise StoreError(f"{blank[0]}: an empty file, nothing to import")
     try:
-        files = plan([Path(p).expanduser() for p in paths], fmt)
+        files = plan([Path(p).expanduser() for p in paths], fmt, imported=lambda: _imported(obj))
     except ImportError_ as exc:
         raise StoreError(str(exc)) from None
     if not files:
@@ -56,6 +56,12 @@ def import_(obj, paths, fmt, list_formats, as_json):
         _say_read_nothing(report, fmt)
     if report.failed or report.read_nothing():
         sys.exit(1)
+
+
+def _imported(obj) -> list[dict]:
+    """The files the database says were imported (none when there is no database yet: planning creates none)."""
+    path = obj.path
+    return obj.writable.import_files() if not isinstance(path, Path) or path.exists() else []
 
 
 def _say_read_nothing(report: Report, fmt: str | None) -> None:

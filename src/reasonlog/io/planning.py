@@ -87,6 +87,29 @@ def plan_folder(folder: Path, known: dict[str, Importer], choose) -> Planned:
     return out
 
 
+def plan_unchanged(folder: Path, known: dict[str, Importer], rows: dict[str, dict]) -> Planned:
+    """`folder`'s files with the importers that read them, when an import read every one to its end as it is now
+    (its `import_files` row, by resolved path, has its size and change time): what `plan_folder` would give, but
+    with nothing sniffed. Empty (plan the folder) when one is new, changed, read short of its end, read by a
+    format not known now or as a tree, or reached through a link: every such file is planned as usual."""
+    root = folder.resolve()
+    out: Planned = []
+    for p in walk(folder, "*"):
+        if p.suffix not in (".jsonl", ".json", ".db"):
+            continue
+        row = rows.get(str(root / p.relative_to(folder)))
+        imp = known.get(row["format"]) if row is not None else None
+        try:
+            st = p.stat()
+        except OSError:
+            return []
+        if (imp is None or row is None or (row["size"], row["mtime_ns"]) != (st.st_size, st.st_mtime_ns)
+                or row["consumed"] < st.st_size or _is_tree(imp, p)):
+            return []
+        out.append((p, imp))
+    return out
+
+
 # Files whose companions are read with them, not alone (Kimi's `wire.jsonl` with `context.jsonl` beside it).
 _BESIDE = ("wire.jsonl",)
 
