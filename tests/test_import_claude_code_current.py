@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from reasonlog.io.importing import plan, run_import
+from reasonlog.model import FileImported
 from reasonlog.pricing import load_price_table
 from reasonlog.store import SessionFilter, open_store
 
@@ -139,3 +140,33 @@ def test_a_transcript_imported_in_two_parts_equals_one_imported_whole(tmp_path, 
     again = run_import(store, plan([target]))
     assert (again.failed, again.skipped) == ([], [])
     assert _snapshot(store) == _snapshot(whole)
+
+
+def test_a_file_whose_state_holds_no_titles_keeps_its_rename_when_it_grows(tmp_path):
+    """A file imported in part by a version that kept no titles in its state (it read the whole file for them each
+    time): when the file grows with an AI title, the rename read before still wins (issue 34: one pass per file)."""
+    lines = CURRENT.read_bytes().splitlines(keepends=True)
+    target = tmp_path / "p" / CURRENT.name
+    target.parent.mkdir()
+    target.write_bytes(b"".join(lines[:17]))  # the AI title and the rename, not the last AI title
+    store = open_store(tmp_path / "t.db")
+    run_import(store, plan([target]))
+    row = store.import_file(str(target.resolve()))
+    assert row is not None and row["state"]["titles"] == {SID: ["EU checkout bug", "Fix EU checkout VAT crash"]}
+    del row["state"]["titles"]
+    store.write_batch([FileImported(**row)])
+    with open(target, "ab") as f:
+        f.write(b"".join(lines[17:]))
+    again = run_import(store, plan([target]))
+    assert (again.appended, again.failed, again.skipped) == (1, [], [])
+    assert store.get_session(SID)["labels"]["title"] == "EU checkout bug"
+
+
+def test_a_title_read_after_its_session_started_is_its_label(tmp_path):
+    """The titles are read in the one pass over the file: a session that starts before its titles are written
+    ends with the last rename as its label, in the labels it is listed by too."""
+    store = open_store(tmp_path / "t.db")
+    run_import(store, plan([CURRENT]))
+    assert store.get_session(SID)["labels"]["title"] == "EU checkout bug"
+    (listed,) = [s for s in store.list_sessions(SessionFilter(limit=None, labels={"title": "EU checkout bug"}))]
+    assert listed["id"] == SID

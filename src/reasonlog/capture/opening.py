@@ -11,7 +11,6 @@ import os
 from ..pricing import PriceTable
 from ..redact import Redactor
 from ..store import Store, StoreOptions, StoreWriter
-from .http_sink import remote_sink
 from .sinks import SpillingSink, StoreSink
 from .spillfiles import spill_dirs
 from .writer import SyncWriter
@@ -34,6 +33,8 @@ def open_sink(target: str | os.PathLike, *, redact: bool | list | dict = True, a
     secrets travels in the file, apart from what the store counts."""
     target = os.fspath(target)
     if is_remote(target):
+        from .http_sink import remote_sink  # (http.client and ssl: only for a server)
+
         return remote_sink(target, api_key or os.environ.get("REASONLOG_API_KEY"), redactor_of(redact))
     from ..store import open_store, safe_target
 

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import click
 import orjson
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ..io import jsonl
 from ..io.importing import ImportError_, Report, follow, importers, plan, run_import
 from ..store import StoreError
 from .group import cli, emit_json
@@ -42,7 +40,7 @@ def import_(obj, paths, fmt, list_formats, as_json):
     if blank:
         raise StoreError(f"{blank[0]}: an empty file, nothing to import")
     try:
-        files = plan([Path(p).expanduser() for p in paths], fmt)
+        files = plan([Path(p).expanduser() for p in paths], fmt, imported=lambda: _imported(obj))
     except ImportError_ as exc:
         raise StoreError(str(exc)) from None
     if not files:
@@ -58,6 +56,12 @@ def import_(obj, paths, fmt, list_formats, as_json):
         _say_read_nothing(report, fmt)
     if report.failed or report.read_nothing():
         sys.exit(1)
+
+
+def _imported(obj) -> list[dict]:
+    """The files the database says were imported (none when there is no database yet: planning creates none)."""
+    path = obj.path
+    return obj.writable.import_files() if not isinstance(path, Path) or path.exists() else []
 
 
 def _say_read_nothing(report: Report, fmt: str | None) -> None:
@@ -127,6 +131,8 @@ def _head(path: Path) -> bytes:
 
 def _import_export(obj, file: str) -> None:
     """A reasonlog export (or stdin): checked whole before the database is opened, then imported at once."""
+    from ..io import jsonl
+
     stream = io.BytesIO(sys.stdin.buffer.read()) if file == "-" else None
     for warning in jsonl.check_file(file, stream):
         click.echo(f"warning: {file}: {warning}", err=True)
@@ -155,6 +161,8 @@ def _run_with_progress(store, files, show: bool) -> Report:
     total = sum(p.stat().st_size for p, _ in files if p.exists())
     if not show or not sys.stderr.isatty() or total < 8 << 20:
         return run_import(store, files)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn  # (a bar alone)
+
     columns = (TextColumn("importing"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=True, console=_stderr_console()) as bar:
         task = bar.add_task("import", total=total)

@@ -154,7 +154,9 @@ class _Reading:
     since: list[Event] = field(default_factory=list)    # after it: written only once a checkpoint covers them
     last: Checkpoint | None = None
     written: bool = False
-    fresh: list[tuple[str, str, bool]] = field(default_factory=list)  # (kind, id, covered by a checkpoint)
+    # What was emitted first here, (kind, id): covered by a checkpoint but not written yet, and not yet covered
+    covered: list[tuple[str, str]] = field(default_factory=list)
+    uncovered: list[tuple[str, str]] = field(default_factory=list)
     skips: int = -1       # len(report.skipped) at the last checkpoint
     skips_at_start: int = -1
     refused: set[str] = field(default_factory=set)  # sessions the store could not hold (their skip says why)
@@ -167,7 +169,8 @@ class _Reading:
                 self.last, self.skips = item, len(report.skipped)
                 self.pending += self.since
                 self.since = []
-                self.fresh = [(k, i, True) for k, i, _ in self.fresh]
+                self.covered += self.uncovered
+                self.uncovered = []
                 if len(self.pending) >= BATCH_EVENTS:
                     self._write(item)
                 continue
@@ -184,16 +187,16 @@ class _Reading:
             ident = getattr(item, id_field)  # type: ignore[arg-type]
             if ident not in self.emitted[kind]:
                 self.emitted[kind].add(ident)
-                self.fresh.append((kind, ident, False))
+                self.uncovered.append((kind, ident))
             if kind == "session" and ident not in self.progress.sessions:
                 self.progress.sessions.add(ident)
-                self.fresh.append(("$session", ident, False))
+                self.uncovered.append(("$session", ident))
         self.since.append(item)
 
     def _write(self, cp: Checkpoint) -> None:
         self.progress.write(self.store, self.pending, cp, self.feed.report)
         self.pending, self.written = [], True
-        self.fresh = [f for f in self.fresh if not f[2]]
+        self.covered = []
 
     def undo(self, incremental: bool) -> tuple | None:
         """Forget what was yielded after the last checkpoint (its ids, its skips); return where to read from
@@ -202,20 +205,19 @@ class _Reading:
         report = self.feed.report
         if incremental and self.last is not None:
             del report.skipped[self.skips:]
-            keep = [f for f in self.fresh if f[2]]
-            self._forget([f for f in self.fresh if not f[2]])
-            self.fresh = keep
+            self._forget(self.uncovered)
+            self.uncovered = []
             self._write(self.last)
             state = orjson.loads(self.last.state) if self.last.state is not None else None
             return (self.last.offset, self.last.line, state)
         if self.written:
             return None
         del report.skipped[self.skips_at_start:]
-        self._forget(self.fresh)
+        self._forget(self.covered + self.uncovered)
         return ()
 
-    def _forget(self, fresh: list[tuple[str, str, bool]]) -> None:
-        for kind, ident, _ in fresh:
+    def _forget(self, fresh: list[tuple[str, str]]) -> None:
+        for kind, ident in fresh:
             if kind == "$session":
                 self.progress.sessions.discard(ident)
             else:

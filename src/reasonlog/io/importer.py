@@ -28,6 +28,7 @@ import orjson
 from .. import providers
 from ..model import Event, ExchangeEnded, SessionEnded, Usage, format_instant
 from ..wire.rules import RecordError
+from .scanning import first_values, head, walk  # noqa: F401  (head: what formats take from here)
 
 if TYPE_CHECKING:
     from ..store.answers import CallDetail
@@ -228,14 +229,14 @@ class Feed:
             f.seek(offset)
             for raw in f:
                 number += 1
-                self.line, self.current = number, None
                 start, offset = offset, offset + len(raw)
-                text = raw.strip()
-                if not text or number in self.passed or (
-                        ignore is not None and raw.endswith(b"\n") and ignore(raw)):
-                    continue
+                if ignore is not None and ignore(raw) and raw.endswith(b"\n"):
+                    continue  # (most lines of some formats: nothing else is done for them)
+                self.line, self.current = number, None
+                if (raw[:1].isspace() and not raw.strip()) or number in self.passed:
+                    continue  # (JSON may have white space around it: the line is parsed as it is, not copied)
                 try:
-                    value = orjson.loads(text)
+                    value = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
                     if not raw.endswith(b"\n"):
                         return  # a partial last line: left for the next import
@@ -244,7 +245,7 @@ class Feed:
                     continue
                 self.current = number
                 yield Line(number, start, offset, value)
-        self.current = None
+        self.line, self.current = number, None
 
     def readable(self, line: Line) -> bool:
         """Whether `line` holds a value: one that is not JSON (or not UTF-8) is skipped and reported here."""
@@ -389,36 +390,6 @@ def dump_state(state: dict | None) -> bytes | None:
 # -------------------------------------------------------------------------------------- helpers for formats
 
 
-def first_values(path: Path, n: int = 5, limit: int = 1 << 16) -> list[object]:
-    """The first `n` JSON objects of a JSONL file (lines that do not parse, or are not objects, are left out: a
-    record of a JSONL log is an object, and one bad line must not hide the file's format): what `detect` sniffs.
-
-    It reads `limit` bytes, and up to 1 MiB when no whole line fitted in them (a long first line)."""
-    for size in dict.fromkeys((limit, max(limit, 1 << 20))):
-        try:
-            with open(path, "rb") as f:
-                data = f.read(size)
-        except OSError:
-            return []
-        lines = data.split(b"\n")
-        if len(data) == size:
-            lines.pop()  # cut by the limit
-        out: list[object] = []
-        for raw in lines:
-            if raw.strip():
-                try:
-                    value = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    continue
-                if isinstance(value, dict):
-                    out.append(value)
-            if len(out) >= n:
-                break
-        if out or len(data) < size:
-            return out
-    return []
-
-
 def json_kind(value: object) -> str:
     """What a JSON value is, as a skip reason says it: `got an object`, `got null`, `got a text`."""
     return "null" if value is None else {dict: "an object", list: "a list", str: "a text", bool: "a boolean"}.get(
@@ -436,14 +407,6 @@ def ends(session_id: str, exchange_id: str | None, at: str, children: Iterable[s
 def epoch_ms(value: object) -> str | None:
     """Epoch milliseconds as UTC text; None when the value is not a positive number."""
     return instant(value / 1000, numbers=True) if isinstance(value, (int, float)) and value > 0 else None
-
-
-def walk(path: Path, pattern: str) -> Iterator[Path]:
-    """`path` itself when it is a file, else the files under it matching `pattern`, sorted (a stable order)."""
-    if path.is_file():
-        yield path
-        return
-    yield from sorted(p for p in path.rglob(pattern) if p.is_file())
 
 
 def instant(value: object, numbers: bool = False) -> str | None:
@@ -485,16 +448,6 @@ class FileImporter(BaseImporter):
             return self.mine(path)
         except (OSError, LookupError, TypeError, ValueError, AttributeError):
             return False
-
-
-def head(path: Path, size: int = 4096) -> bytes:
-    """The first `size` bytes of a file (none when it cannot be read): what sniffing a JSON document or a text
-    looks at."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(size)
-    except OSError:
-        return b""
 
 
 @dataclass(frozen=True)
@@ -543,7 +496,7 @@ class FormatImporter(FileImporter):
         return self.home.paths() if self.home else []
 
     def candidates(self, folder: Path) -> list[Path]:
-        return sorted({p for pattern in self.files for p in walk(folder, pattern)})
+        return sorted({p for pattern in self.files for p in walk(folder, pattern)}, key=lambda p: p.parts)
 
     def mine(self, path: Path) -> bool:
         if self.recognises is not None and not self.recognises(path):

@@ -58,7 +58,8 @@ from .importer import (  # noqa: F401  (also the names plug-ins take from here: 
     instant,
     walk,
 )
-from .planning import PassedOver, plan_as, plan_folder  # noqa: F401  (PassedOver: what plan() names)
+from .planning import PassedOver, plan_as, plan_folder, plan_unchanged  # noqa: F401  (PassedOver: what plan() names)
+from .scanning import remembered
 
 ENTRY_POINT_GROUP = "reasonlog.importers"
 ADDED = ("sessions", "calls", "messages", "tool_results", "outcomes")
@@ -122,20 +123,27 @@ def choose_importer(path: Path, name: str | None = None, known: dict[str, Import
 # -------------------------------------------------------------------------------------- the loop
 
 
-def plan(paths: Iterable[Path], fmt: str | None = None) -> list[tuple[Path, Importer]]:
+def plan(paths: Iterable[Path], fmt: str | None = None,
+         imported: Callable[[], list[dict]] | None = None) -> list[tuple[Path, Importer]]:
     """Each file to import with its importer. A missing path is an error before anything is imported.
 
     A folder with no `fmt` is read file by file, each file as itself, and every JSONL file no importer reads
-    is named in the report (io/planning.py); with `fmt`, a folder is read as that format."""
+    is named in the report (io/planning.py); with `fmt`, a folder is read as that format. `imported` gives the
+    store's `import_files()` rows (asked once, for a folder): a folder whose every file an import read to its end
+    as it is now is planned from those rows, with no file sniffed (`plan_unchanged`)."""
     out: list[tuple[Path, Importer]] = []
     known = importers()
-    for path in paths:
-        if not path.exists():
-            raise ImportError_(f"{path}: no such file or folder")
-        if path.is_dir() and fmt is None:
-            out += plan_folder(path, known, lambda p: _recognising(p, known))
-        else:
-            out += plan_as(path, choose_importer(path, fmt, known))
+    rows: dict[str, dict] | None = None
+    with remembered():  # every importer sniffs the same folders and files: each is read once (io/scanning.py)
+        for path in paths:
+            if not path.exists():
+                raise ImportError_(f"{path}: no such file or folder")
+            if path.is_dir() and fmt is None:
+                if rows is None:
+                    rows = {r["path"]: r for r in imported()} if imported is not None else {}
+                out += plan_unchanged(path, known, rows) or plan_folder(path, known, lambda p: _recognising(p, known))
+            else:
+                out += plan_as(path, choose_importer(path, fmt, known))
     return out
 
 
@@ -286,7 +294,7 @@ def follow(store: Store, paths: list[Path], fmt: str | None, interval: float, st
         for p in paths:
             if p.exists():
                 try:
-                    files.extend(plan([p], fmt))
+                    files.extend(plan([p], fmt, imported=store.import_files))
                 except ImportError_:
                     continue
         report = run_import(store, files, live=True)

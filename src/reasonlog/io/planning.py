@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..model import Event
-from .importer import BaseImporter, Checkpoint, Feed, FileImporter, Importer, first_values
+from .importer import BaseImporter, Checkpoint, Feed, FileImporter, Importer
+from .scanning import first_values, walk
 
 Planned = list[tuple[Path, Importer]]
 
@@ -68,8 +69,8 @@ def plan_folder(folder: Path, known: dict[str, Importer], choose) -> Planned:
             out.append((f, imp if tree else choose(f) or imp))
             trees += [_tree_root(imp, f)] if tree else []
         taken.update(files)
-    for p in sorted(folder.rglob("*")):
-        if p in taken or p.suffix not in (".jsonl", ".json", ".db") or not p.is_file():
+    for p in walk(folder, "*"):
+        if p in taken or p.suffix not in (".jsonl", ".json", ".db"):
             continue
         if any(t in p.parents for t in trees) or any((p.parent / name) in taken for name in _BESIDE):
             continue  # read with the tree, or a file another one is read with
@@ -83,6 +84,29 @@ def plan_folder(folder: Path, known: dict[str, Importer], choose) -> Planned:
             trees += roots
         elif p.suffix == ".jsonl":
             out.append((p, PassedOver(f"no importer recognises it: {_why(p, None)}")))
+    return out
+
+
+def plan_unchanged(folder: Path, known: dict[str, Importer], rows: dict[str, dict]) -> Planned:
+    """`folder`'s files with the importers that read them, when an import read every one to its end as it is now
+    (its `import_files` row, by resolved path, has its size and change time): what `plan_folder` would give, but
+    with nothing sniffed. Empty (plan the folder) when one is new, changed, read short of its end, read by a
+    format not known now or as a tree, or reached through a link: every such file is planned as usual."""
+    root = folder.resolve()
+    out: Planned = []
+    for p in walk(folder, "*"):
+        if p.suffix not in (".jsonl", ".json", ".db"):
+            continue
+        row = rows.get(str(root / p.relative_to(folder)))
+        imp = known.get(row["format"]) if row is not None else None
+        try:
+            st = p.stat()
+        except OSError:
+            return []
+        if (imp is None or row is None or (row["size"], row["mtime_ns"]) != (st.st_size, st.st_mtime_ns)
+                or row["consumed"] < st.st_size or _is_tree(imp, p)):
+            return []
+        out.append((p, imp))
     return out
 
 

@@ -24,9 +24,11 @@ How a transcript becomes reasonlog's records:
   (`claude-code:<type>`). Hook and bash progress, file-history snapshots and queue operations are
   bookkeeping of the CLI and are passed over.
 - **Titles.** The session's title label is its last `custom-title` (a rename), else its last
-  `ai-title`; a title read after the session was stored (a later pass of `watch`) retitles it
-  (`SessionTitled`). Records without an instant (titles, modes, summaries) never start a session: they
-  wait for the session's first instant, and one of no session in the file is reported, not kept.
+  `ai-title`, read in the one pass over the file: a session starts with the title read so far, and a title
+  read after its session started (later in the file, a later pass of `watch`, another file) retitles it
+  (`SessionTitled`); the titles read stay in the file's state. Records without an instant (titles, modes,
+  summaries) never start a session: they wait for the session's first instant, and one of no session in
+  the file is reported, not kept.
 - **Nesting.** A sub-agent hangs from the session and call that spawned it, at any depth: a Task
   tool result naming the sub-agent's `agentId` starts its session there (its own file, read
   after its parent's, goes on with it), and an inline sub-agent line without `agentId` belongs to
@@ -45,10 +47,9 @@ from ... import model as ev
 from ...model import Event, SessionTitled, Usage, stable_id
 from ...wire.rules import RecordError
 from ..importer import BaseImporter, Checkpoint, Feed, Line, ReimportFile, first_values, instant, walk
-from .claude_code_files import nesting, titles_in
+from .claude_code_files import TITLE_FIELDS, best_title, nesting, titles_in
 
 NAME = "claude-code"
-TITLE_KINDS = frozenset({f"{NAME}:custom-title", f"{NAME}:ai-title"})
 TRANSCRIPT_TYPES = frozenset({"user", "assistant", "system", "summary", "progress", "file-history-snapshot",
                               "queue-operation", "result"})
 # Claude Code's own envelope keys; the Agent SDK's messages say session_id and parent_tool_use_id instead.
@@ -153,8 +154,11 @@ class _Reader:
         self.lineage: dict[str, str] = saved.get("lineage", {})  # an inline sub-agent's line uuid -> its agent id
         self.waiting: list = saved.get("waiting", [])  # [session or None, kind, payload, line]: records with no
         #                                                instant, until their session's first one
-        self.titles: dict[str, str] | None = None  # session id -> title, read when a session starts
-        self.earlier = {sid for sid, t in self.threads.items() if t.started}  # sessions an earlier pass stored
+        # session id -> [its last custom title, its last AI title], as read so far (a state of an earlier version
+        # has none: the file's titles before where it stopped are read once)
+        self.titles: dict[str, list] = saved["titles"] if "titles" in saved else (
+            titles_in(feed.path, feed.start) if feed.start else {})
+        self.titled: dict[str, str] = {}  # the title each session was given in this pass
         self.run_name = feed.path.parent.name if "subagents" not in feed.path.parts else feed.path.parents[2].name
         self.done: Line | None = None  # the last line whose effects are all in the state
 
@@ -190,7 +194,7 @@ class _Reader:
 
     def _checkpoint(self) -> Checkpoint:
         state = {"threads": {sid: t.save() for sid, t in self.threads.items()}, "spawns": self.spawns,
-                 "main": self.main, "lineage": self.lineage, "waiting": self.waiting}
+                 "main": self.main, "lineage": self.lineage, "waiting": self.waiting, "titles": self.titles}
         if self.done is None:
             return Checkpoint(self.feed.start, self.feed.first_line, orjson.dumps(state))
         return self.feed.checkpoint(self.done, state)
@@ -214,6 +218,8 @@ class _Reader:
             yield from self._keep(line, v, "summary", {"summary": v.get("summary"), "leaf_uuid": v.get("leafUuid")})
         elif kind not in PASSED_OVER:
             yield from self._keep(line, v, f"{NAME}:{kind}", v)
+            if kind in TITLE_FIELDS:
+                yield from self._title(v, kind)
 
     # ----------------------------------------------------------------------------- sessions
 
@@ -237,7 +243,6 @@ class _Reader:
             thread = self.threads[sid] = _Thread(sid)
             thread.started = self.feed.exists("session", sid)
             if thread.started:
-                self.earlier.add(sid)
                 thread.history = None  # another file began it: go on from what is stored
         return thread
 
@@ -249,9 +254,9 @@ class _Reader:
         parent = (spawn or {}).get("session") or parent  # a nested sub-agent's parent is the agent that spawned it
         labels = {"source": NAME, **{k: v[f] for k, f in (("cwd", "cwd"), ("git_branch", "gitBranch"),
                                                           ("version", "version")) if isinstance(v.get(f), str)}}
-        title = self._titles().get(thread.sid)
+        title = best_title(self.titles.get(thread.sid))
         if title:
-            labels["title"] = title
+            labels["title"] = self.titled[thread.sid] = title
         started = ev.SessionStarted(session_id=thread.sid, started_at=at, agent=_text_or_none(agent_type) or (
                                      "subagent" if parent else "claude-code"),
                                     run=self.run_name, provider="anthropic", labels=labels, parent_session_id=parent,
@@ -259,11 +264,6 @@ class _Reader:
         thread.started = True  # only once its start is made: a line that fails before leaves no orphan behind
         yield started
         yield from self._claim(thread, at)
-
-    def _titles(self) -> dict[str, str]:
-        if self.titles is None:
-            self.titles = titles_in(self.feed.path)
-        return self.titles
 
     def _end_threads(self) -> Iterator[Event]:
         for thread in self.threads.values():
@@ -438,8 +438,6 @@ class _Reader:
         known = self.threads.get(session or self.main or "")
         if known is not None and known.started and known.last_at:
             yield self._outcome(known.sid, kind, payload, line.number, at or known.last_at)
-            if known.sid in self.earlier:
-                yield from self._retitle(known.sid, kind)
         else:
             self.waiting.append([session, kind, payload, line.number])
 
@@ -447,11 +445,22 @@ class _Reader:
         return ev.OutcomeRecorded(outcome_id=stable_id(at, NAME, sid, kind, number), session_id=sid, at=at,
                                   outcome_kind=kind, payload=payload)
 
+    def _title(self, v: dict, kind: str) -> Iterator[Event]:
+        """A title record: the session's titles as read so far, and its label retitled if it has started."""
+        sid, text = v.get("sessionId"), v.get(TITLE_FIELDS[kind])
+        if not isinstance(sid, str) or not isinstance(text, str) or not text.strip():
+            return
+        self.titles.setdefault(sid, [None, None])[int(kind == "ai-title")] = text
+        thread = self.threads.get(sid)
+        if thread is not None and thread.started:
+            yield from self._retitle(sid, f"{NAME}:{kind}")
+
     def _retitle(self, sid: str, kind: str) -> Iterator[Event]:
-        """A title record read after its session was stored (by an earlier pass, or from another file): the
-        session's title label follows the file's titles as they are now."""
-        title = self._titles().get(sid) if kind in TITLE_KINDS else None
-        if title:
+        """A title read after its session was stored (earlier in the file, by an earlier pass, or from another
+        file): the session's title label follows the file's titles as read so far."""
+        title = best_title(self.titles.get(sid)) if kind.removeprefix(f"{NAME}:") in TITLE_FIELDS else None
+        if title and self.titled.get(sid) != title:
+            self.titled[sid] = title
             yield SessionTitled(session_id=sid, title=title)
 
     def _claim(self, thread: _Thread, at: str) -> Iterator[Event]:

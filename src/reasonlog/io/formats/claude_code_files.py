@@ -1,5 +1,6 @@
 """What the Claude Code importer reads of whole files before it reads their lines: how deep each sub-agent's file
-is nested (so parents are read first), and each session's title."""
+is nested (so parents are read first); and its titles (read with the lines, by a state of an earlier version
+before them)."""
 from __future__ import annotations
 
 import re
@@ -35,21 +36,32 @@ def nesting(subagent_files: Iterable[Path]) -> dict[Path, int]:
     return depth
 
 
-def titles_in(path: Path) -> dict[str, str]:
-    """Each session's title in the file: its last `custom-title` (a rename), else its last `ai-title`."""
-    custom: dict[str, str] = {}
-    generated: dict[str, str] = {}
+TITLE_FIELDS = {"custom-title": "customTitle", "ai-title": "aiTitle"}  # a title record's type -> its field
+
+
+def best_title(titles: list | None) -> str | None:
+    """A session's title label of its [last custom title, last AI title]: a rename wins."""
+    return (titles[0] or titles[1]) if titles else None
+
+
+def titles_in(path: Path, end: int) -> dict[str, list]:
+    """Each session's [last custom title, last AI title] in the file's first `end` bytes (for a state written by a
+    version that did not keep them: the reader keeps the titles it reads in its state)."""
+    found: dict[str, list] = {}
+    read = 0
     with open(path, "rb") as f:
         for raw in f:
+            read += len(raw)
+            if read > end:
+                break
             if b'-title"' not in raw:
                 continue
             try:
                 v = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 continue
-            if not isinstance(v, dict) or not isinstance(v.get("sessionId"), str):
-                continue
-            for kind, key, into in (("custom-title", "customTitle", custom), ("ai-title", "aiTitle", generated)):
-                if v.get("type") == kind and isinstance(v.get(key), str) and v[key].strip():
-                    into[v["sessionId"]] = v[key]
-    return {**generated, **custom}
+            kind = v.get("type") if isinstance(v, dict) else None
+            text = v.get(TITLE_FIELDS[kind]) if kind in TITLE_FIELDS else None
+            if isinstance(v.get("sessionId"), str) and isinstance(text, str) and text.strip():
+                found.setdefault(v["sessionId"], [None, None])[int(kind == "ai-title")] = text
+    return found
