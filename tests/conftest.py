@@ -116,9 +116,10 @@ def recorder(db_target):
     rec.close()
 
 
-@pytest.fixture(params=["strict", "default"])
+@pytest.fixture(params=["strict", pytest.param("default", marks=pytest.mark.slow)])
 def rec(request, db_target):
-    """A synchronous recorder for the SDK tests, strict and in the default mode users run."""
+    """A synchronous recorder for the SDK tests, strict and in the default mode users run (the quick run takes the
+    strict one only: it raises what the default mode would log)."""
     rec = reasonlog.Recorder(db_target, writer="sync", strict=request.param == "strict")
     yield rec
     rec.close()

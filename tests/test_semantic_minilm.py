@@ -17,6 +17,8 @@ from reasonlog.semantic import LocalEmbedder
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
 
+pytestmark = pytest.mark.xdist_group("semantic_minilm")  # one worker loads the real model once
+
 
 @pytest.fixture(scope="module")
 def embedder():
