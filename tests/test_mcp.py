@@ -292,6 +292,7 @@ def orjson_loads(body: bytes) -> dict:
     return loaded if isinstance(loaded, dict) else {}
 
 
+@pytest.mark.slow  # the quick run keeps Claude Code as the real agent that starts reasonlog mcp
 def test_gemini_cli_from_npm_starts_reasonlog_mcp_and_gets_a_cited_answer(tmp_path):
     """The real Gemini CLI with the block `--print-config gemini` prints in its settings.json, against a local
     provider that asks for `mcp_reasonlog_search_history`: the tool result in its next request holds the recorded
