@@ -16,6 +16,15 @@ import pytest
 # XDG folders of its own, and no REASONLOG_* setting of the user's (their database, server, key, config). The
 # user's real data folder is snapshot now and compared at the end (`users_data_folder_untouched`).
 REAL_DATA = Path(platformdirs.user_data_dir("reasonlog", appauthor=False))
+# The run's temporary folders (`tmp_path`, the test home, what the processes it starts write) are in memory where the
+# system has a tmpfs with room: each SQLite commit syncs to disk, and a suite that makes thousands of databases waited
+# on the disk for minutes (no test here is about the fsync; the disk-full ones mount their own tmpfs). pyproject's
+# `tmp_path_retention_policy = "failed"` deletes a passed test's folder when it ends, so the memory holds the running
+# tests' folders and the failures' only. A TMPDIR of the user's own is kept.
+MEMORY = Path("/dev/shm")
+if "TMPDIR" not in os.environ and MEMORY.is_dir() and os.access(MEMORY, os.W_OK) \
+        and shutil.disk_usage(MEMORY).free > 4 << 30:
+    os.environ["TMPDIR"] = tempfile.tempdir = str(MEMORY)
 TEST_HOME = Path(tempfile.mkdtemp(prefix="reasonlog-tests-home-"))
 atexit.register(shutil.rmtree, TEST_HOME, True)  # however the run ends (a run that selects no test included)
 _KEPT = {"REASONLOG_TEST_POSTGRES", "REASONLOG_TEST_POSTGRES_VECTOR", "REASONLOG_REQUIRE_POSTGRES",
@@ -107,9 +116,10 @@ def recorder(db_target):
     rec.close()
 
 
-@pytest.fixture(params=["strict", "default"])
+@pytest.fixture(params=["strict", pytest.param("default", marks=pytest.mark.slow)])
 def rec(request, db_target):
-    """A synchronous recorder for the SDK tests, strict and in the default mode users run."""
+    """A synchronous recorder for the SDK tests, strict and in the default mode users run (the quick run takes the
+    strict one only: it raises what the default mode would log)."""
     rec = reasonlog.Recorder(db_target, writer="sync", strict=request.param == "strict")
     yield rec
     rec.close()
@@ -166,9 +176,11 @@ NO_POSTGRES = ("no PostgreSQL server: set REASONLOG_TEST_POSTGRES=postgresql://u
                "(.ci/run starts one with .ci/postgres)")
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def dialect(request) -> str:
-    """Each test that takes it runs once on SQLite and once on PostgreSQL (skipped without a server)."""
+    """Each test that takes it runs once on SQLite and once on PostgreSQL (skipped without a server). The
+    PostgreSQL run is `slow`: the quick run (`-m "not slow"`) takes each such test on SQLite only, the whole suite on
+    both; PostgreSQL's own SQL keeps quick tests in the modules about it (test_postgres.py, test_pg_*.py)."""
     if request.param == "postgresql" and not POSTGRES:
         pytest.skip(NO_POSTGRES)
     return request.param

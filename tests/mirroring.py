@@ -18,7 +18,8 @@ if REQUIRED and not CLICKHOUSE:  # CI: skipping them would hide a failure
     raise RuntimeError("REASONLOG_REQUIRE_CLICKHOUSE is set but REASONLOG_TEST_CLICKHOUSE is not")
 NO_SERVER = ("no ClickHouse server: set REASONLOG_TEST_CLICKHOUSE=clickhouse://127.0.0.1:PORT/default"
              " (.ci/run starts one with .ci/clickhouse)")
-ENGINES = ["server", "chdb"]
+# The ClickHouse server's run of each test is `slow`: the quick run takes chdb (in this process), the whole suite both.
+ENGINES = [pytest.param("server", marks=pytest.mark.slow), "chdb"]
 
 
 def fresh_mirror(kind: str, chdb_folder) -> str:

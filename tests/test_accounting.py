@@ -112,6 +112,7 @@ session_st = st.lists(exchange_st, min_size=1, max_size=3)
 RUNS = itertools.count()
 
 
+@pytest.mark.slow  # twenty recorded runs read by every reader; the named cases above are the quick run's
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sessions=st.lists(session_st, min_size=1, max_size=3))
 def test_every_reader_gives_the_same_cost_and_tokens(recorder, store_of, sessions):

@@ -111,6 +111,7 @@ def test_what_cannot_be_an_annotation_is_refused_by_name(recorded):
                             st.integers(-10**6, 10**6)),
                   st.floats(allow_nan=False, allow_infinity=False, width=32))
 @hypothesis.settings(max_examples=25, deadline=None)
+@pytest.mark.slow  # a database per example; the named cases above are the quick run's
 def test_a_numeric_score_is_found_exactly_when_its_test_holds(tmp_path_factory, score, bound):
     with fresh_database("sqlite", tmp_path_factory.mktemp("h")) as db:
         first, _, _ = record_two_sessions(db)

@@ -45,6 +45,8 @@ def reasonlog_cli(db, *args: str, home) -> subprocess.CompletedProcess:
     assert done.returncode == 0, done.stderr
     return done
 
+pytestmark = pytest.mark.xdist_group("billed_once")  # one worker runs the real CLI of the module's fixture once
+
 
 @pytest.fixture(scope="module")
 def claude_run(tmp_path_factory):

@@ -26,8 +26,8 @@ MiB = 1 << 20
 RETAINED_BOUND = 24 * MiB
 
 
-@pytest.mark.parametrize(("messages", "chars"), [pytest.param(40_000, 30, marks=pytest.mark.slow), (10_000, 3_000)],
-                         ids=["short", "long"])
+@pytest.mark.slow  # both sizes write tens of thousands of messages
+@pytest.mark.parametrize(("messages", "chars"), [(40_000, 30), (10_000, 3_000)], ids=["short", "long"])
 def test_the_writer_keeps_a_bounded_memory_whatever_the_size_of_the_messages(db_path, messages, chars):
     tracemalloc.start()
     try:
@@ -87,7 +87,7 @@ def open_sockets() -> int:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
-@pytest.mark.parametrize("sdk", ["anthropic", "openai"])
+@pytest.mark.parametrize("sdk", [pytest.param("anthropic", marks=pytest.mark.slow), "openai"])  # quick: one SDK
 def test_an_instrumented_client_dropped_by_the_agent_is_freed_with_its_connections(server, rec, sdk):
     """An agent that makes a client per task: each one instrumented, used, then dropped. The instrumentation
     kept every client alive (and its pool's open connection): memory and one descriptor per client, forever."""

@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,8 +120,9 @@ def test_reading_commands_do_not_migrate_an_old_database(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("chattr") is None, reason="needs root and chattr")
 def test_every_reading_command_works_on_a_read_only_file(recorded):
-    sid = reasonlog.open_store(recorded).list_sessions(reasonlog.SessionFilter())[0]["id"]
-    call = reasonlog.open_store(recorded).get_session(sid)["calls"][0]["id"]
+    with closing(reasonlog.open_store(recorded)) as store:  # closed before the digest: a store left open for the
+        sid = store.list_sessions(reasonlog.SessionFilter())[0]["id"]  # garbage collector writes when it closes
+        call = store.get_session(sid)["calls"][0]["id"]
     before = digest(recorded)
     subprocess.run(["chattr", "+i", str(recorded)], check=True)
     try:

@@ -48,8 +48,12 @@ def run_writers(db, shared: bool, sync: bool = False) -> list[dict]:
     return outputs
 
 
-@pytest.mark.parametrize(("shared", "sync"), [(False, False), (True, False), (True, True)],
-                         ids=["disjoint-sessions", "shared-sessions", "shared-sessions-a-transaction-per-record"])
+SLOW = pytest.mark.slow  # four processes each: the quick run takes the contended layout only
+
+
+@pytest.mark.parametrize(("shared", "sync"), [
+    pytest.param(False, False, marks=SLOW), (True, False), pytest.param(True, True, marks=SLOW)],
+    ids=["disjoint-sessions", "shared-sessions", "shared-sessions-a-transaction-per-record"])
 def test_four_writers_store_every_record_once_without_retrying_batches(db, shared, sync):
     outputs = run_writers(db, shared, sync)
     records = PROCESSES * SESSIONS * CALLS

@@ -17,7 +17,8 @@ from reasonlog.demo import run_demo
 from reasonlog.io.importing import plan, run_import
 from reasonlog.store import SessionFilter, open_store
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)")
+pytestmark = [pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)"),
+              pytest.mark.xdist_group("dashboard_browser")]  # one worker builds the module's site once
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ from test_ingest import Served, free_port
 from reasonlog.io.importing import plan, run_import
 from reasonlog.store import open_store
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)")
+pytestmark = [pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)"),
+              pytest.mark.xdist_group("dashboard_browser_views")]  # one worker builds the module's site once
 CLAUDE = Path(__file__).resolve().parent / "fixtures" / "claude_code"
 TITLED = "7c1e0a52-93b4-4f1d-9e8a-2b6c0d4e5f61"
 NESTED = "9e8d7c6b-5a49-4382-8170-6f5e4d3c2b1a"

@@ -20,7 +20,8 @@ from reasonlog.demo import run_demo
 from reasonlog.io.importing import plan, run_import
 from reasonlog.store import SessionFilter, open_store
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)")
+pytestmark = [pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)"),
+              pytest.mark.xdist_group("first_hour_browser")]  # one worker builds the module's site once
 CLAUDE_CODE = "ae4a77f8-aedd-4bc1-888f-c94edc91af04"  # spotter's long session: 217 calls, no durations recorded
 # (day, model, agent, tokens in, out): three models over two runs of days, a gap of three days between them
 WORK = [("2025-11-03", "gpt-5", "planner", 120_000, 8_000),

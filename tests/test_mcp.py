@@ -110,7 +110,7 @@ def test_a_citation_opens_its_call_and_says_when_the_record_changed(tmp_path):
     assert "changed since it was cited" in structured(stale)["changed_since_cited"]
 
 
-@pytest.mark.parametrize("name, arguments, named", [
+BAD_ARGUMENTS = [
     ("search_history", {"query": "x", "mode": "psychic"}, "mode\n  Input should be 'auto', 'text', 'keywords'"),
     ("search_history", {"query": "x", "since": "2026-13-45"}, "since: expected a date as YYYY-MM-DD"),
     ("search_history", {"query": "  "}, "query: expected some text"),
@@ -118,16 +118,18 @@ def test_a_citation_opens_its_call_and_says_when_the_record_changed(tmp_path):
     ("get_call", {"call": "nope#x"}, "call: expected SESSION#N with N a number"),
     ("usage", {"by": "colour"}, "by\n  Input should be 'day', 'model', 'agent', 'run' or 'source'"),
     ("get_session", {"session": "0", "start": -1}, "start\n  Input should be greater than or equal to 0"),
-])
-def test_bad_arguments_are_tool_errors_naming_the_argument(tmp_path, name, arguments, named):
+]
+
+
+def test_bad_arguments_are_tool_errors_naming_the_argument(tmp_path):
+    """Each bad call is a tool error naming its argument, and the server answers the next one: one `reasonlog mcp`
+    takes all of them (a process each cost the suite a second of CPU a case)."""
     db = tmp_path / "r.db"
     record_coding_session(db)
-    _, result = ask(db, (name, arguments))
-    assert result.is_error
-    text = result.content[0].text
-    assert "Traceback" not in text
-    if named:
-        assert named in text
+    _, *results = ask(db, *((name, arguments) for name, arguments, _ in BAD_ARGUMENTS))
+    for (name, arguments, named), result in zip(BAD_ARGUMENTS, results, strict=True):
+        text = result.content[0].text
+        assert (result.is_error, "Traceback" in text, named in text) == (True, False, True), (name, arguments, text)
 
 
 def test_an_empty_database_answers_with_nothing_found(tmp_path):
@@ -292,6 +294,7 @@ def orjson_loads(body: bytes) -> dict:
     return loaded if isinstance(loaded, dict) else {}
 
 
+@pytest.mark.slow  # the quick run keeps Claude Code as the real agent that starts reasonlog mcp
 def test_gemini_cli_from_npm_starts_reasonlog_mcp_and_gets_a_cited_answer(tmp_path):
     """The real Gemini CLI with the block `--print-config gemini` prints in its settings.json, against a local
     provider that asks for `mcp_reasonlog_search_history`: the tool result in its next request holds the recorded

@@ -172,6 +172,7 @@ def test_the_mirror_answers_only_while_caught_up(tmp_path, target):
         store.close()
 
 
+@pytest.mark.slow  # half a minute a engine: each route meets the missing mirror
 def test_a_mirror_that_cannot_be_read_leaves_the_answers_to_the_record(tmp_path, target):
     store, mirror, served = served_archive(tmp_path / "a.db", target, 2)
     try:

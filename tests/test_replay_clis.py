@@ -45,6 +45,7 @@ def model_calls(up: Upstream, path: str) -> list[dict]:
     return [orjson.loads(r.body) for r in up.received if r.method == "POST" and r.path.startswith(path)]
 
 
+@pytest.mark.slow  # a second real Claude Code run; the quick run keeps its tool loop replayed offline
 def test_claude_code_replays_in_a_fresh_home_with_no_upstream_and_forks_onto_another_model(tmp_path):
     claude = cli("claude")
     db = tmp_path / "r.db"

@@ -16,7 +16,8 @@ from test_ingest import Served, free_port
 import reasonlog
 from reasonlog.cli.main import cli
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)")
+pytestmark = [pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)"),
+              pytest.mark.xdist_group("replay_dashboard_browser")]  # one worker builds the module's site once
 HOSTILE = "<script>alert('replay')</script><img src=x onerror=alert(2)> done"
 
 

@@ -27,6 +27,8 @@ _spec.loader.exec_module(bench)
 QSET = bench.load_set()
 QUERIES = QSET["queries"]
 
+pytestmark = pytest.mark.xdist_group("search_quality_set")  # one worker imports and embeds the module's corpus once
+
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):

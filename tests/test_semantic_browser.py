@@ -13,7 +13,8 @@ from reasonlog.semantic import LocalEmbedder
 from reasonlog.semantic.backlog import embed_backlog
 from reasonlog.store import open_store
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)")
+pytestmark = [pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium package)"),
+              pytest.mark.xdist_group("semantic_browser")]  # one worker builds the module's site once
 
 
 @pytest.fixture(scope="module")

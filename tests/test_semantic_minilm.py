@@ -17,6 +17,8 @@ from reasonlog.semantic import LocalEmbedder
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
 
+pytestmark = pytest.mark.xdist_group("semantic_minilm")  # one worker loads the real model once
+
 
 @pytest.fixture(scope="module")
 def embedder():
@@ -34,6 +36,7 @@ TEXTS = ["the agent gave up on the migration", "", "a", "Ünïcödé — émojis
          "def f(x):\n    return x ** 2  # a comment\n", "word " * 400]  # the last is cut at 256 tokens by both
 
 
+@pytest.mark.slow  # imports PyTorch: 10 s of CPU; the quick run keeps the search that must not import it
 def test_named_texts_embed_alike_with_numpy_and_pytorch(embedder):
     by_torch, by_numpy = vectors(embedder, TEXTS)
     assert by_numpy.shape == by_torch.shape == (len(TEXTS), 384)

@@ -69,6 +69,7 @@ def test_every_context_of_a_real_fixture_is_rebuilt_by_the_timeline(tmp_path, na
     store.close()
 
 
+@pytest.mark.slow  # every real session exported and imported again (4 s of CPU)
 def test_an_export_imported_again_has_the_same_windows(tmp_path):
     from reasonlog.io.jsonl import import_file, write_export
 
@@ -87,6 +88,7 @@ def test_an_export_imported_again_has_the_same_windows(tmp_path):
     second.close()
 
 
+@pytest.mark.slow  # every real session as OTLP spans (5 s of CPU)
 def test_otlp_spans_of_real_sessions_are_rebuilt_by_the_timeline(tmp_path):
     """Real Claude Code sessions exported as OTLP GenAI spans, then ingested by `POST /v1/traces`."""
     from fastapi.testclient import TestClient

@@ -71,10 +71,22 @@ _json = st.recursive(
     max_leaves=20)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(_json)
 def test_the_line_codec_gives_back_every_value_as_it_was(value):
     """Spill files and `POST /v1/ingest` carry bytes and integers past 64 bits, which JSON alone cannot."""
+    codec_gives_back(value)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_json)
+def test_the_line_codec_gives_back_a_few_values_as_they_were(value):
+    """The same property over 40 values, for the quick run (`-m "not slow"`)."""
+    codec_gives_back(value)
+
+
+def codec_gives_back(value) -> None:
     line = encode_line({"v": value})
     assert b"\n" not in line
     assert decode_line(line) == {"v": value}
