@@ -177,12 +177,12 @@ def _shape(value):
 
 # ------------------------------------------------------------------ issue 34: only the patterns a string can match
 
-PIECES = st.sampled_from([KEY_A, PEM, f"Bearer {KEY_B}", f"BeArEr {KEY_B}", f"SeCrEt_Access_Key = {AWS_SECRET}",
-                          f"aws_secret_access_key: {AWS_SECRET}", "AIza" + "x1Y2z3W4" * 4 + "abc", "AKIA" + "ABCD1234" * 2, "ghp_" + "aB3" * 12,
-                          "xoxb-12345-" + "abcdef1234", "hf_" + "aB3" * 10, "gsk_" + "aB3" * 7, "xai-" + "aB3" * 7,
-                          "sk_live_" + "aB3" * 6, "eyJhbGciOi.eyJzdWIiOiIx.SflKxwRJSMeKKF2QT4", "a secret",
-                          "the bearer bonds", "sk-", "ECRET", "EARER", "PRIVATE KEY", "ghs_", " ", "\n", "/", "_",
-                          "-", "=", "QUJD" * 20, "plain prose, no key"])
+PIECES = st.sampled_from([
+    KEY_A, PEM, f"Bearer {KEY_B}", f"BeArEr {KEY_B}", f"SeCrEt_Access_Key = {AWS_SECRET}",
+    f"aws_secret_access_key: {AWS_SECRET}", "AIza" + "x1Y2z3W4" * 4 + "abc", "AKIA" + "ABCD1234" * 2,
+    "ghp_" + "aB3" * 12, "xoxb-12345-" + "abcdef1234", "hf_" + "aB3" * 10, "gsk_" + "aB3" * 7, "xai-" + "aB3" * 7,
+    "sk_live_" + "aB3" * 6, "eyJhbGciOi.eyJzdWIiOiIx.SflKxwRJSMeKKF2QT4", "a secret", "the bearer bonds", "sk-",
+    "ECRET", "EARER", "PRIVATE KEY", "ghs_", " ", "\n", "/", "_", "-", "=", "QUJD" * 20, "plain prose, no key"])
 
 
 @settings(max_examples=400, deadline=None)
