@@ -173,3 +173,30 @@ def _shape(value):
     if isinstance(value, list):
         return [_shape(v) for v in value]
     return "s" if isinstance(value, str) else value
+
+
+# ------------------------------------------------------------------ issue 34: only the patterns a string can match
+
+PIECES = st.sampled_from([
+    KEY_A, PEM, f"Bearer {KEY_B}", f"BeArEr {KEY_B}", f"SeCrEt_Access_Key = {AWS_SECRET}",
+    f"aws_secret_access_key: {AWS_SECRET}", "AIza" + "x1Y2z3W4" * 4 + "abc", "AKIA" + "ABCD1234" * 2,
+    "ghp_" + "aB3" * 12, "xoxb-12345-" + "abcdef1234", "hf_" + "aB3" * 10, "gsk_" + "aB3" * 7, "xai-" + "aB3" * 7,
+    "sk_live_" + "aB3" * 6, "eyJhbGciOi.eyJzdWIiOiIx.SflKxwRJSMeKKF2QT4", "a secret", "the bearer bonds", "sk-",
+    "ECRET", "EARER", "PRIVATE KEY", "ghs_", " ", "\n", "/", "_", "-", "=", "QUJD" * 20, "plain prose, no key"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(PIECES, min_size=1, max_size=8), literal=st.sampled_from(
+    ["sk-", "AIza", "ghp_", "xox", "hf_", "eyJ", "earer", "ecret", "PRIVATE KEY", "k_live_"]))
+def test_a_string_with_a_literal_masks_as_every_pattern_would_mask_it(pieces, literal):
+    """A string that holds a literal is searched with only its literals' patterns (and the two spelt in any case):
+    the masked text is the one the regex of every pattern makes."""
+    text = "".join(pieces) + " " + literal
+    assert Redactor().text(text) == Redactor(literals=None).text(text)
+
+
+def test_prose_about_a_secret_with_a_key_in_it_is_masked_by_both_patterns():
+    text = f"the secret is out: SeCrEt-Access-Key={AWS_SECRET} and {KEY_A}"
+    masked = Redactor().text(text)
+    assert [m.group(1) for m in MASK.finditer(masked)] == ["aws_secret_key", "openai_key"]
+    assert masked.startswith("the secret is out: SeCrEt-Access-Key=[REDACTED:aws_secret_key:")

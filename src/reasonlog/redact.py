@@ -20,11 +20,14 @@ import orjson
 
 from . import redact_key
 from .redact_patterns import (
+    ANY_CASE,
     AWS_SECRET_NAME,
     AWS_SECRET_VALUE,
     DATA_SHAPED,
     DEFAULT_PATTERNS,
+    FIRST,
     LITERALS,
+    PATTERNS_OF,
     STARTS,
     URL_KIND,
     URL_PASSWORD,
@@ -91,8 +94,10 @@ class Redactor:
     def text(self, text: str) -> str:
         """Mask secrets in a string (an identifier, a message's text, a log line)."""
         masked = text
-        if self._text_literals is None or self._text_literals.search(text):
+        if self._text_literals is None:
             masked = self._text.sub(self._mask, text)
+        elif self._text_literals.search(text):
+            masked = self._patterns_in(text).sub(self._mask, text)
         if "://" in masked and "@" in masked:  # two substring tests, in C, before any regex
             masked = URL_PASSWORD.sub(self._mask_url, masked)
         return text if masked == text else masked  # the same object: callers test identity for "unchanged"
@@ -133,6 +138,18 @@ class Redactor:
         # One pass of one regex: faster than a substring test per literal over large contents.
         return (self._byte_literals is None or self._byte_literals.search(data) is not None
                 or (b"://" in data and b"@" in data))  # a URL that may hold a password (URL_PASSWORD)
+
+    def _patterns_in(self, text: str) -> re.Pattern:
+        """The regex of the patterns whose literals `text` holds (see PATTERNS_OF), when they are the defaults."""
+        if self.patterns != DEFAULT_PATTERNS or self.literals is not LITERALS:
+            return self._text
+        names = frozenset(n for literal, of in PATTERNS_OF.items() if literal.decode() in text for n in of)
+        found = _SUBSETS.get(names)
+        if found is None:
+            chosen = [n for n in DEFAULT_PATTERNS if n in names or n in ANY_CASE]
+            found = _SUBSETS[names] = re.compile(f"(?=[{''.join(FIRST[n] for n in chosen)}])(?:"
+                                                 + "|".join(_part(n, DEFAULT_PATTERNS[n]) for n in chosen) + ")")
+        return found
 
     # ------------------------------------------------------------ masking
 
@@ -183,6 +200,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 _COMPILED: dict[tuple, tuple[re.Pattern, dict[str, str], dict[str, str]]] = {}
+_SUBSETS: dict[frozenset[str], re.Pattern] = {}  # the default patterns' regex for a set of them (`_patterns_in`)
 
 
 def _compiled(patterns: tuple[tuple[str, str], ...]) -> tuple[re.Pattern, dict[str, str], dict[str, str]]:
@@ -193,13 +211,17 @@ def _compiled(patterns: tuple[tuple[str, str], ...]) -> tuple[re.Pattern, dict[s
     if found is None:
         names = {_group(n): n for n, _ in patterns}
         secrets = {_group(n): _group(n) + "__secret" for n, p in patterns if _SECRET in p}
-        parts = [(n, f"(?P<{_group(n)}>{p.replace(_SECRET, '(?P<' + _group(n) + '__secret>')})")
-                 for n, p in patterns]
+        parts = [(n, _part(n, p)) for n, p in patterns]
         known = [text for n, text in parts if DEFAULT_PATTERNS.get(n) == dict(patterns)[n]]
         other = [text for n, text in parts if DEFAULT_PATTERNS.get(n) != dict(patterns)[n]]
         combined = "|".join(([f"{STARTS}(?:{'|'.join(known)})"] if known else []) + other)
         found = _COMPILED[patterns] = (re.compile(combined), names, secrets)
     return found
+
+
+def _part(name: str, pattern: str) -> str:
+    """A pattern as a named group of the combined regex, its `SECRET` part a group of its own."""
+    return f"(?P<{_group(name)}>{pattern.replace(_SECRET, '(?P<' + _group(name) + '__secret>')})"
 
 
 def _literal_regex(literals: tuple[builtins.bytes, ...]) -> re.Pattern:

@@ -79,6 +79,22 @@ DATA_SHAPED = frozenset({"anthropic_key", "openai_key", "google_api_key", "aws_a
 # The first character of every default pattern. Python's engine tries each alternative at each position;
 # one class test in front rejects most positions at once.
 STARTS = r"(?=[sSAagxhreBb\-])"
+# The default patterns each literal stands for, and each pattern's first characters. A string holding only some
+# literals is searched with only their patterns (`Redactor.text`): the others cannot match in it. Prose passes
+# the literal test through "secret" and "bearer", and the two patterns of those words alone search it ten times
+# faster than all of them. The two spelt in any case (`(?i:...)`: "SeCrEt", "BeArEr" hold no literal) are in
+# every search, so a string with any literal is masked exactly as by every pattern.
+PATTERNS_OF = {b"sk-": ("anthropic_key", "openai_key"), b"AIza": ("google_api_key",),
+               b"AKIA": ("aws_access_key",), b"ASIA": ("aws_access_key",), b"ghp_": ("github_token",),
+               b"gho_": ("github_token",), b"ghu_": ("github_token",), b"ghs_": ("github_token",),
+               b"ghr_": ("github_token",), b"github_pat_": ("github_token",), b"xox": ("slack_token",),
+               b"hf_": ("huggingface_token",), b"gsk_": ("groq_key",), b"xai-": ("xai_key",),
+               b"k_live_": ("stripe_key",), b"k_test_": ("stripe_key",), b"eyJ": ("jwt",),
+               b"PRIVATE KEY": ("private_key",)}
+ANY_CASE = ("aws_secret_key", "bearer_token")
+FIRST = {"anthropic_key": "s", "openai_key": "s", "google_api_key": "A", "aws_access_key": "A",
+         "aws_secret_key": "aAsS", "github_token": "g", "slack_token": "x", "huggingface_token": "h", "groq_key": "g",
+         "xai_key": "x", "stripe_key": "rs", "jwt": "e", "bearer_token": "bB", "private_key": "\\-"}
 # A password in a URL's userinfo, of any scheme (`postgresql://alice:<password>@host/db`, RFC 3986 3.2.1): the
 # password is masked, the scheme, user, host, port and path stay. It runs up to the last `@` before the path, as
 # URL parsers read it (a raw `@` in a password is common), and never across a space, a quote or a backslash (a

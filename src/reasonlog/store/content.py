@@ -68,7 +68,9 @@ class Dictionaries:
 def train_dictionary(samples: list[bytes]) -> bytes | None:
     """A zstd dictionary from sample contents, or None when zstd finds too little to learn from."""
     try:
-        return zstandard.train_dictionary(DICT_SIZE, list[Any](samples)).as_bytes()
+        # k and d fixed: without them zstd searches its parameters, five times the CPU (0.094 s against 0.019 s
+        # on the medium workload's first 500 contents) for the same ratio (0.2685 against 0.269 of the next 3,500).
+        return zstandard.train_dictionary(DICT_SIZE, list[Any](samples), k=1024, d=8).as_bytes()
     except zstandard.ZstdError:
         return None
 

@@ -41,6 +41,8 @@ RECORD_TABLES = {"tool_results": "tool_results_search", "outcomes": "outcomes_se
 def index_form(text: str) -> str:
     """The text as the trigram index sees it: lowercased, plus the bigrams of its CJK runs."""
     low = text.lower()
+    if low.isascii():  # known to the string without a scan; the regex below read every character (issue 34)
+        return low
     runs = _CJK_RUN.findall(low)
     if not runs:
         return low

@@ -75,7 +75,11 @@ class Timeline:
             if found is not None:
                 return found
         stored = None if cid is None else self.fresh.pop(cid, None)
-        k = key_of(reader_form(self.plain(value) if stored is None else orjson.loads(stored)))
+        return self._remember(cid, reader_form(self.plain(value) if stored is None else orjson.loads(stored)))
+
+    def _remember(self, cid: int | None, form: Any) -> bytes:
+        """The key of a content's reader form (`form`), kept by its id."""
+        k = key_of(form)
         if cid is not None:
             if len(self.keys) >= KEY_CACHE_ENTRIES:
                 self.keys.clear()
@@ -135,8 +139,12 @@ class Timeline:
         units = reply_units(form)
         items = len(units) if units[0] is not form else 0
         th.reply = reply_slots(entry, items)
-        th.reply_keys = [self.key(response_id, form)] if not items else [key_of(reader_form(u)) for u in units]
-        th.reply_alts = {} if items else {key_of(v): th.reply_keys[0] for v in reply_variants(reader_form(form))}
+        if items:
+            th.reply_keys, th.reply_alts = [key_of(reader_form(u)) for u in units], {}
+        else:  # the reply decoded and read once, for its key and its variants both
+            seen = reader_form(form)
+            th.reply_keys = [self.keys.get(response_id) or self._remember(response_id, seen)]
+            th.reply_alts = {key_of(v): th.reply_keys[0] for v in reply_variants(seen)}
         th.reply_ref = ref
         return items
 
