@@ -6,8 +6,13 @@
 On a machine shared with other work, two runs minutes apart differ by more than most changes do. Here both
 versions serve the same database (bench_server.py's 10,000 sessions; on SQLite also bench_dashboard.py's
 1,000-message session) from two `reasonlog serve` processes started together, and each request goes to one
-then the other, so both meet the same load. Prints p50 and p95 of each and the ratio this / baseline
-(below 1: this tree is faster).
+then the other, so both meet the same load. Prints p50 and p95 of each, each server's CPU per request (its process,
+from /proc) and the ratios this / baseline (below 1: this tree is faster).
+
+    python benchmarks/bench_ab.py --src ../new/src --baseline-src ../old/src --baseline-db old-10000.db
+
+`--src`: the code measured as "this" (default: this tree's); `--baseline-db`: a SQLite copy of the same archive for
+the baseline's server, when the two versions' schemas differ (an older reasonlog refuses a newer schema).
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_server import MODELS, days, free_port, targets  # noqa: E402
+from bench_server import MODELS, cpu_seconds, days, free_port, targets  # noqa: E402
 
 from reasonlog.model import stable_id  # noqa: E402
 
@@ -72,9 +77,12 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline-src", type=Path, required=True)
     ap.add_argument("--db", help="a PostgreSQL URL (default: SQLite in benchmarks/out)")
     ap.add_argument("--requests", type=int, default=60)
+    ap.add_argument("--src", type=Path, default=REPO / "src", help="the code measured as this (default: this tree's)")
+    ap.add_argument("--baseline-db", type=Path, help="SQLite: the baseline server's copy of the archive")
     args = ap.parse_args(argv)
     target, fresh = targets(args.db, 10_000)
-    servers = {"this": serve(target, REPO / "src"), "baseline": serve(target, args.baseline_src.resolve())}
+    servers = {"this": serve(target, args.src.resolve()),
+               "baseline": serve(args.baseline_db or target, args.baseline_src.resolve())}
     try:
         print(f"{'PostgreSQL' if args.db else 'SQLite'}: {args.requests} requests each, in turns; ms")
         for name, path in routes(10_000, not args.db).items():
@@ -82,13 +90,18 @@ def main(argv=None) -> int:
                 for _ in range(3):
                     fetch_ms(base + path)  # warm-up (the page's first view is bench_dashboard.py's)
             took: dict[str, list[float]] = {"this": [], "baseline": []}
+            cpu = {who: -cpu_seconds([proc.pid]) for who, (proc, _base) in servers.items()}
             for _ in range(args.requests):
                 for who, (_proc, base) in servers.items():
                     took[who].append(fetch_ms(base + path))
+            cpu = {who: (cpu[who] + cpu_seconds([proc.pid])) * 1000 / args.requests
+                   for who, (proc, _base) in servers.items()}
             a, b = took["this"], took["baseline"]
             mid_a, mid_b = statistics.median(a), statistics.median(b)
-            print(f"  {name:<42} this p50 {mid_a:7.1f} p95 {p95(a):7.1f} | baseline p50 {mid_b:7.1f}"
-                  f" p95 {p95(b):7.1f} | ratio p50 {mid_a / mid_b:.2f} p95 {p95(a) / p95(b):.2f}")
+            cpu_ratio = f"{cpu['this'] / cpu['baseline']:.2f}" if cpu["baseline"] else "-"
+            print(f"  {name:<42} this p50 {mid_a:7.1f} p95 {p95(a):7.1f} CPU {cpu['this']:6.1f} | baseline p50"
+                  f" {mid_b:7.1f} p95 {p95(b):7.1f} CPU {cpu['baseline']:6.1f} | ratio p50 {mid_a / mid_b:.2f}"
+                  f" p95 {p95(a) / p95(b):.2f} CPU {cpu_ratio}")
     finally:
         for proc, _base in servers.values():
             proc.terminate()

@@ -98,8 +98,9 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     _add_health(app, stores, _requires(stores, "read"))
     _add_reasoning(app, stores, reader, deployment_mode)
     app.include_router(api.router, dependencies=[reader])
-    app.include_router(ingest.router(stores.writer.get, writer, limit))
-    app.include_router(otlp.router(stores.writer.get, writer, limit))
+    writing = ingest.IngestWriter()  # one writer for every batch the server takes, spilling as a recorder does
+    app.include_router(ingest.router(stores.writer.get, writer, limit, writing))
+    app.include_router(otlp.router(stores.writer.get, writer, limit, writing))
     app.include_router(records.router(stores.writer.get, stores.reader.get, reader, writer))
     app.include_router(annotation_api.router(stores.writer.get, stores.reader.get, reader, writer))
     # The body limit is the innermost middleware: its 413, raised while a route reads, must not cross the
