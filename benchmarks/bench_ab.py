@@ -13,6 +13,12 @@ from /proc) and the ratios this / baseline (below 1: this tree is faster).
 
 `--src`: the code measured as "this" (default: this tree's); `--baseline-db`: a SQLite copy of the same archive for
 the baseline's server, when the two versions' schemas differ (an older reasonlog refuses a newer schema).
+
+    python benchmarks/bench_ab.py --baseline-src ../old/src --ingest 3
+
+`--ingest N`: instead of the reads, ingestion: the medium workload (5,000 calls) recorded over HTTP
+(`Recorder("http://…")`, this tree's client) into each version's server on a fresh SQLite file, N rounds, the two
+in turns (the order swapped each round); prints each server's CPU per 1,000 calls and the ratio.
 """
 from __future__ import annotations
 
@@ -68,6 +74,33 @@ def routes(sessions: int, sqlite: bool) -> dict[str, str]:
             **({"a 1,000-message session page": f"/sessions/{one_k}?limit=1000"} if sqlite else {})}
 
 
+def ingest_rounds(rounds: int, sources: dict[str, Path]) -> None:
+    """Server CPU (its process, /proc) per 1,000 calls of the medium workload sent over HTTP, versions in turns."""
+    import tempfile
+
+    import workload
+    from bench_postgres import record
+
+    calls = list(workload.generate("medium"))
+    cpu: dict[str, list[float]] = {who: [] for who in sources}
+    for n in range(rounds):
+        for who in (list(sources) if n % 2 == 0 else list(sources)[::-1]):
+            with tempfile.TemporaryDirectory() as tmp:
+                os.environ["XDG_DATA_HOME"] = str(Path(tmp) / "data")  # the client's spill folder: the run's own
+                proc, base = serve(Path(tmp) / "ingest.db", sources[who])
+                try:
+                    before = cpu_seconds([proc.pid])
+                    record(base, calls)
+                    cpu[who].append((cpu_seconds([proc.pid]) - before) * 1000 / len(calls))
+                finally:
+                    proc.terminate()
+                    proc.wait(timeout=30)
+            print(f"  round {n + 1} {who:<8} server CPU {cpu[who][-1] * 1000:6.1f} ms per 1,000 calls", flush=True)
+    this, baseline = statistics.median(cpu["this"]), statistics.median(cpu["baseline"])
+    print(f"  ingestion, {len(calls):,} calls: server CPU per 1,000 calls, median of {rounds}:"
+          f" this {this * 1000:.1f} ms, baseline {baseline * 1000:.1f} ms, ratio {this / baseline:.2f}")
+
+
 def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=100)[94]
 
@@ -79,7 +112,13 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=60)
     ap.add_argument("--src", type=Path, default=REPO / "src", help="the code measured as this (default: this tree's)")
     ap.add_argument("--baseline-db", type=Path, help="SQLite: the baseline server's copy of the archive")
+    ap.add_argument("--ingest", type=int, metavar="N", help="measure N rounds of ingestion instead of the reads")
     args = ap.parse_args(argv)
+    if args.ingest:
+        sys.path.insert(0, str(REPO / ".." / "shared" / "bench"))
+        print(f"SQLite: ingestion over HTTP, {args.ingest} rounds in turns")
+        ingest_rounds(args.ingest, {"this": args.src.resolve(), "baseline": args.baseline_src.resolve()})
+        return 0
     target, fresh = targets(args.db, 10_000)
     servers = {"this": serve(target, args.src.resolve()),
                "baseline": serve(args.baseline_db or target, args.baseline_src.resolve())}
