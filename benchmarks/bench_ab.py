@@ -41,10 +41,10 @@ from bench_server import MODELS, cpu_seconds, days, free_port, targets  # noqa: 
 from reasonlog.model import stable_id  # noqa: E402
 
 
-def serve(target, src: Path) -> tuple[subprocess.Popen, str]:
+def serve(target, src: Path, *args: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "REASONLOG_DB": str(target), "PYTHONPATH": str(src)}
-    proc = subprocess.Popen([sys.executable, "-m", "reasonlog", "serve", "--port", str(port)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "reasonlog", "serve", "--port", str(port), *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -87,7 +87,7 @@ def ingest_rounds(rounds: int, sources: dict[str, Path]) -> None:
         for who in (list(sources) if n % 2 == 0 else list(sources)[::-1]):
             with tempfile.TemporaryDirectory() as tmp:
                 os.environ["XDG_DATA_HOME"] = str(Path(tmp) / "data")  # the client's spill folder: the run's own
-                proc, base = serve(Path(tmp) / "ingest.db", sources[who])
+                proc, base = serve(Path(tmp) / "ingest.db", sources[who], "--no-embed")  # the writes alone
                 try:
                     before = cpu_seconds([proc.pid])
                     record(base, calls)
@@ -120,8 +120,8 @@ def main(argv=None) -> int:
         ingest_rounds(args.ingest, {"this": args.src.resolve(), "baseline": args.baseline_src.resolve()})
         return 0
     target, fresh = targets(args.db, 10_000)
-    servers = {"this": serve(target, args.src.resolve()),
-               "baseline": serve(args.baseline_db or target, args.baseline_src.resolve())}
+    servers = {"this": serve(target, args.src.resolve(), "--no-embed"),  # no background job beside the reads
+               "baseline": serve(args.baseline_db or target, args.baseline_src.resolve(), "--no-embed")}
     try:
         print(f"{'PostgreSQL' if args.db else 'SQLite'}: {args.requests} requests each, in turns; ms")
         for name, path in routes(10_000, not args.db).items():

@@ -331,6 +331,20 @@ def run_reads(store, calls, tr) -> dict:
     return res
 
 
+def reads_only(db: Path, size: str, repeat: int) -> dict:
+    """The reads of `run_reads` on a database written before, `repeat` times: the median of each CPU p50 (ms)."""
+    calls = list(workload.generate(size))
+    tr = workload.truths(calls)
+    store = reasonlog.open_store(db, read_only=True)
+    try:
+        runs = [run_reads(store, calls, tr) for _ in range(repeat)]
+    finally:
+        store.close()
+    assert all(r["conversations_ok"] and r["list_ok"] and r["search_ok"] for r in runs), "a read answered wrong"
+    keys = ("session_read_cpu_p50_ms", "list_cpu_p50_ms", "search_cpu_p50_ms")
+    return {k: statistics.median(r[k] for r in runs) for k in keys}
+
+
 # ----------------------------------------------------------------------------- baselines
 
 def run_baseline_a(calls, work: Path) -> dict:
@@ -421,7 +435,7 @@ def run_baseline_c(calls, work: Path) -> dict:
 
 # ----------------------------------------------------------------------------- one size
 
-def run_size(size: str, profile: bool, log, with_b: bool = True) -> dict:
+def run_size(size: str, profile: bool, log, with_b: bool = True, keep: Path | None = None) -> dict:
     log(f"[{size}] generating workload ...")
     t = time.perf_counter()
     calls = list(workload.generate(size))
@@ -432,6 +446,8 @@ def run_size(size: str, profile: bool, log, with_b: bool = True) -> dict:
     try:
         log(f"[{size}] reasonlog ...")
         rl = run_reasonlog(calls, tr, work, profile)
+        if keep is not None:  # the database written, for `--reads-from` (checkpointed: one file)
+            shutil.copyfile(work / "reasonlog.db", keep)
         gc.collect()
         log(f"[{size}] baseline (a) one JSON file per call ...")
         a = run_baseline_a(calls, work)
@@ -575,6 +591,10 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", help="comma-separated sizes, e.g. medium,large (prints large/medium ratios)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON on stdout (progress on stderr)")
     ap.add_argument("--profile-writer", action="store_true", help="cProfile the recorder's writer thread")
+    ap.add_argument("--keep", type=Path, help="copy the reasonlog database written to this path")
+    ap.add_argument("--reads-from", type=Path, help="only the reads, on this database (written by --keep), each"
+                                                    " --repeat times; prints the medians of their CPU p50s as JSON")
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-b", action="store_true", help="skip baseline (b) (minutes of fsync; for before/after runs)")
     ap.add_argument("--src", type=Path, help="the reasonlog source folder measured (default: this tree's src),"
                                              " e.g. an older checkout's, for a before/after in turns")
@@ -587,9 +607,12 @@ def main(argv=None) -> int:
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
 
+    if args.reads_from:
+        print(json.dumps(reads_only(args.reads_from, sizes[0], args.repeat)))
+        return 0
     results = {}
     for s in sizes:
-        results[s] = run_size(s, args.profile_writer, log, with_b=not args.no_b)
+        results[s] = run_size(s, args.profile_writer, log, with_b=not args.no_b, keep=args.keep)
         if not args.json:
             print(report(results[s]), flush=True)
             if args.profile_writer:
