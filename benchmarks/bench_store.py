@@ -4,6 +4,7 @@
     python benchmarks/bench_store.py --size large
     python benchmarks/bench_store.py --sizes medium,large      # both, plus large/medium ratios
     python benchmarks/bench_store.py --size medium --json      # machine-readable results on stdout
+    python benchmarks/bench_store.py --src ../old/src          # another checkout's code, the same workload
 
 Workload: the deterministic generator in `../shared/bench/workload.py` (relative to the repo root).
 The calls are generated once, up front, outside every timing.
@@ -43,8 +44,20 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def measured_src(argv: list[str]) -> Path:
+    """`--src DIR` (read before reasonlog is imported): the code measured; this tree's `src` without it."""
+    for k, arg in enumerate(argv):
+        if arg == "--src" and k + 1 < len(argv):
+            return Path(argv[k + 1]).resolve()
+        if arg.startswith("--src="):
+            return Path(arg.split("=", 1)[1]).resolve()
+    return REPO / "src"
+
+
 sys.path.insert(0, str(REPO / ".." / "shared" / "bench"))
-sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(measured_src(sys.argv)))
 
 import workload  # noqa: E402
 
@@ -189,6 +202,7 @@ def run_reasonlog(calls, tr, work: Path, profile: bool) -> dict:
         lat = []
         Usage = reasonlog.Usage
         perf = time.perf_counter_ns
+        cpu0 = time.process_time()  # this process: the caller's loop and the writer thread
         t0 = perf()
         for c in calls:
             sid = c["session_id"]
@@ -213,6 +227,7 @@ def run_reasonlog(calls, tr, work: Path, profile: bool) -> dict:
         t_recorded = perf()
         flushed = rec.flush(timeout=None)
         t_durable = perf()
+        cpu_durable = time.process_time() - cpu0
         stats = rec.stats()
         rec.close(timeout=None)
     finally:
@@ -232,6 +247,7 @@ def run_reasonlog(calls, tr, work: Path, profile: bool) -> dict:
         "caller_p50_us": pct(lat, 50) / 1e3, "caller_p99_us": pct(lat, 99) / 1e3,
         "caller_max_us": max(lat) / 1e3, "caller_mean_us": statistics.fmean(lat) / 1e3,
         "record_loop_s": (t_recorded - t0) / 1e9, "durable_s": (t_durable - t0) / 1e9, "flushed": flushed,
+        "durable_cpu_s": cpu_durable,
         "bytes_on_disk": size, "spill_files": len(spill_files), "writer_stats": stats,
         "writer_busy_s": timer.ns / 1e9, "writer_batches": timer.batches, "writer_events": timer.events,
         "store_counts": status["counts"], "store_unique_content_bytes": status["unique_content_bytes"],
@@ -253,14 +269,16 @@ def run_reads(store, calls, tr) -> dict:
     # whole session read
     rng = random.Random(42)
     ids = sorted(ext)
-    t_read = []
+    t_read, cpu_read = [], []
     for _ in range(200):
         sid = rng.choice(ids)
-        t = time.perf_counter_ns()
+        t, cpu = time.perf_counter_ns(), time.thread_time_ns()  # CPU too: wall time swings with the machine's load
         store.get_session(sid)
+        cpu_read.append(time.thread_time_ns() - cpu)
         t_read.append(time.perf_counter_ns() - t)
     res["session_read_p50_ms"] = pct(t_read, 50) / 1e6
     res["session_read_p99_ms"] = pct(t_read, 99) / 1e6
+    res["session_read_cpu_p50_ms"] = pct(cpu_read, 50) / 1e6
 
     # the conversation read back equals the one sent (every session)
     bad = []
@@ -277,26 +295,29 @@ def run_reads(store, calls, tr) -> dict:
     res["conversations_ok"] = not bad
 
     # filtered list
-    t_list, wrong = [], []
+    t_list, cpu_list, wrong = [], [], []
     for (model, day), truth in sorted(tr["by_model_date"].items()):
         flt = reasonlog.SessionFilter(model=model, since=day, until=day, limit=None)
-        t = time.perf_counter_ns()
+        t, cpu = time.perf_counter_ns(), time.thread_time_ns()
         got = store.list_sessions(flt)
+        cpu_list.append(time.thread_time_ns() - cpu)
         t_list.append(time.perf_counter_ns() - t)
         if {s["external_id"] for s in got} != truth:
             wrong.append([model, day])
     res["list_queries"] = len(t_list)
     res["list_p50_ms"] = pct(t_list, 50) / 1e6
     res["list_p99_ms"] = pct(t_list, 99) / 1e6
+    res["list_cpu_p50_ms"] = pct(cpu_list, 50) / 1e6
     res["list_wrong"] = wrong
     res["list_ok"] = not wrong
 
     # full-text search
     terms = workload.search_terms(calls, n=8)
-    t_search, wrong = [], []
+    t_search, cpu_search, wrong = [], [], []
     for term, truth in terms:
-        t = time.perf_counter_ns()
+        t, cpu = time.perf_counter_ns(), time.thread_time_ns()
         hits = store.search(term, reasonlog.SessionFilter(limit=None), limit=10000)
+        cpu_search.append(time.thread_time_ns() - cpu)
         t_search.append(time.perf_counter_ns() - t)
         got = {ext[h["session_id"]] for h in hits}
         if got != truth:
@@ -304,9 +325,24 @@ def run_reads(store, calls, tr) -> dict:
     res["search_terms"] = [t for t, _ in terms]
     res["search_p50_ms"] = pct(t_search, 50) / 1e6
     res["search_p99_ms"] = pct(t_search, 99) / 1e6
+    res["search_cpu_p50_ms"] = pct(cpu_search, 50) / 1e6
     res["search_wrong"] = wrong
     res["search_ok"] = not wrong and len(terms) > 0
     return res
+
+
+def reads_only(db: Path, size: str, repeat: int) -> dict:
+    """The reads of `run_reads` on a database written before, `repeat` times: the median of each CPU p50 (ms)."""
+    calls = list(workload.generate(size))
+    tr = workload.truths(calls)
+    store = reasonlog.open_store(db, read_only=True)
+    try:
+        runs = [run_reads(store, calls, tr) for _ in range(repeat)]
+    finally:
+        store.close()
+    assert all(r["conversations_ok"] and r["list_ok"] and r["search_ok"] for r in runs), "a read answered wrong"
+    keys = ("session_read_cpu_p50_ms", "list_cpu_p50_ms", "search_cpu_p50_ms")
+    return {k: statistics.median(r[k] for r in runs) for k in keys}
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -399,7 +435,7 @@ def run_baseline_c(calls, work: Path) -> dict:
 
 # ----------------------------------------------------------------------------- one size
 
-def run_size(size: str, profile: bool, log) -> dict:
+def run_size(size: str, profile: bool, log, with_b: bool = True, keep: Path | None = None) -> dict:
     log(f"[{size}] generating workload ...")
     t = time.perf_counter()
     calls = list(workload.generate(size))
@@ -410,12 +446,16 @@ def run_size(size: str, profile: bool, log) -> dict:
     try:
         log(f"[{size}] reasonlog ...")
         rl = run_reasonlog(calls, tr, work, profile)
+        if keep is not None:  # the database written, for `--reads-from` (checkpointed: one file)
+            shutil.copyfile(work / "reasonlog.db", keep)
         gc.collect()
         log(f"[{size}] baseline (a) one JSON file per call ...")
         a = run_baseline_a(calls, work)
         gc.collect()
-        log(f"[{size}] baseline (b) sqlite3 defaults, row per resent message, commit per call ...")
-        b = run_baseline_b(calls, work)
+        b = None
+        if with_b:
+            log(f"[{size}] baseline (b) sqlite3 defaults, row per resent message, commit per call ...")
+            b = run_baseline_b(calls, work)
         gc.collect()
         log(f"[{size}] baseline (c) sqlite3 unique messages + FTS5, one transaction ...")
         c = run_baseline_c(calls, work)
@@ -439,8 +479,9 @@ def figures(tr, rl, a, b, c) -> list[dict]:
         rl["caller_p50_us"] / a["caller_p50_us"], "<= 1/50 (0.020)", rl["caller_p50_us"] * 50 <= a["caller_p50_us"])
     row("caller p99 per call (us) vs (a)", rl["caller_p99_us"], a["caller_p99_us"],
         rl["caller_p99_us"] / a["caller_p99_us"], "<= 1/10 (0.100)", rl["caller_p99_us"] * 10 <= a["caller_p99_us"])
-    row("durable+searchable (s) vs (b)", rl["durable_s"], b["total_s"], rl["durable_s"] / b["total_s"],
-        "<= 1/8 (0.125)", rl["durable_s"] * 8 <= b["total_s"])
+    if b is not None:
+        row("durable+searchable (s) vs (b)", rl["durable_s"], b["total_s"], rl["durable_s"] / b["total_s"],
+            "<= 1/8 (0.125)", rl["durable_s"] * 8 <= b["total_s"])
     row("durable+searchable (s) vs (c)", rl["durable_s"], c["total_s"], rl["durable_s"] / c["total_s"],
         "<= 2", rl["durable_s"] <= 2 * c["total_s"])
     row("bytes on disk vs unique content", rl["bytes_on_disk"], tr["unique_content_bytes"],
@@ -492,7 +533,7 @@ def report(res: dict) -> str:
     lines.append("details:")
     lines.append(f"- reasonlog caller: mean {rl['caller_mean_us']:.1f} us, max {rl['caller_max_us']:.0f} us; "
                  f"record loop {rl['record_loop_s']:.2f} s, then flush -> durable at {rl['durable_s']:.2f} s "
-                 f"(flush ok: {rl['flushed']})")
+                 f"(flush ok: {rl['flushed']}); CPU of this process until durable {rl['durable_cpu_s']:.2f} s")
     ws = rl["writer_stats"]
     lines.append(f"- reasonlog writer thread: {rl['writer_busy_s']:.2f} s inside store.write_batch over "
                  f"{rl['writer_batches']} batches / {rl['writer_events']} events; stats submitted={ws.get('submitted')}"
@@ -508,8 +549,9 @@ def report(res: dict) -> str:
                  f"wrong {r['list_wrong']}; "
                  f"search terms {r['search_terms']} p99 {r['search_p99_ms']:.2f} ms, wrong {r['search_wrong']}")
     lines.append(f"- (a) total {a['total_s']:.2f} s, {a['bytes_on_disk']:,} B on disk (no fsync)")
-    lines.append(f"- (b) total {b['total_s']:.2f} s, {b['bytes_on_disk']:,} B; journal_mode={b['journal_mode']}, "
-                 f"synchronous={b['synchronous']} (2 = FULL)")
+    if b is not None:
+        lines.append(f"- (b) total {b['total_s']:.2f} s, {b['bytes_on_disk']:,} B; journal_mode={b['journal_mode']},"
+                     f" synchronous={b['synchronous']} (2 = FULL)")
     lines.append(f"- (c) total {c['total_s']:.2f} s (serialize+dedupe {c['serialize_dedupe_s']:.2f} s, SQL "
                  f"{c['sql_s']:.2f} s), {c['unique_rows']} unique rows, {c['bytes_on_disk']:,} B")
     if rl.get("price_note"):
@@ -549,6 +591,13 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", help="comma-separated sizes, e.g. medium,large (prints large/medium ratios)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON on stdout (progress on stderr)")
     ap.add_argument("--profile-writer", action="store_true", help="cProfile the recorder's writer thread")
+    ap.add_argument("--keep", type=Path, help="copy the reasonlog database written to this path")
+    ap.add_argument("--reads-from", type=Path, help="only the reads, on this database (written by --keep), each"
+                                                    " --repeat times; prints the medians of their CPU p50s as JSON")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-b", action="store_true", help="skip baseline (b) (minutes of fsync; for before/after runs)")
+    ap.add_argument("--src", type=Path, help="the reasonlog source folder measured (default: this tree's src),"
+                                             " e.g. an older checkout's, for a before/after in turns")
     args = ap.parse_args(argv)
     sizes = args.sizes.split(",") if args.sizes else [args.size or "medium"]
     for s in sizes:
@@ -558,9 +607,12 @@ def main(argv=None) -> int:
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
 
+    if args.reads_from:
+        print(json.dumps(reads_only(args.reads_from, sizes[0], args.repeat)))
+        return 0
     results = {}
     for s in sizes:
-        results[s] = run_size(s, args.profile_writer, log)
+        results[s] = run_size(s, args.profile_writer, log, with_b=not args.no_b, keep=args.keep)
         if not args.json:
             print(report(results[s]), flush=True)
             if args.profile_writer:

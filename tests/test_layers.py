@@ -138,6 +138,47 @@ def test_the_store_checks_see_a_lazy_import_and_a_circle():
         ["reading", "writing", "reading"], ["writing", "reading", "writing"]]
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p) for p in ROOT.rglob("*.py")}
+
+
+def _module_imports(source: str, module: str, package: bool, known: set[str]) -> set[str]:
+    """The modules of reasonlog that `module` imports, lazily or not: `from . import X` names the submodule X when
+    there is one, else the package itself (whose `__init__` then runs)."""
+    here = module.split(".") if package else module.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = ".".join(here[:len(here) - node.level + 1]) if node.level else ""
+            target = ".".join(x for x in (base, node.module or "") if x)
+            found |= {f"{target}.{a.name}" if f"{target}.{a.name}" in known else target for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return (found & known) - {module}
+
+
+def test_no_module_of_reasonlog_imports_itself_through_others():
+    """No import circle anywhere (issue 33 counted the summarizers and their package, which picks them by name:
+    their shared terms live in summaries/terms.py)."""
+    graph = {_module_name(p): _module_imports(p.read_text(), _module_name(p), p.name == "__init__.py", MODULES)
+             for p in ROOT.rglob("*.py")}
+    assert _circles(graph) == []
+
+
+def test_the_module_check_sees_a_package_and_its_submodules():
+    known = {"reasonlog.summaries", "reasonlog.summaries.llm", "reasonlog.summaries.terms", "reasonlog.store"}
+    assert _module_imports("from . import RUN, terms\nfrom .. import store\n", "reasonlog.summaries.llm", False,
+                           known) == {"reasonlog.summaries", "reasonlog.summaries.terms", "reasonlog.store"}
+    assert _module_imports("def f():\n    from .llm import LLMSummarizer\n", "reasonlog.summaries", True,
+                           known) == {"reasonlog.summaries.llm"}
+    assert _module_imports("import reasonlog.store\nfrom reasonlog.summaries.terms import RUN\n",
+                           "reasonlog.summaries.llm", False, known) == {"reasonlog.store", "reasonlog.summaries.terms"}
+
+
 SQL = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|WITH)\s")
 
 

@@ -42,12 +42,12 @@ def test_the_answer_says_what_was_written_and_what_the_store_rejected_with_its_l
     answer = client.post("/v1/ingest", content=body("b1", SessionStarted(session_id="S1", started_at=AT),
                                                     call("C1", "S1"), call("C2", "NOPE"), call("C3", "S1")))
     assert answer.status_code == 200
-    assert answer.json() == {"batch_id": "b1", "events": 3, "duplicate": False, "rejected": [
+    assert answer.json() == {"batch_id": "b1", "events": 3, "duplicate": False, "spilled": False, "rejected": [
         {"line": 4, "reason": "RecordError: session_id: no session 'NOPE' in the store"}]}
     answer = client.post("/v1/ingest", content=body("b2", call("C4", "NOPE"), call("C5", "GONE")))
     assert answer.status_code == 422
     assert answer.json() == {"detail": "the store rejected every event", "batch_id": "b2", "events": 0,
-                             "duplicate": False, "rejected": [
+                             "duplicate": False, "spilled": False, "rejected": [
                                  {"line": 2, "reason": "RecordError: session_id: no session 'NOPE' in the store"},
                                  {"line": 3, "reason": "RecordError: session_id: no session 'GONE' in the store"}]}
     with contextlib.closing(open_store(db, read_only=True)) as store:
@@ -63,6 +63,16 @@ def test_a_line_that_lacks_a_field_is_answered_with_the_fields_name(client):
     assert detail.startswith("line 2: a call event lacks request and has unknown colour; it takes call_id,"
                              " session_id, exchange_id, started_at, request, response (required) and model,")
     assert "TypeError" not in detail and "__init__" not in detail
+
+
+@pytest.mark.parametrize("batch_id", ["../../escape", "", ".hidden", "a/b", "x" * 129, "nul\x00"])
+def test_a_batch_id_that_cannot_name_a_spill_file_is_refused_naming_the_field(client, db, batch_id):
+    answer = client.post("/v1/ingest", content=body(batch_id, SessionStarted(session_id="S1", started_at=AT)))
+    assert (answer.status_code, answer.json()["detail"]) == (422, f"line 1: id {batch_id[:140]!r}: expected 1 to 128"
+                                                                  " letters, digits, '.', '_' or '-', not starting"
+                                                                  " with '.'")
+    with contextlib.closing(open_store(db, read_only=True)) as store:
+        assert store.status()["counts"]["sessions"] == 0
 
 
 def test_options_allows_both_methods_of_a_route(client):

@@ -83,6 +83,11 @@ class BaseSink:
     def stats(self) -> dict[str, int]:
         return {}
 
+    def rejections_of(self, batch_id: str) -> list[tuple[int, str]]:
+        """(index, why) of each event the destination left out of the batch `batch_id` this thread just wrote, when
+        it can tell (a `StoreSink` can; see there)."""
+        return []
+
 
 def as_sink(given: Sink) -> BaseSink:
     """`given` with the hooks of `BaseSink`: a `BaseSink` as it is; any other `Sink` (a user's own, behind
@@ -121,6 +126,7 @@ class StoreSink(BaseSink):
         self.target = target  # the database, as a warning names it
         self._store: StoreWriter | None = None
         self.rejected = 0  # events the store left out of the batches it wrote (their data's fault)
+        self._last = threading.local()  # per thread: a SyncWriter writes on its caller's thread
 
     @property
     def store(self) -> StoreWriter:
@@ -132,9 +138,18 @@ class StoreSink(BaseSink):
                     batch_id: str | None = None) -> Outcome:
         store = self.store
         before = store.rejected_events
-        written = store.write_batch(events, counters, batch_id=batch_id)
+        rejections: list[tuple[int, str]] = []
+        self._last.batch = (batch_id, rejections)
+        written = store.write_batch(events, counters, batch_id=batch_id, rejections=rejections)
         self.rejected += store.rejected_events - before
         return "written" if written else "known"
+
+    def rejections_of(self, batch_id: str) -> list[tuple[int, str]]:
+        """(index, why) of each event the store left out of the batch `batch_id`, when it is the last batch this
+        thread wrote here (a `SyncWriter` writes on its caller's thread; spill files replayed first are batches of
+        other names): what the ingest route tells its client. None of a batch that was spilled instead."""
+        last_id, rejections = getattr(self._last, "batch", (None, []))
+        return rejections if last_id == batch_id else []
 
     def stats(self) -> dict[str, int]:
         return {"rejected": self.rejected}
@@ -220,6 +235,9 @@ class SpillingSink(BaseSink):
 
     def is_sink_failure(self, exc: BaseException) -> bool:
         return self.inner.is_sink_failure(exc)
+
+    def rejections_of(self, batch_id: str) -> list[tuple[int, str]]:
+        return self.inner.rejections_of(batch_id)
 
     def pending(self) -> bool:  # the writer's: whether its idle thread should replay
         """Whether files may wait (of this process's overflow, or an earlier process's)."""

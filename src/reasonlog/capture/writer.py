@@ -160,23 +160,26 @@ class SyncWriter(_Base):
             self._submitted += 1
             self._write([event])
 
-    def write(self, events: list[Event], counters: dict[str, int] | None = None, *, tries: int = 1) -> Outcome:
+    def write(self, events: list[Event], counters: dict[str, int] | None = None, *, tries: int = 1,
+              batch_id: str | None = None) -> Outcome:
         """Write a caller's batch now, all or none, with its counters: "written", "spilled" (its sink's spill folders
-        took it) or "known". Unlike `submit`, a batch that neither the destination nor a spill file took raises, and
-        the caller decides (an import stops and resumes there; a record is not saved). `tries`: while the destination
-        itself fails (busy, not the events' fault), try again this many times in all, with jittered back-off."""
+        took it) or "known" (`batch_id` names a batch written before). Unlike `submit`, a batch that neither the
+        destination nor a spill file took raises, and the caller decides (an import stops and resumes there; a record
+        is not saved; ingestion answers 503). `tries`: while the destination itself fails (busy, not the events'
+        fault), try again this many times in all, with jittered back-off."""
         with self._lock:
             self._submitted += len(events)
-            outcome = self._write_trying(events, counters, tries)
+            outcome = self._write_trying(events, counters, tries, batch_id)
             if outcome != "spilled":
                 with self._count_lock:
                     self._counts["written"] += len(events)
             return outcome
 
-    def _write_trying(self, events: list[Event], counters: dict[str, int] | None, tries: int) -> Outcome:
+    def _write_trying(self, events: list[Event], counters: dict[str, int] | None, tries: int,
+                      batch_id: str | None) -> Outcome:
         for attempt in range(tries):
             try:
-                return self.sink.write_batch(events, counters)
+                return self.sink.write_batch(events, counters, batch_id=batch_id)
             except Exception as exc:
                 self._failed(exc)
                 if attempt == tries - 1 or not self.sink.is_sink_failure(exc):

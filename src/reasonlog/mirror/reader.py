@@ -21,6 +21,7 @@ from ..accounting import TOKENS
 from ..store import MirrorSource, SessionFilter, StoreReader
 from ..store.search import Query
 from ..store.usage_sql import bucket_of
+from ..wire import SessionJSON
 from . import push
 from .engine import Engine, MirrorError, literal
 
@@ -41,7 +42,8 @@ class MirrorReader:
 
     # ------------------------------------------------------------ sessions
 
-    def list_sessions(self, flt: SessionFilter) -> list[dict]:
+    def list_sessions(self, flt: SessionFilter) -> list[SessionJSON]:
+        """The record's session rows as pushed (its `SessionJSON`, kept whole in `row`)."""
         table, order = f"{self.db}.mirror_sessions FINAL", "ORDER BY started_at DESC, id DESC"
         if flt.limit is None:
             return [orjson.loads(r[0]) for r in self.engine.query(
@@ -115,7 +117,7 @@ class MirrorReader:
 
     # ------------------------------------------------------------ usage
 
-    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[Any, dict]:
+    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[str | None, dict]:
         """Totals by day, model, agent, run or source (or a pair `day+model`), as the record's `usage_groups`."""
         key = _key(by)
         where = [f"src = {literal(self.src)}", "deleted = 0", "kind != 'gone'"]
@@ -221,11 +223,11 @@ class Mirrored:
                     self._checked = (time.monotonic(), False)
         return read(self._record)
 
-    def list_sessions(self, flt: SessionFilter) -> list[dict]:
+    def list_sessions(self, flt: SessionFilter) -> list[SessionJSON]:
         return self._answer(flt, lambda reader: reader.list_sessions(flt))
 
     def count_sessions(self, flt: SessionFilter) -> int:
         return self._answer(flt, lambda reader: reader.count_sessions(flt))
 
-    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[Any, dict]:
+    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[str | None, dict]:
         return self._answer(flt, lambda reader: reader.usage_groups(by, flt, latencies))

@@ -9,7 +9,7 @@ import contextlib
 import os
 import re
 from collections.abc import AsyncIterator, Callable
-from typing import Any, cast
+from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -98,8 +98,9 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     _add_health(app, stores, _requires(stores, "read"))
     _add_reasoning(app, stores, reader, deployment_mode)
     app.include_router(api.router, dependencies=[reader])
-    app.include_router(ingest.router(stores.writer.get, writer, limit))
-    app.include_router(otlp.router(stores.writer.get, writer, limit))
+    writing = ingest.IngestWriter()  # one writer for every batch the server takes, spilling as a recorder does
+    app.include_router(ingest.router(stores.writer.get, writer, limit, writing))
+    app.include_router(otlp.router(stores.writer.get, writer, limit, writing))
     app.include_router(records.router(stores.writer.get, stores.reader.get, reader, writer))
     app.include_router(annotation_api.router(stores.writer.get, stores.reader.get, reader, writer))
     # The body limit is the innermost middleware: its 413, raised while a route reads, must not cross the
@@ -186,10 +187,11 @@ def serve_app(target: str | os.PathLike, mirror: str | None = None, **options: A
 
 def mirrored_reader(store: Store, target: str) -> Store:
     """The record's reader with usage, statistics and session lists answered by the mirror at `target` when it is
-    caught up (reasonlog.mirror.reader); the only seam between the routes and the mirror."""
+    caught up (reasonlog.mirror.reader); the only seam between the routes and the mirror. No cast: `Mirrored`'s own
+    reads have `StoreReader`'s signatures (mypy holds them to the protocol) and the rest are the record's."""
     from ..mirror import engine, push, reader
 
-    return cast(Store, reader.Mirrored(store, reader.MirrorReader(engine.connect(target), push.source_of(store))))
+    return reader.Mirrored(store, reader.MirrorReader(engine.connect(target), push.source_of(store)))
 
 
 def app_from_environment() -> FastAPI:

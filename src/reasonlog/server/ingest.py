@@ -8,12 +8,22 @@ already holds (a spill file replayed after part of it went, in other bodies). Th
 advertised at `GET /v1/ingest`, and the client sizes its batches to it; a body past it is a 413, answered
 as soon as the limit is passed (the rest is never read).
 
+The batch is written through the recorders' own writer (`IngestWriter`: `capture.opening.store_writer` over the
+server's writing store), so a batch the database cannot take now (a SQLite file locked past its busy timeout,
+PostgreSQL gone mid-write) waits in a spill file (beside the SQLite file, else in the server's data folder) and is
+written, under its batch id, before the next batch the server takes; the answer says `"spilled": true`, and the
+replay's counters (`spilled_batches`, `replayed_batches`) reach the database as a recorder's do. A batch id is
+the spill file's name, so it is letters, digits, `.`, `_` and `-` (at most 128, not starting with a dot).
+
 The answer says what was written and what the store rejected (an event whose data it cannot keep, such as
 a call of a session it has not got), each with its line and why: `{"events": 2, "rejected": [{"line": 4,
-"reason": "..."}]}`, a 200 while anything was written, a 422 when every event was rejected.
+"reason": "..."}]}`, a 200 while anything was written, a 422 when every event was rejected. What the store
+rejects of a spilled batch when it is written later is counted (`reasonlog db status`), not answered.
 """
 from __future__ import annotations
 
+import re
+import threading
 from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import Any
@@ -23,16 +33,39 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from ..capture.opening import store_writer
+from ..capture.writer import SyncWriter
 from ..model import EVENT_TYPES, Event, load_event
-from ..store import Store
+from ..store import ReadOnlyDatabase, Store, StoreWriter, safe_target
 from ..wire import IngestAnswerJSON, IngestLimitsJSON
 from ..wire.rules import RecordError
 from . import guards
 
 MAX_BYTES = 8 << 20
+BATCH_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")  # it names the batch's spill file
 
 
-def router(get_store: Callable[[], Store], writer: Any, max_bytes: int = MAX_BYTES) -> APIRouter:
+class IngestWriter:
+    """The writer every batch the server takes goes through (one per app: `/v1/ingest` and OTLP share it), over
+    the writing store the routes are given (made again if that store is opened again)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made: tuple[StoreWriter, SyncWriter] | None = None
+
+    def of(self, store: StoreWriter) -> SyncWriter:
+        """The writer over `store`; a read-only database is refused here, not spilled."""
+        if store.read_only:
+            raise ReadOnlyDatabase(safe_target(store.url))
+        with self._lock:
+            if self._made is None or self._made[0] is not store:
+                self._made = (store, store_writer(store))
+            return self._made[1]
+
+
+def router(get_store: Callable[[], Store], writer: Any, max_bytes: int = MAX_BYTES,
+           writing: IngestWriter | None = None) -> APIRouter:
+    writing = writing or IngestWriter()
     api = APIRouter(prefix="/v1", dependencies=[writer], tags=["ingestion"])
 
     @api.get("/ingest", summary="What a batch may be: its largest body in bytes")
@@ -53,17 +86,22 @@ def router(get_store: Callable[[], Store], writer: Any, max_bytes: int = MAX_BYT
         batch_id, counters, lines = _parse(await guards.read_body(request, max_bytes))
         lines = await run_in_threadpool(_unwritten, store, lines)
         events = [event for _, event in lines]
-        rejections: list[tuple[int, str]] = []
-        written = await run_in_threadpool(
-            lambda: store.write_batch(events, counters, batch_id=batch_id, rejections=rejections))
+        outcome, rejections = await run_in_threadpool(_write, writing.of(store), events, counters, batch_id)
         rejected = [{"line": lines[index][0], "reason": reason} for index, reason in rejections]
-        answer = {"batch_id": batch_id, "events": len(events) - len(rejected), "duplicate": not written,
-                  "rejected": rejected}
+        answer = {"batch_id": batch_id, "events": len(events) - len(rejected), "duplicate": outcome == "known",
+                  "rejected": rejected, "spilled": outcome == "spilled"}
         if rejected and len(rejected) == len(events):
             return JSONResponse(status_code=422, content={"detail": "the store rejected every event", **answer})
         return answer
 
     return api
+
+
+def _write(writer: SyncWriter, events: list[Event], counters: dict[str, int],
+           batch_id: str) -> tuple[str, list[tuple[int, str]]]:
+    """The batch written (or spilled) by `writer`, and what the store rejected of it, on one thread."""
+    outcome = writer.write(events, counters, batch_id=batch_id)
+    return outcome, writer.sink.rejections_of(batch_id)
 
 
 ID_OF = {"call": ("call", "call_id"), "tool_result": ("tool_result", "tool_result_id"),
@@ -90,6 +128,9 @@ def _parse(body: bytes) -> tuple[str, dict, list[tuple[int, Event]]]:
         header = None
     if not isinstance(header, dict) or header.get("$reasonlog") != "batch" or not isinstance(header.get("id"), str):
         raise HTTPException(422, 'line 1: expected {"$reasonlog": "batch", "id": "...", "counters": {...}}')
+    if not BATCH_ID.fullmatch(header["id"]):
+        raise HTTPException(422, f"line 1: id {header['id'][:140]!r}: expected 1 to 128 letters, digits, '.', '_'"
+                                 " or '-', not starting with '.'")
     counters = header.get("counters") or {}
     if not isinstance(counters, dict) or not all(type(v) is int and v >= 0 for v in counters.values()):
         raise HTTPException(422, "line 1: counters must map names to non-negative integers")

@@ -30,6 +30,7 @@ from ..store import Store
 from ..wire.api import otlp_answer_schema
 from ..wire.rules import RecordError
 from . import guards
+from .ingest import IngestWriter
 
 KEEP_S = 600.0
 MAX_HELD = 100_000
@@ -39,9 +40,12 @@ RESPONSES: dict[int | str, dict[str, Any]] = {400: {"description": "Not an OTLP 
                                   " than gzip and deflate"}}
 
 
-def router(get_store: Callable[[], Store], writer: Any, max_bytes: int) -> APIRouter:
+def router(get_store: Callable[[], Store], writer: Any, max_bytes: int, writing: IngestWriter | None = None
+           ) -> APIRouter:
+    """`writing`: the writer ingestion writes through (`server/ingest.py`), shared with `/v1/ingest`."""
     api = APIRouter(prefix="/v1", dependencies=[writer], tags=["opentelemetry"])
     held = HeldEvents()
+    writing = writing or IngestWriter()
 
     @api.post("/traces", summary="Store OpenTelemetry GenAI, OpenInference and Claude Code model-call spans",
               responses={200: {"description": "An ExportTraceServiceResponse, protobuf or JSON as the request was",
@@ -56,7 +60,7 @@ def router(get_store: Callable[[], Store], writer: Any, max_bytes: int) -> APIRo
         except (OtlpError, RecordError) as exc:
             raise HTTPException(400, str(exc)) from None
         if events:
-            await run_in_threadpool(store.write_batch, events)
+            await run_in_threadpool(writing.of(store).write, events)
         return _answer(content_type, "trace", left_out, "span(s) are not model calls")
 
     @api.post("/logs", summary="Take the GenAI events (messages) instrumentations send as OpenTelemetry log records",

@@ -11,8 +11,8 @@ import hashlib
 import os
 from typing import Any
 
-from . import RUN, Provenance, SummaryError
 from .targets import Target, transcript
+from .terms import RUN, Provenance, SummaryError
 
 VERSION = "llm-1"
 MAX_TOKENS = 300

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from . import Provenance
 from .targets import Target, ToolCall, clip, describe_outcome, message_text
+from .terms import Provenance
 
 VERSION = "offline-1"
 LIMIT = 400  # characters

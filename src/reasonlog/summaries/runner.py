@@ -14,8 +14,8 @@ from typing import Any
 from ..model import Usage, utc_now
 from ..pricing import load_price_table
 from ..store import SessionFilter, Store
-from . import RUN, Provenance, Summarizer, SummaryError
 from .targets import KINDS, Target, targets_of
+from .terms import RUN, Provenance, Summarizer, SummaryError
 
 Progress = Callable[["Work", dict], None]
 

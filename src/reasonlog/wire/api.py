@@ -330,6 +330,7 @@ class IngestAnswerJSON(TypedDict):
     events: int
     duplicate: bool
     rejected: list[RejectedJSON]
+    spilled: bool  # kept in a spill file, written before the next batch (the database could not take it now)
 
 
 def otlp_answer_schema(rejected: str) -> dict[str, Any]:
