@@ -25,7 +25,7 @@ import sys
 from ..usage_sql import STAT_KEYS, TOKENS, median_of, read_kept
 
 # The schema the SQLite reader knows (store/schema.py, SQLITE_MIGRATIONS); another goes through the store.
-SCHEMA = 19  # 18 keeps usage by day, model, agent, run and source, which this reads; 19 changed nothing it reads
+SCHEMA = 20  # 18 keeps usage by day, model, agent, run and source, which this reads; 19, 20 changed nothing it reads
 
 
 def parse(argv: list[str]) -> tuple[str | None, str] | None:

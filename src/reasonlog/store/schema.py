@@ -515,4 +515,8 @@ CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score
 -- prune (in bounded transactions beside live writers) asks about the contents a pruned session used alone. SQLite's
 -- prune runs in one transaction and compares whole sets (store/maintenance.py), which needs no index.
 """),
+    Migration(20, "search holds words, contents in blocks", """
+-- Nothing changes in a SQLite file: PostgreSQL's migration 20 makes its trigram index hold each text's words once and
+-- a block of contents a row (store/pg_search.py). FTS5's contentless trigram index keeps no text beside it.
+"""),
 )

@@ -77,6 +77,14 @@ class Fts5Index:
         return f"{index} MATCH ?"
 
     @staticmethod
+    def joins(index: str, column: str) -> str:
+        return f"{column} = {index}.rowid"
+
+    @staticmethod
+    def ids(index: str) -> str:
+        return "rowid"
+
+    @staticmethod
     def argument(cur, query: "Query") -> str | None:
         return query.match()
 
@@ -395,7 +403,7 @@ def _candidates(index) -> str:
     def source(table: str, alias: str, name: str) -> str:
         if index is None:
             return f"{table} {alias}"
-        return f"{name} JOIN {table} {alias} ON {alias}.{_KEY[table]} = {name}.rowid AND {index.matches(name)}"
+        return f"{name} JOIN {table} {alias} ON {index.joins(name, f'{alias}.{_KEY[table]}')} AND {index.matches(name)}"
 
     return " UNION ALL ".join([
         "SELECT 'message' AS kind, m.session_id, m.idx AS pos, 1 AS rank, m.role, m.call_id, m.at,"
