@@ -360,7 +360,8 @@ def _back_to_17(db) -> list[str]:
             "DELETE FROM _reasonlog_migrations WHERE number = 18"]
 
 
-_BACK_TO_12 = ["DELETE FROM _reasonlog_migrations WHERE number = 20", "DROP INDEX IF EXISTS calls_named", "DROP INDEX IF EXISTS calls_system",
+_BACK_TO_12 = ["DELETE FROM _reasonlog_migrations WHERE number = 20", "DROP INDEX IF EXISTS calls_named",
+               "DROP INDEX IF EXISTS calls_system",
                "DROP INDEX IF EXISTS calls_response", "DELETE FROM _reasonlog_migrations WHERE number = 19",
                "DROP TABLE annotations", "DELETE FROM _reasonlog_migrations WHERE number = 17",
                "DROP INDEX calls_provider_message", "ALTER TABLE calls DROP COLUMN counted_in",
