@@ -53,9 +53,16 @@ class TrigramIndex:
         cur.executemany(f"DELETE FROM {index} WHERE rowid = ?", [(rowid,) for rowid, _ in rows])
 
     @staticmethod
+    def rows(index: str) -> str:
+        """What a search joins its records to: a row of contents_search for each content of a block (`= ANY(ids)`
+        left the planner a nested loop over every message for each block)."""
+        return f"{index} CROSS JOIN LATERAL unnest({index}.ids) AS {index}_id(id)" if index == "contents_search" \
+            else index
+
+    @staticmethod
     def joins(index: str, column: str) -> str:
-        """The condition joining a row of `index` to the record `column` names."""
-        return f"{column} = ANY({index}.ids)" if index == "contents_search" else f"{column} = {index}.rowid"
+        """The condition joining a row of `rows(index)` to the record `column` names."""
+        return f"{column} = {index}_id.id" if index == "contents_search" else f"{column} = {index}.rowid"
 
     @staticmethod
     def ids(index: str) -> str:

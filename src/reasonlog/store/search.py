@@ -77,6 +77,10 @@ class Fts5Index:
         return f"{index} MATCH ?"
 
     @staticmethod
+    def rows(index: str) -> str:
+        return index
+
+    @staticmethod
     def joins(index: str, column: str) -> str:
         return f"{column} = {index}.rowid"
 
@@ -403,7 +407,8 @@ def _candidates(index) -> str:
     def source(table: str, alias: str, name: str) -> str:
         if index is None:
             return f"{table} {alias}"
-        return f"{name} JOIN {table} {alias} ON {index.joins(name, f'{alias}.{_KEY[table]}')} AND {index.matches(name)}"
+        return (f"{index.rows(name)} JOIN {table} {alias} ON {index.joins(name, f'{alias}.{_KEY[table]}')}"
+                f" AND {index.matches(name)}")
 
     return " UNION ALL ".join([
         "SELECT 'message' AS kind, m.session_id, m.idx AS pos, 1 AS rank, m.role, m.call_id, m.at,"
