@@ -54,8 +54,7 @@ class TrigramIndex:
 
     @staticmethod
     def rows(index: str) -> str:
-        """What a search joins its records to: a row of contents_search for each content of a block (`= ANY(ids)`
-        left the planner a nested loop over every message for each block)."""
+        """What a search joins its records to: a row of contents_search for each content of a block."""
         return f"{index} CROSS JOIN LATERAL unnest({index}.ids) AS {index}_id(id)" if index == "contents_search" \
             else index
 
