@@ -4,6 +4,7 @@
     python benchmarks/bench_mirror.py --mirror clickhouse://127.0.0.1:59000/bench_mirror   # a ClickHouse server
     python benchmarks/bench_mirror.py --db postgresql://postgres@127.0.0.1:55432/postgres  # a PostgreSQL record
     python benchmarks/bench_mirror.py --sessions 2000                    # a quicker, smaller run
+    python benchmarks/bench_mirror.py --baseline-src ../main/src         # the push of another checkout first
 
 The record is bench_server.py's archive (trading model-days: 50 messages and 5 calls a session; 10,000 sessions
 are 500,000 messages; built once and kept). Then, each in a process of its own as a user runs it:
@@ -43,12 +44,15 @@ ROUTES = {"GET /usage (dashboard)": "/usage", "GET /v1/stats?by=day": "/v1/stats
           "GET /v1/stats?by=model": "/v1/stats?by=model", "GET /v1/runs": "/v1/runs",
           "GET /v1/sessions (all sessions, newest 50)": "/v1/sessions",
           "GET /v1/sessions?model=model-07": "/v1/sessions?model=model-07",
-          "GET /v1/sessions?label=date=D": "/v1/sessions?label=date=2024-06-01"}
+          "GET /v1/sessions?label=date=D": "/v1/sessions?label=date=2024-06-01",
+          "GET /v1/sessions?q= common word (every session)": "/v1/sessions?q=price",
+          "GET /v1/sessions?q= rare text": "/v1/sessions?q=model-07+on+2024-06-01%3A+decision+3"}
 
 
-def cli(target, *args: str) -> tuple[str, float]:
-    """`reasonlog ARGS` on the record; its stdout and CPU seconds (user + system, children included)."""
-    env = {**os.environ, "REASONLOG_DB": str(target), "PYTHONPATH": str(REPO / "src")}
+def cli(target, *args: str, src: Path = REPO / "src") -> tuple[str, float]:
+    """`reasonlog ARGS` on the record (reasonlog's code from `src`); its stdout and CPU seconds (user + system,
+    children included)."""
+    env = {**os.environ, "REASONLOG_DB": str(target), "PYTHONPATH": str(src)}
     before = os.times()
     done = subprocess.run([sys.executable, "-m", "reasonlog", *args], capture_output=True, text=True, env=env,
                           timeout=7200)
@@ -73,16 +77,20 @@ def clickhouse_pid(mirror: str) -> int | None:
     return int(found[0]) if found else None
 
 
-def push(target, mirror: str, calls: int) -> None:
+def push(target, mirror: str, calls: int, src: Path = REPO / "src", label: str = "push") -> float:
+    """The whole archive pushed into an emptied mirror; returns calls per CPU second (the push's and a local
+    ClickHouse server's)."""
     ch, ch_cpu = clickhouse_pid(mirror), cpu_of(clickhouse_pid(mirror))
     t = time.perf_counter()
-    out, cpu = cli(target, "mirror", "push", mirror, "--rebuild", "--json")
+    out, cpu = cli(target, "mirror", "push", mirror, "--rebuild", "--json", src=src)
     wall = time.perf_counter() - t
     figures = json.loads(out)
     server = cpu_of(ch) - ch_cpu
-    print(f"  push: {figures['sessions']:,} sessions, {figures['entries']:,} entries, {figures['messages']:,}"
-          f" messages in {wall:.1f} s = {calls / wall:,.0f} calls/s; CPU {cpu:.1f} s in the push"
-          + (f" + {server:.1f} s in the ClickHouse server" if ch else ""))
+    print(f"  {label}: {figures['sessions']:,} sessions, {figures['entries']:,} entries, {figures['messages']:,}"
+          f" messages in {wall:.1f} s = {calls / wall:,.0f} calls/s wall; CPU {cpu:.1f} s in the push"
+          + (f" + {server:.1f} s in the ClickHouse server" if ch else "")
+          + f" = {calls / (cpu + server):,.0f} calls per CPU second")
+    return calls / (cpu + server)
 
 
 def sizes(target, mirror: str) -> None:
@@ -173,6 +181,8 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=50, help="requests a route")
     parser.add_argument("--watch-seconds", type=float, default=20)
     parser.add_argument("--only-watch", action="store_true", help="push once, then measure --watch alone")
+    parser.add_argument("--baseline-src", metavar="PATH", help="another checkout's src/ whose push is measured"
+                                                                " first, in the same run (before and after)")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     target = args.db or OUT / f"server-{args.sessions}.db"
@@ -180,7 +190,12 @@ def main() -> None:
     print(f"record {target if args.db is None else 'PostgreSQL'}, mirror {mirror.split('://')[0]},"
           f" {args.sessions:,} sessions ({args.sessions * 50:,} messages, {args.sessions * 5:,} calls)")
     build(target, args.sessions)
-    push(target, mirror, args.sessions * 5)
+    if args.baseline_src:  # the same push by another checkout's code first (before), into the same mirror
+        before = push(target, mirror, args.sessions * 5, Path(args.baseline_src), "push (baseline code)")
+        after = push(target, mirror, args.sessions * 5)
+        print(f"  push calls per CPU second, this code / baseline: {after / before:.2f}")
+    else:
+        push(target, mirror, args.sessions * 5)
     if not args.only_watch:
         sizes(target, mirror)
         routes(target, mirror, args.n)

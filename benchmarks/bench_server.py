@@ -3,7 +3,7 @@
     python benchmarks/bench_server.py                                   # SQLite (built once, cached in out/)
     python benchmarks/bench_server.py --db postgresql://postgres@127.0.0.1:55432/postgres
     python benchmarks/bench_server.py --sessions 1000                   # a quicker, smaller run
-    python benchmarks/bench_server.py --scale 10000,100000              # the usage routes at both sizes (issue 35)
+    python benchmarks/bench_server.py --scale 10000,100000 --no-semantic  # every route at both sizes (issue 35)
 
 The database holds trading-simulator model-days: 10,000 sessions (20 models x 500 days of one job), each of
 5 calls whose contexts grow by 10 messages a call (50 messages a session, 500,000 in all; past 10,000 sessions, more
@@ -19,6 +19,12 @@ sessions' units cut once and cached with the database, each text given a SYNTHET
 whose cost is printed beside). p50 and p95 are printed against each target, beside `GET /healthz` measured the
 same way (the floor: HTTP and the framework alone).
 
+`--scale 10000,100000` (issue 35): every route (`--usage-only`: the usage routes) at each size, with each figure's
+ratio to the smallest size's and the machine's load beside it; missing archives are built first (SQLite through
+`write_batch`; PostgreSQL the smallest through `write_batch`, a multiple of it grown in SQL by grow_pg_archive.py).
+`--baseline DIR/src` also measures the usage routes of another tree's server (`git archive main src | tar -x -C DIR`)
+on the same archive in the same run, with this tree's ratio to it.
+
 Ingestion: the medium workload (`../shared/bench/workload.py`) recorded by a `Recorder` into a local file
 (in-process), then by a `Recorder("http://…")` through a second server into a fresh database, both timed
 until every call is durable; the ratio is HTTP's rate over in-process's (target >= 0.5).
@@ -33,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -86,11 +93,10 @@ def session_events(model: str, day: str, k: int, replica: int = 0) -> list:
 
 
 def build(target, sessions: int) -> None:
-    store = reasonlog.open_store(target)
-    if store.count_sessions(reasonlog.SessionFilter(run="job-1", limit=None)) == sessions:
-        store.close()
+    if built(target, sessions):
         print(f"  reusing {sessions:,} sessions", file=sys.stderr)
         return
+    store = reasonlog.open_store(target)
     t0, batch = time.perf_counter(), []
     calendar, per_day = days(DAYS), len(MODELS) * DAYS
     for k in range(sessions):
@@ -102,6 +108,35 @@ def build(target, sessions: int) -> None:
             print(f"  {k + 1:,} sessions written ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     store.write_batch(batch)
     store.close()
+
+
+def build_sizes(read_targets: dict[int, str], db: str | None, prefix: str) -> None:
+    """Each size's archive, the smallest first. SQLite: each through `write_batch`. PostgreSQL: the smallest through
+    `write_batch`, a larger one that is a multiple of it grown from it in SQL (grow_pg_archive.py: its sessions
+    copied, the store's triggers keeping the usage rows as they are inserted): 100,000 sessions through
+    `write_batch` take hours there (the trigram index's inserts)."""
+    small, *larger = sorted(read_targets)
+    build(read_targets[small], small)
+    for sessions in larger:
+        target = read_targets[sessions]
+        if not db or sessions % small or built(target, sessions):
+            build(target, sessions)
+            continue
+        import grow_pg_archive
+
+        t0 = time.perf_counter()
+        grow_pg_archive.main(["--db", db.split("?")[0], "--from", f"{prefix}_{small}", "--to", f"{prefix}_{sessions}",
+                              "--factor", str(sessions // small)])
+        print(f"  {sessions:,} sessions grown from {small:,} in SQL ({time.perf_counter() - t0:.0f} s)",
+              file=sys.stderr)
+
+
+def built(target, sessions: int) -> bool:
+    store = reasonlog.open_store(target)
+    try:
+        return store.count_sessions(reasonlog.SessionFilter(run="job-1", limit=None)) == sessions
+    finally:
+        store.close()
 
 
 def free_port() -> int:
@@ -169,9 +204,10 @@ def query_embedding_ms(n: int) -> tuple[float, float] | None:
 
 
 class Server:
-    def __init__(self, target, *args: str):
+    def __init__(self, target, *args: str, src: str | None = None):
+        """`reasonlog serve` of this tree, or of the source folder `src` (a baseline's: `git archive main src`)."""
         self.port = free_port()
-        env = {**os.environ, "REASONLOG_DB": str(target)}
+        env = {**os.environ, "REASONLOG_DB": str(target), **({"PYTHONPATH": src} if src else {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "reasonlog", "serve", "--port", str(self.port), *args],
                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.base = f"http://127.0.0.1:{self.port}"
@@ -234,10 +270,11 @@ APP = "bench_server_reads"  # the application_name of the measured server's Post
 USAGE_ROUTES = ("/usage", "/v1/stats?by=day", "/v1/stats?by=model")
 
 
-def reads(target, sessions: int, n: int, model: str | None = None, only_usage: bool = False) -> dict:
+def reads(target, sessions: int, n: int, model: str | None = None, only_usage: bool = False,
+          src: str | None = None) -> dict:
     """Each route's p50, p95, server CPU per request (ms; the server process and its PostgreSQL backends) and the
-    machine's 1-minute load beside it; printed, and returned by name."""
-    server = Server(target, "--no-embed")  # the vectors are written already; nothing competes with the reads
+    machine's 1-minute load beside it; printed, and returned by name. `src`: a baseline's source folder."""
+    server = Server(target, "--no-embed", src=src)  # the vectors are written already; nothing competes with the reads
     day = days(DAYS)[DAYS // 2]
     urls = {
         "GET /healthz (floor)": "/healthz",
@@ -271,6 +308,9 @@ def reads(target, sessions: int, n: int, model: str | None = None, only_usage: b
                 ms = timed(where, count)
             except TimeoutError:
                 print(f"  {name:<52} a request took more than 30 s: NOT met")
+                continue
+            except urllib.error.HTTPError as exc:  # e.g. an id a grown archive's copies share as a prefix
+                print(f"  {name:<52} answered {exc.code} {exc.reason}: not measured")
                 continue
             cpu = (cpu_seconds(pids) - before) * 1000 / (count + 5)  # the 5 of warm-up included
             load = os.getloadavg()[0]
@@ -318,12 +358,21 @@ def old_and_new(target, n: int) -> None:
         store.close()
 
 
-def scale(read_targets: dict[int, str], n: int) -> None:
-    """The usage routes at each size, and each figure's ratio to the smallest size's."""
+def scale(read_targets: dict[int, str], n: int, semantic: bool, only_usage: bool, baseline: str | None) -> None:
+    """Every route (or the usage routes alone) at each size, and each figure's ratio to the smallest size's; with
+    `baseline` (a source folder), the usage routes of that code's server too, and this tree's ratio to it."""
     figures = {}
     for sessions, target in read_targets.items():
         print(f"  -- {sessions:,} sessions, {sessions * CALLS * NEW_PER_CALL:,} messages")
-        figures[sessions] = reads(target, sessions, n, only_usage=True)
+        model = prepare_semantic(target) if semantic and not only_usage else None
+        figures[sessions] = reads(target, sessions, n, model, only_usage=only_usage)
+        if baseline:
+            print(f"  the baseline's server ({baseline}):")
+            before = reads(target, sessions, n, only_usage=True, src=baseline)
+            for name, (p50, _, cpu, load) in before.items():
+                now = figures[sessions][name]
+                print(f"  {name:<52} this tree / baseline: server CPU {now[2]:.1f} / {cpu:.1f} ms ="
+                      f" {now[2] / cpu:.2f} x, p50 {now[0] / p50:.2f} x (loads {now[3]:.1f}, {load:.1f})")
         old_and_new(target, max(3, n // 20))
     small, *larger = sorted(figures)
     for big in larger:
@@ -392,15 +441,18 @@ def main(argv=None) -> int:
     ap.add_argument("--no-semantic", action="store_true", help="skip /v1/search by meaning (and cutting units)")
     ap.add_argument("--scale", help="sizes in sessions, e.g. 10000,100000: the usage routes at each (built first)"
                                     " with the ratios between them, and the previous query beside the kept rows")
+    ap.add_argument("--baseline", help="with --scale: a source folder (e.g. `git archive main src | tar -x -C DIR`,"
+                                       " then DIR/src) whose server's usage routes are measured beside")
+    ap.add_argument("--usage-only", action="store_true", help="with --scale: the usage routes alone")
     ap.add_argument("--schema-prefix", default="bench_server", help="PostgreSQL: the read schemas' prefix")
     args = ap.parse_args(argv)
     if args.scale:
         sizes = [int(x) for x in args.scale.split(",")]
         read_targets = {n: targets(args.db, n, args.schema_prefix, fresh=False)[0] for n in sizes}
-        for n, target in read_targets.items():
-            build(target, n)
-        print(f"{'PostgreSQL' if args.db else 'SQLite'}: usage at {', '.join(f'{n:,}' for n in sizes)} sessions")
-        scale(read_targets, args.requests)
+        build_sizes(read_targets, args.db, args.schema_prefix)
+        print(f"{'PostgreSQL' if args.db else 'SQLite'}: {'usage' if args.usage_only else 'every route'} at"
+              f" {', '.join(f'{n:,}' for n in sizes)} sessions")
+        scale(read_targets, args.requests, not args.no_semantic, args.usage_only, args.baseline)
         return 0
     read_target, fresh = targets(args.db, args.sessions, args.schema_prefix)
     print(f"{'PostgreSQL' if args.db else 'SQLite'}: {args.sessions:,} sessions,"

@@ -12,8 +12,8 @@ for later runs. Then, interleaved --runs times, each in a fresh process, and the
 - `reasonlog stats --by day --json` over the imported database;
 - the floor of any Python command: `python -c pass` (`-S`: no site packages) and `python -c pass` as the
   console script starts it, `python -c "import reasonlog.cli.entry"` (what `reasonlog` imports first), and
-  `python -m reasonlog.usage_sql` (`-m` imports runpy and the package before any module of ours runs; that module
-  imports nothing).
+  `python -c "import reasonlog.cli.quick_stats"` (the entry's quick path: it loads store/usage_sql.py, which
+  imports nothing, by its path).
 
 The ratio `stats / ccusage` of wall times is the issue's figure (target <= 0.1); CPU times are printed beside
 them, since on a loaded machine a process waits for a core for longer than it runs.
@@ -82,11 +82,12 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True, capture_output=True)
     size = sum(p.stat().st_size for p in (folder / "claude").rglob("*.jsonl"))
     here = {**os.environ, "PYTHONPATH": str(sources[0])}  # this tree's reasonlog, whatever the venv installed
+    quick = "import reasonlog.cli.quick_stats"
     commands = {"ccusage claude daily": (ccusage, env), "reasonlog stats --by day": (stats, here),
                 "python -S -c pass": ([sys.executable, "-S", "-c", "pass"], None),
                 "python -c pass": ([sys.executable, "-c", "pass"], None),
                 "python -c 'import reasonlog.cli.entry'": ([sys.executable, "-c", "import reasonlog.cli.entry"], here),
-                "python -m reasonlog.usage_sql": ([sys.executable, "-m", "reasonlog.usage_sql"], here)}
+                f"python -c '{quick}'": ([sys.executable, "-c", quick], here)}
     if args.baseline_src:
         commands["reasonlog stats, baseline src"] = (stats, {**os.environ, "PYTHONPATH": str(sources[1])})
     took: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}

@@ -21,9 +21,13 @@ atexit.register(shutil.rmtree, TEST_HOME, True)  # however the run ends (a run t
 _KEPT = {"REASONLOG_TEST_POSTGRES", "REASONLOG_TEST_POSTGRES_VECTOR", "REASONLOG_REQUIRE_POSTGRES",
          "REASONLOG_TEST_CLICKHOUSE", "REASONLOG_REQUIRE_CLICKHOUSE", "REASONLOG_RAISE_INTERNAL_ERRORS",
          "REASONLOG_TIMELINE_EXAMPLES",
-         "REASONLOG_SCREENSHOTS"}
+         "REASONLOG_SCREENSHOTS", "REASONLOG_REQUIRE_PGVECTOR"}
 for _name in [n for n in os.environ if n.startswith("REASONLOG_") and n not in _KEPT]:
     del os.environ[_name]
+# A terminal's size is each CLI test's own (CliRunner's COLUMNS): an inherited one (pytest-xdist's workers are
+# started with COLUMNS=80) would fix the width of the CLI's console when it is first made, whatever a test asks.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 os.environ.update({"HOME": str(TEST_HOME), "XDG_DATA_HOME": str(TEST_HOME / ".local" / "share"),
                    "XDG_CONFIG_HOME": str(TEST_HOME / ".config"), "XDG_STATE_HOME": str(TEST_HOME / ".local" / "state"),
                    "XDG_CACHE_HOME": str(TEST_HOME / ".cache")})
@@ -48,6 +52,28 @@ def _entries(folder: Path) -> dict[str, tuple]:
         return {}
     return {str(p.relative_to(folder)): (p.is_dir(), *((st.st_size, st.st_mtime_ns) if p.is_file() else ()))
             for p in folder.rglob("*") for st in [p.lstat()]}
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (the README's command): one worker per core. Two a core was 1.4 x faster here, but the tests that
+    time processes (a SIGKILL's loss window, a recorder's first batch) then failed under the load the suite itself
+    made. PYTEST_XDIST_AUTO_NUM_WORKERS still overrides it."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return os.cpu_count() or 1
+
+
+# Each collected test module: has it a test that `-m "not slow"` runs? (tests/test_quick_run.py reads it.)
+QUICK_MODULES = pytest.StashKey[dict[str, bool]]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` and `-k` deselect anything
+def pytest_collection_modifyitems(config, items):
+    quick = config.stash.setdefault(QUICK_MODULES, {})
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        quick[module] = quick.get(module, False) or item.get_closest_marker("slow") is None
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
-from helpers import Locked, is_postgres
+from helpers import Locked, create_extension, is_postgres
 
 import reasonlog
 
@@ -149,7 +149,7 @@ def _pg_integrity(url: str) -> str:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS amcheck SCHEMA public")
+        create_extension(conn, "amcheck")
         indexes = [r[0] for r in conn.execute(
             "SELECT c.oid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam"
             " WHERE a.amname = 'btree' AND c.relnamespace = current_schema()::regnamespace").fetchall()]

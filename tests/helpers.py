@@ -80,7 +80,7 @@ def is_postgres(target) -> bool:
 def spill_folder(target):
     """The first folder a recorder spills to for `target`: beside a SQLite file, in the user's data folder for
     a PostgreSQL URL (which has no 'beside')."""
-    from reasonlog.store.sqlite import spill_dirs
+    from reasonlog.capture.spillfiles import spill_dirs
 
     return spill_dirs(target)[0]
 
@@ -117,3 +117,14 @@ class Locked:
 
     def __exit__(self, *exc):
         self.release()
+
+
+def create_extension(conn, name: str) -> None:
+    """`CREATE EXTENSION IF NOT EXISTS name SCHEMA public` on an autocommit connection, under an advisory lock: two
+    processes creating the same extension at once (tests in parallel workers) would otherwise collide on
+    pg_extension's unique name."""
+    conn.execute("SELECT pg_advisory_lock(hashtextextended('reasonlog-tests-extension', 0))")
+    try:
+        conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name} SCHEMA public")
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(hashtextextended('reasonlog-tests-extension', 0))")

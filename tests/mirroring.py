@@ -2,7 +2,6 @@
 comparison of every mirrored answer with the record's."""
 from __future__ import annotations
 
-import itertools
 import os
 import uuid
 
@@ -38,6 +37,34 @@ def fresh_mirror(kind: str, chdb_folder) -> str:
     return f"chdb://{chdb_folder}?database={name}"
 
 
+_CHDB_FOLDER: list = []
+
+
+def chdb_folder_of(tmp_path_factory):
+    """The one chdb folder of this test process: chdb opens one folder per process, so every module's in-process
+    chdb tests share it (each in a database of its own)."""
+    if not _CHDB_FOLDER:
+        _CHDB_FOLDER.append(tmp_path_factory.mktemp("chdb"))
+    return _CHDB_FOLDER[0]
+
+
+@pytest.fixture(params=ENGINES, name="target")
+def in_process_target(request, tmp_path_factory):
+    """A fresh mirror on each engine, read and written in this process (chdb: the process's one folder)."""
+    found = fresh_mirror(request.param, chdb_folder_of(tmp_path_factory))
+    yield found
+    drop(found)
+
+
+@pytest.fixture(params=ENGINES, name="target")
+def process_target(request, tmp_path_factory):
+    """A fresh mirror on each engine for `reasonlog` processes to use (chdb: a folder this process never opens)."""
+    found = fresh_mirror(request.param, tmp_path_factory.mktemp("cli-chdb"))
+    yield found
+    if request.param == "server":
+        drop(found)
+
+
 def drop(target: str) -> None:
     from reasonlog.mirror import engine
 
@@ -60,7 +87,6 @@ session_st = st.fixed_dictionaries({"exchanges": st.lists(exchange_st, min_size=
                                     "label": st.sampled_from([None, "team=a", "team=b", "source=claude-code"]),
                                     "end": st.sampled_from([None, "completed", "failed"])})
 archive_st = st.lists(session_st, min_size=1, max_size=4)
-SESSIONS = itertools.count()
 
 
 def record(db, sessions: list[dict]) -> None:
@@ -68,8 +94,7 @@ def record(db, sessions: list[dict]) -> None:
     only a duration, sub-agents spawned inside them, labels, and sessions left open or ended."""
     recorder = reasonlog.Recorder(db, writer="sync", strict=True)
     try:
-        for spec in sessions:
-            n = next(SESSIONS)
+        for n, spec in enumerate(sessions):  # names by position in this call: the same in any order of tests
             labels = dict([spec["label"].split("=")]) if spec["label"] else None
             s = recorder.session(agent=f"agent{n % 2}", run=f"run{n % 3}", model="claude-haiku-4-5", labels=labels)
             for ex_spec in spec["exchanges"]:

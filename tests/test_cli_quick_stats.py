@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import reasonlog
-from reasonlog import accounting, usage_sql
+from reasonlog import accounting
 from reasonlog.cli import quick_stats
 from reasonlog.cli.main import cli
-from reasonlog.store import database_target, schema
+from reasonlog.store import database_target, schema, usage_sql
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HEAVY = ("click", "rich", "reasonlog.cli.main", "reasonlog.io.importing", "reasonlog.store", "reasonlog.query",
@@ -107,7 +107,7 @@ def test_on_sqlite_the_plain_form_imports_one_module_of_ours_beside_the_entry(tm
     out, code, loaded = run_reasonlog("--db", str(path), "stats", "--by", "model", "--json")
     assert (out, code) == ("[]\n", "0")
     assert sorted(m for m in loaded if m.startswith("reasonlog")) == [
-        "reasonlog", "reasonlog.cli", "reasonlog.cli.entry", "reasonlog.cli.quick_stats", "reasonlog.usage_sql"]
+        "reasonlog", "reasonlog.cli", "reasonlog.cli.entry", "reasonlog.cli.quick_stats", "reasonlog.store.usage_sql"]
     assert not loaded & {*HEAVY, "json", "re", "statistics", "pathlib", "platformdirs", "datetime"}
     real = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(path), "stats", "--json"],
                           capture_output=True, timeout=120)  # and ended by os._exit: all of it printed, status 0

@@ -25,6 +25,7 @@ from reasonlog.store import SessionFilter, open_store
 
 HERE = Path(__file__).parent
 PROCESSES, SESSIONS, CALLS = 4, 8, 20
+pytestmark = pytest.mark.xdist_group("processes")  # four writers' lock waits: one after another with the fault matrix
 
 
 def run_writers(db, shared: bool, sync: bool = False) -> list[dict]:

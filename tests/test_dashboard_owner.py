@@ -85,11 +85,19 @@ def test_a_server_without_a_token_takes_none(keyed):
 
 @pytest.mark.slow
 def test_reasonlog_ui_opens_the_browser_with_a_token_that_works_once(keyed, tmp_path):
-    """The real command: its browser is a script that writes down the address it was given ($BROWSER)."""
+    """The real command: its browser is a script that asks the dashboard's front page at once, as a browser does
+    (a refused connection is what a person saw when the browser came up before the server), then writes down the
+    address it was given ($BROWSER)."""
     db, _ = keyed
-    seen = tmp_path / "opened.txt"
+    seen, answered = tmp_path / "opened.txt", tmp_path / "answered.txt"
     browser = tmp_path / "browser.sh"
-    browser.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {seen}\n')
+    ask = ("import sys, urllib.request, urllib.error\n"
+           "try:\n    urllib.request.urlopen(sys.argv[1].split('login?')[0], timeout=30); print('200')\n"
+           "except urllib.error.HTTPError as e:\n    print(e.code)\n"
+           "except OSError as e:\n    print(type(e).__name__, e)\n")
+    (tmp_path / "ask.py").write_text(ask)
+    browser.write_text(f'#!/bin/sh\n{sys.executable} {tmp_path / "ask.py"} "$1" > {answered}\n'
+                       f'printf "%s" "$1" > {seen}\n')
     browser.chmod(browser.stat().st_mode | stat.S_IEXEC)
     port = free_port()
     env = {**os.environ, "BROWSER": str(browser), "REASONLOG_DB": str(db)}
@@ -98,6 +106,7 @@ def test_reasonlog_ui_opens_the_browser_with_a_token_that_works_once(keyed, tmp_
     try:
         url = _wait_for(seen)
         assert url.startswith(f"http://127.0.0.1:{port}/login?token=") and len(url.split("=", 1)[1]) >= 40
+        assert answered.read_text().strip() == "200"  # the front page answered the browser's first try
         with httpx.Client() as owner:
             first = owner.get(url, follow_redirects=False)
             assert first.status_code == 303 and "httponly" in first.headers["set-cookie"].lower()

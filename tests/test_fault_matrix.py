@@ -24,6 +24,9 @@ SCHEDULING_SLACK_MS = 150
 # committed; measured 0.05-0.40 s flat out at a load of 4-7 on 2 cores, up to 1.22 s with two CPU-bound
 # processes started mid-run). The test allows this much on a loaded machine.
 KILL_LOSS_WINDOW_S = 1.5
+# Bounds in time over many processes: in a parallel run (`-n auto`), these tests run one after another in one worker
+# beside the concurrent writers' (README, the test section).
+pytestmark = pytest.mark.xdist_group("processes")
 
 @pytest.fixture
 def db(dialect, tmp_path):

@@ -13,8 +13,8 @@ import reasonlog
 ROOT = Path(reasonlog.__file__).parent
 LAYERS = (
     {"wire"},  # the shapes that leave the process, their rules and codecs: nothing of reasonlog
-    {"model", "parts", "pricing", "redact_key", "redact_patterns", "accounting", "usage_sql"},
-    {"providers", "redact", "conversation", "titles"},
+    {"model", "pricing", "redact_key", "redact_patterns", "accounting"},
+    {"providers", "parts", "redact", "conversation", "titles"},  # parts reads what the protocols name
     {"store"},
     {"capture", "query", "reasoning"},
     {"io", "summaries", "demo", "langchain", "claude_agent", "replay", "semantic", "mcp", "evaluation", "mirror"},
@@ -62,6 +62,80 @@ def test_the_check_sees_an_import_that_runs_upward():
     assert _imports_of("def f():\n    from ..cli import main\n", ["store"]) == {"cli"}
     assert _imports_of("from ... import providers, query\n", ["server", "dashboard"]) == {"providers", "query"}
     assert _imports_of("import reasonlog.server.app\n", ["store"]) == {"server"}
+
+
+# Inside store/ (issue 33): its terms (errors, SessionFilter, targets) and the rows and columns both sides share,
+# then reading and writing, then what is read or kept through them (usage, search, vectors, export), then the
+# backends and their migrations. The package's `__init__` (the protocols, and the opening of a backend) is above
+# them all: no module of store/ imports it.
+STORE_LAYERS = (
+    {"terms", "targets", "content", "contents", "dbapi", "ids", "keys", "liveness", "usage_sql", "rollups", "kept",
+     "rows", "annotation", "timeline", "transfer_checks", "twins", "answers"},
+    {"reading", "session_calls", "writing", "records", "replays", "summaries", "imported"},
+    {"usage", "search", "keywords", "pg_search", "units", "vectors", "vector_index", "semantic", "overview", "mirrored",
+     "reviews", "transfer", "pg_vectors"},
+    {"maintenance", "pg_prune", "schema", "schema_pg", "sql", "sqlite", "postgres", "opening"},
+)
+STORE_LAYER = {name: n for n, names in enumerate(STORE_LAYERS) for name in names}
+
+
+def _store_imports(source: str) -> set[str]:
+    """The modules of store/ that a module of store/ imports (relative imports, those inside functions too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+    return found & set(STORE_LAYER)
+
+
+def _store_graph() -> dict[str, set[str]]:
+    return {p.stem: _store_imports(p.read_text()) for p in (ROOT / "store").glob("*.py") if p.stem != "__init__"}
+
+
+def test_no_module_of_the_store_imports_the_package_itself():
+    """`from . import NotFound` in store/ would run through the package's `__init__`, which opens the backends: the
+    circle issue 33 counted (27 modules). Modules take their terms from `terms` and `targets`."""
+    wrong = []
+    for p in sorted((ROOT / "store").glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is None:
+                wrong += [f"{p.stem}: {a.name}" for a in node.names if a.name not in STORE_LAYER]
+    assert wrong == []
+
+
+def test_every_module_of_the_store_imports_only_its_inner_layer_and_those_to_its_left():
+    graph = _store_graph()
+    assert set(graph) == set(STORE_LAYER), "a store module with no inner layer, or a layer naming no module"
+    wrong = sorted((name, imported) for name, imports in graph.items() for imported in imports
+                   if STORE_LAYER[imported] > STORE_LAYER[name])
+    assert wrong == []
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each module that a chain of imports leads back to, with the chain."""
+    found = []
+    for start in sorted(graph):
+        stack, seen = [(start, [start])], set()
+        while stack:
+            name, path = stack.pop()
+            for imported in sorted(graph.get(name, ())):
+                if imported == start:
+                    found.append([*path, start])
+                elif imported not in seen:
+                    seen.add(imported)
+                    stack.append((imported, [*path, imported]))
+    return found
+
+
+def test_no_module_of_the_store_imports_itself_through_others():
+    assert _circles(_store_graph()) == []
+
+
+def test_the_store_checks_see_a_lazy_import_and_a_circle():
+    assert _store_imports("def f():\n    from .reading import x\n    from . import usage, SessionFilter\n") == {
+        "reading", "usage"}
+    assert _circles({"reading": {"writing"}, "writing": {"rows", "reading"}, "rows": set()}) == [
+        ["reading", "writing", "reading"], ["writing", "reading", "writing"]]
 
 
 SQL = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|WITH)\s")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from mirroring import ENGINES, archive_st, assert_same, drop, fresh_mirror, record
+from mirroring import archive_st, assert_same, drop, in_process_target, record  # noqa: F401  (the `target` fixture)
 
 import reasonlog
 from reasonlog.mirror import engine, push, reader, schema
@@ -17,18 +17,6 @@ OPEN = {"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "chi
         "end": None}  # a session of one call, left open
 EXAMPLES = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
                     phases=[Phase.explicit, Phase.reuse, Phase.generate])  # a shrink re-records whole archives
-
-
-@pytest.fixture(scope="session")
-def chdb_folder(tmp_path_factory):
-    return tmp_path_factory.mktemp("chdb")  # chdb opens one folder per process: every chdb test shares it
-
-
-@pytest.fixture(params=ENGINES)
-def target(request, chdb_folder):
-    found = fresh_mirror(request.param, chdb_folder)
-    yield found
-    drop(found)
 
 
 @pytest.fixture

@@ -7,19 +7,13 @@ import os
 import subprocess
 import sys
 
-import pytest
-from mirroring import ENGINES, drop, fresh_mirror, record
+from mirroring import (
+    process_target,  # noqa: F401  (the `target` fixture)
+    record,
+)
 
 SPEC = {"exchanges": [{"calls": [(100, 20, "gpt-5", "ok")], "reported": None, "child": None}], "label": None,
         "end": "completed"}
-
-
-@pytest.fixture(params=ENGINES)
-def target(request, tmp_path_factory):
-    found = fresh_mirror(request.param, tmp_path_factory.mktemp("cli-chdb"))
-    yield found
-    if request.param == "server":
-        drop(found)
 
 
 def reasonlog(*args: str, db) -> subprocess.CompletedProcess:

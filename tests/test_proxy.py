@@ -165,6 +165,24 @@ def test_a_stream_reaches_the_client_as_it_arrives(tmp_path):
     assert b"".join(c for _, c in arrived) == b"".join(chunks)
     assert arrived[0][1] == chunks[0] and arrived[0][0] < 0.3  # not held back until the stream ended
     assert arrived[-1][0] > 0.75
+    (call,) = calls_of(db)  # a `message_start` without its message is still a call recorded, bytes and all
+    assert call["raw"] == b"".join(chunks).decode()
+
+
+def test_an_answer_the_protocol_cannot_hold_is_recorded_whole_with_an_error_that_says_why(tmp_path):
+    db = tmp_path / "r.db"
+    chunks = [b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
+              b'"role":"assistant","content":[],"usage":{"input_tokens":3}}}\n\n',
+              b'event: message_delta\ndata: {"type":"message_delta","delta":{},"usage":{"output_tokens":"many"}}\n\n']
+    with Upstream() as up, recording_proxy(db, up.url) as proxied:
+        up.stream(chunks)
+        with httpx.stream("POST", proxied.url + "/v1/messages", content=b'{"stream": true}') as response:
+            got = b"".join(response.iter_raw())
+    assert got == b"".join(chunks)
+    (call,) = calls_of(db)
+    assert call["raw"] == got.decode() and call["status"] == "error"
+    assert call["error"]["type"] == "unreadable_answer"
+    assert call["error"]["message"].startswith("the anthropic answer could not be read: TypeError")
 
 
 def test_an_unreachable_upstream_is_a_502_in_the_provider_shape_and_a_failed_call(tmp_path):

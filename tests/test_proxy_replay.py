@@ -41,7 +41,7 @@ def weather(city: str) -> str:
     return f"{city}: 18°C, sunny"
 
 
-def agent(url: str, sent: list[bytes], tool=weather) -> list[str]:
+def agent(url: str, sent: list[bytes], tool=weather, system: str | None = None) -> list[str]:
     """A tool loop on the real SDK, streaming each turn; `sent` gets the bytes of every request it made."""
     hook = {"request": [lambda request: sent.append(request.read())]}
     client = anthropic.Anthropic(base_url=url, api_key=ANTHROPIC_KEY, max_retries=0,
@@ -49,8 +49,8 @@ def agent(url: str, sent: list[bytes], tool=weather) -> list[str]:
     messages: list = [{"role": "user", "content": "What is the weather in Paris?"}]
     said = []
     while True:
-        with client.messages.stream(model="claude-opus-4-5", max_tokens=256, tools=TOOLS,
-                                    messages=messages) as stream:
+        with client.messages.stream(model="claude-opus-4-5", max_tokens=256, tools=TOOLS, messages=messages,
+                                    **({"system": system} if system else {})) as stream:
             reply = stream.get_final_message()
         said += [block.text for block in reply.content if block.type == "text"]
         if reply.stop_reason != "tool_use":
@@ -233,3 +233,22 @@ def test_a_fork_is_linked_from_both_session_pages_and_compared_from_its_call(rec
     page = client.get(f"/compare?a={session_id}&b={forked}&start=1").text
     assert "B begins at A's call #1" in page
     assert page.count("<h2>Call #") == 1 and "<h2>Call #1 " in page  # the fork's one call, beside the original's #1
+
+
+@pytest.mark.slow
+def test_a_rerun_whose_system_prompt_lists_the_same_lines_in_another_order_is_answered_and_told(tmp_path):
+    """An agent that lists what it found on disk (skills, tools, files) in the order a directory walk gave it sends
+    another order on another run: the replay answers it and says what it let pass."""
+    skills = ["- antigravity-support: installing Antigravity CLI", "- skill-creator: creating skills"]
+    db, sent_first = tmp_path / "r.db", []
+    with Upstream() as up, recording_proxy(db, up.url) as proxied:
+        up.replies.extend([Reply(200, [tool_use_answer()], "text/event-stream"),
+                           Reply(200, [FINAL], "text/event-stream")])
+        said_first = agent(proxied.url, sent_first, system="Skills:\n" + "\n".join(skills))
+    (session,) = reasonlog.open_store(db, read_only=True).list_sessions(SessionFilter())
+    replayer = replaying(db, session["id"])
+    with recording_proxy(tmp_path / "unused.db", dead_upstream(), replayer) as proxied:
+        said = agent(proxied.url, [], system="Skills:\n" + "\n".join(skills[::-1]))
+    assert said == said_first and len(replayer.served) == 2
+    assert replayer.report() == [f"  #{n} → {session['id']}#{n}: system (order of lines): 3 lines → the same,"
+                                 " reordered" for n in (0, 1)]

@@ -93,3 +93,35 @@ def test_any_chunking_passes_bytes_through_and_rebuilds_the_unstreamed_response(
 
 
 TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+
+
+# ------------------------------------------------------------------------------ any events, even malformed
+
+KINDS = ["message_start", "message_delta", "message_stop", "content_block_start", "content_block_delta",
+         "content_block_stop", "response.created", "response.in_progress", "response.completed", "response.failed",
+         "response.incomplete", "response.output_item.added", "response.output_item.done",
+         "response.content_part.added", "response.output_text.delta", "response.reasoning_summary_part.added",
+         "response.reasoning_summary_text.delta", "response.function_call_arguments.delta", "text_delta",
+         "thinking_delta", "input_json_delta", "signature_delta", "citations_delta", "function_call"]
+KEYS = ["type", "message", "delta", "usage", "index", "content_block", "content", "text", "partial_json", "item",
+        "output_index", "content_index", "summary_index", "response", "part", "choices", "tool_calls", "id",
+        "function", "arguments", "candidates", "parts", "usageMetadata", "finishReason", "role", "model", "citation",
+        "signature", "thinking", "reasoning_content", "refusal", "finish_reason", "name", "thought"]
+LEAF = st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.sampled_from(KINDS), st.text(max_size=4))
+VALUE = st.recursive(LEAF, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                  st.dictionaries(st.sampled_from(KEYS), inner, max_size=4)),
+                     max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.sampled_from(["anthropic", "openai_chat", "openai_responses", "gemini"]), st.lists(VALUE, max_size=8))
+def test_a_provider_folds_any_events_without_raising(name, events):
+    """Whatever an upstream streams (a known event's shape with any value in any field, or no shape at all), the
+    provider's folding takes it and gives a body (none before anything it can start one from): a proxied call is
+    then recorded, not lost to an exception."""
+    provider = next(p for p in providers.PROTOCOLS if p.api == name)
+    stream = provider.Stream()
+    for event in events:
+        stream.add(event)
+    body = stream.body()
+    assert body is None or isinstance(body, dict)

@@ -11,7 +11,7 @@ Checked for form only, and why:
 - installs (`python3 -m venv .venv && .venv/bin/pip install -e …`, `pip install -e '.[…]'`): they would reinstall
   the environment the suite runs in; each extra they name must exist in pyproject.toml, and the command after
   them is run. `.ci/extras` installs every extra for real, in fresh venvs.
-- `.venv/bin/pytest -q`: the suite itself.
+- `.venv/bin/pytest -q -n auto`: the suite itself.
 - `--summarizer anthropic` / `--summarizer openai --base-url http://127.0.0.1:11434/v1` (a model provider or an
   Ollama server) and `serve --host 0.0.0.0` (beyond loopback; tests only use 127.0.0.1), `--db postgresql://
   …db.internal…` (a host that is not this machine): parsed by the real command-line parser, which must accept
@@ -52,7 +52,7 @@ def readme_commands() -> list[str]:
     return commands
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not torn down when a worker runs another module's tests between two commands
 def place(tmp_path_factory):
     """A folder with a database of the demo's run, a home with Claude Code transcripts, and the README's words."""
     folder = tmp_path_factory.mktemp("readme-commands")
@@ -141,7 +141,7 @@ def start_demo(place, command):
 
 def start_tests(place, command):
     installs_known_extras(command)
-    assert command.endswith("&& .venv/bin/pytest -q")
+    assert command.endswith("&& .venv/bin/pytest -q -n auto")
 
 
 def imports_claude_code(place, command):
@@ -407,7 +407,7 @@ def searches_by_meaning(place, command):
 
 COMMANDS = {
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/reasonlog demo": start_demo,
-    "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -q": start_tests,
+    "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -q -n auto": start_tests,
     "pip install -e '.[proxy]' && reasonlog run -- claude -p \"fix the failing test\"": proxy_forms,
     "reasonlog proxy --port 8788": proxy_starts,
     'reasonlog run --replay SESSION -- claude -p "fix the failing test"': form_only,  # run: test_replay_clis.py
@@ -482,7 +482,11 @@ def test_every_shell_command_of_the_readme_is_run_here():
 
 @pytest.mark.parametrize("command", list(COMMANDS), ids=lambda c: c[:60])
 @pytest.mark.slow
-def test_the_readme_command_works_as_written(place, command):
+@pytest.mark.xdist_group("readme-commands")  # one folder, in README order: a key listed after it is made
+def test_the_readme_command_works_as_written(request, place, command):
+    if request.config.getoption("dist", "no") == "loadgroup":  # else two workers would each hold half the commands
+        assert request.node.nodeid.endswith("@readme-commands"), \
+            "pytest-xdist ignored xdist_group (pytest 9.2 with xdist 3.8): the commands would not run in one worker"
     COMMANDS[command](place, command)
 
 

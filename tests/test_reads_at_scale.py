@@ -48,7 +48,7 @@ from hypothesis import strategies as st  # noqa: E402
 from reasonlog import accounting, query  # noqa: E402
 from reasonlog.model import ExchangeEnded, ExchangeStarted, SessionEnded  # noqa: E402
 from reasonlog.store import SessionFilter  # noqa: E402
-from reasonlog.usage_sql import bucket_of, median_of  # noqa: E402
+from reasonlog.store.usage_sql import bucket_of, median_of  # noqa: E402
 
 
 def _ledger_stats(store, by: str, flt: SessionFilter) -> list[dict]:
@@ -360,8 +360,9 @@ def _back_to_17(db) -> list[str]:
             "DELETE FROM _reasonlog_migrations WHERE number = 18"]
 
 
-_BACK_TO_12 = ["DELETE FROM _reasonlog_migrations WHERE number = 20", "DROP INDEX IF EXISTS calls_named",
-               "DROP INDEX IF EXISTS calls_system",
+_BACK_TO_12 = ["DELETE FROM _reasonlog_migrations WHERE number = 21",  # its column and index go with unit_vectors
+               "DELETE FROM _reasonlog_migrations WHERE number = 20",
+               "DROP INDEX IF EXISTS calls_named", "DROP INDEX IF EXISTS calls_system",
                "DROP INDEX IF EXISTS calls_response", "DELETE FROM _reasonlog_migrations WHERE number = 19",
                "DROP TABLE annotations", "DELETE FROM _reasonlog_migrations WHERE number = 17",
                "DROP INDEX calls_provider_message", "ALTER TABLE calls DROP COLUMN counted_in",
@@ -392,8 +393,9 @@ def test_a_database_upgraded_to_schema_13_counts_and_finds_what_it_held(db):
     for sql in _back_to_17(db) + _BACK_TO_12 + (_PG_WORD_INDEX if str(db).startswith("postgresql") else []):
         _tamper(db, sql)
     store = open_store(db)
-    assert store.schema_version() == 20  # 13, then 14 (replay_of), 15 (search by meaning), 16 (counted_in), 17
-    # (annotations), 18 (usage by day, model, agent, run and source), 19 (what names a content), 20 (search words)
+    assert store.schema_version() == 21  # 13, then 14 (replay_of), 15 (search by meaning), 16 (counted_in), 17
+    # (annotations), 18 (usage by day, model, agent, run and source), 19 (what names a content), 20 (search words),
+    # 21 (vectors in pgvector where PostgreSQL has it) again
     assert {by: query.stats(store, by, SessionFilter(limit=None)) for by in query.STAT_KEYS} == expected
     assert [(h["session_id"], h["kind"]) for h in store.search("bought", SessionFilter(limit=None))] == \
         [("day", "message")]

@@ -70,6 +70,7 @@ def test_claude_code_replays_in_a_fresh_home_with_no_upstream_and_forks_onto_ano
     assert len(sent) == len(calls) and {r["model"] for r in sent} == {"claude-haiku-4-5"}
 
 
+@pytest.mark.slow  # a real CLI beyond the first (Claude Code's test above): about 20 s
 def test_codex_replays_in_a_fresh_home_with_no_upstream_and_forks_onto_another_model(tmp_path):
     codex = cli("codex")
     db = tmp_path / "r.db"
@@ -120,7 +121,8 @@ def _rerun(tmp_path, name: str, db, *run_args: str) -> subprocess.CompletedProce
                           capture_output=True, text=True, timeout=180, env=child_env, cwd=work)
 
 
-@pytest.mark.parametrize("name", LOOP_CLIS)
+# Claude Code's loop in the quick run; the other CLIs' (about 20 s each) are `slow`.
+@pytest.mark.parametrize("name", [LOOP_CLIS[0], *(pytest.param(n, marks=pytest.mark.slow) for n in LOOP_CLIS[1:])])
 def test_a_real_cli_tool_loop_replays_offline_and_forks_at_call_1(tmp_path, name):
     """Record the CLI's tool loop (three shell calls, one failing, then the answer); replay it with no upstream in a
     fresh HOME: nothing reaches the network, the CLI prints the recorded answer and exits 0; fork it at #1 onto

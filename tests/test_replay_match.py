@@ -182,3 +182,51 @@ def test_how_long_a_tool_took_is_tolerated_in_its_result_only():
 
     assert same(request("0.3 seconds"), request("0.1 seconds"), "openai_responses")
     assert not same(request("0.3 seconds"), request("0.3 seconds", "wait 6 seconds, then run it"), "openai_responses")
+
+
+# ------------------------------------------------------------------------------ lines listed in another order
+
+def gemini_request(skills: list[tuple[str, str]]) -> dict:
+    """Gemini CLI's request with its skills listed in its system prompt; it finds them by a directory walk whose
+    order changes run to run (a CI run's replay of Gemini CLI 0.61 got them the other way round)."""
+    listed = "".join(f"  <skill>\n    <name>{name}</name>\n    <description>{about}</description>\n  </skill>\n"
+                     for name, about in skills)
+    prompt = f"You are an interactive CLI agent.\n<available_skills>\n{listed}</available_skills>\n# Hook Context"
+    return {"systemInstruction": {"role": "user", "parts": [{"text": prompt}]},
+            "contents": [{"role": "user", "parts": [{"text": "Read hello.txt"}]}]}
+
+
+SKILLS = [("antigravity-support", "Use when the user asks about Antigravity CLI."),
+          ("skill-creator", "Guide for creating effective skills.")]
+
+
+def test_a_system_prompt_listing_the_same_lines_in_another_order_matches_loosely_and_says_so():
+    recorded, sent = gemini_request(SKILLS), gemini_request(SKILLS[::-1])
+    assert not same(recorded, sent, "gemini")  # the exact form still tells them apart: an exact match wins
+    assert matching_form(recorded, "gemini", lines_in_any_order=True) == \
+        matching_form(sent, "gemini", lines_in_any_order=True)
+    (difference,) = tolerated(recorded, sent, "gemini")
+    assert (difference.path, difference.kind) == ("systemInstruction.parts.0.text", "order of lines")
+    changed = gemini_request([SKILLS[1], ("antigravity-support", "Use when the user asks about Gravity CLI.")])
+    assert matching_form(recorded, "gemini", lines_in_any_order=True) != \
+        matching_form(changed, "gemini", lines_in_any_order=True)
+
+
+LINE = st.text(alphabet="ghijklmnopqrstuvwxyz <>/", min_size=1, max_size=20)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(LINE, min_size=2, max_size=8), st.randoms(use_true_random=False), st.data())
+def test_lines_in_any_order_match_loosely_and_a_changed_line_never_does(lines, random, data):
+    shuffled = lines[:]
+    random.shuffle(shuffled)
+    recorded, sent = {"system": "\n".join(lines)}, {"system": "\n".join(shuffled)}
+    loose = matching_form(recorded, lines_in_any_order=True)
+    assert matching_form(sent, lines_in_any_order=True) == loose
+    assert same(recorded, sent) == (lines == shuffled)
+    if lines != shuffled:
+        assert [(d.path, d.kind) for d in tolerated(recorded, sent)] == [("system", "order of lines")]
+    i = data.draw(st.integers(0, len(shuffled) - 1))
+    other = data.draw(LINE.filter(lambda line: line != shuffled[i] and line not in lines))
+    changed = {"system": "\n".join([*shuffled[:i], other, *shuffled[i + 1:]])}
+    assert matching_form(changed, lines_in_any_order=True) != loose

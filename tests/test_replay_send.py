@@ -13,7 +13,7 @@ from sdk_server import FixtureServer, load_json
 
 import reasonlog
 from reasonlog.cli.main import cli
-from reasonlog.providers import anthropic, openai_chat
+from reasonlog.providers import ANTHROPIC, OPENAI_CHAT
 from reasonlog.providers.translate import translate_request
 
 TOOL = {"name": "updateIssueList", "description": "Refresh the list of open issues", "input_schema": {
@@ -140,7 +140,7 @@ def test_a_request_translated_to_openai_and_back_is_the_recorded_one(db_path, re
     _, gpt = upstreams
     _session_onto_openai(db_path, recorded, gpt, "--json")
     sent = gpt.requests[1]["body"]
-    back = translate_request(sent, openai_chat, anthropic, "claude-3-opus-20240229")
+    back = translate_request(sent, OPENAI_CHAT, ANTHROPIC, "claude-3-opus-20240229")
     tool_reply = load_json("anthropic-messages", "anthropic-tool-no-args.json")
     assert back.notices == [] and back.request == _second(tool_reply)
 
@@ -343,3 +343,40 @@ def test_a_call_sent_to_gemini_goes_to_its_model_url_with_the_gemini_key(db_path
     assert sent["body"]["contents"][2]["parts"] == [{"functionResponse": {
         "id": "toolu_01LRmxn9vGM1d2DZSDBowdZ1", "name": "updateIssueList", "response": {"content": "3 open issues"}}}]
     assert "HTTP 500: no reply queued" in out.stderr
+
+
+def test_a_replay_that_meets_a_locked_database_spills_and_is_written_later(db_path, recorded, upstreams):
+    """Another process holds the database's write lock while the answers come back: the replay goes to spill files
+    beside the database (as a recorder's records do) instead of failing, and the next writer writes it, linked."""
+    import sqlite3
+
+    from reasonlog.capture.spillfiles import spill_dirs
+    from reasonlog.replay import session as replaying
+
+    claude, _ = upstreams
+    for name in ("anthropic-tool-no-args.json", "anthropic-text.json"):
+        claude.reply_json(load_json("anthropic-messages", name))
+    store = reasonlog.open_store(db_path, busy_timeout_ms=20)
+    original = store.get_session(recorded)
+    target, planned = replaying.plan(store, [c["id"] for c in original["calls"]], provider=None, model=None,
+                                     base_url=claude.url)
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # a write transaction another process keeps open
+    try:
+        recorded_replay = replaying.send_and_record(store, planned, target, original, concurrency=1)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert recorded_replay.spilled is True
+    assert [o.error for o in recorded_replay.outcomes] == [None, None]
+    assert len(list(spill_dirs(db_path)[0].glob("*.spill"))) == 4  # the start, two calls, the end
+    assert store.replay_links(recorded) == {"replay_of": None, "replays": []}
+    store.close()
+
+    reasonlog.Recorder(db_path, writer="sync").close()  # the next writer replays what waits
+    store = reasonlog.open_store(db_path, read_only=True)
+    replay = store.get_session(recorded_replay.session_id)
+    assert (replay["run"], replay["status"]) == ("replays", "completed")
+    assert [c["replay_of"] for c in replay["calls"]] == [c["id"] for c in original["calls"]]
+    assert [c["id"] for c in replay["calls"]] == recorded_replay.ids
+    assert list(spill_dirs(db_path)[0].glob("*.spill")) == []

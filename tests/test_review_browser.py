@@ -24,6 +24,22 @@ def chosen(page) -> str:  # noqa: F811
     return page.locator("table.review-queue tbody tr.current td:nth-child(3)").inner_text()
 
 
+def test_p_passes_the_chosen_session_and_the_next_one_is_chosen(tmp_path, page):
+    """One review from the keyboard, for the quick run (`-m "not slow"`); the test below goes through the queue."""
+    db = tmp_path / "review.db"
+    ids = record_three(db)
+    port = free_port()
+    with Served(db, port):
+        page.goto(f"http://127.0.0.1:{port}/review")
+        assert (agents(page), chosen(page)) == (["broken", "scored", "fine"], "broken")
+        page.keyboard.press("p")
+        page.wait_for_url("**/review?at=0")
+        assert (agents(page), chosen(page)) == (["scored", "fine"], "scored")
+    with closing(open_store(db, read_only=True)) as store:
+        given = [(a.get("name"), a["value"]) for a in store.list_annotations(ids["broken"]) if a["source"] == "human"]
+    assert given == [("verdict", "pass")]
+
+
 @pytest.mark.slow  # five reviews, each a post and a new page: about 25 s on the loaded CI machine
 def test_reviewing_the_queue_from_the_keyboard(tmp_path, page):
     db = tmp_path / "review.db"

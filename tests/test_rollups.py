@@ -21,7 +21,7 @@ import reasonlog
 from reasonlog import query
 from reasonlog.model import format_instant
 from reasonlog.store import SessionFilter
-from reasonlog.usage_sql import bucket_of, bucket_value
+from reasonlog.store.usage_sql import bucket_of, bucket_value
 
 MODELS, AGENTS, RUNS, SOURCES = ("claude-haiku-4-5", "gpt-5", None), ("lead", "helper", None), ("r1", "r2"), \
     (None, "claude-code", "codex")
@@ -92,10 +92,30 @@ FILTERS = [SessionFilter(limit=None), SessionFilter(run="r1", limit=None), Sessi
            SessionFilter(labels={"source": "codex"}, limit=None)]
 
 
+def same_series(store, flt: SessionFilter) -> None:
+    """The usage chart's points (`usage_series`) are the pairs' totals (`usage_groups("day+model")`): tokens, calls
+    without a cost and whether a cost is known exactly, the cost to 1e-9; and the usage page's tables by model, agent
+    and source added up from one read (`query.stats_each`) are each table read alone."""
+    for split in ("model", "agent"):
+        pairs = store.usage_groups(f"day+{split}", flt, latencies=False)
+        points = store.usage_series(split, flt)
+        assert [(d, n) for d, n, *_ in points] == sorted(tuple(str(k).split("\t")) for k in pairs), (flt, points)
+        for day, name, tokens, cost, unpriced in points:
+            t = pairs[f"{day}\t{name}"]
+            assert (tokens, unpriced, cost is None) == (float(sum(t[k] for k in (
+                "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"))),
+                t["calls_without_cost"], t["cost_usd"] is None), (flt, split, day, name, t)
+            assert cost is None or math.isclose(cost, t["cost_usd"], rel_tol=0, abs_tol=1e-9)
+    for by, rows in query.stats_each(store, ("model", "agent", "source"), flt).items():
+        same(rows, query.stats(store, by, flt, latency=False), by)
+
+
 def check(db) -> None:
     store = reasonlog.open_store(db)
     try:
         for flt in FILTERS:
+            same_series(store, flt)
+            same_series(store, instant(flt))
             for by in (*query.STAT_KEYS, "day+model", "day+agent"):
                 if "+" in by:
                     kept = store.usage_groups(by, flt, latencies=False)
@@ -185,4 +205,25 @@ def test_a_source_label_given_later_moves_the_sessions_usage(db):
     assert [(r["source"], r["calls"], r["input_tokens"], r["latency_ms_p50"]) for r in rows] == \
         [("codex", 1, 5, 247.816)]
     assert query.stats(store, "source", SessionFilter(labels={"source": "codex"}, limit=None)) == rows
+    store.close()
+
+
+def test_the_usage_charts_points_are_plain_rows_by_day_and_model(db):
+    """`usage_series`: a row (day, name, tokens, cost, calls without a cost) a day and model (or agent), in order;
+    a model no price covers has cost None, never 0."""
+    recorder = reasonlog.Recorder(db)
+    s = recorder.session(agent="lead", run="r")
+    for model, day, cost in (("gpt-5", "2025-03-02", 0.25), ("gpt-5", "2025-03-01", 0.5),
+                             ("my-local", "2025-03-01", None), ("gpt-5", "2025-03-01", 0.125)):
+        s.call(request={"model": model, "messages": []}, model=model, provider="openai", cost_usd=cost,
+               usage=reasonlog.Usage(input_tokens=100, output_tokens=10, cache_read_tokens=1000),
+               started_at=f"{day}T10:00:00Z")
+    recorder.close()
+    store = reasonlog.open_store(db)
+    every = SessionFilter(limit=None)
+    assert store.usage_series("model", every) == [("2025-03-01", "gpt-5", 2220.0, 0.625, 0),
+                                                  ("2025-03-01", "my-local", 1110.0, None, 1),
+                                                  ("2025-03-02", "gpt-5", 1110.0, 0.25, 0)]
+    assert store.usage_series("agent", SessionFilter(since="2025-03-02", limit=None)) == [
+        ("2025-03-02", "lead", 1110.0, 0.25, 0)]
     store.close()

@@ -13,15 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("sentence_transformers")
-
-from reasonlog.semantic import LocalEmbedder  # noqa: E402
+from reasonlog.semantic import LocalEmbedder
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
 
 
 @pytest.fixture(scope="module")
 def embedder():
+    pytest.importorskip("sentence_transformers")  # here, not at import: collecting it costs every worker seconds
     return LocalEmbedder()
 
 

@@ -157,3 +157,29 @@ def test_a_page_of_a_session_has_the_totals_of_the_whole_session(tmp_path):
     assert [page[k] for k in keys] == [whole[k] for k in keys]
     assert whole["call_count"] == 13 and whole["calls_without_cost"] == 1
     assert [e["totals"] for e in page["exchanges"]] == [e["totals"] for e in whole["exchanges"]]
+
+
+def test_a_whole_id_names_its_session_even_when_it_begins_other_ids(tmp_path, dialect):
+    """Sessions named `run1` and `run10`: `show run1` is run1, not "ambiguous"; a prefix of both still asks for more
+    characters, and each of their calls is named by its whole id the same way."""
+    from reasonlog.store import Ambiguous
+
+    with fresh_database(dialect, tmp_path) as path:
+        rec = reasonlog.Recorder(path)
+        for name in ("run1", "run10", "run11"):
+            with rec.session(id=name, agent="a") as s:
+                s.call(messages=[{"role": "user", "content": name}],
+                              response={"role": "assistant", "content": "ok"}, model="m", provider="anthropic")
+        assert rec.flush(30)
+        rec.close()
+        store = reasonlog.open_store(path)
+        try:
+            assert store.resolve_id("session", "run1") == "run1"
+            assert store.resolve_id("session", "run10") == "run10"
+            with pytest.raises(Ambiguous, match="'run' matches 3 sessions"):
+                store.resolve_id("session", "run")
+            assert store.get_session("run1")["id"] == "run1"
+            call = store.get_session("run1")["calls"][0]["id"]
+            assert store.resolve_id("call", call) == call
+        finally:
+            store.close()

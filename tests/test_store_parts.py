@@ -1,4 +1,5 @@
-"""The store in three parts (writer, reader, admin) and its narrow reads, on both dialects."""
+"""The store in parts (writer, reader, admin; search by meaning, the mirror's source, API keys) and its narrow reads,
+on both dialects."""
 from __future__ import annotations
 
 import inspect
@@ -7,7 +8,19 @@ import pytest
 from conftest import NO_POSTGRES, POSTGRES, postgres_schema
 
 import reasonlog
-from reasonlog.store import NotFound, Store, StoreAdmin, StoreReader, StoreWriter, Unavailable
+from reasonlog.store import (
+    KeyStore,
+    MirrorSource,
+    NotFound,
+    SearchByMeaning,
+    Store,
+    StoreAdmin,
+    StoreReader,
+    StoreWriter,
+    Unavailable,
+)
+
+PARTS = (StoreWriter, StoreReader, StoreAdmin, SearchByMeaning, MirrorSource, KeyStore)
 
 
 def _methods(part: type) -> set[str]:
@@ -22,10 +35,18 @@ def store(db):
 
 
 def test_every_method_of_the_store_belongs_to_a_part_and_every_backend_has_it(store):
-    parts = _methods(StoreWriter) | _methods(StoreReader) | _methods(StoreAdmin)
+    parts = set().union(*map(_methods, PARTS))
     assert _methods(Store) == parts
     missing = sorted(name for name in parts if not callable(getattr(store, name, None)))
     assert missing == []
+
+
+def test_each_part_is_a_small_stated_contract_and_no_two_share_a_method_but_close():
+    """Issue 33: a caller takes the part it needs, so a new backend, a mirror or a test double answers that part."""
+    sizes = {part.__name__: len(_methods(part) - {"close"}) for part in PARTS}
+    assert sizes == {"StoreWriter": 10, "StoreReader": 28, "StoreAdmin": 11, "SearchByMeaning": 10, "MirrorSource": 3,
+                     "KeyStore": 5}
+    assert sum(sizes.values()) == len(_methods(Store) - {"close"})
 
 
 def test_session_row_is_the_list_row_and_reads_no_timeline(db, store):

@@ -24,8 +24,11 @@ class Tail:
 
     def __init__(self, db, *args: str) -> None:
         env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "200"}
+        # Ctrl-C as a terminal delivers it: a run started in the background (`cmd &`) ignores SIGINT, and so would
+        # every child it starts, tail included, which then never stops.
         self.proc = subprocess.Popen([sys.executable, "-m", "reasonlog", "--db", str(db), "tail", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 

@@ -7,7 +7,8 @@ call, the timeline entries its window points at are the messages it sent (as a r
 back the exact bytes, and the facts (added, trimmed, edited, compacted, reply not sent back) are the ones the
 generator knows. The forms include those real agent CLIs send (issue 31): re-serialised tool-call arguments, ids,
 signatures and metadata the client adds, Gemini's `model` for `assistant`. REASONLOG_TIMELINE_EXAMPLES sets the
-number of loops (2,000 by default, which CI runs).
+number of loops (500 by default, which CI runs; 2,000 before the suite had to run in 15 minutes); the quick run
+checks 25.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from reasonlog.conversation import key_of, reader_form, reply_units, reply_varia
 from reasonlog.model import jsonable
 from reasonlog.store import open_store
 
-EXAMPLES = int(os.environ.get("REASONLOG_TIMELINE_EXAMPLES", "2000"))
+EXAMPLES = int(os.environ.get("REASONLOG_TIMELINE_EXAMPLES", "500"))
 OPS = ("append", "repeat", "slide", "trim", "compact", "edit", "retry", "tools", "fork")
 REPLY_FORMS = ("same", "string", "nulls", "sdk", "no_thinking", "client")
 # Replies real agent CLIs send back in another form (issue 31): Chat tool calls with their arguments re-serialised
@@ -259,9 +260,8 @@ def _same(entry, sent) -> bool:
     return _key(sent) in {key_of(form), *map(key_of, reply_variants(form))}
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(loop=loops(), data=st.data())
-def test_the_timeline_rebuilds_every_context_and_knows_what_changed(recording, loop: Loop, data):
+def rebuilds_every_context(recording, loop: Loop, data) -> None:
+    """The property: `loop` recorded by two processes in turn reads back as the generator sent and knows it."""
     first, second, store = recording
     split = data.draw(st.integers(1, len(loop.calls)), label="calls before another process goes on")
     ids = []
@@ -291,3 +291,17 @@ def test_the_timeline_rebuilds_every_context_and_knows_what_changed(recording, l
         assert facts == call["facts"], _story(loop)
         shown += facts["added"] + facts["edited"] + 1  # each new message once, and the reply
     assert len(session["messages"]) == shown
+
+
+@pytest.mark.slow
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(loop=loops(), data=st.data())
+def test_the_timeline_rebuilds_every_context_and_knows_what_changed(recording, loop: Loop, data):
+    rebuilds_every_context(recording, loop, data)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(loop=loops(), data=st.data())
+def test_a_few_loops_rebuild_every_context(recording, loop: Loop, data):
+    """The same property over 25 loops, for the quick run (`-m "not slow"`); the whole run checks EXAMPLES."""
+    rebuilds_every_context(recording, loop, data)

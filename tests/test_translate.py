@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reasonlog.parts import parts_of
-from reasonlog.providers import anthropic, gemini, openai_chat
+from reasonlog.providers import ANTHROPIC, GEMINI, OPENAI_CHAT
 from reasonlog.providers.translate import translate_request
 
 NAMES = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", min_size=1, max_size=12)
@@ -52,8 +52,8 @@ def _facts(request: dict) -> list:
 @settings(max_examples=300, deadline=None)
 @given(conversations())
 def test_anthropic_to_openai_and_back_keeps_every_message(request):
-    there = translate_request(request, anthropic, openai_chat, "gpt-5")
-    back = translate_request(there.request, openai_chat, anthropic, "claude-sonnet-4-5")
+    there = translate_request(request, ANTHROPIC, OPENAI_CHAT, "gpt-5")
+    back = translate_request(there.request, OPENAI_CHAT, ANTHROPIC, "claude-sonnet-4-5")
     assert there.notices == [] and back.notices == []
     assert _facts(back.request) == _facts(request)
     assert back.request["system"] == request["system"] and back.request["tools"] == request["tools"]
@@ -71,7 +71,7 @@ def test_what_openai_cannot_take_is_named_once():
                                 {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
                                 {"type": "text", "text": "done"}]},
                             {"role": "user", "content": [{"type": "text", "text": "more"}]}]}
-    translated = translate_request(request, anthropic, openai_chat)
+    translated = translate_request(request, ANTHROPIC, OPENAI_CHAT)
     assert translated.notices == [
         "cache_control (Anthropic prompt caching mark)",
         "Anthropic server tool web_search (web_search_20250305)",
@@ -91,7 +91,7 @@ def test_openai_to_anthropic_names_what_it_cannot_carry():
         {"role": "assistant", "content": None, "reasoning_content": "think",
          "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "ok"}]}
-    translated = translate_request(request, openai_chat, anthropic)
+    translated = translate_request(request, OPENAI_CHAT, ANTHROPIC)
     assert translated.notices == [
         "OpenAI parameter seed",
         "thinking block (the Anthropic protocol takes no earlier reasoning)",
@@ -111,7 +111,7 @@ def test_an_anthropic_request_in_gemini_shape():
                                                                "input": {"a": 1}}]},
                             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
                                                           "content": "{\"ok\": true}"}]}]}
-    translated = translate_request(request, anthropic, gemini)
+    translated = translate_request(request, ANTHROPIC, GEMINI)
     assert translated.notices == [] and translated.request == {
         "system_instruction": {"parts": [{"text": "be terse"}]},
         "contents": [{"role": "user", "parts": [{"text": "hi"}]},
@@ -121,5 +121,5 @@ def test_an_anthropic_request_in_gemini_shape():
         "tools": [{"functionDeclarations": [{"name": "f", "description": "does f",
                                              "parametersJsonSchema": {"type": "object"}}]}],
         "generationConfig": {"maxOutputTokens": 64}, "toolConfig": {"functionCallingConfig": {"mode": "ANY"}}}
-    back = translate_request(translated.request, gemini, anthropic, "claude-sonnet-4-5")
+    back = translate_request(translated.request, GEMINI, ANTHROPIC, "claude-sonnet-4-5")
     assert back.request["messages"][:2] == request["messages"][:2]

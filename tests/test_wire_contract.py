@@ -37,7 +37,9 @@ def _event_with(kind: str, name: str, value):
     good = {"session_id": "s", "started_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T00:00:00Z",
             "at": "2026-01-01T00:00:00Z", "exchange_id": "e", "call_id": "c", "tool_result_id": "t",
             "outcome_id": "o", "outcome_kind": "k", "record_id": "r", "phase": "p", "compact": {},
-            "request": {}, "response": None, "tool_use_id": None, "content": None, "title": "t"}
+            "request": {}, "response": None, "tool_use_id": None, "content": None, "title": "t",
+            "path": "p", "format": "f", "size": 0, "mtime_ns": 0, "consumed": 0, "tail_hash": None, "state": None,
+            "sessions": [], "skipped": 0, "imported_at": "2026-01-01T00:00:00Z"}
     required = {f.name: good[f.name] for f in dataclasses.fields(cls)
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
     return cls(**{**required, name: value})
@@ -143,3 +145,38 @@ def test_every_json_answer_of_the_api_has_a_described_schema(tmp_path):
             if "$ref" not in schema and "properties" not in schema:
                 loose.append(f"{method.upper()} {path}")
     assert loose == []
+
+
+def test_a_call_and_a_session_declare_their_shared_fields_once():
+    """The export record and the API answer of a call extend one base (issue 33): a field added to a call is added
+    to both; the counters of a stored call or session are the usage's names, which every reader takes from TOKENS."""
+    from reasonlog.accounting import TOKENS as ACCOUNTED
+    from reasonlog.wire import CallJSON, CallRecord, SessionJSON, SessionRecord
+    from reasonlog.wire.api import SessionTotalsJSON
+    from reasonlog.wire.shapes import TOKENS, CallFields, CountedJSON, SessionFields, UsageJSON
+
+    assert TOKENS == ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                      "cache_write_1h_tokens", "reasoning_tokens") == ACCOUNTED
+    assert tuple(CountedJSON.__annotations__) == tuple(UsageJSON.__annotations__) == TOKENS
+    shared = set(typing.get_type_hints(CallFields))
+    assert len(shared) == 25
+    assert shared <= set(typing.get_type_hints(CallJSON)) & set(typing.get_type_hints(CallRecord))
+    assert set(typing.get_type_hints(SessionFields)) <= set(typing.get_type_hints(SessionJSON)) \
+        & set(typing.get_type_hints(SessionRecord))
+    assert CallJSON.__orig_bases__ == CallRecord.__orig_bases__ == (CallFields,)  # extended, not copied
+    assert SessionJSON.__orig_bases__ == (SessionFields, SessionTotalsJSON)
+    assert SessionTotalsJSON.__orig_bases__ == CallFields.__orig_bases__ == (CountedJSON,)
+
+
+def test_no_route_casts_what_the_store_read():
+    """The store's readers return the wire's TypedDicts built with keywords (store/answers.py), so mypy checks every
+    key from the row to the answer; a `cast` in the server would take that check away again (issue 33). The one
+    cast left types the mirror's reader as a store, not a row."""
+    import ast
+    from pathlib import Path
+
+    server = Path(reasonlog.__file__).parent / "server"
+    casts = sorted((str(p.relative_to(server)), ast.unparse(node.args[0])) for p in server.rglob("*.py")
+                   for node in ast.walk(ast.parse(p.read_text()))
+                   if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "cast")
+    assert casts == [("app.py", "Store")]

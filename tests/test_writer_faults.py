@@ -27,7 +27,7 @@ try:
     from reasonlog.capture.sinks import SpillingSink, StoreSink
 except ImportError:  # before the fix: only the tests that inject a sink need it
     SpillingSink = StoreSink = object  # type: ignore[misc,assignment]
-from reasonlog.store.sqlite import spill_dirs
+from reasonlog.capture.spillfiles import spill_dirs
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "reasonlog"]

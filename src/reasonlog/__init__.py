@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 _WHERE = {"ExchangeRecorder": ".capture", "Recorder": ".capture", "SessionRecorder": ".capture",
           "current_session": ".capture", "instrument_anthropic": ".capture", "instrument_openai": ".capture",
           "Usage": ".model", "Part": ".parts", "RecordError": ".wire.rules", "SessionFilter": ".store",
-          "open_store": ".store", "annotate": ".store.annotation"}
+          "open_store": ".store", "annotate": ".store"}
 __all__ = ["instrument_anthropic", "instrument_openai", "Recorder", "SessionRecorder", "ExchangeRecorder",
            "current_session", "Usage", "Part", "RecordError", "SessionFilter", "open_store",
            "annotate"]
@@ -31,8 +31,7 @@ if TYPE_CHECKING:
     )
     from .model import Usage
     from .parts import Part
-    from .store import SessionFilter, open_store
-    from .store.annotation import annotate
+    from .store import SessionFilter, annotate, open_store
     from .wire.rules import RecordError
 
 

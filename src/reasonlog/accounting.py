@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens",
-          "reasoning_tokens")
+from .wire.shapes import TOKENS
 
 
 def reported_cost(stats: Mapping | None) -> float | None:

@@ -334,9 +334,32 @@ class ReasoningRecorded(Event):
     state: str = "kept"
 
 
+@dataclass(slots=True)
+class FileImported(Event):
+    """What an import consumed of one file (its `import_files` row: how far, the hash of the 4 KiB before that point,
+    the importer's state, the sessions it made), travelling in the batch of the events made of it, so that the two
+    commit together: a killed import resumes where its last batch ended (io/importing.py)."""
+
+    kind: ClassVar[str] = "file_imported"
+    path: str
+    format: str
+    size: int
+    mtime_ns: int
+    consumed: int
+    tail_hash: str | None
+    state: dict | None
+    sessions: list
+    skipped: int
+    imported_at: str
+
+    def row(self) -> dict:
+        """The file's `import_files` row (the store's `import_file(path)` answers it back)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls for cls in (SessionStarted, SessionEnded, SessionTitled, ExchangeStarted, ExchangeEnded,
-                              CallRecorded, ToolResultRecorded, OutcomeRecorded, ReasoningRecorded)
+                              CallRecorded, ToolResultRecorded, OutcomeRecorded, ReasoningRecorded, FileImported)
 }
 
 

@@ -2,7 +2,8 @@
 
 reasonlog keeps every message in the shape the provider or agent sent it (so a call can be
 replayed exactly) and derives parts from it when reading. The JSON form of a part is the
-Anthropic content-block shape, which most agent loops already use.
+Anthropic content-block shape, which most agent loops already use. What a protocol names (Chat's reasoning keys,
+the Responses items that call a tool or configure the conversation) is read from its module in `providers`.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from .providers.openai_chat import REASONING_KEYS
+from .providers.openai_responses import CALL_INPUTS, SETTING_TYPES
 from .wire.rules import RecordError
 
 
@@ -121,12 +124,12 @@ def _parts_of_message(message: Any) -> list[Part]:
         return [text_part(message)]
     if not isinstance(message, dict):
         return [Part("opaque", data=message)]
-    if "type" in message and ("role" not in message or message["type"] in _NOTE_ITEMS):
+    if "type" in message and ("role" not in message or message["type"] in SETTING_TYPES):
         return _parts_of_block(message)
     if isinstance(message.get("parts"), list) and "content" not in message:  # Gemini `contents` entry
         return [p for part in message["parts"] for p in _parts_of_gemini(part)]
     parts = _parts_of_content(message.get("content"))
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    reasoning = next((message[k] for k in REASONING_KEYS if message.get(k)), None)
     if isinstance(reasoning, str) and reasoning:
         parts.insert(0, Part("thinking", text=reasoning))
     for call in _list(message.get("tool_calls")):
@@ -169,9 +172,9 @@ def _parts_of_block(block: Any) -> list[Part]:
     if kind == "tool_use":
         return [tool_use_part(block.get("id"), block.get("name"), block.get("input"))]
     if kind == "function_call":  # OpenAI Responses
-        return [tool_use_part(block.get("call_id"), block.get("name"), _json_or_text(block.get("arguments")))]
+        return [tool_use_part(block.get("call_id"), block.get("name"), _json_or_text(block.get(CALL_INPUTS[kind])))]
     if kind == "custom_tool_call":  # OpenAI Responses custom (freeform) tool: Codex's `exec` takes JavaScript
-        return [tool_use_part(block.get("call_id"), block.get("name"), block.get("input"))]
+        return [tool_use_part(block.get("call_id"), block.get("name"), block.get(CALL_INPUTS[kind]))]
     if kind in ("function_call_output", "custom_tool_call_output"):
         return [Part("tool_result", tool_use_id=_ident(block.get("call_id")), text=_as_text(block.get("output")))]
     if kind == "web_search_call":  # a search the Responses API ran itself: a tool step, its query and status
@@ -181,8 +184,8 @@ def _parts_of_block(block: Any) -> list[Part]:
         if "status" in block:
             step["status"] = block["status"]
         return [tool_use_part(block.get("id"), "web_search", step), _web_search_result(block, action)]
-    if kind in _NOTE_ITEMS:
-        return [text_part(_NOTE_ITEMS[kind](block))]
+    if kind in SETTING_TYPES:
+        return [text_part(_NOTE_ITEMS.get(kind, _setting_note)(block))]
     if kind == "tool_result":
         return [Part("tool_result", tool_use_id=_ident(block.get("tool_use_id")), text=_as_text(block.get("content")),
                      is_error=bool(block.get("is_error")))]
@@ -219,11 +222,13 @@ def _settings(block: dict) -> str:
     return orjson.dumps({k: v for k, v in block.items() if k not in ("type", "id")}).decode()
 
 
-# Responses input items that configure the conversation rather than say something in it (Codex 0.171): a note.
-_NOTE_ITEMS = {
-    "configuration_update": lambda b: f"configuration update: {_settings(b)}",
-    "additional_tools": lambda b: f"tools offered: {', '.join(_tool_names(b.get('tools')))}",
-}
+def _setting_note(block: dict) -> str:
+    """A Responses input item that configures the conversation rather than says something in it (Codex 0.171, its
+    `configuration_update`), as a note: its kind and settings."""
+    return f"{str(block.get('type')).replace('_', ' ')}: {_settings(block)}"
+
+
+_NOTE_ITEMS = {"additional_tools": lambda b: f"tools offered: {', '.join(_tool_names(b.get('tools')))}"}
 
 
 def _parts_of_gemini(part: Any) -> list[Part]:

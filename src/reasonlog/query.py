@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import defaultdict, deque
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,7 +14,17 @@ import orjson
 from . import accounting, providers
 from .parts import Part, parts_of, searchable_text
 from .store import SessionFilter, StoreReader
-from .usage_sql import STAT_KEYS, median_of
+from .store.usage_sql import PAIR, STAT_KEYS, median_of
+from .wire.api import (
+    DiffJSON,
+    DiffMessageJSON,
+    EditedJSON,
+    ParamChangeJSON,
+    SessionDetailJSON,
+    StatKey,
+    StatsRowJSON,
+    ToolsDiffJSON,
+)
 
 TOKEN_FIELDS = accounting.TOKENS
 
@@ -21,7 +32,7 @@ TOKEN_FIELDS = accounting.TOKENS
 # ---------------------------------------------------------------------------- timeline
 
 
-def timeline(session: dict) -> list[dict]:
+def timeline(session: Mapping[str, Any]) -> list[dict]:
     """The session in order: system prompts, messages with their parts, a line per call, outcomes in place.
 
     Items: {"kind": "exchange"|"system"|"message"|"call"|"failed_call"|"outcome", ...}. A call's
@@ -62,7 +73,7 @@ def timeline(session: dict) -> list[dict]:
                                   session, shown)
 
 
-def _with_unpaired_results(items: list[dict], session: dict, shown: set[str]) -> list[dict]:
+def _with_unpaired_results(items: list[dict], session: Mapping[str, Any], shown: set[str]) -> list[dict]:
     """Recorded tool results that no tool call of the timeline names, each where it was recorded."""
     paired = shown | {p.get("tool_use_id") for i in items if i["kind"] == "message" for p in i["parts"]}
     for t in session["tool_results"]:
@@ -77,7 +88,7 @@ def _with_unpaired_results(items: list[dict], session: dict, shown: set[str]) ->
     return items
 
 
-def _entries(session: dict) -> list[dict]:
+def _entries(session: Mapping[str, Any]) -> list[dict]:
     """Messages and system prompts (role `system prompt`) in timeline order."""
     prompts = [{**p, "role": "system prompt"} for p in session.get("system_prompts", ())]
     return sorted([*session["messages"], *prompts], key=lambda m: m["idx"])
@@ -154,7 +165,7 @@ def _outcome_item(outcome: dict) -> dict:
     return {**outcome, "kind": "outcome", "outcome_kind": outcome["kind"]}
 
 
-def _results_by_tool_use(session: dict) -> dict[str, dict]:
+def _results_by_tool_use(session: Mapping[str, Any]) -> dict[str, dict]:
     found: dict[str, dict] = {}
     for m in session["messages"]:
         for p in parts_of(m["content"]):
@@ -210,7 +221,7 @@ def _part_dict(p: Part) -> dict:
 # ---------------------------------------------------------------------------- stats
 
 
-def stats(store: StoreReader, by: str, flt: SessionFilter, latency: bool = True) -> list[dict]:
+def stats(store: StoreReader, by: str, flt: SessionFilter, latency: bool = True) -> list[StatsRowJSON]:
     """Calls, errors, tokens by kind, cost and latency, grouped by day (UTC), model, agent or run.
 
     Tokens and cost follow `reasonlog.accounting`: an exchange's SDK-reported figures replace its calls'.
@@ -218,30 +229,65 @@ def stats(store: StoreReader, by: str, flt: SessionFilter, latency: bool = True)
     2.2 % wide) answered by its geometric middle: within 1.1 % of the exact median whenever the two middle calls of
     an even count share a bucket, and the lower middle's bucket otherwise.
     """
-    if by not in STAT_KEYS:
+    key_of = _STAT_KEY.get(by)
+    if key_of is None:
         raise ValueError(f"by: expected one of {', '.join(STAT_KEYS)}, got {by!r}")
     groups = store.usage_groups(by, flt, latency)
-    return [_summarise(by, key, t) for key, t in sorted(groups.items(), key=lambda kv: str(kv[0]))]
+    return [_summarise(key_of, key, t) for key, t in sorted(groups.items(), key=lambda kv: str(kv[0]))]
 
 
-def _summarise(by: str, key: Any, t: dict) -> dict:
-    out = {by: key, "calls": t["calls"], "errors": t["errors"], **{f: t[f] for f in TOKEN_FIELDS}}
-    out["cost_usd"] = t["cost_usd"]
-    out["calls_without_cost"] = t["calls_without_cost"]
-    out["latency_ms_p50"] = median_of(t.get("histogram") or {})
-    out["latency_ms_mean"] = round(t["latency_ms_sum"] / t["latency_count"], 3) if t["latency_count"] else None
+_STAT_KEY: dict[str, StatKey] = {"day": "day", "model": "model", "agent": "agent", "run": "run", "source": "source"}
+
+
+def stats_each(store: StoreReader, bys: tuple[str, ...], flt: SessionFilter) -> dict[str, list[StatsRowJSON]]:
+    """`stats(store, by, flt, latency=False)` for each of `bys` (model, agent, source: keys with few values), from one
+    read grouped by all of them at once, each group's totals then added by each key alone: the usage page's tables
+    read the kept rows once, not once a table. Costs are added in another order than one SQL sum a key: equal
+    to 1e-12 dollar, as the kept rows' sums are (store/rollups.py)."""
+    folded: dict[str, dict[Any, dict]] = {by: {} for by in bys}
+    for key, t in store.usage_groups("+".join(bys), flt, False).items():
+        for by, part in zip(bys, str(key).split(PAIR), strict=True):
+            _add(folded[by].setdefault(part or None, {}), t)
+    return {by: [_summarise(_STAT_KEY[by], key, t) for key, t in sorted(groups.items(), key=lambda kv: str(kv[0]))]
+            for by, groups in folded.items()}
+
+
+def _add(into: dict, t: dict) -> None:
+    """Add totals `t` into `into`: a cost of None (no priced call) adds nothing, and stays None if none is priced;
+    the numbers alone (a list of latencies is for a median, not asked here)."""
+    for k, v in t.items():
+        if k == "cost_usd":
+            if v is not None:
+                into[k] = round((into.get(k) or 0.0) + v, 12)
+            else:
+                into.setdefault(k, None)
+        elif isinstance(v, int | float):  # not a list of latencies: no median is asked
+            into[k] = into.get(k, 0) + v
+
+
+def _summarise(by: StatKey, key: Any, t: dict) -> StatsRowJSON:
+    out = StatsRowJSON(calls=t["calls"], errors=t["errors"], input_tokens=t["input_tokens"],
+                       output_tokens=t["output_tokens"], cache_read_tokens=t["cache_read_tokens"],
+                       cache_write_tokens=t["cache_write_tokens"], cache_write_1h_tokens=t["cache_write_1h_tokens"],
+                       reasoning_tokens=t["reasoning_tokens"], cost_usd=t["cost_usd"],
+                       calls_without_cost=t["calls_without_cost"], latency_ms_p50=median_of(t.get("histogram") or {}),
+                       latency_ms_mean=round(t["latency_ms_sum"] / t["latency_count"], 3) if t["latency_count"]
+                       else None)
+    out[by] = key
     return out
 
 
 # ---------------------------------------------------------------------------- diff
 
 
-def diff_calls(store: StoreReader, call_a: str, call_b: str) -> dict:
+def diff_calls(store: StoreReader, call_a: str, call_b: str) -> DiffJSON:
     """What changed in the context window from call A to call B."""
     a, b = store.get_call(call_a), store.get_call(call_b)
     msgs_a, msgs_b = _messages(a), _messages(b)
     ops = difflib.SequenceMatcher(a=a["context_ids"], b=b["context_ids"], autojunk=False).get_opcodes()
-    added, trimmed, edited = [], [], []
+    added: list[DiffMessageJSON] = []
+    trimmed: list[DiffMessageJSON] = []
+    edited: list[EditedJSON] = []
     recorded = _in_timeline(store, a, b) if any(op[0] == "replace" for op in ops) else set()
     for tag, i1, i2, j1, j2 in ops:
         if tag == "insert":
@@ -252,31 +298,31 @@ def diff_calls(store: StoreReader, call_a: str, call_b: str) -> dict:
             edited += _replacements((msgs_a, a["context_ids"]), (msgs_b, b["context_ids"]), (i1, i2, j1, j2), recorded,
                                     added, trimmed)
     system_a, system_b = _system_of(a), _system_of(b)
-    return {
-        "call_a": a["id"], "call_b": b["id"], "messages_a": len(msgs_a), "messages_b": len(msgs_b),
-        "kept": sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == "equal"),
-        "added": added, "trimmed": trimmed, "edited": edited,
-        "system_changed": system_a != system_b,
-        "system_diff": _text_diff(system_a, system_b) if system_a != system_b else None,
-        "tools": _tool_changes(a["request"].get("tools"), b["request"].get("tools")),
-        "params": _param_changes(a["params"], b["params"]),
-    }
+    return DiffJSON(
+        call_a=a["id"], call_b=b["id"], messages_a=len(msgs_a), messages_b=len(msgs_b),
+        kept=sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == "equal"),
+        added=added, trimmed=trimmed, edited=edited,
+        system_changed=system_a != system_b,
+        system_diff=_text_diff(system_a, system_b) if system_a != system_b else None,
+        tools=_tool_changes(a["request"].get("tools"), b["request"].get("tools")),
+        params=_param_changes(a["params"], b["params"]),
+    )
 
 
-def _messages(call: dict) -> list:
+def _messages(call: Mapping[str, Any]) -> list:
     return providers.messages_of(call["request"])
 
 
-def _system_of(call: dict) -> str:
+def _system_of(call: Mapping[str, Any]) -> str:
     value = providers.system_of(call["request"])
     return "" if value is None else _system_text(value)
 
 
-def _brief(index: int, message: Any) -> dict:
+def _brief(index: int, message: Any) -> DiffMessageJSON:
     """A message in one line: its text, its tool calls as `→ name(args)`, its results as `← …`."""
     text = " ".join(_one_line(p) for p in parts_of(message) if _one_line(p))
     role = message.get("role") if isinstance(message, dict) else None
-    return {"index": index, "role": role, "text": text[:200] + ("…" if len(text) > 200 else "")}
+    return DiffMessageJSON(index=index, role=role, text=text[:200] + ("…" if len(text) > 200 else ""))
 
 
 def _one_line(part: Part) -> str:
@@ -289,24 +335,24 @@ def _one_line(part: Part) -> str:
     return " ".join(part.text.split())
 
 
-def _in_timeline(store: StoreReader, a: dict, b: dict) -> set[int]:
+def _in_timeline(store: StoreReader, a: Mapping[str, Any], b: Mapping[str, Any]) -> set[int]:
     """The contents of both calls' contexts that are entries of their sessions' timelines."""
     return store.in_timeline(dict.fromkeys((a["session_id"], b["session_id"])), {*a["context_ids"], *b["context_ids"]})
 
 
-def _replacements(side_a, side_b, span, recorded: set[int], added, trimmed) -> list[dict]:
+def _replacements(side_a, side_b, span, recorded: set[int], added, trimmed) -> list[EditedJSON]:
     """Pair replaced messages as edits, unless both are messages of the conversation (a window that slid)."""
     (msgs_a, ids_a), (msgs_b, ids_b) = side_a, side_b
     i1, i2, j1, j2 = span
-    edited = []
+    edited: list[EditedJSON] = []
     for k in range(min(i2 - i1, j2 - j1)):
         old, new = msgs_a[i1 + k], msgs_b[j1 + k]
         if ids_a[i1 + k] in recorded and ids_b[j1 + k] in recorded:
             trimmed.append(_brief(i1 + k, old))
             added.append(_brief(j1 + k, new))
             continue
-        edited.append({"index_a": i1 + k, "index_b": j1 + k, "role": _brief(j1 + k, new)["role"],
-                       "diff": _text_diff(searchable_text(old), searchable_text(new))})
+        edited.append(EditedJSON(index_a=i1 + k, index_b=j1 + k, role=_brief(j1 + k, new)["role"],
+                                 diff=_text_diff(searchable_text(old), searchable_text(new))))
     pairs = min(i2 - i1, j2 - j1)
     trimmed += [_brief(i, msgs_a[i]) for i in range(i1 + pairs, i2)]
     added += [_brief(j, msgs_b[j]) for j in range(j1 + pairs, j2)]
@@ -317,18 +363,18 @@ def _text_diff(a: str, b: str) -> list[str]:
     return [line for line in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=1)][2:]
 
 
-def _tool_changes(tools_a: list | None, tools_b: list | None) -> dict:
+def _tool_changes(tools_a: list | None, tools_b: list | None) -> ToolsDiffJSON:
     def by_name(tools):
         return {(t.get("name") or (t.get("function") or {}).get("name") or str(i)): t
                 for i, t in enumerate(tools or ()) if isinstance(t, dict)}
     a, b = by_name(tools_a), by_name(tools_b)
-    return {"added": sorted(set(b) - set(a)), "removed": sorted(set(a) - set(b)),
-            "changed": sorted(n for n in set(a) & set(b) if a[n] != b[n])}
+    return ToolsDiffJSON(added=sorted(set(b) - set(a)), removed=sorted(set(a) - set(b)),
+                         changed=sorted(n for n in set(a) & set(b) if a[n] != b[n]))
 
 
-def _param_changes(a: dict, b: dict) -> dict:
+def _param_changes(a: dict, b: dict) -> dict[str, ParamChangeJSON]:
     keys = sorted(set(a) | set(b))
-    return {k: {"a": a.get(k), "b": b.get(k)} for k in keys if a.get(k) != b.get(k)}
+    return {k: ParamChangeJSON(a=a.get(k), b=b.get(k)) for k in keys if a.get(k) != b.get(k)}
 
 
 # ---------------------------------------------------------------------------- the reasoning view
@@ -363,7 +409,7 @@ def reasoning_sessions(store: StoreReader, job_id: str | None = None, date: str 
         return [_reasoning_session(store.get_session(s["id"]), include_conversation, texts) for s in found]
     # Without the conversation, a few queries for every session at once (a whole day of models is many sessions).
     counts = store.count_messages([s["id"] for s in found])
-    positions: dict[str, list[dict]] = defaultdict(list)
+    positions: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     ids = [s["id"] for s in found]
     mine = [o for start in range(0, len(ids), 500)
             for o in store.list_outcomes(SessionFilter(limit=None), kind="position", session_id=ids[start:start + 500])]
@@ -381,7 +427,7 @@ def summary_texts(store: StoreReader, session_ids: list[str]) -> dict[tuple[str,
             if r["text"] is not None}
 
 
-def with_summaries(store: StoreReader, session: dict) -> dict:
+def with_summaries(store: StoreReader, session: SessionDetailJSON) -> SessionDetailJSON:
     """`get_session`'s dict with `session_summary` (stored, else the session's own `summary`), and a `summary`
     on each exchange and message (None when there is none)."""
     texts = summary_texts(store, [session["id"]])
@@ -391,7 +437,7 @@ def with_summaries(store: StoreReader, session: dict) -> dict:
             "messages": [{**m, "summary": texts.get(("message", f"{sid}:{m['idx']}"))} for m in session["messages"]]}
 
 
-def _reasoning_session(session: dict, include_conversation: bool, texts: dict[tuple[str, str], str],
+def _reasoning_session(session: Mapping[str, Any], include_conversation: bool, texts: dict[tuple[str, str], str],
                        total: int | None = None) -> dict:
     messages = [m for m in session["messages"] if m["role"] != "system"] if total is None else []
     sid = session["id"]

@@ -3,6 +3,7 @@ as the label `title`), else the first prompt the user gave, shortened to one lin
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from .parts import parts_of
@@ -16,7 +17,7 @@ _ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 _TAG = re.compile(r"</?[a-z][a-z0-9-]*>")
 
 
-def title_of(session: dict, first_prompt: Any = None) -> str:
+def title_of(session: Mapping[str, Any], first_prompt: Any = None) -> str:
     """The title the agent gave the session, else its first prompt shortened; "" when it has neither."""
     given = (session.get("labels") or {}).get("title")
     if isinstance(given, str) and given.strip():

@@ -2,12 +2,14 @@
 response message, usage and an error. Bad arguments raise `RecordError` naming the argument."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import providers
 from ..model import Usage
 from ..parts import check_block
 from ..providers import openai_responses
+from ..providers.common import Unwrapped
 from ..wire.rules import RecordError
 
 
@@ -68,6 +70,21 @@ def unwrap_response(response: dict) -> tuple[dict, Usage | None, Any, Any] | Non
     Agents append the *message* to their history, so that is what the conversation holds; the
     response's id, stop reason and usage are the call's, and the whole response is kept as raw."""
     return providers.unwrap(response)
+
+
+def answer_fields(body: Any, unwrap: Callable[[dict], Unwrapped | None] = providers.unwrap) -> dict[str, Any]:
+    """A provider's whole response body as a call's fields (the one place the proxy and replay make them): the message
+    the agent appends (`response`), `usage`, `stop_reason` and `provider_message_id` (as text); {} when `body` is
+    no response of a protocol reasonlog knows (or of the one whose `unwrap` is given)."""
+    unwrapped = unwrap(body) if isinstance(body, dict) else None
+    if unwrapped is None:
+        return {}
+    return {"response": unwrapped.message, "usage": unwrapped.usage, "stop_reason": _text(unwrapped.stop_reason),
+            "provider_message_id": _text(unwrapped.id)}
+
+
+def _text(value: Any) -> str | None:
+    return value if value is None or isinstance(value, str) else str(value)
 
 
 def usage_of(usage: Any) -> Usage:

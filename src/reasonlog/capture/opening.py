@@ -10,9 +10,11 @@ import os
 
 from ..pricing import PriceTable
 from ..redact import Redactor
-from ..store import Store, StoreOptions
+from ..store import Store, StoreOptions, StoreWriter
 from .http_sink import remote_sink
-from .sinks import Sink, SpillingSink, StoreSink
+from .sinks import SpillingSink, StoreSink
+from .spillfiles import spill_dirs
+from .writer import SyncWriter
 
 
 def redactor_of(redact: bool | list | dict | None) -> Redactor | None:
@@ -27,14 +29,13 @@ def is_remote(target: str) -> bool:
 
 
 def open_sink(target: str | os.PathLike, *, redact: bool | list | dict = True, api_key: str | None = None,
-              price_table: PriceTable | None = None, store_options: StoreOptions | None = None) -> Sink:
+              price_table: PriceTable | None = None, store_options: StoreOptions | None = None) -> SpillingSink:
     """The sink for `target`. Each part that masks gets its own redactor: a spill file's count of masked
     secrets travels in the file, apart from what the store counts."""
     target = os.fspath(target)
     if is_remote(target):
         return remote_sink(target, api_key or os.environ.get("REASONLOG_API_KEY"), redactor_of(redact))
     from ..store import open_store, safe_target
-    from ..store.sqlite import spill_dirs
 
     def factory() -> Store:
         # False, not None: a store opened without a redactor masks with the default patterns.
@@ -44,3 +45,16 @@ def open_sink(target: str | os.PathLike, *, redact: bool | list | dict = True, a
 
     exists = None if "://" in target else (lambda: os.path.exists(target))
     return SpillingSink(StoreSink(factory, exists, target=safe_target(target)), spill_dirs(target), redactor_of(redact))
+
+
+def store_writer(store: StoreWriter, *, spill: bool = True) -> SyncWriter:
+    """The writer of a caller that holds an open store and writes batches of its own (`SyncWriter.write`): a replay,
+    a reasoning record (spilling beside the database while it cannot be written, as a recorder does), an import
+    (`spill=False`: it stops where the database refused and resumes from its last committed file).
+    Closing the writer leaves the store open: it is the caller's."""
+    from ..store import safe_target
+
+    target = store.url.removeprefix("sqlite:///")  # a SQLite database's spill folders are named after its path
+    folders = spill_dirs(target) if spill else None
+    sink = StoreSink(lambda: store, target=safe_target(target), owned=False)
+    return SyncWriter(SpillingSink(sink, folders, redactor_of(True)))

@@ -17,8 +17,9 @@ from typing import Any
 import orjson
 
 from .. import providers
-from ..providers import gemini, openai_responses
+from ..providers import GEMINI, OPENAI_RESPONSES
 from ..providers.sse import is_sse, parse_events
+from .arguments import answer_fields
 from .internal import log_internal_error
 from .proxy_routes import Route, recordable_headers
 from .proxy_sessions import Sessions
@@ -140,15 +141,15 @@ def record_exchange(sessions: Sessions, ex: Exchange) -> str | None:
     fields = response_fields(ex, body)
     model = fields.pop("model", None) or ex.route.model or request.get("model")
     session = sessions.session_for(request, providers.messages_of(request), recordable_headers(ex.headers),
-                                   protocol.NAME, model if isinstance(model, str) else None)
+                                   protocol.name, model if isinstance(model, str) else None)
     if ex.kept < ex.received:
         fields["error"] = {"type": "answer_kept_in_part", "received_bytes": ex.received, "kept_bytes": ex.kept,
                            "message": f"the client got all {ex.received:,} bytes of the answer; the recording keeps"
                                       f" its first {ex.head:,} and last {ex.tail_bytes:,} (REASONLOG_PROXY_KEEP_MB)"}
     call_id = session.call(request=request, raw=body or None, model=model if isinstance(model, str) else None,
-                           provider=protocol.NAME, latency_ms=max(ex.ended - ex.t0, 0.0) * 1000,
+                           provider=protocol.name, latency_ms=max(ex.ended - ex.t0, 0.0) * 1000,
                            started_at=ex.started_at, partial=not ex.complete, **fields)
-    if protocol is openai_responses:
+    if protocol is OPENAI_RESPONSES:
         sessions.answered(session, fields.get("provider_message_id"))
     return call_id
 
@@ -160,13 +161,15 @@ def response_fields(ex: Exchange, body: bytes) -> dict[str, Any]:
     if ex.status is not None and ex.status >= 400:
         return {"error": http_error(ex.status, body)}
     streamed = is_sse(body) or (ex.route.path_streams and body.lstrip().startswith(b"["))
-    whole, first_at = rebuilt(ex, body) if streamed else (_json(body), None)
+    try:
+        whole, first_at = rebuilt(ex, body) if streamed else (_json(body), None)
+        answer = answer_fields(whole)
+    except Exception as exc:  # an answer holding what its protocol cannot (a count in words): kept raw, and said
+        return {"error": {"type": "unreadable_answer", "message": f"the {ex.route.protocol.name} answer could not be"
+                          f" read: {type(exc).__name__}: {exc}"}}
     fields: dict[str, Any] = {"ttft_ms": None if first_at is None else max(first_at - ex.t0, 0.0) * 1000}
-    unwrapped = providers.unwrap(whole) if isinstance(whole, dict) else None
-    if unwrapped is not None:
-        fields.update(response=unwrapped.message, usage=unwrapped.usage, stop_reason=_text(unwrapped.stop_reason),
-                      provider_message_id=_text(unwrapped.id))
-        fields["model"] = whole.get("model") or whole.get("modelVersion")
+    if answer:
+        fields.update(answer, model=whole.get("model") or whole.get("modelVersion"))
     return fields
 
 
@@ -181,7 +184,7 @@ def rebuilt(ex: Exchange, body: bytes) -> tuple[Any, float | None]:
 
 
 def _stream_events(route: Route, body: bytes) -> list[tuple[int, Any]]:
-    if route.protocol is gemini and body.lstrip().startswith(b"["):  # streamGenerateContent without alt=sse
+    if route.protocol is GEMINI and body.lstrip().startswith(b"["):  # streamGenerateContent without alt=sse
         parsed = _json(body)
         return [(len(body), item) for item in parsed] if isinstance(parsed, list) else []
     return [(event.end, event.data) for event in parse_events(body)]
@@ -212,7 +215,3 @@ def _json(body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

@@ -16,15 +16,16 @@ original's call #N), optionally asking another model.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
 
-from ..providers import gemini
+from ..providers import GEMINI
 from ..providers.sse import is_sse
 from ..redact import Redactor
-from ..store import SessionFilter
+from ..store import SessionFilter, StoreReader
 from ..wire.codec import canonical
 from .proxy import Forward
 from .proxy_routes import Route, error_body
@@ -70,7 +71,7 @@ class Served:
     tolerated: list[Tolerated] = field(default_factory=list)
 
 
-def load_script(store: Any, session_id: str, beside: bool = True) -> Script:
+def load_script(store: StoreReader, session_id: str, beside: bool = True) -> Script:
     """The calls of a recorded session and (`beside`) of the sessions its run recorded while it was, in the order
     they were made, with the answers to give back."""
     sessions = [session_id] + (sessions_beside(store, session_id) if beside else [])
@@ -84,7 +85,7 @@ def load_script(store: Any, session_id: str, beside: bool = True) -> Script:
     return Script(session_id, [call for _, call in calls])
 
 
-def sessions_beside(store: Any, session_id: str) -> list[str]:
+def sessions_beside(store: StoreReader, session_id: str) -> list[str]:
     """The other sessions of the session's run that started within its span (give or take `BESIDE_S`)."""
     from datetime import datetime, timedelta
 
@@ -102,7 +103,7 @@ def sessions_beside(store: Any, session_id: str) -> list[str]:
             if s["id"] != session_id and s.get("started_at") and low <= instant(s["started_at"]) <= high]
 
 
-def answer_of(call: dict) -> Answer:
+def answer_of(call: Mapping[str, Any]) -> Answer:
     """What the upstream answered: the bytes the proxy kept, or (a call recorded another way) its payload as
     JSON; its status (a failed call's own, 502 when the upstream was never reached)."""
     raw = call.get("raw")
@@ -127,7 +128,7 @@ class Replayer:
         self.served: list[Served] = []
         self.forwarded = 0
         self._left = list(script.calls)  # not yet served, in the order they were made
-        self._forms: dict[tuple[str, str], Any] = {}
+        self._forms: dict[tuple[str, str, bool], Any] = {}
         self.redactor = Redactor()
 
     @property
@@ -140,7 +141,7 @@ class Replayer:
         if self.forking:
             return self._forwarded(route, path, body)
         sent = self._parsed(body)
-        protocol = route.protocol.__name__.rsplit(".", 1)[-1]
+        protocol = route.protocol.api
         found = self._match(sent, protocol)
         if found is not None and not self._is_fork_point(found):
             self._left.remove(found)
@@ -158,16 +159,22 @@ class Replayer:
             return body.decode("utf-8", "replace")
 
     def _match(self, sent: Any, protocol: str) -> RecordedCall | None:
+        """The first call left that `sent` matches: exactly when strict; else beyond volatile values, and failing
+        that with each text's lines in any order."""
         if self.strict:
             wanted = canonical(sent)
             return next((c for c in self._left if c.canonical == wanted), None)
-        form = matching_form(sent, protocol)
-        return next((c for c in self._left if self._form(c, protocol) == form), None)
+        for loose in (False, True):
+            form = matching_form(sent, protocol, lines_in_any_order=loose)
+            found = next((c for c in self._left if self._form(c, protocol, loose) == form), None)
+            if found is not None:
+                return found
+        return None
 
-    def _form(self, call: RecordedCall, protocol: str) -> Any:
-        key = (call.call_id, protocol)
+    def _form(self, call: RecordedCall, protocol: str, loose: bool = False) -> Any:
+        key = (call.call_id, protocol, loose)
         if key not in self._forms:
-            self._forms[key] = matching_form(call.request, protocol)
+            self._forms[key] = matching_form(call.request, protocol, lines_in_any_order=loose)
         return self._forms[key]
 
     def _is_fork_point(self, call: RecordedCall) -> bool:
@@ -197,7 +204,7 @@ class Replayer:
         self.forwarded += 1
         if not self.model:
             return None
-        if route.protocol is gemini and route.model:
+        if route.protocol is GEMINI and route.model:
             return Forward(path.replace(f"/models/{route.model}:", f"/models/{self.model}:", 1), body)
         try:
             request = orjson.loads(body)

@@ -8,35 +8,36 @@ goes where its headers point (an Anthropic or Google key header), else to the Op
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 
-from ..providers import anthropic, gemini, openai_chat, openai_responses
+from ..providers import OPENAI_CHAT, PROTOCOLS, Provider
 
-UPSTREAMS = {"anthropic": anthropic.BASE_URL, "openai": openai_chat.BASE_URL, "google": gemini.BASE_URL}
+UPSTREAMS = {p.name: p.base_url for p in PROTOCOLS}  # anthropic, openai, google
 PROVIDERS = tuple(UPSTREAMS)
+BY_NAME = {p.name: p for p in reversed(PROTOCOLS)}  # a provider's first protocol speaks for it (its errors)
 
 # Hop-by-hop headers (RFC 9110 7.6.1) and the length, which the proxy's own connections carry.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                         "transfer-encoding", "upgrade", "host", "content-length"})
 # Headers that carry a credential: never written, never logged. A header whose name says key, token, secret,
 # auth, cookie or session-token is treated as one too.
-CREDENTIAL_HEADERS = frozenset({"x-api-key", "authorization", "x-goog-api-key", "api-key", "cookie", "set-cookie",
-                                "proxy-authorization", "openai-organization", "openai-project", "chatgpt-account-id"})
+CREDENTIAL_HEADERS = frozenset({h for p in PROTOCOLS for h in p.key_headers} | {
+    "api-key", "cookie", "set-cookie", "proxy-authorization", "openai-organization", "openai-project",
+    "chatgpt-account-id"})
 _CREDENTIAL_WORDS = ("key", "token", "secret", "auth", "cookie", "password", "signature", "credential")
 
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """A model call's protocol (a `providers` module), whether it streams, and the model its path names."""
+    """A model call's protocol, whether it streams, and the model its path names."""
 
-    protocol: ModuleType
+    protocol: Provider
     path: str
     path_streams: bool = False
     model: str | None = None
 
     @property
     def provider(self) -> str:
-        return self.protocol.NAME
+        return self.protocol.name
 
 
 def route_of(method: str, path: str) -> Route | None:
@@ -44,26 +45,16 @@ def route_of(method: str, path: str) -> Route | None:
     if method != "POST":
         return None
     bare = path.split("?", 1)[0].rstrip("/")
-    if bare.endswith("/messages"):
-        return Route(anthropic, path)
-    if bare.endswith("/chat/completions"):
-        return Route(openai_chat, path)
-    if bare.endswith("/responses"):
-        return Route(openai_responses, path)
-    if bare.endswith((":generateContent", ":streamGenerateContent")):
-        return Route(gemini, path, gemini.streams(bare), gemini.model_of(bare))
-    return None
+    found = next((p for p in PROTOCOLS if bare.endswith(p.path_suffixes)), None)
+    return None if found is None else Route(found, path, found.path_streams(bare), found.path_model(bare))
 
 
 def provider_of(route: Route | None, path: str, headers: dict[str, str]) -> str:
     """Which provider's upstream a request goes to."""
     if route is not None:
         return route.provider
-    if "x-api-key" in headers or "anthropic-version" in headers:
-        return "anthropic"
-    if "x-goog-api-key" in headers or path.startswith(("/v1beta/", "/v1alpha/", "/upload/")):
-        return "google"
-    return "openai"
+    return next((p.name for p in PROTOCOLS if any(h in headers for h in p.client_headers)
+                 or path.startswith(p.path_prefixes)), OPENAI_CHAT.name)
 
 
 def parse_upstreams(given: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -99,8 +90,4 @@ def recordable_headers(headers: dict[str, str]) -> dict[str, str]:
 
 def error_body(provider: str, status: int, kind: str, message: str) -> dict:
     """An error as the provider's own clients read one (its SDKs show `message`)."""
-    if provider == "anthropic":
-        return {"type": "error", "error": {"type": kind, "message": message}}
-    if provider == "google":
-        return {"error": {"code": status, "message": message, "status": kind.upper()}}
-    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+    return BY_NAME.get(provider, OPENAI_CHAT).error_body(status, kind, message)

@@ -40,7 +40,7 @@ from .writer import BackgroundWriter, SyncWriter
 
 if TYPE_CHECKING:
     from ..store import StoreOptions
-    from .sinks import BasicSink, Sink
+    from .sinks import Sink
 
 log = logging.getLogger("reasonlog")
 _current: contextvars.ContextVar["SessionRecorder | None"] = contextvars.ContextVar("reasonlog_session", default=None)
@@ -78,7 +78,7 @@ class Recorder:
     def __init__(self, db: str | os.PathLike | None = None, *, writer: str = "background", strict: bool = False,
                  max_queue: int = 100_000, batch_size: int = 2_000, flush_interval: float = 0.2,
                  on_full: str = "block", price_table: Any = None, redact: bool | list | dict = True,
-                 store_options: StoreOptions | None = None, sink: BasicSink | Sink | None = None,
+                 store_options: StoreOptions | None = None, sink: Sink | None = None,
                  api_key: str | None = None):
         from ..store import StoreError, database_target
 

@@ -15,6 +15,11 @@ sends its `tool_result` blocks in that order (and marks the last one with `cache
 OpenCode and Qwen Code send their `tool` messages. A run of results side by side is compared in any order, and
 `cache_control` is left out.
 
+And an agent lists what it finds on disk in the order a directory walk gives it, which changes run to run: Gemini
+CLI's skills in its system prompt (a replay in CI got them the other way round). A request that matches in no
+recorded call exactly is compared again with the lines of each text in one order (`lines_in_any_order`); the
+replay then says it let the order of lines pass.
+
 So a request is compared in a *matching form*: its canonical JSON with each volatile value replaced by its kind and
 the order it first appeared in (`<uuid#1>`, `<time#2>`, ...), so that an id used twice (a tool call and its result)
 must still be used twice, and the values of the keys a protocol fills per run (`VOLATILE_KEYS`) replaced whole. Two
@@ -68,9 +73,11 @@ class Tolerated:
         return f"{self.path} ({self.kind}): {_short(self.recorded)} → {_short(self.sent)}"
 
 
-def matching_form(request: Any, protocol: str | None = None) -> Any:
-    """`request` with its volatile values replaced by their kind and order of first appearance."""
-    return _Namer(VOLATILE_KEYS.get(protocol or "", frozenset())).form(request, "")
+def matching_form(request: Any, protocol: str | None = None, *, lines_in_any_order: bool = False) -> Any:
+    """`request` with its volatile values replaced by their kind and order of first appearance; with
+    `lines_in_any_order`, each text's lines sorted first."""
+    keys = VOLATILE_KEYS.get(protocol or "", frozenset())
+    return _Namer(keys, lines_in_any_order=lines_in_any_order).form(request, "")
 
 
 def tolerated(recorded: Any, sent: Any, protocol: str | None = None) -> list[Tolerated]:
@@ -80,8 +87,8 @@ def tolerated(recorded: Any, sent: Any, protocol: str | None = None) -> list[Tol
 
 
 class _Namer:
-    def __init__(self, keys: frozenset[str], in_any_order: bool = True):
-        self.keys, self.in_any_order = keys, in_any_order
+    def __init__(self, keys: frozenset[str], in_any_order: bool = True, lines_in_any_order: bool = False):
+        self.keys, self.in_any_order, self.lines_in_any_order = keys, in_any_order, lines_in_any_order
         self.names: dict[tuple[str, str], str] = {}
 
     def form(self, value: Any, path: str, in_result: bool = False) -> Any:
@@ -93,6 +100,8 @@ class _Namer:
             formed = [self.form(v, f"{path}.*", in_result) for v in value]
             return _results_sorted(formed, value) if self.in_any_order else formed
         if isinstance(value, str):
+            if self.lines_in_any_order and "\n" in value:
+                value = "\n".join(sorted(value.split("\n")))
             named = _TOKENS.sub(self._name, value)
             return _DURATION.sub("<duration>", named) if in_result else named
         return value
@@ -139,7 +148,8 @@ def _results_sorted(formed: list, raw: list) -> list:
 def _differences(recorded: Any, sent: Any, path: str, keys: frozenset[str]) -> Iterator[Tolerated]:
     if recorded == sent:
         return
-    if isinstance(recorded, list) and isinstance(sent, list) and not _pairwise(recorded, sent, keys):
+    if isinstance(recorded, list) and isinstance(sent, list) and not _pairwise(recorded, sent, keys) \
+            and not _pairwise(recorded, sent, keys, lines_in_any_order=True):
         yield Tolerated(path, "order of parallel tool results", f"{len(recorded)} items", "the same, reordered")
         return
     if path in keys or (path.rsplit(".", 1)[-1] in _NUMBER_KEYS and not isinstance(recorded, dict | list | str)):
@@ -150,16 +160,20 @@ def _differences(recorded: Any, sent: Any, path: str, keys: frozenset[str]) -> I
     elif isinstance(recorded, list) and isinstance(sent, list):
         for i, (a, b) in enumerate(zip(recorded, sent, strict=False)):
             yield from _differences(a, b, f"{path}.{i}", keys)
+    elif isinstance(recorded, str) and isinstance(sent, str) and _Namer(keys).form(recorded, path) != \
+            _Namer(keys).form(sent, path):
+        yield Tolerated(path or "(the body)", "order of lines", f"{recorded.count(chr(10)) + 1} lines",
+                        "the same, reordered")
     elif isinstance(recorded, str) and isinstance(sent, str):
         kinds = sorted({m.lastgroup or "value" for m in _TOKENS.finditer(recorded)})
         yield Tolerated(path or "(the body)", "/".join(kinds) or "value", recorded, sent)
 
 
-def _pairwise(recorded: list, sent: list, keys: frozenset[str]) -> bool:
+def _pairwise(recorded: list, sent: list, keys: frozenset[str], lines_in_any_order: bool = False) -> bool:
     """Whether the two lists match item by item in their places (else they match only once their tool results
     are put in one order)."""
     def form(value: Any) -> Any:
-        return _Namer(keys).form(value, "")
+        return _Namer(keys, lines_in_any_order=lines_in_any_order).form(value, "")
     return len(recorded) == len(sent) and all(form(a) == form(b) for a, b in zip(recorded, sent, strict=True))
 
 

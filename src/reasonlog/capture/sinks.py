@@ -29,47 +29,34 @@ log = logging.getLogger("reasonlog")
 Outcome = Literal["written", "spilled", "known"]
 
 
-class BasicSink(Protocol):
-    """The three methods every sink has, and all a user's own sink needs (`Recorder(sink=...)`)."""
-
-    def write_batch(self, events: list[Event], counters: dict[str, int] | None = None) -> object: ...  # not read
-    def add_counters(self, counters: dict[str, int]) -> None: ...
-    def close(self) -> None: ...
-
-
 class Sink(Protocol):
-    """Where a writer's batches go.
+    """A destination: all a sink must have, and all a user's own sink needs (`Recorder(sink=...)`).
 
-    - `write_batch(events, counters, batch_id=)`: write the events in order, all or none, together with
-      the counters (name -> amount to add); raise if that failed. `batch_id` names the batch (a spill
-      file, an ingested batch a server writes once).
+    - `write_batch(events, counters, batch_id=)`: write the events in order, all or none, together with the
+      counters (name -> amount to add); raise if that failed. `batch_id` names the batch (a spill file, an ingested
+      batch a server writes once); a sink that cannot tell a batch it wrote before may ignore it. What it returns
+      may say "known" (written before) or "spilled"; anything else counts as written.
     - `add_counters(counters)`: add counters alone; raise if that failed.
     - `close()`: release what the sink holds; safe to call twice.
-    - `spill`, `replay`, `pending`: a sink that keeps batches aside (files) for later.
-    - `probe()` raises when the destination cannot be written now; `is_sink_failure(exc)` says whether an
-      exception is the destination failing (not the events); `after_fork()` forgets what a forked child must
-      not use; `stats()` and `last_error` report.
+
+    Spilling is not a sink's: the writers hold every sink inside a `SpillingSink` (a concrete wrapper, with the
+    spill files, their replay, the counts and the fork rules). A sink that knows more of its destination says it
+    through `BaseSink`'s hooks (`probe`, `is_sink_failure`, `after_fork`, `stats`, `target`, `last_error`).
     """
 
-    target: str | None
-    last_error: str | None
-
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
-                    batch_id: str | None = None) -> Outcome: ...
+                    batch_id: str | None = None) -> object: ...
     def add_counters(self, counters: dict[str, int]) -> None: ...
     def close(self) -> None: ...
-    def spill(self, events: list[Event], counters: dict[str, int] | None = None,
-              batch_id: str | None = None) -> bool: ...
-    def replay(self, limit: int | None = None) -> int: ...
-    def pending(self) -> bool: ...
-    def probe(self) -> None: ...
-    def is_sink_failure(self, exc: BaseException) -> bool: ...
-    def after_fork(self) -> None: ...
-    def stats(self) -> dict[str, int]: ...
 
 
 class BaseSink:
-    """A sink's optional parts, answered as by a sink that keeps nothing aside; a subclass writes the rest."""
+    """A `Sink` with the hooks the spilling wrapper asks of its destination, answered as by one that knows nothing
+    more; a subclass writes the rest.
+
+    `probe()` raises when the destination cannot be written now; `is_sink_failure(exc)` says whether an exception is
+    the destination failing (not the events); `after_fork()` forgets what a forked child must not use; `stats()`
+    and `last_error` report."""
 
     target: str | None = None
     last_error: str | None = None
@@ -84,16 +71,6 @@ class BaseSink:
     def close(self) -> None:
         return None
 
-    def spill(self, events: list[Event], counters: dict[str, int] | None = None,
-              batch_id: str | None = None) -> bool:
-        return False
-
-    def replay(self, limit: int | None = None) -> int:
-        return 0
-
-    def pending(self) -> bool:
-        return False
-
     def probe(self) -> None:
         return None
 
@@ -107,15 +84,14 @@ class BaseSink:
         return {}
 
 
-def as_sink(given: BasicSink | Sink) -> Sink:
-    """`given` as a `Sink`: a `BaseSink` as it is; any other object with the three methods every sink has
-    (`write_batch`, `add_counters`, `close`: a user's own, behind `Recorder(sink=...)`) with the answers of one
-    that keeps nothing aside."""
+def as_sink(given: Sink) -> BaseSink:
+    """`given` with the hooks of `BaseSink`: a `BaseSink` as it is; any other `Sink` (a user's own, behind
+    `Recorder(sink=...)`) with the answers of one that knows nothing more of its destination."""
     return given if isinstance(given, BaseSink) else _Plain(given)
 
 
 class _Plain(BaseSink):
-    def __init__(self, given: BasicSink):
+    def __init__(self, given: Sink):
         self.given = given
         self.target = getattr(given, "target", None)
 
@@ -135,11 +111,13 @@ class StoreSink(BaseSink):
     """A sink over a `Store`, opened on first use (so a recorder that records nothing opens nothing)."""
 
     def __init__(self, store_factory: Callable[[], StoreWriter], exists: Callable[[], bool] | None = None,
-                 target: str | None = None):
+                 target: str | None = None, owned: bool = True):
         """`exists`: whether the database is there already; if so, a sink that wrote nothing still opens
-        it once at close, since opening marks the sessions of dead recorders interrupted."""
+        it once at close, since opening marks the sessions of dead recorders interrupted. `owned=False`: the
+        store is the caller's (an import, a replay), which closes it; this sink's `close` leaves it open."""
         self._factory = store_factory
         self._exists = exists
+        self._owned = owned
         self.target = target  # the database, as a warning names it
         self._store: StoreWriter | None = None
         self.rejected = 0  # events the store left out of the batches it wrote (their data's fault)
@@ -177,6 +155,9 @@ class StoreSink(BaseSink):
         self._store = None  # the parent's connection is the parent's
 
     def close(self) -> None:
+        if not self._owned:
+            self._store = None
+            return
         if self._store is None and self._exists is not None and self._exists():
             try:
                 self.store  # noqa: B018 -- opening is the point: it marks what dead recorders left open
@@ -190,14 +171,15 @@ class StoreSink(BaseSink):
 
 
 class SpillingSink(BaseSink):
-    """Spilling around any sink: what `inner` refuses waits in files and goes first when it can."""
+    """Spilling around any sink: what `inner` refuses waits in files and goes first when it can. The writers hold
+    every sink in one (with no folder, nothing can spill: a refused batch raises, as an import wants)."""
 
-    def __init__(self, inner: BasicSink | Sink, directory: Path | list[Path] | None,
+    def __init__(self, inner: Sink, directory: Path | list[Path] | None,
                  redactor: Redactor | None = None):
-        self.inner: Sink = as_sink(inner)
+        self.inner: BaseSink = as_sink(inner)
         self.files = SpillFiles(directory, redactor)
         self.redactor = redactor
-        self._maybe_pending = True  # files of an earlier process may wait; checked on the first batch
+        self._maybe_pending = bool(self.files.directories)  # files of an earlier process may wait: looked for first
         self.target = self.inner.target
         self._count_lock = threading.Lock()  # the closing thread may spill while the writer's thread writes
         self.counts: collections.Counter = collections.Counter()
@@ -236,7 +218,10 @@ class SpillingSink(BaseSink):
         self.inner.after_fork()
         self._count_lock = threading.Lock()
 
-    def pending(self) -> bool:
+    def is_sink_failure(self, exc: BaseException) -> bool:
+        return self.inner.is_sink_failure(exc)
+
+    def pending(self) -> bool:  # the writer's: whether its idle thread should replay
         """Whether files may wait (of this process's overflow, or an earlier process's)."""
         return self._maybe_pending
 

@@ -206,6 +206,40 @@ class SpillFiles:
                     path.unlink()
 
 
+def spill_dirs(db_path: Path | str) -> list[Path]:
+    """Where a recorder spills for a database: the folder beside it (`store.sqlite.spill_dir`), then one in the
+    user's data folder for when the database's own folder cannot be written (read-only, or the disk is full): both
+    are replayed, in name order. A PostgreSQL database (a URL) has only the second, named after its URL without the
+    password."""
+    import hashlib
+
+    import platformdirs
+
+    from ..store import safe_target
+    from ..store.sqlite import spill_dir
+
+    if isinstance(db_path, str) and "://" in db_path:
+        absolute, name, beside = safe_target(db_path), "postgresql", []
+    else:
+        absolute = os.path.abspath(db_path)
+        name, beside = Path(db_path).name, [spill_dir(Path(absolute))]
+    key = hashlib.blake2b(absolute.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
+    fallback = Path(platformdirs.user_data_dir("reasonlog", appauthor=False)) / "spill" / f"{name}-{key}"
+    return [*beside, fallback]
+
+
+def spill_status(folders: list[Path]) -> dict:
+    """What waits in `folders` (all a recorder may have used): the files and their events, the folders, the files
+    that could not be read, and where set-aside events are (`reasonlog db status`)."""
+    files, events = waiting(folders)
+    there = [d for d in folders if d.is_dir()]
+    asides = [d / "set-aside.jsonl" for d in there if (d / "set-aside.jsonl").exists()]
+    return {"pending_spill_files": [str(p) for p in files], "pending_spill_records": events,
+            "spill_folders": sorted({str(p.parent) for p in files}),
+            "unreadable_spill_files": [str(p) for d in there for p in sorted(d.glob("*.bad"))],
+            "set_aside_file": ", ".join(map(str, asides)) or None}
+
+
 def waiting(folders: list[Path]) -> tuple[list[Path], int]:
     """The spill files waiting in `folders`, in replay order, and how many events they hold."""
     files = sorted((p for d in folders if d.is_dir() for p in d.glob("*.spill")), key=lambda p: (p.name, str(p)))

@@ -26,6 +26,7 @@ import collections
 import itertools
 import logging
 import os
+import random
 import threading
 import time
 import weakref
@@ -33,7 +34,7 @@ from typing import Any
 
 from ..model import Event, SessionEnded, SessionStarted, new_id
 from ..redact import Redactor
-from .sinks import BasicSink, Sink, as_sink
+from .sinks import Outcome, Sink, SpillingSink
 
 log = logging.getLogger("reasonlog")
 
@@ -52,8 +53,9 @@ FIRST_BATCH = 50  # events in a batch before the writer's speed is measured
 
 
 class _Base:
-    def __init__(self, sink: BasicSink | Sink, redactor: Redactor | None = None):
-        self.sink: Sink = as_sink(sink)
+    def __init__(self, sink: Sink, redactor: Redactor | None = None):
+        # The writer owns spilling: a sink given without its spill folders is held in a wrapper that has none.
+        self.sink = sink if isinstance(sink, SpillingSink) else SpillingSink(sink, None, redactor)
         self.redactor = redactor
         self._init_counts()
         self.last_error: str | None = None
@@ -145,9 +147,10 @@ class _Base:
 
 
 class SyncWriter(_Base):
-    """Writes each event before `submit` returns: durable per call, for tests and careful callers."""
+    """Writes each event before `submit` returns: durable per call, for tests and careful callers; and the writer
+    of whoever writes batches of its own (an import, a replay, a reasoning record) through `write`."""
 
-    def __init__(self, sink: BasicSink | Sink, redactor: Redactor | None = None):
+    def __init__(self, sink: Sink, redactor: Redactor | None = None):
         super().__init__(sink, redactor)
         self._lock = threading.Lock()
         self._submitted = 0
@@ -156,6 +159,30 @@ class SyncWriter(_Base):
         with self._lock:
             self._submitted += 1
             self._write([event])
+
+    def write(self, events: list[Event], counters: dict[str, int] | None = None, *, tries: int = 1) -> Outcome:
+        """Write a caller's batch now, all or none, with its counters: "written", "spilled" (its sink's spill folders
+        took it) or "known". Unlike `submit`, a batch that neither the destination nor a spill file took raises, and
+        the caller decides (an import stops and resumes there; a record is not saved). `tries`: while the destination
+        itself fails (busy, not the events' fault), try again this many times in all, with jittered back-off."""
+        with self._lock:
+            self._submitted += len(events)
+            outcome = self._write_trying(events, counters, tries)
+            if outcome != "spilled":
+                with self._count_lock:
+                    self._counts["written"] += len(events)
+            return outcome
+
+    def _write_trying(self, events: list[Event], counters: dict[str, int] | None, tries: int) -> Outcome:
+        for attempt in range(tries):
+            try:
+                return self.sink.write_batch(events, counters)
+            except Exception as exc:
+                self._failed(exc)
+                if attempt == tries - 1 or not self.sink.is_sink_failure(exc):
+                    raise
+            time.sleep(min(0.02 * 2 ** attempt, 1.0) * (0.5 + random.random()))  # writers that met must part
+        raise ValueError(f"tries: expected at least 1, got {tries}")
 
     def _submitted_count(self) -> int:
         return self._submitted
@@ -179,7 +206,7 @@ class BackgroundWriter(_Base):
     an earlier process are replayed even if nothing new is recorded.
     """
 
-    def __init__(self, sink: BasicSink | Sink, *, max_queue: int = 100_000, batch_size: int = 2_000,
+    def __init__(self, sink: Sink, *, max_queue: int = 100_000, batch_size: int = 2_000,
                  interval: float = 0.2, on_full: str = "block", redactor: Redactor | None = None):
         if on_full not in ("block", "drop"):
             raise ValueError(f"on_full: expected 'block' or 'drop', got {on_full!r}")

@@ -71,12 +71,9 @@ def db_status(obj, as_json):
 
 def _spills(path) -> dict:
     """The events waiting in spill files (every folder a recorder may have used) and where they are."""
-    from ..capture.spillfiles import waiting
-    from ..store.sqlite import spill_dirs
+    from ..capture.spillfiles import spill_dirs, spill_status
 
-    files, events = waiting(spill_dirs(path))
-    folders = sorted({str(p.parent) for p in files})
-    return {"pending_spill_files": [str(p) for p in files], "pending_spill_records": events, "spill_folders": folders}
+    return spill_status(spill_dirs(path))
 
 
 def _waiting_line(status: dict) -> str:

@@ -279,7 +279,7 @@ def _write_marker(marker: Path, folders: list[Path]) -> None:
 def _marker(target: Path | str) -> Path:
     """Where `watch` notes what it follows: beside a SQLite file; for a PostgreSQL URL, in its spill folder."""
     if isinstance(target, str):
-        from ..store.sqlite import spill_dirs
+        from ..capture.spillfiles import spill_dirs
 
         return spill_dirs(target)[-1] / WATCH_FILE.lstrip(".")
     return Path(f"{target}{WATCH_FILE}")

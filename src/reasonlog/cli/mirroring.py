@@ -33,31 +33,39 @@ def mirror():
 @click.option("--every", type=click.FloatRange(min=0.1), default=5.0, show_default=True, metavar="SECONDS")
 @click.option("--times", type=click.IntRange(min=1), metavar="N", help="With --watch: stop after N pushes.")
 @click.option("--rebuild", is_flag=True, help="Drop the mirror's tables first and push everything again.")
+@click.option("--batch", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Sessions read from the record and written to the mirror at a time (default 1,000).")
 @click.option("--json", "as_json", is_flag=True, help="Print what each push did as one line of JSON.")
 @click.pass_obj
-def push_command(obj, target, source, watch, every, times, rebuild, as_json):
+def push_command(obj, target, source, watch, every, times, rebuild, batch, as_json):
     """Copy the sessions that changed since the last push into the mirror TARGET (idempotent: a push stopped
     anywhere and run again leaves the mirror equal to the record)."""
     engine_mod, push = _mirror()
-    try:
-        engine = engine_mod.connect(target)
-        if rebuild:
-            from ..mirror import schema
+    from ..mirror import guard, schema
 
-            schema.drop(engine)
+    try:
         src = source or push.source_of(obj.store)
-        done = 0
-        while True:
-            pushed = push.push(obj.store, engine, src)
-            done += 1
-            _report(pushed, src, push.lag_seconds(pushed.pushed_through), as_json)
-            if not watch or (times is not None and done >= times):
-                return
-            time.sleep(every)
+        with guard.one_push(src, engine_mod.shown(target)):  # before connecting: chdb opens a folder once
+            engine = engine_mod.connect(target)
+            if rebuild:
+                schema.drop(engine)
+            _pushes(obj.store, engine, src, push, watch, every, times, batch or push.BATCH, as_json)
     except engine_mod.MirrorError as exc:
         raise StoreError(str(exc)) from None
     except KeyboardInterrupt:
         return
+
+
+def _pushes(store, engine, src: str, push, watch: bool, every: float, times: int | None, batch: int,
+            as_json: bool) -> None:
+    done = 0
+    while True:
+        pushed = push.push(store, engine, src, batch)
+        done += 1
+        _report(pushed, src, push.lag_seconds(pushed.pushed_through), as_json)
+        if not watch or (times is not None and done >= times):
+            return
+        time.sleep(every)
 
 
 def _report(pushed, src: str, lag: float | None, as_json: bool) -> None:

@@ -8,7 +8,8 @@ when the one before cannot answer:
 1. A SQLite file of the current schema in which no session is irregular (no exchange reports its own cost, so
    every session's usage is the plain sums kept as its calls were written; store/usage.py) is read here with
    the `sqlite3` C module alone: the kept sums and latency histograms (for the medians), by the same SQL texts
-   the store runs (usage_sql.py), in one read transaction, the file opened read-only and never migrated. The
+   the store runs (store/usage_sql.py, loaded by its path: importing it by name would first import the
+   store package), in one read transaction, the file opened read-only and never migrated. The
    rows are built as `query.stats` builds them and written as orjson writes them, and the process ends without
    tearing the interpreter down. Importing the store, `query` and orjson (which imports `dataclasses`, `uuid`
    and `json` as it loads) would cost several times the whole command.
@@ -22,10 +23,30 @@ Every answer is byte for byte what click's command prints (tests/test_cli_quick_
 import os
 import sys
 
-from ..usage_sql import STAT_KEYS, TOKENS, median_of, read_kept
+TYPE_CHECKING = False  # `typing` costs more than this command; mypy reads the name as typing's
+if TYPE_CHECKING:
+    from ..store import usage_sql
+else:
+    def _usage_sql():
+        """store/usage_sql.py as the module `reasonlog.store.usage_sql`, loaded from its file (its bytecode cached as
+        any import's) without running the store package's `__init__` (the seam, its dataclasses and the model)."""
+        from importlib.machinery import SourceFileLoader
+
+        name = "reasonlog.store.usage_sql"
+        if name not in sys.modules:
+            path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "store", "usage_sql.py")
+            module = type(sys)(name)
+            module.__file__, module.__loader__ = path, SourceFileLoader(name, path)
+            module.__loader__.exec_module(module)
+            sys.modules[name] = module
+        return sys.modules[name]
+
+    usage_sql = _usage_sql()
+STAT_KEYS, TOKENS, median_of, read_kept = (usage_sql.STAT_KEYS, usage_sql.TOKENS, usage_sql.median_of,
+                                          usage_sql.read_kept)
 
 # The schema the SQLite reader knows (store/schema.py, SQLITE_MIGRATIONS); another goes through the store.
-SCHEMA = 20  # 18 keeps usage by day, model, agent, run and source, which this reads; 19, 20 changed nothing it reads
+SCHEMA = 21  # 18 keeps usage by day, model, agent, run and source, which this reads; 19-21 changed nothing it reads
 
 
 def parse(argv: list[str]) -> tuple[str | None, str] | None:
@@ -174,7 +195,7 @@ def _json_value(value) -> str | None:
     return None
 
 
-def _orjson(rows: list[dict]) -> bytes:
+def _orjson(rows: list) -> bytes:
     import orjson
 
     return orjson.dumps(rows, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) + b"\n"

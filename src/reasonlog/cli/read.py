@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import date
+from typing import Any
 
 import click
 import orjson
@@ -162,16 +164,16 @@ SUMMED = ("calls", "errors", "input_tokens", "output_tokens", "reasoning_tokens"
 def stats(obj, by, as_json, **filters):
     """Calls, errors, tokens by kind, cost and latency, grouped by day, model, agent or run, with a totals row."""
     flt = make_filter(**filters)
-    rows = query.stats(obj.store, by, replace(flt, limit=None))
+    rows: Sequence[Mapping[str, Any]] = query.stats(obj.store, by, replace(flt, limit=None))
     if as_json:
         return emit_json(rows)
-    totals = {k: sum(r[k] for r in rows) for k in SUMMED}
+    totals: dict[str, Any] = {k: sum(r[k] for r in rows) for k in SUMMED}
     costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
     totals.update({by: "total", "cost_usd": sum(costs) if costs else None, "latency_ms_p50": None})
     print_table([Column(by), *STAT_COLUMNS], [_stat_row(by, r) for r in rows], _stat_row(by, totals) if rows else None)
 
 
-def _stat_row(by: str, r: dict) -> list:
+def _stat_row(by: str, r: Mapping[str, Any]) -> list:
     cost = money(r["cost_usd"]) + (f" (+{r['calls_without_cost']} unpriced)" if r["calls_without_cost"] else "")
     return [Text(str(r[by])), f"{r['calls']:,}", f"{r['errors']:,}", f"{r['input_tokens']:,}",
             f"{r['output_tokens']:,}", f"{r['reasoning_tokens']:,}", f"{r['cache_read_tokens']:,}",
@@ -224,7 +226,7 @@ def diff(obj, call_a, call_b, as_json):
     _print_diff(result)
 
 
-def _print_diff(result: dict) -> None:
+def _print_diff(result: Mapping[str, Any]) -> None:
     sizes = f"{result['messages_a']} → {result['messages_b']} messages; {result['kept']} kept"
     console.print(Text(sizes, style="bold"))
     for m in result["trimmed"]:
@@ -288,7 +290,7 @@ def _ranked_search(obj, text: str, mode: str, as_json: bool, limit: int, filters
                 f"{len(hits)} hit{'s' if len(hits) != 1 else ''}, best first ({mode})")
 
 
-def _print_hits(obj, hits: list[dict], none: str, count: str) -> None:
+def _print_hits(obj, hits: Sequence[Mapping[str, Any]], none: str, count: str) -> None:
     """Each hit under its session's name, then `count`; `none` when there is no hit."""
     if not hits:
         console.print(Text(none), style="dim")
@@ -299,7 +301,7 @@ def _print_hits(obj, hits: list[dict], none: str, count: str) -> None:
     console.print(count, style="dim")
 
 
-def _print_hit(h: dict, session: str) -> None:
+def _print_hit(h: Mapping[str, Any], session: str) -> None:
     """Two lines a hit: where it is (the session whole, by the id its agent gave it where there is one), then the
     call's id (whole) and the snippet on one line."""
     at = "" if h["message_idx"] is None else f"  at {h['message_idx']}"

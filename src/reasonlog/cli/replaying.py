@@ -53,7 +53,12 @@ def _send_replay(obj, target, as_json, model, provider, base_url, concurrency, m
     destination, planned = replaying.plan(store, call_ids, provider=provider, model=model, base_url=base_url)
     _check_budget(replaying.estimate(planned), max_cost, len(planned), model or session.get("model"))
     _print_notices([p.prepared.notices for p in planned])
-    outcomes, replay_ids = _send_with_progress(store, planned, destination, session, concurrency)
+    recorded = _send_with_progress(store, planned, destination, session, concurrency)
+    if recorded.spilled:
+        raise ReplayError(f"the database could not be written ({recorded.error}): the replay, session"
+                          f" {recorded.session_id}, waits in spill files beside it and is written by the next"
+                          " recorder or `reasonlog db upgrade` (`reasonlog db status` counts them)")
+    outcomes, replay_ids = recorded.outcomes, recorded.ids
     result = replaying.report(store, outcomes, replay_ids)
     replay_session = store.get_call(replay_ids[0])["session_id"]
     if as_json:

@@ -103,15 +103,24 @@ def _check_mirror(target: str) -> None:
 def port_is_free(host: str, port: int) -> None:
     """Bind the address as the server will (address reuse on, as uvicorn does), so a port in use is said before
     anything says it is served; a StoreError naming the port otherwise."""
+    listening(host, port).close()
+
+
+def listening(host: str, port: int):
+    """A socket bound to the address (address reuse on, as uvicorn does) and listening (port 0: a free one); a
+    StoreError naming the port when it cannot be had."""
     import socket
 
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     try:
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((host, port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, port))
+        s.listen(128)
     except OSError as exc:
+        s.close()
         raise StoreError(f"cannot serve on {host}:{port}: {exc.strerror or exc} (another server is on it? choose"
                          " another --port)") from None
+    return s
 
 
 def _loopback(host: str) -> bool:
@@ -165,7 +174,6 @@ def ui(obj, port, no_browser):
     """Open the dashboard on this machine's database in the browser (serves on 127.0.0.1 until Ctrl-C).
 
     The browser is signed in by a one-time token in the address, so no API key is asked of you."""
-    import socket
     import threading
     import webbrowser
 
@@ -178,12 +186,10 @@ def ui(obj, port, no_browser):
         raise StoreError("reasonlog ui needs the server extra: pip install 'reasonlog[server]'") from None
     path = obj.path
     obj.store.schema_version()  # a missing database is said now (with how to start one), not on the first page
-    if port:
-        port_is_free("127.0.0.1", port)
-    else:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+    # The socket listens before the browser is opened: its first request waits in the queue while the app starts,
+    # instead of being refused (a browser that came up first showed "connection refused").
+    sock = listening("127.0.0.1", port)
+    port = sock.getsockname()[1]
     token = new_token()  # signs the browser it opens in once, keys or not (see server/dashboard/owner.py)
     url = f"http://127.0.0.1:{port}/"
     sign_in = f"{url}login?token={token}"
@@ -195,6 +201,7 @@ def ui(obj, port, no_browser):
     if no_browser:
         click.echo(f"open {sign_in} (it signs you in once)", err=True)
     else:
-        threading.Timer(0.8, open_browser).start()
-    uvicorn.run(create_app(lambda: open_store_or_read_only(path), login_token=token), host="127.0.0.1", port=port,
-                log_level="warning", access_log=False)
+        threading.Thread(target=open_browser, daemon=True).start()
+    config = uvicorn.Config(create_app(lambda: open_store_or_read_only(path), login_token=token),
+                            log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])

@@ -6,8 +6,10 @@ last one printed. One line a call; a line when a session ends. Ctrl-C ends it qu
 """
 from __future__ import annotations
 
+import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import click
 from rich.text import Text
@@ -15,6 +17,7 @@ from rich.text import Text
 from ..parts import parts_of
 from ..store import SessionFilter, StoreReader
 from ..titles import shorten
+from ..wire import SessionJSON
 from .group import cli, console
 from .show import money
 
@@ -38,8 +41,12 @@ def tail(obj, session, agent, last):
     try:
         for line in follow(store, sid, agent, last, EVERY_S):
             console.print(line, soft_wrap=True)
-    except KeyboardInterrupt:
-        console.print(Text("stopped", style="dim"))
+    except KeyboardInterrupt:  # a second Ctrl-C (or `timeout`'s signal to the group) while it stops ends it as one
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            console.print(Text("stopped", style="dim"))
+        finally:
+            signal.signal(signal.SIGINT, previous)  # a process that called it in-process gets its Ctrl-C back
 
 
 def follow(store: StoreReader, session_id: str | None, agent: str | None, last: int,
@@ -60,14 +67,14 @@ def follow(store: StoreReader, session_id: str | None, agent: str | None, last: 
         time.sleep(every_s)
 
 
-def _followed(store: StoreReader, session_id: str | None, agent: str | None) -> list[dict]:
+def _followed(store: StoreReader, session_id: str | None, agent: str | None) -> list[SessionJSON]:
     if session_id is not None:
         return [store.session_row(session_id)]
     rows = store.list_sessions(SessionFilter(agent=agent, status="open", limit=None))
     return rows + store.list_sessions(SessionFilter(agent=agent, limit=NEWEST))
 
 
-def _news(store: StoreReader, rows: list[dict], seen: dict[str, tuple[int, str]]) -> Iterator[Text]:
+def _news(store: StoreReader, rows: list[SessionJSON], seen: dict[str, tuple[int, str]]) -> Iterator[Text]:
     for s in {r["id"]: r for r in rows}.values():
         printed, status = seen.get(s["id"], (0, "open"))
         for start in range(printed, s["call_count"], PAGE):
@@ -78,7 +85,7 @@ def _news(store: StoreReader, rows: list[dict], seen: dict[str, tuple[int, str]]
         seen[s["id"]] = (max(printed, s["call_count"]), s["status"])
 
 
-def call_line(session: dict, call: dict) -> Text:
+def call_line(session: Mapping[str, Any], call: dict) -> Text:
     """`HH:MM:SS agent SESSION#N model in→out $cost latency  reply…`, the recorded text as plain text."""
     line = Text()
     line.append(f"{(call.get('started_at') or '')[11:19]} ", style="dim")
@@ -96,7 +103,7 @@ def call_line(session: dict, call: dict) -> Text:
     return line
 
 
-def _short(session: dict) -> str:
+def _short(session: Mapping[str, Any]) -> str:
     return f"{session.get('agent') or 'session'} {session['id'][-8:]}"
 
 

@@ -85,7 +85,8 @@ def run(store: Store, session_ids: Iterable[str], check: Check, name: str, by: s
     report = Report()
     for sid in session_ids:
         session = store.get_session(sid)
-        targets = ([(c["id"], {**c, "session_id": sid}) for c in session["calls"]] if calls else [(sid, session)])
+        targets = ([(c["id"], {**c, "session_id": sid}) for c in session["calls"]] if calls else
+                   [(sid, dict(session))])
         for ref, value in targets:
             _score_one(store, ref, value, check, (name, by, source), report)
         if progress is not None:

@@ -18,7 +18,16 @@ from typing import Any
 
 import orjson
 
-from ..model import CallRecorded, Event, OutcomeRecorded, SessionStarted, ToolResultRecorded, check_event, utc_now
+from ..model import (
+    CallRecorded,
+    Event,
+    FileImported,
+    OutcomeRecorded,
+    SessionStarted,
+    ToolResultRecorded,
+    check_event,
+    utc_now,
+)
 from ..wire.rules import RecordError
 from .importer import Checkpoint, Feed, Importer, ImportError_, ImportStore, ReimportFile, Report, dump_state
 
@@ -267,7 +276,7 @@ class _FileProgress:
             "path": str(self.path), "format": self.importer.name, "size": self.stat.st_size,
             "mtime_ns": self.stat.st_mtime_ns, "consumed": cp.offset, "tail_hash": _tail_hash(self.path, cp.offset),
             "state": state, "sessions": sorted(self.sessions), "skipped": self.skipped, "imported_at": utc_now()}
-        store.write_batch(events, None, imports=[self.row])
+        store.write_batch([*events, FileImported(**self.row)], None)
 
 
 def _tail_hash(path: Path, offset: int) -> str | None:

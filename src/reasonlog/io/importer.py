@@ -21,13 +21,17 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import orjson
 
 from .. import providers
 from ..model import Event, ExchangeEnded, SessionEnded, Usage, format_instant
 from ..wire.rules import RecordError
+
+if TYPE_CHECKING:
+    from ..store.answers import CallDetail
+    from ..wire.api import SessionDetailJSON
 
 
 class ReimportFile(Exception):
@@ -91,11 +95,11 @@ class ImportStore(Protocol):
     """What an import asks of a store: a `Store` has it all, and so does the import's batching store."""
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
-                    imports: list[dict] | None = None, batch_id: str | None = None) -> bool: ...
+                    batch_id: str | None = None) -> object: ...
     def existing_ids(self, kind: str, ids: Iterable[str]) -> set[str]: ...
     def is_store_failure(self, exc: BaseException) -> bool: ...
-    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict: ...
-    def get_call(self, call_id: str) -> dict: ...
+    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> SessionDetailJSON: ...
+    def get_call(self, call_id: str) -> CallDetail: ...
     def replay_call(self, call_id: str) -> dict: ...
     def last_call_id(self, session_id: str) -> str | None: ...
     def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int: ...
@@ -242,15 +246,22 @@ class Feed:
                 yield Line(number, start, offset, value)
         self.current = None
 
+    def readable(self, line: Line) -> bool:
+        """Whether `line` holds a value: one that is not JSON (or not UTF-8) is skipped and reported here."""
+        if line.error is None:
+            return True
+        self.skip(line, line.error)
+        return False
+
     def values(self, valid: Callable[[object], bool], expected: str) -> Iterator[Line]:
         """The lines of `lines()` whose value is `valid`: one that is not JSON, or not of that shape (`expected` says
         what was expected), is skipped and reported. `read_to` is the last line read, whatever it held."""
         self.read_to = None
         for line in self.lines():
             self.read_to = line
-            if line.error is not None:
-                self.skip(line, line.error)
-            elif not valid(line.value):
+            if not self.readable(line):
+                continue
+            if not valid(line.value):
                 self.skip(line, expected)
             else:
                 yield line

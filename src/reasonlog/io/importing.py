@@ -31,8 +31,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..capture.opening import store_writer
 from ..model import Event
+from ..store import Store
+
+if TYPE_CHECKING:
+    from ..store.answers import CallDetail
+    from ..wire.api import SessionDetailJSON
 from .import_file import BATCH_EVENTS, EVENT_KINDS, Copies, import_file
 from .importer import (  # noqa: F401  (also the names plug-ins take from here: docs/importing.md)
     BaseImporter,
@@ -139,7 +146,7 @@ def _recognising(path: Path, known: dict[str, Importer]) -> Importer | None:
         return None
 
 
-def run_import(store: ImportStore, files: list[tuple[Path, Importer]],
+def run_import(store: Store, files: list[tuple[Path, Importer]],
                progress: Callable[[Path, int], None] | None = None, live: bool = False) -> Report:
     """Import `files` into `store`; every file is imported alone, so one bad file never stops the others.
 
@@ -200,23 +207,23 @@ class _Batched:
     what it emitted and each file has its own row. A method not listed is not there, so a new read cannot
     silently see stale data."""
 
-    def __init__(self, store: ImportStore):
+    def __init__(self, store: Store):
         self._store: ImportStore = store
+        # The recorder's write path, without spill folders: a batch the database refuses raises, and the import
+        # stops there (what a spill file held would be read again by the next import anyway).
+        self._writer = store_writer(store, spill=False)
         self._events: list[Event] = []
-        self._rows: list[dict] = []
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
-                    imports: list[dict] | None = None, batch_id: str | None = None) -> bool:
+                    batch_id: str | None = None) -> bool:
         self._events += events
-        self._rows += imports or []
         self.flush_if(full=len(self._events) >= BATCH_EVENTS)
         return True
 
     def flush_if(self, full: bool) -> None:
-        if full and (self._events or self._rows):
-            events, rows = self._events, self._rows
-            self._events, self._rows = [], []
-            self._store.write_batch(events, None, imports=rows)
+        if full and self._events:
+            events, self._events = self._events, []
+            self._writer.write(events)
 
     def _written(self) -> ImportStore:
         """The store, once what waits is written."""
@@ -229,10 +236,10 @@ class _Batched:
     def is_store_failure(self, exc: BaseException) -> bool:
         return self._store.is_store_failure(exc)
 
-    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict:
+    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> SessionDetailJSON:
         return self._written().get_session(session_id, page)
 
-    def get_call(self, call_id: str) -> dict:
+    def get_call(self, call_id: str) -> CallDetail:
         return self._written().get_call(call_id)
 
     def replay_call(self, call_id: str) -> dict:
@@ -271,7 +278,7 @@ def _import_lock(store: ImportStore) -> Iterator[None]:
         yield
 
 
-def follow(store: ImportStore, paths: list[Path], fmt: str | None, interval: float, stop: Callable[[], bool],
+def follow(store: Store, paths: list[Path], fmt: str | None, interval: float, stop: Callable[[], bool],
            on_report: Callable[[Report], None]) -> None:
     """Import `paths` again every `interval` seconds until `stop()` says so (reasonlog watch)."""
     while not stop():

@@ -14,6 +14,7 @@ import orjson
 
 from ..store import Store, StoreError
 from ..store.transfer_checks import BadRecord, RecordChecker
+from .importer import ImportStore
 
 
 def dump_lines(store: Store, session_ids: Iterable[str] | None = None) -> Iterator[bytes]:
@@ -88,7 +89,7 @@ def check_file(path: str | Path, stream: IO[bytes] | None = None) -> list[str]:
             raise source.error(exc) from None
 
 
-def import_file(store: Store, path: str | Path, stream: IO[bytes] | None = None) -> dict:
+def import_file(store: ImportStore, path: str | Path, stream: IO[bytes] | None = None) -> dict:
     """Import an export into `store` in one transaction; nothing is written if any line is bad."""
     with _opened(path, stream) as f:
         source = ExportFile(path, f)

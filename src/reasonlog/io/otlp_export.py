@@ -11,16 +11,17 @@ session and call ids, so exporting twice gives the same ids and a backend that k
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
 import orjson
 
 from .. import __version__
+from ..store import StoreReader
 
 
-def session_requests(store: Any, session_ids: list[str]) -> Iterator[bytes]:
+def session_requests(store: StoreReader, session_ids: list[str]) -> Iterator[bytes]:
     """One OTLP/JSON line per session."""
     for sid in session_ids:
         session = store.get_session(sid)
@@ -37,7 +38,7 @@ def session_requests(store: Any, session_ids: list[str]) -> Iterator[bytes]:
         yield orjson.dumps(request)
 
 
-def _span(session: dict, call: dict, trace_id: str) -> dict:
+def _span(session: Mapping[str, Any], call: Mapping[str, Any], trace_id: str) -> dict:
     request = call["request"] or {}
     start = _ns(call["started_at"])
     end = start + int((call.get("latency_ms") or 0) * 1e6)
@@ -85,7 +86,7 @@ def _call_scores(annotations: Any) -> dict[str, list[dict]]:
     return found
 
 
-def _evaluation(a: dict, call: dict) -> dict:
+def _evaluation(a: dict, call: Mapping[str, Any]) -> dict:
     """A score as a `gen_ai.evaluation.result` event: a number as `score.value`, a category as `score.label`."""
     value = a["value"]
     attributes = {"gen_ai.evaluation.name": a["name"], "gen_ai.response.id": call.get("provider_message_id"),

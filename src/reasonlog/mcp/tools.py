@@ -14,7 +14,7 @@ what was expected.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import date
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from .. import query
-from ..store import NotFound, SessionFilter, StoreReader
+from ..store import NotFound, SearchStore, SessionFilter, StoreReader
 from ..titles import title_of
 
 BUDGET = 16_000  # characters of JSON an answer holds at most: about 4,000 tokens
@@ -39,14 +39,14 @@ class Archive:
     """The store a server reads (or a function that gives it: a server's reader, opened on first use), and the
     dashboard's address when one is known (for citations' URLs; "" for the paths of the server that answers)."""
 
-    def __init__(self, store: StoreReader | Callable[[], StoreReader], dashboard: str | None = None):
+    def __init__(self, store: SearchStore | Callable[[], SearchStore], dashboard: str | None = None):
         self._store, self.dashboard = store, dashboard
 
     @property
-    def store(self) -> StoreReader:
+    def store(self) -> SearchStore:
         return self._store() if callable(self._store) else self._store
 
-    def cite(self, session_id: str, call: dict | None) -> dict:
+    def cite(self, session_id: str, call: Mapping[str, Any] | None) -> dict:
         """A citation of a call (or of a session, when `call` is None)."""
         if call is None:
             out: dict[str, Any] = {"cite": session_id}
@@ -59,7 +59,7 @@ class Archive:
         return out
 
 
-def fingerprint(call: dict) -> str:
+def fingerprint(call: Mapping[str, Any]) -> str:
     """Eight hex digits that change when the call's stored record does (re-imported, or changed)."""
     held = [call.get(k) for k in ("id", "response_id", "context", "status", "stop_reason", "input_tokens",
                                   "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd")]
@@ -222,7 +222,7 @@ def _call_id(store: StoreReader, given: str) -> str:
     return calls[int(number)]["id"]
 
 
-def _changed(store: StoreReader, given: str, record: dict | None = None) -> dict:
+def _changed(store: StoreReader, given: str, record: Mapping[str, Any] | None = None) -> dict:
     """`{"changed_since_cited": ...}` when `given` is a citation whose fingerprint the record no longer has."""
     if "@" not in given or "#" not in given:
         return {}
@@ -235,7 +235,7 @@ def _changed(store: StoreReader, given: str, record: dict | None = None) -> dict
                                    " it was re-imported or rewritten; read it again before relying on it"}
 
 
-def _call(store: StoreReader, call_id: str | None, cache: dict[str, dict]) -> dict | None:
+def _call(store: StoreReader, call_id: str | None, cache: dict[str, Any]) -> dict | None:
     if not call_id:
         return None
     if call_id not in cache:
@@ -246,11 +246,11 @@ def _call(store: StoreReader, call_id: str | None, cache: dict[str, dict]) -> di
     return cache[call_id]
 
 
-def _title(store: StoreReader, session: dict) -> str:
+def _title(store: StoreReader, session: Mapping[str, Any]) -> str:
     return title_of(session, store.first_prompts([session["id"]]).get(session["id"]))
 
 
-def _step(archive: Archive, session_id: str, item: dict, calls: dict[str, dict]) -> dict | None:
+def _step(archive: Archive, session_id: str, item: dict, calls: Mapping[str, Mapping[str, Any]]) -> dict | None:
     kind = item["kind"]
     if kind == "message":
         texts, tools = [], []
@@ -285,10 +285,10 @@ def _start(start: int) -> int:
     return start
 
 
-def _paged(head: dict, key: str, rows: list[dict], start: int) -> dict:
+def _paged(head: dict, key: str, rows: Sequence[Mapping[str, Any]], start: int) -> dict:
     """`head` with as many of `rows` (the list from item `start` on) as fit the budget, and where to go on."""
     used = len(orjson.dumps(head, default=str)) + 100
-    shown: list[dict] = []
+    shown: list[Mapping[str, Any]] = []
     for row in rows:
         size = len(orjson.dumps(row, default=str)) + 1
         if shown and used + size > BUDGET:

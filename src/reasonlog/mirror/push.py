@@ -19,11 +19,11 @@ from typing import Any
 import orjson
 
 from ..accounting import TOKENS
-from ..store import StoreReader
+from ..store import MirrorSource, StoreReader
 from . import schema
 from .engine import Engine, literal
 
-BATCH = 200  # sessions a batch reads from the record and writes to the mirror
+BATCH = 1000  # sessions a batch reads from the record and writes to the mirror (each table one insert a batch)
 
 
 @dataclass
@@ -38,16 +38,16 @@ class Pushed:
     seconds: float = 0.0
 
 
-def push(store: StoreReader, engine: Engine, src: str, batch: int = BATCH,
+def push(store: MirrorSource, engine: Engine, src: str, batch: int = BATCH,
          inserted: Callable[[str], None] | None = None) -> Pushed:
     """Bring the mirror's rows of `src` to what `store` holds now. `inserted` is called after each insert with
     the table's name (the tests' seam for a push stopped after k inserts)."""
     started = time.monotonic()
     schema.create(engine)
-    write = _Writer(engine, src, _version(engine, src), inserted or (lambda table: None))
     prints, (newest, mark) = store.mirror_fingerprints()
-    write.cursor(None, "", done=False)
     mirrored = _mirrored_prints(engine, src)
+    write = _Writer(engine, src, _version(engine, src), inserted or (lambda table: None), set(mirrored))
+    write.cursor(None, "", done=False)
     changed = _with_descendants({sid for sid, (fp, _) in prints.items() if mirrored.get(sid) != fp}, prints)
     gone = sorted(set(mirrored) - set(prints))
     out = Pushed(pushed_through=newest)
@@ -57,6 +57,7 @@ def push(store: StoreReader, engine: Engine, src: str, batch: int = BATCH,
         rows = store.mirror_rows(ids)
         out.entries += write.calls(ids, rows)
         out.messages += write.messages(ids, rows)
+        write.texts(ids, rows)
         write.sessions(rows, {sid: prints[sid][0] for sid in ids})
         out.sessions += len(ids)
     for start in range(0, len(gone), batch):
@@ -68,8 +69,11 @@ def push(store: StoreReader, engine: Engine, src: str, batch: int = BATCH,
 
 
 def cursor(engine: Engine, src: str) -> dict | None:
-    """The source's cursor: `pushed_through`, `mark`, `done`, `sessions`, `pushed_at`; None before its first push."""
-    schema.create(engine)
+    """The source's cursor: `pushed_through`, `mark`, `done`, `sessions`, `pushed_at`; None before its first push
+    (or when the mirror holds no tables)."""
+    if not engine.query(f"SELECT name FROM system.tables WHERE database = '{engine.database}'"
+                        " AND name = 'mirror_cursors'"):
+        return None
     rows = engine.query(f"SELECT pushed_through, mark, done, sessions, pushed_at FROM {engine.database}.mirror_cursors"
                         f" FINAL WHERE src = {literal(src)}")
     if not rows:
@@ -115,9 +119,9 @@ def _with_descendants(changed: set[str], prints: dict[str, tuple[str, str | None
 class _Writer:
     """The inserts of one push, all with its version."""
 
-    def __init__(self, engine: Engine, src: str, version: int, inserted: Callable[[str], None]):
+    def __init__(self, engine: Engine, src: str, version: int, inserted: Callable[[str], None], known: set[str]):
         self.engine, self.src, self.version, self.inserted = engine, src, version, inserted
-        self.db = engine.database
+        self.db, self.known = engine.database, known  # the sessions the mirror holds rows of (others have none)
 
     def _insert(self, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
         if rows:
@@ -125,9 +129,9 @@ class _Writer:
             self.inserted(table)
 
     def calls(self, ids: list[str], rows: dict) -> int:
-        irregular = set(rows["irregular"])
-        new = [self._entry(e, e["session_id"] in irregular) for e in rows["entries"]]
-        new += [self._twin(t, t[1] in irregular) for t in rows["twins"]]
+        irregular, replies = set(rows["irregular"]), rows["replies"]
+        new = [self._entry(e, e["session_id"] in irregular, replies) for e in rows["entries"]]
+        new += [self._twin(t, t[1] in irregular, replies.get(t[0], "")) for t in rows["twins"]]
         fresh = {(r[1], r[2]) for r in new}
         stale = [(sid, entry, day) for sid, entry, day in self._live("mirror_calls", "entry, day", ids)
                  if (sid, entry) not in fresh]
@@ -136,13 +140,20 @@ class _Writer:
         return len(new)
 
     def messages(self, ids: list[str], rows: dict) -> int:
-        new = [(self.src, sid, idx, self.version, 0, role, at, call_id, text)
+        new = [(self.src, sid, idx, self.version, 0, role, at, call_id, text.lower())
                for sid, idx, role, at, call_id, text in rows["messages"]]
         fresh = {(r[1], r[2]) for r in new}
         gone = [(self.src, sid, idx, self.version, 1, None, "", None, "")
                 for sid, idx in self._live("mirror_messages", "idx", ids) if (sid, idx) not in fresh]
         self._insert("mirror_messages", schema.MESSAGE_COLUMNS, new + gone)
         return len(new)
+
+    def texts(self, ids: list[str], rows: dict) -> None:
+        new = [(self.src, sid, kind, rowid, self.version, 0, text.lower()) for kind, sid, rowid, text in rows["texts"]]
+        fresh = {(r[1], r[2], r[3]) for r in new}
+        gone = [self._gone_text(sid, kind, ref) for sid, kind, ref in self._live("mirror_texts", "kind, ref", ids)
+                if (sid, kind, ref) not in fresh]
+        self._insert("mirror_texts", schema.TEXT_COLUMNS, new + gone)
 
     def sessions(self, rows: dict, prints: dict[str, str]) -> None:
         labels, models = rows["labels"], rows["models"]
@@ -161,6 +172,8 @@ class _Writer:
         self._insert("mirror_messages", schema.MESSAGE_COLUMNS,
                      [(self.src, sid, idx, self.version, 1, None, "", None, "")
                       for sid, idx in self._live("mirror_messages", "idx", ids)])
+        self._insert("mirror_texts", schema.TEXT_COLUMNS,
+                     [self._gone_text(*row) for row in self._live("mirror_texts", "kind, ref", ids)])
         self._insert("mirror_sessions", schema.SESSION_COLUMNS,
                      [(self.src, sid, self.version, 1, "", None, None, None, None, "", "", dt.date(1970, 1, 1), [],
                        [], "") for sid in ids])
@@ -171,26 +184,34 @@ class _Writer:
                      [(self.src, self.version + int(done), through, mark, int(done), sessions, at)])
 
     def _live(self, table: str, columns: str, ids: list[str]) -> list[tuple]:
+        """The rows the mirror holds of these sessions (none of a session it never held: no query for those)."""
+        ids = [i for i in ids if i in self.known]
+        if not ids:
+            return []
         return self.engine.query(f"SELECT session_id, {columns} FROM {self.db}.{table} FINAL"
                                  f" WHERE src = {literal(self.src)} AND session_id IN {_set(ids)} AND deleted = 0")
 
-    def _entry(self, e: dict, irregular: bool) -> tuple:
+    def _gone_text(self, sid: str, kind: str, ref: int) -> tuple:
+        return (self.src, sid, kind, ref, self.version, 1, "")
+
+    def _entry(self, e: dict, irregular: bool, replies: dict[str, str]) -> tuple:
         key = e["id"] if e["kind"] == "call" else f"reported:{e['exchange_id']}:{e['model']}"
         cost = e["cost_usd"]
         return (self.src, e["session_id"], key, e["kind"], self.version, 0, _day(e["started_at"]), e["started_at"],
                 e["model"], e["status"], e["latency_ms"], *(int(e.get(t) or 0) for t in TOKENS),
                 float(cost or 0.0), int(cost is not None),
                 int(e["kind"] == "call" and cost is None and e.get("input_tokens") is not None),
-                e["run"], e["agent"], e["source"] or "recorded", int(irregular))
+                e["run"], e["agent"], e["source"] or "recorded", int(irregular),
+                replies.get(e["id"], "") if e["kind"] == "call" else "")
 
-    def _twin(self, twin: tuple, irregular: bool) -> tuple:
+    def _twin(self, twin: tuple, irregular: bool, reply: str) -> tuple:
         call_id, sid, started_at, model, latency, status = twin
         return (self.src, sid, call_id, "twin", self.version, 0, _day(started_at), started_at, model, status,
-                latency, *(0 for _ in TOKENS), 0.0, 0, 0, None, None, "", int(irregular))
+                latency, *(0 for _ in TOKENS), 0.0, 0, 0, None, None, "", int(irregular), reply)
 
     def _gone_entry(self, sid: str, entry: str, day: Any) -> tuple:
         return (self.src, sid, entry, "gone", self.version, 1, day, "", None, None, None, *(0 for _ in TOKENS),
-                0.0, 0, 0, None, None, "", 0)
+                0.0, 0, 0, None, None, "", 0, "")
 
 
 def _day(instant: str) -> dt.date:
@@ -201,14 +222,14 @@ def _set(ids: Iterable[str]) -> str:
     return "(" + ", ".join(literal(i) for i in ids) + ")"
 
 
-def source_of(store: Any) -> str:
+def source_of(store: StoreReader) -> str:
     """The name a record's rows carry in the mirror unless `--source` says another: its SQLite file's absolute
     path, or its PostgreSQL URL without the password. `serve --mirror` finds its rows by the same name."""
     from pathlib import Path
 
     from ..store import safe_target
 
-    url = str(getattr(store, "url", ""))
+    url = store.url
     if url.startswith("sqlite:///"):
         return "sqlite://" + str(Path(url.removeprefix("sqlite:///")).resolve())
     return safe_target(url)

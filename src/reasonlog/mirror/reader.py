@@ -1,11 +1,11 @@
 """Reading the mirror: the answers `serve --mirror` takes from ClickHouse instead of the record.
 
 `MirrorReader` answers the three reads that grow with the archive as the record's store does, to the same dicts:
-`usage_groups` (statistics and the usage page), `list_sessions` and `count_sessions` (session lists and filters).
-`Mirrored` is the reader store the routes get: those three from the mirror while it is caught up with the record
-(its cursor's last push finished at the record's current mark), everything else, and those too when behind, when
-the mirror cannot be read, or when asked for what the mirror does not hold (a search, scores, notes), from the
-record.
+`usage_groups` (statistics and the usage page), `list_sessions` and `count_sessions` (session lists and filters,
+and `?q=` search over sessions: the timeline's text and the searched records' are in the mirror). `Mirrored` is the
+reader store the routes get: those three from the mirror while it is caught up with the record (its cursor's last
+push finished at the record's current mark), everything else, and those too when behind, when the mirror cannot be
+read, or when asked for what the mirror does not hold (scores, notes), from the record.
 """
 from __future__ import annotations
 
@@ -13,19 +13,21 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from ..accounting import TOKENS
-from ..store import SessionFilter, StoreReader
-from ..usage_sql import bucket_of
+from ..store import MirrorSource, SessionFilter, StoreReader
+from ..store.search import Query
+from ..store.usage_sql import bucket_of
 from . import push
 from .engine import Engine, MirrorError, literal
 
 STAT_KEYS = {"day": "substring(started_at, 1, 10)", "model": "model", "agent": "agent", "run": "run",
              "source": "source_label"}
 PAIR = "\t"
+WALK = 8  # a search's page is first looked for among this many times its sessions, newest first (at least 200)
 
 
 class MirrorReader:
@@ -45,8 +47,10 @@ class MirrorReader:
             return [orjson.loads(r[0]) for r in self.engine.query(
                 f"SELECT row FROM {table} WHERE {self._where(flt)} {order}")]
         # A page: its ids first from the narrow columns, then only their rows, found by the table's key
-        ids = [r[0] for r in self.engine.query(
-            f"SELECT id FROM {table} WHERE {self._where(flt)} {order} LIMIT {int(flt.limit)}")]
+        ids = self._walked(flt) if flt.text is not None else None
+        if ids is None:
+            ids = [r[0] for r in self.engine.query(
+                f"SELECT id FROM {table} WHERE {self._where(flt)} {order} LIMIT {int(flt.limit)}")]
         if not ids:
             return []
         rows = dict(self.engine.query(f"SELECT id, row FROM {table} WHERE src = {literal(self.src)}"
@@ -75,10 +79,39 @@ class MirrorReader:
             where.append(f"has(labels, {literal(key + PAIR + value)})")
         if flt.parent is not None:
             where.append(f"parent_session_id = {literal(flt.parent)}")
+        if flt.text is not None:
+            where.append(f"id IN ({self._found(flt.text)})")
         if flt.after is not None:
             at, sid = flt.after
             where.append(f"(started_at < {literal(at)} OR (started_at = {literal(at)} AND id < {literal(sid)}))")
         return " AND ".join(where)
+
+    def _walked(self, flt: SessionFilter) -> list[str] | None:
+        """A page of a search read from the newest sessions the filter selects, session by session through the
+        tables' keys (as the record walks a common text): the page when they hold it, else None (search all)."""
+        assert flt.limit is not None
+        walk = max(WALK * flt.limit, 200)
+        newest = [r[0] for r in self.engine.query(
+            f"SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(replace(flt, text=None))}"
+            f" ORDER BY started_at DESC, id DESC LIMIT {walk}")]
+        if not newest:
+            return []
+        hits = {r[0] for r in self.engine.query(self._found(str(flt.text), newest))}
+        page = [sid for sid in newest if sid in hits][:flt.limit]
+        return page if len(page) == flt.limit or len(newest) < walk else None
+
+    def _found(self, text: str, among: list[str] | None = None) -> str:
+        """The sessions holding a record whose text satisfies the query, as the record's search decides it
+        (store/search.py: every group in one record, no excluded term in it; text lowered as the record lowers)."""
+        query = Query.parse(text)
+        has = [" OR ".join(f"position(low, {literal(term)}) > 0" for term in group) for group in query.groups]
+        if query.excluded:
+            has.append("NOT (" + " OR ".join(f"position(low, {literal(term)}) > 0" for term in query.excluded) + ")")
+        if among is not None:
+            has.append(f"session_id IN ({', '.join(literal(i) for i in among)})")
+        held = " AND ".join(f"({h})" for h in has)
+        return " UNION ALL ".join(f"SELECT session_id FROM {self.db}.{table} FINAL WHERE src = {literal(self.src)}"
+                                  f" AND deleted = 0 AND {held}" for table in ("mirror_messages", "mirror_texts"))
 
     # ------------------------------------------------------------ usage
 
@@ -125,8 +158,8 @@ def _totals(row: tuple, latencies: bool) -> dict:
 def _key(by: str) -> str:
     if "+" not in by:
         return STAT_KEYS[by]
-    first, second = by.split("+")
-    return f"concat(ifNull({STAT_KEYS[first]}, ''), '{PAIR}', ifNull({STAT_KEYS[second]}, ''))"
+    parts = f", '{PAIR}', ".join(f"ifNull({STAT_KEYS[k]}, '')" for k in by.split("+"))  # a pair, or more
+    return f"concat({parts})"
 
 
 def _span(flt: SessionFilter) -> str:
@@ -146,13 +179,17 @@ def _exclusive_end(until: str) -> str:
     return until
 
 
+class Record(StoreReader, MirrorSource, Protocol):
+    """The record a mirrored reader answers from when the mirror cannot: a reader that says how far it is."""
+
+
 class Mirrored:
     """The reader store of `serve --mirror`: the record, with its growing reads taken from the mirror when the
     mirror is caught up. Whether it is, is asked at most once a second (`lag`)."""
 
     CHECK_EVERY_S = 1.0
 
-    def __init__(self, record: StoreReader, mirror: MirrorReader):
+    def __init__(self, record: Record, mirror: MirrorReader):
         self._record, self._mirror = record, mirror
         self._lock = threading.Lock()
         self._checked: tuple[float, bool] = (float("-inf"), False)
@@ -176,7 +213,7 @@ class Mirrored:
 
     def _answer(self, flt: SessionFilter, read: Callable[[Any], Any]) -> Any:
         """`read` of the mirror when it can answer `flt` and is caught up, else (or when it fails) of the record."""
-        if flt.text is None and not flt.scores and not flt.has_note and self.caught_up():
+        if not flt.scores and not flt.has_note and self.caught_up():
             try:
                 return read(self._mirror)
             except MirrorError:

@@ -8,10 +8,15 @@ merges ran. `src` names the record a row came from: several records push into on
 - `mirror_calls`: one wide row per accounting entry (reasonlog.accounting): a call, or an exchange's reported
   figures, with the session's run, agent and source label beside its own model, status, latency, tokens and cost,
   already zeroed where a reported cost covers it. Usage and statistics are sums over it with no join. Partitioned by
-  month and ordered by (src, day, session, entry): a date range reads its months and days only.
+  month and ordered by (src, day, session, entry): a date range reads its months and days only. A call's row
+  carries its reply's text (`reply`), so a question about what the model answered needs no join.
 - `mirror_sessions`: one row per session with what its filters test (run, agent, model and the models of its calls,
   status, start, labels) and its list row as the record gives it (totals counted), ordered by (src, id).
-- `mirror_messages`: the timeline's text by session and position, for search.
+- `mirror_messages`: the timeline's text by session and position, for search (`low`: lowercased as the record's
+  search folds case, by Python's `str.lower`, so that ClickHouse compares bytes and finds exactly what the record
+  finds: its own lowerUTF8 folds fewer characters).
+- `mirror_texts`: the same for what a search finds beside the messages: tool results, outcomes and kept reasoning
+  records, by session, kind and the record's rowid.
 - `mirror_cursors`: per source, how far its last push got (`pushed_through`, the newest instant the record held
   when that push began), its `mark` (store/mirrored.py) and whether it finished.
 """
@@ -22,15 +27,23 @@ from .engine import Engine
 CALL_COLUMNS = ("src", "session_id", "entry", "kind", "version", "deleted", "day", "started_at", "model", "status",
                 "latency_ms", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
                 "cache_write_1h_tokens", "reasoning_tokens", "cost_usd", "has_cost", "without_cost", "run", "agent",
-                "source_label", "irregular")
+                "source_label", "irregular", "reply")
 SESSION_COLUMNS = ("src", "id", "version", "deleted", "fingerprint", "parent_session_id", "run", "agent", "model",
                    "status", "started_at", "day", "labels", "models", "row")
-MESSAGE_COLUMNS = ("src", "session_id", "idx", "version", "deleted", "role", "at", "call_id", "text")
+MESSAGE_COLUMNS = ("src", "session_id", "idx", "version", "deleted", "role", "at", "call_id", "low")
+TEXT_COLUMNS = ("src", "session_id", "kind", "ref", "version", "deleted", "low")
 CURSOR_COLUMNS = ("src", "version", "pushed_through", "mark", "done", "sessions", "pushed_at")
 
 
+TABLES = {"mirror_calls": CALL_COLUMNS, "mirror_sessions": SESSION_COLUMNS, "mirror_messages": MESSAGE_COLUMNS,
+          "mirror_texts": TEXT_COLUMNS, "mirror_cursors": CURSOR_COLUMNS}
+
+
 def create(engine: Engine) -> None:
-    """Create the mirror's tables where they are missing (a destroyed mirror is rebuilt by the next push)."""
+    """Create the mirror's tables where they are missing (a destroyed mirror is rebuilt by the next push). A mirror
+    of an older layout (a table whose columns are not these) is dropped first: the push fills it again, whole."""
+    if not current(engine):
+        drop(engine)
     d, db = engine.dialect, engine.database
     label, nullable_label, settings = d.label, d.nullable_label, d.table_settings
     engine.command(f"""CREATE TABLE IF NOT EXISTS {db}.mirror_calls (
@@ -38,7 +51,8 @@ def create(engine: Engine) -> None:
         day Date, started_at String, model {nullable_label}, status {nullable_label}, latency_ms Nullable(Float64),
         input_tokens UInt64, output_tokens UInt64, cache_read_tokens UInt64, cache_write_tokens UInt64,
         cache_write_1h_tokens UInt64, reasoning_tokens UInt64, cost_usd Float64, has_cost UInt8,
-        without_cost UInt8, run Nullable(String), agent {nullable_label}, source_label {label}, irregular UInt8
+        without_cost UInt8, run Nullable(String), agent {nullable_label}, source_label {label}, irregular UInt8,
+        reply String
     ) ENGINE = ReplacingMergeTree(version) PARTITION BY toYYYYMM(day) ORDER BY (src, day, session_id, entry)
     {settings}""")
     engine.command(f"""CREATE TABLE IF NOT EXISTS {db}.mirror_sessions (
@@ -48,15 +62,27 @@ def create(engine: Engine) -> None:
     ) ENGINE = ReplacingMergeTree(version) ORDER BY (src, id){settings}""")
     engine.command(f"""CREATE TABLE IF NOT EXISTS {db}.mirror_messages (
         src String, session_id String, idx UInt64, version UInt64, deleted UInt8, role {nullable_label},
-        at String, call_id Nullable(String), text String
+        at String, call_id Nullable(String), low String
     ) ENGINE = ReplacingMergeTree(version) ORDER BY (src, session_id, idx){settings}""")
+    engine.command(f"""CREATE TABLE IF NOT EXISTS {db}.mirror_texts (
+        src String, session_id String, kind {label}, ref UInt64, version UInt64, deleted UInt8, low String
+    ) ENGINE = ReplacingMergeTree(version) ORDER BY (src, session_id, kind, ref){settings}""")
     engine.command(f"""CREATE TABLE IF NOT EXISTS {db}.mirror_cursors (
         src String, version UInt64, pushed_through Nullable(String), mark String, done UInt8, sessions UInt64,
         pushed_at String
     ) ENGINE = ReplacingMergeTree(version) ORDER BY src{settings}""")
 
 
+def current(engine: Engine) -> bool:
+    """Whether every mirror table present has this layout's columns (none present counts as current)."""
+    found: dict[str, set[str]] = {}
+    for table, name in engine.query(f"SELECT table, name FROM system.columns WHERE database = '{engine.database}'"
+                                    " AND table LIKE 'mirror%'"):  # 18.16's system.columns has no position
+        found.setdefault(table, set()).add(name)
+    return all(columns == set(TABLES.get(table, ())) for table, columns in found.items())
+
+
 def drop(engine: Engine) -> None:
     """Drop the mirror's tables (tests and `mirror push --rebuild`): the next push fills them again."""
-    for table in ("mirror_calls", "mirror_sessions", "mirror_messages", "mirror_cursors"):
+    for table in TABLES:
         engine.command(f"DROP TABLE IF EXISTS {engine.database}.{table}")

@@ -4,22 +4,25 @@
 (generateContent). Each says where a request keeps its messages and system prompt, how a response body
 unwraps into the assistant message, its usage, stop reason and id, how usage normalises into reasonlog's
 disjoint counters, and its endpoint. Pure functions over plain values: capture, the store, readers, importers
-and the dashboard ask here.
+and the dashboard ask here. Each module ends with its `PROVIDER` (provider.py), the typed value the others read.
 """
 from __future__ import annotations
 
-from types import ModuleType
-
 from . import anthropic, gemini, openai_chat, openai_responses
 from .common import Unwrapped
+from .provider import Provider, StreamFold
 
-PROTOCOLS: tuple[ModuleType, ...] = (anthropic, openai_chat, openai_responses, gemini)
+ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, GEMINI = (anthropic.PROVIDER, openai_chat.PROVIDER, openai_responses.PROVIDER,
+                                                    gemini.PROVIDER)
+# Every protocol, in the order a path or a body is tried against them.
+PROTOCOLS: tuple[Provider, ...] = (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, GEMINI)
 # Where a request keeps its context, by protocol; the first that holds a list wins (Chat and Messages share one).
-MESSAGE_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.MESSAGES for p in PROTOCOLS))
-SYSTEM_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.SYSTEM for p in PROTOCOLS if p.SYSTEM))
+MESSAGE_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.messages for p in PROTOCOLS))
+SYSTEM_KEYS: tuple[str, ...] = tuple(dict.fromkeys(p.system for p in PROTOCOLS if p.system))
 
-__all__ = ["MESSAGE_KEYS", "PROTOCOLS", "STRING_INPUT", "SYSTEM_KEYS", "Unwrapped", "context_window", "messages_of",
-           "protocol_of", "reader_message", "role_of", "string_message", "system_of", "unwrap", "without_thinking"]
+__all__ = ["ANTHROPIC", "GEMINI", "MESSAGE_KEYS", "OPENAI_CHAT", "OPENAI_RESPONSES", "PROTOCOLS", "STRING_INPUT",
+           "SYSTEM_KEYS", "Provider", "StreamFold", "Unwrapped", "context_window", "messages_of", "protocol_of",
+           "reader_message", "role_of", "string_message", "system_of", "unwrap", "without_thinking"]
 
 
 def reader_message(message: object) -> object:
@@ -64,16 +67,17 @@ def unwrap(body: dict) -> Unwrapped | None:
     return None
 
 
-def protocol_of(provider: str | None, request: dict | None = None) -> ModuleType:
+def protocol_of(provider: str | None, request: dict | None = None) -> Provider:
     """The protocol a recorded call spoke, from its provider name and the shape of its request."""
     name = (provider or "").lower()
     if name.startswith("anthropic") or name.startswith("claude"):
-        return anthropic
-    if name.startswith(("google", "gemini", "vertex")) or (request is not None and "contents" in request):
-        return gemini
-    if request is not None and isinstance(request.get("input"), (list, str)) and "messages" not in request:
-        return openai_responses
-    return openai_chat
+        return ANTHROPIC
+    if name.startswith(("google", "gemini", "vertex")) or (request is not None and GEMINI.messages in request):
+        return GEMINI
+    if request is not None and isinstance(request.get(OPENAI_RESPONSES.messages), (list, str)) and \
+            OPENAI_CHAT.messages not in request:
+        return OPENAI_RESPONSES
+    return OPENAI_CHAT
 
 
 def context_window(model: str | None) -> int | None:

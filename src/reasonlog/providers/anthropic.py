@@ -7,6 +7,7 @@ from typing import Any
 from ..model import Usage
 from ..wire.usage import getter
 from .common import Unwrapped, dump
+from .provider import Provider
 
 NAME = "anthropic"
 BASE_URL = "https://api.anthropic.com"
@@ -69,11 +70,12 @@ class Stream:
             self._delta(get("index"), get("delta"))
             return True
         if kind == "content_block_start" and self.message is not None:
-            self.message["content"].append(dump(get("content_block")))
+            block = dump(get("content_block"))
+            self.message["content"].append(block if isinstance(block, dict) else {})
             return True
         if kind == "message_start":
-            self.message = dump(get("message"))
-            self.message["content"] = []
+            message = dump(get("message"))
+            self.message = {**(message if isinstance(message, dict) else {}), "content": []}
         elif kind == "message_delta" and self.message is not None:
             self._message_delta(dump(get("delta")) or {}, dump(get("usage")) or {})
         elif kind == "content_block_stop":
@@ -83,31 +85,31 @@ class Stream:
         return False
 
     def _delta(self, index: int, delta: object) -> None:
-        if self.message is None or not isinstance(index, int) or index >= len(self.message["content"]):
+        if self.message is None or not isinstance(index, int) or not 0 <= index < len(self.message["content"]):
             return
         get = getter(delta)
         block, kind = self.message["content"][index], get("type")
-        if kind == "text_delta":
-            block["text"] = block.get("text", "") + get("text")
-        elif kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + get("thinking")
+        if kind in ("text_delta", "thinking_delta"):
+            key = kind.removesuffix("_delta")
+            piece, before = get(key), block.get(key)
+            block[key] = (before if isinstance(before, str) else "") + (piece if isinstance(piece, str) else "")
         elif kind == "signature_delta":
             block["signature"] = get("signature")
-        elif kind == "input_json_delta":
+        elif kind == "input_json_delta" and isinstance(get("partial_json"), str):
             self.json_parts.setdefault(index, []).append(get("partial_json"))
-        elif kind == "citations_delta":
-            block.setdefault("citations", []).append(dump(get("citation")))
+        elif kind == "citations_delta" and isinstance(block.setdefault("citations", []), list):
+            block["citations"].append(dump(get("citation")))
 
     def _parse_input(self, index: Any) -> None:
         text = "".join(self.json_parts.pop(index, ()))
-        if text and self.message is not None and index < len(self.message["content"]):
+        if text and self.message is not None and isinstance(index, int) and 0 <= index < len(self.message["content"]):
             self.message["content"][index]["input"] = _parse_json(text)
 
     def _message_delta(self, delta: dict, usage: dict) -> None:
         message = self.message
         assert message is not None
         message.update({k: v for k, v in delta.items() if v is not None or k.startswith("stop_")})
-        counts = message.setdefault("usage", {})
+        counts = message["usage"] = message["usage"] if isinstance(message.get("usage"), dict) else {}
         counts.update({k: v for k, v in usage.items() if v is not None})
 
     def body(self) -> dict | None:
@@ -129,3 +131,19 @@ def _parse_json(text: str) -> object:
             return from_json(text.encode(), partial_mode=True)
         except ValueError:
             return {}
+
+
+def error_body(status: int, kind: str, message: str) -> dict:
+    """An error as the Anthropic SDKs read one (they show `message`)."""
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def auth_headers(key: str) -> dict[str, str]:
+    return {"x-api-key": key, "anthropic-version": "2023-06-01"}
+
+
+PROVIDER = Provider(
+    api="anthropic", name=NAME, base_url=BASE_URL, path=PATH, path_suffixes=("/messages",), messages=MESSAGES,
+    system=SYSTEM, key_headers=KEY_HEADERS, client_headers=("x-api-key", "anthropic-version"),
+    key_variables=("ANTHROPIC_API_KEY",), usage=usage, unwrap=unwrap, reader_message=reader_message, Stream=Stream,
+    error_body=error_body, auth_headers=auth_headers, curl=lambda body, model: curl(body), python_call=PYTHON_CALL)

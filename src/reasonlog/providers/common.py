@@ -20,4 +20,5 @@ def dump(value: Any) -> Any:
     SDKs put it on the wire."""
     if isinstance(value, dict) or value is None:
         return value
-    return value.model_dump(mode="json", exclude_unset=True, warnings=False)
+    model_dump = getattr(value, "model_dump", None)
+    return None if model_dump is None else model_dump(mode="json", exclude_unset=True, warnings=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..model import Usage
 from ..wire.usage import getter
 from .common import Unwrapped
+from .provider import Provider
 
 NAME = "google"
 BASE_URL = "https://generativelanguage.googleapis.com"
@@ -110,12 +111,15 @@ class Stream:
         if not isinstance(chunk, dict):
             return False
         self.head.update({k: v for k, v in chunk.items() if k != "candidates"})
-        candidates = chunk.get("candidates") or [{}]
-        first = candidates[0] if isinstance(candidates[0], dict) else {}
+        candidates = chunk.get("candidates")
+        first = candidates[0] if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict) \
+            else {}
         self.candidate.update({k: v for k, v in first.items() if k != "content"})
-        content = first.get("content") or {}
+        found = first.get("content")
+        content: dict = found if isinstance(found, dict) else {}
         self.content["role"] = content.get("role", self.content["role"])
-        parts = [p for p in content.get("parts") or () if isinstance(p, dict)]
+        listed = content.get("parts")
+        parts = [p for p in listed if isinstance(p, dict)] if isinstance(listed, list) else []
         for part in parts:
             self._add_part(dict(part))
         self.ended = self.ended or "finishReason" in first
@@ -124,7 +128,8 @@ class Stream:
     def _add_part(self, part: dict) -> None:
         last = self.content["parts"][-1] if self.content["parts"] else None
         if (last is not None and set(last) <= {"text", "thought"} and set(part) <= {"text", "thought"}
-                and "text" in last and "text" in part and last.get("thought") == part.get("thought")):
+                and isinstance(last.get("text"), str) and isinstance(part.get("text"), str)
+                and last.get("thought") == part.get("thought")):
             last["text"] += part["text"]
         else:
             self.content["parts"].append(part)
@@ -133,3 +138,20 @@ class Stream:
         """The response so far."""
         candidate = {"content": self.content, **self.candidate}
         return {"candidates": [candidate], **self.head}
+
+
+def error_body(status: int, kind: str, message: str) -> dict:
+    """An error as Google's SDKs read one (they show `message`)."""
+    return {"error": {"code": status, "message": message, "status": kind.upper()}}
+
+
+def auth_headers(key: str) -> dict[str, str]:
+    return {"x-goog-api-key": key}
+
+
+PROVIDER = Provider(
+    api="gemini", name=NAME, base_url=BASE_URL, path=PATH, path_suffixes=(":generateContent", ":streamGenerateContent"),
+    messages=MESSAGES, system=SYSTEM, key_headers=KEY_HEADERS, client_headers=("x-goog-api-key",),
+    key_variables=("GEMINI_API_KEY", "GOOGLE_API_KEY"), usage=usage, unwrap=unwrap, reader_message=reader_message,
+    Stream=Stream, error_body=error_body, auth_headers=auth_headers, curl=curl, python_call=PYTHON_CALL,
+    path_prefixes=("/v1beta/", "/v1alpha/", "/upload/"), path_streams=streams, path_model=model_of)

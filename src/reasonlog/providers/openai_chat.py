@@ -8,6 +8,7 @@ from typing import Any
 from ..model import Usage
 from ..wire.usage import getter
 from .common import Unwrapped, dump
+from .provider import Provider
 
 NAME = "openai"
 BASE_URL = "https://api.openai.com"
@@ -106,7 +107,7 @@ class Stream:
         if get("usage") is not None:
             self.usage = dump(get("usage"))
         carried = False
-        for choice in get("choices") or ():
+        for choice in _listed(get("choices")):
             pick = getter(choice)
             if pick("index") == 0:
                 carried = self._delta(pick("delta")) or carried
@@ -119,28 +120,32 @@ class Stream:
             return False
         get = getter(delta)
         content = get("content")
-        if content is not None:  # None means "no content" (a tool call), "" means empty text
+        if isinstance(content, str):  # None means "no content" (a tool call), "" means empty text
             self.text = [] if self.text is None else self.text
             self.text.append(content)
         # DeepSeek and xAI say `reasoning_content`; vLLM and Ollama say `reasoning`.
         reasoning = get("reasoning_content") or get("reasoning")
         if isinstance(reasoning, str):
             self.reasoning.append(reasoning)
-        if get("refusal"):
+        if isinstance(get("refusal"), str):
             self.refusal.append(get("refusal"))
-        for call in get("tool_calls") or ():
+        for call in _listed(get("tool_calls")):
             self._tool_call(getter(call))
         return bool(content or reasoning or get("tool_calls"))
 
     def _tool_call(self, get: Any) -> None:
-        slot = self.calls.setdefault(get("index"), {"id": None, "type": "function",
-                                                    "function": {"name": "", "arguments": ""}})
+        index = get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            return
+        slot = self.calls.setdefault(index, {"id": None, "type": "function",
+                                             "function": {"name": "", "arguments": ""}})
         if get("id"):
             slot["id"] = get("id")
         function = get("function")
         if function is not None:
-            slot["function"]["name"] += getter(function)("name") or ""
-            slot["function"]["arguments"] += getter(function)("arguments") or ""
+            for key in ("name", "arguments"):
+                piece = getter(function)(key)
+                slot["function"][key] += piece if isinstance(piece, str) else ""
 
     def message(self) -> dict:
         msg: dict = {"role": "assistant", "content": None if self.text is None else "".join(self.text)}
@@ -159,3 +164,24 @@ class Stream:
         if self.usage is not None:
             raw["usage"] = self.usage
         return raw
+
+
+def _listed(value: Any) -> list | tuple:
+    """A field that should hold a list, as one (a malformed chunk's other value as none)."""
+    return value if isinstance(value, list | tuple) else ()
+
+
+def error_body(status: int, kind: str, message: str) -> dict:
+    """An error as the OpenAI SDKs read one (they show `message`); the Responses API's are the same."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+
+
+def auth_headers(key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
+
+
+PROVIDER = Provider(
+    api="openai_chat", name=NAME, base_url=BASE_URL, path=PATH, path_suffixes=("/chat/completions",),
+    messages=MESSAGES, system=SYSTEM, key_headers=KEY_HEADERS, client_headers=(), key_variables=("OPENAI_API_KEY",),
+    usage=usage, unwrap=unwrap, reader_message=reader_message, Stream=Stream, error_body=error_body,
+    auth_headers=auth_headers, curl=lambda body, model: curl(body), python_call=PYTHON_CALL)

@@ -7,6 +7,7 @@ from typing import Any
 from ..wire.usage import getter
 from . import openai_chat
 from .common import Unwrapped, dump
+from .provider import Provider
 
 NAME = "openai"
 BASE_URL = "https://api.openai.com"
@@ -108,6 +109,8 @@ PYTHON_CALL = "openai.OpenAI().responses.create"
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
 
+MAX_PLACES = 4096  # output items, or parts of one, a stream may place
+
 class Stream:
     """Folds Responses stream events (dicts as sent, or the SDK's event objects) into the response; the terminal
     event carries it whole, and a stream cut short keeps what arrived, item by item.
@@ -122,37 +125,53 @@ class Stream:
 
     def add(self, event: object) -> bool:
         get = getter(event)
-        kind = get("type") or ""
+        kind = get("type")
+        if not isinstance(kind, str):
+            return False
         if kind.endswith(".delta"):
             self._delta(kind, get)
             return True
         if kind in ("response.output_item.added", "response.output_item.done"):
-            self.items[get("output_index")] = dump(get("item"))
+            item = dump(get("item"))
+            if _place(get("output_index")) and isinstance(item, dict):
+                self.items[get("output_index")] = item
         elif kind == "response.content_part.added":
-            self._slot(get, "content", get("content_index"), dict(dump(get("part"))))
+            self._slot(get, "content", get("content_index"), dump(get("part")))
         elif kind == "response.reasoning_summary_part.added":
-            self._slot(get, "summary", get("summary_index"), dict(dump(get("part"))))
+            self._slot(get, "summary", get("summary_index"), dump(get("part")))
         elif kind in TERMINAL or kind in ("response.created", "response.in_progress"):
-            self.response = dump(get("response"))
+            response = dump(get("response"))
+            self.response = response if isinstance(response, dict) else self.response
             self.ended = kind in TERMINAL
         return False
 
-    def _slot(self, get: Any, key: str, index: int, value: dict) -> dict:
-        parts = self.items.setdefault(get("output_index"), {}).setdefault(key, [])
+    def _slot(self, get: Any, key: str, index: Any, value: Any) -> dict | None:
+        """The part at `index` of the item's `key` list, made from `value` (and the ones before it) if new; None
+        where the event's places are not places."""
+        item = self.items.setdefault(get("output_index"), {}) if _place(get("output_index")) else None
+        if item is None or not _place(index) or not isinstance(item.setdefault(key, []), list):
+            return None
+        parts = item[key]
         while len(parts) <= index:
-            parts.append(dict(value))
-        return parts[index]
+            parts.append(dict(value) if isinstance(value, dict) else {})
+        return parts[index] if isinstance(parts[index], dict) else None
 
     def _delta(self, kind: str, get: Any) -> None:
+        delta = get("delta")
+        if not isinstance(delta, str):
+            return
         if kind == "response.output_text.delta":
             part = self._slot(get, "content", get("content_index"), {"type": "output_text", "text": ""})
-            part["text"] = part.get("text", "") + get("delta")
         elif kind == "response.reasoning_summary_text.delta":
             part = self._slot(get, "summary", get("summary_index"), {"type": "summary_text", "text": ""})
-            part["text"] = part.get("text", "") + get("delta")
-        elif kind == "response.function_call_arguments.delta":
-            item = self.items.setdefault(get("output_index"), {"type": "function_call"})
-            item["arguments"] = item.get("arguments", "") + get("delta")
+        elif kind == "response.function_call_arguments.delta" and _place(get("output_index")):
+            part = self.items.setdefault(get("output_index"), {"type": "function_call"})
+            part["arguments"] = _text(part.get("arguments")) + delta
+            return
+        else:
+            return
+        if part is not None:
+            part["text"] = _text(part.get("text")) + delta
 
     def body(self) -> dict:
         """The response so far."""
@@ -160,3 +179,19 @@ class Stream:
         if not self.ended:
             raw["output"] = [self.items[i] for i in sorted(self.items)]
         return raw
+
+
+def _place(index: Any) -> bool:
+    """Whether a stream event's index is one a response could have (a malformed one must not grow a list)."""
+    return isinstance(index, int) and not isinstance(index, bool) and 0 <= index < MAX_PLACES
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+PROVIDER = Provider(
+    api="openai_responses", name=NAME, base_url=BASE_URL, path=PATH, path_suffixes=("/responses",),
+    messages=MESSAGES, system=SYSTEM, key_headers=KEY_HEADERS, client_headers=(), key_variables=("OPENAI_API_KEY",),
+    usage=usage, unwrap=unwrap, reader_message=reader_message, Stream=Stream, error_body=openai_chat.error_body,
+    auth_headers=openai_chat.auth_headers, curl=lambda body, model: curl(body), python_call=PYTHON_CALL)

@@ -8,15 +8,15 @@ so a caller can show the user what the other model did not see. Nothing is dropp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 
 from . import anthropic, gemini, openai_chat
+from .provider import Provider
 from .translate_read import read_anthropic, read_gemini, read_openai
 from .translate_write import write_anthropic, write_gemini, write_openai
 
 READERS = {anthropic.NAME: read_anthropic, openai_chat.NAME: read_openai, gemini.NAME: read_gemini}
 WRITERS = {anthropic.NAME: write_anthropic, openai_chat.NAME: write_openai, gemini.NAME: write_gemini}
-TARGETS = {"anthropic": anthropic, "openai": openai_chat, "gemini": gemini}  # what --provider names
+TARGETS = {"anthropic": anthropic.PROVIDER, "openai": openai_chat.PROVIDER, "gemini": gemini.PROVIDER}  # --provider
 
 # Each protocol's stop reasons in one vocabulary, so answers from two providers compare.
 STOP_KINDS = {"end_turn": "end", "stop": "end", "STOP": "end", "stop_sequence": "end", "tool_use": "tool",
@@ -31,13 +31,13 @@ class Translated:
     notices: list[str]  # what the target protocol could not carry, each named once
 
 
-def translate_request(request: dict, source: ModuleType, target: ModuleType, model: str | None = None) -> Translated:
+def translate_request(request: dict, source: Provider, target: Provider, model: str | None = None) -> Translated:
     """`request`, recorded in `source`'s protocol, in `target`'s (for `model`, else the recorded model)."""
-    if source.NAME not in READERS:
-        raise ValueError(f"cannot translate a request of the {source.__name__.rsplit('.', 1)[-1]} protocol;"
+    if source.name not in READERS:
+        raise ValueError(f"cannot translate a request of the {source.api} protocol;"
                          " expected Anthropic Messages, OpenAI Chat Completions or Gemini generateContent")
-    conversation = READERS[source.NAME](request)
-    written = WRITERS[target.NAME](conversation, model or request.get("model"))
+    conversation = READERS[source.name](request)
+    written = WRITERS[target.name](conversation, model or request.get("model"))
     return Translated(written, list(conversation.notices))
 
 

@@ -2,23 +2,29 @@
 busy, and the record read back before anyone is told it is saved."""
 from __future__ import annotations
 
-import random
-import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model import SessionStarted, stable_id, utc_now
 from ..redact import Redactor
+from ..wire.api import ReasoningRecordJSON
 from . import ReasonError
 from .policy import Policy
 from .records import prepare
 
 TRIES = 12
 
+if TYPE_CHECKING:  # the store is imported where a record is saved, not where this module is
+    from ..store import StoreReader, StoreWriter
 
-def save(store: Any, policy: Policy, session: str, phase: str, compact: Any, *, agent: str | None = None,
+    class ReasoningStore(StoreReader, StoreWriter, Protocol):
+        """What saving a record asks: whether its session exists (by id or name), its row, the write, the read-back."""
+
+
+def save(store: ReasoningStore, policy: Policy, session: str, phase: str, compact: Any, *, agent: str | None = None,
          group: str | None = None, details: str | None = None, confidence: str | None = None,
-         references: list | None = None, artifacts_root: Path | None = None) -> tuple[dict | None, str]:
+         references: list | None = None, artifacts_root: Path | None = None
+         ) -> tuple[ReasoningRecordJSON | None, str]:
     """The record as stored (None when the policy skips the phase) and the one-line receipt."""
     if not isinstance(session, str) or not session:
         raise ReasonError("session: required, a session id or name")
@@ -35,7 +41,7 @@ def save(store: Any, policy: Policy, session: str, phase: str, compact: Any, *, 
     return stored[0], prepared.receipt
 
 
-def find_session(store: Any, ref: str) -> str | None:
+def find_session(store: ReasoningStore, ref: str) -> str | None:
     """The session `ref` names exactly: its id, its external id, or the name a record gave it; else None.
     A secret in `ref` is looked for masked, as the store holds it."""
     ref = Redactor().text(ref)
@@ -53,7 +59,7 @@ def find_session(store: Any, ref: str) -> str | None:
     return found if store.session_row(found).get("external_id") == ref else None
 
 
-def _session(store: Any, ref: str, agent: str | None) -> tuple[str, list]:
+def _session(store: ReasoningStore, ref: str, agent: str | None) -> tuple[str, list]:
     """The session `ref` names, or the start of one named so."""
     found = find_session(store, ref)
     if found is not None:
@@ -64,14 +70,13 @@ def _session(store: Any, ref: str, agent: str | None) -> tuple[str, list]:
                                 labels={"source": "reasoning"})]
 
 
-def _write(store: Any, events: list, counters: dict[str, int] | None = None) -> None:
-    """Write in one transaction, retrying with back-off while another process holds the database."""
-    for attempt in range(TRIES):
-        try:
-            store.write_batch(events, counters)
-            return
-        except Exception as exc:
-            failing = store.is_store_failure(exc)
-            if not failing or attempt == TRIES - 1:
-                raise
-            time.sleep(min(0.02 * 2 ** attempt, 1.0) * (0.5 + random.random()))
+def _write(store: StoreWriter, events: list, counters: dict[str, int] | None = None) -> None:
+    """Write in one transaction through the recorder's write path, trying again with back-off while another
+    process holds the database. No spill folder: the record is read back before anyone is told it is saved."""
+    from ..capture.opening import store_writer
+
+    writer = store_writer(store, spill=False)
+    try:
+        writer.write(events, counters, tries=TRIES)
+    finally:
+        writer.close()

@@ -7,6 +7,7 @@ empty texts are 1.0): a measure of shared wording, not of meaning.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ class Answer:
     error: str | None
 
     @classmethod
-    def of_call(cls, call: dict) -> Answer:
+    def of_call(cls, call: Mapping[str, Any]) -> Answer:
         parts = parts_of(call.get("response")) if call.get("response") is not None else []
         error = call.get("error")
         message = (error.get("message") or str(error)) if isinstance(error, dict) else error

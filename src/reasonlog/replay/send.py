@@ -6,17 +6,13 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from types import ModuleType
 
 import orjson
 
-from ..providers import anthropic, gemini, openai_chat, openai_responses, protocol_of
+from ..providers import GEMINI, OPENAI_RESPONSES, Provider, protocol_of
 from ..providers.translate import TARGETS, translate_request
 from . import ReplayError
 
-# Where each protocol's key is read from, in order: recorded requests never hold one (keys are masked).
-KEY_VARIABLES = {anthropic.NAME: ("ANTHROPIC_API_KEY",), openai_chat.NAME: ("OPENAI_API_KEY",),
-                 gemini.NAME: ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
 STREAM_KEYS = ("stream", "stream_options")
 TIMEOUT_S = 300.0
 
@@ -25,7 +21,7 @@ TIMEOUT_S = 300.0
 class Target:
     """Where a replay goes: a protocol, a model (None: each call's recorded model), a base URL and the key."""
 
-    protocol: ModuleType
+    protocol: Provider
     model: str | None
     base_url: str
     key: str
@@ -45,20 +41,20 @@ class Sent:
     request_id: str | None
 
 
-def target_for(provider: str | None, recorded: ModuleType, model: str | None, base_url: str | None) -> Target:
+def target_for(provider: str | None, recorded: Provider, model: str | None, base_url: str | None) -> Target:
     """The target of a replay: `provider` (anthropic, openai, gemini) or the recorded protocol; the key from the
     environment, or a one-line ReplayError naming the variable to set."""
     protocol = TARGETS[provider] if provider else recorded
-    if provider == "openai" and recorded is openai_responses:
-        protocol = openai_responses  # an OpenAI call stays on the API it was recorded on
+    if provider == "openai" and recorded is OPENAI_RESPONSES:
+        protocol = OPENAI_RESPONSES  # an OpenAI call stays on the API it was recorded on
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         raise ReplayError(f"--base-url {base_url!r}: expected http://host[:port] or https://host[:port]")
-    names = KEY_VARIABLES[protocol.NAME]
+    names = protocol.key_variables  # recorded requests never hold a key (keys are masked)
     key = next((os.environ[n] for n in names if os.environ.get(n)), None)
     if key is None:
-        raise ReplayError(f"set {' or '.join(names)} to send to {protocol.NAME}: recorded keys are masked, so a"
+        raise ReplayError(f"set {' or '.join(names)} to send to {protocol.name}: recorded keys are masked, so a"
                           " replay is sent with your own key")
-    return Target(protocol, model, (base_url or protocol.BASE_URL).rstrip("/"), key)
+    return Target(protocol, model, (base_url or protocol.base_url).rstrip("/"), key)
 
 
 def prepare(request: dict, provider: str | None, target: Target, recorded_model: str | None = None) -> Prepared:
@@ -70,21 +66,21 @@ def prepare(request: dict, provider: str | None, target: Target, recorded_model:
     notices: list[str] = []
     if recorded is target.protocol:
         body = dict(request, model=model) if model else dict(request)
-    elif recorded is openai_responses or target.protocol is openai_responses:
+    elif recorded is OPENAI_RESPONSES or target.protocol is OPENAI_RESPONSES:
         raise ReplayError("translating to or from the OpenAI Responses API is not supported; replay it on OpenAI")
     else:
         translated = translate_request(request, recorded, target.protocol, model)
         body, notices = translated.request, list(translated.notices)
     if any(body.pop(key, None) for key in STREAM_KEYS):
         notices.append("stream: sent non-streamed (the answer is compared whole)")
-    if target.protocol is gemini:
+    if target.protocol is GEMINI:
         body.pop("model", None)  # Gemini names the model in the URL
     return Prepared(body, model, notices)
 
 
 def send(target: Target, prepared: Prepared, timeout_s: float = TIMEOUT_S) -> Sent:
     """POST the request; the JSON answer, or a one-line ReplayError naming the URL and what went wrong."""
-    url = target.base_url + target.protocol.PATH.format(model=prepared.model or "")
+    url = target.base_url + target.protocol.path.format(model=prepared.model or "")
     request = urllib.request.Request(url, data=orjson.dumps(prepared.request), headers=_headers(target),
                                      method="POST")
     start = time.perf_counter()
@@ -108,11 +104,7 @@ def send(target: Target, prepared: Prepared, timeout_s: float = TIMEOUT_S) -> Se
 
 def _headers(target: Target) -> dict[str, str]:
     headers = {"content-type": "application/json", "user-agent": "reasonlog-replay"}
-    if target.protocol is anthropic:
-        return {**headers, "x-api-key": target.key, "anthropic-version": "2023-06-01"}
-    if target.protocol is gemini:
-        return {**headers, "x-goog-api-key": target.key}
-    return {**headers, "authorization": f"Bearer {target.key}"}
+    return {**headers, **target.protocol.auth_headers(target.key)}
 
 
 def _error_message(raw: bytes) -> str:

@@ -6,14 +6,18 @@ import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ..model import CallRecorded, SessionEnded, SessionStarted, Usage, new_id, utc_now
+from ..capture.arguments import answer_fields
+from ..model import CallRecorded, Event, SessionEnded, SessionStarted, Usage, new_id, utc_now
 from ..providers import protocol_of
 from ..wire.codec import canonical
 from . import RUN, ReplayError
 from .compare import Answer, compare, totals
 from .send import Prepared, Sent, Target, prepare, send, target_for
+
+if TYPE_CHECKING:
+    from ..store import StoreReader, StoreWriter
 
 ESTIMATED_OUTPUT = 1024  # output tokens assumed for a call that recorded none and sets no limit
 
@@ -36,7 +40,7 @@ class Outcome:
     done: bool = False
 
 
-def plan(store: Any, call_ids: list[str], *, provider: str | None, model: str | None,
+def plan(store: StoreReader, call_ids: list[str], *, provider: str | None, model: str | None,
          base_url: str | None) -> tuple[Target, list[Planned]]:
     """The target and every call prepared for it; raises ReplayError (no key, an untranslatable protocol)."""
     calls = [store.get_call(call_id) for call_id in call_ids]
@@ -44,7 +48,7 @@ def plan(store: Any, call_ids: list[str], *, provider: str | None, model: str | 
         raise ReplayError("nothing to replay: the session has no calls")
     first = calls[0]
     target = target_for(provider, protocol_of(first.get("provider"), first["request"]), model, base_url)
-    return target, [_planned(call, target) for call in calls]
+    return target, [_planned(dict(call), target) for call in calls]
 
 
 def _planned(call: dict, target: Target) -> Planned:
@@ -71,24 +75,42 @@ def estimate(planned: list[Planned]) -> float | None:
     return None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6)
 
 
-def send_and_record(store: Any, planned: list[Planned], target: Target, original_session: dict, concurrency: int,
-                    tick: Callable[[], None] = lambda: None) -> tuple[list[Outcome], list[str]]:
+@dataclass
+class Recorded:
+    """A replay as recorded: its session, each call's outcome and the recorded calls' ids, in order."""
+
+    session_id: str
+    outcomes: list[Outcome]
+    ids: list[str]
+    spilled: bool = False  # the database could not be written: the replay waits in spill files beside it
+    error: str | None = None  # why, when it spilled
+
+
+def send_and_record(store: StoreWriter, planned: list[Planned], target: Target, original_session: dict,
+                    concurrency: int, tick: Callable[[], None] = lambda: None) -> Recorded:
     """Send every call, `concurrency` at a time, and record the replay as one session of the run `replays`: each
     answer is written as soon as every call before it has answered (so the session keeps the original's order,
-    and what came back before a Ctrl-C is kept). Returns the outcomes and the recorded calls' ids, in order."""
-    session_id = new_id()
-    store.write_batch([SessionStarted(
-        session_id=session_id, started_at=utc_now(), agent=original_session.get("agent"), run=RUN,
-        model=target.model or original_session.get("model"), provider=target.protocol.NAME,
-        labels={"replay_of": original_session["id"]}, host=os.uname().nodename, pid=os.getpid())])
-    outcomes = [Outcome(p, utc_now()) for p in planned]
-    ids: list[str] = []
+    and what came back before a Ctrl-C is kept). It is written through the recorder's write path: a database that
+    cannot be written now (locked, full) gets it later, from spill files beside it."""
+    from ..capture.opening import store_writer
+
+    writer = store_writer(store)
+    recorded = Recorded(new_id(), [Outcome(p, utc_now()) for p in planned], [])
+    outcomes, ids = recorded.outcomes, recorded.ids
+
+    def write(event: Event) -> None:
+        recorded.spilled |= writer.write([event]) == "spilled"
+
+    write(SessionStarted(
+        session_id=recorded.session_id, started_at=utc_now(), agent=original_session.get("agent"), run=RUN,
+        model=target.model or original_session.get("model"), provider=target.protocol.name,
+        labels={"replay_of": original_session["id"]}, host=os.uname().nodename, pid=os.getpid()))
 
     def finished(outcome: Outcome) -> None:
         outcome.done = True
         while len(ids) < len(outcomes) and outcomes[len(ids)].done:
-            event = _call_event(session_id, outcomes[len(ids)], target)
-            store.write_batch([event])
+            event = _call_event(recorded.session_id, outcomes[len(ids)], target)
+            write(event)
             ids.append(event.call_id)
         tick()
 
@@ -97,8 +119,10 @@ def send_and_record(store: Any, planned: list[Planned], target: Target, original
         _send_all(outcomes, target, concurrency, finished)
         status = "failed" if any(o.error for o in outcomes) else "completed"
     finally:
-        store.write_batch([SessionEnded(session_id=session_id, ended_at=utc_now(), status=status)])
-    return outcomes, ids
+        write(SessionEnded(session_id=recorded.session_id, ended_at=utc_now(), status=status))
+        recorded.error = writer.stats()["last_error"] if recorded.spilled else None
+        writer.close()
+    return recorded
 
 
 def _send_all(outcomes: list[Outcome], target: Target, concurrency: int, done: Callable[[Outcome], None]) -> None:
@@ -122,28 +146,23 @@ def _send_one(target: Target, outcome: Outcome) -> None:
         outcome.error = str(exc)
         return
     if target.protocol.unwrap(outcome.sent.body) is None:
-        outcome.error = f"the answer is no {target.protocol.NAME} response: {sorted(outcome.sent.body)[:6]} at its top"
+        outcome.error = f"the answer is no {target.protocol.name} response: {sorted(outcome.sent.body)[:6]} at its top"
 
 
 def _call_event(session_id: str, outcome: Outcome, target: Target) -> CallRecorded:
     prepared, sent = outcome.planned.prepared, outcome.sent
-    unwrapped = target.protocol.unwrap(sent.body) if sent is not None else None
     error = {"message": outcome.error} if outcome.error else None
+    answer = answer_fields(sent.body, target.protocol.unwrap) if sent is not None else {}
     return CallRecorded(
         call_id=new_id(), session_id=session_id, exchange_id=None, started_at=outcome.started_at,
-        request=prepared.request, response=unwrapped.message if unwrapped else None, model=prepared.model,
-        provider=target.protocol.NAME, stop_reason=_text(unwrapped.stop_reason) if unwrapped else None,
-        usage=unwrapped.usage if unwrapped else None, latency_ms=sent.latency_ms if sent else None,
-        provider_message_id=_text(unwrapped.id) if unwrapped else None,
+        request=prepared.request, response=answer.get("response"), model=prepared.model,
+        provider=target.protocol.name, stop_reason=answer.get("stop_reason"), usage=answer.get("usage"),
+        latency_ms=sent.latency_ms if sent else None, provider_message_id=answer.get("provider_message_id"),
         request_id=sent.request_id if sent else None, raw=sent.body if sent else None, error=error,
         status="error" if error else "ok", replay_of=outcome.planned.original["id"])
 
 
-def _text(value: Any) -> str | None:
-    return value if value is None or isinstance(value, str) else str(value)
-
-
-def report(store: Any, outcomes: list[Outcome], replay_ids: list[str]) -> dict:
+def report(store: StoreReader, outcomes: list[Outcome], replay_ids: list[str]) -> dict:
     """Each call's comparison (from what the store holds of both) and the totals."""
     rows = []
     for outcome, replay_id in zip(outcomes, replay_ids, strict=True):

@@ -6,7 +6,8 @@ the batch under way at most, and the next pass embeds exactly what has no vector
 text and model). The backlog is read `WINDOW` texts at a time and each window embedded shortest first, so that
 the texts a batch pads to one length are of nearly one length (benchmarks/bench_semantic.py embed: padding was
 most of the model's work when batches mixed a 20-word message with a 150-word tool output). Then the sessions'
-mean vectors are brought up to date. Runs in `reasonlog embed` and in
+mean vectors are brought up to date. On PostgreSQL with pgvector, a pass first gives the vectors stored before the
+extension was there their indexed form (store/pg_vectors.py). Runs in `reasonlog embed` and in
 `reasonlog serve`'s background thread, never on a recorder's thread.
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Pass:
     sessions: int = 0
     seconds: float = 0.0
     left: int = 0  # texts still without a vector (a pass stopped by `limit` or `stop`)
+    indexed: int = 0  # vectors stored before the database could index them, indexed now (PostgreSQL's pgvector)
 
 
 def embed_backlog(store: Store, embedder: Embedder, limit: int | None = None, batch: int = BATCH,
@@ -42,7 +44,8 @@ def embed_backlog(store: Store, embedder: Embedder, limit: int | None = None, ba
     means are brought up to date after (with `always_refresh=False` only when the pass cut or embedded something:
     finding which are stale reads every unit, which a server's idle pass every 30 s need not)."""
     started = time.monotonic()
-    done = Pass(units_cut=store.cut_units(None if progress is None else lambda d, t: progress("cut", d, t)))
+    done = Pass(units_cut=store.cut_units(None if progress is None else lambda d, t: progress("cut", d, t)),
+                indexed=store.fill_vector_index(stop))
     total = store.semantic_counts(embedder.model)["backlog"]
     goal = total if limit is None else min(limit, total)
     after = 0

@@ -11,25 +11,28 @@ what to install or run.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import Any
 
-from ..store import SessionFilter, StoreError, StoreReader
+from ..store import SearchByMeaning, SearchStore, SessionFilter, StoreError, StoreReader
 from ..store.search import Query
+from ..wire.api import SearchHitJSON, SearchMode, SimilarSessionJSON
 from .embedders import EXTRA, Embedder, SemanticUnavailable, choose_embedder, missing_packages
 
-MODES = ("text", "keywords", "semantic", "hybrid")
+_MODE: dict[str, SearchMode] = {"text": "text", "keywords": "keywords", "semantic": "semantic", "hybrid": "hybrid"}
+MODES = tuple(_MODE)
 RRF_K = 60
 
 
-def search(store: StoreReader, text: str, mode: str, flt: SessionFilter, limit: int | None,
-           embedder: Embedder | None = None) -> list[dict]:
+def search(store: SearchStore, text: str, mode: str, flt: SessionFilter, limit: int | None,
+           embedder: Embedder | None = None) -> list[SearchHitJSON]:
     """The hits for `text` in `mode`, at most `limit` (None: every text hit; the ranked modes need a limit)."""
-    if mode not in MODES:
-        raise SemanticUnavailable(f"{mode!r} is not a search mode; expected one of {', '.join(MODES)}")
+    chosen = mode_of(mode)
     flt = replace(flt, limit=None, text=None)
-    if mode == "text":
-        return [{**h, "score": None, "mode": mode} for h in store.search(text, flt, limit)]
+    if chosen == "text":
+        return [hit_of(h, None, chosen) for h in store.search(text, flt, limit)]
     shown = 50 if limit is None else limit
     if mode == "keywords":
         hits = store.keyword_search(text, flt, shown)
@@ -44,7 +47,21 @@ def search(store: StoreReader, text: str, mode: str, flt: SessionFilter, limit: 
                                  depth_of(shown))
         hits = semantic if mode == "semantic" else phrase_first(fuse([keyword, semantic]), _phrase_hits(
             store, text, flt, depth_of(shown)), shown)
-    return [{**h, "mode": mode} for h in hits]
+    return [hit_of(h, h["score"], chosen) for h in hits]
+
+
+def mode_of(mode: str) -> SearchMode:
+    """The search mode named `mode`; SemanticUnavailable for a name that is none."""
+    if mode not in _MODE:
+        raise SemanticUnavailable(f"{mode!r} is not a search mode; expected one of {', '.join(MODES)}")
+    return _MODE[mode]
+
+
+def hit_of(h: Mapping[str, Any], score: float | None, mode: SearchMode) -> SearchHitJSON:
+    """A hit as every reader gets it, from a ranking's (store/search.py, keywords.py, units.py)."""
+    return SearchHitJSON(kind=h["kind"], session_id=h["session_id"], message_idx=h["message_idx"], role=h["role"],
+                         call_id=h["call_id"], at=h["at"], tool_use_id=h["tool_use_id"], name=h["name"],
+                         snippet=h["snippet"], score=score, mode=mode)
 
 
 def depth_of(limit: int) -> int:
@@ -57,7 +74,7 @@ def _embedded(embedder: Embedder, text: str) -> bytes | None:
     return embedder.embed_query(text) if text.strip() else None
 
 
-def _semantic(store: StoreReader, embedder: Embedder, query: bytes | None, flt: SessionFilter, limit: int
+def _semantic(store: SearchByMeaning, embedder: Embedder, query: bytes | None, flt: SessionFilter, limit: int
               ) -> list[dict]:
     return [] if query is None else store.vector_search(query, embedder.model, flt, limit)
 
@@ -114,7 +131,7 @@ def hit_key(hit: dict) -> tuple:
     return (hit["session_id"], hit["message_idx"], hit["kind"], hit.get("tool_use_id"))
 
 
-def embedder_for(store: StoreReader) -> Embedder:
+def embedder_for(store: SearchByMeaning) -> Embedder:
     """The embedder the environment names, once the packages it and `store` need are there; else
     SemanticUnavailable saying what to install."""
     embedder = choose_embedder()
@@ -124,7 +141,7 @@ def embedder_for(store: StoreReader) -> Embedder:
     return embedder
 
 
-def ready_embedder(store: StoreReader) -> Embedder:
+def ready_embedder(store: SearchByMeaning) -> Embedder:
     """The embedder for searching `store` by meaning; SemanticUnavailable saying what to install or run when
     this cannot be done."""
     embedder = embedder_for(store)
@@ -134,7 +151,7 @@ def ready_embedder(store: StoreReader) -> Embedder:
     return embedder
 
 
-def default_mode(store: StoreReader) -> str:
+def default_mode(store: SearchByMeaning) -> str:
     """`hybrid` when search by meaning can be done here and something is embedded, else `text`."""
     try:
         ready_embedder(store)
@@ -143,11 +160,12 @@ def default_mode(store: StoreReader) -> str:
     return "hybrid"
 
 
-def _is_sqlite(store: StoreReader) -> bool:
+def _is_sqlite(store: SearchByMeaning) -> bool:
     return store.url.startswith("sqlite")
 
 
-def similar_sessions(store: StoreReader, session_id: str, limit: int = 10) -> tuple[str | None, list[dict]]:
+def similar_sessions(store: SearchByMeaning, session_id: str, limit: int = 10
+                     ) -> tuple[str | None, list[SimilarSessionJSON]]:
     """The sessions nearest this one by the mean of their unit vectors, with the model compared; (None, []) when
     search by meaning is not available here. Nothing is embedded to answer (the vectors are stored)."""
     try:

@@ -2,7 +2,8 @@
 session, an exchange or a call, as `reasonlog annotate` adds them (docs/review.md)."""
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query
 from pydantic import BaseModel, Field
@@ -23,7 +24,7 @@ class AnnotationIn(BaseModel):
     source: Literal["human", "code", "llm"] = "human"
 
 
-def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRouter:
+def router(get_writer: Callable[[], Store], get_reader: Callable[[], Store], reader: Any, writer: Any) -> APIRouter:
     api = APIRouter(prefix="/v1", tags=["annotations"])
     errors: dict[int | str, dict[str, Any]] = {
         400: {"description": "Nothing to add, or a value that cannot be one; names it"},
@@ -34,18 +35,21 @@ def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRou
     async def create(body: AnnotationIn = Body(...), store: Store = Depends(get_writer)) -> AnnotationsJSON:
         added = await run_in_threadpool(_answer, lambda: store.annotate(
             body.target, note=body.note, labels=body.labels, scores=body.scores, by=body.by, source=body.source))
-        return cast(AnnotationsJSON, {"annotations": added})
+        return AnnotationsJSON(annotations=added)
 
     @api.get("/annotations", dependencies=[reader], responses=errors,
              summary="The annotations of a target (a session: with its exchanges' and calls'), or the newest 1,000")
     def list_annotations(target: str | None = Query(None, description="As for POST; none: the newest"),
                          store: Store = Depends(get_reader)) -> AnnotationsJSON:
-        return cast(AnnotationsJSON, {"annotations": _answer(lambda: store.list_annotations(target))})
+        return AnnotationsJSON(annotations=_answer(lambda: store.list_annotations(target)))
 
     return api
 
 
-def _answer(fetch: Any) -> Any:
+T = TypeVar("T")
+
+
+def _answer(fetch: Callable[[], T]) -> T:
     try:
         return fetch()
     except StoreError as exc:

@@ -97,7 +97,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     writer = Depends(_requires(stores, "write"))
     _add_health(app, stores, _requires(stores, "read"))
     _add_reasoning(app, stores, reader, deployment_mode)
-    app.include_router(api.router(stores.reader.get, reader))
+    app.include_router(api.router, dependencies=[reader])
     app.include_router(ingest.router(stores.writer.get, writer, limit))
     app.include_router(otlp.router(stores.writer.get, writer, limit))
     app.include_router(records.router(stores.writer.get, stores.reader.get, reader, writer))

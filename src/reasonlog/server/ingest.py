@@ -14,6 +14,7 @@ a call of a session it has not got), each with its line and why: `{"events": 2, 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -31,7 +32,7 @@ from . import guards
 MAX_BYTES = 8 << 20
 
 
-def router(get_store: Any, writer: Any, max_bytes: int = MAX_BYTES) -> APIRouter:
+def router(get_store: Callable[[], Store], writer: Any, max_bytes: int = MAX_BYTES) -> APIRouter:
     api = APIRouter(prefix="/v1", dependencies=[writer], tags=["ingestion"])
 
     @api.get("/ingest", summary="What a batch may be: its largest body in bytes")

@@ -13,8 +13,10 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 
+from ..store import SearchStore
 
-def mount(app: FastAPI, get_store: Callable[[], Any], check_key: Callable[[Request], None]) -> Any:
+
+def mount(app: FastAPI, get_store: Callable[[], SearchStore], check_key: Callable[[Request], None]) -> Any:
     """Mount `/mcp` on `app` when the extra is there; returns the lifespan to run while the app does (or None)."""
     from ..mcp import available
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -38,7 +39,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {400: {"description": "Not an OTLP 
                                   " than gzip and deflate"}}
 
 
-def router(get_store: Any, writer: Any, max_bytes: int) -> APIRouter:
+def router(get_store: Callable[[], Store], writer: Any, max_bytes: int) -> APIRouter:
     api = APIRouter(prefix="/v1", dependencies=[writer], tags=["opentelemetry"])
     held = HeldEvents()
 

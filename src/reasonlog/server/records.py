@@ -2,7 +2,8 @@
 machines, saved and read back exactly as `reasonlog reason save` does (see reasonlog/reasoning)."""
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, Field
@@ -25,7 +26,7 @@ class RecordIn(BaseModel):
     references: list[str] | None = None
 
 
-def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRouter:
+def router(get_writer: Callable[[], Store], get_reader: Callable[[], Store], reader: Any, writer: Any) -> APIRouter:
     api = APIRouter(prefix="/v1", tags=["reasoning records"])
 
     @api.options("/reasoning-records", include_in_schema=False)
@@ -43,7 +44,7 @@ def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRou
                 references=record.references)
         except ReasonError as exc:
             raise HTTPException(400, str(exc)) from None
-        return cast(SavedRecordJSON, {"receipt": receipt, "record": saved})
+        return SavedRecordJSON(receipt=receipt, record=saved)
 
     @api.get("/reasoning-records", dependencies=[reader], summary="Reasoning records, in the order saved",
              responses={400: {"description": "A parameter that cannot name anything (a NUL byte, an ambiguous"
@@ -60,6 +61,6 @@ def router(get_writer: Any, get_reader: Any, reader: Any, writer: Any) -> APIRou
                 raise HTTPException(400, f"session: {exc}") from None
             if sid is None:
                 raise HTTPException(404, f"session: no session {session!r}")
-        return cast(ReasoningRecordsJSON, {"records": store.list_reasoning_records(sid, group, phase)})
+        return ReasoningRecordsJSON(records=store.list_reasoning_records(sid, group, phase))
 
     return api

@@ -14,6 +14,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from starlette.requests import Request
+
 from ..store import Store
 
 
@@ -81,3 +83,13 @@ class Stores:
     def close(self) -> None:
         for lazy in {id(self.writer): self.writer, id(self.reader): self.reader}.values():
             lazy.close()
+
+
+def reader_of(request: Request) -> Store:
+    """The store a route that only reads is given (`Depends(reader_of)`): the app's read-only one when it has one."""
+    return request.app.state.stores.reader.get()
+
+
+def writer_of(request: Request) -> Store:
+    """The store a route that writes is given (`Depends(writer_of)`)."""
+    return request.app.state.stores.writer.get()

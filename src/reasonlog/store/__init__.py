@@ -9,89 +9,44 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, Unpack
 
 from ..model import Event
+from .targets import database_target, default_db_path, is_postgres, safe_target, sqlite_path
+from .terms import (
+    Ambiguous,
+    Invalid,
+    NotFound,
+    ReadOnly,
+    ReadOnlyDatabase,
+    ScoreTest,
+    SessionFilter,
+    StoreError,
+    Unavailable,
+    failure_of,
+)
 
 if TYPE_CHECKING:  # the maintenance module imports this one
+    import threading
+
     from ..pricing import PriceTable
     from ..redact import Redactor
-    from .annotation import ScoreTest
+    from ..wire.api import (
+        AnnotationJSON,
+        OutcomeJSON,
+        ReasoningRecordJSON,
+        SessionDetailJSON,
+        SessionJSON,
+        SimilarSessionJSON,
+    )
+    from .answers import CallDetail
     from .maintenance import PruneCriteria
 
-
-class StoreError(RuntimeError):
-    """The store cannot do what was asked. Its kinds below say why, so each surface answers once by kind (HTTP
-    status, CLI exit code) and never by the words of the message."""
-
-
-class NotFound(StoreError):
-    """No session, call or record has that id (or prefix)."""
-
-
-class Ambiguous(StoreError):
-    """A prefix matches several ids; the message lists them."""
-
-
-class Invalid(StoreError):
-    """What was given cannot be stored or read as asked (a bad record, a bad value); the message names it."""
-
-
-class Unavailable(StoreError):
-    """The database cannot be used now (away, locked past its timeout, damaged); asking again later may work."""
-
-
-class ReadOnly(StoreError):
-    """What was asked writes, and the store cannot write."""
-
-
-def failure_of(exc: BaseException) -> StoreError | None:
-    """The kind of an error a database driver raised past the store (a file damaged past what opening checks, a
-    server gone mid-command): Unavailable, with the driver's first line; None when `exc` is no driver's."""
-    module = type(exc).__module__
-    if module.startswith(("sqlite3", "psycopg")) or module == "_sqlite3":
-        return Unavailable(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
-    return None
-
-
-class ReadOnlyDatabase(ReadOnly):
-    """What was asked writes, and the database cannot be written (a read-only file or folder, or a store
-    opened for reading)."""
-
-    def __init__(self, target: object):
-        super().__init__(f"{target}: read-only (the file or its folder cannot be written), so nothing can be"
-                         " written to it; reading commands and `reasonlog serve` read it as it is")
-
-
-@dataclass(frozen=True)
-class SessionFilter:
-    """Which sessions a reader wants. Empty fields do not filter; `limit=None` means no limit.
-
-    `model`, `since` and `until` match what the calls did as well as the session's own model and
-    start: a session that used two models, or crossed midnight, is found under each.
-    """
-
-    run: str | None = None
-    agent: str | None = None
-    model: str | None = None
-    status: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
-    since: str | None = None   # ISO date or instant, inclusive
-    until: str | None = None   # ISO date or instant, inclusive when a date
-    limit: int | None = 50
-    # A page's cursor: sessions strictly after this (started_at, id) in the list's order (newest first).
-    # Keyset, not offset, so pages stay right while sessions are being written.
-    after: tuple[str, str] | None = None
-    # Only the sub-agent sessions this session spawned.
-    parent: str | None = None
-    # Only sessions whose recorded text (messages, tool results, outcomes) contains this, as `search` finds it.
-    text: str | None = None
-    # Annotations (docs/review.md): sessions where each test holds for a score on it or on anything in it
-    # (`store.annotation.ScoreTest`), and, with has_note, sessions with a note on them or anything in them.
-    scores: tuple[ScoreTest, ...] = ()
-    has_note: bool = False
+__all__ = ["Ambiguous", "Invalid", "KeyStore", "MirrorSource", "NotFound", "ReadOnly", "ReadOnlyDatabase", "ScoreTest",
+           "SearchByMeaning", "SearchStore", "SessionFilter", "Store", "StoreAdmin", "StoreError", "StoreOptions",
+           "StoreReader", "StoreWriter", "Unavailable", "annotate", "database_target", "default_db_path", "failure_of",
+           "is_postgres", "open_store", "open_store_or_read_only", "safe_target", "sqlite_path"]
 
 
 class StoreWriter(Protocol):
@@ -106,8 +61,7 @@ class StoreWriter(Protocol):
     rejected_events: int  # events this store object left out of the batches it committed (their data's fault)
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
-                    imports: list[dict] | None = None, batch_id: str | None = None,
-                    rejections: list[tuple[int, str]] | None = None) -> bool: ...
+                    batch_id: str | None = None, rejections: list[tuple[int, str]] | None = None) -> bool: ...
     def is_store_failure(self, exc: BaseException) -> bool: ...
     def add_counters(self, counters: dict[str, int]) -> None: ...
     def existing_ids(self, kind: str, ids: Iterable[str]) -> set[str]: ...
@@ -118,12 +72,7 @@ class StoreWriter(Protocol):
     def save_summaries(self, rows: list[dict]) -> int: ...
     def annotate(self, target: str, note: str | None = None, labels: dict[str, str] | None = None,
                  scores: dict[str, float | int | str] | None = None, by: str | None = None,
-                 source: str = "human", replace: bool = False) -> list[dict]: ...
-    # Search by meaning (store/semantic.py): the background embedding's side, never a recorder's.
-    def cut_units(self, progress: Callable[[int, int], None] | None = None) -> int: ...
-    def unit_backlog(self, model: str, limit: int, after: int = 0) -> list[tuple[int, str]]: ...
-    def save_vectors(self, model: str, rows: list[tuple[int, bytes]]) -> int: ...
-    def refresh_session_vectors(self, model: str) -> int: ...
+                 source: str = "human", replace: bool = False) -> list[AnnotationJSON]: ...
     def close(self) -> None: ...
 
 
@@ -132,36 +81,30 @@ class StoreReader(Protocol):
     row (`session_row`), a page of its timeline (`get_session(page=)`), a range of its calls with their replies
     (`get_calls`), one call (`get_call`); a whole session (`get_session` without a page) only where the whole is
     shown or exported.
-    Readers return plain dicts and lists in the JSON form of `wire/api.py`."""
+    Readers return the TypedDicts of `wire/api.py`, built with keywords (store/answers.py): the JSON a client
+    reads, checked by mypy from the row on."""
 
     url: str
     read_only: bool
 
-    def list_sessions(self, flt: SessionFilter) -> list[dict]: ...
+    def list_sessions(self, flt: SessionFilter) -> list[SessionJSON]: ...
     def count_sessions(self, flt: SessionFilter) -> int: ...
-    def session_row(self, session_id: str) -> dict: ...
+    def session_row(self, session_id: str) -> SessionJSON: ...
     def list_outcomes(self, flt: SessionFilter, kind: str | None = None,
-                      session_id: str | list[str] | None = None) -> list[dict]: ...
-    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict: ...
+                      session_id: str | list[str] | None = None) -> list[OutcomeJSON]: ...
+    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> SessionDetailJSON: ...
     def count_messages(self, session_ids: Iterable[str]) -> dict[str, int]: ...
     def in_timeline(self, session_ids: Iterable[str], content_ids: Iterable[int]) -> set[int]: ...
-    def get_call(self, call_id: str) -> dict: ...
+    def get_call(self, call_id: str) -> CallDetail: ...
     def get_calls(self, session_id: str, page: tuple[int, int]) -> list[dict]: ...
     def first_prompts(self, session_ids: Iterable[str]) -> dict[str, object]: ...
     def get_spans(self, session_id: str, page: tuple[int, int]) -> dict: ...
     def replay_call(self, call_id: str) -> dict: ...
     def search(self, text: str, flt: SessionFilter, limit: int | None = 50) -> list[dict]: ...
     def keyword_search(self, text: str, flt: SessionFilter, limit: int = 50) -> list[dict]: ...
-    def vector_search(self, query: bytes, model: str, flt: SessionFilter, limit: int = 50) -> list[dict]: ...
-    def warm_vectors(self, model: str, dim: int) -> None: ...
-    def similar_sessions(self, session_id: str, model: str, limit: int = 10) -> list[dict]: ...
-    def semantic_counts(self, model: str | None = None, sessions: bool = False) -> dict[str, int]: ...
-    def has_vectors(self, model: str) -> bool: ...
     def call_rows(self, flt: SessionFilter) -> Iterator[dict]: ...
     def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[str | None, dict]: ...
-    def mirror_fingerprints(self) -> tuple[dict[str, tuple[str, str | None]], tuple[str | None, str]]: ...
-    def mirror_rows(self, session_ids: list[str]) -> dict: ...
-    def mirror_mark(self) -> tuple[str | None, str]: ...
+    def usage_series(self, split: str, flt: SessionFilter) -> list[tuple[str, str, float, float | None, int]]: ...
     def resolve_id(self, kind: str, prefix: str) -> str: ...
     def export_records(self, session_ids: Iterable[str] | None = None) -> Iterator[dict]: ...
     def import_files(self) -> list[dict]: ...
@@ -169,13 +112,11 @@ class StoreReader(Protocol):
     def replay_links(self, session_id: str) -> dict: ...
     def list_reasoning_records(self, session_id: str | None = None, group: str | None = None,
                                phase: str | None = None, record_id: str | None = None,
-                               include_held: bool = True) -> list[dict]: ...
+                               include_held: bool = True) -> list[ReasoningRecordJSON]: ...
     def list_summaries(self, session_ids: Iterable[str]) -> list[dict]: ...
-    def list_annotations(self, target: str | None = None) -> list[dict]: ...
+    def list_annotations(self, target: str | None = None) -> list[AnnotationJSON]: ...
     def review_queue(self, limit: int = 50) -> list[dict]: ...
     def summary_counts(self) -> dict[str, dict[str, int]]: ...
-    def api_key_scope(self, secret: str) -> str | None: ...
-    def has_api_keys(self) -> bool: ...
     def change_marker(self) -> object: ...
     def close(self) -> None: ...
 
@@ -186,9 +127,6 @@ class StoreAdmin(Protocol):
 
     def delete_sessions(self, session_ids: Iterable[str], forget_file: str | None = None) -> int: ...
     def recount_usage(self) -> None: ...
-    def create_api_key(self, scope: str, name: str | None = None) -> dict: ...
-    def list_api_keys(self) -> list[dict]: ...
-    def revoke_api_key(self, key: str) -> int: ...
     def status(self) -> dict: ...
     def schema_version(self) -> int: ...
     def upgrade(self) -> list[int]: ...
@@ -203,67 +141,51 @@ class StoreAdmin(Protocol):
     def close(self) -> None: ...
 
 
-class Store(StoreWriter, StoreReader, StoreAdmin, Protocol):
-    """What every backend provides: the three parts. Code that needs one part takes that part."""
+class SearchByMeaning(Protocol):
+    """Search by meaning (store/semantic.py, docs/search.md): the background embedding cuts text into units and
+    saves their vectors; readers search them. A backend without it leaves this part out; `semantic` asks for it."""
+
+    url: str
+
+    def vector_search(self, query: bytes, model: str, flt: SessionFilter, limit: int = 50) -> list[dict]: ...
+    def warm_vectors(self, model: str, dim: int) -> None: ...
+    def similar_sessions(self, session_id: str, model: str, limit: int = 10) -> list[SimilarSessionJSON]: ...
+    def semantic_counts(self, model: str | None = None, sessions: bool = False) -> dict[str, int]: ...
+    def has_vectors(self, model: str) -> bool: ...
+    # the background embedding's side, never a recorder's
+    def cut_units(self, progress: Callable[[int, int], None] | None = None) -> int: ...
+    def unit_backlog(self, model: str, limit: int, after: int = 0) -> list[tuple[int, str]]: ...
+    def save_vectors(self, model: str, rows: list[tuple[int, bytes]]) -> int: ...
+    def fill_vector_index(self, stop: threading.Event | None = None) -> int: ...
+    def refresh_session_vectors(self, model: str) -> int: ...
+    def close(self) -> None: ...
 
 
-def default_db_path() -> Path:
-    """$REASONLOG_DB, else `reasonlog.db` in the per-user data folder."""
-    env = os.environ.get("REASONLOG_DB")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("reasonlog", appauthor=False)) / "reasonlog.db"
+class SearchStore(StoreReader, SearchByMeaning, Protocol):
+    """A reader that also searches by meaning: what a search in any mode (semantic/search.py) asks of the store."""
 
 
-def sqlite_path(target: str | os.PathLike | None) -> Path:
-    """The database file a target names: a path, `sqlite:///path`, or None for the default.
+class MirrorSource(Protocol):
+    """What a mirror (mirror/push.py) reads to copy sessions into ClickHouse: each session's fingerprint, whole
+    sessions' rows, and the mark the copy is current to."""
 
-    Other URLs are refused rather than taken for file names: `postgresql://` is not a file, `https://` is a
-    server, and anything else is not a database reasonlog knows."""
-    if target is None:
-        return default_db_path()
-    text = os.fspath(target)
-    if text.startswith("sqlite:///"):
-        return Path(text[len("sqlite:///"):]).expanduser()
-    scheme = text.split("://", 1)[0] if "://" in text else None
-    if scheme in ("http", "https"):
-        raise StoreError(f"{text}: a reasonlog serve URL is for recorders (Recorder(url)); read it through its"
-                         " HTTP API, or open the server's database file")
-    if scheme in ("postgresql", "postgres"):
-        raise StoreError(f"{scheme}:// is a PostgreSQL database, not a file")
-    if scheme is not None:
-        raise StoreError(f"{text}: {scheme}:// is not a database reasonlog knows; use a file path, sqlite:///path"
-                         " or postgresql://…")
-    return Path(text).expanduser()
+    def mirror_fingerprints(self) -> tuple[dict[str, tuple[str, str | None]], tuple[str | None, str]]: ...
+    def mirror_rows(self, session_ids: list[str]) -> dict: ...
+    def mirror_mark(self) -> tuple[str | None, str]: ...
 
 
-def database_target(target: str | os.PathLike | None) -> str | Path:
-    """What a recorder or command writes to: a `postgresql://` URL as given, else the SQLite file's absolute
-    path (the default when None, which $REASONLOG_DB may set to either)."""
-    if target is None and is_postgres(os.environ.get("REASONLOG_DB")):
-        return os.environ["REASONLOG_DB"]
-    if is_postgres(target):
-        return str(target)
-    return Path(os.path.abspath(sqlite_path(target)))
+class KeyStore(Protocol):
+    """API keys (`reasonlog keys`, the server's authentication): their hashes are kept, never the secrets."""
+
+    def api_key_scope(self, secret: str) -> str | None: ...
+    def has_api_keys(self) -> bool: ...
+    def create_api_key(self, scope: str, name: str | None = None) -> dict: ...
+    def list_api_keys(self) -> list[dict]: ...
+    def revoke_api_key(self, key: str) -> int: ...
 
 
-def safe_target(target: str | os.PathLike) -> str:
-    """A database target as messages may show it: a URL loses its password."""
-    if is_postgres(target):
-        from urllib.parse import urlsplit, urlunsplit
-
-        parts = urlsplit(str(target))
-        if parts.password is not None:
-            netloc = f"{parts.username}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
-            return urlunsplit(parts._replace(netloc=netloc))
-    return os.fspath(target)
-
-
-def is_postgres(target: str | os.PathLike | None) -> bool:
-    """Whether `target` names a PostgreSQL database (`postgresql://…` or `postgres://…`)."""
-    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+class Store(StoreWriter, StoreReader, StoreAdmin, SearchByMeaning, MirrorSource, KeyStore, Protocol):
+    """What every backend provides: the parts above. Code that needs one part takes that part."""
 
 
 class StoreOptions(TypedDict, total=False):
@@ -306,3 +228,15 @@ def open_store(target: str | os.PathLike | None = None, **options: Unpack[StoreO
     from .sqlite import SQLiteStore
 
     return SQLiteStore(sqlite_path(target), **options)
+
+
+def annotate(target: str, *, db: str | None = None, note: str | None = None, labels: dict[str, str] | None = None,
+             scores: dict[str, float | int | str] | None = None, by: str | None = None,
+             source: str = "human") -> list[AnnotationJSON]:
+    """`reasonlog.annotate`: add a note, labels and scores to a session, an exchange or a call (`SESSION#N`) of
+    the database `db` (a path or a postgresql:// URL; default: the user's); the annotations added."""
+    store = open_store(db)
+    try:
+        return store.annotate(target, note=note, labels=labels, scores=scores, by=by, source=source)
+    finally:
+        store.close()

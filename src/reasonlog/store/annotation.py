@@ -8,40 +8,17 @@ carries them as `annotation` records (version 4).
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..model import new_id, utc_now
-from . import Invalid, NotFound, ids
+from ..wire.api import AnnotationJSON
+from . import answers, ids
+from .terms import SCORE_TEST, Invalid, NotFound, ScoreTest, finite_number
 
 SOURCES = ("human", "code", "llm")
 COLUMNS = ("id", "session_id", "exchange_id", "call_id", "kind", "name", "value", "number", "author", "source",
            "created_at")
-_TEST = re.compile(r"^\s*([^<>=!\s]+)\s*(<=|>=|!=|<|>|=)\s*(.+?)\s*$")
-_NUMERIC_OPS = ("<", "<=", ">", ">=")
-
-
-@dataclass(frozen=True)
-class ScoreTest:
-    """A condition on a named score: `task_done<0.5`, `verdict=pass`."""
-
-    name: str
-    op: str
-    value: str | float
-
-    @classmethod
-    def parse(cls, text: str) -> ScoreTest:
-        """`NAME<0.5`, `NAME>=1`, `NAME=pass`, `NAME!=pass`; Invalid naming the text otherwise."""
-        found = _TEST.match(text)
-        if not found:
-            raise Invalid(f"score: {text!r}: expected NAME<NUMBER (or <=, >, >=, =, !=), e.g. task_done<0.5")
-        name, op, raw = found.groups()
-        number = _number(raw)
-        if op in _NUMERIC_OPS and number is None:
-            raise Invalid(f"score: {text!r}: {op} compares numbers, and {raw!r} is none")
-        return cls(name, op, raw if number is None else number)
 
 
 @dataclass(frozen=True)
@@ -51,14 +28,6 @@ class Target:
     session_id: str
     exchange_id: str | None = None
     call_id: str | None = None
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def resolve_target(cur, ref: str) -> Target:
@@ -103,12 +72,12 @@ def items_of(note: str | None, labels: dict[str, Any] | None, scores: dict[str, 
 
 
 def _score(name: Any, value: Any) -> tuple[str, str, float | None]:
-    if not isinstance(name, str) or not name or _TEST.match(name + "=0") is None:
+    if not isinstance(name, str) or not name or SCORE_TEST.match(name + "=0") is None:
         raise Invalid(f"score name {name!r}: expected a name without spaces or <, >, =, !")
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise Invalid(f"score {name}: expected a number or a category (text), got {value!r}")
     if isinstance(value, str):
-        number = _number(value)
+        number = finite_number(value)
         if not value.strip():
             raise Invalid(f"score {name}: expected a number or a category, got empty text")
         return name, value, number
@@ -117,7 +86,8 @@ def _score(name: Any, value: Any) -> tuple[str, str, float | None]:
     return name, repr(float(value)) if isinstance(value, float) else str(value), float(value)
 
 
-def add(cur, ref: str, items: list[tuple], author: str | None, source: str, replace: bool = False) -> list[dict]:
+def add(cur, ref: str, items: list[tuple], author: str | None, source: str,
+        replace: bool = False) -> list[AnnotationJSON]:
     """Write the items about `ref` (one transaction, the caller's); their rows in the API form. `replace`: first
     remove what the same author and source gave the same target under the same names (a check run again)."""
     if source not in SOURCES:
@@ -131,7 +101,7 @@ def add(cur, ref: str, items: list[tuple], author: str | None, source: str, repl
     rows = [dict(zip(COLUMNS, (new_id(), target.session_id, target.exchange_id, target.call_id, kind, name, value,
                                number, author, source, now), strict=True)) for kind, name, value, number in items]
     insert_rows(cur, rows)
-    return [shown(r) for r in rows]
+    return [answers.annotation(r) for r in rows]
 
 
 def _remove_earlier(cur, target: Target, items: list[tuple], author: str | None, source: str) -> None:
@@ -151,34 +121,25 @@ def insert_rows(cur, rows: list[dict]) -> None:
                     [[r[c] for c in COLUMNS] for r in rows])
 
 
-def shown(row: dict) -> dict:
-    """The API form: `value` a number for a numeric score, `by` for the author."""
-    out = {k: row[k] for k in COLUMNS if k not in ("number", "author")}
-    out["by"] = row["author"]
-    if row["kind"] == "score" and row["number"] is not None:
-        out["value"] = row["number"]
-    return out
-
-
 def rows_of(cur, session_id: str) -> list[dict]:
     """A session's annotations as stored, oldest first."""
     return [dict(zip(COLUMNS, r, strict=True)) for r in cur.execute(
         f"SELECT {', '.join(COLUMNS)} FROM annotations WHERE session_id = ? ORDER BY created_at, id", (session_id,))]
 
 
-def list_for(cur, ref: str | None) -> list[dict]:
+def list_for(cur, ref: str | None) -> list[AnnotationJSON]:
     """The annotations of a target (a session: with those of its exchanges and calls), or the newest 1,000."""
     if ref is None:
         rows = [dict(zip(COLUMNS, r, strict=True)) for r in cur.execute(
             f"SELECT {', '.join(COLUMNS)} FROM annotations ORDER BY created_at DESC, id DESC LIMIT 1000")]
-        return [shown(r) for r in rows]
+        return [answers.annotation(r) for r in rows]
     target = resolve_target(cur, ref)
     rows = rows_of(cur, target.session_id)
     if target.call_id is not None:
         rows = [r for r in rows if r["call_id"] == target.call_id]
     elif target.exchange_id is not None:
         rows = [r for r in rows if r["exchange_id"] == target.exchange_id]
-    return [shown(r) for r in rows]
+    return [answers.annotation(r) for r in rows]
 
 
 def filter_sql(scores: tuple[ScoreTest, ...], has_note: bool, alias: str) -> tuple[list[str], list]:
@@ -198,59 +159,3 @@ def filter_sql(scores: tuple[ScoreTest, ...], has_note: bool, alias: str) -> tup
 
 def _sql_op(op: str) -> str:
     return "<>" if op == "!=" else op
-
-
-def review_queue(cur, limit: int) -> list[dict]:
-    """Sessions no person reviewed yet (no annotation with source `human` on them or anything in them), top-level
-    ones only: failed and interrupted first, then by their lowest score (a code check's or a judge's, lowest
-    first), then newest first. Each its list row with `lowest_score` (None: none scored)."""
-    from . import SessionFilter, reading
-
-    found = cur.execute(
-        "SELECT id, lowest FROM (SELECT s.id, s.status, s.started_at, (SELECT MIN(a.number) FROM annotations a"
-        " WHERE a.session_id = s.id AND a.kind = 'score') AS lowest FROM sessions s"
-        " WHERE s.parent_session_id IS NULL AND NOT EXISTS (SELECT 1 FROM annotations h"
-        " WHERE h.session_id = s.id AND h.source = 'human')) q"
-        " ORDER BY CASE WHEN status IN ('failed', 'interrupted') THEN 0 ELSE 1 END,"
-        " CASE WHEN lowest IS NULL THEN 1 ELSE 0 END, lowest, started_at DESC, id DESC"
-        f" LIMIT {int(limit)}").fetchall()
-    if not found:
-        return []
-    rows = {r["id"]: r for r in reading.list_sessions(cur, SessionFilter(limit=None), [sid for sid, _ in found])}
-    return [{**rows[sid], "lowest_score": lowest} for sid, lowest in found]
-
-
-def annotate(target: str, *, db: str | None = None, note: str | None = None, labels: dict[str, str] | None = None,
-             scores: dict[str, float | int | str] | None = None, by: str | None = None,
-             source: str = "human") -> list[dict]:
-    """`reasonlog.annotate`: add a note, labels and scores to a session, an exchange or a call (`SESSION#N`) of
-    the database `db` (a path or a postgresql:// URL; default: the user's); the annotations added."""
-    from . import open_store
-
-    store = open_store(db)
-    try:
-        return store.annotate(target, note=note, labels=labels, scores=scores, by=by, source=source)
-    finally:
-        store.close()
-
-
-class AnnotationStore:
-    """The store's annotation methods, for `SQLStore` (which provides `_read` and `_write`)."""
-
-    _read: Callable[..., Any]
-    _write: Callable[..., Any]
-
-    def annotate(self, target: str, note: str | None = None, labels: dict[str, str] | None = None,
-                 scores: dict[str, float | int | str] | None = None, by: str | None = None,
-                 source: str = "human", replace: bool = False) -> list[dict]:
-        """Add a note, labels and scores to a session, an exchange or a call (`SESSION#N`); the rows added.
-        `replace`: first remove what `by` (with `source`) gave this target under the same names."""
-        return self._write(add, target, items_of(note, labels, scores), by, source, replace)
-
-    def list_annotations(self, target: str | None = None) -> list[dict]:
-        """The annotations of a session (with its exchanges' and calls'), an exchange or a call; oldest first."""
-        return self._read(list_for, target)
-
-    def review_queue(self, limit: int = 50) -> list[dict]:
-        """The sessions a person has not reviewed yet, failing and low-scored ones first (see `review_queue`)."""
-        return self._read(review_queue, limit)

@@ -1,7 +1,9 @@
 """What the SQL modules ask of a database connection's cursor: sqlite3's own, or PostgreSQL's `_Cursor`, which
-takes the same `?` placeholders. Rows are the driver's tuples of column values."""
+takes the same `?` placeholders (`translate_placeholders`, here so that any module can run on a psycopg cursor
+without importing the PostgreSQL store). Rows are the driver's tuples of column values."""
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
@@ -39,3 +41,19 @@ def ids_by_hash(cur, table: str, hashes: list[bytes]) -> dict[bytes, int]:
         found.update((bytes(h), i) for h, i in cur.execute(
             f"SELECT hash, id FROM {table} WHERE hash IN ({', '.join('?' * len(chunk))})", chunk).fetchall())
     return found
+
+
+# A quoted literal or identifier, whose `?` and `%` are text, not placeholders.
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+
+
+def translate_placeholders(sql: str) -> str:
+    """`sql` with sqlite3's `?` placeholders as psycopg's `%s` and every `%` escaped; a `?` or `%` inside a quoted
+    literal or identifier stays as written (a literal's `%` is doubled, as psycopg reads it back)."""
+    out, at = [], 0
+    for quoted in _QUOTED.finditer(sql):
+        out.append(sql[at:quoted.start()].replace("%", "%%").replace("?", "%s"))
+        out.append(quoted.group().replace("%", "%%"))
+        at = quoted.end()
+    out.append(sql[at:].replace("%", "%%").replace("?", "%s"))
+    return "".join(out)

@@ -1,6 +1,7 @@
 """What a person types for a session or a call, resolved to its stored id. Dialect-neutral (`?` placeholders).
 
-Sessions: a full id, a unique prefix, or an external id. Calls: a full id, a unique prefix, or
+Sessions: a full id, a unique prefix, or an external id. A full id names its own session even when it begins other
+ids (`run1` beside `run10`): the candidates come in id order, so it is the first. Calls: a full id, a unique prefix, or
 `SESSION#N`, the call with index N in that session (SESSION as for sessions). ULIDs of one session
 share their first 24 characters, so `SESSION#N` is the short form `show` prints.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from . import Ambiguous, Invalid, NotFound
+from .terms import Ambiguous, Invalid, NotFound
 
 INSTANT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")
 LISTED = 10  # candidates named when a prefix is ambiguous
@@ -32,7 +33,7 @@ def resolve_id(cur, kind: str, ref: str) -> str:
     if not rows and kind == "session":
         rows = cur.execute("SELECT id, agent, started_at, run FROM sessions WHERE external_id = ? LIMIT ?",
                            (ref, LISTED)).fetchall()
-    if len(rows) == 1:
+    if len(rows) == 1 or (rows and rows[0][0] == ref):  # a whole id names itself, even when it begins others
         return rows[0][0]
     if not rows:
         raise NotFound(f"no {kind} matches {ref!r}")

@@ -5,7 +5,7 @@ import hashlib
 import secrets
 
 from ..model import new_id, utc_now
-from . import Ambiguous
+from .terms import Ambiguous
 
 SCOPES = ("read", "write", "admin")  # each includes the ones before it
 PREFIX = "rlk_"

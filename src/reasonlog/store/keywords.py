@@ -14,9 +14,10 @@ import math
 import re
 from dataclasses import replace
 
-from . import SessionFilter, StoreError, reading
+from . import reading
 from .content import Dictionaries
 from .search import Query, grams_of, record_text, snippet_of
+from .terms import SessionFilter, StoreError
 
 STOPWORDS = frozenset("""
 a about above after again against all am an and any are aren't as at be because been before being below between

@@ -19,9 +19,10 @@ from pathlib import Path
 import orjson
 
 from ..wire.codec import content_hash
-from . import StoreError, search, twins, units, usage
+from . import kept, search, twins, units
 from .content import decode_context
 from .reading import ContentReader
+from .terms import StoreError
 
 TABLES = ("sessions", "exchanges", "calls", "messages", "tool_results", "outcomes", "contents")
 
@@ -78,7 +79,7 @@ def check(cur, dicts) -> dict:
     _check_contents(cur, dicts, found)
     _check_calls(cur, found)
     _check_messages(cur, found)
-    found.problems += usage.differences(cur)
+    found.problems += kept.differences(cur)
     counts = {t: cur.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
     kinds = dict(cur.execute("SELECT kind, COUNT(*) FROM contents GROUP BY kind ORDER BY kind").fetchall())
     return {"ok": not found.problems, "problems": found.problems, "counts": counts, "contents_by_kind": kinds}

@@ -12,9 +12,10 @@ from typing import Any
 
 from .. import accounting
 from ..parts import searchable_text
-from ..usage_sql import IRREGULAR
-from . import SessionFilter, reading
+from . import reading, search
 from .content import Dictionaries
+from .terms import SessionFilter
+from .usage_sql import IRREGULAR
 
 # Everything about a session that a mirrored answer depends on, as one text per session: its own columns and
 # labels, and counts and sums of its calls, exchanges and timeline. Anything that changes an answer changes one of
@@ -22,7 +23,8 @@ from .content import Dictionaries
 _FINGERPRINT = (
     "SELECT s.id, s.run, s.agent, s.model, s.provider, s.status, s.started_at, s.ended_at, s.summary, s.labels_json,"
     " s.parent_session_id, s.parent_call_id, s.error_json,"
-    " c.n, c.last, c.tokens, c.cost, c.counted, c.errors, e.n, e.stats, e.ended, m.n, m.last, l.n, l.text"
+    " c.n, c.last, c.tokens, c.cost, c.counted, c.errors, e.n, e.stats, e.ended, m.n, m.last, l.n, l.text,"
+    " t.n, o.n, r.n, r.size"
     " FROM sessions s"
     " LEFT JOIN (SELECT session_id, COUNT(*) n, MAX(idx) last, SUM(" + " + ".join(
         f"COALESCE({t}, 0)" for t in accounting.TOKENS) + ") tokens, SUM(cost_usd) cost, COUNT(counted_in) counted,"
@@ -32,7 +34,14 @@ _FINGERPRINT = (
     " LEFT JOIN (SELECT session_id, COUNT(*) n, MAX(idx) last FROM messages GROUP BY session_id) m"
     " ON m.session_id = s.id"
     " LEFT JOIN (SELECT session_id, COUNT(*) n, MAX(key || '=' || value) text FROM session_labels"
-    " GROUP BY session_id) l ON l.session_id = s.id")
+    " GROUP BY session_id) l ON l.session_id = s.id"
+    " LEFT JOIN (SELECT session_id, COUNT(*) n FROM tool_results GROUP BY session_id) t ON t.session_id = s.id"
+    " LEFT JOIN (SELECT session_id, COUNT(*) n FROM outcomes GROUP BY session_id) o ON o.session_id = s.id"
+    " LEFT JOIN (SELECT session_id, COUNT(*) n, SUM(LENGTH(compact_json) + COALESCE(LENGTH(details), 0)) size"
+    " FROM reasoning_records WHERE state = 'kept' GROUP BY session_id) r ON r.session_id = s.id")
+# what a search finds beside the messages: a session's record counts only grow as it is written
+_SEARCHED = ("SELECT (SELECT COUNT(*) FROM tool_results), (SELECT COUNT(*) FROM outcomes),"
+             " (SELECT COUNT(*) FROM reasoning_records WHERE state = 'kept')")
 
 
 def fingerprints(cur) -> dict[str, tuple[str, str | None]]:
@@ -46,22 +55,25 @@ def fingerprints(cur) -> dict[str, tuple[str, str | None]]:
 
 def mark(cur) -> tuple[str | None, str]:
     """The newest instant the record holds (a session's start or a call's), and a mark that changes whenever a
-    session or call is added or removed (the instant with the counts of both): a mirror whose last finished push
-    began at the same mark holds every session and call the record holds."""
+    session, call or searched record (tool result, outcome, kept reasoning record) is added or removed (the instant
+    with the counts): a mirror whose last finished push began at the same mark holds every one the record holds."""
     newest, sessions, calls = cur.execute(
         "SELECT MAX(at), SUM(s), SUM(c) FROM (SELECT MAX(started_at) at, COUNT(*) s, 0 c FROM sessions"
         " UNION ALL SELECT MAX(started_at), 0, COUNT(*) FROM calls) x").fetchone()
-    return newest, f"{newest or ''}|{int(sessions or 0)}|{int(calls or 0)}"
+    searched = "|".join(str(int(n or 0)) for n in cur.execute(_SEARCHED).fetchone())
+    return newest, f"{newest or ''}|{int(sessions or 0)}|{int(calls or 0)}|{searched}"
 
 
 def session_rows(cur, dicts: Dictionaries, session_ids: list[str]) -> dict[str, Any]:
     """What the mirror holds of these sessions: `sessions` (list rows with totals), `labels` (session id ->
     [(key, value)]), `entries` (accounting entries), `twins` (calls counted in another call: id, session_id,
     started_at, model, latency_ms, status), `messages` (session_id, idx, role, at, call_id, text), `models`
-    (session id -> its calls' models) and `irregular` (the sessions store/usage.py reads through the ledger)."""
+    (session id -> its calls' models), `irregular` (the sessions store/usage.py reads through the ledger),
+    `replies` (call id -> its reply's text) and `texts` (the searched text of tool results, outcomes and kept
+    reasoning records: kind, session_id, rowid, text)."""
     if not session_ids:
         return {"sessions": [], "labels": {}, "entries": [], "twins": [], "messages": [], "models": {},
-                "irregular": []}
+                "irregular": [], "replies": {}, "texts": []}
     marks = ", ".join("?" * len(session_ids))
     sessions = reading.list_sessions(cur, SessionFilter(limit=None), session_ids)
     labels: dict[str, list[tuple[str, str]]] = {}
@@ -78,6 +90,9 @@ def session_rows(cur, dicts: Dictionaries, session_ids: list[str]) -> dict[str, 
     contents.load(r[3] for r in rows)
     messages = [(sid, idx, role, at, call_id, searchable_text(contents.get(cid)))
                 for sid, idx, role, cid, call_id, at in rows]
+    replies = cur.execute(f"SELECT id, response_id FROM calls WHERE session_id IN ({marks})"
+                          " AND response_id IS NOT NULL", session_ids).fetchall()
+    contents.load(r[1] for r in replies)
     models: dict[str, list[str]] = {}
     for sid, model in cur.execute(f"SELECT DISTINCT session_id, model FROM calls WHERE session_id IN ({marks})"
                                   " AND model IS NOT NULL", session_ids):
@@ -85,4 +100,6 @@ def session_rows(cur, dicts: Dictionaries, session_ids: list[str]) -> dict[str, 
     irregular = [r[0] for r in cur.execute(f"SELECT s.id FROM sessions s WHERE s.id IN ({marks}) AND {IRREGULAR}",
                                            session_ids)]
     return {"sessions": sessions, "labels": labels, "entries": entries, "twins": [tuple(t) for t in twins],
-            "messages": messages, "models": models, "irregular": irregular}
+            "messages": messages, "models": models, "irregular": irregular,
+            "replies": {cid: searchable_text(contents.get(rid)) for cid, rid in replies},
+            "texts": search.record_texts(cur, session_ids)}

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
-from . import ReadOnlyDatabase, StoreError
+from .terms import ReadOnlyDatabase, StoreError
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 

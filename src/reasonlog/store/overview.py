@@ -8,9 +8,9 @@ from typing import Any
 
 from .. import accounting
 from ..parts import parts_of
-from . import NotFound
 from .content import Dictionaries
 from .reading import CALL_COLUMNS, ContentReader, row_dict
+from .terms import NotFound
 
 SPAN_COLUMNS = ("id", "idx", "started_at", "latency_ms", "model", "status", "stop_reason", *accounting.TOKENS,
                 "cost_usd", "cost_source", "response_id")

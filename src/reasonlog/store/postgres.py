@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import socket
 import time
 import weakref
@@ -20,17 +19,19 @@ from typing import TYPE_CHECKING, Concatenate, Literal
 import psycopg
 
 from ..model import Event
-from . import StoreError, Unavailable, liveness, pg_prune, safe_target
-from .dbapi import Cursor
+from . import liveness, pg_prune, pg_vectors
+from .dbapi import Cursor, translate_placeholders
 from .pg_search import TRIGRAMS
 from .schema_pg import PG_MIGRATIONS
 from .sql import P, SQLStore, T
+from .targets import safe_target
+from .terms import StoreError, Unavailable
 
 if TYPE_CHECKING:
     from ..pricing import PriceTable
     from ..redact import Redactor
-    from . import SessionFilter
     from .maintenance import PruneCriteria
+    from .terms import SessionFilter
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 MIGRATION_LOCK = 0x7265_6173_6F6E  # "reason": the advisory lock key every migrating process takes
@@ -42,21 +43,6 @@ TABLES = ("sessions", "session_labels", "exchanges", "calls", "messages", "tool_
           "search_units", "unit_vectors", "session_vectors", "unit_marks", "annotations", MIGRATIONS_TABLE)
 RECONNECT_EVERY_S = 1.0  # while the server is away, how often a use of the store tries to connect again
 LIVE = "reasonlog-live:"  # + a process's token: the advisory lock each store a recording process writes through holds
-
-
-_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
-
-
-def translate_placeholders(sql: str) -> str:
-    """`sql` with sqlite3's `?` placeholders as psycopg's `%s` and every `%` escaped; a `?` or `%` inside a quoted
-    literal or identifier stays as written (a literal's `%` is doubled, as psycopg reads it back)."""
-    out, at = [], 0
-    for quoted in _QUOTED.finditer(sql):
-        out.append(sql[at:quoted.start()].replace("%", "%%").replace("?", "%s"))
-        out.append(quoted.group().replace("%", "%%"))
-        at = quoted.end()
-    out.append(sql[at:].replace("%", "%%").replace("?", "%s"))
-    return "".join(out)
 
 
 class _Cursor:
@@ -133,7 +119,7 @@ class _Connection:
         return _Cursor(self._conn)
 
 
-class PostgresStore(SQLStore):
+class PostgresStore(pg_vectors.PgVectorStore, SQLStore):
     """A reasonlog database in a PostgreSQL database (or the schema the URL's `options` put first on the
     search path). Several processes may open it at once: migrations wait for each other, and writers of
     the same session take turns."""
@@ -182,6 +168,7 @@ class PostgresStore(SQLStore):
         # Keepalives let a connection whose server vanished without a word (a host gone) be found broken.
         conn = psycopg.connect(self.url, autocommit=True, connect_timeout=self._connect_timeout_s,
                                keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3)
+        pg_vectors.register(conn)
         if self._busy_timeout_ms is not None:  # set here, not in the URL's `options`, which may name a schema
             conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(self._busy_timeout_ms)}ms",))
         return conn

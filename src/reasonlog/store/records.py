@@ -1,14 +1,15 @@
 """Reading reasoning records (written by `writing.Applier._apply_reasoning`). Dialect-neutral."""
 from __future__ import annotations
 
-import orjson
+from ..wire.api import ReasoningRecordJSON
+from . import answers
 
 COLUMNS = ("id", "session_id", "agent", "group_name", "phase", "state", "compact_json", "details", "artifact_path",
            "details_tokens", "compact_tokens", "tokenizer", "redacted", "confidence", "references_json", "at")
 
 
 def list_records(cur, session_id: str | None = None, group: str | None = None, phase: str | None = None,
-                 record_id: str | None = None, include_held: bool = True) -> list[dict]:
+                 record_id: str | None = None, include_held: bool = True) -> list[ReasoningRecordJSON]:
     """Records in the order they were saved, filtered by whatever is given."""
     where, args = [], []
     for column, value in (("session_id", session_id), ("group_name", group), ("phase", phase), ("id", record_id)):
@@ -19,14 +20,4 @@ def list_records(cur, session_id: str | None = None, group: str | None = None, p
         where.append("state = 'kept'")
     rows = cur.execute(f"SELECT {', '.join(COLUMNS)} FROM reasoning_records"
                        f" WHERE {' AND '.join(where) or '1=1'} ORDER BY rowid", args).fetchall()
-    return [_record(r) for r in rows]
-
-
-def _record(row) -> dict:
-    r = dict(zip(COLUMNS, row, strict=True))
-    r["compact"] = orjson.loads(r.pop("compact_json"))
-    refs = r.pop("references_json")
-    r["references"] = orjson.loads(refs) if refs is not None else None
-    r["group"] = r.pop("group_name")
-    r["redacted"] = bool(r["redacted"])
-    return r
+    return [answers.reasoning_record(r) for r in rows]

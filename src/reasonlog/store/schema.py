@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import rollups, search, usage
+from . import kept, rollups, search
 
 
 @dataclass(frozen=True)
@@ -403,7 +403,7 @@ CREATE INDEX usage_rollup_day ON usage_rollup(day);
 CREATE INDEX sessions_parent_call ON sessions(parent_call_id) WHERE parent_call_id IS NOT NULL;
 CREATE INDEX exchanges_reported ON exchanges(session_id) WHERE stats_json IS NOT NULL;
 CREATE INDEX session_labels_session ON session_labels(session_id, key);
-""", python=usage.recount_before_16),
+""", python=kept.recount_before_16),
     Migration(14, "replays linked to their originals", """
 -- replay_of: the id of the recorded call this call re-sent (`reasonlog replay CALL --send`), which may live in
 -- another session; replays are recorded as sessions of the run `replays`. NULL: the call is no replay.
@@ -518,5 +518,10 @@ CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score
     Migration(20, "search holds words, contents in blocks", """
 -- Nothing changes in a SQLite file: PostgreSQL's migration 20 makes its trigram index hold each text's words once and
 -- a block of contents a row (store/pg_search.py). FTS5's contentless trigram index keeps no text beside it.
+"""),
+    Migration(21, "vectors ranked by pgvector where PostgreSQL has it", """
+-- Nothing changes in a SQLite file: PostgreSQL's migration 21 stores each vector a second time in pgvector's type
+-- when the server has the extension, and ranks there (store/pg_vectors.py). SQLite ranks by the codes in memory and
+-- sqlite-vec's exact scan, as before (store/vector_index.py, store/vectors.py).
 """),
 )

@@ -8,7 +8,7 @@ Never edit a migration that has shipped: add the next number, here and in schema
 """
 from __future__ import annotations
 
-from . import pg_search, rollups, usage
+from . import kept, pg_search, pg_vectors, rollups
 from .schema import DAILY_TABLES, Migration
 
 T = 'TEXT COLLATE "C"'
@@ -16,7 +16,7 @@ T = 'TEXT COLLATE "C"'
 
 
 def _migration_13(cur) -> None:
-    usage.recount_before_16(cur)
+    kept.recount_before_16(cur)
     pg_search.create_indexes(cur)
 
 
@@ -396,4 +396,11 @@ CREATE INDEX calls_named ON calls USING gin
 -- of up to 16 contents a batch wrote (ids BIGINT[], under a GIN index that finds a content's block when a prune
 -- deletes it). The text is TOAST-compressed (lz4 where the server has it). Python makes the tables and fills them.
 """, python=pg_search.index_words),
+    Migration(21, "vectors ranked by pgvector where PostgreSQL has it", """
+-- See schema.py, migration 21, and store/pg_vectors.py. Where the server offers the `vector` extension and this role
+-- may create it (a superuser's right): the extension in `public`, and unit_vectors.embedding, the row's vector in
+-- pgvector's type (NULL: stored before the extension was there, and given it by the next embedding pass), with an
+-- index of the rows still NULL. Each model and dimension gets its HNSW index when its first vector is saved. Where
+-- the server has no pgvector, nothing changes and the codes in memory rank, as before.
+""", python=pg_vectors.enable),
 )

@@ -24,8 +24,9 @@ from typing import Any
 import orjson
 
 from ..parts import searchable_text
-from . import SessionFilter, StoreError, reading
+from . import reading
 from .content import Dictionaries
+from .terms import SessionFilter, StoreError
 
 SENTINEL = "\ue000"  # a private-use character: recorded text practically never holds it
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
@@ -177,6 +178,20 @@ def index_every_record(cur, tables: Iterable[str], index=FTS5) -> None:
         rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} ORDER BY rowid").fetchall()
         if rows:
             index.add(cur, RECORD_TABLES[table], _record_rows(rows, table))
+
+
+def record_texts(cur, session_ids: list[str]) -> list[tuple[str, str, int, str]]:
+    """The searchable text of these sessions' tool results, outcomes and kept reasoning records, as a search reads
+    it: (kind, session id, rowid, text); what a ClickHouse mirror searches beside the messages (store/mirrored.py)."""
+    marks = ", ".join("?" * len(session_ids))
+    out = []
+    for kind, table, kept in (("tool_result", "tool_results", ""), ("outcome", "outcomes", ""),
+                              ("reasoning", "reasoning_records", " AND state = 'kept'")):
+        rows = cur.execute(f"SELECT session_id, {_RECORD_COLUMNS[table]} FROM {table}"
+                           f" WHERE session_id IN ({marks}){kept}", session_ids).fetchall()
+        out += [(kind, sid, rowid, _row_text(table, name, input_json, body))
+                for sid, rowid, name, input_json, body in rows]
+    return out
 
 
 def _row_text(table: str, name: str | None, input_json: str | None, body: str | None) -> str:

@@ -7,12 +7,15 @@ most and the next one goes on where it stopped.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from . import SessionFilter, keywords, reading, units, vector_index, vectors
+from ..wire.api import SessionJSON, SimilarSessionJSON
+from . import keywords, reading, units, vector_index, vectors
+from .terms import SessionFilter
 
 CUT_SESSIONS = 25  # sessions a transaction cuts into units
 CUT_UNITS = 2000  # ... or fewer, once this many units are added
@@ -68,6 +71,11 @@ class SemanticStore:
         """Store a batch of vectors (text id, float32 bytes, L2-normalised) of `model` in one transaction."""
         return self._write(vectors.save, model, rows)
 
+    def fill_vector_index(self, stop: threading.Event | None = None) -> int:
+        """Give the vectors stored before the database could index them their indexed form (PostgreSQL with
+        pgvector: store/pg_vectors.py; nothing elsewhere); how many."""
+        return 0
+
     def refresh_session_vectors(self, model: str) -> int:
         """Recompute the sessions' mean vectors of `model` that units were embedded for since; how many. Read in
         read transactions, written a few sessions a transaction: a writer waits for a moment at most."""
@@ -118,10 +126,21 @@ class SemanticStore:
         """The `limit` texts nearest `query`: by the codes in memory and an exact rescore (store/vector_index.py),
         or by the exact scan when asked to, or when the filter leaves too few candidates."""
         if not self.exact_vectors:
-            ranked = self._read(self._rank_by_codes, model, query, flt, limit)
+            ranked = self._rank_by_index(model, query, flt, limit)
             if ranked is not None:
                 return ranked
         return self._rank("unit_vectors", model, query, flt, limit)
+
+    def _rank_by_index(self, model: str, query: bytes, flt: SessionFilter, limit: int
+                       ) -> list[tuple[Any, float]] | None:
+        """The `limit` texts nearest `query` by an index (here the codes in memory; pgvector's on PostgreSQL where the
+        server has it: store/pg_vectors.py); None when the filter leaves too few candidates."""
+        return self._read(self._rank_by_codes, model, query, flt, limit)
+
+    def vector_ranking(self, model: str, dim: int) -> str:
+        """What ranks `model`'s vectors of `dim` before the exact rescore: "codes" (in this process's memory) or
+        "pgvector" (PostgreSQL's HNSW index, store/pg_vectors.py)."""
+        return "codes"
 
     def _rank_by_codes(self, cur, model: str, query: bytes, flt: SessionFilter, limit: int
                        ) -> list[tuple[Any, float]] | None:
@@ -144,7 +163,7 @@ class SemanticStore:
         if not self.exact_vectors and (model, dim) not in (self._vector_indexes or {}):
             self._read(lambda cur: self._vector_index(model, dim).refresh(cur))
 
-    def similar_sessions(self, session_id: str, model: str, limit: int = 10) -> list[dict]:
+    def similar_sessions(self, session_id: str, model: str, limit: int = 10) -> list[SimilarSessionJSON]:
         """The sessions whose mean unit vector is nearest this session's, best first, as `list_sessions` rows with a
         `score`; empty when this session has no vector of `model` yet."""
         query = self._read(vectors.session_vector, model, session_id)
@@ -154,5 +173,5 @@ class SemanticStore:
         if not ranked:
             return []
         found = self._read(reading.list_sessions, SessionFilter(limit=None), [sid for sid, _ in ranked])
-        rows = {r["id"]: r for r in found}
-        return [{**rows[sid], "score": round(score, 6)} for sid, score in ranked if sid in rows]
+        rows: dict[str, SessionJSON] = {r["id"]: r for r in found}
+        return [SimilarSessionJSON(**rows[sid], score=round(score, 6)) for sid, score in ranked if sid in rows]

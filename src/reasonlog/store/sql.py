@@ -13,26 +13,17 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Literal, ParamSpec, TypeVar
 
 from ..model import Event
+from ..wire.api import OutcomeJSON, ReasoningRecordJSON, SessionDetailJSON, SessionJSON
 from ..wire.rules import RecordError
-from . import (
-    ReadOnlyDatabase,
-    SessionFilter,
-    ids,
-    imported,
-    keys,
-    mirrored,
-    overview,
-    reading,
-    records,
-    safe_target,
-    search,
-    usage,
-)
-from .annotation import AnnotationStore
+from . import ids, imported, kept, keys, mirrored, overview, reading, records, search, usage
+from .answers import CallDetail
 from .content import Dictionaries
 from .contents import ContentWriter
 from .dbapi import Cursor, ids_by_hash
+from .reviews import AnnotationStore
 from .semantic import SemanticStore
+from .targets import safe_target
+from .terms import ReadOnlyDatabase, SessionFilter
 from .writing import Applier
 
 log = logging.getLogger("reasonlog")
@@ -114,13 +105,12 @@ class SQLStore(SemanticStore, AnnotationStore):
     # ------------------------------------------------------------ writing
 
     def write_batch(self, events: list[Event], counters: dict[str, int] | None = None, *,
-                    imports: list[dict] | None = None, batch_id: str | None = None,
-                    rejections: list[tuple[int, str]] | None = None) -> bool:
+                    batch_id: str | None = None, rejections: list[tuple[int, str]] | None = None) -> bool:
         """Apply events in order in one transaction; on a store error roll back and raise. False when
         `batch_id` names a batch written already (nothing is written again), else True.
 
-        `imports`: rows of `import_files` (see `io/importing.py`) written in the same transaction, so
-        that what an importer consumed of a file and the events it made of it commit together.
+        An import's progress travels as `FileImported` events in the batch of the events it made of the file
+        (see `io/importing.py`), so the two commit together.
 
         An event whose own data cannot be stored (not JSON, a duplicate id) must not take its
         batch with it, nor every batch after it: the batch is then written again with each event
@@ -130,12 +120,12 @@ class SQLStore(SemanticStore, AnnotationStore):
         if self.read_only:
             raise ReadOnlyDatabase(self.shown_target())
         try:
-            return self._write_batch(events, counters, imports, batch_id, isolate=False)
+            return self._write_batch(events, counters, batch_id, isolate=False)
         except self.DATA_ERRORS:
-            return self._write_batch(events, counters, imports, batch_id, isolate=True, rejections=rejections)
+            return self._write_batch(events, counters, batch_id, isolate=True, rejections=rejections)
 
-    def _write_batch(self, events: list[Event], counters: dict[str, int] | None, imports: list[dict] | None,
-                     batch_id: str | None, isolate: bool, rejections: list[tuple[int, str]] | None = None) -> bool:
+    def _write_batch(self, events: list[Event], counters: dict[str, int] | None, batch_id: str | None,
+                     isolate: bool, rejections: list[tuple[int, str]] | None = None) -> bool:
         with self._lock:
             cur = self._cursor()
             cur.execute(self.BEGIN_WRITE)
@@ -166,8 +156,6 @@ class SQLStore(SemanticStore, AnnotationStore):
                 search.drop_held_reasoning(cur, self._applier.completed, self.index)
                 counters["redacted"] = counters.get("redacted", 0) + self._applier.redactor.masked - masked
                 self._add_counters(cur, counters)
-                for row in imports or ():
-                    imported.save_file(cur, self._masked_import(row))
                 cur.execute("COMMIT")
             except BaseException:
                 self._applier.redactor.masked = masked
@@ -175,12 +163,6 @@ class SQLStore(SemanticStore, AnnotationStore):
                 raise
             self.rejected_events += rejected
         return True
-
-    def _masked_import(self, row: dict) -> dict:
-        """An `import_files` row whose importer state and session ids are masked as its events were."""
-        redactor = self._applier.redactor
-        return {**row, "state": redactor.value(row.get("state")),
-                "sessions": [self._applier.again(s) for s in row.get("sessions") or ()]}
 
     def _apply_alone(self, cur: Cursor, event: Event) -> str | None:
         """Apply one event in a savepoint; why it was rejected, or None."""
@@ -242,26 +224,26 @@ class SQLStore(SemanticStore, AnnotationStore):
             finally:
                 cur.execute("COMMIT")
 
-    def list_sessions(self, flt: SessionFilter) -> list[dict]:
+    def list_sessions(self, flt: SessionFilter) -> list[SessionJSON]:
         if flt.text is None:
             return self._read(reading.list_sessions, flt)
 
-        def found(cur: Cursor) -> list[dict]:
+        def found(cur: Cursor) -> list[SessionJSON]:
             ids = search.matching_sessions(cur, self._dicts, flt, self.index)
             return reading.list_sessions(cur, SessionFilter(limit=None), ids) if ids else []
         return self._read(found)
 
     def list_outcomes(self, flt: SessionFilter, kind: str | None = None,
-                      session_id: str | list[str] | None = None) -> list[dict]:
+                      session_id: str | list[str] | None = None) -> list[OutcomeJSON]:
         """Outcomes (a trade, a move) of the sessions `flt` selects (and `session_id`: one id, or a list of ids),
         newest first; at most `flt.limit`."""
         return self._read(reading.list_outcomes, flt, kind, session_id)
 
-    def session_row(self, session_id: str) -> dict:
+    def session_row(self, session_id: str) -> SessionJSON:
         """The session's row with its totals, as `list_sessions` gives it: no timeline, no calls."""
         return self._read(reading.session_row, session_id)
 
-    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> dict:
+    def get_session(self, session_id: str, page: tuple[int, int] | None = None) -> SessionDetailJSON:
         """The session; with `page` (first, end), only its timeline entries with idx in [first, end)."""
         return self._read(reading.get_session, session_id, self._dicts, page)
 
@@ -273,7 +255,7 @@ class SQLStore(SemanticStore, AnnotationStore):
         """Messages (timeline entries whose role is not system) of each of these sessions."""
         return self._read(reading.count_messages, list(session_ids))
 
-    def get_call(self, call_id: str) -> dict:
+    def get_call(self, call_id: str) -> CallDetail:
         return self._read(reading.get_call, call_id, self._dicts)
 
     def first_prompts(self, session_ids: Iterable[str]) -> dict[str, object]:
@@ -300,6 +282,10 @@ class SQLStore(SemanticStore, AnnotationStore):
         """Totals grouped by day, model, agent, run or source, by the accounting rule (see store/usage.py)."""
         return self._read(usage.stats_groups, by, flt, latencies)
 
+    def usage_series(self, split: str, flt: SessionFilter) -> list[tuple[str, str, float, float | None, int]]:
+        """The usage chart's points by day and model or agent (see store/usage.py's `series_groups`)."""
+        return self._read(usage.series_groups, split, flt)
+
     def mirror_fingerprints(self) -> tuple[dict[str, tuple[str, str | None]], tuple[str | None, str]]:
         """Every session's fingerprint and parent, and the record's mark, in one snapshot (store/mirrored.py)."""
         return self._read(lambda cur: (mirrored.fingerprints(cur), mirrored.mark(cur)))
@@ -314,7 +300,7 @@ class SQLStore(SemanticStore, AnnotationStore):
 
     def recount_usage(self) -> None:
         """Rebuild the usage kept as calls are written (`reasonlog db recount`)."""
-        self._write(usage.recount)
+        self._write(kept.recount)
 
     def search(self, text: str, flt: SessionFilter, limit: int | None = 50) -> list[dict]:
         """Messages, tool results and outcomes whose text contains `text` (see store/search.py); None: all."""
@@ -339,7 +325,7 @@ class SQLStore(SemanticStore, AnnotationStore):
 
     def list_reasoning_records(self, session_id: str | None = None, group: str | None = None,
                                phase: str | None = None, record_id: str | None = None,
-                               include_held: bool = True) -> list[dict]:
+                               include_held: bool = True) -> list[ReasoningRecordJSON]:
         """Reasoning records in the order they were saved (see store/records.py)."""
         return self._read(records.list_records, session_id, group, phase, record_id, include_held)
 
@@ -371,7 +357,7 @@ class SQLStore(SemanticStore, AnnotationStore):
             masked = self._applier.redactor.masked
             importer = transfer.Importer(cur, self._applier)
             n = importer.run(records)
-            usage.recount(cur, list(importer.sessions))  # imported calls were inserted as rows, not counted
+            kept.recount(cur, list(importer.sessions))  # imported calls were inserted as rows, not counted
             self._add_counters(cur, {"redacted": self._applier.redactor.masked - masked})
             self._applier.finish(cur)
             search.index_records(cur, self._applier.take_records(), self.index)

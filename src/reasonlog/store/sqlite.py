@@ -3,24 +3,25 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import socket
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from . import StoreError, imported, liveness, opening
+from . import imported, liveness, opening
 from .dbapi import Cursor
 from .schema import SQLITE_MIGRATIONS
 from .sql import SQLStore
+from .terms import StoreError
 from .vectors import VectorReader
 
 if TYPE_CHECKING:
     from ..model import Event
     from ..pricing import PriceTable
     from ..redact import Redactor
-    from . import SessionFilter, maintenance
+    from . import maintenance
+    from .terms import SessionFilter
 
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 PAGE_SIZE = 16384
@@ -28,28 +29,10 @@ CACHE_KIB = 32768
 
 
 def spill_dir(db_path: Path) -> Path:
-    """Where batches that could not be written wait for the next open."""
+    """The folder beside the database where batches that could not be written wait: the database's own file, counted
+    in its size and its status. Where else a recorder spills (the user's data folder) is capture's
+    (`capture.spillfiles.spill_dirs`)."""
     return db_path.with_name(db_path.name + ".spill")
-
-
-def spill_dirs(db_path: Path | str) -> list[Path]:
-    """The spill folder beside the database, then one in the user's data folder for when the database's
-    own folder cannot be written (read-only, or the disk is full): both are replayed, in name order.
-    A PostgreSQL database (a URL) has only the second, named after its URL without the password."""
-    import hashlib
-
-    import platformdirs
-
-    if isinstance(db_path, str) and "://" in db_path:
-        from . import safe_target
-
-        absolute, name, beside = safe_target(db_path), "postgresql", []
-    else:
-        absolute = os.path.abspath(db_path)
-        name, beside = Path(db_path).name, [spill_dir(Path(absolute))]
-    key = hashlib.blake2b(absolute.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
-    fallback = Path(platformdirs.user_data_dir("reasonlog", appauthor=False)) / "spill" / f"{name}-{key}"
-    return [*beside, fallback]
 
 
 class SQLiteStore(SQLStore):
@@ -286,7 +269,7 @@ class SQLiteStore(SQLStore):
             content_bytes = self._conn.execute("SELECT COALESCE(SUM(size), 0) FROM contents").fetchone()[0]
             room = maintenance.space(self._conn, self.path)
         files = [self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")]
-        folders = [d for d in spill_dirs(self.path) if d.exists()]
+        folders = [d for d in [spill_dir(self.path)] if d.exists()]
         pending = sorted((p for d in folders for p in d.glob("*.spill")), key=lambda p: p.name)
         unreadable = sorted(p for d in folders for p in d.glob("*.bad"))
         asides = [d / "set-aside.jsonl" for d in folders if (d / "set-aside.jsonl").exists()]

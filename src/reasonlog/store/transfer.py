@@ -14,9 +14,10 @@ import orjson
 
 from ..wire import record_of
 from ..wire.codec import canonical, content_hash
-from . import NotFound, StoreError, annotation, reading
+from . import annotation, reading
 from .content import pack_raw, unpack_raw
 from .reading import CALL_COLUMNS, SESSION_COLUMNS, ContentReader
+from .terms import NotFound, StoreError
 from .transfer_checks import END, FORMAT, RECORD_KINDS, VERSION, BadRecord, RecordChecker
 
 EXCHANGE_COLUMNS = ("id", "session_id", "idx", "input_json", "result_json", "status", "stats_json", "started_at",

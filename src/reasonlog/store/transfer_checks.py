@@ -18,7 +18,7 @@ import orjson
 from ..wire import EXPORT_VERSION, PARSED, RECORDS, WireError, row_of
 from ..wire.codec import canonical, content_hash
 from ..wire.rules import RECORD, checks_of
-from . import Invalid
+from .terms import Invalid
 
 FORMAT = "reasonlog"
 VERSION = EXPORT_VERSION  # 2: ends with an `end` record counting its records; 3: parsed JSON fields; 4: annotations

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..accounting import TOKENS
-from ..usage_sql import SOURCE
-from . import usage
+from . import kept
+from .usage_sql import SOURCE
 
 LIVE = "recorded"  # the source of a session no importer made (usage_sql.SOURCE's default)
 _ZEROED = ", ".join(f"{t} = CASE WHEN {t} IS NULL THEN NULL ELSE 0 END" for t in (*TOKENS, "cost_usd"))
@@ -133,7 +133,7 @@ def count_once(cur, row: dict, origin: Origin, billed: dict[str, list[Twin]] | N
     if twin is not None and source == LIVE and twin.source != LIVE:
         flush()
         cur.execute(f"UPDATE calls SET counted_in = ?, {_ZEROED} WHERE id = ?", (row["id"], twin.call_id))
-        usage.recount(cur, [twin.session_id])
+        kept.recount(cur, [twin.session_id])
         if twin in twins:
             twins.remove(twin)
     elif twin is not None:
@@ -158,4 +158,4 @@ def bill_copies_of(cur, chosen: str, args: tuple = ()) -> None:
     for call_id, _, *values in rows:
         cur.execute(f"UPDATE calls SET counted_in = NULL, {', '.join(f + ' = ?' for f in figures)} WHERE id = ?",
                     (*values, call_id))
-    usage.recount(cur, sorted({row[1] for row in rows}))
+    kept.recount(cur, sorted({row[1] for row in rows}))

@@ -24,7 +24,7 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from . import SessionFilter
+from .terms import SessionFilter
 from .vectors import sessions_sql, sign_code
 
 if TYPE_CHECKING:
@@ -228,9 +228,6 @@ def rescore(cur, model: str, query: bytes, text_ids: list[int], limit: int
             ) -> tuple[list[tuple[int | str, float]], set[int]]:
     """The `limit` of `text_ids` whose vectors of `model` are nearest `query` by exact cosine similarity, best
     first, ties by text id; and the ids whose vector is gone."""
-    import numpy as np
-
-    q = np.frombuffer(query, dtype="<f4")
     found: list[int] = []
     blobs: list[bytes] = []
     unique = list(dict.fromkeys(text_ids))
@@ -241,9 +238,17 @@ def rescore(cur, model: str, query: bytes, text_ids: list[int], limit: int
             if len(vector) == len(query):
                 found.append(tid)
                 blobs.append(bytes(vector))
-    gone = set(unique) - set(found)
-    if not found:
-        return [], gone
-    scores = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(found), len(q)) @ q
-    order = sorted(range(len(found)), key=lambda i: (-float(scores[i]), found[i]))[:limit]
-    return [(found[i], float(scores[i])) for i in order], gone
+    return scored(query, found, blobs, limit), set(unique) - set(found)
+
+
+def scored(query: bytes, text_ids: list[int], vectors: list[bytes], limit: int) -> list[tuple[int | str, float]]:
+    """The `limit` of these texts whose float32 vectors are nearest `query` by exact cosine similarity, best first,
+    ties by text id."""
+    import numpy as np
+
+    if not text_ids:
+        return []
+    q = np.frombuffer(query, dtype="<f4")
+    scores = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(text_ids), len(q)) @ q
+    order = sorted(range(len(text_ids)), key=lambda i: (-float(scores[i]), text_ids[i]))[:limit]
+    return [(text_ids[i], float(scores[i])) for i in order]

@@ -3,16 +3,20 @@
 Vectors are float32, L2-normalised, one row per (model, text). Ranking is an exact scan over the model's vectors:
 on SQLite by sqlite-vec's `vec_distance_cosine` on a connection of its own (`VectorReader`: sqlean.py's SQLite,
 or the stdlib's where it loads extensions), so the database file itself needs no extension to be opened; on
-PostgreSQL by numpy over the vectors read in chunks through a binary cursor (pgvector is not used: see
-docs/search.md). numpy and sqlite-vec are imported only here, when vectors are ranked or averaged.
+PostgreSQL by numpy over the vectors read in chunks through a binary cursor (where the server has pgvector, its
+index ranks instead: store/pg_vectors.py). numpy and sqlite-vec are imported only here, when vectors are ranked or
+averaged.
 """
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import SessionFilter, StoreError, reading
+from . import reading
+from .dbapi import translate_placeholders
+from .terms import SessionFilter, StoreError
 from .units import decoded
 
 EXTRA = "pip install 'reasonlog[semantic]'"
@@ -40,14 +44,20 @@ def counts(cur, model: str | None) -> dict[str, int]:
     return {"units": units, "texts": texts, "embedded": embedded, "backlog": texts - embedded}
 
 
-def save(cur, model: str, rows: list[tuple[int, bytes]]) -> int:
-    """Store vectors (text id, float32 bytes) of `model`; a vector stored meanwhile by another worker stays."""
+def save(cur, model: str, rows: list[tuple[int, bytes]], embedding: Callable[[bytes], object] | None = None) -> int:
+    """Store vectors (text id, float32 bytes) of `model`; a vector stored meanwhile by another worker stays.
+    `embedding`: on PostgreSQL with pgvector, what sends the vector again as `unit_vectors.embedding`."""
     for _, vector in rows:
         if len(vector) % 4 or not vector:
             raise ValueError(f"a vector of {len(vector)} bytes is no float32 vector")
-    cur.executemany("INSERT INTO unit_vectors (model, text_id, dim, code, vector) VALUES (?, ?, ?, ?, ?)"
-                    " ON CONFLICT (model, text_id) DO NOTHING",
-                    [(model, tid, len(v) // 4, sign_code(v), v) for tid, v in rows])
+    if embedding is None:
+        cur.executemany("INSERT INTO unit_vectors (model, text_id, dim, code, vector) VALUES (?, ?, ?, ?, ?)"
+                        " ON CONFLICT (model, text_id) DO NOTHING",
+                        [(model, tid, len(v) // 4, sign_code(v), v) for tid, v in rows])
+    else:
+        cur.executemany("INSERT INTO unit_vectors (model, text_id, dim, code, vector, embedding) VALUES (?, ?, ?, ?,"
+                        " ?, ?) ON CONFLICT (model, text_id) DO NOTHING",
+                        [(model, tid, len(v) // 4, sign_code(v), v, embedding(v)) for tid, v in rows])
     return len(rows)
 
 
@@ -198,8 +208,6 @@ def rank_scan(conn, table: str, model: str, query: bytes, flt: SessionFilter, li
     """PostgreSQL: the `limit` rows of `table` nearest `query`, by an exact scan of the model's vectors with numpy
     (`conn`: a psycopg connection; the vectors come through a server-side binary cursor, SCAN_ROWS at a time)."""
     import numpy as np
-
-    from .postgres import translate_placeholders
 
     key = "text_id" if table == "unit_vectors" else "session_id"
     q = np.frombuffer(query, dtype="<f4")

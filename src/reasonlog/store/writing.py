@@ -11,13 +11,13 @@ from typing import Any
 
 import orjson
 
-from .. import providers
 from ..accounting import TOKENS
 from ..model import (
     CallRecorded,
     Event,
     ExchangeEnded,
     ExchangeStarted,
+    FileImported,
     OutcomeRecorded,
     ReasoningRecorded,
     SessionEnded,
@@ -29,7 +29,7 @@ from ..model import (
 )
 from ..wire import check_finite, jsonable
 from ..wire.rules import RecordError
-from . import twins
+from . import imported, twins
 from .content import (
     decode_context,
     encode_context,
@@ -38,16 +38,12 @@ from .content import (
 )
 from .contents import ContentWriter
 from .dbapi import insert_returning_rowids
+from .kept import Tally
+from .rows import CALL_INSERT_COLUMNS, ContentReader, Split, split_request
 from .timeline import Thread, Timeline
-from .usage import Tally
+
 
 # Keys under which a request carries its context, by protocol (see providers/). The first that holds a list wins.
-MESSAGE_KEYS = providers.MESSAGE_KEYS
-SYSTEM_KEYS = providers.SYSTEM_KEYS
-TOOLS_KEY = "tools"
-DEFAULT_SHAPE = {"messages": "messages", "system": "system"}
-
-
 @dataclass
 class SessionState:
     """What the writer must remember of a session to encode its next call."""
@@ -61,61 +57,6 @@ class SessionState:
     sent: list | None = None  # the last call's message objects, kept only for `stable_history` calls
     thread: Thread | None = None  # what the next call is aligned with; read from the store when first needed
     origin: twins.Origin | None = None  # where the session came from, its external id; read when first needed
-
-
-@dataclass
-class Split:
-    params: dict
-    system: Any
-    messages: list
-    tools: list | None
-    shape: dict | None
-    has_system: bool = False
-
-
-def split_request(request: dict) -> Split:
-    """Separate a request body into what is stored by reference and the parameters kept inline."""
-    found = next((k for k in MESSAGE_KEYS if isinstance(request.get(k), list)), None)
-    if found is None and isinstance(request.get(providers.STRING_INPUT), str):  # one user message, as a string
-        return _split_string_input(request)
-    msg_key = found or "messages"
-    sys_key = next((k for k in SYSTEM_KEYS if k in request), "system")
-    tools = request.get(TOOLS_KEY)
-    tools = tools if isinstance(tools, list) else None
-    # A `messages` that is not a list (a str, a tuple) stays a parameter, so replay gives it back as sent.
-    taken = {sys_key} | ({found} if found else set()) | ({TOOLS_KEY} if tools is not None else set())
-    params = {k: v for k, v in request.items() if k not in taken}
-    shape: dict[str, Any] = {"messages": msg_key, "system": sys_key}
-    if found is None:
-        shape["no_messages"] = True
-    return Split(params, request.get(sys_key), request[found] if found else [], tools,
-                 None if shape == DEFAULT_SHAPE else shape, has_system=sys_key in request)
-
-
-def _split_string_input(request: dict) -> Split:
-    """A Responses request whose `input` is a string: that string is one user message (which the timeline,
-    show and search read), given back as the string it was by `join_request`."""
-    split = split_request({k: v for k, v in request.items() if k != providers.STRING_INPUT})
-    split.messages = [providers.string_message(request[providers.STRING_INPUT])]
-    split.shape = {**(split.shape or DEFAULT_SHAPE), "messages": providers.STRING_INPUT, "string": True}
-    split.shape.pop("no_messages", None)
-    return split
-
-
-def join_request(params: dict, shape: dict | None, system: Any, has_system: bool, messages: list,
-                 tools: list | None) -> dict:
-    """Inverse of `split_request`."""
-    shape = shape or DEFAULT_SHAPE
-    out = dict(params)
-    if shape.get("string") and len(messages) == 1 and isinstance(messages[0], dict):
-        out[shape["messages"]] = messages[0].get("content")
-    elif not shape.get("no_messages"):
-        out[shape["messages"]] = messages
-    if has_system:
-        out[shape["system"]] = system
-    if tools is not None:
-        out[TOOLS_KEY] = tools
-    return out
 
 
 @dataclass
@@ -412,8 +353,6 @@ class Applier:
                response_id: int | None, timeline: list[tuple[str | None, int]]) -> str:
         """Add the call's new messages and its reply to `timeline`; the call's window as JSON."""
         if st.thread is None:
-            from .reading import ContentReader  # reading imports this module
-
             st.thread = self.timeline.load(cur, self.again(ev.session_id), ContentReader(cur, self.contents.dicts))
         th = st.thread
         chain = split.params.get("previous_response_id")
@@ -511,6 +450,11 @@ class Applier:
              self.ident(ev.tokenizer),
              int(ev.redacted or details != ev.details), self.ident(ev.confidence), self.dumps(ev.references), ev.at))
 
+    def _apply_file_imported(self, cur, ev: FileImported) -> None:
+        """The file's `import_files` row, its importer state and session ids masked as its events were."""
+        imported.save_file(cur, {**ev.row(), "state": self.redactor.value(ev.state),
+                                 "sessions": [self.again(s) for s in ev.sessions]})
+
 
 def _contents_of(ev: CallRecorded):
     """(value, kind) of each content of a call, in the order `_apply_call` asks `id_of` for them."""
@@ -556,11 +500,5 @@ _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 _INSERT_EXCHANGE = "INSERT INTO exchanges (id, session_id, idx, input_json, started_at) VALUES (?,?,?,?,?)"
 _END_EXCHANGE = "UPDATE exchanges SET ended_at = ?, result_json = ?, status = ?, stats_json = ? WHERE id = ?"
 _INSERT_MESSAGE = "INSERT INTO messages (session_id, idx, role, content_id, call_id, at) VALUES (?,?,?,?,?,?)"
-# The calls table's columns as the writer fills them: the one list each row and the INSERT follow.
-CALL_INSERT_COLUMNS = (
-    "id", "session_id", "idx", "exchange_id", "provider", "model", "started_at", "latency_ms", "ttft_ms", "status",
-    "stop_reason", "error_json", *TOKENS, "cost_usd", "cost_source", "provider_message_id", "request_id",
-    "params_json", "shape_json", "system_id", "tools_json", "context_json", "context_len", "response_id", "raw",
-    "raw_format", "context_facts_json", "window_json", "replay_of", "counted_in")
 _INSERT_CALL = (f"INSERT INTO calls ({', '.join(CALL_INSERT_COLUMNS)})"
                 f" VALUES ({', '.join('?' * len(CALL_INSERT_COLUMNS))})")

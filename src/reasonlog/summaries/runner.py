@@ -7,8 +7,9 @@ outdated ones are chosen. The summarizer's own run (`RUN`) is never summarised.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..model import Usage, utc_now
 from ..pricing import load_price_table
@@ -48,7 +49,7 @@ def plan(store: Store, flt: SessionFilter, summarizer: Summarizer, kinds: tuple[
     return work
 
 
-def _targets(store: Store, sessions: list[dict], kinds: tuple[str, ...]) -> Iterator[Target]:
+def _targets(store: Store, sessions: Sequence[Mapping[str, Any]], kinds: tuple[str, ...]) -> Iterator[Target]:
     for s in sessions:
         yield from targets_of(store.get_session(s["id"]), kinds)
 

@@ -3,6 +3,7 @@ its assistant messages, each with the messages, tool calls, tool results and out
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,7 +43,7 @@ def message_target_id(session_id: str, idx: int) -> str:
     return f"{session_id}:{idx}"
 
 
-def targets_of(session: dict, kinds: tuple[str, ...] = ("session", "exchange")) -> list[Target]:
+def targets_of(session: Mapping[str, Any], kinds: tuple[str, ...] = ("session", "exchange")) -> list[Target]:
     """The session's targets of the asked kinds: the session, then its exchanges, then its assistant messages."""
     out: list[Target] = []
     messages = [m for m in session["messages"] if m["role"] != "system"]
@@ -62,7 +63,7 @@ def targets_of(session: dict, kinds: tuple[str, ...] = ("session", "exchange")) 
     return out
 
 
-def _exchange(session: dict, ex: dict, messages: list[dict], results: dict) -> Target:
+def _exchange(session: Mapping[str, Any], ex: dict, messages: list[dict], results: dict) -> Target:
     calls = [c for c in session["calls"] if c["exchange_id"] == ex["id"]]
     ids = {c["id"] for c in calls}
     outcomes = [o for o in session["outcomes"] if o["call_id"] in ids]
@@ -72,8 +73,8 @@ def _exchange(session: dict, ex: dict, messages: list[dict], results: dict) -> T
                    source_hash=_hash(target.source_hash, ex.get("status"), ex.get("ended_at")))
 
 
-def _target(kind: str, ident: str, session: dict, messages: list[dict], outcomes: list[dict], calls: list[dict],
-            results: dict) -> Target:
+def _target(kind: str, ident: str, session: Mapping[str, Any], messages: list[dict], outcomes: list[dict],
+            calls: list[dict], results: dict) -> Target:
     tools = [ToolCall(p.name or "unnamed tool", results.get(p.tool_use_id))
              for m in messages if m["role"] == "assistant" for p in parts_of(m["content"]) if p.kind == "tool_use"]
     if kind != "message":  # results recorded without the call that asked for them (imported logs)
@@ -94,7 +95,7 @@ def _hash(*values: Any) -> str:
     return hashlib.blake2b(orjson.dumps(values), digest_size=16).hexdigest()
 
 
-def _results(session: dict) -> dict[str | None, bool]:
+def _results(session: Mapping[str, Any]) -> dict[str | None, bool]:
     """Whether each tool call failed, by tool_use id: the agent's recorded result wins over one sent back."""
     found: dict[str | None, bool] = {}
     for m in session["messages"]:

@@ -1,6 +1,7 @@
 """The bodies of the HTTP API: each route's response model, so /openapi.json describes every answer and a
-field not here is not sent. Token counts are disjoint (model.Usage). Sessions share `shapes.SessionFields`
-with the export."""
+field not here is not sent. Token counts are disjoint (model.Usage). Sessions and calls share
+`shapes.SessionFields` and `shapes.CallFields` with the export, token names `shapes.UsageJSON`: each field is
+declared once."""
 from __future__ import annotations
 
 from typing import Any, Literal
@@ -12,7 +13,7 @@ try:  # pydantic (the server's response models) reads only typing_extensions' Ty
 except ImportError:  # the base install has no pydantic, and the typing module's serves
     from typing import NotRequired, TypedDict  # type: ignore[assignment]
 
-from .shapes import SessionFields
+from .shapes import CallFields, CountedJSON, OutcomeFields, SessionFields, UsageJSON
 
 # ------------------------------------------------------------------------------------ sessions and calls
 
@@ -32,20 +33,18 @@ class WindowJSON(TypedDict, total=False):
     chain: str
 
 
-class SessionJSON(SessionFields):
-    """A session with its totals, by the accounting rule (reasonlog.accounting)."""
+class SessionTotalsJSON(CountedJSON):
+    """A session's totals, by the accounting rule (reasonlog.accounting)."""
 
     call_count: int
     error_count: int
-    input_tokens: int | None
-    output_tokens: int | None
-    cache_read_tokens: int | None
-    cache_write_tokens: int | None
-    cache_write_1h_tokens: int | None
-    reasoning_tokens: int | None
     cost_usd: float | None
     calls_without_cost: int
     last_call_at: str | None
+
+
+class SessionJSON(SessionFields, SessionTotalsJSON):
+    """A session with its totals."""
 
 
 class AnnotationJSON(TypedDict):
@@ -73,33 +72,8 @@ class SessionsPageJSON(TypedDict):
     next_cursor: str | None
 
 
-class CallJSON(TypedDict):
-    id: str
-    session_id: str
-    idx: int
-    exchange_id: str | None
-    provider: str | None
-    model: str | None
-    started_at: str
-    latency_ms: float | None
-    ttft_ms: float | None
-    status: str
-    stop_reason: str | None
-    error: Any
-    input_tokens: int | None
-    output_tokens: int | None
-    cache_read_tokens: int | None
-    cache_write_tokens: int | None
-    cache_write_1h_tokens: int | None
-    reasoning_tokens: int | None
-    cost_usd: float | None
-    cost_source: str | None
-    provider_message_id: str | None
-    request_id: str | None
+class CallJSON(CallFields):
     counted_in: NotRequired[str]  # the call that bills this one: the same call, recorded by another path
-    params: dict[str, Any]
-    context_len: int
-    context_facts: dict[str, Any] | None
     window: WindowJSON | None
 
 
@@ -116,8 +90,8 @@ class MessageJSON(TypedDict):
     summary: NotRequired[str | None]
 
 
-class SessionPageJSON(SessionJSON):
-    """A session with one page of its timeline and what is anchored in it."""
+class SessionDetailJSON(SessionJSON):
+    """A session with its timeline (or one page of it) and what is anchored in it."""
 
     message_count: int
     messages: list[MessageJSON]
@@ -128,6 +102,11 @@ class SessionPageJSON(SessionJSON):
     outcomes: list[dict[str, Any]]
     annotations: list[AnnotationJSON]
     session_summary: NotRequired[str | None]
+
+
+class SessionPageJSON(SessionDetailJSON):
+    """A session with one page of its timeline and what is anchored in it."""
+
     next_offset: int | None
 
 
@@ -147,19 +126,16 @@ class CallDetailJSON(CallJSON):
 RequestBody = dict[str, Any]  # a request exactly as the provider takes it (its own shape, per provider)
 
 
-class Tokens(TypedDict):
+class Tokens(UsageJSON):
     calls: int
     errors: int
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    cache_write_1h_tokens: int
-    reasoning_tokens: int
     cost_usd: float | None
     calls_without_cost: int
     latency_ms_p50: float | None
     latency_ms_mean: float | None
+
+
+StatKey = Literal["day", "model", "agent", "run", "source"]  # what statistics are grouped by
 
 
 class StatsRowJSON(Tokens, total=False):
@@ -173,7 +149,7 @@ class StatsRowJSON(Tokens, total=False):
 
 
 class StatsJSON(TypedDict):
-    by: Literal["day", "model", "agent", "run", "source"]
+    by: StatKey
     rows: list[StatsRowJSON]
 
 
@@ -255,14 +231,8 @@ class SimilarSessionsJSON(TypedDict):
     sessions: list[SimilarSessionJSON]
 
 
-class OutcomeJSON(TypedDict):
-    id: str
-    session_id: str
-    kind: str
-    payload: Any
-    call_id: str | None
-    at: str
-    message_idx: int
+class OutcomeJSON(OutcomeFields):
+    """An outcome as the API gives it: the fields of its export record but the record's type."""
 
 
 class OutcomesJSON(TypedDict):

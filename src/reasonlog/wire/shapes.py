@@ -57,12 +57,30 @@ Amount = Annotated[float | None, AMOUNT]
 
 
 class UsageJSON(TypedDict):
+    """A call's tokens by kind, disjoint (model.Usage): where the token names are declared."""
+
     input_tokens: int
     output_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
     cache_write_1h_tokens: int
     reasoning_tokens: int
+
+
+# The token names, in one place: the usage tables' columns, the accounting rule's sums, every body's counters.
+TOKENS: tuple[str, ...] = tuple(UsageJSON.__annotations__)
+
+
+class CountedJSON(TypedDict):
+    """UsageJSON's counters as a stored call or session carries them: null where nothing was reported (a test
+    holds the names to UsageJSON's)."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    cache_write_1h_tokens: int | None
+    reasoning_tokens: int | None
 
 
 class SessionStartedJSON(TypedDict):
@@ -186,10 +204,27 @@ class ReasoningJSON(TypedDict):
     state: Literal["kept", "held"]
 
 
+class FileImportedJSON(TypedDict):
+    """What an import consumed of one file, in the batch of the events it made of it (`import_files`'s row)."""
+
+    event: Literal["file_imported"]
+    path: Id
+    format: Id
+    size: Annotated[int, COUNT]
+    mtime_ns: int
+    consumed: Annotated[int, COUNT]
+    tail_hash: str | None
+    state: dict[str, Any] | None
+    sessions: list[str]
+    skipped: Annotated[int, COUNT]
+    imported_at: Instant
+
+
 EVENTS: dict[str, type] = {
     "session_started": SessionStartedJSON, "session_ended": SessionEndedJSON, "session_titled": SessionTitledJSON,
     "exchange_started": ExchangeStartedJSON, "exchange_ended": ExchangeEndedJSON, "call": CallRecordedJSON,
     "tool_result": ToolResultJSON, "outcome": OutcomeJSON, "reasoning": ReasoningJSON,
+    "file_imported": FileImportedJSON,
 }
 
 
@@ -244,8 +279,9 @@ class ExchangeRecord(TypedDict):
     ended_at: str | None
 
 
-class CallRecord(TypedDict):
-    type: Literal["call"]
+class CallFields(CountedJSON):
+    """A call as every body carries it: an export record, an API answer."""
+
     id: str
     session_id: str
     idx: int
@@ -258,24 +294,23 @@ class CallRecord(TypedDict):
     status: str
     stop_reason: str | None
     error: Any
-    input_tokens: int | None
-    output_tokens: int | None
-    cache_read_tokens: int | None
-    cache_write_tokens: int | None
-    cache_write_1h_tokens: int | None
-    reasoning_tokens: int | None
     cost_usd: float | None
     cost_source: str | None
     provider_message_id: str | None
     request_id: str | None
     params: dict[str, Any]
+    context_len: int
+    context_facts: dict[str, Any] | None
+
+
+class CallRecord(CallFields):
+    type: Literal["call"]
     shape: dict[str, Any] | None
     system_id: Annotated[str | None, HASH]       # a content hash
     tools: Annotated[list[str] | None, HASHES]   # content hashes
     context: Annotated[list[str | list[int]], CONTEXT]  # content hashes, and [start, end] runs into the
-    context_len: int                                    # previous call's context
+    #                                                     previous call's context
     response_id: Annotated[str | None, HASH]     # a content hash
-    context_facts: dict[str, Any] | None
     window: NotRequired[dict[str, Any] | None]   # how the context follows from the previous call's (schema 12)
     replay_of: NotRequired[str | None]  # the recorded call this one re-sent; present when set (schema 14)
     counted_in: NotRequired[str | None]  # the call that bills this one (the same call by another path; schema 16)
@@ -308,8 +343,9 @@ class ToolResultRecord(TypedDict):
     message_idx: int
 
 
-class OutcomeRecord(TypedDict):
-    type: Literal["outcome"]
+class OutcomeFields(TypedDict):
+    """An outcome as every body carries it: an export record, an API answer."""
+
     id: str
     session_id: str
     kind: str
@@ -317,6 +353,10 @@ class OutcomeRecord(TypedDict):
     call_id: str | None
     at: str
     message_idx: int
+
+
+class OutcomeRecord(OutcomeFields):
+    type: Literal["outcome"]
 
 
 class ContentRecord(TypedDict):

@@ -73,12 +73,7 @@ def _messages(feed: Feed) -> list[tuple[int, dict]]:
             return []
         items = list(enumerate(data, 1))
     else:
-        items = []
-        for line in feed.lines():
-            if line.error is not None:
-                feed.skip(line, line.error)
-            else:
-                items.append((line.number, line.value))
+        items = [(line.number, line.value) for line in feed.lines() if feed.readable(line)]
     out = []
     for where, message in items:
         wrong = _shape_error(message)

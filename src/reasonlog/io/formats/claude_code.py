@@ -162,9 +162,7 @@ class _Reader:
 
     def run(self) -> Iterator[Event | Checkpoint]:
         for line in self.feed.lines(ignore=_bookkeeping):
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            else:
+            if self.feed.readable(line):
                 yield from self._guarded(line)  # a checkpoint in here covers the lines before this one
             self.done = line
         if self.feed.live and self._settling():

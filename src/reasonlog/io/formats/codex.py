@@ -100,9 +100,7 @@ class _Reader:
         last: Line | None = None
         for line in self.feed.lines():
             last = line
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            else:
+            if self.feed.readable(line):
                 yield from self._guarded(line)
             yield self._checkpoint(line)
         if self.legacy and self.outputs:

@@ -46,9 +46,7 @@ class _Reader:
 
     def run(self) -> Iterator[Event | Checkpoint]:
         for line in self.feed.lines():
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            else:
+            if self.feed.readable(line):
                 try:
                     yield from self._line(line)
                 except (RecordError, TypeError, ValueError, AttributeError) as exc:

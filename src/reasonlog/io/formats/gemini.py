@@ -91,9 +91,7 @@ class _Chat(Resumed):
         last: Line | None = None
         for line in self.feed.lines():
             last = line
-            if line.error is not None:
-                self.feed.skip(line, line.error)
-            else:
+            if self.feed.readable(line):
                 yield from self._record(line.value, line.number)
             if line.number % CHECK_EVERY == 0:
                 yield self._checkpoint(line)

@@ -85,7 +85,7 @@ def _call_events(feed: Feed, record: dict) -> Iterator[Event]:
     logged, response = str(record["session_id"]), record["llm_response"]
     sid = stable_id(None, NAME, logged)
     model = meta.get("model_id") if isinstance(meta.get("model_id"), str) else None
-    known = feed.store.get_session(sid) if feed.exists("session", sid) else None
+    known: dict[str, Any] | None = dict(feed.store.get_session(sid)) if feed.exists("session", sid) else None
     tags = sorted(set((known or {}).get("xml_tool_tags") or ()) | set(_tags(response)))
     if known is None or set(tags) != set(known.get("xml_tool_tags") or ()):
         yield ev.SessionStarted(session_id=sid, started_at=(known or {}).get("started_at") or at, agent=NAME,

@@ -12,13 +12,13 @@ from typing import Any
 
 from ...store import StoreError
 from .. import jsonl
-from ..importer import Checkpoint, Feed, FormatImporter, Report
+from ..importer import Checkpoint, Feed, FormatImporter, ImportStore, Report
 
 NAME = "reasonlog-jsonl"
 
 
 class ReasonlogJsonlImporter(FormatImporter):
-    def import_whole(self, store: Any, path: Path, report: Report) -> bool:
+    def import_whole(self, store: ImportStore, path: Path, report: Report) -> bool:
         try:
             for warning in jsonl.check_file(path):
                 report.skipped.append((str(path), warning))

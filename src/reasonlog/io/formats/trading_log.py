@@ -157,8 +157,7 @@ def _log_day(feed: Feed, path: Path) -> Iterator[Event]:
 
 def _messages(feed: Feed, model: str) -> Iterator[dict]:
     for line in feed.lines():
-        if line.error is not None:
-            feed.skip(line, line.error)
+        if not feed.readable(line):
             continue
         record = line.value
         new = record.get("new_messages") if isinstance(record, dict) else None

@@ -2,12 +2,11 @@
 with its stylesheet inline, no script, and a Content-Security-Policy that lets the file load nothing at all."""
 from __future__ import annotations
 
-from typing import Any
-
+from ...store import SearchStore
 from . import pages
 from .render import page, stylesheet
 
 
-def session_html(store: Any, session_id: str) -> str:
+def session_html(store: SearchStore, session_id: str) -> str:
     context = pages.session(store, session_id, "full", 0, limit=0)  # limit 0: the whole timeline
     return page("session.html", export=True, css=stylesheet(), **context)

@@ -4,6 +4,7 @@ between two drawn days is one narrow break (`⋯`) that says how many there were
 as "—", never as a zero bar."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -31,20 +32,20 @@ class Day:
         return sum(self.cost.values()) if self.cost else None
 
 
-def days_of(groups: dict[str | None, dict], tokens_of) -> tuple[list[Day], list[str]]:
-    """Days with usage, in order, from totals keyed `day<TAB>series`; and the series, the largest first (those
-    past COLOURS folded into "other")."""
+def days_of(points: Iterable[tuple[str, str, float, float | None, int]]) -> tuple[list[Day], list[str]]:
+    """Days with usage, in order, from points (day, series, tokens, cost or None, calls without a cost) as the
+    store's `usage_series` gives them; and the series, the largest first (those past COLOURS folded into
+    "other")."""
     by_day: dict[str, Day] = {}
     size: dict[str, float] = {}
-    for key, t in groups.items():
-        day, _, series = str(key).partition("\t")
+    for day, series, tokens, cost, unpriced in points:
         series = series or "(none)"
-        d = by_day.setdefault(day, Day(day))
-        d.tokens[series] = d.tokens.get(series, 0) + tokens_of(t)
-        if t["cost_usd"] is not None:
-            d.cost[series] = d.cost.get(series, 0) + t["cost_usd"]
-        d.unpriced += t["calls_without_cost"]
-        size[series] = size.get(series, 0) + tokens_of(t) + 1e6 * (t["cost_usd"] or 0)
+        d = by_day.get(day) or by_day.setdefault(day, Day(day))
+        d.tokens[series] = d.tokens.get(series, 0) + tokens
+        if cost is not None:
+            d.cost[series] = d.cost.get(series, 0) + cost
+        d.unpriced += unpriced
+        size[series] = size.get(series, 0) + tokens + 1e6 * (cost or 0)
     names = sorted((n for n in size if size[n] > 0), key=lambda n: -size[n])  # only what is drawn
     if len(names) > COLOURS:
         kept = set(names[:COLOURS - 1])
@@ -67,7 +68,7 @@ def chart(days: list[Day], names: list[str]) -> Markup:
     step = (WIDTH - LEFT - RIGHT) / len(slots)
     top_tokens = max(d.token_total for d in days) or 1
     top_cost = max((d.cost_total or 0) for d in days) or 1
-    colour = {n: n_ for n_, n in enumerate(names)}
+    series = [(name, n, str(escape(name))) for n, name in enumerate(names)]  # each name escaped once, not a bar
     height = TOP + TOKENS_H + GAP_H + COST_H + LABELS_H
     out = [f'<svg class="chart over-time" role="img" aria-label="Tokens and cost by day" viewBox="0 0 {WIDTH}'
            f' {height}" width="100%" preserveAspectRatio="xMinYMin meet">',
@@ -79,7 +80,7 @@ def chart(days: list[Day], names: list[str]) -> Markup:
             out.append(f'<g class="break"><title>{slot} day{"s" if slot != 1 else ""} with no usage</title>'
                        f'<text x="{x + step / 2:.1f}" y="{TOP + TOKENS_H - 4}" text-anchor="middle">⋯</text></g>')
             continue
-        out += _bars(slot, x + step * 0.15, step * 0.7, top_tokens, top_cost, names, colour)
+        out += _bars(slot, x + step * 0.15, step * 0.7, top_tokens, top_cost, series)
         if n % label_every == 0:  # the year where it changes (the first label has it)
             shown, year = (slot.day if slot.day[:4] != year else slot.day[5:]), slot.day[:4]
             out.append(f'<text class="day" x="{x + step / 2:.1f}" y="{height - LABELS_H + 14}"'
@@ -113,36 +114,42 @@ def _axis(y0: float, h: float, top: float, unit: str) -> list[str]:
         f'<text class="tick axis-name" x="4" y="{y0 + h / 4 + 4:.1f}">{"cost" if unit == "$" else "tokens"}</text>']
 
 
-def _bars(d: Day, x: float, w: float, top_tokens: float, top_cost: float, names: list[str],
-          colour: dict[str, int]) -> list[str]:
-    out = [f'<g class="day-bars" data-day="{d.day}">']
-    y = float(TOP + TOKENS_H)
-    for name in names:
-        value = d.tokens.get(name)
-        if value:
-            h = TOKENS_H * value / top_tokens
-            y -= h
-            out.append(f'<rect class="seg s{colour[name]}" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}">'
-                       f'<title>{d.day} · {escape(name)}: {value:,.0f} tokens</title></rect>')
+def _bars(d: Day, x: float, w: float, top_tokens: float, top_cost: float,
+          series: list[tuple[str, int, str]]) -> list[str]:
+    """A day's group: its token segments, its cost segments (or "—"), each titled; `series`: (name, colour,
+    the name escaped)."""
+    day = escape(d.day)  # from a recorded instant: text, as every recorded value
+    out = [f'<g class="day-bars" data-day="{day}">']
+    _stack(out, day, x, w, TOP + TOKENS_H, (TOKENS_H, top_tokens), d.tokens, series, lambda v: f"{v:,.0f} tokens")
     base = TOP + TOKENS_H + GAP_H + COST_H
     if d.cost_total is None:
         out.append(f'<text class="unknown" x="{x + w / 2:.1f}" y="{base - 4}" text-anchor="middle">—'
-                   f'<title>{d.day}: {_calls(d.unpriced)}, no price known</title></text>')
+                   f'<title>{day}: {_calls(d.unpriced)}, no price known</title></text>')
     else:
-        y = float(base)
-        for name in names:
-            value = d.cost.get(name)
-            if value:
-                h = COST_H * value / top_cost
-                y -= h
-                out.append(f'<rect class="seg s{colour[name]}" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}"'
-                           f' height="{h:.1f}"><title>{d.day} · {escape(name)}: {_usd(value)}</title></rect>')
+        y = _stack(out, day, x, w, base, (COST_H, top_cost), d.cost, series, _usd)
         if d.unpriced:
             out.append(f'<text class="unknown" x="{x + w / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle">+'
-                       f'<title>{d.day}: and {_calls(d.unpriced)} with no price known</title></text>')
-    out.append(f'<title>{d.day}: {d.token_total:,.0f} tokens · '
+                       f'<title>{day}: and {_calls(d.unpriced)} with no price known</title></text>')
+    out.append(f'<title>{day}: {d.token_total:,.0f} tokens · '
                f'{"—" if d.cost_total is None else _usd(d.cost_total)}</title></g>')
     return out
+
+
+def _stack(out: list[str], day: str, x: float, w: float, base: float, scale: tuple[float, float],
+           values: dict[str, float],
+           series: list[tuple[str, int, str]], shown_value: Callable[[float], str]) -> float:
+    """Stack the day's segments of `values` up from `base`, `scale` = (the area's height, the value at its top), each
+    titled; the stack's top."""
+    height, top = scale
+    y = float(base)
+    for name, colour, shown in series:
+        value = values.get(name)
+        if value:
+            h = height * value / top
+            y -= h
+            out.append(f'<rect class="seg s{colour}" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}">'
+                       f'<title>{day} · {shown}: {shown_value(value)}</title></rect>')
+    return y
 
 
 def _calls(n: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,9 +14,10 @@ from markupsafe import Markup, escape
 
 from ... import providers, query, titles
 from ...semantic import search as semantic
-from ...store import SessionFilter, StoreReader
+from ...store import SearchStore, SessionFilter, StoreReader
 from ...store.annotation import ScoreTest
 from ...store.keywords import words_of
+from ...wire import SessionJSON
 from . import charts, over_time, timeline, tools
 
 PAGE = 200  # timeline entries a session page shows
@@ -52,11 +54,11 @@ class Filters:
 SORTS = {"started": None, "cost": "cost_usd", "tokens": "tokens", "calls": "call_count", "errors": "error_count"}
 
 
-def sessions(store: StoreReader, f: Filters, sort: str, cursor: tuple[str, str] | None, limit: int = 50) -> dict:
+def sessions(store: SearchStore, f: Filters, sort: str, cursor: tuple[str, str] | None, limit: int = 50) -> dict:
     mode = (f.mode or semantic.default_mode(store)) if f.q else None
     if f.q and mode != "text":
         return {**_ranked_sessions(store, f, mode or "hybrid", sort, limit), "mode": mode}
-    rows = store.list_sessions(f.session_filter(limit + 1, cursor))
+    rows: list[dict[Any, Any]] = [dict(r) for r in store.list_sessions(f.session_filter(limit + 1, cursor))]
     more = len(rows) > limit
     rows = rows[:limit]
     _decorate(store, rows)
@@ -79,7 +81,7 @@ def review(store: StoreReader, at: int, limit: int = 50) -> dict:
     return {"sessions": rows, "at": min(max(at, 0), max(len(rows) - 1, 0))}
 
 
-def _ranked_sessions(store: StoreReader, f: Filters, mode: str, sort: str, limit: int) -> dict:
+def _ranked_sessions(store: SearchStore, f: Filters, mode: str, sort: str, limit: int) -> dict:
     """The sessions of a ranked search's hits, in the order of each one's best hit (one page: ranks have no cursor),
     with up to three hits each."""
     found = semantic.search(store, f.q or "", mode, f.session_filter(None), RANKED_HITS)
@@ -87,7 +89,7 @@ def _ranked_sessions(store: StoreReader, f: Filters, mode: str, sort: str, limit
     for h in found:
         if len(hits.setdefault(h["session_id"], [])) < 3:
             hits[h["session_id"]].append(highlight(h["snippet"], f.q or "", words_of(f.q or "")))
-    rows = [store.session_row(sid) for sid in list(hits)[:limit]]
+    rows: list[dict[Any, Any]] = [dict(store.session_row(sid)) for sid in list(hits)[:limit]]
     _decorate(store, rows)
     if SORTS.get(sort):
         rows.sort(key=lambda s: s.get(SORTS[sort]) or 0, reverse=True)
@@ -131,10 +133,10 @@ def highlight(text: str, q: str, words: list[str] | None = None) -> Markup:
     return Markup("").join(out)
 
 
-def session(store: StoreReader, session_id: str, view: str, offset: int, limit: int = PAGE) -> dict:
+def session(store: SearchStore, session_id: str, view: str, offset: int, limit: int = PAGE) -> dict:
     """A page of the session's timeline (`limit` entries from `offset`); `limit=0`: all of it."""
-    s = store.get_session(session_id, page=(offset, offset + limit) if limit else None)
-    s = query.with_summaries(store, s)
+    s: dict[str, Any] = dict(query.with_summaries(store, store.get_session(
+        session_id, page=(offset, offset + limit) if limit else None)))
     s["title"] = titles.title_of(s, None if (s.get("labels") or {}).get("title") else
                                  store.first_prompts([s["id"]]).get(s["id"]))
     shown = {m["idx"] for m in s["messages"]} | {p["idx"] for p in s.get("system_prompts", ())}
@@ -154,12 +156,13 @@ def session(store: StoreReader, session_id: str, view: str, offset: int, limit: 
             item["latency_ms"] = call.get("latency_ms")
             item["bar"] = charts.fullness(_window_tokens(call), window_of(call.get("model")))
     children = store.list_sessions(SessionFilter(parent=s["id"], limit=None))
-    spawned: dict[str, list[dict]] = {}
+    spawned: dict[str, list[SessionJSON]] = {}
     for child in children:
         spawned.setdefault(child.get("parent_call_id") or "", []).append(child)
     _, similar = semantic.similar_sessions(store, s["id"], SIMILAR)
-    _decorate(store, similar)
-    return {"session": s, "items": items, "view": view, "offset": offset, "limit": limit, "similar": similar,
+    shown_similar: list[dict[Any, Any]] = [dict(r) for r in similar]
+    _decorate(store, shown_similar)
+    return {"session": s, "items": items, "view": view, "offset": offset, "limit": limit, "similar": shown_similar,
             "total": s["message_count"], "records": store.list_reasoning_records(s["id"]), "spawned": spawned,
             "summaries": {m["idx"]: m.get("summary") for m in s["messages"]}}
 
@@ -172,12 +175,12 @@ def session_timeline(store: StoreReader, session_id: str, offset: int) -> dict:
             "total": spans["total_calls"], "shown": len(spans["calls"]), "spent": timeline.spent(rows)}
 
 
-def _anchor(call: dict, shown: set[int], first: int, end: int) -> bool:
+def _anchor(call: Mapping[str, Any], shown: set[int], first: int, end: int) -> bool:
     at = call.get("response_idx")
     return first <= at < end if at is not None else any(first <= i < end for i in shown)
 
 
-def _window_tokens(call: dict) -> int:
+def _window_tokens(call: Mapping[str, Any]) -> int:
     return sum(call.get(k) or 0 for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
 
 
@@ -214,15 +217,15 @@ def _calls_near(store: StoreReader, session_id: str, idx: int, around: int = 25)
     return near
 
 
-def _curl(c: dict, body: str) -> str:
+def _curl(c: Mapping[str, Any], body: str) -> str:
     """The call's request sent again with curl, to its protocol's endpoint."""
     protocol = providers.protocol_of(c.get("provider"), c["request"])
     quoted = shlex.quote(body)
-    return protocol.curl(quoted, c.get("model") or "MODEL") if protocol is providers.gemini else protocol.curl(quoted)
+    return protocol.curl(quoted, c.get("model") or "MODEL")
 
 
-def _python(c: dict, body: str) -> str:
-    send = providers.protocol_of(c.get("provider"), c["request"]).PYTHON_CALL
+def _python(c: Mapping[str, Any], body: str) -> str:
+    send = providers.protocol_of(c.get("provider"), c["request"]).python_call
     module = "google.genai" if send.startswith("google.") else send.split(".")[0]
     return f"import {module}, json\n\nrequest = json.loads({body!r})\n{send}(**request)"
 
@@ -235,7 +238,9 @@ def usage(store: StoreReader, since: str | None, until: str | None, split: str =
     Days whose calls recorded no tokens and no cost (an import without usage) are folded into one line."""
     split = split if split in SPLITS else "model"
     flt = SessionFilter(since=since, until=until, limit=None)
-    tables = {by: query.stats(store, by, flt, latency=False) for by in ("day", "model", "agent", "source")}
+    tables: dict[str, Sequence[Mapping[str, Any]]] = {
+        "day": query.stats(store, "day", flt, latency=False),
+        **query.stats_each(store, ("model", "agent", "source"), flt)}
     cache = sum(r["cache_read_tokens"] or 0 for r in tables["day"])
     prompt = sum((r["input_tokens"] or 0) + (r["cache_read_tokens"] or 0) + (r["cache_write_tokens"] or 0)
                  for r in tables["day"])
@@ -244,7 +249,7 @@ def usage(store: StoreReader, since: str | None, until: str | None, split: str =
     charts_of = {by: {"tokens": charts.bars([(str(r[by]), _tokens(r)) for r in rows]),
                       "cost": charts.bars([(str(r[by]), r["cost_usd"]) for r in rows], "$")}
                  for by, rows in tables.items() if by != "day"}
-    days, names = over_time.days_of(store.usage_groups(f"day+{split}", flt, latencies=False), _tokens)
+    days, names = over_time.days_of(store.usage_series(split, flt))
     return {"tables": tables, "charts": charts_of, "since": since, "until": until, "split": split,
             "splits": SPLITS, "over_time": over_time.chart(days, names), "legend": over_time.legend(names),
             "quiet": {"days": [r["day"] for r in quiet], "calls": sum(r["calls"] for r in quiet)},
@@ -252,7 +257,7 @@ def usage(store: StoreReader, since: str | None, until: str | None, split: str =
                       "saved_usd": _cache_savings(tables["model"])}}
 
 
-def _cache_savings(by_model: list[dict]) -> float | None:
+def _cache_savings(by_model: Sequence[Mapping[str, Any]]) -> float | None:
     """What the cache reads would have cost as fresh input, less what they cost: over the models priced."""
     from ...pricing import load_price_table
 
@@ -265,7 +270,7 @@ def _cache_savings(by_model: list[dict]) -> float | None:
     return saved if priced else None
 
 
-def _tokens(row: dict) -> float:
+def _tokens(row: Mapping[str, Any]) -> float:
     return float(sum(row.get(k) or 0 for k in ("input_tokens", "output_tokens", "cache_read_tokens",
                                                "cache_write_tokens")))
 

@@ -8,6 +8,7 @@ keeps and which sessions it does not answer for.
 """
 
 STAT_KEYS = ("day", "model", "agent", "run", "source")
+PAIR = "\t"  # between the keys of a pair (`day+model`) in its one text: a name holds no tab
 # Must equal reasonlog.accounting.TOKENS (tests/test_cli_quick_stats.py checks it): the rollup's columns.
 TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens",
           "reasoning_tokens")
@@ -84,16 +85,25 @@ def median_of(histogram: dict[int, int]) -> float | None:
     return None
 
 
+REALS = ("cost_usd", "latency_ms_sum")  # the kept sums that are not integers
+
+
+def summed(column: str) -> str:
+    """The sum of a kept column (alias `d`): an integer's as BIGINT, which PostgreSQL's SUM of a BIGINT (a NUMERIC,
+    read as a Python Decimal a value) is not; the same integer either way."""
+    return f"SUM(d.{column})" if column in REALS else f"CAST(SUM(d.{column}) AS BIGINT)"
+
+
 def daily_sql(key_sql: str, where: list[str]) -> str:
     """The kept sums by day, model, agent, run and source (`usage_daily`, alias `d`), grouped by `key_sql` under the
     conditions `where`; a key whose calls were all deleted (every sum back to 0) is no row."""
-    return (f"SELECT {key_sql}, {', '.join(f'SUM(d.{c})' for c in DAILY_SUMS)} FROM usage_daily d"
+    return (f"SELECT {key_sql}, {', '.join(map(summed, DAILY_SUMS))} FROM usage_daily d"
             f"{' WHERE ' + ' AND '.join(where) if where else ''} GROUP BY {key_sql} HAVING SUM(d.calls) <> 0")
 
 
 def histogram_sql(key_sql: str, where: list[str]) -> str:
     """The kept latency histograms (`latency_daily`, alias `d`) grouped by `key_sql` under the conditions `where`."""
-    return (f"SELECT {key_sql}, d.bucket, SUM(d.calls) FROM latency_daily d"
+    return (f"SELECT {key_sql}, d.bucket, {summed('calls')} FROM latency_daily d"
             f"{' WHERE ' + ' AND '.join(where) if where else ''} GROUP BY {key_sql}, d.bucket HAVING SUM(d.calls) <> 0")
 
 

@@ -1,0 +1,110 @@
+"""The rows both sides of the store share: how a request is split into its columns and joined again, the calls
+table's columns as the writer fills them, and the reader of stored contents. The bottom of store/'s inner order
+(docs/architecture.md): reading and writing build on it, and it imports neither.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .. import providers
+from ..accounting import TOKENS
+from .content import Dictionaries, decompress
+from .terms import StoreError
+
+MESSAGE_KEYS = providers.MESSAGE_KEYS
+SYSTEM_KEYS = providers.SYSTEM_KEYS
+TOOLS_KEY = "tools"
+DEFAULT_SHAPE = {"messages": "messages", "system": "system"}
+
+
+@dataclass
+class Split:
+    params: dict
+    system: Any
+    messages: list
+    tools: list | None
+    shape: dict | None
+    has_system: bool = False
+
+
+def split_request(request: dict) -> Split:
+    """Separate a request body into what is stored by reference and the parameters kept inline."""
+    found = next((k for k in MESSAGE_KEYS if isinstance(request.get(k), list)), None)
+    if found is None and isinstance(request.get(providers.STRING_INPUT), str):  # one user message, as a string
+        return _split_string_input(request)
+    msg_key = found or "messages"
+    sys_key = next((k for k in SYSTEM_KEYS if k in request), "system")
+    tools = request.get(TOOLS_KEY)
+    tools = tools if isinstance(tools, list) else None
+    # A `messages` that is not a list (a str, a tuple) stays a parameter, so replay gives it back as sent.
+    taken = {sys_key} | ({found} if found else set()) | ({TOOLS_KEY} if tools is not None else set())
+    params = {k: v for k, v in request.items() if k not in taken}
+    shape: dict[str, Any] = {"messages": msg_key, "system": sys_key}
+    if found is None:
+        shape["no_messages"] = True
+    return Split(params, request.get(sys_key), request[found] if found else [], tools,
+                 None if shape == DEFAULT_SHAPE else shape, has_system=sys_key in request)
+
+
+def _split_string_input(request: dict) -> Split:
+    """A Responses request whose `input` is a string: that string is one user message (which the timeline,
+    show and search read), given back as the string it was by `join_request`."""
+    split = split_request({k: v for k, v in request.items() if k != providers.STRING_INPUT})
+    split.messages = [providers.string_message(request[providers.STRING_INPUT])]
+    split.shape = {**(split.shape or DEFAULT_SHAPE), "messages": providers.STRING_INPUT, "string": True}
+    split.shape.pop("no_messages", None)
+    return split
+
+
+def join_request(params: dict, shape: dict | None, system: Any, has_system: bool, messages: list,
+                 tools: list | None) -> dict:
+    """Inverse of `split_request`."""
+    shape = shape or DEFAULT_SHAPE
+    out = dict(params)
+    if shape.get("string") and len(messages) == 1 and isinstance(messages[0], dict):
+        out[shape["messages"]] = messages[0].get("content")
+    elif not shape.get("no_messages"):
+        out[shape["messages"]] = messages
+    if has_system:
+        out[shape["system"]] = system
+    if tools is not None:
+        out[TOOLS_KEY] = tools
+    return out
+
+
+# The calls table's columns as the writer fills them: the one list each row and the INSERT follow.
+CALL_INSERT_COLUMNS = (
+    "id", "session_id", "idx", "exchange_id", "provider", "model", "started_at", "latency_ms", "ttft_ms", "status",
+    "stop_reason", "error_json", *TOKENS, "cost_usd", "cost_source", "provider_message_id", "request_id",
+    "params_json", "shape_json", "system_id", "tools_json", "context_json", "context_len", "response_id", "raw",
+    "raw_format", "context_facts_json", "window_json", "replay_of", "counted_in")
+
+
+class ContentReader:
+    """Fetches and decodes contents by id, memoised for one read."""
+
+    def __init__(self, cur, dicts: Dictionaries):
+        self.cur, self.dicts = cur, dicts
+        self.memo: dict[int, Any] = {}
+
+    def load(self, ids) -> None:
+        wanted = [i for i in set(ids) if i is not None and i not in self.memo]
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            rows = self.cur.execute(f"SELECT id, codec, dict_id, data FROM contents"
+                                    f" WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+            for cid, codec, dict_id, data in rows:
+                self.memo[cid] = orjson.loads(self.bytes_of(codec, dict_id, data))
+
+    def bytes_of(self, codec: int, dict_id: int | None, data: bytes) -> bytes:
+        return decompress(codec, data, self.dicts.get(self.cur, dict_id)[1] if dict_id is not None else None)
+
+    def get(self, cid: int) -> Any:
+        if cid not in self.memo:
+            self.load([cid])
+        if cid not in self.memo:
+            raise StoreError(f"content {cid} is missing from the store")
+        return self.memo[cid]
