@@ -73,8 +73,8 @@ def test_every_text_holding_a_needle_is_in_a_block_its_pattern_matches(texts, da
 
 
 def test_a_schema_19_database_is_indexed_anew_by_the_upgrade(url):
-    """A database of schema 19 (one row of text per content) upgrades to blocks of words, and search finds what it
-    held: messages, an outcome, and no block twice."""
+    """A database with one row of text per content (schema 19, or 21 over main's placeholder 20) upgrades to blocks
+    of words, and search finds what it held: messages, an outcome, and no block twice."""
     store = open_store(url)
     for k in range(3):
         store.write_batch([*session(f"s{k}", k, [f"session {k} line {n}: the price of item {n * 7 + k}"
@@ -92,7 +92,7 @@ def test_a_schema_19_database_is_indexed_anew_by_the_upgrade(url):
         conn.execute("DELETE FROM _reasonlog_migrations WHERE number = 20")
     assert query_db(url, "SELECT COUNT(*) FROM contents_search") == [(61,)]  # 60 messages and "ok"
     store = open_store(url)
-    assert store.schema_version() == 21  # 20 made anew; 21 (pgvector) stays
+    assert store.schema_version() == 21  # 21 stays recorded: as on a database main's placeholder 20 left
     assert query_db(url, "SELECT COUNT(*), COUNT(DISTINCT x) FROM contents_search, unnest(ids) x") == [(61, 61)]
     assert query_db(url, "SELECT COUNT(*) FROM contents_search") == [(4,)]  # 61 contents in blocks of 16
     assert {q: found(store, q) for q in before} == before

@@ -177,6 +177,14 @@ def index_words(cur) -> None:
     _index_stored(cur)
 
 
+def index_words_where_missing(cur) -> None:
+    """Migration 20 for a database that recorded it while it was a placeholder changing nothing (main held the
+    number before the blocks were merged): its `contents_search` has one text a row and no `ids`."""
+    if cur.execute("SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('contents_search') AND attname = 'ids'"
+                   " AND NOT attisdropped").fetchone() is None:
+        index_words(cur)
+
+
 def _trgm_schema(cur) -> str:
     return cur.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
                        " WHERE e.extname = 'pg_trgm'").fetchone()[0]
