@@ -8,6 +8,8 @@ calls through a `Recorder` (background writer) and is timed from the first call 
 On PostgreSQL the calls go into a new schema, dropped afterwards. Storage is every reasonlog table with its
 indexes and TOAST (`pg_total_relation_size`) after a VACUUM, against the workload's unique content bytes
 (each distinct message, system prompt and tool schema once, as canonical JSON), the figure issue 10 bounds at 2x.
+CPU: the bench process's own (generation, recorder, writer) for each store, plus on PostgreSQL its backends'
+(sampled from /proc by application_name): on a loaded machine the steadier figure.
 
 `--trgm` also builds, in the same schema, a plain table of the unique messages' searchable text with a GIN
 `gin_trgm_ops` index in one go (COPY, then CREATE INDEX), and prints its build time and bytes beside the store's
@@ -21,6 +23,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -35,6 +38,40 @@ import workload  # noqa: E402
 
 import reasonlog  # noqa: E402
 from reasonlog.store.postgres import TABLES  # noqa: E402
+
+
+class BackendCPU:
+    """CPU seconds of the PostgreSQL backends whose application_name is `name` (the store's connections, named
+    through PGAPPNAME), sampled from /proc every 0.2 s while they live: the server's share of a write."""
+
+    def __init__(self, db: str, name: str):
+        self.db, self.name, self.seen, self.done = db, name, {}, threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        with psycopg.connect(self.db, autocommit=True, application_name="bench_postgres sampler") as conn:
+            while not self.done.wait(0.2):
+                for (pid,) in conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+                                           (self.name,)).fetchall():
+                    try:
+                        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    except OSError:
+                        continue
+                    self.seen[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self) -> "BackendCPU":
+        os.environ["PGAPPNAME"] = self.name
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+        os.environ.pop("PGAPPNAME", None)
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.seen.values())
 
 
 def record(target, calls) -> float:
@@ -81,7 +118,9 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "bench.db"
+        cpu = time.process_time()
         sqlite_s = record(db, calls)
+        sqlite_cpu = time.process_time() - cpu
         store = reasonlog.open_store(db)
         store.checkpoint()
         sqlite_bytes = store.status()["bytes_on_disk"]
@@ -93,7 +132,10 @@ def main(argv=None) -> int:
     url = f"{args.db}{'&' if '?' in args.db else '?'}options=-csearch_path%3D{schema}"
     trgm = None
     try:
-        pg_s = record(url, calls)
+        with BackendCPU(args.db, schema) as backends:  # the store closes its connections before this ends
+            cpu = time.process_time()
+            pg_s = record(url, calls)
+            pg_cpu = time.process_time() - cpu
         if args.trgm:
             trgm = measure_trgm(url, calls)
         with psycopg.connect(url, autocommit=True) as conn:
@@ -111,7 +153,9 @@ def main(argv=None) -> int:
               "sqlite": {"durable_s": sqlite_s, "bytes": sqlite_bytes},
               "postgresql": {"durable_s": pg_s, "bytes": pg_bytes, "by_table": by_table},
               "pg_bytes_per_unique": pg_bytes / unique, "sqlite_bytes_per_unique": sqlite_bytes / unique,
-              "pg_time_over_sqlite": pg_s / sqlite_s, "trgm": trgm}
+              "pg_time_over_sqlite": pg_s / sqlite_s, "trgm": trgm, "sqlite_cpu_s": sqlite_cpu,
+              "pg_cpu_s": {"client": pg_cpu, "server": backends.seconds},
+              "pg_cpu_over_sqlite": (pg_cpu + backends.seconds) / sqlite_cpu}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -120,6 +164,8 @@ def main(argv=None) -> int:
     print(f"  PostgreSQL  durable in {pg_s:6.2f} s, {pg_bytes:>13,} B = {pg_bytes / unique:.2f} x unique"
           f"  (target <= 2.0: {'met' if pg_bytes <= 2 * unique else 'NOT met'})")
     print(f"  PostgreSQL / SQLite write time: {pg_s / sqlite_s:.2f}")
+    print(f"  CPU: SQLite {sqlite_cpu:.2f} s; PostgreSQL client {pg_cpu:.2f} s + server {backends.seconds:.2f} s;"
+          f" ratio {result['pg_cpu_over_sqlite']:.2f}")
     for t, b in sorted(by_table.items(), key=lambda kv: -(kv[1] or 0))[:6]:
         print(f"    {t:<22} {b or 0:>13,} B")
     if trgm:
@@ -132,7 +178,8 @@ def main(argv=None) -> int:
     return 0
 
 
-QUERIES = {"rare: 'checkout timeout'": "checkout timeout", "common: 'the'": "the", "word part: 'rror'": "rror"}
+QUERIES = {"rare: 'checkout timeout'": "checkout timeout", "common: 'the'": "the", "word part: 'rror'": "rror",
+           "some: 'keyerror'": "keyerror", "phrase: 'fallback path should'": "fallback path should"}
 
 
 def measure_trgm(url: str, calls: list) -> dict:

@@ -101,9 +101,11 @@ def _check_consistent(url: str) -> None:
              f" WHERE jsonb_typeof(j) = 'number'")
     assert query_db(url, f"SELECT COUNT(*) FROM ({named}) n WHERE id NOT IN (SELECT id FROM contents)") == [(0,)]
     assert query_db(url, f"SELECT COUNT(*) FROM contents WHERE id NOT IN ({named})") == [(0,)]
-    assert query_db(url, "SELECT COUNT(*) FROM contents_search WHERE rowid NOT IN (SELECT id FROM contents)") == [(0,)]
+    indexed = "SELECT unnest(ids) AS id FROM contents_search"  # a row of contents_search: a block of contents
+    assert query_db(url, f"SELECT COUNT(*) FROM ({indexed}) i WHERE id NOT IN (SELECT id FROM contents)") == [(0,)]
+    assert query_db(url, "SELECT COUNT(*) FROM contents_search WHERE ids = '{}'") == [(0,)]
     assert query_db(url, "SELECT COUNT(*) FROM contents WHERE kind != 'tool'"
-                         " AND id NOT IN (SELECT rowid FROM contents_search)") == [(0,)]
+                         f" AND id NOT IN ({indexed})") == [(0,)]
 
 
 def _check_kept(store, url: str, archive: dict[str, list[str]], live: list[list[str]]) -> None:

@@ -362,7 +362,7 @@ def _back_to_17(db) -> list[str]:
 
 _BACK_TO_12 = ["DROP INDEX exchanges_reporting", "DELETE FROM _reasonlog_migrations WHERE number = 22",
                "DELETE FROM _reasonlog_migrations WHERE number = 21",  # its column and index go with unit_vectors
-               "DELETE FROM _reasonlog_migrations WHERE number = 20",  # changed nothing
+               "DELETE FROM _reasonlog_migrations WHERE number = 20",  # its blocks go with contents_search below
                "DROP INDEX IF EXISTS calls_named", "DROP INDEX IF EXISTS calls_system",
                "DROP INDEX IF EXISTS calls_response", "DELETE FROM _reasonlog_migrations WHERE number = 19",
                "DROP TABLE annotations", "DELETE FROM _reasonlog_migrations WHERE number = 17",
@@ -395,8 +395,9 @@ def test_a_database_upgraded_to_schema_13_counts_and_finds_what_it_held(db):
         _tamper(db, sql)
     store = open_store(db)
     assert store.schema_version() == 22  # 13, then 14 (replay_of), 15 (search by meaning), 16 (counted_in), 17
-    # (annotations), 18 (usage by day, model, agent, run and source), 19 (what names a content), 20 (nothing), 21
-    # (vectors in pgvector where PostgreSQL has it), 22 (the exchanges that report a cost) again
+    # (annotations), 18 (usage by day, model, agent, run and source), 19 (what names a content), 20 (search words
+    # in blocks, PostgreSQL), 21 (vectors in pgvector where PostgreSQL has it), 22 (the exchanges that report a
+    # cost) again
     assert {by: query.stats(store, by, SessionFilter(limit=None)) for by in query.STAT_KEYS} == expected
     assert [(h["session_id"], h["kind"]) for h in store.search("bought", SessionFilter(limit=None))] == \
         [("day", "message")]

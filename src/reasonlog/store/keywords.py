@@ -151,7 +151,7 @@ def _candidates(cur, words: list[str], index, total: int) -> Found:
             continue
         keys: list[int] = []
         for table, name in TABLES:
-            rows = cur.execute(f"SELECT rowid FROM {name} WHERE {index.matches(name)} LIMIT {CAP + 1}",
+            rows = cur.execute(f"SELECT {index.ids(name)} FROM {name} WHERE {index.matches(name)} LIMIT {CAP + 1}",
                                (argument,)).fetchall()
             if len(rows) > CAP:
                 common.add(word)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import twins, units
+from . import pg_search, twins, units
 from .maintenance import criteria_sql
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def _delete_unnamed(cur, used: list[int]) -> Removed:
     bump the content generation (writers forget the content ids and the sessions they remember)."""
     cur.execute(f"SELECT pg_advisory_xact_lock({CONTENTS_LOCK})")
     gone = [r[0] for r in cur.execute(f"SELECT x FROM unnest(?::bigint[]) x WHERE {_unnamed()}", (used,))]
-    cur.execute("DELETE FROM contents_search WHERE rowid = ANY(?::bigint[])", (gone,))
+    pg_search.forget_contents(cur, gone)
     freed = cur.execute("WITH d AS (DELETE FROM contents WHERE id = ANY(?::bigint[]) RETURNING octet_length(data) n)"
                         " SELECT COUNT(*), COALESCE(SUM(n), 0)::bigint FROM d", (gone,)).fetchone()
     cur.execute("INSERT INTO counters (name, value) VALUES ('content_generation', 1)"

@@ -11,6 +11,15 @@ group's trigrams, and the stored text decides every term, as on SQLite. A term o
 Why not the word index of schemas 6-12 (a tsvector of words and a vocabulary): measured on the medium workload
 (benchmarks/bench_postgres.py --trgm), it took 3.5 x the unique content against pg_trgm's 1.5 x, and 80 ms to
 2.8 s a query against 0.6-53 ms.
+
+Since migration 20 the indexed text is a record's *words* (its whitespace-separated tokens), each once, between single
+spaces, and `contents_search` holds a *block* of the contents a batch wrote (up to `BLOCK`) per row: their ids and
+the words of them all, TOAST-compressed. A query's terms are split at whitespace and each term asks for its longest
+piece (bounded by a space where the term continues past it): every content holding the term is in a block that holds
+that piece, and the stored text of each content of a found block decides, as before. Measured on the medium workload
+(benchmarks/bench_pg_index.py, docs/performance.md): one row per content with its whole text took 1.9 x the unique
+content and most of a batch's write time; blocks of 16 take 0.7 x and a third of the time, and a term found in
+some texts has each text of its blocks verified (up to 16 x as many texts read as before for such a term).
 """
 from __future__ import annotations
 
@@ -28,13 +37,36 @@ class TrigramIndex:
 
     @staticmethod
     def add(cur, index: str, rows: list[tuple[int, str]]) -> None:
-        # PostgreSQL text holds no NUL; a NUL is in no query either (a NUL in a parameter is refused).
         # One COPY: the rows of a batch in one statement, not one INSERT (parsed and planned) per row.
-        cur.copy_rows(index, ("rowid", "text"), ((rowid, text.replace("\x00", " ")) for rowid, text in rows))
+        if index != "contents_search":
+            cur.copy_rows(index, ("rowid", "text"), ((rowid, words_of(text)) for rowid, text in rows))
+            return
+        blocks = [rows[k:k + BLOCK] for k in range(0, len(rows), BLOCK)]
+        cur.copy_rows(index, ("rowid", "ids", "text"), ((min(cid for cid, _ in block), [cid for cid, _ in block],
+                                                         words_of(*(text for _, text in block))) for block in blocks))
 
     @staticmethod
     def remove(cur, index: str, rows: list[tuple[int, str]]) -> None:
+        if index == "contents_search":
+            forget_contents(cur, [cid for cid, _ in rows])
+            return
         cur.executemany(f"DELETE FROM {index} WHERE rowid = ?", [(rowid,) for rowid, _ in rows])
+
+    @staticmethod
+    def rows(index: str) -> str:
+        """What a search joins its records to: a row of contents_search for each content of a block."""
+        return f"{index} CROSS JOIN LATERAL unnest({index}.ids) AS {index}_id(id)" if index == "contents_search" \
+            else index
+
+    @staticmethod
+    def joins(index: str, column: str) -> str:
+        """The condition joining a row of `rows(index)` to the record `column` names."""
+        return f"{column} = {index}_id.id" if index == "contents_search" else f"{column} = {index}.rowid"
+
+    @staticmethod
+    def ids(index: str) -> str:
+        """The ids of the records a row of `index` stands for, one a result row."""
+        return "unnest(ids)" if index == "contents_search" else "rowid"
 
     @staticmethod
     def matches(index: str) -> str:
@@ -50,7 +82,7 @@ class TrigramIndex:
         group = max(query.groups, key=shortest)
         if shortest(group) < 3:
             return None
-        return ["%" + _LIKE_SPECIAL.sub(r"\\\g<0>", _needle(term).replace("\x00", "")) + "%" for term in group]
+        return [_pattern(_needle(term)) for term in group]
 
     @staticmethod
     def is_common(cur, match: list[str], common: int) -> bool:
@@ -63,19 +95,47 @@ class TrigramIndex:
         total = cur.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass('contents_search')").fetchone()
         total = float(total[0]) if total and total[0] is not None else -1.0
         if total < 2 * SAMPLE_ROWS:  # small, or never analysed (-1): count through the index
-            return cur.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM contents_search WHERE"
+            return cur.execute(f"SELECT COUNT(*) FROM (SELECT unnest(ids) FROM contents_search WHERE"
                                f" {TrigramIndex.matches('contents_search')} LIMIT {common}) c",
                                (match,)).fetchone()[0] >= common
-        hits, drawn = cur.execute(
-            f"SELECT COUNT(*) FILTER (WHERE {TrigramIndex.matches('s')}), COUNT(*) FROM (SELECT text FROM"
-            f" contents_search TABLESAMPLE SYSTEM ({100.0 * SAMPLE_ROWS / total:.6f}) LIMIT {4 * SAMPLE_ROWS}) s",
-            (match,)).fetchone()  # the LIMIT bounds a sample drawn on an estimate that the table outgrew
-        return drawn > 0 and hits * total >= common * drawn
+        hits, drawn = cur.execute(  # contents in the blocks that match, blocks drawn
+            f"SELECT COALESCE(SUM(cardinality(ids)) FILTER (WHERE {TrigramIndex.matches('s')}), 0), COUNT(*) FROM"
+            f" (SELECT ids, text FROM contents_search TABLESAMPLE SYSTEM ({100.0 * SAMPLE_ROWS / total:.6f})"
+            f" LIMIT {4 * SAMPLE_ROWS}) s", (match,)).fetchone()  # the LIMIT bounds a sample drawn on an estimate
+        return drawn > 0 and hits * total >= common * drawn  # that the table outgrew
 
 
-SAMPLE_ROWS = 2000  # texts a sample for `is_common` draws (by pages); at COMMON = 5,000 of 500,000, 20 hold it
+SAMPLE_ROWS = 2000  # rows (blocks) a sample for `is_common` draws (by pages); at COMMON = 5,000 of 500,000, 20 hold it
 
 _LIKE_SPECIAL = re.compile(r"[\\%_]")
+BLOCK = 16  # contents a row of contents_search stands for, at most: a batch's new contents, in blocks of 16
+
+
+def words_of(*texts: str) -> str:
+    """What the index holds for these texts (`search.index_form`s): each whitespace-separated word once, in the order
+    of its first occurrence, each between single spaces. (PostgreSQL text holds no NUL: a NUL separates words.)"""
+    return " " + " ".join(dict.fromkeys(w for text in texts for w in text.replace("\x00", " ").split())) + " "
+
+
+def _pattern(needle: str) -> str:
+    """The LIKE pattern every `words_of` of a text holding `needle` matches: its longest whitespace-separated piece,
+    bounded by a space on each side where the needle goes on past it (a word's end or start there)."""
+    needle = needle.replace("\x00", " ")
+    pieces = needle.split()
+    if not pieces:
+        return "%"
+    longest = max(range(len(pieces)), key=lambda i: len(pieces[i]))
+    before = " " if longest > 0 or needle[0].isspace() else ""
+    after = " " if longest < len(pieces) - 1 or needle[-1].isspace() else ""
+    return "%" + before + _LIKE_SPECIAL.sub(r"\\\g<0>", pieces[longest]) + after + "%"
+
+
+def forget_contents(cur, gone: list[int]) -> None:
+    """Take deleted contents out of their blocks (a block none is left in goes). A block's words keep theirs: a
+    query may find the block, and its remaining contents' own text decides."""
+    cur.execute("DELETE FROM contents_search WHERE ids && ?::bigint[] AND ids <@ ?::bigint[]", (gone, gone))
+    cur.execute("UPDATE contents_search SET ids = ARRAY(SELECT x FROM unnest(ids) x WHERE x <> ALL(?::bigint[]))"
+                " WHERE ids && ?::bigint[]", (gone, gone))
 
 
 def _needle(term: str) -> str:
@@ -89,17 +149,45 @@ TRIGRAMS = TrigramIndex()
 
 def create_indexes(cur) -> None:
     """Migration 13's Python step: pg_trgm installed once per database (in `public`, where every schema finds it;
-    migrations hold an advisory lock, so two never race), the trigram tables in place of the word index, then
-    filled from everything stored."""
+    migrations hold an advisory lock, so two never race), the trigram tables in place of the word index. They are
+    filled by migration 20, which makes them anew (13 filled them from everything stored, in the shape 20 left)."""
     cur.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
-    schema = cur.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
-                         " WHERE e.extname = 'pg_trgm'").fetchone()[0]
+    schema = _trgm_schema(cur)
     for table in SEARCH_TABLES:
         cur.execute(f"DROP TABLE {table}")
         cur.execute(f"CREATE TABLE {table} (rowid BIGINT PRIMARY KEY, text TEXT NOT NULL)")
         cur.execute(f'CREATE INDEX {table}_text ON {table} USING gin (text "{schema}".gin_trgm_ops)')
     cur.execute("DROP TABLE search_words")
+
+
+def index_words(cur) -> None:
+    """Migration 20's Python step: each search table made anew holding words (`words_of`), `contents_search` in
+    blocks (with their ids, under a GIN index a prune finds a content's block by), its text compressed by lz4 where
+    the server has it, and all filled from everything stored."""
+    schema = _trgm_schema(cur)
+    lz4 = cur.execute("SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+                      ).fetchone()
+    compression = " COMPRESSION lz4" if lz4 and lz4[0] else ""
+    for table in SEARCH_TABLES:
+        ids = " ids BIGINT[] NOT NULL," if table == "contents_search" else ""
+        cur.execute(f"DROP TABLE {table}")
+        cur.execute(f"CREATE TABLE {table} (rowid BIGINT PRIMARY KEY,{ids} text TEXT{compression} NOT NULL)")
+        cur.execute(f'CREATE INDEX {table}_text ON {table} USING gin (text "{schema}".gin_trgm_ops)')
+    cur.execute("CREATE INDEX contents_search_ids ON contents_search USING gin (ids)")
     _index_stored(cur)
+
+
+def index_words_where_missing(cur) -> None:
+    """Migration 20 for a database that recorded it while it was a placeholder changing nothing (main held the
+    number before the blocks were merged): its `contents_search` has one text a row and no `ids`."""
+    if cur.execute("SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('contents_search') AND attname = 'ids'"
+                   " AND NOT attisdropped").fetchone() is None:
+        index_words(cur)
+
+
+def _trgm_schema(cur) -> str:
+    return cur.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                       " WHERE e.extname = 'pg_trgm'").fetchone()[0]
 
 
 def _index_stored(cur) -> None:

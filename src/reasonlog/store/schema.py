@@ -516,8 +516,9 @@ CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score
 -- prune (in bounded transactions beside live writers) asks about the contents a pruned session used alone. SQLite's
 -- prune runs in one transaction and compares whole sets (store/maintenance.py), which needs no index.
 """),
-    Migration(20, "nothing changes (held for a trigram index in blocks, not taken)", """
--- Nothing changes: the number was held for a trigram index in blocks (branch h35trgm), which was not taken.
+    Migration(20, "search holds words, contents in blocks", """
+-- Nothing changes in a SQLite file: PostgreSQL's migration 20 makes its trigram index hold each text's words once and
+-- a block of contents a row (store/pg_search.py). FTS5's contentless trigram index keeps no text beside it.
 """),
     Migration(21, "vectors ranked by pgvector where PostgreSQL has it", """
 -- Nothing changes in a SQLite file: PostgreSQL's migration 21 stores each vector a second time in pgvector's type

@@ -391,9 +391,12 @@ CREATE INDEX calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
 CREATE INDEX calls_named ON calls USING gin
     ((context_json::jsonb || COALESCE(tools_json::jsonb, '[]'::jsonb)) jsonb_path_ops);
 """),
-    Migration(20, "nothing changes (held for a trigram index in blocks, not taken)", """
--- Nothing changes: the number was held for a trigram index in blocks (branch h35trgm), which was not taken.
-"""),
+    Migration(20, "search holds words, contents in blocks", """
+-- See store/pg_search.py. Each *_search table made anew: its text is the words of what it indexes, each once
+-- (the order of their first occurrence, between single spaces), and a row of contents_search stands for a block
+-- of up to 16 contents a batch wrote (ids BIGINT[], under a GIN index that finds a content's block when a prune
+-- deletes it). The text is TOAST-compressed (lz4 where the server has it). Python makes the tables and fills them.
+""", python=pg_search.index_words),
     Migration(21, "vectors ranked by pgvector where PostgreSQL has it", """
 -- See schema.py, migration 21, and store/pg_vectors.py. Where the server offers the `vector` extension and this role
 -- may create it (a superuser's right): the extension in `public`, and unit_vectors.embedding, the row's vector in

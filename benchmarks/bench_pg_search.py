@@ -1,0 +1,149 @@
+"""PostgreSQL search of this code against a baseline's, on stores each built by its own code, in the same run.
+
+    git -C /work/main archive main src | tar -x -C /tmp/base      # the baseline's package, e.g. main's
+    python benchmarks/bench_pg_search.py --db postgresql://postgres@127.0.0.1:55432/postgres --base /tmp/base/src
+
+Each code records the workload (`../shared/bench/workload.py`, `--size`) through a `Recorder` into a new schema
+(as benchmarks/bench_postgres.py does), then VACUUM ANALYZE, and reports the schema's bytes ÷ unique content. Each
+query is then asked of each store by its own code in a fresh process, alternating, `store.search(q, limit=None)`
+five times after one warm-up: the best wall time, the best client CPU and the best CPU of the store's PostgreSQL
+backends (from /proc, found by application_name; 10 ms ticks), and the ratio this ÷ base. The schemas are dropped
+at the end unless `--keep`; `--reuse BASE_SCHEMA,THIS_SCHEMA` skips the builds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+QUERIES = ("checkout timeout", "the", "rror", "keyerror", "fallback path should")
+
+
+def _url(db: str, schema: str) -> str:
+    return f"{db}{'&' if '?' in db else '?'}options=-csearch_path%3D{schema}"
+
+
+def _child_build(db: str, schema: str, size: str) -> dict:
+    import psycopg
+
+    sys.path.insert(0, str(REPO / ".." / "shared" / "bench"))
+    import workload
+    from bench_postgres import record  # its own `reasonlog` is the one already imported (the code measured)
+
+    calls = list(workload.generate(size))
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    seconds = record(_url(db, schema), calls)
+    with psycopg.connect(db, autocommit=True) as conn:
+        tables = [t for (t,) in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
+                                             (schema,)).fetchall()]
+        for table in tables:
+            conn.execute(f'VACUUM ANALYZE {schema}."{table}"')
+        total = sum(conn.execute("SELECT pg_total_relation_size(%s)", (f'{schema}."{t}"',)).fetchone()[0]
+                    for t in tables)
+        index = conn.execute("SELECT pg_total_relation_size(%s)", (f"{schema}.contents_search",)).fetchone()[0]
+    unique = workload.truths(calls)["unique_content_bytes"]
+    return {"durable_s": seconds, "bytes": total, "contents_search": index, "unique": unique}
+
+
+def _child_search(db: str, schema: str, query: str) -> dict:
+    import psycopg
+
+    import reasonlog
+
+    app = "bench_pg_search_" + schema
+    os.environ["PGAPPNAME"] = app  # the store's connections, found by the monitor below
+    store = reasonlog.open_store(_url(db, schema))
+    everything = reasonlog.SessionFilter(limit=None)
+    with psycopg.connect(db, autocommit=True, application_name="bench_pg_search monitor") as monitor:
+        def server() -> float:
+            pids = monitor.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,)).fetchall()
+            return sum(_cpu_of(pid) for (pid,) in pids)
+
+        hits = len(store.search(query, everything, limit=None))  # warm: connections, dictionaries
+        runs = []
+        for _ in range(5):
+            s0, c0, t0 = server(), time.process_time(), time.perf_counter()
+            store.search(query, everything, limit=None)
+            runs.append((time.perf_counter() - t0, time.process_time() - c0, server() - s0))
+    store.close()
+    return {"hits": hits, "wall_ms": 1000 * min(r[0] for r in runs), "client_ms": 1000 * min(r[1] for r in runs),
+            "server_ms": 1000 * min(r[2] for r in runs), "cpu_ms": 1000 * min(r[1] + r[2] for r in runs)}
+
+
+def _cpu_of(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _run(src: str, *args: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child-src", src, *args], capture_output=True, text=True,
+                         check=False)
+    if out.returncode:
+        raise SystemExit(f"{src} {' '.join(args)} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--db", default=os.environ.get("REASONLOG_TEST_POSTGRES"), help="a PostgreSQL URL")
+    ap.add_argument("--base", required=True, help="the baseline's package directory (holding reasonlog/)")
+    ap.add_argument("--size", default="medium")
+    ap.add_argument("--keep", action="store_true", help="keep the two schemas (their names are printed)")
+    ap.add_argument("--reuse", help="BASE_SCHEMA,THIS_SCHEMA built by an earlier --keep run")
+    args = ap.parse_args(argv)
+    if not args.db:
+        ap.error("--db postgresql://… (or $REASONLOG_TEST_POSTGRES) is needed")
+    codes = {"base": args.base, "this": str(REPO / "src")}
+    schemas = dict(zip(codes, args.reuse.split(","), strict=True)) if args.reuse else \
+        {name: f"bench_search_{name}_{uuid.uuid4().hex[:8]}" for name in codes}
+    print("load average", " ".join(Path("/proc/loadavg").read_text().split()[:3]))
+    try:
+        if not args.reuse:
+            for name, src in codes.items():
+                b = _run(src, "build", args.db, schemas[name], args.size)
+                print(f"{name:4} {schemas[name]}: durable in {b['durable_s']:.1f} s, {b['bytes']:,} B ="
+                      f" {b['bytes'] / b['unique']:.2f} x unique (contents_search {b['contents_search']:,} B)")
+        for query in QUERIES:
+            got = {name: _run(src, "search", args.db, schemas[name], query) for name, src in codes.items()}
+            base, this = got["base"], got["this"]
+            print(f"{query!r:24} hits {this['hits']:5} (base {base['hits']}): wall {base['wall_ms']:7.0f} ->"
+                  f" {this['wall_ms']:7.0f} ms ({this['wall_ms'] / base['wall_ms']:.2f} x); CPU client + server"
+                  f" {base['client_ms']:.0f} + {base['server_ms']:.0f} -> {this['client_ms']:.0f} +"
+                  f" {this['server_ms']:.0f} ms ({this['cpu_ms'] / max(base['cpu_ms'], 1.0):.2f} x)", flush=True)
+    finally:
+        if not args.keep and not args.reuse:
+            import psycopg
+
+            with psycopg.connect(args.db, autocommit=True) as conn:
+                for schema in schemas.values():
+                    conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        else:
+            print("schemas kept:", ",".join(schemas.values()))
+    print("load average", " ".join(Path("/proc/loadavg").read_text().split()[:3]))
+    return 0
+
+
+def _child(argv: list[str]) -> int:
+    src, what, *rest = argv
+    sys.path.insert(0, src)  # before anything imports reasonlog: the code measured
+    sys.path.insert(1, str(REPO / "benchmarks"))
+    import reasonlog  # noqa: F401  (bench_postgres puts this repository's src first; this one is already loaded)
+
+    print(json.dumps(_child_build(*rest) if what == "build" else _child_search(*rest)))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--child-src":
+        sys.exit(_child(sys.argv[2:]))
+    sys.exit(main())
