@@ -4,8 +4,8 @@ A session's units are its user messages' text, its assistant messages' text (wit
 result of `TOOL_RESULT_MIN_CHARS` characters or more (a part of a message, or a recorded tool_results row), and its
 summary (the stored one, else the session's own). System prompts and tool calls are left to full-text search.
 A text of more than `CHUNK_WORDS` words is cut into chunks of that many words overlapping by `OVERLAP_WORDS`
-(all-MiniLM-L6-v2 reads 256 word pieces: 150 words is about 200 of them), at most `MAX_CHUNKS` chunks a text; the
-rest of a longer text is found by full-text search only.
+(all-MiniLM-L6-v2 reads 256 word pieces: 150 words is about 200 of them), at most `MAX_CHUNKS` chunks a text and
+`TOOL_RESULT_CHUNKS` a tool result; the rest of a longer text is found by full-text search only.
 
 Each distinct chunk text is stored once (`unit_texts`, by its hash), so a message repeated across calls or sessions
 is embedded once; `search_units` says where each occurs. Cutting runs in the background (`reasonlog embed`,
