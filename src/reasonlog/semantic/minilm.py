@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,6 +31,16 @@ def bert_config(folder: Path) -> dict:
     return config
 
 
+def fuse_qkv(w: dict, layers: int, join: Callable[[list], Any]) -> dict:
+    """The weights `w` with each layer's query, key and value as one product (`qkv`), joined by `join` (numpy's
+    concatenate, PyTorch's cat)."""
+    for n in range(layers):
+        at = f"encoder.layer.{n}.attention.self."
+        for part in ("weight", "bias"):
+            w[f"{at}qkv.{part}"] = join([w.pop(f"{at}{p}.{part}") for p in ("query", "key", "value")])
+    return w
+
+
 class MiniLM:
     """The model in a folder holding sentence-transformers' files for a BERT with mean pooling."""
 
@@ -42,13 +53,9 @@ class MiniLM:
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config["layer_norm_eps"])
-        self.w = {k.removeprefix("bert."): v.astype(np.float32)
-                  for k, v in load_file(str(folder / "model.safetensors")).items()}
-        for n in range(self.layers):  # query, key and value as one product
-            at = f"encoder.layer.{n}.attention.self."
-            for part in ("weight", "bias"):
-                self.w[f"{at}qkv.{part}"] = np.concatenate([self.w.pop(f"{at}{p}.{part}") for p in ("query", "key",
-                                                                                                   "value")])
+        weights = load_file(str(folder / "model.safetensors"))
+        self.w = fuse_qkv({k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()}, self.layers,
+                          np.concatenate)
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self.tokenizer.no_padding()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .minilm import MAX_TOKENS, bert_config
+from .minilm import MAX_TOKENS, bert_config, fuse_qkv
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,13 +29,8 @@ class BatchedMiniLM:
         config = bert_config(folder)
         self.heads, self.layers = int(config["num_attention_heads"]), int(config["num_hidden_layers"])
         self.eps = float(config["layer_norm_eps"])
-        self.w = {k.removeprefix("bert."): v.to(torch.float32)
-                  for k, v in load_file(str(folder / "model.safetensors")).items()}
-        for n in range(self.layers):  # query, key and value as one product
-            at = f"encoder.layer.{n}.attention.self."
-            for part in ("weight", "bias"):
-                self.w[f"{at}qkv.{part}"] = torch.cat([self.w.pop(f"{at}{p}.{part}")
-                                                       for p in ("query", "key", "value")])
+        self.w = fuse_qkv({k.removeprefix("bert."): v.to(torch.float32)
+                           for k, v in load_file(str(folder / "model.safetensors")).items()}, self.layers, torch.cat)
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self.tokenizer.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")  # to the batch's longest text
