@@ -3,6 +3,7 @@
     python benchmarks/bench_cli_search.py                    # the database bench_server.py built (benchmarks/out)
     python benchmarks/bench_cli_search.py --runs 5 --db PATH
     python benchmarks/bench_cli_search.py --parts-only       # only where a search's time goes, in one process
+    python benchmarks/bench_cli_search.py --baseline ../wt-base/src --runs 5   # CPU against another checkout
 
 Each run is a new `python -m reasonlog search QUERY --mode M --limit 10` process on the database bench_server.py
 keeps (10,000 sessions, 500,000 messages, 500,000 units with synthetic vectors of the local model's name), timed
@@ -15,6 +16,12 @@ Then where that time goes, each part against its baseline of the same run: loadi
 into memory (`store.warm_vectors`); choosing the nearest codes by counting (`vector_index.nearest_of`) against numpy's
 `argpartition`, on the distances of one real query; and, for bench_server's 10 queries, the keyword half of a hybrid
 search (`store.keyword_search`, 60 hits), the vector half (`store.vector_search`, 60 hits) and the query's embedding.
+
+With `--baseline SRC` (issue 34's figure: a CLI search under 0.3 s of CPU) it measures instead the CPU seconds (user +
+system of the child, from wait4) of `reasonlog search Q --json --limit 10`, one process a query, on the spotter
+transcripts imported once with this tree (nothing embedded: the default mode is `text`), for compare_agentsview.py's
+six queries, run by the code in SRC and by this tree in turn, interleaved, `--runs` times; it prints the mean CPU of
+each tree, their ratio, and whether both printed the same hits.
 """
 from __future__ import annotations
 
@@ -100,7 +107,10 @@ def main() -> None:
     ap.add_argument("--db", type=Path, default=REPO / "benchmarks" / "out" / "server-10000.db")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--parts-only", action="store_true", help="skip the commands; only the parts in one process")
+    ap.add_argument("--baseline", type=Path, help="the src folder of a checkout: CPU of a text search against it")
     args = ap.parse_args()
+    if args.baseline is not None:
+        return cpu_against(args.baseline.resolve(), args.runs)
     if not args.db.exists():
         raise SystemExit(f"{args.db}: no such database; build it with `python benchmarks/bench_server.py`")
     if not args.parts_only:
@@ -117,6 +127,50 @@ def commands(db: Path, runs: int) -> None:
         medians[mode] = statistics.median(times)
         print(f"  --mode {mode:<9} median {medians[mode]:6.2f} s  (min {min(times):.2f}, max {max(times):.2f})"
               f"  {medians[mode] / medians['text']:5.2f} x text")
+
+
+CPU_QUERIES = ("phoenix", "xterm.js", "mix phx.server", "OTEL instrumentation", "migration", "LiveView")
+SPOTTER = REPO.parent / "shared" / "fixtures" / "real" / "claude-code-transcripts" / "spotter"
+
+
+def cpu_of_search(src: Path, db: Path, query: str) -> tuple[float, bytes]:
+    """CPU seconds (user + system) of one `reasonlog search QUERY --json --limit 10` run by the code in `src`, and
+    what it printed."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    env.pop("REASONLOG_EMBEDDINGS_URL", None)
+    child = subprocess.Popen([sys.executable, "-m", "reasonlog", "--db", str(db), "search", query, "--json",
+                              "--limit", "10"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = child.stdout.read() if child.stdout else b""
+    _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"reasonlog search {query!r} with {src} failed")
+    return usage.ru_utime + usage.ru_stime, out
+
+
+def cpu_against(baseline: Path, runs: int) -> None:
+    import tempfile
+
+    trees = {"baseline": baseline, "this tree": REPO / "src"}
+    with tempfile.TemporaryDirectory() as folder:
+        db = Path(folder) / "spotter.db"
+        subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "import", str(SPOTTER)], check=True,
+                       env={**os.environ, "PYTHONPATH": str(trees["this tree"])}, capture_output=True)
+        cpu: dict[str, list[float]] = {name: [] for name in trees}
+        same = True
+        for _ in range(runs):
+            for q in CPU_QUERIES:
+                printed = {}
+                for name, src in trees.items():
+                    seconds, printed[name] = cpu_of_search(src, db, q)
+                    cpu[name].append(seconds)
+                same &= printed["baseline"] == printed["this tree"]
+    mean = {name: statistics.mean(xs) for name, xs in cpu.items()}
+    print(f"reasonlog search Q --json --limit 10, {len(CPU_QUERIES)} queries x {runs} runs a tree, interleaved:")
+    for name, xs in cpu.items():
+        print(f"  {name:<9} CPU mean {mean[name]:.3f} s (median {statistics.median(xs):.3f}, min {min(xs):.3f},"
+              f" max {max(xs):.3f})")
+    print(f"  baseline / this tree: {mean['baseline'] / mean['this tree']:.2f}; the same hits printed: "
+          f"{'yes' if same else 'NO'}; load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The `reasonlog` entry point loads only the module of the command asked for (issue 34: a search from the CLI spent a
-third of its CPU importing every other command's module), and the whole CLI for anything else."""
+third of its CPU importing every other command's module), and the whole CLI for anything else; a search that prints
+JSON loads neither the write path, nor rich, nor `importlib.metadata` (the CPU they cost: docs/performance.md)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,8 @@ from reasonlog.cli.main import cli
 LOADED = """
 import atexit, sys
 sys.argv = ["reasonlog", *sys.argv[1:]]
-atexit.register(lambda: print(sorted(m for m in sys.modules if m.startswith("reasonlog.cli")), file=sys.stderr))
+shown = ("reasonlog.", "rich", "importlib.metadata")
+atexit.register(lambda: print(sorted(m for m in sys.modules if m.startswith(shown)), file=sys.stderr))
 from reasonlog.cli.entry import main
 main()
 """
@@ -28,17 +30,30 @@ def test_every_command_of_the_cli_is_mapped_to_the_module_that_adds_it():
     assert MODULE_OF == {name: command.callback.__module__.rsplit(".", 1)[1] for name, command in cli.commands.items()}
 
 
-def test_a_search_loads_the_reading_commands_only_and_answers_as_before(tmp_path):
-    db = tmp_path / "e.db"
+def _recorded(db) -> str:
     rec = reasonlog.Recorder(db, writer="sync", strict=True)
     with rec.session(agent="a") as s:
         s.call(messages=[{"role": "user", "content": "where is the phoenix server started?"}], response=None)
     rec.close()
-    code, out, loaded = _run("--db", str(db), "search", "phoenix", "--json")
+    return s.id
+
+
+def test_a_search_loads_its_own_command_only_and_answers_as_before(tmp_path):
+    session = _recorded(tmp_path / "e.db")
+    code, out, loaded = _run("--db", str(tmp_path / "e.db"), "search", "phoenix", "--json")
     assert code == 0
-    assert [(h["session_id"], h["message_idx"], h["mode"]) for h in json.loads(out)] == [(s.id, 0, "text")]
-    assert "reasonlog.cli.main" not in loaded and "reasonlog.cli.importing" not in loaded
-    assert "reasonlog.cli.serve" not in loaded and "reasonlog.cli.read" in loaded
+    assert [(h["session_id"], h["message_idx"], h["mode"]) for h in json.loads(out)] == [(session, 0, "text")]
+    assert [m for m in loaded if m.startswith("reasonlog.cli.")] == [
+        "reasonlog.cli.entry", "reasonlog.cli.filters", "reasonlog.cli.group", "reasonlog.cli.searching"]
+    assert {"reasonlog.store.writing", "reasonlog.store.contents", "reasonlog.redact"} & set(loaded) == set()
+    assert [m for m in loaded if m.startswith(("rich", "importlib.metadata"))] == []
+
+
+def test_a_search_printed_for_a_person_loads_rich(tmp_path):
+    session = _recorded(tmp_path / "e.db")
+    code, out, loaded = _run("--db", str(tmp_path / "e.db"), "search", "phoenix")
+    assert code == 0 and out.splitlines()[0] == f"{session}  at 0  message  user"
+    assert "rich.console" in loaded and "reasonlog.store.writing" not in loaded
 
 
 def test_help_and_a_mistyped_command_get_the_whole_cli(tmp_path):

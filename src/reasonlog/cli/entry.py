@@ -17,8 +17,8 @@ MODULE_OF = {
     "annotate": "annotate", "db": "database", "demo": "data", "diff": "read", "embed": "embedding",
     "evaluate": "evaluate", "export": "data", "import": "importing", "keys": "keys", "mcp": "mcp_command",
     "mirror": "mirroring", "proxy": "proxy", "prune": "database", "reason": "reason", "replay": "read", "run": "proxy",
-    "search": "read", "serve": "serve", "sessions": "read", "show": "show", "stats": "read", "summarize": "summarize",
-    "tail": "tail", "ui": "serve", "watch": "importing",
+    "search": "searching", "serve": "serve", "sessions": "read", "show": "show", "stats": "read",
+    "summarize": "summarize", "tail": "tail", "ui": "serve", "watch": "importing",
 }
 
 

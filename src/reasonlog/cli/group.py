@@ -4,14 +4,32 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
-from rich.console import Console
 
 from ..store import Store, StoreError, database_target, failure_of, open_store
 
-console = Console(highlight=False)
+
+class LazyConsole:
+    """rich's `Console(highlight=False)`, made when first used: a command that prints JSON never imports rich (a tenth
+    of the CPU of `reasonlog search --json`, docs/performance.md). Everything is passed to the real console."""
+
+    _real: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if LazyConsole._real is None:
+            from rich.console import Console
+
+            LazyConsole._real = Console(highlight=False)
+        return getattr(LazyConsole._real, name)
+
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+console: Console = LazyConsole()  # type: ignore[assignment]  # a Console in all but when it is made
 HOW_TO_START = ("Start with `reasonlog demo` (a recorded sample run) or `reasonlog import ~/.claude/projects`"
                 " (your agents' transcripts), or record from Python with reasonlog.Recorder().")
 

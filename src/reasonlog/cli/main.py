@@ -19,6 +19,7 @@ from . import (  # noqa: F401  (their commands)
     proxy,
     read,
     reason,
+    searching,
     serve,
     show,
     summarize,

@@ -1,10 +1,10 @@
-"""Reading commands: sessions, stats, replay, diff, search (show is in show.py). Recorded text is printed as text."""
+"""Reading commands: sessions, stats, replay, diff (show is in show.py, search in searching.py). Recorded text is
+printed as text."""
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import date
 from typing import Any
 
 import click
@@ -12,86 +12,12 @@ import orjson
 from rich.text import Text
 
 from .. import query, titles
-from ..model import format_instant
-from ..semantic.search import MODES, default_mode
-from ..semantic.search import search as semantic_search
-from ..store import SessionFilter, StoreError
-from ..store.annotation import ScoreTest
-from ..store.search import Query
-from ..wire.rules import RecordError
+from ..store import SessionFilter
+from .filters import filter_options, make_filter, review_options
 from .group import HOW_TO_START, cli, console, emit_json, json_option
-from .reason import session_names
 from .replaying import replay_options, send_replay
 from .show import money
 from .tables import Column, print_table
-
-
-class When(click.ParamType):
-    """A UTC day `YYYY-MM-DD`, or (unless `day_only`) an ISO-8601 instant; anything else is a usage error."""
-
-    name = "when"
-
-    def __init__(self, day_only: bool = False):
-        self.day_only = day_only
-
-    def convert(self, value, param, ctx):
-        expected = "YYYY-MM-DD" if self.day_only else "YYYY-MM-DD or an ISO-8601 instant"
-        try:
-            if len(value) == 10:
-                return date.fromisoformat(value).isoformat()
-            if not self.day_only and len(value) > 10 and value[10] == "T":
-                return format_instant(value)
-        except (ValueError, RecordError):
-            pass
-        self.fail(f"{value!r} is not a valid date; expected {expected}", param, ctx)
-
-
-def filter_options(fn=None, *, limit: int = 50, model_flag: str = "--model"):
-    """The session filters every listing command accepts. As `@filter_options(limit=0, model_flag=...)`, a
-    command chooses its default limit (0: all) and renames `--model` when it has a model of its own."""
-    if fn is None:
-        return lambda f: filter_options(f, limit=limit, model_flag=model_flag)
-    options = [
-        click.option("--run", help="Only this run."),
-        click.option("--agent", help="Only this agent."),
-        click.option(model_flag, "model", help="Only this model."),
-        click.option("--status", type=click.Choice(["open", "completed", "failed", "interrupted"])),
-        click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Only sessions with this label."),
-        click.option("--date", type=When(day_only=True), help="Only sessions started on this UTC day (YYYY-MM-DD)."),
-        click.option("--since", type=When(), help="Started on or after this day or instant."),
-        click.option("--until", type=When(), help="Started on or before this day (inclusive) or before this instant."),
-        click.option("--limit", type=int, default=limit, show_default=True, help="At most this many (0: all)."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
-def review_options(fn):
-    """The filters on annotations (docs/review.md), for the sessions list."""
-    fn = click.option("--has-note", is_flag=True, help="Only sessions with a note on them or on their calls.")(fn)
-    return click.option("--score", "scores", multiple=True, metavar="TEST",
-                        help="Only sessions with a score that passes TEST: task_done<0.5, verdict=pass;"
-                             " repeatable.")(fn)
-
-
-def make_filter(run, agent, model, status, labels, date, since, until, limit, scores=(),
-                has_note=False) -> SessionFilter:
-    parsed = {}
-    for item in labels:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{item!r}: expected KEY=VALUE", param_hint="--label")
-        parsed[key] = value
-    if date:
-        since = until = date
-    try:
-        tests = tuple(ScoreTest.parse(t) for t in scores)
-    except StoreError as exc:
-        raise click.BadParameter(str(exc), param_hint="--score") from None
-    return SessionFilter(run=run, agent=agent, model=model, status=status, labels=parsed, since=since, until=until,
-                         limit=limit or None, scores=tests, has_note=has_note)
-
 
 # A person reads a list by its titles: the title is the last column to go at a narrow width.
 SESSION_COLUMNS = [Column("started (UTC)", keep=8), Column("session", whole=True), Column("title", keep=10, shrink=24),
@@ -248,68 +174,3 @@ def _print_diff(result: Mapping[str, Any]) -> None:
     for key, change in result["params"].items():  # JSON values: null, true, "text"
         values = [orjson.dumps(change[side]).decode() for side in ("a", "b")]
         console.print(Text(f"param {key}: {values[0]} → {values[1]}", style="yellow"))
-
-
-@cli.command()
-@click.argument("text")
-@click.option("--mode", type=click.Choice(MODES), help="text: where TEXT occurs as written, in timeline order;"
-              " keywords: ranked by the words of TEXT each holds; semantic: ranked by meaning; hybrid: both ranks"
-              " fused. Default: hybrid once `reasonlog embed` has run (the semantic extra), else text.")
-@filter_options
-@json_option
-@click.pass_obj
-def search(obj, text, mode, as_json, limit, **filters):
-    """Find TEXT in every message, tool result and outcome; prints where each is. By default as written (any part
-    of a word, any case); --mode keywords, semantic or hybrid rank what comes closest to TEXT, best first."""
-    if not text.strip():
-        raise click.UsageError("nothing to search for: give some text, e.g. reasonlog search \"timed out\"")
-    mode = mode or default_mode(obj.store)
-    if mode != "text":
-        return _ranked_search(obj, text, mode, as_json, limit, filters)
-    try:
-        Query.parse(text)
-    except StoreError as exc:
-        raise click.UsageError(str(exc)) from None
-    hits = semantic_search(obj.store, text, "text", make_filter(limit=None, **filters), None)  # all: a count
-    shown = hits[:limit] if limit else hits
-    if as_json:
-        return emit_json(shown)
-    more = f"; showing the first {len(shown)} (--limit 0 shows all)" if len(shown) < len(hits) else ""
-    _print_hits(obj, shown, f"no message, tool result or outcome contains {text!r}",
-                f"{len(hits)} match{'es' if len(hits) != 1 else ''}{more}")
-
-
-RANKED_ALL = 1000  # --limit 0 in a ranked mode: this many hits
-
-
-def _ranked_search(obj, text: str, mode: str, as_json: bool, limit: int, filters: dict) -> None:
-    hits = semantic_search(obj.store, text, mode, make_filter(limit=None, **filters), limit or RANKED_ALL)
-    if as_json:
-        return emit_json(hits)
-    _print_hits(obj, hits, f"nothing found for {text!r} ({mode})",
-                f"{len(hits)} hit{'s' if len(hits) != 1 else ''}, best first ({mode})")
-
-
-def _print_hits(obj, hits: Sequence[Mapping[str, Any]], none: str, count: str) -> None:
-    """Each hit under its session's name, then `count`; `none` when there is no hit."""
-    if not hits:
-        console.print(Text(none), style="dim")
-        return
-    names = session_names(obj.store, {h["session_id"] for h in hits})
-    for h in hits:
-        _print_hit(h, names[h["session_id"]])
-    console.print(count, style="dim")
-
-
-def _print_hit(h: Mapping[str, Any], session: str) -> None:
-    """Two lines a hit: where it is (the session whole, by the id its agent gave it where there is one), then the
-    call's id (whole) and the snippet on one line."""
-    at = "" if h["message_idx"] is None else f"  at {h['message_idx']}"
-    where = Text(session, style="bold") + Text(f"{at}  {h['kind']}")
-    if h["name"] or h["role"]:
-        where += Text(f"  {h['name'] or h['role']}")
-    if h.get("score") is not None:
-        where += Text(f"  {h['score']:.4f}", style="dim")
-    console.print(where)
-    call = Text(f"  call {h['call_id']}: ", style="dim") if h["call_id"] else Text("  ")
-    console.print(call + Text(" ".join(h["snippet"].split())), no_wrap=True, overflow="ellipsis")

@@ -12,13 +12,33 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
 
 MAX_TOKENS = 256  # sentence_bert_config.json's max_seq_length: longer texts are cut, as sentence-transformers does
+
+
+def bert_config(folder: Path) -> dict:
+    """The model's `config.json`; ValueError when it is not a BERT with GELU (what this module and
+    minilm_batches.py compute)."""
+    config = json.loads((folder / "config.json").read_text())
+    if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
+        raise ValueError(f"{folder}: not a BERT model with GELU ({config.get('model_type')!r})")
+    return config
+
+
+def fuse_qkv(w: dict, layers: int, join: Callable[[list], Any]) -> dict:
+    """The weights `w` with each layer's query, key and value as one product (`qkv`), joined by `join` (numpy's
+    concatenate, PyTorch's cat)."""
+    for n in range(layers):
+        at = f"encoder.layer.{n}.attention.self."
+        for part in ("weight", "bias"):
+            w[f"{at}qkv.{part}"] = join([w.pop(f"{at}{p}.{part}") for p in ("query", "key", "value")])
+    return w
 
 
 class MiniLM:
@@ -29,19 +49,13 @@ class MiniLM:
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
-        config = json.loads((folder / "config.json").read_text())
-        if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
-            raise ValueError(f"{folder}: not a BERT model with GELU ({config.get('model_type')!r})")
+        config = bert_config(folder)
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config["layer_norm_eps"])
-        self.w = {k.removeprefix("bert."): v.astype(np.float32)
-                  for k, v in load_file(str(folder / "model.safetensors")).items()}
-        for n in range(self.layers):  # query, key and value as one product
-            at = f"encoder.layer.{n}.attention.self."
-            for part in ("weight", "bias"):
-                self.w[f"{at}qkv.{part}"] = np.concatenate([self.w.pop(f"{at}{p}.{part}") for p in ("query", "key",
-                                                                                                   "value")])
+        weights = load_file(str(folder / "model.safetensors"))
+        self.w = fuse_qkv({k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()}, self.layers,
+                          np.concatenate)
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self.tokenizer.no_padding()

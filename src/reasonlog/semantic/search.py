@@ -12,7 +12,6 @@ what to install or run.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -37,6 +36,8 @@ def search(store: SearchStore, text: str, mode: str, flt: SessionFilter, limit: 
     if mode == "keywords":
         hits = store.keyword_search(text, flt, shown)
     else:
+        from concurrent.futures import ThreadPoolExecutor  # here: a text search never loads it
+
         embedder = embedder or ready_embedder(store)
         with ThreadPoolExecutor(1, thread_name_prefix="reasonlog-embed") as pool:
             query = pool.submit(_embedded, embedder, text)  # the model runs outside the GIL meanwhile

@@ -11,11 +11,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..wire.api import SessionJSON, SimilarSessionJSON
-from . import keywords, reading, units, vector_index, vectors
+from . import reading
 from .terms import SessionFilter
+
+if TYPE_CHECKING:
+    from . import vector_index
+
+# keywords, units, vectors and vector_index are imported by the methods that use them: a store opened for a text
+# search (a CLI search is one process) never needs them, and they were 25 ms of its CPU (docs/performance.md).
 
 CUT_SESSIONS = 25  # sessions a transaction cuts into units
 CUT_UNITS = 2000  # ... or fewer, once this many units are added
@@ -42,6 +48,8 @@ class SemanticStore:
     def cut_units(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Cut every session with text not cut yet into units (store/units.py), in transactions of a few sessions;
         `progress(done, total)` after each. Returns how many units were added."""
+        from . import units
+
         stale = self._read(units.stale_sessions)
         added = done = 0
         while done < len(stale):
@@ -53,6 +61,8 @@ class SemanticStore:
 
     def _cut(self, cur, stale: list[tuple], first: int) -> tuple[int, int]:
         """Cut sessions of `stale` from `first` on, until a transaction's worth; (units added, next session)."""
+        from . import units
+
         n, at = 0, first
         while at < len(stale) and at - first < CUT_SESSIONS and n < CUT_UNITS:
             self._lock_units(cur, stale[at][0])
@@ -65,10 +75,14 @@ class SemanticStore:
 
     def unit_backlog(self, model: str, limit: int, after: int = 0) -> list[tuple[int, str]]:
         """Up to `limit` unit texts (id, text) without a vector of `model`, ids above `after`, oldest first."""
+        from . import vectors
+
         return self._read(vectors.backlog, model, limit, after)
 
     def save_vectors(self, model: str, rows: list[tuple[int, bytes]]) -> int:
         """Store a batch of vectors (text id, float32 bytes, L2-normalised) of `model` in one transaction."""
+        from . import vectors
+
         return self._write(vectors.save, model, rows)
 
     def fill_vector_index(self, stop: threading.Event | None = None) -> int:
@@ -79,6 +93,8 @@ class SemanticStore:
     def refresh_session_vectors(self, model: str) -> int:
         """Recompute the sessions' mean vectors of `model` that units were embedded for since; how many. Read in
         read transactions, written a few sessions a transaction: a writer waits for a moment at most."""
+        from . import vectors
+
         stale = self._read(vectors.stale_means, model)
         for start in range(0, len(stale), MEANS):
             rows = self._read(vectors.means, model, stale[start:start + MEANS])
@@ -90,6 +106,8 @@ class SemanticStore:
     def semantic_counts(self, model: str | None = None, sessions: bool = False) -> dict[str, int]:
         """Units, distinct texts, texts embedded by `model` and the backlog (texts without one); with `sessions`,
         also `sessions_to_cut`: sessions with text not cut into units yet (that reads every session's marks)."""
+        from . import units, vectors
+
         def read(cur) -> dict[str, int]:
             found = vectors.counts(cur, model)
             return {**found, "sessions_to_cut": len(units.stale_sessions(cur))} if sessions else found
@@ -105,6 +123,8 @@ class SemanticStore:
         return self._read(self._keyword_search, text, flt, limit)
 
     def _keyword_search(self, cur, text: str, flt: SessionFilter, limit: int) -> list[dict]:
+        from . import keywords
+
         now = time.monotonic()
         if self._records is None or now - self._records[0] >= keywords.RECOUNT_S:
             self._records = (now, keywords.records(cur))  # the idf's N, counted again every RECOUNT_S seconds
@@ -113,6 +133,8 @@ class SemanticStore:
     def vector_search(self, query: bytes, model: str, flt: SessionFilter, limit: int = 50) -> list[dict]:
         """The units nearest `query` (float32, L2-normalised) among the vectors of `model`, one hit per message,
         tool result or summary, best first, each with its cosine `score`."""
+        from . import units
+
         where, args = reading.filter_sql(replace(flt, limit=None, text=None, after=None))
         depth = max(2 * limit, 20)
         while True:
@@ -149,6 +171,8 @@ class SemanticStore:
         return index.rank(cur, query, flt, limit)
 
     def _vector_index(self, model: str, dim: int) -> vector_index.VectorIndex:
+        from . import vector_index
+
         if self._vector_indexes is None:
             self._vector_indexes = {}
         index = self._vector_indexes.get((model, dim))
@@ -166,6 +190,8 @@ class SemanticStore:
     def similar_sessions(self, session_id: str, model: str, limit: int = 10) -> list[SimilarSessionJSON]:
         """The sessions whose mean unit vector is nearest this session's, best first, as `list_sessions` rows with a
         `score`; empty when this session has no vector of `model` yet."""
+        from . import vectors
+
         query = self._read(vectors.session_vector, model, session_id)
         if query is None:
             return []

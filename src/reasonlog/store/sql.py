@@ -18,13 +18,11 @@ from ..wire.rules import RecordError
 from . import ids, imported, kept, keys, mirrored, overview, reading, records, search, usage
 from .answers import CallDetail
 from .content import Dictionaries
-from .contents import ContentWriter
 from .dbapi import Cursor, ids_by_hash
 from .reviews import AnnotationStore
 from .semantic import SemanticStore
 from .targets import safe_target
 from .terms import ReadOnlyDatabase, SessionFilter
-from .writing import Applier
 
 log = logging.getLogger("reasonlog")
 P = ParamSpec("P")
@@ -34,6 +32,7 @@ if TYPE_CHECKING:
     from ..pricing import PriceTable
     from ..redact import Redactor
     from .rollups import DayUsage
+    from .writing import Applier
 
 
 class SQLStore(SemanticStore, AnnotationStore):
@@ -58,8 +57,21 @@ class SQLStore(SemanticStore, AnnotationStore):
     def _setup_writer(self, price_table: PriceTable | None, redactor: Redactor | Literal[False] | None) -> None:
         self._lock = threading.RLock()
         self._dicts = Dictionaries()
-        self._applier = Applier(ContentWriter(self, redactor, self._dicts), price_table)  # type: ignore[arg-type]
+        self._writer_of: tuple[PriceTable | None, Redactor | Literal[False] | None] = (price_table, redactor)
+        self._writer: Applier | None = None
         self.rejected_events = 0  # events this store object left out of committed batches (their data's fault)
+
+    @property
+    def _applier(self) -> Applier:
+        """The writer, made on first use: a store opened to read never imports the write path (store/writing.py, the
+        redactor), which was a quarter of the CPU of a search from the command line (docs/performance.md)."""
+        if self._writer is None:
+            from .contents import ContentWriter
+            from .writing import Applier
+
+            price_table, redactor = self._writer_of
+            self._writer = Applier(ContentWriter(self, redactor, self._dicts), price_table)  # type: ignore[arg-type]
+        return self._writer
 
     # ------------------------------------------------------------ the dialect's part
 

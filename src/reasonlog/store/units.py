@@ -4,8 +4,8 @@ A session's units are its user messages' text, its assistant messages' text (wit
 result of `TOOL_RESULT_MIN_CHARS` characters or more (a part of a message, or a recorded tool_results row), and its
 summary (the stored one, else the session's own). System prompts and tool calls are left to full-text search.
 A text of more than `CHUNK_WORDS` words is cut into chunks of that many words overlapping by `OVERLAP_WORDS`
-(all-MiniLM-L6-v2 reads 256 word pieces: 150 words is about 200 of them), at most `MAX_CHUNKS` chunks a text; the
-rest of a longer text is found by full-text search only.
+(all-MiniLM-L6-v2 reads 256 word pieces: 150 words is about 200 of them), at most `MAX_CHUNKS` chunks a text and
+`TOOL_RESULT_CHUNKS` a tool result; the rest of a longer text is found by full-text search only.
 
 Each distinct chunk text is stored once (`unit_texts`, by its hash), so a message repeated across calls or sessions
 is embedded once; `search_units` says where each occurs. Cutting runs in the background (`reasonlog embed`,
@@ -27,6 +27,7 @@ from .reading import ContentReader
 CHUNK_WORDS = 150
 OVERLAP_WORDS = 30
 MAX_CHUNKS = 16
+TOOL_RESULT_CHUNKS = 1  # a tool result's chunks embedded: its first 150 words (docs/search.md, issue 34)
 TOOL_RESULT_MIN_CHARS = 200
 KINDS = ("user", "assistant", "tool_result", "summary")
 _WORD = re.compile(r"\S+")
@@ -36,9 +37,10 @@ _ROLES = {"user": "user", "human": "user", "assistant": "assistant", "model": "a
 # ------------------------------------------------------------------ chunks
 
 
-def chunk_spans(text: str) -> list[tuple[int, int]]:
+def chunk_spans(text: str, most: int = MAX_CHUNKS) -> list[tuple[int, int]]:
     """Where each chunk of `text` starts and ends: runs of `CHUNK_WORDS` words, each starting `CHUNK_WORDS -
-    OVERLAP_WORDS` words after the one before, the last reaching the last word; none for a text without words."""
+    OVERLAP_WORDS` words after the one before, the last reaching the last word or the `most`-th chunk; none for a text
+    without words."""
     words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
     if not words:
         return []
@@ -46,14 +48,14 @@ def chunk_spans(text: str) -> list[tuple[int, int]]:
     for first in range(0, len(words), step):
         last = min(first + CHUNK_WORDS, len(words)) - 1
         spans.append((words[first][0], words[last][1]))
-        if last == len(words) - 1 or len(spans) == MAX_CHUNKS:
+        if last == len(words) - 1 or len(spans) == most:
             break
     return spans
 
 
-def chunks_of(text: str) -> list[str]:
-    """The chunks of `text` as they are embedded (each keeps the text's own spacing)."""
-    return [text[a:b] for a, b in chunk_spans(text)]
+def chunks_of(text: str, most: int = MAX_CHUNKS) -> list[str]:
+    """The chunks of `text` as they are embedded (each keeps the text's own spacing), at most `most`."""
+    return [text[a:b] for a, b in chunk_spans(text, most)]
 
 
 def text_hash(text: str) -> bytes:
@@ -157,7 +159,8 @@ def cut_session(cur, dicts: Dictionaries, row: tuple) -> int:
 
 
 def _add_units(cur, session_id: str, pieces: list[Piece]) -> int:
-    rows = [(p, n, chunk) for p in pieces for n, chunk in enumerate(chunks_of(p.text))]
+    rows = [(p, n, chunk) for p in pieces for n, chunk in enumerate(chunks_of(p.text, TOOL_RESULT_CHUNKS if
+                                                                            p.kind == "tool_result" else MAX_CHUNKS))]
     ids = text_ids(cur, [chunk for _, _, chunk in rows])
     cur.executemany("INSERT INTO search_units (session_id, kind, message_idx, tool_result_id, part, chunk, text_id)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",

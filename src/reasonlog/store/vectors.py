@@ -17,7 +17,6 @@ from typing import Any
 from . import reading
 from .dbapi import translate_placeholders
 from .terms import SessionFilter, StoreError
-from .units import decoded
 
 EXTRA = "pip install 'reasonlog[semantic]'"
 SCAN_ROWS = 20000  # vectors a PostgreSQL scan reads at a time (about 30 MB at 384 dimensions)
@@ -28,6 +27,8 @@ SCAN_ROWS = 20000  # vectors a PostgreSQL scan reads at a time (about 30 MB at 3
 
 def backlog(cur, model: str, limit: int, after: int = 0) -> list[tuple[int, str]]:
     """Up to `limit` unit texts (id, text) with no vector of `model`, ids above `after`, in id order."""
+    from .units import decoded  # here: a store opened for a text search never loads the cutting (units.py)
+
     rows = cur.execute("SELECT t.id, t.codec, t.data FROM unit_texts t WHERE t.id > ? AND NOT EXISTS"
                        " (SELECT 1 FROM unit_vectors v WHERE v.model = ? AND v.text_id = t.id) ORDER BY t.id LIMIT ?",
                        (after, model, limit)).fetchall()
