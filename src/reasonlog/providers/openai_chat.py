@@ -166,7 +166,7 @@ class Stream:
         return raw
 
 
-def _listed(value: Any) -> list | tuple:
+def _listed(value: object) -> list | tuple:
     """A field that should hold a list, as one (a malformed chunk's other value as none)."""
     return value if isinstance(value, list | tuple) else ()
 

@@ -2,7 +2,7 @@
 their input one by one, and `previous_response_id` chains in which the server holds the conversation."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..wire.usage import getter
 from . import openai_chat
@@ -145,7 +145,7 @@ class Stream:
             self.ended = kind in TERMINAL
         return False
 
-    def _slot(self, get: Any, key: str, index: Any, value: Any) -> dict | None:
+    def _slot(self, get: Any, key: str, index: object, value: object) -> dict | None:
         """The part at `index` of the item's `key` list, made from `value` (and the ones before it) if new; None
         where the event's places are not places."""
         item = self.items.setdefault(get("output_index"), {}) if _place(get("output_index")) else None
@@ -181,12 +181,12 @@ class Stream:
         return raw
 
 
-def _place(index: Any) -> bool:
+def _place(index: object) -> TypeGuard[int]:
     """Whether a stream event's index is one a response could have (a malformed one must not grow a list)."""
     return isinstance(index, int) and not isinstance(index, bool) and 0 <= index < MAX_PLACES
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
