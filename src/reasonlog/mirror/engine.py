@@ -180,8 +180,8 @@ def _arrow_type(kind: str) -> Any:
             return _arrow_type(kind[len(wrapper):-1])
     if kind.startswith("Array("):
         return pa.list_(_arrow_type(kind[len("Array("):-1]))
-    return {"String": pa.string(), "UInt64": pa.uint64(), "UInt8": pa.uint8(), "Float64": pa.float64(),
-            "Date": pa.date32()}[kind]
+    return {"String": pa.string(), "UInt64": pa.uint64(), "UInt8": pa.uint8(), "Int32": pa.int32(),
+            "Float64": pa.float64(), "Date": pa.date32()}[kind]
 
 
 def connect(target: str) -> Engine:

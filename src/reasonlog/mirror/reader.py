@@ -19,13 +19,13 @@ import orjson
 
 from ..accounting import TOKENS
 from ..store import MirrorSource, SessionFilter, StoreReader
+from ..store.rollups import CHART_TOKENS
 from ..store.search import Query
-from ..store.usage_sql import bucket_of
-from . import push
+from . import push, rollup
 from .engine import Engine, MirrorError, literal
 
-STAT_KEYS = {"day": "substring(started_at, 1, 10)", "model": "model", "agent": "agent", "run": "run",
-             "source": "source_label"}
+# the keys over `mirror_calls` and `mirror_usage` alike (the rollup's columns are named as the calls')
+STAT_KEYS = {"day": "toString(day)", "model": "model", "agent": "agent", "run": "run", "source": "source_label"}
 PAIR = "\t"
 WALK = 8  # a search's page is first looked for among this many times its sessions, newest first (at least 200)
 
@@ -116,27 +116,42 @@ class MirrorReader:
     # ------------------------------------------------------------ usage
 
     def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[Any, dict]:
-        """Totals by day, model, agent, run or source (or a pair `day+model`), as the record's `usage_groups`."""
-        key = _key(by)
+        """Totals by day, model, agent, run or source (or a pair `day+model`), as the record's `usage_groups`: from
+        the usage summed by the last push when the filter is whole days or none (mirror/rollup.py), else from the
+        calls' rows."""
+        where = rollup.answers(flt) and self._usage()
+        if where:
+            rows = rollup.read(self.engine, self.src, where, _key(by), flt, latencies)
+        else:
+            rows = self._summed_calls(_key(by), flt, latencies)
+        return {r[0]: _totals(r, latencies) for r in rows}
+
+    def usage_series(self, split: str, flt: SessionFilter) -> list[tuple[str, str, float, float | None, int]]:
+        """The usage chart's points by day and `split` (model or agent), as the record's `usage_series`."""
+        out = []
+        for key, t in self.usage_groups(f"day+{split}", flt, False).items():
+            day, _, name = str(key).partition(PAIR)
+            out.append((day, name, float(sum(t[c] for c in CHART_TOKENS)), t["cost_usd"], t["calls_without_cost"]))
+        return sorted(out, key=lambda point: point[:2])
+
+    def _usage(self) -> tuple[int, int] | None:
+        """The slot and version of the usage the source's last finished push left (None while a push is under way,
+        or before the first)."""
+        found = push.cursor(self.engine, self.src)
+        if not found or not found["done"] or not found["usage_version"]:
+            return None
+        return int(found["usage_slot"]), int(found["usage_version"])
+
+    def _summed_calls(self, key: str, flt: SessionFilter, latencies: bool) -> list[tuple]:
         where = [f"src = {literal(self.src)}", "deleted = 0", "kind != 'gone'"]
         chosen = replace(flt, since=None, until=None, limit=None)
         if chosen != SessionFilter(limit=None):
             where.append(f"session_id IN (SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(flt)})")
         if flt.since or flt.until:
             where.append(_span(flt).replace("@", "started_at"))
-        counted = "kind != 'twin'"
-        timed = "latency_ms IS NOT NULL AND kind = 'call'"  # as the record's histograms: a twin's call is not timed
-        sums = ", ".join(f"sumIf({t}, {counted})" for t in TOKENS)
-        median = (f", arraySort(groupArrayIf(assumeNotNull(latency_ms), {timed})) AS l,"
-                  " l[intDiv(length(l) + 1, 2)], length(l)") if latencies else ""
-        rows = self.engine.query(
-            f"SELECT {key} AS k, countIf(kind = 'call'), countIf(kind = 'call' AND ifNull(status, '') = 'error'),"
-            f" {sums},"
-            f" sumIf(cost_usd, {counted}), countIf(has_cost = 1 AND {counted}), sum(without_cost),"
-            f" sumIf(assumeNotNull(latency_ms), kind = 'call' AND latency_ms IS NOT NULL),"
-            f" countIf(kind = 'call' AND latency_ms IS NOT NULL){median}"
-            f" FROM {self.db}.mirror_calls FINAL WHERE {' AND '.join(where)} GROUP BY k")
-        return {r[0]: _totals(r, latencies) for r in rows}
+        sums = ", ".join(rollup.CALL_SUMS.values())
+        return self.engine.query(f"SELECT {key} AS k, {sums}{rollup.histogram(rollup.CALL_HISTOGRAM, latencies)}"
+                                 f" FROM {self.db}.mirror_calls FINAL WHERE {' AND '.join(where)} GROUP BY k")
 
 
 def _totals(row: tuple, latencies: bool) -> dict:
@@ -149,9 +164,8 @@ def _totals(row: tuple, latencies: bool) -> dict:
     out["calls_without_cost"] = int(without)
     out["latency_ms_sum"], out["latency_count"] = latency_sum, int(latency_count)
     if latencies:
-        _, middle, count = rest[n + 5:n + 8]
-        # the middle call (the lower of the two when the count is even): its bucket is the record's median
-        out["histogram"] = {bucket_of(middle): 1} if count else {}
+        buckets, calls_in = rest[n + 5:n + 7]
+        out["histogram"] = {int(b): int(c) for b, c in zip(buckets, calls_in, strict=True)}
     return out
 
 
@@ -185,7 +199,8 @@ class Record(StoreReader, MirrorSource, Protocol):
 
 class Mirrored:
     """The reader store of `serve --mirror`: the record, with its growing reads taken from the mirror when the
-    mirror is caught up. Whether it is, is asked at most once a second (`lag`)."""
+    mirror is caught up. Whether it is, is asked at most once a second, and the record's mark is counted again only
+    when the record changed: at 5,000,000 messages the count of its calls costs more than a mirrored answer."""
 
     CHECK_EVERY_S = 1.0
 
@@ -193,6 +208,7 @@ class Mirrored:
         self._record, self._mirror = record, mirror
         self._lock = threading.Lock()
         self._checked: tuple[float, bool] = (float("-inf"), False)
+        self._marked: tuple[object, str] | None = None  # the record's change marker, and its mark then
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._record, name)
@@ -207,9 +223,17 @@ class Mirrored:
                 cursor = self._mirror.cursor()
             except MirrorError:  # the mirror cannot be read now: the record answers
                 cursor = None
-            answer = bool(cursor and cursor["done"]) and push.caught_up(cursor, self._record.mirror_mark()[1])
+            answer = bool(cursor and cursor["done"]) and push.caught_up(cursor, self._mark())
             self._checked = (time.monotonic(), answer)
             return answer
+
+    def _mark(self) -> str:
+        """The record's mark, counted again only when its change marker moved (read first: a write that lands
+        while the mark is counted moves the marker again, so the next check counts again)."""
+        marker = self._record.change_marker()
+        if self._marked is None or self._marked[0] != marker:
+            self._marked = (marker, self._record.mirror_mark()[1])
+        return self._marked[1]
 
     def _answer(self, flt: SessionFilter, read: Callable[[Any], Any]) -> Any:
         """`read` of the mirror when it can answer `flt` and is caught up, else (or when it fails) of the record."""
@@ -229,3 +253,6 @@ class Mirrored:
 
     def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[Any, dict]:
         return self._answer(flt, lambda reader: reader.usage_groups(by, flt, latencies))
+
+    def usage_series(self, split: str, flt: SessionFilter) -> list[tuple[str, str, float, float | None, int]]:
+        return self._answer(flt, lambda reader: reader.usage_series(split, flt))
