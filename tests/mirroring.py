@@ -151,7 +151,8 @@ def filters(store) -> list[SessionFilter]:
 
 
 def answers(reader, flts: list[SessionFilter]) -> dict:
-    """What a reader answers: session lists and counts, and statistics by every key (costs to 1e-9 dollars)."""
+    """What a reader answers: session lists and counts, statistics by every key, and the usage chart's points
+    (costs to 1e-9 dollars)."""
     out: dict = {}
     for n, flt in enumerate(flts):
         out[f"list {n}"] = reader.list_sessions(flt)
@@ -160,6 +161,8 @@ def answers(reader, flts: list[SessionFilter]) -> dict:
             rows = query.stats(reader, by, flt) if "+" not in by else \
                 sorted(reader.usage_groups(by, flt, latencies=False).items(), key=lambda kv: str(kv[0]))
             out[f"stats {by} {n}"] = _rounded(rows)
+        for split in ("model", "agent"):  # the usage page's chart
+            out[f"series {split} {n}"] = _rounded(reader.usage_series(split, flt))
     return out
 
 

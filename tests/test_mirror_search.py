@@ -147,3 +147,29 @@ def test_a_mirror_of_the_older_layout_is_pushed_again_whole(tmp_path, target):
             SessionFilter(limit=None))[0]["id"]], 1)
     finally:
         store.close()
+
+
+@pytest.mark.slow
+def test_a_page_of_a_search_over_many_sessions_is_the_records_however_far_back_its_sessions_are(tmp_path, target):
+    """The mirror looks for a page among the newest sessions first, then among more, then in every session: a word
+    in each session, one in the older half only, one in the oldest few only, and one whose newest session was
+    deleted after a push, each page as the record gives it."""
+    db = tmp_path / "a.db"
+    every = {"tool": None, "outcome": None, "reasoning": None, "agent": "a"}
+    write(db, [{"said": [" ".join(["price", *(["older"] if n < 120 else []), *(["oldest"] if n < 10 else []),
+                                   *(["gone"] if n in (3, 229) else [])])], **every} for n in range(230)])
+    store = reasonlog.open_store(db)
+    try:
+        mirror = reader.MirrorReader(engine.connect(target), "a")
+        push.push(store, mirror.engine, "a")
+        newest = store.list_sessions(SessionFilter(text="gone", limit=1))[0]["id"]
+        assert store.delete_sessions([newest]) == 1
+        push.push(store, mirror.engine, "a")
+        for q in ("price", "older", "oldest", "gone"):
+            for limit in (2, 51):
+                page = SessionFilter(text=q, limit=limit)
+                assert mirror.list_sessions(page) == store.list_sessions(page), (q, limit)
+        assert [len(mirror.list_sessions(SessionFilter(text=q, limit=51))) for q in ("older", "oldest", "gone")] \
+            == [51, 10, 1]
+    finally:
+        store.close()
