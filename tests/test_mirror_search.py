@@ -14,10 +14,12 @@ from reasonlog.mirror import engine, push, reader
 from reasonlog.store import SessionFilter
 
 SECRET = "sk-ant-api03-" + "Qx7_-z" * 8  # masked by the recorder before it is written: neither holds it
-WORDS = ["price", "Zebra", "STRASSE", "Ärger", "İstanbul", "straße", "timed out", "ẞig", "买入股票", SECRET]
+WORDS = ["price", "Zebra", "STRASSE", "Ärger", "İstanbul", "straße", "timed out", "ẞig", "买入股票", SECRET,
+         "50%_off\\now"]  # a LIKE's own characters, as text
 QUERIES = ["price", "PRICE", "zebra", "straße", "strasse", "ärger", "i̇stanbul", "istanbul", "timed out",
            '"timed out"', "timed OR zebra", "price -zebra", "zeb*", "nothing-here", "pr", "股票", "买入",
-           SECRET, SECRET[:20], "[redacted:", "redacted:anthropic", "read_file", "trade", "approach", "tool said"]
+           SECRET, SECRET[:20], "[redacted:", "redacted:anthropic", "read_file", "trade", "approach", "tool said",
+           "50%", "%_o", "0%_", "f\\n", "_", "%", "50_", "0%o"]
 EXAMPLES = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
                     phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
@@ -82,7 +84,7 @@ def test_named_searches_and_their_routes_answer_as_the_record(tmp_path, target):
 
     db = tmp_path / "a.db"
     every = {"tool": None, "outcome": None, "reasoning": None}
-    write(db, [{"said": ["price Zebra", "STRASSE"], **every, "tool": "Ärger", "agent": "a"},
+    write(db, [{"said": ["price Zebra", "STRASSE"], **every, "tool": "Ärger 50%_off\\now", "agent": "a"},
                {"said": ["price", SECRET], **every, "outcome": "İstanbul", "agent": "b"},
                {"said": ["price timed out"], **every, "reasoning": "ẞig 买入股票", "agent": "a"}])
     store = reasonlog.open_store(db)

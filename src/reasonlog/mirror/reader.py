@@ -28,6 +28,7 @@ from .engine import Engine, MirrorError, literal
 STAT_KEYS = {"day": "toString(day)", "model": "model", "agent": "agent", "run": "run", "source": "source_label"}
 PAIR = "\t"
 SEARCHED = {"mirror_messages": "idx", "mirror_texts": "kind, ref"}  # the tables a search reads, and their keys
+CHECKED = 2000  # a text held by at most this many sessions is checked session by session, not through FINAL
 WALK = 8  # a search's page is first looked for among this many times its sessions, newest first (at least 200)
 
 
@@ -90,7 +91,7 @@ class MirrorReader:
         if flt.parent is not None:
             where.append(f"parent_session_id = {literal(flt.parent)}")
         if flt.text is not None:
-            where.append(f"id IN ({self._found(flt.text)})")
+            where.append(self._matching(flt.text))
         if flt.after is not None:
             at, sid = flt.after
             where.append(f"(started_at < {literal(at)} OR (started_at = {literal(at)} AND id < {literal(sid)}))")
@@ -114,14 +115,33 @@ class MirrorReader:
                 return page[:flt.limit]
         return page if len(newest) < walk else None
 
-    def _found(self, text: str, among: list[str] | None = None) -> str:
-        """The sessions holding a record whose text satisfies the query, as the record's search decides it
-        (store/search.py: every group in one record, no excluded term in it; text lowered as the record lowers)."""
+    def _matching(self, text: str) -> str:
+        """The condition on `id` of the sessions holding the text: the sessions any row of whose holds it (no FINAL:
+        where the engine has a skip index on the text, only the granules that may hold it are read), each then
+        checked by its records' newest versions; a text held by too many sessions for that, through FINAL."""
+        held = self._held(text)
+        any_row = " UNION ALL ".join(f"SELECT session_id FROM {self.db}.{table} WHERE src = {literal(self.src)}"
+                                     f" AND deleted = 0 AND {held}" for table in SEARCHED)
+        candidates = [r[0] for r in self.engine.query(
+            f"SELECT DISTINCT session_id FROM ({any_row}) LIMIT {CHECKED + 1}")]
+        if len(candidates) > CHECKED:
+            return f"id IN ({self._found(text)})"
+        found = [r[0] for r in self.engine.query(self._found(text, candidates))] if candidates else []
+        return f"id IN ({', '.join(literal(i) for i in found)})" if found else "0"
+
+    def _held(self, text: str) -> str:
+        """Whether a record's text satisfies the query, as the record's search decides it (store/search.py: every
+        group in one record, no excluded term in it; text lowered as the record lowers)."""
         query = Query.parse(text)
-        has = [" OR ".join(f"position(low, {literal(term)}) > 0" for term in group) for group in query.groups]
+        has = [" OR ".join(_contains(term) for term in group) for group in query.groups]
         if query.excluded:
-            has.append("NOT (" + " OR ".join(f"position(low, {literal(term)}) > 0" for term in query.excluded) + ")")
-        held = " AND ".join(f"({h})" for h in has)
+            has.append("NOT (" + " OR ".join(_contains(term) for term in query.excluded) + ")")
+        return " AND ".join(f"({h})" for h in has)
+
+    def _found(self, text: str, among: list[str] | None = None) -> str:
+        """The sessions holding a record whose text satisfies the query: all of them through FINAL, or those of
+        `among` by the tables' key."""
+        held = self._held(text)
         if among is None:
             return " UNION ALL ".join(f"SELECT session_id FROM {self.db}.{table} FINAL WHERE src = {literal(self.src)}"
                                       f" AND deleted = 0 AND {held}" for table in SEARCHED)
@@ -193,6 +213,13 @@ def _key(by: str) -> str:
         return STAT_KEYS[by]
     parts = f", '{PAIR}', ".join(f"ifNull({STAT_KEYS[k]}, '')" for k in by.split("+"))  # a pair, or more
     return f"concat({parts})"
+
+
+def _contains(term: str) -> str:
+    """Whether the lowered text holds `term`, byte for byte: a LIKE with the pattern's own characters escaped (an
+    n-gram skip index serves LIKE, not `position`)."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"low LIKE {literal('%' + escaped + '%')}"
 
 
 def _span(flt: SessionFilter) -> str:

@@ -73,10 +73,10 @@ def create(engine: Engine) -> None:
     ) ENGINE = ReplacingMergeTree(version) ORDER BY (src, id){settings}""")
     engine.command(f"""CREATE TABLE IF NOT EXISTS {db}.mirror_messages (
         src String, session_id String, idx UInt64, version UInt64, deleted UInt8, role {nullable_label},
-        at String, call_id Nullable(String), low String
+        at String, call_id Nullable(String), low String{d.text_index}
     ) ENGINE = ReplacingMergeTree(version) ORDER BY (src, session_id, idx){settings}""")
     engine.command(f"""CREATE TABLE IF NOT EXISTS {db}.mirror_texts (
-        src String, session_id String, kind {label}, ref UInt64, version UInt64, deleted UInt8, low String
+        src String, session_id String, kind {label}, ref UInt64, version UInt64, deleted UInt8, low String{d.text_index}
     ) ENGINE = ReplacingMergeTree(version) ORDER BY (src, session_id, kind, ref){settings}""")
     engine.command(f"""CREATE TABLE IF NOT EXISTS {db}.mirror_cursors (
         src String, version UInt64, pushed_through Nullable(String), mark String, done UInt8, sessions UInt64,
