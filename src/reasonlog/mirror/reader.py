@@ -175,11 +175,15 @@ class MirrorReader:
 
     def _usage(self) -> tuple[int, int] | None:
         """The slot and version of the usage the source's last finished push left (None while a push is under way,
-        or before the first)."""
-        found = push.cursor(self.engine, self.src)
-        if not found or not found["done"] or not found["usage_version"]:
+        before the first, or when the mirror holds no cursor table): one query, the cursor's row alone."""
+        try:
+            rows = self.engine.query(f"SELECT done, usage_slot, usage_version FROM {self.db}.mirror_cursors FINAL"
+                                     f" WHERE src = {literal(self.src)}")
+        except MirrorError:
             return None
-        return int(found["usage_slot"]), int(found["usage_version"])
+        if not rows or not rows[0][0] or not rows[0][2]:
+            return None
+        return int(rows[0][1]), int(rows[0][2])
 
     def _summed_calls(self, key: str, flt: SessionFilter, latencies: bool) -> list[tuple]:
         where = [f"src = {literal(self.src)}", "deleted = 0", "kind != 'gone'"]
