@@ -187,12 +187,17 @@ class MirrorReader:
         return {r[0]: _totals(r, latencies) for r in rows}
 
     def usage_series(self, split: str, flt: SessionFilter) -> list[tuple[str, str, float, float | None, int]]:
-        """The usage chart's points by day and `split` (model or agent), as the record's `usage_series`."""
-        out = []
-        for key, t in self.usage_groups(f"day+{split}", flt, False).items():
-            day, _, name = str(key).partition(PAIR)
-            out.append((day, name, float(sum(t[c] for c in CHART_TOKENS)), t["cost_usd"], t["calls_without_cost"]))
-        return sorted(out, key=lambda point: point[:2])
+        """The usage chart's points by day and `split` (model or agent), as the record's `usage_series`: from the
+        rollup, the few sums a point needs and no more (10,000 points at 5,000,000 messages)."""
+        where = rollup.answers(flt) and self._usage()
+        if not where:
+            return [_point(key, t) for key, t in sorted(self.usage_groups(f"day+{split}", flt, False).items(),
+                                                        key=lambda kv: str(kv[0]))]
+        tokens = " + ".join(f"sum({t})" for t in CHART_TOKENS)
+        rows = rollup.read_sums(self.engine, self.src, where, f"toString(day), ifNull({STAT_KEYS[split]}, '')",
+                                f"{tokens}, sum(cost_usd), sum(priced), sum(without_cost)", flt)
+        return sorted((day, name, float(n), round(cost, 12) if priced else None, int(without))
+                      for day, name, n, cost, priced, without in rows)
 
     def _usage(self) -> tuple[int, int] | None:
         """The slot and version of the usage the source's last finished push left (None while a push is under way,
@@ -231,6 +236,12 @@ def _totals(row: tuple, latencies: bool) -> dict:
         buckets, calls_in = rest[n + 5:n + 7]
         out["histogram"] = {int(b): int(c) for b, c in zip(buckets, calls_in, strict=True)}
     return out
+
+
+def _point(key: Any, t: dict) -> tuple[str, str, float, float | None, int]:
+    """A point of the usage chart from a group's totals (its key `day<TAB>name`)."""
+    day, _, name = str(key).partition(PAIR)
+    return day, name, float(sum(t[c] for c in CHART_TOKENS)), t["cost_usd"], t["calls_without_cost"]
 
 
 def _key(by: str) -> str:

@@ -71,14 +71,22 @@ def read(engine: Engine, src: str, where: tuple[int, int], key: str, flt: Sessio
          latencies: bool) -> list[tuple[Any, ...]]:
     """The groups of the rollup in slot and version `where`, by `key` (an expression over its columns), within
     the filter's days: (key, *USAGE_SUMS[, buckets, calls])."""
+    sums = ", ".join(ROLLUP_SUMS.values()) + histogram(ROLLUP_HISTOGRAM, latencies)
+    return read_sums(engine, src, where, key, sums, flt)
+
+
+def read_sums(engine: Engine, src: str, where: tuple[int, int], keys: str, sums: str,
+              flt: SessionFilter) -> list[tuple[Any, ...]]:
+    """`keys` and `sums` (expressions over the rollup's columns) of the slot and version `where`, grouped by the
+    keys, within the filter's days."""
     slot, version = where
     conditions = [f"src = {literal(src)}", f"slot = {int(slot)}", f"version = {int(version)}"]
     if flt.since:
         conditions.append(f"day >= {literal(dt.date.fromisoformat(flt.since))}")
     if flt.until:
         conditions.append(f"day <= {literal(dt.date.fromisoformat(flt.until))}")
-    return engine.query(f"SELECT {key} AS k, {', '.join(ROLLUP_SUMS.values())}{histogram(ROLLUP_HISTOGRAM, latencies)}"
-                        f" FROM {engine.database}.mirror_usage WHERE {' AND '.join(conditions)} GROUP BY k")
+    return engine.query(f"SELECT {keys}, {sums} FROM {engine.database}.mirror_usage"
+                        f" WHERE {' AND '.join(conditions)} GROUP BY {keys}")
 
 
 def histogram(expr: str, latencies: bool) -> str:
