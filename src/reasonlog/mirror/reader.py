@@ -233,8 +233,9 @@ def _totals(row: tuple, latencies: bool) -> dict:
     out["calls_without_cost"] = int(without)
     out["latency_ms_sum"], out["latency_count"] = latency_sum, int(latency_count)
     if latencies:
-        buckets, calls_in = rest[n + 5:n + 7]
-        out["histogram"] = {int(b): int(c) for b, c in zip(buckets, calls_in, strict=True)}
+        middle, count = rest[n + 5:n + 7]
+        # the middle call's bucket, as one call: the record's median (the histogram's other buckets are not sent)
+        out["histogram"] = {int(middle): 1} if count else {}
     return out
 
 

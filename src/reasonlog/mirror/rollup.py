@@ -90,5 +90,11 @@ def read_sums(engine: Engine, src: str, where: tuple[int, int], keys: str, sums:
 
 
 def histogram(expr: str, latencies: bool) -> str:
-    """The two columns of a latency histogram (its buckets, and each one's calls) when latencies are asked."""
-    return f", tupleElement({expr}, 1), tupleElement({expr}, 2)" if latencies else ""
+    """The bucket of a group's middle call (the lower of the two middle ones when its count is even), and its
+    count, from a latency histogram `expr` (buckets, and each one's calls, the buckets in order): the bucket that
+    answers the record's median (store/usage_sql.py `median_of`), without the histogram sent to Python."""
+    if not latencies:
+        return ""
+    buckets, calls = f"tupleElement({expr}, 1)", f"tupleElement({expr}, 2)"
+    return (f", arrayElement({buckets}, arrayFirstIndex(x -> x >= intDiv(arraySum({calls}) + 1, 2),"
+            f" arrayCumSum({calls}))), arraySum({calls})")
