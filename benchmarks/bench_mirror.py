@@ -5,6 +5,7 @@
     python benchmarks/bench_mirror.py --db postgresql://postgres@127.0.0.1:55432/postgres  # a PostgreSQL record
     python benchmarks/bench_mirror.py --sessions 2000                    # a quicker, smaller run
     python benchmarks/bench_mirror.py --baseline-src ../main/src         # the push of another checkout first
+    python benchmarks/bench_mirror.py --sessions 100000 --mirror chdb:///PATH --pushed   # a mirror pushed before
 
 The record is bench_server.py's archive (trading model-days: 50 messages and 5 calls a session; 10,000 sessions
 are 500,000 messages; built once and kept). Then, each in a process of its own as a user runs it:
@@ -29,13 +30,14 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_server import MODELS, OUT, Server, build, p, timed  # noqa: E402
+from bench_server import MODELS, OUT, Server, build, free_port, p, timed  # noqa: E402
 
 import reasonlog  # noqa: E402
 from reasonlog.model import CallRecorded, SessionStarted, Usage, stable_id  # noqa: E402
@@ -105,11 +107,34 @@ def sizes(target, mirror: str) -> None:
     print(f"  mirror bytes on disk {held:,} / unique content {unique:,} = {held / unique:.2f}")
 
 
-def routes(target, mirror: str, n: int) -> None:
+class Started(Server):
+    """bench_server's `reasonlog serve`, given up to `READY_S` to answer /readyz: on a machine whose load is 20 on
+    2 cores, the import of the server and the opening of a 5,000,000-message archive take more than its 30 s."""
+
+    READY_S = 240.0
+
+    def __init__(self, target, *args: str, src: str):
+        self.port, self.base = (port := free_port()), f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "reasonlog", "serve", "--port", str(port), *args],
+                                     env={**os.environ, "REASONLOG_DB": str(target), "PYTHONPATH": src},
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + self.READY_S
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                with urllib.request.urlopen(self.base + "/readyz", timeout=30) as ready:
+                    if ready.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        self.stop()
+        raise SystemExit(f"reasonlog serve {' '.join(args)} did not become ready in {self.READY_S:.0f} s")
+
+
+def routes(target, mirror: str, n: int, src: str | None = None) -> None:
     ch = clickhouse_pid(mirror)
     results = {}
     for label, args in (("record", ()), ("mirror", ("--mirror", mirror))):
-        server = Server(target, "--no-embed", *args)
+        server = Started(target, "--no-embed", *args, src=src or str(REPO / "src"))
         try:
             for name, path in ROUTES.items():
                 before = cpu_of(server.proc.pid) + cpu_of(ch if label == "mirror" else None)
@@ -181,6 +206,10 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=50, help="requests a route")
     parser.add_argument("--watch-seconds", type=float, default=20)
     parser.add_argument("--only-watch", action="store_true", help="push once, then measure --watch alone")
+    parser.add_argument("--pushed", action="store_true", help="the --mirror given holds the record pushed already:"
+                                                              " measure its routes without pushing again")
+    parser.add_argument("--routes-src", metavar="PATH", help="another checkout's src/ to serve the routes with (the"
+                                                             " code before, on a mirror of its own layout)")
     parser.add_argument("--baseline-src", metavar="PATH", help="another checkout's src/ whose push is measured"
                                                                 " first, in the same run (before and after)")
     args = parser.parse_args()
@@ -190,7 +219,9 @@ def main() -> None:
     print(f"record {target if args.db is None else 'PostgreSQL'}, mirror {mirror.split('://')[0]},"
           f" {args.sessions:,} sessions ({args.sessions * 50:,} messages, {args.sessions * 5:,} calls)")
     build(target, args.sessions)
-    if args.baseline_src:  # the same push by another checkout's code first (before), into the same mirror
+    if args.pushed:
+        print(f"  mirror pushed before; load average {os.getloadavg()[0]:.1f}")
+    elif args.baseline_src:  # the same push by another checkout's code first (before), into the same mirror
         before = push(target, mirror, args.sessions * 5, Path(args.baseline_src), "push (baseline code)")
         after = push(target, mirror, args.sessions * 5)
         print(f"  push calls per CPU second, this code / baseline: {after / before:.2f}")
@@ -198,7 +229,8 @@ def main() -> None:
         push(target, mirror, args.sessions * 5)
     if not args.only_watch:
         sizes(target, mirror)
-        routes(target, mirror, args.n)
+        routes(target, mirror, args.n, args.routes_src)
+        print(f"  load average at the end {os.getloadavg()[0]:.1f}")
     if args.watch_seconds:
         watch_lag(target, mirror, args.watch_seconds)
 

@@ -152,7 +152,8 @@ def filters(store) -> list[SessionFilter]:
 
 
 def answers(reader, flts: list[SessionFilter]) -> dict:
-    """What a reader answers: session lists and counts, and statistics by every key (costs to 1e-9 dollars)."""
+    """What a reader answers: session lists and counts, statistics by every key, and the usage chart's points
+    (costs to 1e-9 dollars)."""
     out: dict = {}
     for n, flt in enumerate(flts):
         out[f"list {n}"] = reader.list_sessions(flt)
@@ -161,6 +162,9 @@ def answers(reader, flts: list[SessionFilter]) -> dict:
             rows = query.stats(reader, by, flt) if "+" not in by else \
                 sorted(reader.usage_groups(by, flt, latencies=False).items(), key=lambda kv: str(kv[0]))
             out[f"stats {by} {n}"] = _rounded(rows)
+        for split in ("model", "agent"):  # the usage page's chart: two names a column each, the rest in the last
+            names = sorted(str(k) for k in reader.usage_groups(split, flt, latencies=False) if k is not None)[:2]
+            out[f"series {split} {n}"] = _rounded(reader.usage_series(split, flt, names))
     return out
 
 

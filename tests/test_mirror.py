@@ -104,6 +104,61 @@ def test_a_push_stopped_before_its_end_leaves_the_mirror_behind_until_run_again(
         store.close()
 
 
+def test_usage_summed_by_a_push_stopped_before_its_cursor_is_summed_again_by_the_next(tmp_path, target):
+    """The usage a push sums after its rows is read only once its cursor says it finished: a push stopped right
+    after summing leaves the statistics read from the calls (the record's), and the next push, though no session
+    changed since, sums them again; a push that changes nothing keeps the usage it found."""
+    db = tmp_path / "a.db"
+    record(db, [OPEN])
+    store = reasonlog.open_store(db)
+    try:
+        mirror = reader.MirrorReader(engine.connect(target), "a")
+        push.push(store, mirror.engine, "a")
+        record(db, [OPEN, OPEN])
+
+        def stop_after_summing(table: str) -> None:
+            if table == "mirror_usage":
+                raise Stop("stopped after summing the usage")
+        with pytest.raises(Stop):
+            push.push(store, mirror.engine, "a", inserted=stop_after_summing)
+        assert push.cursor(mirror.engine, "a")["done"] is False
+        assert_same(store, mirror)
+        again = push.push(store, mirror.engine, "a")
+        assert again.sessions == 0 and push.cursor(mirror.engine, "a")["done"] is True
+        assert_same(store, mirror)
+        summed = push.cursor(mirror.engine, "a")["usage_version"]
+        push.push(store, mirror.engine, "a")
+        assert push.cursor(mirror.engine, "a")["usage_version"] == summed
+        assert sum(t["calls"] for t in mirror.usage_groups("agent", SessionFilter(limit=None)).values()) == 3
+    finally:
+        store.close()
+
+
+def test_a_page_lists_each_session_as_its_last_push_left_it_while_older_rows_wait_for_a_merge(tmp_path, target):
+    """A page is read without FINAL: a session pushed again after it ended still has its row of before until the
+    engine merges (merges stopped here), and the page by status lists it under its new status only."""
+    from reasonlog.model import SessionEnded
+
+    db = tmp_path / "a.db"
+    record(db, [OPEN] * 3)
+    store = reasonlog.open_store(db)
+    try:
+        mirror = reader.MirrorReader(engine.connect(target), "a")
+        push.push(store, mirror.engine, "a")
+        mirror.engine.command(f"SYSTEM STOP MERGES {mirror.db}.mirror_sessions")
+        ended = store.list_sessions(SessionFilter(limit=1))[0]["id"]
+        store.write_batch([SessionEnded(ended, "2099-01-01T00:00:00Z", "completed")])
+        assert push.push(store, mirror.engine, "a").sessions == 1
+        before = store.list_sessions(SessionFilter(limit=3))[1]["status"]  # the recorder closed them unended
+        for flt in (SessionFilter(status=before, limit=2), SessionFilter(status="completed", limit=1),
+                    SessionFilter(limit=2), SessionFilter(limit=3)):
+            assert mirror.list_sessions(flt) == store.list_sessions(flt), flt
+        assert [s["status"] for s in mirror.list_sessions(SessionFilter(limit=3))] == ["completed", before, before]
+        assert [s["id"] for s in mirror.list_sessions(SessionFilter(status=before, limit=3))].count(ended) == 0
+    finally:
+        store.close()
+
+
 def test_a_destroyed_mirror_is_rebuilt_by_pushing_again(db, target):
     record(db, [{"exchanges": [{"calls": [(10, 2, "gpt-5", "ok")], "reported": None, "child": None}],
                  "label": "team=a", "end": "completed"}])

@@ -14,10 +14,12 @@ from reasonlog.mirror import engine, push, reader
 from reasonlog.store import SessionFilter
 
 SECRET = "sk-ant-api03-" + "Qx7_-z" * 8  # masked by the recorder before it is written: neither holds it
-WORDS = ["price", "Zebra", "STRASSE", "Ärger", "İstanbul", "straße", "timed out", "ẞig", "买入股票", SECRET]
+WORDS = ["price", "Zebra", "STRASSE", "Ärger", "İstanbul", "straße", "timed out", "ẞig", "买入股票", SECRET,
+         "50%_off\\now"]  # a LIKE's own characters, as text
 QUERIES = ["price", "PRICE", "zebra", "straße", "strasse", "ärger", "i̇stanbul", "istanbul", "timed out",
            '"timed out"', "timed OR zebra", "price -zebra", "zeb*", "nothing-here", "pr", "股票", "买入",
-           SECRET, SECRET[:20], "[redacted:", "redacted:anthropic", "read_file", "trade", "approach", "tool said"]
+           SECRET, SECRET[:20], "[redacted:", "redacted:anthropic", "read_file", "trade", "approach", "tool said",
+           "50%", "%_o", "0%_", "f\\n", "_", "%", "50_", "0%o"]
 EXAMPLES = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
                     phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
@@ -82,7 +84,7 @@ def test_named_searches_and_their_routes_answer_as_the_record(tmp_path, target):
 
     db = tmp_path / "a.db"
     every = {"tool": None, "outcome": None, "reasoning": None}
-    write(db, [{"said": ["price Zebra", "STRASSE"], **every, "tool": "Ärger", "agent": "a"},
+    write(db, [{"said": ["price Zebra", "STRASSE"], **every, "tool": "Ärger 50%_off\\now", "agent": "a"},
                {"said": ["price", SECRET], **every, "outcome": "İstanbul", "agent": "b"},
                {"said": ["price timed out"], **every, "reasoning": "ẞig 买入股票", "agent": "a"}])
     store = reasonlog.open_store(db)
@@ -145,5 +147,31 @@ def test_a_mirror_of_the_older_layout_is_pushed_again_whole(tmp_path, target):
         assert (again.sessions, again.entries, again.messages) == (1, 1, 2)  # the whole record, not nothing
         assert found(reader.MirrorReader(mirror, "a"), "zebra") == found(store, "zebra") == ([store.list_sessions(
             SessionFilter(limit=None))[0]["id"]], 1)
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_page_of_a_search_over_many_sessions_is_the_records_however_far_back_its_sessions_are(tmp_path, target):
+    """The mirror looks for a page among the newest sessions first, then among more, then in every session: a word
+    in each session, one in the older half only, one in the oldest few only, and one whose newest session was
+    deleted after a push, each page as the record gives it."""
+    db = tmp_path / "a.db"
+    every = {"tool": None, "outcome": None, "reasoning": None, "agent": "a"}
+    write(db, [{"said": [" ".join(["price", *(["older"] if n < 120 else []), *(["oldest"] if n < 10 else []),
+                                   *(["gone"] if n in (3, 229) else [])])], **every} for n in range(230)])
+    store = reasonlog.open_store(db)
+    try:
+        mirror = reader.MirrorReader(engine.connect(target), "a")
+        push.push(store, mirror.engine, "a")
+        newest = store.list_sessions(SessionFilter(text="gone", limit=1))[0]["id"]
+        assert store.delete_sessions([newest]) == 1
+        push.push(store, mirror.engine, "a")
+        for q in ("price", "older", "oldest", "gone"):
+            for limit in (2, 51):
+                page = SessionFilter(text=q, limit=limit)
+                assert mirror.list_sessions(page) == store.list_sessions(page), (q, limit)
+        assert [len(mirror.list_sessions(SessionFilter(text=q, limit=51))) for q in ("older", "oldest", "gone")] \
+            == [51, 10, 1]
     finally:
         store.close()

@@ -8,7 +8,8 @@ ClickHouse inside this process over a data folder (`chdb:///PATH`; engine 26.x; 
 interface for the `readonly` setting and fails on 18.16 with `Unknown identifier: readonly`).
 
 The SQL the mirror sends is written once for both (String instants, Nullable columns, ReplacingMergeTree with a
-version column, FINAL, arrays). What differs by version is here: `Dialect`.
+version column, FINAL, arrays, LIKE). What differs by version is here: `Dialect` (LowCardinality, and the n-gram
+skip index of the searched text).
 """
 from __future__ import annotations
 
@@ -42,6 +43,13 @@ class Dialect:
     def nullable_label(self) -> str:
         """The same, where it may be NULL."""
         return "LowCardinality(Nullable(String))" if self.version >= (19, 9) else "Nullable(String)"
+
+    @property
+    def text_index(self) -> str:
+        """The skip index of a searched text (`low`) where the engine has skip indexes without asking (21.x on;
+        18.16 has none): a bloom filter of its 3-byte n-grams a granule, so that a search for a rare text reads
+        the granules that may hold it and not every row."""
+        return ", INDEX low_grams low TYPE ngrambf_v1(3, 16384, 2, 0) GRANULARITY 1" if self.version >= (21, 1) else ""
 
     @property
     def table_settings(self) -> str:
@@ -180,8 +188,8 @@ def _arrow_type(kind: str) -> Any:
             return _arrow_type(kind[len(wrapper):-1])
     if kind.startswith("Array("):
         return pa.list_(_arrow_type(kind[len("Array("):-1]))
-    return {"String": pa.string(), "UInt64": pa.uint64(), "UInt8": pa.uint8(), "Float64": pa.float64(),
-            "Date": pa.date32()}[kind]
+    return {"String": pa.string(), "UInt64": pa.uint64(), "UInt8": pa.uint8(), "Int32": pa.int32(),
+            "Float64": pa.float64(), "Date": pa.date32()}[kind]
 
 
 def connect(target: str) -> Engine:

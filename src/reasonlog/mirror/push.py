@@ -6,7 +6,8 @@ batches: their entries and messages first, each session's row with its new finge
 anywhere leaves some sessions with their old fingerprint (or none), so the next push does them again; rows written
 twice are one row read through FINAL (same key, the newer version wins). Rows that left the record (a session
 deleted or pruned, an entry a changed report no longer has) are written again as deleted. The cursor row says
-where the push began (`done = 0`) and, last, that it finished (`done = 1`) with the newest instant the record held.
+where the push began (`done = 0`) and, last, that it finished (`done = 1`) with the newest instant the record held
+and the slot of the usage summed after its rows (mirror/rollup.py; a push that changed nothing keeps the last one).
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import orjson
 
 from ..accounting import TOKENS
 from ..store import MirrorSource, StoreReader
-from . import schema
+from ..store.usage_sql import bucket_of
+from . import rollup, schema
 from .engine import Engine, literal
 
 BATCH = 1000  # sessions a batch reads from the record and writes to the mirror (each table one insert a batch)
@@ -45,9 +47,9 @@ def push(store: MirrorSource, engine: Engine, src: str, batch: int = BATCH,
     started = time.monotonic()
     schema.create(engine)
     prints, (newest, mark) = store.mirror_fingerprints()
-    mirrored = _mirrored_prints(engine, src)
+    mirrored, last = _mirrored_prints(engine, src), cursor(engine, src)
     write = _Writer(engine, src, _version(engine, src), inserted or (lambda table: None), set(mirrored))
-    write.cursor(None, "", done=False)
+    write.cursor(None, "", done=False, usage=_usage_of(last))  # the last usage carried: slots go on in turn
     changed = _with_descendants({sid for sid, (fp, _) in prints.items() if mirrored.get(sid) != fp}, prints)
     gone = sorted(set(mirrored) - set(prints))
     out = Pushed(pushed_through=newest)
@@ -63,23 +65,41 @@ def push(store: MirrorSource, engine: Engine, src: str, batch: int = BATCH,
     for start in range(0, len(gone), batch):
         write.forget(gone[start:start + batch])
     out.deleted = len(gone)
-    write.cursor(newest, mark, done=True, sessions=len(prints))
+    usage = _summed(engine, src, write, last, bool(changed or gone))
+    write.cursor(newest, mark, done=True, sessions=len(prints), usage=usage)
     out.seconds = time.monotonic() - started
     return out
 
 
 def cursor(engine: Engine, src: str) -> dict | None:
-    """The source's cursor: `pushed_through`, `mark`, `done`, `sessions`, `pushed_at`; None before its first push
-    (or when the mirror holds no tables)."""
+    """The source's cursor: `pushed_through`, `mark`, `done`, `sessions`, `pushed_at`, and the slot and version of
+    its usage (`usage_slot`, `usage_version`: 0 before any); None before its first push (or when the mirror holds no
+    tables)."""
     if not engine.query(f"SELECT name FROM system.tables WHERE database = '{engine.database}'"
                         " AND name = 'mirror_cursors'"):
         return None
-    rows = engine.query(f"SELECT pushed_through, mark, done, sessions, pushed_at FROM {engine.database}.mirror_cursors"
-                        f" FINAL WHERE src = {literal(src)}")
+    rows = engine.query(f"SELECT pushed_through, mark, done, sessions, pushed_at, usage_slot, usage_version"
+                        f" FROM {engine.database}.mirror_cursors FINAL WHERE src = {literal(src)}")
     if not rows:
         return None
-    through, mark, done, sessions, at = rows[0]
-    return {"pushed_through": through, "mark": mark, "done": bool(done), "sessions": sessions, "pushed_at": at}
+    through, mark, done, sessions, at, slot, usage = rows[0]
+    return {"pushed_through": through, "mark": mark, "done": bool(done), "sessions": sessions, "pushed_at": at,
+            "usage_slot": slot, "usage_version": usage}
+
+
+def _usage_of(cursor: dict | None) -> tuple[int, int]:
+    return (int(cursor["usage_slot"]), int(cursor["usage_version"])) if cursor else (0, 0)
+
+
+def _summed(engine: Engine, src: str, write: _Writer, last: dict | None, changed: bool) -> tuple[int, int]:
+    """The slot and version of the usage this push leaves: summed again when it changed something (or none was
+    left by a finished push), else the last push's."""
+    if not changed and last and last["done"] and last["usage_version"]:
+        return int(last["usage_slot"]), int(last["usage_version"])
+    slot = rollup.next_slot(last)
+    rollup.build(engine, src, slot, write.version)
+    write.inserted("mirror_usage")
+    return slot, write.version
 
 
 def caught_up(cursor: dict | None, mark: str) -> bool:
@@ -178,10 +198,11 @@ class _Writer:
                      [(self.src, sid, self.version, 1, "", None, None, None, None, "", "", dt.date(1970, 1, 1), [],
                        [], "") for sid in ids])
 
-    def cursor(self, through: str | None, mark: str, done: bool, sessions: int = 0) -> None:
+    def cursor(self, through: str | None, mark: str, done: bool, sessions: int = 0,
+               usage: tuple[int, int] = (0, 0)) -> None:
         at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         self._insert("mirror_cursors", schema.CURSOR_COLUMNS,
-                     [(self.src, self.version + int(done), through, mark, int(done), sessions, at)])
+                     [(self.src, self.version + int(done), through, mark, int(done), sessions, at, *usage)])
 
     def _live(self, table: str, columns: str, ids: list[str]) -> list[tuple]:
         """The rows the mirror holds of these sessions (none of a session it never held: no query for those)."""
@@ -202,16 +223,21 @@ class _Writer:
                 float(cost or 0.0), int(cost is not None),
                 int(e["kind"] == "call" and cost is None and e.get("input_tokens") is not None),
                 e["run"], e["agent"], e["source"] or "recorded", int(irregular),
-                replies.get(e["id"], "") if e["kind"] == "call" else "")
+                replies.get(e["id"], "") if e["kind"] == "call" else "", _bucket(e["latency_ms"]))
 
     def _twin(self, twin: tuple, irregular: bool, reply: str) -> tuple:
         call_id, sid, started_at, model, latency, status = twin
         return (self.src, sid, call_id, "twin", self.version, 0, _day(started_at), started_at, model, status,
-                latency, *(0 for _ in TOKENS), 0.0, 0, 0, None, None, "", int(irregular), reply)
+                latency, *(0 for _ in TOKENS), 0.0, 0, 0, None, None, "", int(irregular), reply, _bucket(latency))
 
     def _gone_entry(self, sid: str, entry: str, day: Any) -> tuple:
         return (self.src, sid, entry, "gone", self.version, 1, day, "", None, None, None, *(0 for _ in TOKENS),
-                0.0, 0, 0, None, None, "", 0, "")
+                0.0, 0, 0, None, None, "", 0, "", 0)
+
+
+def _bucket(latency_ms: float | None) -> int:
+    """The latency's bucket in the record's histograms (0 for none: a row without a latency is not timed)."""
+    return 0 if latency_ms is None else bucket_of(latency_ms)
 
 
 def _day(instant: str) -> dt.date:

@@ -19,15 +19,18 @@ import orjson
 
 from ..accounting import TOKENS
 from ..store import MirrorSource, SessionFilter, StoreReader
+from ..store.rollups import CHART_TOKENS, DayUsage, pivoted, point_of
 from ..store.search import Query
-from ..store.usage_sql import bucket_of
 from ..wire import SessionJSON
-from . import push
+from . import push, rollup
 from .engine import Engine, MirrorError, literal
 
-STAT_KEYS = {"day": "substring(started_at, 1, 10)", "model": "model", "agent": "agent", "run": "run",
-             "source": "source_label"}
+# the keys over `mirror_calls` and `mirror_usage` alike (the rollup's columns are named as the calls')
+STAT_KEYS = {"day": "toString(day)", "model": "model", "agent": "agent", "run": "run", "source": "source_label"}
 PAIR = "\t"
+SEARCHED = {"mirror_messages": "idx", "mirror_texts": "kind, ref"}  # the tables a search reads, and their keys
+SPARE = 16  # rows a page reads past its end without FINAL, for the older versions among them
+CHECKED = 2000  # a text held by at most this many sessions is checked session by session, not through FINAL
 WALK = 8  # a search's page is first looked for among this many times its sessions, newest first (at least 200)
 
 
@@ -48,16 +51,45 @@ class MirrorReader:
         if flt.limit is None:
             return [orjson.loads(r[0]) for r in self.engine.query(
                 f"SELECT row FROM {table} WHERE {self._where(flt)} {order}")]
+        if flt.text is None:
+            page = self._page(flt)
+            if page is not None:
+                return page
         # A page: its ids first from the narrow columns, then only their rows, found by the table's key
         ids = self._walked(flt) if flt.text is not None else None
         if ids is None:
             ids = [r[0] for r in self.engine.query(
                 f"SELECT id FROM {table} WHERE {self._where(flt)} {order} LIMIT {int(flt.limit)}")]
+        newest = self._newest(ids)
+        return [orjson.loads(newest[i][1]) for i in ids]
+
+    def _page(self, flt: SessionFilter) -> list[SessionJSON] | None:
+        """A page without FINAL: the first rows of any version the filter selects, newest first, and a few more;
+        those that are their session's newest version are the page (a session's newest row that the filter selects
+        is among them, ranked as FINAL ranks it; an older one is passed over). None when older versions took so
+        many places that fewer than the page are left (FINAL reads it then)."""
+        assert flt.limit is not None
+        wanted = int(flt.limit) + SPARE
+        found = self.engine.query(f"SELECT id, version FROM {self.db}.mirror_sessions WHERE {self._where(flt)}"
+                                  f" ORDER BY started_at DESC, id DESC LIMIT {wanted}")
+        newest = self._newest([sid for sid, _ in found])
+        page = [sid for sid, version in found if newest[sid][0] == version][:flt.limit]
+        if len(page) < flt.limit and len(found) == wanted:
+            return None
+        return [orjson.loads(newest[sid][1]) for sid in page]
+
+    def _newest(self, ids: list[str]) -> dict[str, tuple[int, str]]:
+        """The newest version of these sessions' rows and its list row, by the table's key and without FINAL (which
+        costs a ClickHouse 18.16 server twenty times the read): what FINAL would keep of each."""
+        newest: dict[str, tuple[int, str]] = {}
         if not ids:
-            return []
-        rows = dict(self.engine.query(f"SELECT id, row FROM {table} WHERE src = {literal(self.src)}"
-                                      f" AND id IN ({', '.join(literal(i) for i in ids)})"))
-        return [orjson.loads(rows[i]) for i in ids]
+            return newest
+        for sid, version, row in self.engine.query(
+                f"SELECT id, version, row FROM {self.db}.mirror_sessions WHERE src = {literal(self.src)}"
+                f" AND id IN ({', '.join(literal(i) for i in set(ids))})"):
+            if sid not in newest or version > newest[sid][0]:
+                newest[sid] = (version, row)
+        return newest
 
     def count_sessions(self, flt: SessionFilter) -> int:
         return int(self.engine.query(f"SELECT count() FROM {self.db}.mirror_sessions FINAL"
@@ -82,7 +114,7 @@ class MirrorReader:
         if flt.parent is not None:
             where.append(f"parent_session_id = {literal(flt.parent)}")
         if flt.text is not None:
-            where.append(f"id IN ({self._found(flt.text)})")
+            where.append(self._matching(flt.text))
         if flt.after is not None:
             at, sid = flt.after
             where.append(f"(started_at < {literal(at)} OR (started_at = {literal(at)} AND id < {literal(sid)}))")
@@ -90,55 +122,107 @@ class MirrorReader:
 
     def _walked(self, flt: SessionFilter) -> list[str] | None:
         """A page of a search read from the newest sessions the filter selects, session by session through the
-        tables' keys (as the record walks a common text): the page when they hold it, else None (search all)."""
+        tables' keys (as the record walks a common text): the page when they hold it, else None (search all).
+        The newest few are looked in first: a common word fills its page there, without reading the rest."""
         assert flt.limit is not None
         walk = max(WALK * flt.limit, 200)
         newest = [r[0] for r in self.engine.query(
             f"SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(replace(flt, text=None))}"
             f" ORDER BY started_at DESC, id DESC LIMIT {walk}")]
-        if not newest:
-            return []
-        hits = {r[0] for r in self.engine.query(self._found(str(flt.text), newest))}
-        page = [sid for sid in newest if sid in hits][:flt.limit]
-        return page if len(page) == flt.limit or len(newest) < walk else None
+        first, page = max(2 * flt.limit, 100), []
+        for chunk in (newest[:first], newest[first:]):
+            if chunk:
+                hits = {r[0] for r in self.engine.query(self._found(str(flt.text), chunk))}
+                page += [sid for sid in chunk if sid in hits]
+            if len(page) >= flt.limit:
+                return page[:flt.limit]
+        return page if len(newest) < walk else None
+
+    def _matching(self, text: str) -> str:
+        """The condition on `id` of the sessions holding the text: the sessions any row of whose holds it (no FINAL:
+        where the engine has a skip index on the text, only the granules that may hold it are read), each then
+        checked by its records' newest versions; a text held by too many sessions for that, through FINAL."""
+        held = self._held(text)
+        any_row = " UNION ALL ".join(f"SELECT session_id FROM {self.db}.{table} WHERE src = {literal(self.src)}"
+                                     f" AND deleted = 0 AND {held}" for table in SEARCHED)
+        candidates = [r[0] for r in self.engine.query(
+            f"SELECT DISTINCT session_id FROM ({any_row}) LIMIT {CHECKED + 1}")]
+        if len(candidates) > CHECKED:
+            return f"id IN ({self._found(text)})"
+        found = [r[0] for r in self.engine.query(self._found(text, candidates))] if candidates else []
+        return f"id IN ({', '.join(literal(i) for i in found)})" if found else "0"
+
+    def _held(self, text: str) -> str:
+        """Whether a record's text satisfies the query, as the record's search decides it (store/search.py: every
+        group in one record, no excluded term in it; text lowered as the record lowers)."""
+        query = Query.parse(text)
+        has = [" OR ".join(_contains(term) for term in group) for group in query.groups]
+        if query.excluded:
+            has.append("NOT (" + " OR ".join(_contains(term) for term in query.excluded) + ")")
+        return " AND ".join(f"({h})" for h in has)
 
     def _found(self, text: str, among: list[str] | None = None) -> str:
-        """The sessions holding a record whose text satisfies the query, as the record's search decides it
-        (store/search.py: every group in one record, no excluded term in it; text lowered as the record lowers)."""
-        query = Query.parse(text)
-        has = [" OR ".join(f"position(low, {literal(term)}) > 0" for term in group) for group in query.groups]
-        if query.excluded:
-            has.append("NOT (" + " OR ".join(f"position(low, {literal(term)}) > 0" for term in query.excluded) + ")")
-        if among is not None:
-            has.append(f"session_id IN ({', '.join(literal(i) for i in among)})")
-        held = " AND ".join(f"({h})" for h in has)
-        return " UNION ALL ".join(f"SELECT session_id FROM {self.db}.{table} FINAL WHERE src = {literal(self.src)}"
-                                  f" AND deleted = 0 AND {held}" for table in ("mirror_messages", "mirror_texts"))
+        """The sessions holding a record whose text satisfies the query: all of them through FINAL, or those of
+        `among` by the tables' key."""
+        held = self._held(text)
+        if among is None:
+            return " UNION ALL ".join(f"SELECT session_id FROM {self.db}.{table} FINAL WHERE src = {literal(self.src)}"
+                                      f" AND deleted = 0 AND {held}" for table in SEARCHED)
+        # a few sessions, found by the key: each record's newest version decides, as FINAL would, without FINAL
+        sessions = ", ".join(literal(i) for i in among)
+        return " UNION ALL ".join(
+            f"SELECT session_id FROM (SELECT session_id, argMax(deleted = 0 AND {held}, version) AS hit"
+            f" FROM {self.db}.{table} WHERE src = {literal(self.src)} AND session_id IN ({sessions})"
+            f" GROUP BY session_id, {key}) WHERE hit" for table, key in SEARCHED.items())
 
     # ------------------------------------------------------------ usage
 
     def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[str | None, dict]:
-        """Totals by day, model, agent, run or source (or a pair `day+model`), as the record's `usage_groups`."""
-        key = _key(by)
+        """Totals by day, model, agent, run or source (or a pair `day+model`), as the record's `usage_groups`: from
+        the usage summed by the last push when the filter is whole days or none (mirror/rollup.py), else from the
+        calls' rows."""
+        where = rollup.answers(flt) and self._usage()
+        if where:
+            rows = rollup.read(self.engine, self.src, where, _key(by), flt, latencies)
+        else:
+            rows = self._summed_calls(_key(by), flt, latencies)
+        return {r[0]: _totals(r, latencies) for r in rows}
+
+    def usage_series(self, split: str, flt: SessionFilter, names: list[str]) -> list[DayUsage]:
+        """The usage chart's days by `split` (model or agent), as the record's `usage_series`: from the rollup, the
+        few sums a point needs and no more (10,000 points at 5,000,000 messages), pivoted as the record pivots."""
+        where = rollup.answers(flt) and self._usage()
+        if not where:
+            groups = self.usage_groups(f"day+{split}", flt, False)
+            return pivoted((point_of(key, t) for key, t in groups.items()), names)
+        tokens = " + ".join(f"sum({t})" for t in CHART_TOKENS)
+        rows = rollup.read_sums(self.engine, self.src, where, f"toString(day), ifNull({STAT_KEYS[split]}, '')",
+                                f"{tokens}, sum(cost_usd), sum(priced), sum(without_cost)", flt)
+        return pivoted(((day, name, float(n), round(cost, 12) if priced else None, int(without))
+                        for day, name, n, cost, priced, without in rows), names)
+
+    def _usage(self) -> tuple[int, int] | None:
+        """The slot and version of the usage the source's last finished push left (None while a push is under way,
+        before the first, or when the mirror holds no cursor table): one query, the cursor's row alone."""
+        try:
+            rows = self.engine.query(f"SELECT done, usage_slot, usage_version FROM {self.db}.mirror_cursors FINAL"
+                                     f" WHERE src = {literal(self.src)}")
+        except MirrorError:
+            return None
+        if not rows or not rows[0][0] or not rows[0][2]:
+            return None
+        return int(rows[0][1]), int(rows[0][2])
+
+    def _summed_calls(self, key: str, flt: SessionFilter, latencies: bool) -> list[tuple]:
         where = [f"src = {literal(self.src)}", "deleted = 0", "kind != 'gone'"]
         chosen = replace(flt, since=None, until=None, limit=None)
         if chosen != SessionFilter(limit=None):
             where.append(f"session_id IN (SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(flt)})")
         if flt.since or flt.until:
             where.append(_span(flt).replace("@", "started_at"))
-        counted = "kind != 'twin'"
-        timed = "latency_ms IS NOT NULL AND kind = 'call'"  # as the record's histograms: a twin's call is not timed
-        sums = ", ".join(f"sumIf({t}, {counted})" for t in TOKENS)
-        median = (f", arraySort(groupArrayIf(assumeNotNull(latency_ms), {timed})) AS l,"
-                  " l[intDiv(length(l) + 1, 2)], length(l)") if latencies else ""
-        rows = self.engine.query(
-            f"SELECT {key} AS k, countIf(kind = 'call'), countIf(kind = 'call' AND ifNull(status, '') = 'error'),"
-            f" {sums},"
-            f" sumIf(cost_usd, {counted}), countIf(has_cost = 1 AND {counted}), sum(without_cost),"
-            f" sumIf(assumeNotNull(latency_ms), kind = 'call' AND latency_ms IS NOT NULL),"
-            f" countIf(kind = 'call' AND latency_ms IS NOT NULL){median}"
-            f" FROM {self.db}.mirror_calls FINAL WHERE {' AND '.join(where)} GROUP BY k")
-        return {r[0]: _totals(r, latencies) for r in rows}
+        sums = ", ".join(rollup.CALL_SUMS.values())
+        return self.engine.query(f"SELECT {key} AS k, {sums}{rollup.histogram(rollup.CALL_HISTOGRAM, latencies)}"
+                                 f" FROM {self.db}.mirror_calls FINAL WHERE {' AND '.join(where)} GROUP BY k")
 
 
 def _totals(row: tuple, latencies: bool) -> dict:
@@ -151,9 +235,9 @@ def _totals(row: tuple, latencies: bool) -> dict:
     out["calls_without_cost"] = int(without)
     out["latency_ms_sum"], out["latency_count"] = latency_sum, int(latency_count)
     if latencies:
-        _, middle, count = rest[n + 5:n + 8]
-        # the middle call (the lower of the two when the count is even): its bucket is the record's median
-        out["histogram"] = {bucket_of(middle): 1} if count else {}
+        middle, count = rest[n + 5:n + 7]
+        # the middle call's bucket, as one call: the record's median (the histogram's other buckets are not sent)
+        out["histogram"] = {int(middle): 1} if count else {}
     return out
 
 
@@ -162,6 +246,13 @@ def _key(by: str) -> str:
         return STAT_KEYS[by]
     parts = f", '{PAIR}', ".join(f"ifNull({STAT_KEYS[k]}, '')" for k in by.split("+"))  # a pair, or more
     return f"concat({parts})"
+
+
+def _contains(term: str) -> str:
+    """Whether the lowered text holds `term`, byte for byte: a LIKE with the pattern's own characters escaped (an
+    n-gram skip index serves LIKE, not `position`)."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"low LIKE {literal('%' + escaped + '%')}"
 
 
 def _span(flt: SessionFilter) -> str:
@@ -187,7 +278,8 @@ class Record(StoreReader, MirrorSource, Protocol):
 
 class Mirrored:
     """The reader store of `serve --mirror`: the record, with its growing reads taken from the mirror when the
-    mirror is caught up. Whether it is, is asked at most once a second (`lag`)."""
+    mirror is caught up. Whether it is, is asked at most once a second, and the record's mark is counted again only
+    when the record changed: at 5,000,000 messages the count of its calls costs more than a mirrored answer."""
 
     CHECK_EVERY_S = 1.0
 
@@ -195,6 +287,7 @@ class Mirrored:
         self._record, self._mirror = record, mirror
         self._lock = threading.Lock()
         self._checked: tuple[float, bool] = (float("-inf"), False)
+        self._marked: tuple[object, str] | None = None  # the record's change marker, and its mark then
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._record, name)
@@ -209,9 +302,17 @@ class Mirrored:
                 cursor = self._mirror.cursor()
             except MirrorError:  # the mirror cannot be read now: the record answers
                 cursor = None
-            answer = bool(cursor and cursor["done"]) and push.caught_up(cursor, self._record.mirror_mark()[1])
+            answer = bool(cursor and cursor["done"]) and push.caught_up(cursor, self._mark())
             self._checked = (time.monotonic(), answer)
             return answer
+
+    def _mark(self) -> str:
+        """The record's mark, counted again only when its change marker moved (read first: a write that lands
+        while the mark is counted moves the marker again, so the next check counts again)."""
+        marker = self._record.change_marker()
+        if self._marked is None or self._marked[0] != marker:
+            self._marked = (marker, self._record.mirror_mark()[1])
+        return self._marked[1]
 
     def _answer(self, flt: SessionFilter, read: Callable[[Any], Any]) -> Any:
         """`read` of the mirror when it can answer `flt` and is caught up, else (or when it fails) of the record."""
@@ -231,3 +332,6 @@ class Mirrored:
 
     def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[str | None, dict]:
         return self._answer(flt, lambda reader: reader.usage_groups(by, flt, latencies))
+
+    def usage_series(self, split: str, flt: SessionFilter, names: list[str]) -> list[DayUsage]:
+        return self._answer(flt, lambda reader: reader.usage_series(split, flt, names))

@@ -20,6 +20,7 @@ agrees with the sum of the calls' costs to 1e-9 dollar, not to the last bit.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -28,6 +29,7 @@ from .usage_sql import (
     EDGES,
     IRREGULAR_IDS,
     LOWEST,
+    PAIR,
     SOURCE,
     SUMS,
     daily_sql,
@@ -202,6 +204,30 @@ CHART_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_wri
 # A day of the usage chart: (day, tokens of each name asked and then of every other name, their costs (None: no
 # priced call under it that day), calls without a cost that day).
 DayUsage = tuple[str, tuple[int, ...], tuple[float | None, ...], int]
+
+
+# A point of the usage chart before the pivot: (day, name, tokens, cost or None, calls without a cost).
+DayPoint = tuple[str, str, float, float | None, int]
+
+
+def point_of(key: Any, totals: dict) -> DayPoint:
+    """A point of the usage chart from a `day+model` (or `day+agent`) group's totals."""
+    day, _, name = str(key).partition(PAIR)
+    return day, name, sum(totals[c] or 0 for c in CHART_TOKENS), totals["cost_usd"], totals["calls_without_cost"]
+
+
+def pivoted(points: Iterable[DayPoint], names: list[str]) -> list[DayUsage]:
+    """The days of `points` as `by_day` gives them: each name of `names` a column, every other name the last."""
+    column = {name: n for n, name in enumerate(names)}
+    days: dict[str, tuple[list[int], list[float | None], list[int]]] = {}
+    for day, name, tokens, cost, without in points:
+        sums, costs, unpriced = days.setdefault(day, ([0] * (len(names) + 1), [None] * (len(names) + 1), [0]))
+        k = column.get(name, len(names))
+        sums[k] += int(tokens)
+        if cost is not None:
+            costs[k] = round((costs[k] or 0.0) + cost, 12)
+        unpriced[0] += without
+    return [(day, tuple(sums), tuple(costs), unpriced[0]) for day, (sums, costs, unpriced) in sorted(days.items())]
 
 
 def by_day(cur, split: str, flt, names: list[str]) -> list[DayUsage]:

@@ -87,17 +87,8 @@ def series_groups(cur, split: str, flt, names: list[str]) -> list[rollups.DayUsa
     filter the kept rows do not answer, from `stats_groups`' totals by day and name."""
     if rollups.answers(flt) and not rollups.irregular_ids(cur, flt):
         return rollups.by_day(cur, split, flt, names)
-    column = {name: n for n, name in enumerate(names)}
-    days: dict[str, tuple[list[int], list[float | None], list[int]]] = {}
-    for key, t in stats_groups(cur, f"day+{split}", flt, False).items():
-        day, _, name = str(key).partition(PAIR)
-        tokens, costs, unpriced = days.setdefault(day, ([0] * (len(names) + 1), [None] * (len(names) + 1), [0]))
-        k = column.get(name, len(names))
-        tokens[k] += sum(t[c] or 0 for c in rollups.CHART_TOKENS)
-        if t["cost_usd"] is not None:
-            costs[k] = round((costs[k] or 0.0) + t["cost_usd"], 12)
-        unpriced[0] += t["calls_without_cost"]
-    return [(day, tuple(tokens), tuple(costs), unpriced[0]) for day, (tokens, costs, unpriced) in sorted(days.items())]
+    groups = stats_groups(cur, f"day+{split}", flt, False)
+    return rollups.pivoted((rollups.point_of(key, t) for key, t in groups.items()), names)
 
 
 def _daily_groups(cur, by: str, flt, latencies: bool) -> dict[Any, dict]:
