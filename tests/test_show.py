@@ -279,3 +279,13 @@ def test_summaries_show_in_sessions_and_show_and_their_json(db_path, run):
         assert lines[rule + 1] == f"summary: {exchange_text}"
     hidden = run("show", s.id, "--no-summaries", columns=200).output.splitlines()
     assert hidden == [line for line in lines if not line.startswith("summary: ")]
+
+
+def test_the_width_follows_columns_from_one_command_to_the_next_in_one_process(db_path, run):
+    """The console is made when first printed to: a command run in-process after another with a wider terminal
+    still fits its own (it kept the first command's width)."""
+    _many_sessions(db_path, 3)
+    wide = run("stats", "--by", "model", columns=200).output
+    assert max(len(line) for line in wide.splitlines()) > 80, wide
+    narrow = run("stats", "--by", "model", columns=80).output
+    assert max(len(line) for line in narrow.splitlines()) <= 80, narrow

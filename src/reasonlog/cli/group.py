@@ -14,15 +14,20 @@ from ..store import Store, StoreError, database_target, failure_of, open_store
 
 class LazyConsole:
     """rich's `Console(highlight=False)`, made when first used: a command that prints JSON never imports rich (a tenth
-    of the CPU of `reasonlog search --json`, docs/performance.md). Everything is passed to the real console."""
+    of the CPU of `reasonlog search --json`, docs/performance.md). Everything is passed to the real console.
+
+    rich fixes a console's width from COLUMNS (and height from LINES) when it is made, so it is made again when they
+    changed: a command run in-process after another (a test, a program calling the CLI) prints to its own width."""
 
     _real: Any = None
+    _size: tuple[str | None, str | None] = (None, None)
 
     def __getattr__(self, name: str) -> Any:
-        if LazyConsole._real is None:
+        size = (os.environ.get("COLUMNS"), os.environ.get("LINES"))
+        if LazyConsole._real is None or LazyConsole._size != size:
             from rich.console import Console
 
-            LazyConsole._real = Console(highlight=False)
+            LazyConsole._real, LazyConsole._size = Console(highlight=False), size
         return getattr(LazyConsole._real, name)
 
 
