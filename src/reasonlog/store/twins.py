@@ -129,6 +129,7 @@ def count_once(cur, row: dict, origin: Origin, billed: dict[str, list[Twin]] | N
         twins = known.setdefault(message_id, [])
     twin = next((t for t in twins if t.session_id != row["session_id"] and _paired(t, origin)), None)
     if twin is None and (message_id is None or source == LIVE) and (shared is None or origin.external_id in shared):
+        flush()  # the calls the batch queued may hold the twin (a session new to the store reads nothing first)
         twin = by_position(cur, row, origin)
     if twin is not None and source == LIVE and twin.source != LIVE:
         flush()

@@ -82,6 +82,9 @@ class Applier:
     billed: dict | None = None
     # The agent session ids (`external_id`) more than one session holds, read by a bulk `prepare`; None: unknown.
     shared: set[str] | None = None
+    # The (masked) ids of the sessions the batch starts that the store did not hold before it, read by a bulk
+    # `prepare`: their state is known when their start is applied (nothing written yet), not read back.
+    new: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.timeline = Timeline(self.contents.redactor, self.contents.fresh)
@@ -134,6 +137,7 @@ class Applier:
         self.tally.clear()
         self.timeline.reset()
         self.billed = self.shared = None
+        self.new.clear()
 
     def reset(self) -> None:
         """Forget cached ids and session states (after a rolled-back batch they may be wrong)."""
@@ -146,6 +150,7 @@ class Applier:
         self.contents.reset()
         self.timeline.reset()
         self.billed = self.shared = None
+        self.new.clear()
 
     def prepare(self, cur, events: list[Event], bulk: bool = False) -> None:
         """Read once what the batch's calls need of the database (the calls that may be the same as them).
@@ -164,6 +169,8 @@ class Applier:
             started = [(self.again(e.session_id), self.again(e.external_id)) for e in events
                        if isinstance(e, SessionStarted) and isinstance(e.external_id, str)]
             self.shared = twins.shared_external_ids(cur, sorted({self.again(e.session_id) for e in calls}), started)
+            self.new = _absent(cur, sorted({self.again(e.session_id) for e in events
+                                            if isinstance(e, SessionStarted)}))
 
     def apply(self, cur, event: Event) -> None:
         check_event(event)  # a wrongly typed field is a data error of this event, not a store failure
@@ -175,6 +182,7 @@ class Applier:
         self.flush_rows(cur)
         self.contents.finish(cur)
         self.billed = self.shared = None  # read again for the next batch: other processes write between batches
+        self.new.clear()
 
     def flush_rows(self, cur) -> None:
         """Insert the rows queued by `queue` and `queue_record`: one executemany per statement, not one per event."""
@@ -270,9 +278,16 @@ class Applier:
             (*map(self.ident, (ev.session_id, ev.run, ev.agent, ev.model, ev.provider)), self.dumps(ev.labels or {}),
              *map(self.ident, (ev.parent_session_id, ev.parent_call_id, ev.external_id, ev.host)), ev.pid,
              ev.started_at, self.dumps(ev.xml_tool_tags), self.ident(ev.live_token)))
+        labels = [(self.again(str(k)), self.again(str(v)), self.again(ev.session_id))
+                  for k, v in (ev.labels or {}).items()]
         cur.executemany("INSERT INTO session_labels (key, value, session_id) VALUES (?,?,?) ON CONFLICT DO NOTHING",
-                        [(self.again(str(k)), self.again(str(v)), self.again(ev.session_id))
-                         for k, v in (ev.labels or {}).items()])
+                        labels)
+        sid = self.again(ev.session_id)
+        if sid in self.new:  # new to the store: what `_load_state`, `Timeline.load` and `origin_of` would read
+            self.new.discard(sid)  # (a second start of it in the batch finds it stored)
+            source = next((value for key, value, _ in labels if key == "source"), None)
+            self.sessions[ev.session_id] = SessionState(thread=Thread(), origin=twins.Origin(
+                source or twins.LIVE, self.again(ev.external_id)))
 
     def _apply_session_ended(self, cur, ev: SessionEnded) -> None:
         cur.execute("UPDATE sessions SET ended_at = ?, status = ?, summary = COALESCE(?, summary), error_json = ?"
@@ -454,6 +469,16 @@ class Applier:
         """The file's `import_files` row, its importer state and session ids masked as its events were."""
         imported.save_file(cur, {**ev.row(), "state": self.redactor.value(ev.state),
                                  "sessions": [self.again(s) for s in ev.sessions]})
+
+
+def _absent(cur, session_ids: list[str]) -> set[str]:
+    """Which of these session ids the store does not hold."""
+    held: set[str] = set()
+    for start in range(0, len(session_ids), 500):
+        chunk = session_ids[start:start + 500]
+        held.update(r[0] for r in cur.execute(f"SELECT id FROM sessions WHERE id IN ({', '.join('?' * len(chunk))})",
+                                              chunk).fetchall())
+    return set(session_ids) - held
 
 
 def _contents_of(ev: CallRecorded):
