@@ -20,8 +20,9 @@ whose cost is printed beside). p50 and p95 are printed against each target, besi
 same way (the floor: HTTP and the framework alone).
 
 `--scale 10000,100000` (issue 35): every route (`--usage-only`: the usage routes) at each size, with each figure's
-ratio to the smallest size's and the machine's load beside it; missing archives are built first (SQLite through
-`write_batch`; PostgreSQL the smallest through `write_batch`, a multiple of it grown in SQL by grow_pg_archive.py).
+ratio to the smallest size's and the machine's load beside it; missing archives are built first, through the store's
+`write_batch` (on PostgreSQL its bulk path) by `--writers` processes at once, each a slice of the model-days (a build
+that stopped midway goes on where it stopped).
 Server CPU per request is the `serve` process's (and on PostgreSQL its backends') over the requests after each
 route's 5 of warm-up, which compile its template and fill caches.
 `--baseline DIR/src` also measures the usage routes of another tree's server (`git archive main src | tar -x -C DIR`)
@@ -94,43 +95,62 @@ def session_events(model: str, day: str, k: int, replica: int = 0) -> list:
     return events
 
 
-def build(target, sessions: int) -> None:
+def build(target, sessions: int, writers: int = 1) -> None:
+    """The archive of `sessions` sessions, written through the store's `write_batch` (the bulk path on PostgreSQL)
+    by `writers` processes at once, each a slice of the model-days (no two write the same content, usage row or
+    session); a build that stopped midway goes on (a session is written whole in one batch or not at all)."""
     if built(target, sessions):
         print(f"  reusing {sessions:,} sessions", file=sys.stderr)
         return
+    t0, load = time.perf_counter(), os.getloadavg()[0]
+    if writers == 1:
+        done = [write_slice(str(target), sessions, 0, 1)]
+    else:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(writers) as pool:
+            done = pool.starmap(write_slice, [(str(target), sessions, w, writers) for w in range(writers)])
+    wall = time.perf_counter() - t0
+    print(f"  {sessions:,} sessions built by {writers} writer(s) in {wall:.0f} s wall: writers' CPU"
+          f" {sum(d[0] for d in done):.0f} s, their PostgreSQL backends' {sum(d[1] for d in done):.0f} s;"
+          f" {sum(d[2] for d in done):,} sessions written, {sum(d[3] for d in done):,} found written"
+          f" (load {load:.1f} -> {os.getloadavg()[0]:.1f})", file=sys.stderr)
+
+
+def write_slice(target: str, sessions: int, writer: int, writers: int) -> tuple[float, float, int, int]:
+    """Write the sessions of slice `writer` of `writers` (by model-day) that the store does not hold, in batches of
+    about 2,000 events. Its CPU, its PostgreSQL backend's CPU (0 on SQLite), sessions written and skipped."""
     store = reasonlog.open_store(target)
-    t0, batch = time.perf_counter(), []
+    backend = [store._read(lambda cur: cur.execute("SELECT pg_backend_pid()").fetchone()[0])] \
+        if target.startswith("postgresql") else []  # noqa: SLF001 - whose CPU the build cost on the server
+    held = set(store._read(lambda cur: [r[0] for r in cur.execute("SELECT id FROM sessions").fetchall()]))
+    t0, cpu0, server0 = time.perf_counter(), time.process_time(), cpu_seconds(backend)
     calendar, per_day = days(DAYS), len(MODELS) * DAYS
+    level, batch, written = min(sessions, per_day), [], 0
     for k in range(sessions):
-        batch += session_events(MODELS[k % len(MODELS)], calendar[k // len(MODELS) % DAYS], k, k // per_day)
+        if (k % per_day) * writers // level != writer:
+            continue
+        events = session_events(MODELS[k % len(MODELS)], calendar[k // len(MODELS) % DAYS], k, k // per_day)
+        if events[0].session_id in held:
+            continue
+        batch += events
+        written += 1
         if len(batch) >= 2000:
             store.write_batch(batch)
             batch = []
-        if k % 1000 == 999:
-            print(f"  {k + 1:,} sessions written ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+        if written % 1000 == 0:
+            print(f"  writer {writer + 1}/{writers}: {written:,} sessions written ({time.perf_counter() - t0:.0f} s,"
+                  f" load {os.getloadavg()[0]:.1f})", file=sys.stderr)
     store.write_batch(batch)
+    figures = (time.process_time() - cpu0, cpu_seconds(backend) - server0, written, len(held))
     store.close()
+    return figures
 
 
-def build_sizes(read_targets: dict[int, str], db: str | None, prefix: str) -> None:
-    """Each size's archive, the smallest first. SQLite: each through `write_batch`. PostgreSQL: the smallest through
-    `write_batch`, a larger one that is a multiple of it grown from it in SQL (grow_pg_archive.py: its sessions
-    copied, the store's triggers keeping the usage rows as they are inserted): 100,000 sessions through
-    `write_batch` take hours there (the trigram index's inserts)."""
-    small, *larger = sorted(read_targets)
-    build(read_targets[small], small)
-    for sessions in larger:
-        target = read_targets[sessions]
-        if not db or sessions % small or built(target, sessions):
-            build(target, sessions)
-            continue
-        import grow_pg_archive
-
-        t0 = time.perf_counter()
-        grow_pg_archive.main(["--db", db.split("?")[0], "--from", f"{prefix}_{small}", "--to", f"{prefix}_{sessions}",
-                              "--factor", str(sessions // small)])
-        print(f"  {sessions:,} sessions grown from {small:,} in SQL ({time.perf_counter() - t0:.0f} s)",
-              file=sys.stderr)
+def build_sizes(read_targets: dict[int, str], writers: int) -> None:
+    """Each size's archive, the smallest first, each through `write_batch` (`build`)."""
+    for sessions in sorted(read_targets):
+        build(read_targets[sessions], sessions, writers)
 
 
 def built(target, sessions: int) -> bool:
@@ -449,11 +469,13 @@ def main(argv=None) -> int:
                                        " then DIR/src) whose server's usage routes are measured beside")
     ap.add_argument("--usage-only", action="store_true", help="with --scale: the usage routes alone")
     ap.add_argument("--schema-prefix", default="bench_server", help="PostgreSQL: the read schemas' prefix")
+    ap.add_argument("--writers", type=int, help="processes writing a missing archive at once, each through"
+                                                " write_batch (default: 2 on PostgreSQL, 1 on SQLite)")
     args = ap.parse_args(argv)
     if args.scale:
         sizes = [int(x) for x in args.scale.split(",")]
         read_targets = {n: targets(args.db, n, args.schema_prefix, fresh=False)[0] for n in sizes}
-        build_sizes(read_targets, args.db, args.schema_prefix)
+        build_sizes(read_targets, args.writers or (2 if args.db else 1))
         print(f"{'PostgreSQL' if args.db else 'SQLite'}: {'usage' if args.usage_only else 'every route'} at"
               f" {', '.join(f'{n:,}' for n in sizes)} sessions")
         scale(read_targets, args.requests, not args.no_semantic, args.usage_only, args.baseline)
@@ -461,7 +483,7 @@ def main(argv=None) -> int:
     read_target, fresh = targets(args.db, args.sessions, args.schema_prefix)
     print(f"{'PostgreSQL' if args.db else 'SQLite'}: {args.sessions:,} sessions,"
           f" {args.sessions * CALLS * NEW_PER_CALL:,} messages")
-    build(read_target, args.sessions)
+    build(read_target, args.sessions, args.writers or (2 if args.db else 1))
     model = None if args.no_semantic else prepare_semantic(read_target)
     reads(read_target, args.sessions, args.requests, model)
     try:
