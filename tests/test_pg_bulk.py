@@ -1,7 +1,8 @@
 """PostgreSQL's bulk write path (issue 35) stores what the row-by-row one does.
 
 A batch on PostgreSQL stores its new contents in one lookup and one pipelined insert, finds its sessions' twins
-once, and queues its exchanges (store/writing.py `Applier.prepare`); `open_store(url, bulk=False)` writes each event
+once, knows which of the sessions it starts are new to the store (their state is not read back), and queues its
+exchanges (store/writing.py `Applier.prepare`); `open_store(url, bulk=False)` writes each event
 with its own statements, as a batch rejected for one event's data always is. Generated sessions (contents resent
 and shared between sessions, secrets, agent session ids and provider message ids shared between a live session
 and an import, calls that cannot be stored) are written through both, batch for batch, and every reader must
@@ -74,6 +75,9 @@ def sessions(draw) -> tuple[str, list[list]]:
                 usage=reasonlog.Usage(input_tokens=10 * (c + 1), output_tokens=draw(st.sampled_from([5, 7]))),
                 provider_message_id=draw(st.sampled_from([None, f"{run}-m{c}"])), latency_ms=100.0 + c))
             history = history + [reply, {"role": "user", "content": draw(st.sampled_from(TEXTS))}]
+            if draw(st.integers(0, 5)) == 0:  # its recorder restarted: the session is started again, and goes on
+                events.append(SessionStarted(session_id=sid, started_at=f"2026-01-0{s + 1}T10:30:00Z", run=run,
+                                             agent="a"))
             if draw(st.booleans()):
                 events.append(ToolResultRecorded(tool_result_id=f"{sid}-t{c}", session_id=sid,
                                                  at="2026-01-01T10:00:02Z", tool_use_id=None, name="grep",
@@ -136,3 +140,46 @@ def test_a_batch_stores_its_new_contents_once_and_reads_them_back(pair):
         assert len(hits) == 4  # each session's question and answer
     assert counts[0] == counts[1] == len(f'{{"content":"{run} shared question","role":"user"}}') + len(
         f'{{"content":"{run} shared answer","role":"assistant"}}')
+
+
+def test_an_import_and_the_live_record_of_one_agent_session_in_one_batch_count_its_call_once(pair):
+    """Named case (found by the property above): a live session and the import of the same agent session, both new
+    to the store and written in one batch, whose call names no provider message id: the import's copy is paired by
+    position with the live call the batch queued before it, and the usage counts the call once."""
+    run = "r" + uuid.uuid4().hex[:10]
+    batch: list = []
+    for sid, labels in ((f"{run}-live", {}), (f"{run}-import", {"source": "claude-code"})):
+        batch.append(SessionStarted(session_id=sid, started_at="2026-03-01T10:00:00Z", run=run, labels=labels,
+                                    external_id=f"{run}-agent"))
+        batch.append(CallRecorded(call_id=f"{sid}-c", session_id=sid, exchange_id=None,
+                                  started_at="2026-03-01T10:00:00Z", model="claude-haiku-4-5",
+                                  request={"messages": [{"role": "user", "content": "one call"}]},
+                                  response={"role": "assistant", "content": "one answer"},
+                                  usage=reasonlog.Usage(input_tokens=120, output_tokens=30)))
+    for store in pair:
+        store.write_batch(batch)
+        usage = store.usage_groups("model", SessionFilter(run=run, limit=None))["claude-haiku-4-5"]
+        assert (usage["calls"], usage["input_tokens"], usage["output_tokens"]) == (1, 120, 30)
+
+
+def test_a_session_started_again_in_its_batch_goes_on_where_it_was(pair):
+    """Named case: a session new to the store, started, called, started again (its recorder restarted) and called
+    in one batch, then called in the next: its calls and messages are numbered on, on both paths."""
+    run = "r" + uuid.uuid4().hex[:10]
+    sid = f"{run}-s"
+    history: list = []
+
+    def call(n: int) -> CallRecorded:
+        history.append({"role": "user", "content": f"question {n}"})
+        return CallRecorded(call_id=f"{sid}-c{n}", session_id=sid, exchange_id=None,
+                            started_at=f"2026-03-02T10:0{n}:00Z", request={"messages": list(history)},
+                            response={"role": "assistant", "content": f"answer {n}"})
+    first = [SessionStarted(session_id=sid, started_at="2026-03-02T10:00:00Z", run=run), call(0),
+             SessionStarted(session_id=sid, started_at="2026-03-02T10:01:00Z", run=run), call(1)]
+    second = [call(2)]
+    for store in pair:
+        store.write_batch(first)
+        store.write_batch(second)
+        detail = store.get_session(sid)
+        assert [c["id"] for c in detail["calls"]] == [f"{sid}-c0", f"{sid}-c1", f"{sid}-c2"]
+        assert [c["idx"] for c in detail["calls"]] == [0, 1, 2]
