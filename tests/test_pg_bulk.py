@@ -57,6 +57,7 @@ def sessions(draw) -> tuple[str, list[list]]:
         imported = draw(st.booleans())
         events.append(SessionStarted(session_id=sid, started_at=f"2026-01-0{s + 1}T10:00:00Z", run=run,
                                      agent="a", labels={"source": "claude-code"} if imported else {},
+                                     model=draw(st.sampled_from([None, "gpt-5"])),
                                      external_id=draw(st.sampled_from([None, f"{run}-x0", f"{run}-x1"]))))
         history: list = [{"role": "user", "content": draw(st.sampled_from(TEXTS))}]
         for c in range(draw(st.integers(0, 5))):
