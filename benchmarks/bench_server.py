@@ -126,12 +126,13 @@ def write_slice(target: str, sessions: int, writer: int, writers: int) -> tuple[
     held = set(store._read(lambda cur: [r[0] for r in cur.execute("SELECT id FROM sessions").fetchall()]))
     t0, cpu0, server0 = time.perf_counter(), time.process_time(), cpu_seconds(backend)
     calendar, per_day = days(DAYS), len(MODELS) * DAYS
-    level, batch, written = min(sessions, per_day), [], 0
+    level, batch, written, skipped = min(sessions, per_day), [], 0, 0
     for k in range(sessions):
         if (k % per_day) * writers // level != writer:
             continue
         events = session_events(MODELS[k % len(MODELS)], calendar[k // len(MODELS) % DAYS], k, k // per_day)
         if events[0].session_id in held:
+            skipped += 1
             continue
         batch += events
         written += 1
@@ -142,7 +143,7 @@ def write_slice(target: str, sessions: int, writer: int, writers: int) -> tuple[
             print(f"  writer {writer + 1}/{writers}: {written:,} sessions written ({time.perf_counter() - t0:.0f} s,"
                   f" load {os.getloadavg()[0]:.1f})", file=sys.stderr)
     store.write_batch(batch)
-    figures = (time.process_time() - cpu0, cpu_seconds(backend) - server0, written, len(held))
+    figures = (time.process_time() - cpu0, cpu_seconds(backend) - server0, written, skipped)
     store.close()
     return figures
 
