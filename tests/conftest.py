@@ -195,25 +195,17 @@ def db(dialect: str, tmp_path: Path):
 
 @contextlib.contextmanager
 def fresh_database(dialect: str, folder: Path):
-    """A new database target of the dialect (a file in `folder`, or a PostgreSQL schema dropped afterwards)."""
+    """A new database target of the dialect: a file in `folder`, or a migrated, empty PostgreSQL schema (tests/pg_schemas.py)."""
     if dialect == "sqlite":
         yield folder / "store.db"
         return
-    yield from postgres_schema()
+    from pg_schemas import migrated_schema  # migrated and empty: new, or one an earlier test used, emptied
+
+    yield from migrated_schema(POSTGRES)
 
 
 def postgres_schema():
     """A URL whose connections use a new, empty schema; the schema is dropped afterwards."""
-    import uuid
+    from pg_schemas import new_schema
 
-    import psycopg
-
-    schema = "t_" + uuid.uuid4().hex[:16]
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    joiner = "&" if "?" in POSTGRES else "?"
-    try:
-        yield f"{POSTGRES}{joiner}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    yield from new_schema(POSTGRES)
