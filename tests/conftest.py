@@ -188,20 +188,31 @@ def dialect(request) -> str:
 
 @pytest.fixture
 def db(dialect: str, tmp_path: Path):
-    """A fresh, empty database of the dialect: a file path, or the URL of a new PostgreSQL schema."""
+    """A fresh, empty database of the dialect: a file path, or the URL of a migrated, empty PostgreSQL schema."""
     with fresh_database(dialect, tmp_path) as target:
         yield target
 
 
 @contextlib.contextmanager
 def fresh_database(dialect: str, folder: Path):
-    """A new database target of the dialect: a file in `folder`, or a migrated, empty PostgreSQL schema (tests/pg_schemas.py)."""
+    """A new database target of the dialect: a file in `folder`, or a migrated, empty PostgreSQL schema
+    (tests/pg_schemas.py)."""
     if dialect == "sqlite":
         yield folder / "store.db"
         return
     from pg_schemas import migrated_schema  # migrated and empty: new, or one an earlier test used, emptied
 
     yield from migrated_schema(POSTGRES)
+
+
+@contextlib.contextmanager
+def empty_database(dialect: str, folder: Path):
+    """A database target no store has opened yet (a file in `folder`, or a new PostgreSQL schema): for the tests of
+    migrating itself."""
+    if dialect == "sqlite":
+        yield folder / "store.db"
+        return
+    yield from postgres_schema()
 
 
 def postgres_schema():

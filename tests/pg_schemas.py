@@ -5,8 +5,8 @@ Migrating a new schema to the latest version (22 migrations, 111 tables, indexes
 migrated, empty schema instead: one this worker made and migrated, or one an earlier test of this worker used,
 taken back only when it has the same tables, indexes, sequences (each owned by its column), functions and triggers
 as a freshly migrated schema, emptied (every table but the ones the migrations fill, which must still hold exactly
-what they filled; `TRUNCATE … RESTART IDENTITY` starts the owned sequences again), and renamed, so nothing kept by name (a spill file, a lock) reaches the next test.
-Anything else is dropped, as a new schema always was.
+what they filled; `TRUNCATE … RESTART IDENTITY` starts the owned sequences again), and renamed, so nothing kept by
+name (a spill file, a lock) reaches the next test. Anything else is dropped, as a new schema always was.
 """
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ SELECT 'rel', relname, relkind::text FROM pg_class WHERE relnamespace = %(s)s::t
 UNION ALL SELECT 'trigger', t.tgname, r.relname FROM pg_trigger t JOIN pg_class r ON r.oid = t.tgrelid
           WHERE r.relnamespace = %(s)s::text::regnamespace
 UNION ALL SELECT 'function', proname, md5(prosrc) FROM pg_proc WHERE pronamespace = %(s)s::text::regnamespace
-UNION ALL SELECT 'owned', s.relname, t.relname FROM pg_class s JOIN pg_depend d ON d.objid = s.oid AND d.deptype IN ('a', 'i')
-          JOIN pg_class t ON t.oid = d.refobjid WHERE s.relkind = 'S' AND s.relnamespace = %(s)s::text::regnamespace
+UNION ALL SELECT 'owned', s.relname, t.relname FROM pg_class s
+          JOIN pg_depend d ON d.objid = s.oid AND d.deptype IN ('a', 'i') JOIN pg_class t ON t.oid = d.refobjid
+          WHERE s.relkind = 'S' AND s.relnamespace = %(s)s::text::regnamespace
 ORDER BY 1, 2, 3"""
 
 
