@@ -188,14 +188,27 @@ def dialect(request) -> str:
 
 @pytest.fixture
 def db(dialect: str, tmp_path: Path):
-    """A fresh, empty database of the dialect: a file path, or the URL of a new PostgreSQL schema."""
+    """A fresh, empty database of the dialect: a file path, or the URL of a migrated, empty PostgreSQL schema."""
     with fresh_database(dialect, tmp_path) as target:
         yield target
 
 
 @contextlib.contextmanager
 def fresh_database(dialect: str, folder: Path):
-    """A new database target of the dialect (a file in `folder`, or a PostgreSQL schema dropped afterwards)."""
+    """A new database target of the dialect: a file in `folder`, or a migrated, empty PostgreSQL schema
+    (tests/pg_schemas.py)."""
+    if dialect == "sqlite":
+        yield folder / "store.db"
+        return
+    from pg_schemas import migrated_schema  # migrated and empty: new, or one an earlier test used, emptied
+
+    yield from migrated_schema(POSTGRES)
+
+
+@contextlib.contextmanager
+def empty_database(dialect: str, folder: Path):
+    """A database target no store has opened yet (a file in `folder`, or a new PostgreSQL schema): for the tests of
+    migrating itself."""
     if dialect == "sqlite":
         yield folder / "store.db"
         return
@@ -204,16 +217,6 @@ def fresh_database(dialect: str, folder: Path):
 
 def postgres_schema():
     """A URL whose connections use a new, empty schema; the schema is dropped afterwards."""
-    import uuid
+    from pg_schemas import new_schema
 
-    import psycopg
-
-    schema = "t_" + uuid.uuid4().hex[:16]
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    joiner = "&" if "?" in POSTGRES else "?"
-    try:
-        yield f"{POSTGRES}{joiner}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    yield from new_schema(POSTGRES)

@@ -119,8 +119,8 @@ def verify(db: Path | str, tag: str, pad: int = 0) -> Found:
         for s in store.list_sessions(flt):
             k = int(s["agent"].rsplit("-", 1)[1])
             found.statuses[k] = s["status"]
-            for call in store.get_session(s["id"])["calls"]:
-                request = store.replay_call(call["id"])
+            for call in store.call_details([c["id"] for c in store.get_session(s["id"])["calls"]]):
+                request = call["request"]
                 i = int(request["messages"][-1]["content"].split(":")[0].rsplit(" ", 1)[1])
                 found.present[(k, i)] = found.present.get((k, i), 0) + 1
                 if canonical(request) != canonical(expected_request(tag, k, i, pad)):

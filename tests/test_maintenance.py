@@ -200,14 +200,19 @@ def test_check_names_a_corrupt_content_and_a_missing_one(db_path, tmp_path):
 
 @pytest.mark.parametrize("args", [["db", "check"], ["db", "backup", "{tmp}/copy.db"],
                                   ["prune", "--older-than", "30d", "--yes"]])
-def test_care_commands_never_create_a_missing_database(db_target, tmp_path, args):
+def test_care_commands_never_create_a_missing_database(dialect, tmp_path, args):
     """A missing SQLite file, or a PostgreSQL database without reasonlog's tables (an empty schema)."""
-    result = _cli(db_target, *[a.format(tmp=tmp_path) for a in args])
-    missing = "no reasonlog database" if is_postgres(db_target) else "no database"
-    assert (result.exit_code, result.output) == (1, f"error: {missing} at {db_target}\n")
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
-    if is_postgres(db_target):
-        assert query_db(db_target, "SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema()") == [(0,)]
+    from conftest import empty_database
+
+    (tmp_path / "db").mkdir()
+    with empty_database(dialect, tmp_path / "db") as target:
+        result = _cli(target, *[a.format(tmp=tmp_path) for a in args])
+        missing = "no reasonlog database" if is_postgres(target) else "no database"
+        assert (result.exit_code, result.output) == (1, f"error: {missing} at {target}\n")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["db"]
+        assert sorted(p.name for p in (tmp_path / "db").iterdir()) == []
+        if is_postgres(target):
+            assert query_db(target, "SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema()") == [(0,)]
 
 
 PG_BACKUP = "back up a PostgreSQL database with its own tools (pg_dump), or copy its sessions with `reasonlog export`"

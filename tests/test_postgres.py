@@ -12,7 +12,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import NO_POSTGRES, POSTGRES, fresh_database
+from conftest import NO_POSTGRES, POSTGRES, empty_database, fresh_database
 from helpers import query_db
 from test_ingest import free_port
 
@@ -45,7 +45,7 @@ def test_a_database_migrated_from_the_first_schema_equals_a_fresh_one(dialect, t
     migrations = PG_MIGRATIONS if dialect == "postgresql" else SQLITE_MIGRATIONS
     assert [m.number for m in migrations] == [m.number for m in SQLITE_MIGRATIONS]  # one numbering for both
     with fresh_database(dialect, _folder(tmp_path, "a")) as fresh, \
-            fresh_database(dialect, _folder(tmp_path, "b")) as old:
+            empty_database(dialect, _folder(tmp_path, "b")) as old:
         open_store(fresh).close()
         first = open_store(old, upgrade=False)
         _apply_first_schema(first, migrations[0])
@@ -81,7 +81,7 @@ def _apply_first_schema(store, first) -> None:
 
 @needs_postgres
 def test_processes_started_together_migrate_once():
-    with fresh_database("postgresql", None) as url:
+    with empty_database("postgresql", None) as url:
         code = ("import sys, reasonlog; s = reasonlog.open_store(sys.argv[1]); print(s.schema_version()); s.close()")
         procs = [subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                  for _ in range(6)]

@@ -291,6 +291,9 @@ def rebuilds_every_context(recording, loop: Loop, data) -> None:
         assert facts == call["facts"], _story(loop)
         shown += facts["added"] + facts["edited"] + 1  # each new message once, and the reply
     assert len(session["messages"]) == shown
+    asked = data.draw(st.permutations(ids), label="the calls asked for at once, in this order")
+    asked += asked[:1]  # one asked twice
+    assert store.call_details(asked) == [store.get_call(call_id) for call_id in asked]  # one pass, the same answers
 
 
 @pytest.mark.slow

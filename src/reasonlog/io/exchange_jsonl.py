@@ -45,12 +45,12 @@ def export_exchange_jsonl(store, session_id: str) -> Iterator[str]:
 def tools_sent(store, session: dict) -> list[str]:
     """The names of the tools the session's calls offered the model, in the order first offered."""
     names: dict[str, None] = {}
-    for c in session["calls"]:
-        if c["idx"] == 0 or (c.get("window") or {}).get("tools_changed"):
-            for tool in store.get_call(c["id"])["request"].get("tools") or ():
-                name = tool.get("name") or (tool.get("function") or {}).get("name") if isinstance(tool, dict) else None
-                if isinstance(name, str):
-                    names.setdefault(name)
+    offering = [c["id"] for c in session["calls"] if c["idx"] == 0 or (c.get("window") or {}).get("tools_changed")]
+    for call in store.call_details(offering):
+        for tool in call["request"].get("tools") or ():
+            name = tool.get("name") or (tool.get("function") or {}).get("name") if isinstance(tool, dict) else None
+            if isinstance(name, str):
+                names.setdefault(name)
     return list(names)
 
 

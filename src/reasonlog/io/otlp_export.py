@@ -25,7 +25,7 @@ def session_requests(store: StoreReader, session_ids: list[str]) -> Iterator[byt
     """One OTLP/JSON line per session."""
     for sid in session_ids:
         session = store.get_session(sid)
-        calls = [store.get_call(c["id"]) for c in session["calls"]]
+        calls = store.call_details([c["id"] for c in session["calls"]])
         trace_id = _hash(sid, 16)
         spans = [_span(session, call, trace_id) for call in calls]
         scores = _call_scores(session.get("annotations") or ())

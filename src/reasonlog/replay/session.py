@@ -43,7 +43,7 @@ class Outcome:
 def plan(store: StoreReader, call_ids: list[str], *, provider: str | None, model: str | None,
          base_url: str | None) -> tuple[Target, list[Planned]]:
     """The target and every call prepared for it; raises ReplayError (no key, an untranslatable protocol)."""
-    calls = [store.get_call(call_id) for call_id in call_ids]
+    calls = store.call_details(call_ids)
     if not calls:
         raise ReplayError("nothing to replay: the session has no calls")
     first = calls[0]

@@ -297,36 +297,50 @@ def get_call_row(cur, call_id: str) -> dict:
     return call
 
 
-def context_ids(cur, call: dict) -> list[int]:
-    """The content ids of a call's context, decoded along the session's chain of calls."""
+def _decoded_chains(cur, session_id: str, wanted: set[int]) -> dict[int, tuple[list[int], list | None]]:
+    """The content ids and timeline slots of the session's calls at the `wanted` positions, decoded along the
+    session's chain of calls once: each call's context is stored as runs into the previous call's (its window as
+    runs into the previous call's slots and reply), so a call is read from the session's first call on, and many
+    calls of one session cost one pass, not one pass each. Slots are None for a call written before migration 12
+    (or decoded along one)."""
+    found: dict[int, tuple[list[int], list | None]] = {}
     ids: list[int] | None = None
-    for (context_json,) in cur.execute("SELECT context_json FROM calls WHERE session_id = ? AND idx <= ? ORDER BY idx",
-                                       (call["session_id"], call["idx"])):
-        ids = decode_context(orjson.loads(context_json), ids)
-    return ids or []
-
-
-def window_slots(cur, call: dict) -> list | None:
-    """The timeline entry each position of a call's context stands for (`[entry, item]` for one item of a
-    reply made of items; held positions first for a chained request); None for a call written before
-    migration 12."""
     slots: list | None = []
     reply: list = []
-    for (window_json,) in cur.execute("SELECT window_json FROM calls WHERE session_id = ? AND idx <= ? ORDER BY idx",
-                                      (call["session_id"], call["idx"])):
+    for idx, context_json, window_json in cur.execute(
+            "SELECT idx, context_json, window_json FROM calls WHERE session_id = ? AND idx <= ? ORDER BY idx",
+            (session_id, max(wanted))):
+        ids = decode_context(orjson.loads(context_json), ids)
         window = loads(window_json)
         if window is None or slots is None:
             slots = None
-            continue
-        slots = decode_map(window["map"], slots + reply)
-        reply = reply_slots(*window["reply"]) if window.get("reply") else []
-    return None if slots is None else [list(s) if isinstance(s, tuple) else s for s in slots]
+        else:
+            slots = decode_map(window["map"], slots + reply)
+            reply = reply_slots(*window["reply"]) if window.get("reply") else []
+        if idx in wanted:
+            found[idx] = (ids, None if slots is None else [list(x) if isinstance(x, tuple) else x for x in slots])
+    return found
+
+
+def call_details(cur, call_ids: list[str], dicts: Dictionaries) -> list[CallDetail]:
+    """Calls with their full requests rebuilt, their responses and raw payloads, in the order asked; the calls of
+    one session decoded in one pass (`_decoded_chains`)."""
+    calls = [get_call_row(cur, call_id) for call_id in call_ids]
+    chains: dict[str, dict[int, tuple[list[int], list | None]]] = {}
+    for session_id in dict.fromkeys(c["session_id"] for c in calls):
+        wanted = {c["idx"] for c in calls if c["session_id"] == session_id}
+        chains[session_id] = _decoded_chains(cur, session_id, wanted)
+    return [_detail(cur, call, *chains[call["session_id"]][call["idx"]], dicts) for call in calls]
 
 
 def get_call(cur, call_id: str, dicts: Dictionaries) -> CallDetail:
     """A call with its full request rebuilt, its response and its raw payload."""
-    call = get_call_row(cur, call_id)
-    ids = context_ids(cur, call)
+    return call_details(cur, [call_id], dicts)[0]
+
+
+def _detail(cur, call: dict, ids: list[int], slots: list | None, dicts: Dictionaries) -> CallDetail:
+    """One call's answer; its contents read by a reader of its own, so that no two calls' requests share an
+    object a caller might change."""
     reader = ContentReader(cur, dicts)
     reader.load([*ids, call["system_id"], call["response_id"], *(call["tools"] or ())])
     system = reader.get(call["system_id"]) if call["system_id"] is not None else None
@@ -335,8 +349,7 @@ def get_call(cur, call_id: str, dicts: Dictionaries) -> CallDetail:
                            [reader.get(i) for i in ids], tools)
     response = reader.get(call["response_id"]) if call["response_id"] is not None else None
     raw = None if call["_raw"] is None else read_raw(call["_raw"], call["raw_format"], response)
-    slots = window_slots(cur, call) if call["window"] is not None else None
-    return answers.call_detail(call, ids, request, response, raw, slots)
+    return answers.call_detail(call, ids, request, response, raw, slots if call["window"] is not None else None)
 
 
 def read_raw(blob: bytes, fmt: str, response: Any) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Literal, ParamSpec, TypeVar
 
@@ -270,6 +270,11 @@ class SQLStore(SemanticStore, AnnotationStore):
 
     def get_call(self, call_id: str) -> CallDetail:
         return self._read(reading.get_call, call_id, self._dicts)
+
+    def call_details(self, call_ids: Sequence[str]) -> list[CallDetail]:
+        """`get_call` of each, in the order asked: each session's chain of contexts decoded once, so a session's
+        every call costs one pass over it, not one per call (replay, export)."""
+        return self._read(reading.call_details, list(call_ids), self._dicts)
 
     def first_prompts(self, session_ids: Iterable[str]) -> dict[str, object]:
         """Each session's first user message as stored, by session id (see store/overview.py)."""

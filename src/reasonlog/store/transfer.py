@@ -15,6 +15,7 @@ import orjson
 from ..wire import record_of
 from ..wire.codec import canonical, content_hash
 from . import annotation, reading
+from .answers import CallDetail
 from .content import pack_raw, unpack_raw
 from .reading import CALL_COLUMNS, SESSION_COLUMNS, ContentReader
 from .terms import NotFound, StoreError
@@ -26,6 +27,8 @@ MESSAGE_COLUMNS = ("session_id", "idx", "role", "content_id", "call_id", "at")
 TOOL_COLUMNS = ("id", "session_id", "tool_use_id", "name", "input_json", "content_json", "is_error", "duration_ms",
                 "at", "message_idx")
 OUTCOME_COLUMNS = ("id", "session_id", "kind", "payload_json", "call_id", "at", "message_idx")
+# Imported calls replayed at once when an import is verified: a session's chain decoded once for them all.
+VERIFIED_AT_ONCE = 256
 _CALL_SELECT = CALL_COLUMNS + ("raw", "raw_format")
 
 
@@ -183,14 +186,27 @@ class Importer:
                 reading.get_session(self.cur, sid, dicts)
             except Exception as exc:  # whatever reading trips on, the record is at fault, not the store
                 raise BadRecord(index, f"session {sid!r} does not read back after import ({exc})") from None
-        for cid, index in self.calls.items():
-            self._verify_call(cid, index, dicts)
+        ids = list(self.calls)
+        for start in range(0, len(ids), VERIFIED_AT_ONCE):
+            self._verify_calls(ids[start:start + VERIFIED_AT_ONCE], dicts)
 
-    def _verify_call(self, cid: str, index: int, dicts) -> None:
+    def _verify_calls(self, ids: list[str], dicts) -> None:
+        """Replay these calls, their sessions' chains decoded once; when one does not read back, find which."""
         try:
-            call = reading.get_call(self.cur, cid, dicts)
+            calls = reading.call_details(self.cur, ids, dicts)
+        except Exception:  # whatever reading trips on: read them one by one to name the record at fault
+            calls = [self._read_call(cid, dicts) for cid in ids]
+        for call in calls:
+            self._check_context(call)
+
+    def _read_call(self, cid: str, dicts) -> CallDetail:
+        try:
+            return reading.get_call(self.cur, cid, dicts)
         except Exception as exc:  # as above: the record is at fault
-            raise BadRecord(index, f"call {cid!r} does not read back or replay ({exc})") from None
+            raise BadRecord(self.calls[cid], f"call {cid!r} does not read back or replay ({exc})") from None
+
+    def _check_context(self, call: CallDetail) -> None:
+        cid, index = call["id"], self.calls[call["id"]]
         if len(call["context_ids"]) != call["context_len"]:
             raise BadRecord(index, f"call {cid!r} does not replay as recorded: its context decodes to"
                                    f" {len(call['context_ids'])} messages, but context_len says {call['context_len']}")
