@@ -36,8 +36,8 @@ def test_a_text_is_told_common_or_rare_from_a_sample_and_found_the_same(url, mon
     """Past twice `SAMPLE_ROWS` texts (and once analysed), a sample tells a common text from a rare one; either
     way the pages are the whole answer's. (The time this saves shows at 500,000 texts: benchmarks/bench_server.py.)"""
     store = open_store(url)
-    write_sessions(store, 60, 80)  # 4,800 texts, in blocks of up to 16 (a row of contents_search each)
-    monkeypatch.setattr(pg_search, "SAMPLE_ROWS", 100)  # so that the 300-odd blocks are sampled, not counted
+    write_sessions(store, 60, 80)  # 4,800 texts, in blocks of up to 64 (a row of contents_search each)
+    monkeypatch.setattr(pg_search, "SAMPLE_ROWS", 50)  # so that the 120 blocks are sampled, not counted
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ANALYZE contents_search")
         assert conn.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass('contents_search')"

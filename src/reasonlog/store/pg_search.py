@@ -43,7 +43,7 @@ class TrigramIndex:
             return
         blocks = [rows[k:k + BLOCK] for k in range(0, len(rows), BLOCK)]
         cur.copy_rows(index, ("rowid", "ids", "text"), ((min(cid for cid, _ in block), [cid for cid, _ in block],
-                                                         words_of(*(text for _, text in block))) for block in blocks))
+                                                         segments_of(*(text for _, text in block))) for block in blocks))
 
     @staticmethod
     def remove(cur, index: str, rows: list[tuple[int, str]]) -> None:
@@ -54,9 +54,9 @@ class TrigramIndex:
 
     @staticmethod
     def rows(index: str) -> str:
-        """What a search joins its records to: a row of contents_search for each content of a block."""
-        return f"{index} CROSS JOIN LATERAL unnest({index}.ids) AS {index}_id(id)" if index == "contents_search" \
-            else index
+        """What a search joins its records to: a row of contents_search for each content of a block, with its text."""
+        return (f"{index} CROSS JOIN LATERAL unnest({index}.ids, string_to_array({index}.text, chr({ord(SEP)})))"
+                f" AS {index}_id(id, text)") if index == "contents_search" else index
 
     @staticmethod
     def joins(index: str, column: str) -> str:
@@ -65,56 +65,85 @@ class TrigramIndex:
 
     @staticmethod
     def ids(index: str) -> str:
-        """The ids of the records a row of `index` stands for, one a result row."""
-        return "unnest(ids)" if index == "contents_search" else "rowid"
+        """The id of the record a row of `rows(index)` stands for."""
+        return f"{index}_id.id" if index == "contents_search" else f"{index}.rowid"
 
     @staticmethod
     def matches(index: str) -> str:
-        # LIKE, not a regular expression: pg_trgm takes every trigram of a LIKE pattern, where its analysis of a
-        # long regular expression keeps a few (a rare phrase left 36,600 candidates to recheck instead of 295).
+        """The condition a row of `rows(index)` meets when its record may hold the query (`arguments` fill it).
+
+        LIKE, not a regular expression: pg_trgm takes every trigram of a LIKE pattern, where its analysis of a long
+        regular expression keeps a few (a rare phrase left 36,600 candidates to recheck instead of 295). A block of
+        contents is found through the index by its whole text, then each of its contents by its own."""
+        if index == "contents_search":
+            return f"{index}.text LIKE ANY (?::text[]) AND {index}_id.text LIKE ANY (?::text[])"
         return f"{index}.text LIKE ANY (?::text[])"
 
     @staticmethod
+    def arguments(index: str, needles: list[str]) -> list[list[str]]:
+        """The values of `matches(index)`'s placeholders for the needles `argument` chose."""
+        if index == "contents_search":
+            patterns = [_whole(needle) for needle in needles]
+            return [patterns, patterns]
+        return [[_pattern(needle) for needle in needles]]
+
+    @staticmethod
     def argument(cur, query: Any) -> list[str] | None:
-        """LIKE patterns of the query's most selective group (its alternatives); None when it narrows nothing."""
+        """The needles of the query's most selective group (its alternatives); None when it narrows nothing."""
         def shortest(group: tuple[str, ...]) -> int:
             return min(len(_needle(term)) for term in group)
         group = max(query.groups, key=shortest)
         if shortest(group) < 3:
             return None
-        return [_pattern(_needle(term)) for term in group]
+        return [_needle(term) for term in group]
 
     @staticmethod
-    def is_common(cur, match: list[str], common: int) -> bool:
-        """Whether about `common` contents or more hold the patterns: estimated from a sample of the stored text.
+    def is_common(cur, needles: list[str], common: int) -> bool:
+        """Whether about `common` contents or more hold the needles: estimated from a sample of the stored text.
 
         A GIN bitmap holds every hit before a LIMIT can stop it, so counting through the index cost as much as
         the search that follows (45-100 ms for a rare phrase of common words at 500,000 texts, asked twice). A
-        sample of about `SAMPLE_ROWS` texts, drawn by whole pages, costs a few ms; either answer is correct (it
+        sample of about `SAMPLE_ROWS` blocks, drawn by whole pages, costs a few ms; either answer is correct (it
         chooses how the hits are looked for), and a table smaller than the sample is counted whole."""
         total = cur.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass('contents_search')").fetchone()
         total = float(total[0]) if total and total[0] is not None else -1.0
-        if total < 2 * SAMPLE_ROWS:  # small, or never analysed (-1): count through the index
-            return cur.execute(f"SELECT COUNT(*) FROM (SELECT unnest(ids) FROM contents_search WHERE"
+        if total < 2 * SAMPLE_ROWS:  # small, or never analysed (-1): count through the index, content by content
+            return cur.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM {TrigramIndex.rows('contents_search')} WHERE"
                                f" {TrigramIndex.matches('contents_search')} LIMIT {common}) c",
-                               (match,)).fetchone()[0] >= common
+                               TrigramIndex.arguments("contents_search", needles)).fetchone()[0] >= common
         hits, drawn = cur.execute(  # contents in the blocks that match, blocks drawn
-            f"SELECT COALESCE(SUM(cardinality(ids)) FILTER (WHERE {TrigramIndex.matches('s')}), 0), COUNT(*) FROM"
+            f"SELECT COALESCE(SUM(cardinality(ids)) FILTER (WHERE s.text LIKE ANY (?::text[])), 0), COUNT(*) FROM"
             f" (SELECT ids, text FROM contents_search TABLESAMPLE SYSTEM ({100.0 * SAMPLE_ROWS / total:.6f})"
-            f" LIMIT {4 * SAMPLE_ROWS}) s", (match,)).fetchone()  # the LIMIT bounds a sample drawn on an estimate
-        return drawn > 0 and hits * total >= common * drawn  # that the table outgrew
+            f" LIMIT {4 * SAMPLE_ROWS}) s", [_whole(needle) for needle in needles]).fetchone()  # the LIMIT bounds
+        return drawn > 0 and hits * total >= common * drawn  # a sample drawn on an estimate that the table outgrew
 
 
-SAMPLE_ROWS = 2000  # rows (blocks) a sample for `is_common` draws (by pages); at COMMON = 5,000 of 500,000, 20 hold it
+SAMPLE_ROWS = 500  # rows (blocks) a sample for `is_common` draws (by pages): about 30,000 contents in blocks of 64
 
 _LIKE_SPECIAL = re.compile(r"[\\%_]")
-BLOCK = 16  # contents a row of contents_search stands for, at most: a batch's new contents, in blocks of 16
+BLOCK = 64  # contents a row of contents_search stands for, at most: a batch's new contents, in blocks of 64
+SEP = "\x1e"  # between the texts of a block's contents (a NUL or SEP inside a text is stored as a space)
 
 
 def words_of(*texts: str) -> str:
     """What the index holds for these texts (`search.index_form`s): each whitespace-separated word once, in the order
     of its first occurrence, each between single spaces. (PostgreSQL text holds no NUL: a NUL separates words.)"""
     return " " + " ".join(dict.fromkeys(w for text in texts for w in text.replace("\x00", " ").split())) + " "
+
+
+def segments_of(*texts: str) -> str:
+    """What contents_search holds for a block of contents (their `search.index_form`s): each text whole, in the order
+    of the block's ids, between `SEP`s."""
+    return SEP.join(_clean(text) for text in texts)
+
+
+def _clean(text: str) -> str:
+    return text.replace("\x00", " ").replace(SEP, " ")
+
+
+def _whole(needle: str) -> str:
+    """The LIKE pattern the text of a block's content matches wherever it holds `needle` (and so the block's)."""
+    return "%" + _LIKE_SPECIAL.sub(r"\\\g<0>", _clean(needle)) + "%"
 
 
 def _pattern(needle: str) -> str:
@@ -131,11 +160,11 @@ def _pattern(needle: str) -> str:
 
 
 def forget_contents(cur, gone: list[int]) -> None:
-    """Take deleted contents out of their blocks (a block none is left in goes). A block's words keep theirs: a
-    query may find the block, and its remaining contents' own text decides."""
+    """Take deleted contents out of their blocks, their texts with them (a block none is left in goes)."""
     cur.execute("DELETE FROM contents_search WHERE ids && ?::bigint[] AND ids <@ ?::bigint[]", (gone, gone))
-    cur.execute("UPDATE contents_search SET ids = ARRAY(SELECT x FROM unnest(ids) x WHERE x <> ALL(?::bigint[]))"
-                " WHERE ids && ?::bigint[]", (gone, gone))
+    cur.execute(f"UPDATE contents_search SET (ids, text) = (SELECT array_agg(i ORDER BY n), string_agg(t, chr({ord(SEP)})"
+                f" ORDER BY n) FROM unnest(ids, string_to_array(text, chr({ord(SEP)}))) WITH ORDINALITY AS u(i, t, n)"
+                " WHERE i <> ALL(?::bigint[])) WHERE ids && ?::bigint[]", (gone, gone))
 
 
 def _needle(term: str) -> str:
@@ -190,7 +219,21 @@ def _trgm_schema(cur) -> str:
                        " WHERE e.extname = 'pg_trgm'").fetchone()[0]
 
 
+def index_segments(cur) -> None:
+    """Migration 23's Python step: contents_search refilled from every stored content, a block's row holding each of
+    its contents' text whole (`segments_of`) where migration 20 left the block's words."""
+    cur.execute("TRUNCATE contents_search")
+    _index_stored_contents(cur)
+
+
 def _index_stored(cur) -> None:
+    from . import search
+
+    _index_stored_contents(cur)
+    search.index_every_record(cur, search.RECORD_TABLES, TRIGRAMS)
+
+
+def _index_stored_contents(cur) -> None:
     import orjson
 
     from ..parts import searchable_text
@@ -201,10 +244,9 @@ def _index_stored(cur) -> None:
     reader, last = ContentReader(cur, Dictionaries()), 0
     while True:
         rows = cur.execute("SELECT id, codec, dict_id, data FROM contents WHERE kind != 'tool' AND id > ?"
-                           " ORDER BY id LIMIT 1000", (last,)).fetchall()
+                           " ORDER BY id LIMIT 1024", (last,)).fetchall()
         if not rows:
             break
         search.index_contents(cur, [(cid, searchable_text(orjson.loads(reader.bytes_of(codec, dict_id, bytes(data)))))
                                     for cid, codec, dict_id, data in rows], TRIGRAMS)
         last = rows[-1][0]
-    search.index_every_record(cur, search.RECORD_TABLES, TRIGRAMS)

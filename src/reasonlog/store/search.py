@@ -93,6 +93,11 @@ class Fts5Index:
         return "rowid"
 
     @staticmethod
+    def arguments(index: str, match: str) -> list[str]:
+        """The values of `matches(index)`'s placeholders."""
+        return [match]
+
+    @staticmethod
     def argument(cur, query: "Query") -> str | None:
         return query.match()
 
@@ -239,7 +244,7 @@ def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int |
     candidates = _candidates(index if match is not None else None)
     sql = (f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id"
            f" WHERE {where} ORDER BY s.started_at DESC, s.id, h.pos, h.rank, h.at")
-    rows = cur.execute(sql, [*([match] * len(_KEY) if match else []), *args])
+    rows = cur.execute(sql, [*_arguments(index, match), *args])
     return _verified(rows, _Texts(reading.ContentReader(cur.connection.cursor(), dicts)), query, limit)
 
 
@@ -262,7 +267,7 @@ def matching_sessions(cur, dicts: Dictionaries, flt: SessionFilter, index=FTS5) 
     where, args = reading.filter_sql(replace(flt, limit=None, text=None))
     candidates = _candidates(index if match is not None else None)
     rows = cur.execute(f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id WHERE {where}"
-                       " ORDER BY s.started_at DESC, s.id DESC", [*([match] * len(_KEY) if match else []), *args])
+                       " ORDER BY s.started_at DESC, s.id DESC", [*_arguments(index, match), *args])
     return found + _first_hits(rows, query, texts, flt.limit)
 
 
@@ -444,6 +449,12 @@ def _candidates(index) -> str:
     ])
 
 
+def _arguments(index, match) -> list:
+    """The values of `_candidates(index)`'s placeholders: each kind's `matches`, in their order."""
+    return [] if match is None else [a for name in _INDEXES for a in index.arguments(name, match)]
+
+
+_INDEXES = ("contents_search", "tool_results_search", "outcomes_search", "reasoning_records_search")
 _KEY = {"messages": "content_id", "tool_results": "rowid", "outcomes": "rowid", "reasoning_records": "rowid"}
 
 
