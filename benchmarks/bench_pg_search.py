@@ -12,7 +12,9 @@ Each code records the workload (`../shared/bench/workload.py`, `--size`) through
 query is then asked of each store by its own code in a fresh process, alternating, `store.search(q, limit=None)`
 five times after one warm-up: the best wall time, the best client CPU and the best CPU of the store's PostgreSQL
 backends (from /proc, found by application_name; 10 ms ticks), and the ratio this ÷ base. The schemas are dropped
-at the end unless `--keep`; `--reuse SCHEMA,…,THIS_SCHEMA` (the bases' in order, this code's last) skips the builds.
+at the end unless `--keep`; `--reuse SCHEMA,…,THIS_SCHEMA` (the bases' in order, this code's last) skips the
+builds of the schemas it names (an empty name is built, and dropped unless `--keep`). `--query` replaces the five
+queries.
 """
 from __future__ import annotations
 
@@ -104,32 +106,33 @@ def main(argv=None) -> int:
                     help="a baseline's package directory (holding reasonlog/), as PATH or NAME=PATH; repeatable")
     ap.add_argument("--size", default="medium")
     ap.add_argument("--keep", action="store_true", help="keep the schemas (their names are printed)")
-    ap.add_argument("--reuse", help="SCHEMA,…,THIS_SCHEMA built by an earlier --keep run (the bases' in order)")
+    ap.add_argument("--reuse", help="SCHEMA,…,THIS_SCHEMA built by an earlier --keep run (the bases' in order; an"
+                                    " empty name is built anew)")
     ap.add_argument("--query", action="append", help="ask these queries instead of the default five; repeatable")
     args = ap.parse_args(argv)
     if not args.db:
         ap.error("--db postgresql://… (or $REASONLOG_TEST_POSTGRES) is needed")
     codes = dict(b.split("=", 1) if "=" in b else ("base", b) for b in args.base)
     codes["this"] = str(REPO / "src")
-    schemas = dict(zip(codes, args.reuse.split(","), strict=True)) if args.reuse else \
-        {name: f"bench_search_{name}_{uuid.uuid4().hex[:8]}" for name in codes}
+    reused = dict(zip(codes, args.reuse.split(","), strict=True)) if args.reuse else {}
+    schemas = {name: reused.get(name) or f"bench_search_{name}_{uuid.uuid4().hex[:8]}" for name in codes}
+    built = [name for name in codes if not reused.get(name)]
     print("load average", " ".join(Path("/proc/loadavg").read_text().split()[:3]))
     try:
-        if not args.reuse:
-            for name, src in codes.items():
-                b = _run(src, "build", args.db, schemas[name], args.size)
-                print(f"{name:6} {schemas[name]}: durable in {b['durable_s']:.1f} s, {b['bytes']:,} B ="
-                      f" {b['bytes'] / b['unique']:.2f} x unique (contents_search {b['contents_search']:,} B)")
+        for name in built:
+            b = _run(codes[name], "build", args.db, schemas[name], args.size)
+            print(f"{name:6} {schemas[name]}: durable in {b['durable_s']:.1f} s, {b['bytes']:,} B ="
+                  f" {b['bytes'] / b['unique']:.2f} x unique (contents_search {b['contents_search']:,} B)")
         for query in args.query or QUERIES:
             got = {name: _run(src, "search", args.db, schemas[name], query) for name, src in codes.items()}
             _report(query, got)
     finally:
-        if not args.keep and not args.reuse:
+        if not args.keep:
             import psycopg
 
             with psycopg.connect(args.db, autocommit=True) as conn:
-                for schema in schemas.values():
-                    conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+                for name in built:
+                    conn.execute(f"DROP SCHEMA IF EXISTS {schemas[name]} CASCADE")
         else:
             print("schemas kept:", ",".join(schemas.values()))
     print("load average", " ".join(Path("/proc/loadavg").read_text().split()[:3]))

@@ -10,9 +10,8 @@ from helpers import query_db
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reasonlog.parts import searchable_text
-
 from reasonlog.model import CallRecorded, OutcomeRecorded, SessionStarted
+from reasonlog.parts import searchable_text
 from reasonlog.store import SessionFilter, open_store, pg_search
 from reasonlog.store.search import Query, index_form
 

@@ -16,6 +16,7 @@ A contentless table deletes a row only when told the text it indexed: `unindex_c
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -96,6 +97,11 @@ class Fts5Index:
     def arguments(index: str, match: str) -> list[str]:
         """The values of `matches(index)`'s placeholders."""
         return [match]
+
+    @staticmethod
+    def planned(cur) -> contextlib.AbstractContextManager[None]:
+        """Statements run within find their rows through the index (FTS5's MATCH always does)."""
+        return contextlib.nullcontext()
 
     @staticmethod
     def argument(cur, query: "Query") -> str | None:
@@ -244,7 +250,8 @@ def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int |
     candidates = _candidates(index if match is not None else None)
     sql = (f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id"
            f" WHERE {where} ORDER BY s.started_at DESC, s.id, h.pos, h.rank, h.at")
-    rows = cur.execute(sql, [*_arguments(index, match), *args])
+    with index.planned(cur) if match is not None else contextlib.nullcontext():
+        rows = cur.execute(sql, [*_arguments(index, match), *args])
     return _verified(rows, _Texts(reading.ContentReader(cur.connection.cursor(), dicts)), query, limit)
 
 
@@ -266,8 +273,9 @@ def matching_sessions(cur, dicts: Dictionaries, flt: SessionFilter, index=FTS5) 
             return found
     where, args = reading.filter_sql(replace(flt, limit=None, text=None))
     candidates = _candidates(index if match is not None else None)
-    rows = cur.execute(f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id WHERE {where}"
-                       " ORDER BY s.started_at DESC, s.id DESC", [*_arguments(index, match), *args])
+    with index.planned(cur) if match is not None else contextlib.nullcontext():
+        rows = cur.execute(f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id WHERE {where}"
+                           " ORDER BY s.started_at DESC, s.id DESC", [*_arguments(index, match), *args])
     return found + _first_hits(rows, query, texts, flt.limit)
 
 
