@@ -71,22 +71,24 @@ class TrigramIndex:
         return f"{index}_id.id" if index == "contents_search" else f"{index}.rowid"
 
     @staticmethod
-    def matches(index: str) -> str:
-        """The condition a row of `rows(index)` meets when its record may hold the query (`arguments` fill it).
+    def matches(index: str, needles: list[str]) -> str:
+        """The condition a row of `rows(index)` meets when its record may hold one of the needles (`arguments` fill
+        it).
 
         LIKE, not a regular expression: pg_trgm takes every trigram of a LIKE pattern, where its analysis of a long
         regular expression keeps a few (a rare phrase left 36,600 candidates to recheck instead of 295). A block of
-        contents is found through the index by its whole text, then each of its contents by its own."""
+        contents is found through the index by its whole text, then each of its contents by its own, with `strpos`
+        (a plain substring search: a third of LIKE's time over the same texts)."""
         if index == "contents_search":
-            return f"{index}.text LIKE ANY (?::text[]) AND {index}_id.text LIKE ANY (?::text[])"
+            each = " OR ".join([f"strpos({index}_id.text, ?) > 0"] * len(needles))
+            return f"{index}.text LIKE ANY (?::text[]) AND ({each})"
         return f"{index}.text LIKE ANY (?::text[])"
 
     @staticmethod
-    def arguments(index: str, needles: list[str]) -> list[list[str]]:
-        """The values of `matches(index)`'s placeholders for the needles `argument` chose."""
+    def arguments(index: str, needles: list[str]) -> list:
+        """The values of `matches(index, needles)`'s placeholders."""
         if index == "contents_search":
-            patterns = [_whole(needle) for needle in needles]
-            return [patterns, patterns]
+            return [[_whole(needle) for needle in needles], *(_clean(needle) for needle in needles)]
         return [[_pattern(needle) for needle in needles]]
 
     @staticmethod
@@ -128,7 +130,7 @@ class TrigramIndex:
         if total < 2 * SAMPLE_ROWS:  # small, or never analysed (-1): count through the index, content by content
             with TrigramIndex.planned(cur):
                 return cur.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM {TrigramIndex.rows('contents_search')}"
-                                   f" WHERE {TrigramIndex.matches('contents_search')} LIMIT {common}) c",
+                                   f" WHERE {TrigramIndex.matches('contents_search', needles)} LIMIT {common}) c",
                                    TrigramIndex.arguments("contents_search", needles)).fetchone()[0] >= common
         hits, drawn = cur.execute(  # contents in the blocks that match, blocks drawn
             f"SELECT COALESCE(SUM(cardinality(ids)) FILTER (WHERE s.text LIKE ANY (?::text[])), 0), COUNT(*) FROM"

@@ -78,7 +78,7 @@ class Fts5Index:
         cur.executemany(f"INSERT INTO {index} ({index}, rowid, text) VALUES ('delete', ?, ?)", rows)
 
     @staticmethod
-    def matches(index: str) -> str:
+    def matches(index: str, match: str) -> str:
         return f"{index} MATCH ?"
 
     @staticmethod
@@ -95,7 +95,7 @@ class Fts5Index:
 
     @staticmethod
     def arguments(index: str, match: str) -> list[str]:
-        """The values of `matches(index)`'s placeholders."""
+        """The values of `matches(index, match)`'s placeholders."""
         return [match]
 
     @staticmethod
@@ -247,7 +247,7 @@ def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int |
     query = Query.parse(text)
     match = index.argument(cur, query)
     where, args = reading.filter_sql(replace(flt, limit=None))
-    candidates = _candidates(index if match is not None else None)
+    candidates = _candidates(index if match is not None else None, match)
     sql = (f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id"
            f" WHERE {where} ORDER BY s.started_at DESC, s.id, h.pos, h.rank, h.at")
     with index.planned(cur) if match is not None else contextlib.nullcontext():
@@ -272,7 +272,7 @@ def matching_sessions(cur, dicts: Dictionaries, flt: SessionFilter, index=FTS5) 
         if flt.limit is not None and flt.limit <= 0:
             return found
     where, args = reading.filter_sql(replace(flt, limit=None, text=None))
-    candidates = _candidates(index if match is not None else None)
+    candidates = _candidates(index if match is not None else None, match)
     with index.planned(cur) if match is not None else contextlib.nullcontext():
         rows = cur.execute(f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id WHERE {where}"
                            " ORDER BY s.started_at DESC, s.id DESC", [*_arguments(index, match), *args])
@@ -434,13 +434,14 @@ def grams_of(needle: str) -> list[str] | None:
     return None
 
 
-def _candidates(index) -> str:
-    """One SELECT per kind of record, with the same columns; with an `index`, each takes one match argument."""
+def _candidates(index, match=None) -> str:
+    """One SELECT per kind of record, with the same columns; with an `index`, each takes the `arguments` of `match`
+    (`_arguments`)."""
     def source(table: str, alias: str, name: str) -> str:
         if index is None:
             return f"{table} {alias}"
         return (f"{index.rows(name)} JOIN {table} {alias} ON {index.joins(name, f'{alias}.{_KEY[table]}')}"
-                f" AND {index.matches(name)}")
+                f" AND {index.matches(name, match)}")
 
     return " UNION ALL ".join([
         "SELECT 'message' AS kind, m.session_id, m.idx AS pos, 1 AS rank, m.role, m.call_id, m.at,"
