@@ -360,7 +360,8 @@ def _back_to_17(db) -> list[str]:
             "DELETE FROM _reasonlog_migrations WHERE number = 18"]
 
 
-_BACK_TO_12 = ["DROP INDEX exchanges_reporting", "DELETE FROM _reasonlog_migrations WHERE number = 22",
+_BACK_TO_12 = ["DELETE FROM _reasonlog_migrations WHERE number = 23",  # its whole texts go with contents_search below
+               "DROP INDEX exchanges_reporting", "DELETE FROM _reasonlog_migrations WHERE number = 22",
                "DELETE FROM _reasonlog_migrations WHERE number = 21",  # its column and index go with unit_vectors
                "DELETE FROM _reasonlog_migrations WHERE number = 20",  # its blocks go with contents_search below
                "DROP INDEX IF EXISTS calls_named", "DROP INDEX IF EXISTS calls_system",

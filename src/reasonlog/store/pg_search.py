@@ -12,14 +12,16 @@ Why not the word index of schemas 6-12 (a tsvector of words and a vocabulary): m
 (benchmarks/bench_postgres.py --trgm), it took 3.5 x the unique content against pg_trgm's 1.5 x, and 80 ms to
 2.8 s a query against 0.6-53 ms.
 
-Since migration 20 the indexed text is a record's *words* (its whitespace-separated tokens), each once, between single
-spaces, and `contents_search` holds a *block* of the contents a batch wrote (up to `BLOCK`) per row: their ids and
-the words of them all, TOAST-compressed. A query's terms are split at whitespace and each term asks for its longest
-piece (bounded by a space where the term continues past it): every content holding the term is in a block that holds
-that piece, and the stored text of each content of a found block decides, as before. Measured on the medium workload
-(benchmarks/bench_pg_index.py, docs/performance.md): one row per content with its whole text took 1.9 x the unique
-content and most of a batch's write time; blocks of 16 take 0.7 x and a third of the time, and a term found in
-some texts has each text of its blocks verified (up to 16 x as many texts read as before for such a term).
+Since migration 20 a row of `contents_search` stands for a *block* of the contents a batch wrote (up to `BLOCK`): their
+ids, and since migration 23 each content's indexed text whole, in the order of the ids, between `SEP`s (migration 20
+kept the block's words once; the other search tables still hold a record's words once, `words_of`), TOAST-compressed.
+pg_trgm's trigrams are taken within words, so the GIN index holds a block's keys once however many contents say them:
+a term's LIKE pattern finds the blocks holding its trigrams, the block's text is rechecked whole, and each content of
+such a block is then checked by its own text in SQL (`strpos`), so only the contents that hold the term are read and
+verified, as with one row per content. Measured on the medium workload (benchmarks/bench_pg_search.py,
+docs/performance.md, "search on the blocks"): one row per content took 1.91 x the unique content; blocks of words 0.79 x
+with every content of a found block read (16 x as many for a rare term, and a phrase's order lost); whole texts in
+blocks of 64 0.78 x, with rare terms and phrases as cheap as one row per content.
 """
 from __future__ import annotations
 
