@@ -10,8 +10,8 @@ every code in turn and this code's ratio to each baseline is printed.
 Each code records the workload (`../shared/bench/workload.py`, `--size`) through a `Recorder` into a new schema
 (as benchmarks/bench_postgres.py does), then VACUUM ANALYZE, and reports the schema's bytes ÷ unique content. Each
 query is then asked of each store by its own code in a fresh process, alternating, `store.search(q, limit=None)`
-five times after one warm-up: the best wall time, the best client CPU and the best CPU of the store's PostgreSQL
-backends (from /proc, found by application_name; 10 ms ticks), and the ratio this ÷ base. The schemas are dropped
+five times (`--runs`) after one warm-up: the best wall time, the best client CPU and the best CPU of the store's
+PostgreSQL backends (from /proc, found by application_name; 10 ms ticks), and the ratio this ÷ base. The schemas are dropped
 at the end unless `--keep`; `--reuse SCHEMA,…,THIS_SCHEMA` (the bases' in order, this code's last) skips the
 builds of the schemas it names (an empty name is built, and dropped unless `--keep`). `--query` replaces the five
 queries.
@@ -58,7 +58,7 @@ def _child_build(db: str, schema: str, size: str) -> dict:
     return {"durable_s": seconds, "bytes": total, "contents_search": index, "unique": unique}
 
 
-def _child_search(db: str, schema: str, query: str) -> dict:
+def _child_search(db: str, schema: str, query: str, times: str = "5") -> dict:
     import psycopg
 
     import reasonlog
@@ -74,7 +74,7 @@ def _child_search(db: str, schema: str, query: str) -> dict:
 
         hits = len(store.search(query, everything, limit=None))  # warm: connections, dictionaries
         runs = []
-        for _ in range(5):
+        for _ in range(int(times)):
             s0, c0, t0 = server(), time.process_time(), time.perf_counter()
             store.search(query, everything, limit=None)
             runs.append((time.perf_counter() - t0, time.process_time() - c0, server() - s0))
@@ -109,6 +109,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse", help="SCHEMA,…,THIS_SCHEMA built by an earlier --keep run (the bases' in order; an"
                                     " empty name is built anew)")
     ap.add_argument("--query", action="append", help="ask these queries instead of the default five; repeatable")
+    ap.add_argument("--runs", type=int, default=5, help="times each query is asked of each store (the best counts)")
     args = ap.parse_args(argv)
     if not args.db:
         ap.error("--db postgresql://… (or $REASONLOG_TEST_POSTGRES) is needed")
@@ -124,7 +125,8 @@ def main(argv=None) -> int:
             print(f"{name:6} {schemas[name]}: durable in {b['durable_s']:.1f} s, {b['bytes']:,} B ="
                   f" {b['bytes'] / b['unique']:.2f} x unique (contents_search {b['contents_search']:,} B)")
         for query in args.query or QUERIES:
-            got = {name: _run(src, "search", args.db, schemas[name], query) for name, src in codes.items()}
+            got = {name: _run(src, "search", args.db, schemas[name], query, str(args.runs))
+                   for name, src in codes.items()}
             _report(query, got)
     finally:
         if not args.keep:
