@@ -11,8 +11,8 @@ Each code records the workload (`../shared/bench/workload.py`, `--size`) through
 (as benchmarks/bench_postgres.py does), then VACUUM ANALYZE, and reports the schema's bytes ÷ unique content. Each
 query is then asked of each store by its own code in a fresh process, alternating, `store.search(q, limit=None)`
 five times (`--runs`) after one warm-up: the best wall time, the best client CPU and the best CPU of the store's
-PostgreSQL backends (from /proc, found by application_name; 10 ms ticks), and the ratio this ÷ base. The schemas are dropped
-at the end unless `--keep`; `--reuse SCHEMA,…,THIS_SCHEMA` (the bases' in order, this code's last) skips the
+PostgreSQL backends (from /proc, found by application_name; 10 ms ticks), and the ratio this ÷ base. The schemas
+are dropped at the end unless `--keep`; `--reuse SCHEMA,…,THIS_SCHEMA` (the bases' in order, this code's last) skips the
 builds of the schemas it names (an empty name is built, and dropped unless `--keep`). `--query` replaces the five
 queries.
 """
