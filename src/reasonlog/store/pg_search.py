@@ -245,9 +245,15 @@ def _trgm_schema(cur) -> str:
 
 def index_segments(cur) -> None:
     """Migration 23's Python step: contents_search refilled from every stored content, a block's row holding each of
-    its contents' text whole (`segments_of`) where migration 20 left the block's words."""
+    its contents' text whole (`segments_of`) where migration 20 left the block's words. Its indexes are made after
+    the rows: a GIN index built at once is half the size of one filled row by row, and quicker."""
+    schema = _trgm_schema(cur)
+    cur.execute("DROP INDEX IF EXISTS contents_search_text")
+    cur.execute("DROP INDEX IF EXISTS contents_search_ids")
     cur.execute("TRUNCATE contents_search")
     _index_stored_contents(cur)
+    cur.execute(f'CREATE INDEX contents_search_text ON contents_search USING gin (text "{schema}".gin_trgm_ops)')
+    cur.execute("CREATE INDEX contents_search_ids ON contents_search USING gin (ids)")
 
 
 def _index_stored(cur) -> None:
