@@ -14,7 +14,7 @@ five times (`--runs`) after one warm-up: the best wall time, the best client CPU
 PostgreSQL backends (from /proc, found by application_name; 10 ms ticks), and the ratio this ÷ base. The schemas
 are dropped at the end unless `--keep`; `--reuse SCHEMA,…,THIS_SCHEMA` (the bases' in order, this code's last) skips the
 builds of the schemas it names (an empty name is built, and dropped unless `--keep`). `--query` replaces the five
-queries.
+queries; `--lists` asks `store.list_sessions(SessionFilter(text=q, limit=50))` (the page `/v1/sessions?q=` shows).
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _child_build(db: str, schema: str, size: str) -> dict:
     return {"durable_s": seconds, "bytes": total, "contents_search": index, "unique": unique}
 
 
-def _child_search(db: str, schema: str, query: str, times: str = "5") -> dict:
+def _child_search(db: str, schema: str, query: str, times: str = "5", lists: str = "") -> dict:
     import psycopg
 
     import reasonlog
@@ -67,16 +67,21 @@ def _child_search(db: str, schema: str, query: str, times: str = "5") -> dict:
     os.environ["PGAPPNAME"] = app  # the store's connections, found by the monitor below
     store = reasonlog.open_store(_url(db, schema))
     everything = reasonlog.SessionFilter(limit=None)
+
+    def ask() -> int:  # a search, or with `lists` a page of 50 sessions holding the text (`/v1/sessions?q=`)
+        if lists:
+            return len(store.list_sessions(reasonlog.SessionFilter(text=query, limit=50)))
+        return len(store.search(query, everything, limit=None))
     with psycopg.connect(db, autocommit=True, application_name="bench_pg_search monitor") as monitor:
         def server() -> float:
             pids = monitor.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,)).fetchall()
             return sum(_cpu_of(pid) for (pid,) in pids)
 
-        hits = len(store.search(query, everything, limit=None))  # warm: connections, dictionaries
+        hits = ask()  # warm: connections, dictionaries
         runs = []
         for _ in range(int(times)):
             s0, c0, t0 = server(), time.process_time(), time.perf_counter()
-            store.search(query, everything, limit=None)
+            ask()
             runs.append((time.perf_counter() - t0, time.process_time() - c0, server() - s0))
     store.close()
     return {"hits": hits, "wall_ms": 1000 * min(r[0] for r in runs), "client_ms": 1000 * min(r[1] for r in runs),
@@ -110,6 +115,7 @@ def main(argv=None) -> int:
                                     " empty name is built anew)")
     ap.add_argument("--query", action="append", help="ask these queries instead of the default five; repeatable")
     ap.add_argument("--runs", type=int, default=5, help="times each query is asked of each store (the best counts)")
+    ap.add_argument("--lists", action="store_true", help="ask for a page of 50 sessions holding each query instead")
     args = ap.parse_args(argv)
     if not args.db:
         ap.error("--db postgresql://… (or $REASONLOG_TEST_POSTGRES) is needed")
@@ -125,7 +131,7 @@ def main(argv=None) -> int:
             print(f"{name:6} {schemas[name]}: durable in {b['durable_s']:.1f} s, {b['bytes']:,} B ="
                   f" {b['bytes'] / b['unique']:.2f} x unique (contents_search {b['contents_search']:,} B)")
         for query in args.query or QUERIES:
-            got = {name: _run(src, "search", args.db, schemas[name], query, str(args.runs))
+            got = {name: _run(src, "search", args.db, schemas[name], query, str(args.runs), "1" if args.lists else "")
                    for name, src in codes.items()}
             _report(query, got)
     finally:
