@@ -173,8 +173,12 @@ def _clean(text: str) -> str:
 
 
 def _whole(needle: str) -> str:
-    """The LIKE pattern the text of a block's content matches wherever it holds `needle` (and so the block's)."""
-    return "%" + _LIKE_SPECIAL.sub(r"\\\g<0>", _clean(needle)) + "%"
+    """The LIKE pattern the text of a block's content matches wherever it holds `needle` (and so the block's): the
+    needle's whitespace-separated pieces in order, anything between them. pg_trgm asks its index for the pieces'
+    trigrams, and a block's recheck stops at the pieces' first occurrences in order (the whole phrase, where a block
+    holds its words but not the phrase, was looked for to the block's end by LIKE's matcher: most of a phrase's
+    time); each content's text is then searched for the needle itself (`strpos`)."""
+    return "%" + "%".join(_LIKE_SPECIAL.sub(r"\\\g<0>", piece) for piece in _clean(needle).split()) + "%"
 
 
 def _pattern(needle: str) -> str:
