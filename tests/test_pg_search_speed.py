@@ -36,8 +36,8 @@ def test_a_text_is_told_common_or_rare_from_a_sample_and_found_the_same(url, mon
     """Past twice `SAMPLE_ROWS` texts (and once analysed), a sample tells a common text from a rare one; either
     way the pages are the whole answer's. (The time this saves shows at 500,000 texts: benchmarks/bench_server.py.)"""
     store = open_store(url)
-    write_sessions(store, 60, 80)  # 4,800 texts, in blocks of up to 16 (a row of contents_search each)
-    monkeypatch.setattr(pg_search, "SAMPLE_ROWS", 100)  # so that the 300-odd blocks are sampled, not counted
+    write_sessions(store, 60, 80)  # 4,800 texts, in blocks of up to 64 (a row of contents_search each)
+    monkeypatch.setattr(pg_search, "SAMPLE_ROWS", 50)  # so that the 120 blocks are sampled, not counted
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ANALYZE contents_search")
         assert conn.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass('contents_search')"
@@ -48,4 +48,18 @@ def test_a_text_is_told_common_or_rare_from_a_sample_and_found_the_same(url, mon
     assert len(everything) == 60
     for limit in (1, 5, 51):
         assert [s["id"] for s in store.list_sessions(SessionFilter(text="price", limit=limit))] == everything[:limit]
+    store.close()
+
+
+def test_on_a_small_table_a_text_counted_content_by_content_is_found_the_same(url, monkeypatch):
+    """Below twice `SAMPLE_ROWS` blocks the contents holding a text are counted one by one (a quarter of `COMMON`
+    makes it common); a common text, one near the line and a rare phrase each page as the whole answer does."""
+    store = open_store(url)
+    write_sessions(store, 12, 20)  # 240 texts: "price" in each, "line 1" in 12 x 11 (line 1, 10-19), the phrase once
+    monkeypatch.setattr(search, "COMMON", 400)  # common from 100 texts counted one by one
+    for text, sessions in (("price", 12), ("line 1", 12), ("checkout timed out", 1), ("s003 line 1", 1)):
+        everything = [s["id"] for s in store.list_sessions(SessionFilter(text=text, limit=None))]
+        assert len(everything) == sessions
+        for limit in (1, 5, 51):
+            assert [s["id"] for s in store.list_sessions(SessionFilter(text=text, limit=limit))] == everything[:limit]
     store.close()

@@ -151,8 +151,10 @@ def _candidates(cur, words: list[str], index, total: int) -> Found:
             continue
         keys: list[int] = []
         for table, name in TABLES:
-            rows = cur.execute(f"SELECT {index.ids(name)} FROM {name} WHERE {index.matches(name)} LIMIT {CAP + 1}",
-                               (argument,)).fetchall()
+            with index.planned(cur):
+                rows = cur.execute(f"SELECT {index.ids(name)} FROM {index.rows(name)} WHERE"
+                                   f" {index.matches(name, argument)} LIMIT {CAP + 1}",
+                                   index.arguments(name, argument)).fetchall()
             if len(rows) > CAP:
                 common.add(word)
             base = _BY_NAME.index(table) * SPAN

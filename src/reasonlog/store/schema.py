@@ -531,4 +531,8 @@ CREATE INDEX annotations_scores ON annotations(name, number) WHERE kind = 'score
 -- which are under its filter, and read every exchange's stats for it (14 ms at 100,000 exchanges, each
 -- time). The condition is REPORTS_COST itself: a planner uses a partial index for a query with its condition.
 CREATE INDEX exchanges_reporting ON exchanges(session_id, id) WHERE """ + REPORTS_COST + ";\n"),
+    Migration(23, "contents searched by their own text, in blocks", """
+-- Nothing changes in a SQLite file: PostgreSQL's migration 23 makes each block of its trigram index hold its contents'
+-- texts whole, so that a content's own text is checked in SQL (store/pg_search.py). FTS5 indexes each content alone.
+"""),
 )

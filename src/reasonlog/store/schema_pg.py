@@ -407,4 +407,11 @@ CREATE INDEX calls_named ON calls USING gin
     Migration(22, "exchanges that report a cost indexed alone", """
 -- See schema.py, migration 22.
 CREATE INDEX exchanges_reporting ON exchanges(session_id, id) WHERE """ + REPORTS_COST + ";\n"),
+    Migration(23, "contents searched by their own text, in blocks", """
+-- See store/pg_search.py. A row of contents_search stands for a block of up to 64 contents a batch wrote, as since
+-- migration 20, and its text is now each content's searchable text whole, in the order of the block's ids, between
+-- U+001E separators (a NUL or U+001E inside a text is a space there), where 20 kept the block's words once. The GIN
+-- trigram index finds a block; each content's own text then decides, in SQL, before any content is read. Python
+-- refills the table from every stored content.
+""", python=pg_search.index_segments),
 )

@@ -16,6 +16,7 @@ A contentless table deletes a row only when told the text it indexed: `unindex_c
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -77,7 +78,7 @@ class Fts5Index:
         cur.executemany(f"INSERT INTO {index} ({index}, rowid, text) VALUES ('delete', ?, ?)", rows)
 
     @staticmethod
-    def matches(index: str) -> str:
+    def matches(index: str, match: str) -> str:
         return f"{index} MATCH ?"
 
     @staticmethod
@@ -91,6 +92,16 @@ class Fts5Index:
     @staticmethod
     def ids(index: str) -> str:
         return "rowid"
+
+    @staticmethod
+    def arguments(index: str, match: str) -> list[str]:
+        """The values of `matches(index, match)`'s placeholders."""
+        return [match]
+
+    @staticmethod
+    def planned(cur) -> contextlib.AbstractContextManager[None]:
+        """Statements run within find their rows through the index (FTS5's MATCH always does)."""
+        return contextlib.nullcontext()
 
     @staticmethod
     def argument(cur, query: "Query") -> str | None:
@@ -236,10 +247,11 @@ def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int |
     query = Query.parse(text)
     match = index.argument(cur, query)
     where, args = reading.filter_sql(replace(flt, limit=None))
-    candidates = _candidates(index if match is not None else None)
+    candidates = _candidates(index if match is not None else None, match)
     sql = (f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id"
            f" WHERE {where} ORDER BY s.started_at DESC, s.id, h.pos, h.rank, h.at")
-    rows = cur.execute(sql, [*([match] * len(_KEY) if match else []), *args])
+    with index.planned(cur) if match is not None else contextlib.nullcontext():
+        rows = cur.execute(sql, [*_arguments(index, match), *args])
     return _verified(rows, _Texts(reading.ContentReader(cur.connection.cursor(), dicts)), query, limit)
 
 
@@ -260,9 +272,10 @@ def matching_sessions(cur, dicts: Dictionaries, flt: SessionFilter, index=FTS5) 
         if flt.limit is not None and flt.limit <= 0:
             return found
     where, args = reading.filter_sql(replace(flt, limit=None, text=None))
-    candidates = _candidates(index if match is not None else None)
-    rows = cur.execute(f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id WHERE {where}"
-                       " ORDER BY s.started_at DESC, s.id DESC", [*([match] * len(_KEY) if match else []), *args])
+    candidates = _candidates(index if match is not None else None, match)
+    with index.planned(cur) if match is not None else contextlib.nullcontext():
+        rows = cur.execute(f"SELECT h.* FROM ({candidates}) h JOIN sessions s ON s.id = h.session_id WHERE {where}"
+                           " ORDER BY s.started_at DESC, s.id DESC", [*_arguments(index, match), *args])
     return found + _first_hits(rows, query, texts, flt.limit)
 
 
@@ -421,13 +434,14 @@ def grams_of(needle: str) -> list[str] | None:
     return None
 
 
-def _candidates(index) -> str:
-    """One SELECT per kind of record, with the same columns; with an `index`, each takes one match argument."""
+def _candidates(index, match=None) -> str:
+    """One SELECT per kind of record, with the same columns; with an `index`, each takes the `arguments` of `match`
+    (`_arguments`)."""
     def source(table: str, alias: str, name: str) -> str:
         if index is None:
             return f"{table} {alias}"
         return (f"{index.rows(name)} JOIN {table} {alias} ON {index.joins(name, f'{alias}.{_KEY[table]}')}"
-                f" AND {index.matches(name)}")
+                f" AND {index.matches(name, match)}")
 
     return " UNION ALL ".join([
         "SELECT 'message' AS kind, m.session_id, m.idx AS pos, 1 AS rank, m.role, m.call_id, m.at,"
@@ -444,6 +458,12 @@ def _candidates(index) -> str:
     ])
 
 
+def _arguments(index, match) -> list:
+    """The values of `_candidates(index)`'s placeholders: each kind's `matches`, in their order."""
+    return [] if match is None else [a for name in _INDEXES for a in index.arguments(name, match)]
+
+
+_INDEXES = ("contents_search", "tool_results_search", "outcomes_search", "reasoning_records_search")
 _KEY = {"messages": "content_id", "tool_results": "rowid", "outcomes": "rowid", "reasoning_records": "rowid"}
 
 
