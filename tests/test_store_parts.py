@@ -42,9 +42,10 @@ def test_every_method_of_the_store_belongs_to_a_part_and_every_backend_has_it(st
 
 
 def test_each_part_is_a_small_stated_contract_and_no_two_share_a_method_but_close():
-    """Issue 33: a caller takes the part it needs, so a new backend, a mirror or a test double answers that part."""
+    """Issue 33: a caller takes the part it needs, so a new backend, a mirror or a test double answers that part.
+    StoreReader has 29: `call_details` (many calls, each session decoded once) joined `get_call` in session 12."""
     sizes = {part.__name__: len(_methods(part) - {"close"}) for part in PARTS}
-    assert sizes == {"StoreWriter": 10, "StoreReader": 28, "StoreAdmin": 11, "SearchByMeaning": 10, "MirrorSource": 3,
+    assert sizes == {"StoreWriter": 10, "StoreReader": 29, "StoreAdmin": 11, "SearchByMeaning": 10, "MirrorSource": 3,
                      "KeyStore": 5}
     assert sum(sizes.values()) == len(_methods(Store) - {"close"})
 
