@@ -20,7 +20,7 @@ import sys
 
 from ..io import FILE_FORMATS
 from ..io.unchanged import unchanged
-from .quick_stats import SCHEMA, sqlite_file
+from .quick_stats import SCHEMA, read_only, sqlite_file, store_module
 
 ADDED = ("sessions", "calls", "messages", "tool_results", "outcomes")  # io/importing.py ADDED
 
@@ -67,22 +67,12 @@ def run(argv: list[str]) -> bool:
 def read_rows(path: str) -> dict[str, dict] | None:
     """The `import_files` rows of the SQLite file at `path` by path (the columns the check compares), read in one
     transaction; None when it is not a database of the current schema, or cannot be read."""
-    try:  # the C module (see cli/quick_stats.py)
-        from _sqlite3 import connect
-    except ImportError:
-        from sqlite3 import connect
-    try:
-        uri = "file://" + path.replace("%", "%25").replace("?", "%3F").replace("#", "%23") + "?mode=ro"
-        conn = connect(uri, uri=True, timeout=5.0, isolation_level=None)
-    except Exception:  # noqa: BLE001 - the store meets the same and says what it is
+    conn = read_only(path)
+    if conn is None:
         return None
     try:
-        conn.execute("BEGIN")
-        if conn.execute("SELECT MAX(number) FROM _reasonlog_migrations").fetchone()[0] != SCHEMA:
-            return None
-        return {r[0]: {"format": r[1], "size": r[2], "mtime_ns": r[3], "consumed": r[4]} for r in conn.execute(
-            "SELECT path, format, size, mtime_ns, consumed FROM import_files")}
-    except Exception:  # noqa: BLE001
+        return store_module("imported_sizes").read_sizes(conn, SCHEMA)
+    except Exception:  # noqa: BLE001 - the store meets the same and says what it is
         return None
     finally:
         conn.close()
