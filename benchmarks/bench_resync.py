@@ -10,10 +10,13 @@ its own database once, agentsview (compare_agentsview.py's install) syncs it int
 `--runs` rounds of the same three commands again, nothing changed, one after the other in each round. CPU is user +
 system of the child (all threads), from wait4; the median of the rounds is printed with the ratios, and each
 command's output must be the same in every round (a re-sync that prints something else is not the same work).
+Each tree's modules are compiled to bytecode first (as `pip install` does): with PYTHONDONTWRITEBYTECODE set, every
+run would compile its modules again, and the start-up this measures would be mostly that.
 """
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -78,6 +81,8 @@ def main() -> None:
     args = p.parse_args()
     exe = install(args.venv)
     trees = {"this": HERE.parent / "src", **({"baseline": args.baseline_src} if args.baseline_src else {})}
+    for src in trees.values():
+        compileall.compile_dir(str(src), quiet=1)
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
