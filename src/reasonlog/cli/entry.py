@@ -2,7 +2,8 @@
 
 An agent calls `reasonlog reason save` on its critical path, so that command parses its own arguments
 (cli/reason_save.py) and imports only what saving needs; `stats --json` is a usage question that must answer
-faster than re-reading transcripts (cli/quick_stats.py); every other command goes to click with only the module
+faster than re-reading transcripts (cli/quick_stats.py), and so must an `import` that finds nothing changed
+(cli/quick_import.py); every other command goes to click with only the module
 that adds it loaded (`reasonlog search` spent a third of its CPU importing the other commands' modules), and
 anything else (`--help`, `--version`, a mistyped name) to the whole CLI (cli/main.py).
 """
@@ -33,6 +34,11 @@ def main() -> None:
 
         asked = quick_stats.parse(argv)
         if asked is not None and quick_stats.run(*asked):
+            quick_stats.leave()
+    if "import" in argv:
+        from . import quick_import, quick_stats
+
+        if quick_import.run(argv):
             quick_stats.leave()
     module = MODULE_OF.get(argv[_command_at(argv)] if _command_at(argv) < len(argv) else "")
     if module is not None:

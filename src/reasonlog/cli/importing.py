@@ -14,6 +14,7 @@ import orjson
 from ..io.importing import ImportError_, Report, follow, importers, plan, run_import
 from ..store import StoreError
 from .group import cli, emit_json
+from .quick_import import summary_line
 
 WATCH_FILE = ".watch.json"  # beside the database: what `reasonlog watch` follows, for `db status`
 
@@ -189,14 +190,7 @@ def _stderr_console():
 
 
 def _print_report(report: Report) -> None:
-    added = report.added
-    files = f"{report.files} file(s)"
-    how = [f"{n} {what}" for n, what in ((report.unchanged, "unchanged"), (report.appended, "grown"),
-                                          (report.rewritten, "rewritten")) if n]
-    click.echo(f"Imported {files}{' (' + ', '.join(how) + ')' if how else ''}: "
-               f"{added.get('sessions', 0)} sessions, {added.get('calls', 0)} calls, "
-               f"{added.get('messages', 0)} messages, {added.get('tool_results', 0)} tool results, "
-               f"{added.get('outcomes', 0)} outcomes added.")
+    click.echo(summary_line(report.to_dict()))
     for copy, original in report.copies:
         click.echo(f"{copy}: already imported from {original} (a copy: nothing added)")
     for note in report.notes:

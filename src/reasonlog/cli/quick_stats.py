@@ -24,24 +24,27 @@ import os
 import sys
 
 TYPE_CHECKING = False  # `typing` costs more than this command; mypy reads the name as typing's
+
+
+def store_module(name: str):
+    """store/NAME.py as the module `reasonlog.store.NAME`, loaded from its file (its bytecode cached as any import's)
+    without running the store package's `__init__` (the seam, its dataclasses and the model)."""
+    from importlib.machinery import SourceFileLoader
+
+    name = f"reasonlog.store.{name}"
+    if name not in sys.modules:
+        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "store", name.rsplit(".", 1)[1] + ".py")
+        module = type(sys)(name)
+        module.__file__, module.__loader__ = path, SourceFileLoader(name, path)
+        module.__loader__.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
 if TYPE_CHECKING:
     from ..store import usage_sql
 else:
-    def _usage_sql():
-        """store/usage_sql.py as the module `reasonlog.store.usage_sql`, loaded from its file (its bytecode cached as
-        any import's) without running the store package's `__init__` (the seam, its dataclasses and the model)."""
-        from importlib.machinery import SourceFileLoader
-
-        name = "reasonlog.store.usage_sql"
-        if name not in sys.modules:
-            path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "store", "usage_sql.py")
-            module = type(sys)(name)
-            module.__file__, module.__loader__ = path, SourceFileLoader(name, path)
-            module.__loader__.exec_module(module)
-            sys.modules[name] = module
-        return sys.modules[name]
-
-    usage_sql = _usage_sql()
+    usage_sql = store_module("usage_sql")
 STAT_KEYS, TOKENS, median_of, read_kept = (usage_sql.STAT_KEYS, usage_sql.TOKENS, usage_sql.median_of,
                                           usage_sql.read_kept)
 
@@ -131,14 +134,8 @@ def user_data_dir() -> str | None:
 def sqlite_stats(path: str, by: str) -> bytes | None:
     """What `reasonlog stats --by BY --json` prints for the SQLite file at `path`, or None when this reader does
     not answer for it: no such file, not a database, another schema, an irregular session, anything unexpected."""
-    try:  # the C module that `sqlite3` re-exports: the package adds date adapters, and imports datetime for them
-        from _sqlite3 import connect
-    except ImportError:
-        from sqlite3 import connect
-    try:
-        uri = "file://" + path.replace("%", "%25").replace("?", "%3F").replace("#", "%23") + "?mode=ro"
-        conn = connect(uri, uri=True, timeout=5.0, isolation_level=None)
-    except Exception:  # noqa: BLE001 - the store meets the same and says what it is
+    conn = read_only(path)
+    if conn is None:
         return None
     try:
         read = read_kept(conn, by, SCHEMA)
@@ -151,6 +148,19 @@ def sqlite_stats(path: str, by: str) -> bytes | None:
     sums, histograms = read
     rows = [_row(by, key, sums[key], histograms.get(key)) for key in sorted({*sums}, key=str)]
     return dumps(rows)
+
+
+def read_only(path: str):
+    """A connection to the SQLite file at `path`, opened read-only and never created; None when it cannot be."""
+    try:  # the C module that `sqlite3` re-exports: the package adds date adapters, and imports datetime for them
+        from _sqlite3 import connect
+    except ImportError:
+        from sqlite3 import connect
+    try:
+        uri = "file://" + path.replace("%", "%25").replace("?", "%3F").replace("#", "%23") + "?mode=ro"
+        return connect(uri, uri=True, timeout=5.0, isolation_level=None)
+    except Exception:  # noqa: BLE001 - the store meets the same and says what it is
+        return None
 
 
 def _row(by: str, key, sums: dict, histogram: dict | None) -> dict:

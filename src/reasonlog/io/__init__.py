@@ -1,17 +1,28 @@
 """Importers and exporters, one module per format. Importers live in `io/formats/` (see io/importing.py)."""
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from typing import Any
+TYPE_CHECKING = False  # `typing` costs more than a re-sync answered before click (cli/quick_import.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Detection asks importers in this order (the most specific first); formats not named here come after.
 DETECTION_ORDER = ("reasonlog-jsonl", "exchange-jsonl", "qwen", "claude-code", "codex", "gemini", "claude-agent-sdk",
                    "trading-log", "game-log", "interactions")
 
+# The built-in formats whose files are each read as themselves, with nothing done before the import's check of its
+# row (no tree read through a file: `signature`; no `import_whole`): a file of one of these that an import read to its
+# end and that did not change since is unchanged, whatever else is installed (a plug-in never replaces a built-in
+# format). cli/quick_import.py answers a re-import with this alone; tests/test_quick_import.py holds it to the
+# importers themselves.
+FILE_FORMATS = frozenset({"aider", "amp", "claude-agent-sdk", "claude-code", "codex", "copilot", "cursor",
+                          "exchange-jsonl", "gemini", "interactions", "kimi", "pi", "qwen", "trading-log"})
+
 
 def builtin_importers() -> list[Any]:
     """The importers shipped in `reasonlog.io.formats`: each module there exposes `importer`."""
+    import importlib
+    import pkgutil
+
     from . import formats
 
     found = []

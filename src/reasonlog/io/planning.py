@@ -17,6 +17,7 @@ from pathlib import Path
 from ..model import Event
 from .importer import BaseImporter, Checkpoint, Feed, FileImporter, Importer
 from .scanning import first_values, walk
+from .unchanged import unchanged
 
 Planned = list[tuple[Path, Importer]]
 
@@ -92,22 +93,13 @@ def plan_unchanged(folder: Path, known: dict[str, Importer], rows: dict[str, dic
     (its `import_files` row, by resolved path, has its size and change time): what `plan_folder` would give, but
     with nothing sniffed. Empty (plan the folder) when one is new, changed, read short of its end, read by a
     format not known now or as a tree, or reached through a link: every such file is planned as usual."""
-    root = folder.resolve()
-    out: Planned = []
-    for p in walk(folder, "*"):
-        if p.suffix not in (".jsonl", ".json", ".db"):
-            continue
-        row = rows.get(str(root / p.relative_to(folder)))
-        imp = known.get(row["format"]) if row is not None else None
-        try:
-            st = p.stat()
-        except OSError:
-            return []
-        if (imp is None or row is None or (row["size"], row["mtime_ns"]) != (st.st_size, st.st_mtime_ns)
-                or row["consumed"] < st.st_size or _is_tree(imp, p)):
-            return []
-        out.append((p, imp))
-    return out
+    found = unchanged(str(folder), rows, lambda fmt, path: _file_importer(known.get(fmt), Path(path)))
+    return sorted(((Path(p), imp) for p, imp in found or ()), key=lambda planned: planned[0].parts)
+
+
+def _file_importer(imp: Importer | None, path: Path) -> Importer | None:
+    """`imp` when it reads `path` as a file of its own (not a tree read through it)."""
+    return None if imp is None or _is_tree(imp, path) else imp
 
 
 # Files whose companions are read with them, not alone (Kimi's `wire.jsonl` with `context.jsonl` beside it).

@@ -10,7 +10,6 @@ runs in) each listing and each file's first records are read once and given agai
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +17,8 @@ from contextvars import ContextVar
 from pathlib import Path
 
 import orjson
+
+from .unchanged import entries
 
 _MEMO: ContextVar[dict | None] = ContextVar("reasonlog_scanning_memo", default=None)
 
@@ -44,34 +45,15 @@ def walk(path: Path, pattern: str) -> Iterator[Path]:
 
 
 def _tree(folder: Path) -> list[tuple[Path, bool]]:
-    """Every entry under `folder` with whether it is a file, as `rglob` walks it (symbolic links to folders are not
-    followed, a folder that cannot be listed is passed over), listed once inside `remembered()`."""
+    """Every entry under `folder` with whether it is a file, as `rglob` walks it (io/unchanged.py `entries`), listed
+    once inside `remembered()`."""
     memo = _MEMO.get()
     if memo is not None and ("tree", folder) in memo:
         return memo["tree", folder]
-    found: list[tuple[Path, bool]] = []
-    todo = [folder]
-    while todo:
-        parent = todo.pop()
-        try:
-            with os.scandir(parent) as entries:
-                for entry in entries:
-                    child = parent / entry.name
-                    found.append((child, _is(entry.is_file)))
-                    if _is(entry.is_dir, follow_symlinks=False):
-                        todo.append(child)
-        except (PermissionError, FileNotFoundError, NotADirectoryError):
-            continue
+    found = [(Path(path), is_file) for path, is_file in entries(str(folder))]
     if memo is not None:
         memo["tree", folder] = found
     return found
-
-
-def _is(test, **how: bool) -> bool:
-    try:
-        return bool(test(**how))
-    except OSError:
-        return False
 
 
 def first_values(path: Path, n: int = 5, limit: int = 1 << 16) -> list[object]:

