@@ -69,24 +69,35 @@ class MirrorReader:
         is among them, ranked as FINAL ranks it; an older one is passed over). None when older versions took so
         many places that fewer than the page are left (FINAL reads it then)."""
         assert flt.limit is not None
-        wanted = int(flt.limit) + SPARE
-        found = self.engine.query(f"SELECT id, version FROM {self.db}.mirror_sessions WHERE {self._where(flt)}"
-                                  f" ORDER BY started_at DESC, id DESC LIMIT {wanted}")
-        newest = self._newest([sid for sid, _ in found])
-        page = [sid for sid, version in found if newest[sid][0] == version][:flt.limit]
-        if len(page) < flt.limit and len(found) == wanted:
+        first = self._first(flt, int(flt.limit), rows=True)
+        if first is None:
             return None
+        page, newest = first
         return [orjson.loads(newest[sid][1]) for sid in page]
 
-    def _newest(self, ids: list[str]) -> dict[str, tuple[int, str]]:
-        """The newest version of these sessions' rows and its list row, by the table's key and without FINAL (which
-        costs a ClickHouse 18.16 server twenty times the read): what FINAL would keep of each."""
+    def _first(self, flt: SessionFilter, n: int, rows: bool) -> tuple[list[str], dict[str, tuple[int, str]]] | None:
+        """The ids of the first `n` sessions the filter selects, newest first, as FINAL ranks them, read without
+        FINAL (see `_page`), and each one's newest version (with its list row when `rows`); None when older
+        versions took so many places that fewer than `n` are left."""
+        wanted = n + SPARE
+        found = self.engine.query(f"SELECT id, version FROM {self.db}.mirror_sessions WHERE {self._where(flt)}"
+                                  f" ORDER BY started_at DESC, id DESC LIMIT {wanted}")
+        newest = self._newest([sid for sid, _ in found], rows)
+        page = [sid for sid, version in found if newest[sid][0] == version][:n]
+        if len(page) < n and len(found) == wanted:
+            return None
+        return page, newest
+
+    def _newest(self, ids: list[str], rows: bool = True) -> dict[str, tuple[int, str]]:
+        """The newest version of these sessions' rows and its list row (or '' without `rows`), by the table's key
+        and without FINAL (which costs a ClickHouse 18.16 server twenty times the read): what FINAL would keep."""
         newest: dict[str, tuple[int, str]] = {}
         if not ids:
             return newest
+        column = "row" if rows else "''"
         for sid, version, row in self.engine.query(
-                f"SELECT id, version, row FROM {self.db}.mirror_sessions WHERE src = {literal(self.src)}"
-                f" AND id IN ({', '.join(literal(i) for i in set(ids))})"):
+                f"SELECT id, version, {column} FROM {self.db}.mirror_sessions"
+                f" WHERE src = {literal(self.src)} AND id IN ({', '.join(literal(i) for i in set(ids))})"):
             if sid not in newest or version > newest[sid][0]:
                 newest[sid] = (version, row)
         return newest
@@ -126,9 +137,11 @@ class MirrorReader:
         The newest few are looked in first: a common word fills its page there, without reading the rest."""
         assert flt.limit is not None
         walk = max(WALK * flt.limit, 200)
-        newest = [r[0] for r in self.engine.query(
+        first = self._first(replace(flt, text=None), walk, rows=False)  # without FINAL over every session
+        newest = first[0] if first is not None else [r[0] for r in self.engine.query(
             f"SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(replace(flt, text=None))}"
             f" ORDER BY started_at DESC, id DESC LIMIT {walk}")]
+
         first, page = max(2 * flt.limit, 100), []
         for chunk in (newest[:first], newest[first:]):
             if chunk:
@@ -177,33 +190,44 @@ class MirrorReader:
 
     # ------------------------------------------------------------ usage
 
-    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[str | None, dict]:
+    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True,
+                     finished: bool = False) -> dict[str | None, dict]:
         """Totals by day, model, agent, run or source (or a pair `day+model`), as the record's `usage_groups`: from
         the usage summed by the last push when the filter is whole days or none (mirror/rollup.py), else from the
-        calls' rows."""
-        where = rollup.answers(flt) and self._usage()
+        calls' rows. `finished`: the caller found the source's last push finished (`Mirrored`, once a second), so
+        the usage is read with its slot in one query, the cursor not asked first."""
+        where = self._usage(flt, finished)
         if where:
             rows = rollup.read(self.engine, self.src, where, _key(by), flt, latencies)
         else:
             rows = self._summed_calls(_key(by), flt, latencies)
         return {r[0]: _totals(r, latencies) for r in rows}
 
-    def usage_series(self, split: str, flt: SessionFilter, names: list[str]) -> list[DayUsage]:
+    def usage_series(self, split: str, flt: SessionFilter, names: list[str],
+                     finished: bool = False) -> list[DayUsage]:
         """The usage chart's days by `split` (model or agent), as the record's `usage_series`: from the rollup, the
-        few sums a point needs and no more (10,000 points at 5,000,000 messages), pivoted as the record pivots."""
-        where = rollup.answers(flt) and self._usage()
+        days pivoted in ClickHouse as the record pivots in SQL (a row a day reaches Python: 500, where a row a day and
+        name was 10,000 at 5,000,000 messages)."""
+        where = self._usage(flt, finished)
         if not where:
             groups = self.usage_groups(f"day+{split}", flt, False)
             return pivoted((point_of(key, t) for key, t in groups.items()), names)
-        tokens = " + ".join(f"sum({t})" for t in CHART_TOKENS)
-        rows = rollup.read_sums(self.engine, self.src, where, f"toString(day), ifNull({STAT_KEYS[split]}, '')",
-                                f"{tokens}, sum(cost_usd), sum(priced), sum(without_cost)", flt)
-        return pivoted(((day, name, float(n), round(cost, 12) if priced else None, int(without))
-                        for day, name, n, cost, priced, without in rows), names)
+        rows = rollup.read_sums(self.engine, self.src, where, "toString(day)",
+                                rollup.pivot(f"ifNull({STAT_KEYS[split]}, '')", names, CHART_TOKENS), flt)
+        width = len(names) + 1
+        return sorted((day, tuple(int(n) for n in row[:width]),
+                       tuple(round(cost, 12) if priced else None
+                             for cost, priced in zip(row[width:2 * width], row[2 * width:3 * width], strict=True)),
+                       int(row[-1])) for day, *row in rows)
 
-    def _usage(self) -> tuple[int, int] | None:
-        """The slot and version of the usage the source's last finished push left (None while a push is under way,
-        before the first, or when the mirror holds no cursor table): one query, the cursor's row alone."""
+    def _usage(self, flt: SessionFilter, finished: bool) -> str | None:
+        """The rollup's rows that answer `flt` (rollup.slot_of), or None when they cannot: a filter the rollup does
+        not answer, or, unless the caller found the last push `finished`, a push under way, none yet, or no cursor
+        table (the cursor's row asked first)."""
+        if not rollup.answers(flt):
+            return None
+        if finished:
+            return rollup.slot_of(self.engine, self.src, None)
         try:
             rows = self.engine.query(f"SELECT done, usage_slot, usage_version FROM {self.db}.mirror_cursors FINAL"
                                      f" WHERE src = {literal(self.src)}")
@@ -211,7 +235,7 @@ class MirrorReader:
             return None
         if not rows or not rows[0][0] or not rows[0][2]:
             return None
-        return int(rows[0][1]), int(rows[0][2])
+        return rollup.slot_of(self.engine, self.src, (int(rows[0][1]), int(rows[0][2])))
 
     def _summed_calls(self, key: str, flt: SessionFilter, latencies: bool) -> list[tuple]:
         where = [f"src = {literal(self.src)}", "deleted = 0", "kind != 'gone'"]
@@ -314,11 +338,14 @@ class Mirrored:
             self._marked = (marker, self._record.mirror_mark()[1])
         return self._marked[1]
 
-    def _answer(self, flt: SessionFilter, read: Callable[[Any], Any]) -> Any:
-        """`read` of the mirror when it can answer `flt` and is caught up, else (or when it fails) of the record."""
+    def _answer(self, flt: SessionFilter, read: Callable[[Any], Any],
+                mirrored: Callable[[MirrorReader], Any] | None = None) -> Any:
+        """`read` of the mirror (or `mirrored`, the mirror's own form of it) when it can answer `flt` and is caught
+        up, else (or when it fails) `read` of the record."""
         if not flt.scores and not flt.has_note and self.caught_up():
             try:
-                return read(self._mirror)
+                return (mirrored or read)(self._mirror)
+
             except MirrorError:
                 with self._lock:
                     self._checked = (time.monotonic(), False)
@@ -331,7 +358,9 @@ class Mirrored:
         return self._answer(flt, lambda reader: reader.count_sessions(flt))
 
     def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[str | None, dict]:
-        return self._answer(flt, lambda reader: reader.usage_groups(by, flt, latencies))
+        return self._answer(flt, lambda reader: reader.usage_groups(by, flt, latencies),
+                            lambda mirror: mirror.usage_groups(by, flt, latencies, finished=True))
 
     def usage_series(self, split: str, flt: SessionFilter, names: list[str]) -> list[DayUsage]:
-        return self._answer(flt, lambda reader: reader.usage_series(split, flt, names))
+        return self._answer(flt, lambda reader: reader.usage_series(split, flt, names),
+                            lambda mirror: mirror.usage_series(split, flt, names, finished=True))

@@ -67,26 +67,48 @@ def _is_day(text: str) -> bool:
         return False
 
 
-def read(engine: Engine, src: str, where: tuple[int, int], key: str, flt: SessionFilter,
+def slot_of(engine: Engine, src: str, where: tuple[int, int] | None) -> str:
+    """The condition on the rollup's rows of the slot and version `where`; None: of the usage the source's newest
+    cursor row names, read in the same query (a push carries the last finished push's usage in its first cursor
+    row, so that is the last finished push's usage even while another runs: what a reader that found the source
+    caught up a moment ago reads, without asking the cursor first)."""
+    if where is not None:
+        return f"slot = {int(where[0])} AND version = {int(where[1])}"
+    return (f"(slot, version) IN (SELECT usage_slot, usage_version FROM {engine.database}.mirror_cursors"
+            f" WHERE src = {literal(src)} ORDER BY version DESC LIMIT 1)")
+
+
+def read(engine: Engine, src: str, where: str, key: str, flt: SessionFilter,
          latencies: bool) -> list[tuple[Any, ...]]:
-    """The groups of the rollup in slot and version `where`, by `key` (an expression over its columns), within
-    the filter's days: (key, *USAGE_SUMS[, buckets, calls])."""
+    """The groups of the rollup's rows `where` (`slot_of`), by `key` (an expression over its columns), within the
+    filter's days: (key, *USAGE_SUMS[, buckets, calls])."""
     sums = ", ".join(ROLLUP_SUMS.values()) + histogram(ROLLUP_HISTOGRAM, latencies)
     return read_sums(engine, src, where, key, sums, flt)
 
 
-def read_sums(engine: Engine, src: str, where: tuple[int, int], keys: str, sums: str,
+def read_sums(engine: Engine, src: str, where: str, keys: str, sums: str,
               flt: SessionFilter) -> list[tuple[Any, ...]]:
-    """`keys` and `sums` (expressions over the rollup's columns) of the slot and version `where`, grouped by the
-    keys, within the filter's days."""
-    slot, version = where
-    conditions = [f"src = {literal(src)}", f"slot = {int(slot)}", f"version = {int(version)}"]
+    """`keys` and `sums` (expressions over the rollup's columns) of its rows `where` (`slot_of`), grouped by the
+    keys, within the filter's days. One thread: a few thousand rows cost chdb twice the CPU over its pool."""
+    conditions = [f"src = {literal(src)}", where]
     if flt.since:
         conditions.append(f"day >= {literal(dt.date.fromisoformat(flt.since))}")
     if flt.until:
         conditions.append(f"day <= {literal(dt.date.fromisoformat(flt.until))}")
     return engine.query(f"SELECT {keys}, {sums} FROM {engine.database}.mirror_usage"
-                        f" WHERE {' AND '.join(conditions)} GROUP BY {keys}")
+                        f" WHERE {' AND '.join(conditions)} GROUP BY {keys} SETTINGS max_threads = 1")
+
+
+def pivot(name: str, names: list[str], tokens: tuple[str, ...]) -> str:
+    """The sums of a usage chart's day pivoted in ClickHouse, as the record pivots its own (store/rollups.py
+    `by_day`): the tokens of each name of `names` (`name`: its expression) and of every other name, then their
+    costs, then how many priced calls each holds (a cost of None where none), then the calls without a cost; a row a
+    day reaches Python, not a row a day and name."""
+    cases = [f"{name} = {literal(n)}" for n in names]
+    cases.append(f"{name} NOT IN ({', '.join(literal(n) for n in names)})" if names else "1")
+    summed = " + ".join(tokens)
+    return ", ".join([*(f"sumIf({summed}, {c})" for c in cases), *(f"sumIf(cost_usd, {c})" for c in cases),
+                      *(f"sumIf(priced, {c})" for c in cases), "sum(without_cost)"])
 
 
 def histogram(expr: str, latencies: bool) -> str:
