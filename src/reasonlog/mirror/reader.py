@@ -137,11 +137,10 @@ class MirrorReader:
         The newest few are looked in first: a common word fills its page there, without reading the rest."""
         assert flt.limit is not None
         walk = max(WALK * flt.limit, 200)
-        first = self._first(replace(flt, text=None), walk, rows=False)  # without FINAL over every session
-        newest = first[0] if first is not None else [r[0] for r in self.engine.query(
+        ranked = self._first(replace(flt, text=None), walk, rows=False)  # without FINAL over every session
+        newest = ranked[0] if ranked is not None else [r[0] for r in self.engine.query(
             f"SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(replace(flt, text=None))}"
             f" ORDER BY started_at DESC, id DESC LIMIT {walk}")]
-
         first, page = max(2 * flt.limit, 100), []
         for chunk in (newest[:first], newest[first:]):
             if chunk:

@@ -34,15 +34,27 @@ ROLLUP_HISTOGRAM = "sumMap(buckets, bucket_calls)"
 assert tuple(CALL_SUMS) == USAGE_SUMS
 
 
-def build(engine: Engine, src: str, slot: int, version: int) -> None:
-    """Sum the source's calls as the mirror now holds them into `slot` with `version`."""
+def build(engine: Engine, src: str, slot: int, version: int,
+          since: tuple[tuple[int, int], list[dt.date]] | None = None) -> None:
+    """Sum the source's calls as the mirror now holds them into `slot` with `version`. `since`: the usage of the
+    last finished push (its slot and version) and the days whose calls changed after it: those days summed again,
+    every other day's rows copied from that usage (the days of one push's sessions are read, not every call)."""
     db, keys = engine.database, ", ".join(USAGE_KEYS)
+    into = f"INSERT INTO {db}.mirror_usage ({', '.join(USAGE_COLUMNS)}) SELECT src, {int(slot)}, {int(version)}"
+    only = ""
+    if since is not None:
+        kept, days = since
+        listed = ", ".join(literal(d) for d in days)
+        engine.command(f"{into}, {', '.join(USAGE_COLUMNS[3:])} FROM {db}.mirror_usage WHERE src = {literal(src)}"
+                       f" AND {slot_of(engine, src, kept)}{f' AND day NOT IN ({listed})' if days else ''}")
+        if not days:
+            return
+        only = f" AND day IN ({listed})"
     sums = ", ".join(f"{expr} AS s_{name}" for name, expr in CALL_SUMS.items())  # not a column's name: no cycle
     summed = (f"SELECT src, {keys}, {sums}, {CALL_HISTOGRAM} AS h FROM {db}.mirror_calls FINAL"
-              f" WHERE src = {literal(src)} AND deleted = 0 AND kind != 'gone' GROUP BY src, {keys}")
-    engine.command(f"INSERT INTO {db}.mirror_usage ({', '.join(USAGE_COLUMNS)})"
-                   f" SELECT src, {int(slot)}, {int(version)}, {keys}, {', '.join('s_' + n for n in USAGE_SUMS)},"
-                   f" tupleElement(h, 1), tupleElement(h, 2) FROM ({summed})")
+              f" WHERE src = {literal(src)}{only} AND deleted = 0 AND kind != 'gone' GROUP BY src, {keys}")
+    engine.command(f"{into}, {keys}, {', '.join('s_' + n for n in USAGE_SUMS)}, tupleElement(h, 1),"
+                   f" tupleElement(h, 2) FROM ({summed})")
 
 
 def next_slot(cursor: dict | None) -> int:
