@@ -55,14 +55,9 @@ class MirrorReader:
             page = self._page(flt)
             if page is not None:
                 return page
-        # A page: its ids first from the narrow columns, then only their rows, found by the table's key. A text
-        # held by few sessions is found in all of them at once (through the skip index where there is one); one
-        # held by many is looked for among the newest sessions first.
-        held = self._held_by(str(flt.text)) if flt.text is not None else None
-        ids = self._walked(flt) if flt.text is not None and held is None else None
-        if ids is None:
-            ids = [r[0] for r in self.engine.query(
-                f"SELECT id FROM {table} WHERE {self._where(flt, held)} {order} LIMIT {int(flt.limit)}")]
+        # A page: its ids first from the narrow columns, then only their rows, found by the table's key
+        ids = self._searched(flt) if flt.text is not None else [r[0] for r in self.engine.query(
+            f"SELECT id FROM {table} WHERE {self._where(flt)} {order} LIMIT {int(flt.limit)}")]
         newest = self._newest(ids)
         return [orjson.loads(newest[i][1]) for i in ids]
 
@@ -136,24 +131,38 @@ class MirrorReader:
             where.append(f"(started_at < {literal(at)} OR (started_at = {literal(at)} AND id < {literal(sid)}))")
         return " AND ".join(where)
 
-    def _walked(self, flt: SessionFilter) -> list[str] | None:
-        """A page of a search read from the newest sessions the filter selects, session by session through the
-        tables' keys (as the record walks a common text): the page when they hold it, else None (search all).
-        The newest few are looked in first: a common word fills its page there, without reading the rest."""
+    def _searched(self, flt: SessionFilter) -> list[str]:
+        """The ids of a page of a search. The newest sessions the filter selects are looked in first, session by
+        session through the tables' keys (as the record walks a common text): a common word fills its page there.
+        Else, a text held by few sessions is found in all of them at once (through the skip index where there is
+        one); one held by many is looked for among more of the newest, and then in every session through FINAL."""
         assert flt.limit is not None
-        walk = max(WALK * flt.limit, 200)
-        ranked = self._first(replace(flt, text=None), walk, rows=False)  # without FINAL over every session
+        text, plain, walk = str(flt.text), replace(flt, text=None), max(WALK * flt.limit, 200)
+        ranked = self._first(plain, walk, rows=False)  # without FINAL over every session
         newest = ranked[0] if ranked is not None else [r[0] for r in self.engine.query(
-            f"SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(replace(flt, text=None))}"
+            f"SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(plain)}"
             f" ORDER BY started_at DESC, id DESC LIMIT {walk}")]
-        first, page = max(2 * flt.limit, 100), []
-        for chunk in (newest[:first], newest[first:]):
-            if chunk:
-                hits = {r[0] for r in self.engine.query(self._found(str(flt.text), chunk))}
-                page += [sid for sid in chunk if sid in hits]
-            if len(page) >= flt.limit:
+        first = max(2 * flt.limit, 100)
+        page = self._hits(text, newest[:first])
+        if len(page) >= flt.limit or len(newest) <= first:
+            return page[:flt.limit]
+        held = self._held_by(text)
+        if held is None:  # held by many: the rest of the walk, then every session
+            page += self._hits(text, newest[first:])
+            if len(page) >= flt.limit or len(newest) < walk:
                 return page[:flt.limit]
-        return page if len(newest) < walk else None
+            held = f"id IN ({self._found(text)})"
+        return [r[0] for r in self.engine.query(
+            f"SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(flt, held)}"
+            f" ORDER BY started_at DESC, id DESC LIMIT {int(flt.limit)}")]
+
+    def _hits(self, text: str, among: list[str]) -> list[str]:
+        """Those of `among` (in their order) that hold the text."""
+        if not among:
+            return []
+        hits = {r[0] for r in self.engine.query(self._found(text, among))}
+        return [sid for sid in among if sid in hits]
+
 
     def _matching(self, text: str) -> str:
         """The condition on `id` of the sessions holding the text (`_held_by`); a text held by too many sessions for
