@@ -4,6 +4,8 @@ exactly; a push stopped after any number of inserts, with the record written mea
 a destroyed mirror is rebuilt by pushing again; several records share one mirror."""
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -277,6 +279,27 @@ def test_the_mirror_answers_only_while_caught_up(tmp_path, target):
         push.push(store, mirror.engine, mirror.src)
         assert served.caught_up()
         assert_same(store, served)
+    finally:
+        store.close()
+
+
+def test_once_answered_the_check_runs_beside_the_reads_which_take_the_last_answer_meanwhile(tmp_path, target):
+    """No read waits for the count of the record's mark (250 ms on PostgreSQL at 5,000,000 messages, whose change
+    marker any write on the server moves): the first check is the asking read's, the next ones a thread's."""
+    db = tmp_path / "a.db"
+    store, mirror, served = served_archive(db, target, 1)
+    try:
+        push.push(store, mirror.engine, mirror.src)
+        served.CHECK_EVERY_S = 0.05
+        assert served.caught_up() is True  # the first check: the read asked it
+        record(db, [OPEN])  # the mirror is behind now
+        time.sleep(0.1)
+        assert served.caught_up() is True  # the last answer, while the check runs beside
+        deadline = time.monotonic() + 30
+        while served.caught_up() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert served.caught_up() is False
+        assert len(served.list_sessions(SessionFilter(limit=None))) == 2  # so the record answers
     finally:
         store.close()
 

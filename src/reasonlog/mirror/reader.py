@@ -323,32 +323,53 @@ class Record(StoreReader, MirrorSource, Protocol):
 class Mirrored:
     """The reader store of `serve --mirror`: the record, with its growing reads taken from the mirror when the
     mirror is caught up. Whether it is, is asked at most once a second, and the record's mark is counted again only
-    when the record changed: at 5,000,000 messages the count of its calls costs more than a mirrored answer."""
+    when the record changed: at 5,000,000 messages the count of its calls costs more than a mirrored answer. Once
+    answered, it is asked again beside the requests, which take the last answer meanwhile: PostgreSQL's change
+    marker moves with any write on its server, and there the count takes 250 ms that no request should wait."""
 
-    CHECK_EVERY_S = 1.0
+    CHECK_EVERY_S = 1.0  # 0: asked again by every read, which waits for it (the tests')
 
     def __init__(self, record: Record, mirror: MirrorReader):
         self._record, self._mirror = record, mirror
         self._lock = threading.Lock()
         self._checked: tuple[float, bool] = (float("-inf"), False)
+        self._asking = False  # a check under way
         self._marked: tuple[object, str] | None = None  # the record's change marker, and its mark then
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._record, name)
 
     def caught_up(self) -> bool:
-        """Whether the mirror's last push finished at the record's current mark (checked once a second)."""
+        """Whether the mirror's last push finished at the record's current mark, as last found: found the first
+        time by the read that asks (reads meanwhile take the record), then again at most once a second by a thread
+        beside the reads."""
         with self._lock:
             at, answer = self._checked
-            if time.monotonic() - at < self.CHECK_EVERY_S:
+            if self._asking or time.monotonic() - at < self.CHECK_EVERY_S:
                 return answer
+            self._asking = True
+            beside = at != float("-inf") and self.CHECK_EVERY_S > 0
+        if beside:
+            threading.Thread(target=self._ask, args=(True,), daemon=True, name="reasonlog-mirror-check").start()
+            return answer
+        return self._ask(False)
+
+    def _ask(self, beside: bool) -> bool:
+        answer = False
+        try:
             try:
                 cursor = self._mirror.cursor()
             except MirrorError:  # the mirror cannot be read now: the record answers
                 cursor = None
             answer = bool(cursor and cursor["done"]) and push.caught_up(cursor, self._mark())
-            self._checked = (time.monotonic(), answer)
-            return answer
+        except Exception:  # noqa: BLE001 - the record cannot be read now: it says so to the read that asks it
+            if not beside:
+                raise
+        finally:
+            with self._lock:
+                self._checked, self._asking = (time.monotonic(), answer), False
+        return answer
+
 
     def _mark(self) -> str:
         """The record's mark, counted again only when its change marker moved (read first: a write that lands
