@@ -78,7 +78,11 @@ def push(store: MirrorSource, engine: Engine, src: str, batch: int = BATCH,
         out.sessions += len(ids)
     for start in range(0, len(gone), batch):
         write.forget(gone[start:start + batch])
+    if gone:  # the deleted rows merged with the live ones now: a deletion is of the newest sessions, mostly, which
+        # a page reads first, and until a merge each took one of its places (0.3 s on 18.16 at 100,000 sessions)
+        engine.command(f"OPTIMIZE TABLE {engine.database}.mirror_sessions FINAL")
     out.deleted = len(gone)
+
     usage = _summed(engine, src, write, last, bool(changed or gone), recent)
     write.cursor(newest, mark, done=True, sessions=total, usage=usage)
     out.seconds = time.monotonic() - started

@@ -77,15 +77,18 @@ class MirrorReader:
     def _first(self, flt: SessionFilter, n: int, rows: bool) -> tuple[list[str], dict[str, tuple[int, str]]] | None:
         """The ids of the first `n` sessions the filter selects, newest first, as FINAL ranks them, read without
         FINAL (see `_page`), and each one's newest version (with its list row when `rows`); None when older
-        versions took so many places that fewer than `n` are left."""
-        wanted = n + SPARE
-        found = self.engine.query(f"SELECT id, version FROM {self.db}.mirror_sessions WHERE {self._where(flt)}"
-                                  f" ORDER BY started_at DESC, id DESC LIMIT {wanted}")
-        newest = self._newest([sid for sid, _ in found], rows)
-        page = [sid for sid, version in found if newest[sid][0] == version][:n]
-        if len(page) < n and len(found) == wanted:
-            return None
-        return page, newest
+        versions took so many places that fewer than `n` are left, in a few more rows and then in many more (the
+        newest sessions are those a `--watch` pushes again and again, or a deletion wrote last, until merges)."""
+        for spare in (SPARE, 4 * n + 64):
+            wanted = n + spare
+            found = self.engine.query(f"SELECT id, version FROM {self.db}.mirror_sessions WHERE {self._where(flt)}"
+                                      f" ORDER BY started_at DESC, id DESC LIMIT {wanted}")
+            newest = self._newest([sid for sid, _ in found], rows)
+            page = [sid for sid, version in found if newest[sid][0] == version][:n]
+            if len(page) == n or len(found) < wanted:
+                return page, newest
+        return None
+
 
     def _newest(self, ids: list[str], rows: bool = True) -> dict[str, tuple[int, str]]:
         """The newest version of these sessions' rows and its list row (or '' without `rows`), by the table's key
