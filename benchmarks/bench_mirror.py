@@ -18,7 +18,9 @@ are 500,000 messages; built once and kept). Then, each in a process of its own a
    the ratio mirror / record beside each.
 4. `--watch` under ingestion: a writer adds a session of 5 calls, started now, every 0.2 s while
    `mirror push --watch --every 1 --times 20` runs; the lag each push reports (at its end, now minus the newest
-   instant it copied). The written sessions are deleted afterwards (the archive stays what later runs reuse).
+   instant it copied), that of the whole first push apart from the others' (the sessions written since). The
+   written sessions are deleted afterwards (the archive stays what later runs reuse; a mirror they were pushed to is
+   then behind it until pushed again).
 """
 from __future__ import annotations
 
@@ -192,10 +194,14 @@ def watch_lag(target, mirror: str, seconds: float) -> None:
         store = reasonlog.open_store(target)  # the archive stays what later runs reuse
         store.delete_sessions(sorted(set(written)))
         store.close()
-    lags = [json.loads(line)["lag_s"] for line in out.splitlines()]
-    pushed = [json.loads(line)["sessions"] for line in out.splitlines()]
+    lines = [json.loads(line) for line in out.splitlines()]
+    lags, pushed = [w["lag_s"] for w in lines], [w["sessions"] for w in lines]
+    recent = [w["lag_s"] for w in lines if not w.get("whole", True)]  # between whole pushes: the recent sessions
     print(f"  --watch under ingestion: {len(lags)} pushes, sessions each {pushed}; lag s p50 {p(lags, 50):.1f}"
-          f" max {max(lags):.1f}")
+          f" max {max(lags):.1f}; whole pushes {len(lags) - len(recent)}, seconds each"
+          f" {[w['seconds'] for w in lines if w.get('whole', True)]}"
+          + (f"; the others' lag p50 {p(recent, 50):.1f} p95 {p(recent, 95):.1f} max {max(recent):.1f}" if recent
+             else ""))
 
 
 def main() -> None:

@@ -43,7 +43,7 @@ def test_push_status_and_watch(tmp_path, target):
     assert json.loads(reasonlog("mirror", "status", target, "--json", db=db).stdout)["caught_up"] is False
     watched = pushed(reasonlog("mirror", "push", target, "--watch", "--every", "0.1", "--times", "2", "--json",
                                db=db))
-    assert [w["sessions"] for w in watched] == [1, 0]
+    assert [(w["sessions"], w["whole"]) for w in watched] == [(1, True), (0, False)]  # then the recent ones
     assert all(isinstance(w["lag_s"], float) and w["lag_s"] >= 0 for w in watched)
     said = reasonlog("mirror", "push", target, db=db)
     assert said.stdout.startswith("pushed 0 session(s), 0 entries, 0 messages (0 deleted) from sqlite://")

@@ -175,3 +175,38 @@ def test_a_page_of_a_search_over_many_sessions_is_the_records_however_far_back_i
             == [51, 10, 1]
     finally:
         store.close()
+
+
+def test_a_fresh_mirror_pushed_by_the_cli_carries_the_text_index_its_engine_allows_and_finds_as_the_record(
+        tmp_path, target):
+    """A mirror made by `reasonlog mirror push` into an empty database: its searched tables carry the n-gram skip
+    index where the engine has skip indexes (chdb's ClickHouse 26.9; 21.1 and later) and none on ClickHouse 18.16,
+    and a rare text, found through that index, finds what the record finds."""
+    from click.testing import CliRunner
+
+    from reasonlog.cli.main import cli
+
+    db = tmp_path / "a.db"
+    every = {"tool": None, "outcome": None, "reasoning": None, "agent": "a"}
+    write(db, [{"said": ["price Zebra"], **every, "tool": "Ärger"}, *[{"said": ["price"], **every}] * 3])
+    done = CliRunner().invoke(cli, ["--db", str(db), "mirror", "push", target, "--json"])
+    assert done.exit_code == 0, done.output
+    mirror = engine.connect(target)
+    indexed = mirror.dialect.version >= (21, 1)
+    assert indexed == target.startswith("chdb:")  # the two engines of the tests: chdb 26.9, the server 18.16
+    created = {table: mirror.query(f"SHOW CREATE TABLE {mirror.database}.{table}")[0][0]
+               for table in ("mirror_messages", "mirror_texts", "mirror_calls", "mirror_sessions")}
+    shown = "INDEX low_grams low TYPE ngrambf_v1(3, 16384, 2, 0) GRANULARITY 1"
+    assert [shown in created[t] for t in created] == [indexed, indexed, False, False]
+    if indexed:
+        assert sorted(mirror.query(f"SELECT table, name, type FROM system.data_skipping_indices"
+                                   f" WHERE database = '{mirror.database}'")) == [
+            ("mirror_messages", "low_grams", "ngrambf_v1"), ("mirror_texts", "low_grams", "ngrambf_v1")]
+    store = reasonlog.open_store(db)
+    try:
+        served = reader.MirrorReader(mirror, push.source_of(store))
+        for q in ("zebra", "price zebra", "ärger", "nothing-here", "price"):
+            assert found(served, q) == found(store, q), q
+        assert [found(served, q)[1] for q in ("zebra", "ärger", "nothing-here", "price")] == [1, 1, 0, 4]
+    finally:
+        store.close()

@@ -32,12 +32,15 @@ def mirror():
 @click.option("--watch", is_flag=True, help="Push again every --every seconds until stopped (Ctrl-C).")
 @click.option("--every", type=click.FloatRange(min=0.1), default=5.0, show_default=True, metavar="SECONDS")
 @click.option("--times", type=click.IntRange(min=1), metavar="N", help="With --watch: stop after N pushes.")
+@click.option("--whole-every", type=click.FloatRange(min=0), default=300.0, show_default=True, metavar="SECONDS",
+              help="With --watch: between whole pushes (every session's fingerprint read), push only the sessions"
+                   " open or written since the last push (0: every push whole).")
 @click.option("--rebuild", is_flag=True, help="Drop the mirror's tables first and push everything again.")
 @click.option("--batch", type=click.IntRange(min=1), default=None, metavar="N",
               help="Sessions read from the record and written to the mirror at a time (default 1,000).")
 @click.option("--json", "as_json", is_flag=True, help="Print what each push did as one line of JSON.")
 @click.pass_obj
-def push_command(obj, target, source, watch, every, times, rebuild, batch, as_json):
+def push_command(obj, target, source, watch, every, times, whole_every, rebuild, batch, as_json):
     """Copy the sessions that changed since the last push into the mirror TARGET (idempotent: a push stopped
     anywhere and run again leaves the mirror equal to the record)."""
     engine_mod, push = _mirror()
@@ -49,21 +52,29 @@ def push_command(obj, target, source, watch, every, times, rebuild, batch, as_js
             engine = engine_mod.connect(target)
             if rebuild:
                 schema.drop(engine)
-            _pushes(obj.store, engine, src, push, watch, every, times, batch or push.BATCH, as_json)
+            _pushes(obj.store, engine, src, push, (every if watch else None, times, whole_every),
+                    batch or push.BATCH, as_json)
     except engine_mod.MirrorError as exc:
         raise StoreError(str(exc)) from None
     except KeyboardInterrupt:
         return
 
 
-def _pushes(store, engine, src: str, push, watch: bool, every: float, times: int | None, batch: int,
+def _pushes(store, engine, src: str, push, watch: tuple[float | None, int | None, float], batch: int,
             as_json: bool) -> None:
-    done = 0
+    """One push, or with a watch (`every` seconds, at most `times`, a whole push every `whole_every` seconds) one
+    after another: between whole pushes, each looks at the sessions open or written since the last one's copy."""
+    every, times, whole_every = watch
+    done, since, whole_at = 0, None, time.monotonic()
     while True:
-        pushed = push.push(store, engine, src, batch)
+        pushed = push.push(store, engine, src, batch, since=since)
         done += 1
+        if pushed.full:
+            whole_at = time.monotonic()
+        whole = not whole_every or time.monotonic() - whole_at >= whole_every
+        since = None if whole else push.recent_since(pushed.pushed_through)
         _report(pushed, src, push.lag_seconds(pushed.pushed_through), as_json)
-        if not watch or (times is not None and done >= times):
+        if every is None or (times is not None and done >= times):
             return
         time.sleep(every)
 
@@ -71,7 +82,9 @@ def _pushes(store, engine, src: str, push, watch: bool, every: float, times: int
 def _report(pushed, src: str, lag: float | None, as_json: bool) -> None:
     figures = {"source": src, "sessions": pushed.sessions, "deleted": pushed.deleted, "entries": pushed.entries,
                "messages": pushed.messages, "pushed_through": pushed.pushed_through,
-               "seconds": round(pushed.seconds, 3), "lag_s": None if lag is None else round(lag, 3)}
+               "seconds": round(pushed.seconds, 3), "lag_s": None if lag is None else round(lag, 3),
+               "whole": pushed.full}
+
     if as_json:  # one line a push, so that --watch prints JSON Lines
         click.echo(orjson.dumps(figures, option=orjson.OPT_SORT_KEYS).decode())
         return

@@ -51,10 +51,10 @@ class Dialect:
         the granules that may hold it and not every row."""
         return ", INDEX low_grams low TYPE ngrambf_v1(3, 16384, 2, 0) GRANULARITY 1" if self.version >= (21, 1) else ""
 
-    @property
-    def table_settings(self) -> str:
-        """Settings every table gets: 18.16 wants its index granularity said; newer engines default to it."""
-        return " SETTINGS index_granularity = 8192"
+    @staticmethod
+    def table_settings(granule: int = 8192) -> str:
+        """Settings a table gets: 18.16 wants its index granularity said (newer engines default to 8,192 rows)."""
+        return f" SETTINGS index_granularity = {int(granule)}"
 
 
 class Engine(Protocol):

@@ -56,10 +56,8 @@ class MirrorReader:
             if page is not None:
                 return page
         # A page: its ids first from the narrow columns, then only their rows, found by the table's key
-        ids = self._walked(flt) if flt.text is not None else None
-        if ids is None:
-            ids = [r[0] for r in self.engine.query(
-                f"SELECT id FROM {table} WHERE {self._where(flt)} {order} LIMIT {int(flt.limit)}")]
+        ids = self._searched(flt) if flt.text is not None else [r[0] for r in self.engine.query(
+            f"SELECT id FROM {table} WHERE {self._where(flt)} {order} LIMIT {int(flt.limit)}")]
         newest = self._newest(ids)
         return [orjson.loads(newest[i][1]) for i in ids]
 
@@ -69,24 +67,39 @@ class MirrorReader:
         is among them, ranked as FINAL ranks it; an older one is passed over). None when older versions took so
         many places that fewer than the page are left (FINAL reads it then)."""
         assert flt.limit is not None
-        wanted = int(flt.limit) + SPARE
-        found = self.engine.query(f"SELECT id, version FROM {self.db}.mirror_sessions WHERE {self._where(flt)}"
-                                  f" ORDER BY started_at DESC, id DESC LIMIT {wanted}")
-        newest = self._newest([sid for sid, _ in found])
-        page = [sid for sid, version in found if newest[sid][0] == version][:flt.limit]
-        if len(page) < flt.limit and len(found) == wanted:
+        first = self._first(flt, int(flt.limit), rows=True)
+        if first is None:
             return None
+
+        page, newest = first
         return [orjson.loads(newest[sid][1]) for sid in page]
 
-    def _newest(self, ids: list[str]) -> dict[str, tuple[int, str]]:
-        """The newest version of these sessions' rows and its list row, by the table's key and without FINAL (which
-        costs a ClickHouse 18.16 server twenty times the read): what FINAL would keep of each."""
+    def _first(self, flt: SessionFilter, n: int, rows: bool) -> tuple[list[str], dict[str, tuple[int, str]]] | None:
+        """The ids of the first `n` sessions the filter selects, newest first, as FINAL ranks them, read without
+        FINAL (see `_page`), and each one's newest version (with its list row when `rows`); None when older
+        versions took so many places that fewer than `n` are left, in a few more rows and then in many more (the
+        newest sessions are those a `--watch` pushes again and again, or a deletion wrote last, until merges)."""
+        for spare in (SPARE, 4 * n + 64):
+            wanted = n + spare
+            found = self.engine.query(f"SELECT id, version FROM {self.db}.mirror_sessions WHERE {self._where(flt)}"
+                                      f" ORDER BY started_at DESC, id DESC LIMIT {wanted}")
+            newest = self._newest([sid for sid, _ in found], rows)
+            page = [sid for sid, version in found if newest[sid][0] == version][:n]
+            if len(page) == n or len(found) < wanted:
+                return page, newest
+        return None
+
+
+    def _newest(self, ids: list[str], rows: bool = True) -> dict[str, tuple[int, str]]:
+        """The newest version of these sessions' rows and its list row (or '' without `rows`), by the table's key
+        and without FINAL (which costs a ClickHouse 18.16 server twenty times the read): what FINAL would keep."""
         newest: dict[str, tuple[int, str]] = {}
         if not ids:
             return newest
+        column = "row" if rows else "''"
         for sid, version, row in self.engine.query(
-                f"SELECT id, version, row FROM {self.db}.mirror_sessions WHERE src = {literal(self.src)}"
-                f" AND id IN ({', '.join(literal(i) for i in set(ids))})"):
+                f"SELECT id, version, {column} FROM {self.db}.mirror_sessions"
+                f" WHERE src = {literal(self.src)} AND id IN ({', '.join(literal(i) for i in set(ids))})"):
             if sid not in newest or version > newest[sid][0]:
                 newest[sid] = (version, row)
         return newest
@@ -95,8 +108,9 @@ class MirrorReader:
         return int(self.engine.query(f"SELECT count() FROM {self.db}.mirror_sessions FINAL"
                                      f" WHERE {self._where(flt)}")[0][0])
 
-    def _where(self, flt: SessionFilter) -> str:
-        """The sessions a filter selects (run, agent, status, model, dates, labels, parent, page cursor)."""
+    def _where(self, flt: SessionFilter, held: str | None = None) -> str:
+        """The sessions a filter selects (run, agent, status, model, dates, labels, parent, page cursor, text:
+        `held`, the condition `_held_by` gave for it, when known)."""
         where = [f"src = {literal(self.src)}", "deleted = 0"]
         for column in ("run", "agent", "status"):
             value = getattr(flt, column)
@@ -114,41 +128,63 @@ class MirrorReader:
         if flt.parent is not None:
             where.append(f"parent_session_id = {literal(flt.parent)}")
         if flt.text is not None:
-            where.append(self._matching(flt.text))
+            where.append(held or self._matching(flt.text))
         if flt.after is not None:
             at, sid = flt.after
             where.append(f"(started_at < {literal(at)} OR (started_at = {literal(at)} AND id < {literal(sid)}))")
         return " AND ".join(where)
 
-    def _walked(self, flt: SessionFilter) -> list[str] | None:
-        """A page of a search read from the newest sessions the filter selects, session by session through the
-        tables' keys (as the record walks a common text): the page when they hold it, else None (search all).
-        The newest few are looked in first: a common word fills its page there, without reading the rest."""
+    def _searched(self, flt: SessionFilter) -> list[str]:
+        """The ids of a page of a search. The newest sessions the filter selects are looked in first, session by
+        session through the tables' keys (as the record walks a common text): a common word fills its page there.
+        Else, a text held by few sessions is found in all of them at once (through the skip index where there is
+        one); one held by many is looked for among more of the newest, and then in every session through FINAL."""
         assert flt.limit is not None
-        walk = max(WALK * flt.limit, 200)
-        newest = [r[0] for r in self.engine.query(
-            f"SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(replace(flt, text=None))}"
+        text, plain, walk = str(flt.text), replace(flt, text=None), max(WALK * flt.limit, 200)
+        ranked = self._first(plain, walk, rows=False)  # without FINAL over every session
+        newest = ranked[0] if ranked is not None else [r[0] for r in self.engine.query(
+            f"SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(plain)}"
             f" ORDER BY started_at DESC, id DESC LIMIT {walk}")]
-        first, page = max(2 * flt.limit, 100), []
-        for chunk in (newest[:first], newest[first:]):
-            if chunk:
-                hits = {r[0] for r in self.engine.query(self._found(str(flt.text), chunk))}
-                page += [sid for sid in chunk if sid in hits]
-            if len(page) >= flt.limit:
+        first = max(2 * flt.limit, 100)
+        page = self._hits(text, newest[:first])
+        if len(page) >= flt.limit or len(newest) <= first:
+            return page[:flt.limit]
+        held = self._held_by(text)
+        if held is None:  # held by many: the rest of the walk, then every session
+            page += self._hits(text, newest[first:])
+            if len(page) >= flt.limit or len(newest) < walk:
                 return page[:flt.limit]
-        return page if len(newest) < walk else None
+            held = f"id IN ({self._found(text)})"
+        return [r[0] for r in self.engine.query(
+            f"SELECT id FROM {self.db}.mirror_sessions FINAL WHERE {self._where(flt, held)}"
+            f" ORDER BY started_at DESC, id DESC LIMIT {int(flt.limit)}")]
+
+    def _hits(self, text: str, among: list[str]) -> list[str]:
+        """Those of `among` (in their order) that hold the text."""
+        if not among:
+            return []
+        hits = {r[0] for r in self.engine.query(self._found(text, among))}
+        return [sid for sid in among if sid in hits]
+
 
     def _matching(self, text: str) -> str:
+        """The condition on `id` of the sessions holding the text (`_held_by`); a text held by too many sessions for
+        that, through FINAL."""
+        return self._held_by(text) or f"id IN ({self._found(text)})"
+
+    def _held_by(self, text: str) -> str | None:
         """The condition on `id` of the sessions holding the text: the sessions any row of whose holds it (no FINAL:
         where the engine has a skip index on the text, only the granules that may hold it are read), each then
-        checked by its records' newest versions; a text held by too many sessions for that, through FINAL."""
+        checked by its records' newest versions; None when more than CHECKED sessions hold it."""
         held = self._held(text)
-        any_row = " UNION ALL ".join(f"SELECT session_id FROM {self.db}.{table} WHERE src = {literal(self.src)}"
-                                     f" AND deleted = 0 AND {held}" for table in SEARCHED)
+        # the text tested first (PREWHERE, no FINAL here), so that the other columns are read only where it is held:
+        # on 18.16, which has no skip index, that halves a rare text's scan of 5,000,000 messages
+        any_row = " UNION ALL ".join(f"SELECT session_id FROM {self.db}.{table} PREWHERE {held}"
+                                     f" WHERE src = {literal(self.src)} AND deleted = 0" for table in SEARCHED)
         candidates = [r[0] for r in self.engine.query(
             f"SELECT DISTINCT session_id FROM ({any_row}) LIMIT {CHECKED + 1}")]
         if len(candidates) > CHECKED:
-            return f"id IN ({self._found(text)})"
+            return None
         found = [r[0] for r in self.engine.query(self._found(text, candidates))] if candidates else []
         return f"id IN ({', '.join(literal(i) for i in found)})" if found else "0"
 
@@ -177,33 +213,44 @@ class MirrorReader:
 
     # ------------------------------------------------------------ usage
 
-    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[str | None, dict]:
+    def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True,
+                     finished: bool = False) -> dict[str | None, dict]:
         """Totals by day, model, agent, run or source (or a pair `day+model`), as the record's `usage_groups`: from
         the usage summed by the last push when the filter is whole days or none (mirror/rollup.py), else from the
-        calls' rows."""
-        where = rollup.answers(flt) and self._usage()
+        calls' rows. `finished`: the caller found the source's last push finished (`Mirrored`, once a second), so
+        the usage is read with its slot in one query, the cursor not asked first."""
+        where = self._usage(flt, finished)
         if where:
             rows = rollup.read(self.engine, self.src, where, _key(by), flt, latencies)
         else:
             rows = self._summed_calls(_key(by), flt, latencies)
         return {r[0]: _totals(r, latencies) for r in rows}
 
-    def usage_series(self, split: str, flt: SessionFilter, names: list[str]) -> list[DayUsage]:
+    def usage_series(self, split: str, flt: SessionFilter, names: list[str],
+                     finished: bool = False) -> list[DayUsage]:
         """The usage chart's days by `split` (model or agent), as the record's `usage_series`: from the rollup, the
-        few sums a point needs and no more (10,000 points at 5,000,000 messages), pivoted as the record pivots."""
-        where = rollup.answers(flt) and self._usage()
+        days pivoted in ClickHouse as the record pivots in SQL (a row a day reaches Python: 500, where a row a day and
+        name was 10,000 at 5,000,000 messages)."""
+        where = self._usage(flt, finished)
         if not where:
             groups = self.usage_groups(f"day+{split}", flt, False)
             return pivoted((point_of(key, t) for key, t in groups.items()), names)
-        tokens = " + ".join(f"sum({t})" for t in CHART_TOKENS)
-        rows = rollup.read_sums(self.engine, self.src, where, f"toString(day), ifNull({STAT_KEYS[split]}, '')",
-                                f"{tokens}, sum(cost_usd), sum(priced), sum(without_cost)", flt)
-        return pivoted(((day, name, float(n), round(cost, 12) if priced else None, int(without))
-                        for day, name, n, cost, priced, without in rows), names)
+        rows = rollup.read_sums(self.engine, self.src, where, "toString(day)",
+                                rollup.pivot(f"ifNull({STAT_KEYS[split]}, '')", names, CHART_TOKENS), flt)
+        width = len(names) + 1
+        return sorted((day, tuple(int(n) for n in row[:width]),
+                       tuple(round(cost, 12) if priced else None
+                             for cost, priced in zip(row[width:2 * width], row[2 * width:3 * width], strict=True)),
+                       int(row[-1])) for day, *row in rows)
 
-    def _usage(self) -> tuple[int, int] | None:
-        """The slot and version of the usage the source's last finished push left (None while a push is under way,
-        before the first, or when the mirror holds no cursor table): one query, the cursor's row alone."""
+    def _usage(self, flt: SessionFilter, finished: bool) -> str | None:
+        """The rollup's rows that answer `flt` (rollup.slot_of), or None when they cannot: a filter the rollup does
+        not answer, or, unless the caller found the last push `finished`, a push under way, none yet, or no cursor
+        table (the cursor's row asked first)."""
+        if not rollup.answers(flt):
+            return None
+        if finished:
+            return rollup.slot_of(self.engine, self.src, None)
         try:
             rows = self.engine.query(f"SELECT done, usage_slot, usage_version FROM {self.db}.mirror_cursors FINAL"
                                      f" WHERE src = {literal(self.src)}")
@@ -211,7 +258,7 @@ class MirrorReader:
             return None
         if not rows or not rows[0][0] or not rows[0][2]:
             return None
-        return int(rows[0][1]), int(rows[0][2])
+        return rollup.slot_of(self.engine, self.src, (int(rows[0][1]), int(rows[0][2])))
 
     def _summed_calls(self, key: str, flt: SessionFilter, latencies: bool) -> list[tuple]:
         where = [f"src = {literal(self.src)}", "deleted = 0", "kind != 'gone'"]
@@ -279,32 +326,53 @@ class Record(StoreReader, MirrorSource, Protocol):
 class Mirrored:
     """The reader store of `serve --mirror`: the record, with its growing reads taken from the mirror when the
     mirror is caught up. Whether it is, is asked at most once a second, and the record's mark is counted again only
-    when the record changed: at 5,000,000 messages the count of its calls costs more than a mirrored answer."""
+    when the record changed: at 5,000,000 messages the count of its calls costs more than a mirrored answer. Once
+    answered, it is asked again beside the requests, which take the last answer meanwhile: PostgreSQL's change
+    marker moves with any write on its server, and there the count takes 250 ms that no request should wait."""
 
-    CHECK_EVERY_S = 1.0
+    CHECK_EVERY_S = 1.0  # 0: asked again by every read, which waits for it (the tests')
 
     def __init__(self, record: Record, mirror: MirrorReader):
         self._record, self._mirror = record, mirror
         self._lock = threading.Lock()
         self._checked: tuple[float, bool] = (float("-inf"), False)
+        self._asking = False  # a check under way
         self._marked: tuple[object, str] | None = None  # the record's change marker, and its mark then
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._record, name)
 
     def caught_up(self) -> bool:
-        """Whether the mirror's last push finished at the record's current mark (checked once a second)."""
+        """Whether the mirror's last push finished at the record's current mark, as last found: found the first
+        time by the read that asks (reads meanwhile take the record), then again at most once a second by a thread
+        beside the reads."""
         with self._lock:
             at, answer = self._checked
-            if time.monotonic() - at < self.CHECK_EVERY_S:
+            if self._asking or time.monotonic() - at < self.CHECK_EVERY_S:
                 return answer
+            self._asking = True
+            beside = at != float("-inf") and self.CHECK_EVERY_S > 0
+        if beside:
+            threading.Thread(target=self._ask, args=(True,), daemon=True, name="reasonlog-mirror-check").start()
+            return answer
+        return self._ask(False)
+
+    def _ask(self, beside: bool) -> bool:
+        answer = False
+        try:
             try:
                 cursor = self._mirror.cursor()
             except MirrorError:  # the mirror cannot be read now: the record answers
                 cursor = None
             answer = bool(cursor and cursor["done"]) and push.caught_up(cursor, self._mark())
-            self._checked = (time.monotonic(), answer)
-            return answer
+        except Exception:  # noqa: BLE001 - the record cannot be read now: it says so to the read that asks it
+            if not beside:
+                raise
+        finally:
+            with self._lock:
+                self._checked, self._asking = (time.monotonic(), answer), False
+        return answer
+
 
     def _mark(self) -> str:
         """The record's mark, counted again only when its change marker moved (read first: a write that lands
@@ -314,11 +382,14 @@ class Mirrored:
             self._marked = (marker, self._record.mirror_mark()[1])
         return self._marked[1]
 
-    def _answer(self, flt: SessionFilter, read: Callable[[Any], Any]) -> Any:
-        """`read` of the mirror when it can answer `flt` and is caught up, else (or when it fails) of the record."""
+    def _answer(self, flt: SessionFilter, read: Callable[[Any], Any],
+                mirrored: Callable[[MirrorReader], Any] | None = None) -> Any:
+        """`read` of the mirror (or `mirrored`, the mirror's own form of it) when it can answer `flt` and is caught
+        up, else (or when it fails) `read` of the record."""
         if not flt.scores and not flt.has_note and self.caught_up():
             try:
-                return read(self._mirror)
+                return (mirrored or read)(self._mirror)
+
             except MirrorError:
                 with self._lock:
                     self._checked = (time.monotonic(), False)
@@ -331,7 +402,9 @@ class Mirrored:
         return self._answer(flt, lambda reader: reader.count_sessions(flt))
 
     def usage_groups(self, by: str, flt: SessionFilter, latencies: bool = True) -> dict[str | None, dict]:
-        return self._answer(flt, lambda reader: reader.usage_groups(by, flt, latencies))
+        return self._answer(flt, lambda reader: reader.usage_groups(by, flt, latencies),
+                            lambda mirror: mirror.usage_groups(by, flt, latencies, finished=True))
 
     def usage_series(self, split: str, flt: SessionFilter, names: list[str]) -> list[DayUsage]:
-        return self._answer(flt, lambda reader: reader.usage_series(split, flt, names))
+        return self._answer(flt, lambda reader: reader.usage_series(split, flt, names),
+                            lambda mirror: mirror.usage_series(split, flt, names, finished=True))

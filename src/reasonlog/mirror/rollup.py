@@ -34,15 +34,27 @@ ROLLUP_HISTOGRAM = "sumMap(buckets, bucket_calls)"
 assert tuple(CALL_SUMS) == USAGE_SUMS
 
 
-def build(engine: Engine, src: str, slot: int, version: int) -> None:
-    """Sum the source's calls as the mirror now holds them into `slot` with `version`."""
+def build(engine: Engine, src: str, slot: int, version: int,
+          since: tuple[tuple[int, int], list[dt.date]] | None = None) -> None:
+    """Sum the source's calls as the mirror now holds them into `slot` with `version`. `since`: the usage of the
+    last finished push (its slot and version) and the days whose calls changed after it: those days summed again,
+    every other day's rows copied from that usage (the days of one push's sessions are read, not every call)."""
     db, keys = engine.database, ", ".join(USAGE_KEYS)
+    into = f"INSERT INTO {db}.mirror_usage ({', '.join(USAGE_COLUMNS)}) SELECT src, {int(slot)}, {int(version)}"
+    only = ""
+    if since is not None:
+        kept, days = since
+        listed = ", ".join(literal(d) for d in days)
+        engine.command(f"{into}, {', '.join(USAGE_COLUMNS[3:])} FROM {db}.mirror_usage WHERE src = {literal(src)}"
+                       f" AND {slot_of(engine, src, kept)}{f' AND day NOT IN ({listed})' if days else ''}")
+        if not days:
+            return
+        only = f" AND day IN ({listed})"
     sums = ", ".join(f"{expr} AS s_{name}" for name, expr in CALL_SUMS.items())  # not a column's name: no cycle
     summed = (f"SELECT src, {keys}, {sums}, {CALL_HISTOGRAM} AS h FROM {db}.mirror_calls FINAL"
-              f" WHERE src = {literal(src)} AND deleted = 0 AND kind != 'gone' GROUP BY src, {keys}")
-    engine.command(f"INSERT INTO {db}.mirror_usage ({', '.join(USAGE_COLUMNS)})"
-                   f" SELECT src, {int(slot)}, {int(version)}, {keys}, {', '.join('s_' + n for n in USAGE_SUMS)},"
-                   f" tupleElement(h, 1), tupleElement(h, 2) FROM ({summed})")
+              f" WHERE src = {literal(src)}{only} AND deleted = 0 AND kind != 'gone' GROUP BY src, {keys}")
+    engine.command(f"{into}, {keys}, {', '.join('s_' + n for n in USAGE_SUMS)}, tupleElement(h, 1),"
+                   f" tupleElement(h, 2) FROM ({summed})")
 
 
 def next_slot(cursor: dict | None) -> int:
@@ -67,26 +79,48 @@ def _is_day(text: str) -> bool:
         return False
 
 
-def read(engine: Engine, src: str, where: tuple[int, int], key: str, flt: SessionFilter,
+def slot_of(engine: Engine, src: str, where: tuple[int, int] | None) -> str:
+    """The condition on the rollup's rows of the slot and version `where`; None: of the usage the source's newest
+    cursor row names, read in the same query (a push carries the last finished push's usage in its first cursor
+    row, so that is the last finished push's usage even while another runs: what a reader that found the source
+    caught up a moment ago reads, without asking the cursor first)."""
+    if where is not None:
+        return f"slot = {int(where[0])} AND version = {int(where[1])}"
+    return (f"(slot, version) IN (SELECT usage_slot, usage_version FROM {engine.database}.mirror_cursors"
+            f" WHERE src = {literal(src)} ORDER BY version DESC LIMIT 1)")
+
+
+def read(engine: Engine, src: str, where: str, key: str, flt: SessionFilter,
          latencies: bool) -> list[tuple[Any, ...]]:
-    """The groups of the rollup in slot and version `where`, by `key` (an expression over its columns), within
-    the filter's days: (key, *USAGE_SUMS[, buckets, calls])."""
+    """The groups of the rollup's rows `where` (`slot_of`), by `key` (an expression over its columns), within the
+    filter's days: (key, *USAGE_SUMS[, buckets, calls])."""
     sums = ", ".join(ROLLUP_SUMS.values()) + histogram(ROLLUP_HISTOGRAM, latencies)
     return read_sums(engine, src, where, key, sums, flt)
 
 
-def read_sums(engine: Engine, src: str, where: tuple[int, int], keys: str, sums: str,
+def read_sums(engine: Engine, src: str, where: str, keys: str, sums: str,
               flt: SessionFilter) -> list[tuple[Any, ...]]:
-    """`keys` and `sums` (expressions over the rollup's columns) of the slot and version `where`, grouped by the
-    keys, within the filter's days."""
-    slot, version = where
-    conditions = [f"src = {literal(src)}", f"slot = {int(slot)}", f"version = {int(version)}"]
+    """`keys` and `sums` (expressions over the rollup's columns) of its rows `where` (`slot_of`), grouped by the
+    keys, within the filter's days. One thread: a few thousand rows cost chdb twice the CPU over its pool."""
+    conditions = [f"src = {literal(src)}", where]
     if flt.since:
         conditions.append(f"day >= {literal(dt.date.fromisoformat(flt.since))}")
     if flt.until:
         conditions.append(f"day <= {literal(dt.date.fromisoformat(flt.until))}")
     return engine.query(f"SELECT {keys}, {sums} FROM {engine.database}.mirror_usage"
-                        f" WHERE {' AND '.join(conditions)} GROUP BY {keys}")
+                        f" WHERE {' AND '.join(conditions)} GROUP BY {keys} SETTINGS max_threads = 1")
+
+
+def pivot(name: str, names: list[str], tokens: tuple[str, ...]) -> str:
+    """The sums of a usage chart's day pivoted in ClickHouse, as the record pivots its own (store/rollups.py
+    `by_day`): the tokens of each name of `names` (`name`: its expression) and of every other name, then their
+    costs, then how many priced calls each holds (a cost of None where none), then the calls without a cost; a row a
+    day reaches Python, not a row a day and name."""
+    cases = [f"{name} = {literal(n)}" for n in names]
+    cases.append(f"{name} NOT IN ({', '.join(literal(n) for n in names)})" if names else "1")
+    summed = " + ".join(tokens)
+    return ", ".join([*(f"sumIf({summed}, {c})" for c in cases), *(f"sumIf(cost_usd, {c})" for c in cases),
+                      *(f"sumIf(priced, {c})" for c in cases), "sum(without_cost)"])
 
 
 def histogram(expr: str, latencies: bool) -> str:

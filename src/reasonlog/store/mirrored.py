@@ -19,7 +19,8 @@ from .usage_sql import IRREGULAR
 
 # Everything about a session that a mirrored answer depends on, as one text per session: its own columns and
 # labels, and counts and sums of its calls, exchanges and timeline. Anything that changes an answer changes one of
-# them (a new call, an ended session, a reported cost, a call counted in another, a label).
+# them (a new call, an ended session, a reported cost, a call counted in another, a label). `@` is where a condition
+# on the session's id goes (none: every session).
 _FINGERPRINT = (
     "SELECT s.id, s.run, s.agent, s.model, s.provider, s.status, s.started_at, s.ended_at, s.summary, s.labels_json,"
     " s.parent_session_id, s.parent_call_id, s.error_json,"
@@ -28,29 +29,74 @@ _FINGERPRINT = (
     " FROM sessions s"
     " LEFT JOIN (SELECT session_id, COUNT(*) n, MAX(idx) last, SUM(" + " + ".join(
         f"COALESCE({t}, 0)" for t in accounting.TOKENS) + ") tokens, SUM(cost_usd) cost, COUNT(counted_in) counted,"
-    " SUM(CASE WHEN status = 'error' THEN 1 ELSE 0 END) errors FROM calls GROUP BY session_id) c ON c.session_id = s.id"
+    " SUM(CASE WHEN status = 'error' THEN 1 ELSE 0 END) errors FROM calls @session_id GROUP BY session_id) c"
+    " ON c.session_id = s.id"
     " LEFT JOIN (SELECT session_id, COUNT(*) n, SUM(LENGTH(stats_json)) stats, MAX(ended_at) ended FROM exchanges"
-    " GROUP BY session_id) e ON e.session_id = s.id"
-    " LEFT JOIN (SELECT session_id, COUNT(*) n, MAX(idx) last FROM messages GROUP BY session_id) m"
+    " @session_id GROUP BY session_id) e ON e.session_id = s.id"
+    " LEFT JOIN (SELECT session_id, COUNT(*) n, MAX(idx) last FROM messages @session_id GROUP BY session_id) m"
     " ON m.session_id = s.id"
     " LEFT JOIN (SELECT session_id, COUNT(*) n, MAX(key || '=' || value) text FROM session_labels"
-    " GROUP BY session_id) l ON l.session_id = s.id"
-    " LEFT JOIN (SELECT session_id, COUNT(*) n FROM tool_results GROUP BY session_id) t ON t.session_id = s.id"
-    " LEFT JOIN (SELECT session_id, COUNT(*) n FROM outcomes GROUP BY session_id) o ON o.session_id = s.id"
+    " @session_id GROUP BY session_id) l ON l.session_id = s.id"
+    " LEFT JOIN (SELECT session_id, COUNT(*) n FROM tool_results @session_id GROUP BY session_id) t"
+    " ON t.session_id = s.id"
+    " LEFT JOIN (SELECT session_id, COUNT(*) n FROM outcomes @session_id GROUP BY session_id) o ON o.session_id = s.id"
     " LEFT JOIN (SELECT session_id, COUNT(*) n, SUM(LENGTH(compact_json) + COALESCE(LENGTH(details), 0)) size"
-    " FROM reasoning_records WHERE state = 'kept' GROUP BY session_id) r ON r.session_id = s.id")
+    " FROM reasoning_records WHERE state = 'kept' @@session_id GROUP BY session_id) r ON r.session_id = s.id @s.id")
+# The sessions a push since an instant looks at (`fingerprints(cur, since)`): those still open, and those started
+# or with a call started since it (each found by its index).
+_RECENT = ("SELECT id FROM sessions WHERE status = 'open' UNION SELECT id FROM sessions WHERE started_at >= ?"
+           " UNION SELECT session_id FROM calls WHERE started_at >= ?")
 # what a search finds beside the messages: a session's record counts only grow as it is written
 _SEARCHED = ("SELECT (SELECT COUNT(*) FROM tool_results), (SELECT COUNT(*) FROM outcomes),"
              " (SELECT COUNT(*) FROM reasoning_records WHERE state = 'kept')")
 
 
-def fingerprints(cur) -> dict[str, tuple[str, str | None]]:
-    """Every session's fingerprint and its parent session, by id."""
+def fingerprints(cur, since: str | None = None) -> dict[str, tuple[str, str | None]]:
+    """Each session's fingerprint and its parent session, by id: of every session, or with `since` (an instant) of
+    the sessions open, started or with a call started since then, and every session spawned under one of them."""
+    if since is None:
+        return _fingerprints(cur, _FINGERPRINT.replace("@@session_id", "").replace("@session_id", "")
+                             .replace("@s.id", ""), [])
+    ids = sorted({r[0] for r in cur.execute(_RECENT, [since, since])})
+    ids += _descendants(cur, set(ids))
+    out: dict[str, tuple[str, str | None]] = {}
+    uses = _FINGERPRINT.count("@session_id") + _FINGERPRINT.count("@s.id")  # a query's uses of each id
+    for start in range(0, len(ids), 400):  # 400 x 8 parameters a query: under any dialect's limit
+        chunk = ids[start:start + 400]
+        marks = ", ".join("?" * len(chunk))
+        sql = (_FINGERPRINT.replace("@@session_id", f"AND session_id IN ({marks})")
+               .replace("@session_id", f"WHERE session_id IN ({marks})").replace("@s.id", f"WHERE s.id IN ({marks})"))
+        out.update(_fingerprints(cur, sql, chunk * uses))
+    return out
+
+
+def _fingerprints(cur, sql: str, args: list) -> dict[str, tuple[str, str | None]]:
     out = {}
-    for row in cur.execute(_FINGERPRINT):
+    for row in cur.execute(sql, args):
         text = "\x1f".join("" if v is None else repr(v) for v in row)
         out[row[0]] = (hashlib.blake2b(text.encode(), digest_size=16).hexdigest(), row[10])
     return out
+
+
+def _descendants(cur, ids: set[str]) -> list[str]:
+    """The sessions spawned under one of `ids`, at any depth, not among them (a parent's reported cost changes its
+    sub-agents' accounting)."""
+    children: dict[str, list[str]] = {}
+    for sid, parent in cur.execute("SELECT id, parent_session_id FROM sessions WHERE parent_session_id IS NOT NULL"):
+        children.setdefault(parent, []).append(sid)
+    out, todo = [], list(ids)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in ids:
+                ids.add(child)
+                out.append(child)
+                todo.append(child)
+    return out
+
+
+def sessions_in(mark_text: str) -> int:
+    """How many sessions the record held when `mark` made this mark."""
+    return int(mark_text.split("|")[1])
 
 
 def mark(cur) -> tuple[str | None, str]:

@@ -305,9 +305,11 @@ class SQLStore(SemanticStore, AnnotationStore):
         `series_groups`)."""
         return self._read(usage.series_groups, split, flt, names)
 
-    def mirror_fingerprints(self) -> tuple[dict[str, tuple[str, str | None]], tuple[str | None, str]]:
-        """Every session's fingerprint and parent, and the record's mark, in one snapshot (store/mirrored.py)."""
-        return self._read(lambda cur: (mirrored.fingerprints(cur), mirrored.mark(cur)))
+    def mirror_fingerprints(self, since: str | None = None) -> tuple[dict[str, tuple[str, str | None]],
+                                                                     tuple[str | None, str]]:
+        """Every session's fingerprint and parent (or, `since` an instant, those of the sessions open or written
+        since), and the record's mark, in one snapshot (store/mirrored.py)."""
+        return self._read(lambda cur: (mirrored.fingerprints(cur, since), mirrored.mark(cur)))
 
     def mirror_mark(self) -> tuple[str | None, str]:
         """The record's newest instant, and a mark that changes with every session or call added or removed."""
