@@ -89,3 +89,18 @@ def test_tail_of_a_session_prints_its_last_calls_first(db):
         assert tail.interrupt()[0] == 0
     finally:
         recorder.close()
+
+
+def test_a_second_ctrl_c_after_it_stopped_still_ends_it_cleanly(db_path):
+    """`timeout -s INT` (and a terminal's group) can deliver Ctrl-C twice; on a loaded machine the second came after
+    `stopped` was printed and click ended the run with `Aborted!` and exit 1 (the README's `tail` command failed so)."""
+    open_store(db_path).close()
+    tail = Tail(db_path)
+    try:
+        assert tail.line(20) == "following every session (Ctrl-C stops)"
+        tail.proc.send_signal(signal.SIGINT)
+        assert tail.line(20) == "stopped"
+        code, err = tail.interrupt()  # the second, once the first has been answered
+        assert (code, err) == (0, "")
+    finally:
+        tail.proc.kill()

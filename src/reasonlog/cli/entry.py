@@ -24,6 +24,9 @@ MODULE_OF = {
 
 
 def main() -> None:
+    from . import group
+
+    group.OWN_PROCESS = True
     argv = sys.argv[1:]
     if _is_reason_save(argv):
         from .reason_save import run

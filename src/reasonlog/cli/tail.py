@@ -18,6 +18,7 @@ from ..parts import parts_of
 from ..store import SessionFilter, StoreReader
 from ..titles import shorten
 from ..wire import SessionJSON
+from . import group
 from .group import cli, console
 from .show import money
 
@@ -41,12 +42,13 @@ def tail(obj, session, agent, last):
     try:
         for line in follow(store, sid, agent, last, EVERY_S):
             console.print(line, soft_wrap=True)
-    except KeyboardInterrupt:  # a second Ctrl-C (or `timeout`'s signal to the group) while it stops ends it as one
+    except KeyboardInterrupt:  # a second Ctrl-C (`timeout`'s signal to the group, late on a loaded machine) is one
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             console.print(Text("stopped", style="dim"))
         finally:
-            signal.signal(signal.SIGINT, previous)  # a process that called it in-process gets its Ctrl-C back
+            if not group.OWN_PROCESS:  # a process that called it in-process gets its Ctrl-C back
+                signal.signal(signal.SIGINT, previous)
 
 
 def follow(store: StoreReader, session_id: str | None, agent: str | None, last: int,
