@@ -23,10 +23,14 @@ MODULE_OF = {
 }
 
 
-def main() -> None:
-    from . import group
+# Set by `main`: this process is the command's own, not a caller's that runs it in-process (a script, CliRunner), so a
+# command may leave process-wide settings (a signal's handler) as it ends.
+OWN_PROCESS = False
 
-    group.OWN_PROCESS = True
+
+def main() -> None:
+    global OWN_PROCESS
+    OWN_PROCESS = True
     argv = sys.argv[1:]
     if _is_reason_save(argv):
         from .reason_save import run

@@ -35,9 +35,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 console: Console = LazyConsole()  # type: ignore[assignment]  # a Console in all but when it is made
-# Set by the console entry point (`cli/entry.py`): this process is the command's own, not a caller's that runs it
-# in-process (a script, CliRunner), so a command may leave process-wide settings (a signal's handler) as it ends.
-OWN_PROCESS = False
 HOW_TO_START = ("Start with `reasonlog demo` (a recorded sample run) or `reasonlog import ~/.claude/projects`"
                 " (your agents' transcripts), or record from Python with reasonlog.Recorder().")
 

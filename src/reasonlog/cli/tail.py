@@ -7,6 +7,7 @@ last one printed. One line a call; a line when a session ends. Ctrl-C ends it qu
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -18,7 +19,6 @@ from ..parts import parts_of
 from ..store import SessionFilter, StoreReader
 from ..titles import shorten
 from ..wire import SessionJSON
-from . import group
 from .group import cli, console
 from .show import money
 
@@ -47,8 +47,14 @@ def tail(obj, session, agent, last):
         try:
             console.print(Text("stopped", style="dim"))
         finally:
-            if not group.OWN_PROCESS:  # a process that called it in-process gets its Ctrl-C back
+            if not _own_process():  # a process that called it in-process gets its Ctrl-C back
                 signal.signal(signal.SIGINT, previous)
+
+
+def _own_process() -> bool:
+    """Was this process started for this command (`cli/entry.py`'s `main`, read here without importing it: the
+    entry imports the commands)?"""
+    return bool(getattr(sys.modules.get(f"{__package__}.entry"), "OWN_PROCESS", False))
 
 
 def follow(store: StoreReader, session_id: str | None, agent: str | None, last: int,
