@@ -38,8 +38,8 @@ def tail(obj, session, agent, last):
     store = obj.store
     sid = store.resolve_id("session", session) if session else None
     what = f"session {sid}" if sid else f"agent {agent}'s sessions" if agent else "every session"
-    console.print(Text(f"following {what} (Ctrl-C stops)", style="dim"), soft_wrap=True)
-    try:
+    try:  # a Ctrl-C as soon as the first line shows stops it too (it may come while that line is being printed)
+        console.print(Text(f"following {what} (Ctrl-C stops)", style="dim"), soft_wrap=True)
         for line in follow(store, sid, agent, last, EVERY_S):
             console.print(line, soft_wrap=True)
     except KeyboardInterrupt:  # a second Ctrl-C (`timeout`'s signal to the group, late on a loaded machine) is one
