@@ -75,13 +75,16 @@ _BY_POSITION = (f"SELECT c.id, c.session_id, {SOURCE} FROM sessions s JOIN calls
                 " AND c.input_tokens = ? AND c.output_tokens = ?")
 
 
-def by_position(cur, row: dict, origin: Origin) -> Twin | None:
+def by_position(cur, row: dict, origin: Origin, flush) -> Twin | None:
     """A call of the same agent session (`external_id`) at the same position with the same input and output tokens,
     where one of the two names no provider message id (Codex's rollouts name none) and one is the live record and
     the other an import: the agent's session id and position, checked by its figures. Two imports are never
-    paired so (two agents' logs may be made alike, as test fixtures are)."""
+    paired so (two agents' logs may be made alike, as test fixtures are). `flush()` first writes what the batch
+    queued, which may hold the twin (a session new to the store reads nothing first); only when there is a question
+    to ask, so a call with no agent session id costs the batch nothing."""
     if origin.external_id is None or row["input_tokens"] is None or row["output_tokens"] is None:
         return None
+    flush()
     sql = _BY_POSITION + ("" if row["provider_message_id"] is None else " AND c.provider_message_id IS NULL")
     rows = cur.execute(sql, (origin.external_id, row["session_id"], row["idx"], row["input_tokens"],
                              row["output_tokens"])).fetchall()
@@ -129,8 +132,7 @@ def count_once(cur, row: dict, origin: Origin, billed: dict[str, list[Twin]] | N
         twins = known.setdefault(message_id, [])
     twin = next((t for t in twins if t.session_id != row["session_id"] and _paired(t, origin)), None)
     if twin is None and (message_id is None or source == LIVE) and (shared is None or origin.external_id in shared):
-        flush()  # the calls the batch queued may hold the twin (a session new to the store reads nothing first)
-        twin = by_position(cur, row, origin)
+        twin = by_position(cur, row, origin, flush)
     if twin is not None and source == LIVE and twin.source != LIVE:
         flush()
         cur.execute(f"UPDATE calls SET counted_in = ?, {_ZEROED} WHERE id = ?", (row["id"], twin.call_id))
