@@ -207,9 +207,11 @@ class ContentWriter:
             found[row[0]] = cid
             if value is not None:
                 self.pending_text.append((cid, searchable_text(value)))
-        for key, (nulls, digest, *_) in pending.items():
+        for key, (nulls, digest, stored, kind, _value) in pending.items():
             self.cache[key] = -found[digest] if nulls else found[digest]
             self.cache_bytes += len(key) + ENTRY_BYTES
+            if kind == "message":  # as `id_of` keeps it: the timeline reads it, not the value masked again
+                self.fresh[found[digest]] = stored
 
     def finish(self, cur) -> None:
         """Index the texts of this batch's new contents (call before commit)."""

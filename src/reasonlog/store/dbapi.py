@@ -33,6 +33,12 @@ def insert_returning_rowids(cur, sql: str, rows: list[tuple]) -> list[int]:
     return [cur.execute(sql + " RETURNING rowid", r).fetchall()[0][0] for r in rows]  # all: SQLite ends the statement
 
 
+def binds_arrays(cur) -> bool:
+    """Whether one `?` of this cursor's statements may take a list as an array (PostgreSQL's `_Cursor`); sqlite3 binds
+    none."""
+    return getattr(cur, "binds_arrays", False)
+
+
 def ids_by_hash(cur, table: str, hashes: list[bytes]) -> dict[bytes, int]:
     """The ids of the rows of `table` (columns `id`, `hash`) that hold these hashes, 500 hashes a statement."""
     found: dict[bytes, int] = {}

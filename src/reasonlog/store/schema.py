@@ -535,4 +535,9 @@ CREATE INDEX exchanges_reporting ON exchanges(session_id, id) WHERE """ + REPORT
 -- Nothing changes in a SQLite file: PostgreSQL's migration 23 makes each block of its trigram index hold its contents'
 -- texts whole, so that a content's own text is checked in SQL (store/pg_search.py). FTS5 indexes each content alone.
 """),
+    Migration(24, "calls added to the latency histograms a statement at a time", """
+-- Nothing changes in a SQLite file: PostgreSQL's migration 24 makes the trigger that adds an inserted call to
+-- latency_daily run once a statement (a batch's calls are one COPY there). SQLite has no transition tables, and its
+-- row trigger costs no round trip.
+"""),
 )

@@ -414,4 +414,9 @@ CREATE INDEX exchanges_reporting ON exchanges(session_id, id) WHERE """ + REPORT
 -- trigram index finds a block; each content's own text then decides, in SQL, before any content is read. Python
 -- refills the table from every stored content.
 """, python=pg_search.index_segments),
+    Migration(24, "calls added to the latency histograms a statement at a time", """
+-- See store/rollups.py, calls_added_sql. The trigger that adds an inserted call to latency_daily (migration 18) runs
+-- once a statement, over the calls it inserted (a transition table), where it ran once a call: a batch inserts its
+-- calls with one COPY. What latency_daily holds is the same.
+""" + rollups.calls_added_sql()),
 )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ..accounting import TOKENS
 from . import kept
+from .dbapi import binds_arrays
 from .usage_sql import SOURCE
 
 LIVE = "recorded"  # the source of a session no importer made (usage_sql.SOURCE's default)
@@ -56,16 +57,28 @@ def origin_of(cur, session_id: str) -> Origin:
 _BILLED = (f"SELECT c.provider_message_id, c.id, c.session_id, {SOURCE}, s.external_id FROM calls c"
            " JOIN sessions s ON s.id = c.session_id WHERE c.counted_in IS NULL AND c.provider_message_id IN ({})")
 CHUNK = 500  # provider message ids looked up per statement
+# PostgreSQL's: the ids as one array, each looked up through calls_provider_message (the subquery, kept apart by
+# OFFSET 0, is planned for one id). With `IN (…)`, or a plain join, the planner of a table not yet analysed (a new
+# database's first minutes, before autovacuum comes) read every call for each batch: 8.6 ms against 0.7 ms for 32
+# ids at 5,000 calls, growing with the table.
+_BILLED_OF_ARRAY = (f"SELECT c.provider_message_id, c.id, c.session_id, {SOURCE}, s.external_id"
+                    " FROM unnest(?::text[]) AS wanted(id) CROSS JOIN LATERAL (SELECT * FROM calls c"
+                    " WHERE c.provider_message_id = wanted.id AND c.counted_in IS NULL OFFSET 0) c"
+                    " JOIN sessions s ON s.id = c.session_id")
 
 
 def billed_calls(cur, provider_message_ids: list[str]) -> dict[str, list[Twin]]:
-    """The billed calls already written with these provider message ids: one statement per 500 ids, so that
-    a batch costs one lookup rather than one per call."""
+    """The billed calls already written with these provider message ids: one statement per 500 ids (on PostgreSQL
+    one for them all), so that a batch costs one lookup rather than one per call."""
     wanted = sorted(set(provider_message_ids))
     found: dict[str, list[Twin]] = {}
-    for start in range(0, len(wanted), CHUNK):
-        chunk = wanted[start:start + CHUNK]
-        for message_id, *twin in cur.execute(_BILLED.format(", ".join("?" * len(chunk))), chunk).fetchall():
+    if binds_arrays(cur):
+        statements = [(_BILLED_OF_ARRAY, [wanted])] if wanted else []
+    else:
+        chunks = (wanted[k:k + CHUNK] for k in range(0, len(wanted), CHUNK))
+        statements = [(_BILLED.format(", ".join("?" * len(chunk))), chunk) for chunk in chunks]
+    for sql, args in statements:
+        for message_id, *twin in cur.execute(sql, args).fetchall():
             found.setdefault(message_id, []).append(Twin(*twin))
     return found
 
