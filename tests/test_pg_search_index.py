@@ -124,9 +124,9 @@ def test_a_schema_22_database_gets_whole_texts_in_its_blocks(url):
         for rowid, text in conn.execute("SELECT rowid, text FROM contents_search").fetchall():
             conn.execute("UPDATE contents_search SET text = %s WHERE rowid = %s",
                          (pg_search.words_of(*text.split(pg_search.SEP)), rowid))
-        conn.execute("DELETE FROM _reasonlog_migrations WHERE number = 23")
+        conn.execute("DELETE FROM _reasonlog_migrations WHERE number >= 23")  # 24 (a trigger) is made again too
     store = open_store(url)
-    assert store.schema_version() == 24  # 23 applied again; 24 stayed recorded
+    assert store.schema_version() == 24
     assert query_db(url, "SELECT cardinality(ids), array_length(string_to_array(text, chr(30)), 1)"
                          " FROM contents_search") == [(3, 3)]  # two messages and "ok"
     assert found(store, "timed out") == []
