@@ -98,6 +98,10 @@ class ContentWriter:
     # The stored (masked, canonical) JSON of the messages made in this batch, by id, until the timeline takes it
     # (`Timeline.key`): it would otherwise serialise and mask each new message a second time.
     fresh: dict[int, bytes] = field(default_factory=dict)
+    # The values `prefetch` was given, by identity, with their (signed, as in `cache`) ids, until the batch ends: the
+    # batch's `id_of` of the very same object needs no second serialisation (the bulk path's calls resend their
+    # history, so each message would be serialised twice a call).
+    prefetched: dict[int, tuple[Any, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # None: the default patterns (every store masks, whoever writes to it); False: nothing is masked.
@@ -109,6 +113,7 @@ class ContentWriter:
         self.cache_bytes = 0
         self.pending_text.clear()
         self.fresh.clear()
+        self.prefetched.clear()
         self.dicts.forget(self._dict_id)
         self._dict_id, self._dict_checked = None, False
 
@@ -123,6 +128,7 @@ class ContentWriter:
             self.cache.pop(key, None)
         del self.pending_text[pending:]
         self.fresh.clear()  # the ids it names may be given to other contents now
+        self.prefetched.clear()
         if self._dict_id != dict_id:
             self.dicts.forget(self._dict_id)
             self._dict_id = dict_id
@@ -130,16 +136,16 @@ class ContentWriter:
 
     def id_of(self, cur, value: Any, kind: str) -> int:
         """The id of a content, inserting it when new."""
+        known = self.prefetched.get(id(value))
+        if known is not None and known[0] is value:
+            return self._cached(known[1], value, kind)
         try:
             data = orjson.dumps(value, default=jsonable, option=CANONICAL)  # canonical(), inlined: hot
         except TypeError:
             data = canonical(value)  # raises with the message that names what is not JSON
         cid = self.cache.get(data)
         if cid is not None:
-            if cid < 0:  # its JSON holds null, whose bytes NaN writes too: this value may hold NaN
-                refuse_non_finite(value, kind)
-                return -cid
-            return cid
+            return self._cached(cid, value, kind)
         nulls = b"null" in data  # once per distinct content, not per resent message
         if nulls:
             refuse_non_finite(value, kind)  # NaN or an infinity has no JSON form: never stored as null
@@ -164,6 +170,13 @@ class ContentWriter:
             self._added.append(key)
         return cid
 
+    @staticmethod
+    def _cached(cid: int, value: Any, kind: str) -> int:
+        if cid < 0:  # its JSON holds null, whose bytes NaN writes too: this value may hold NaN
+            refuse_non_finite(value, kind)
+            return -cid
+        return cid
+
     def prefetch(self, cur, values: Iterable[tuple[Any, str]]) -> None:
         """Store, in a few statements, the contents among `values` ((value, kind) in the order `id_of` would meet
         them) that the cache does not hold, and remember their ids: the batch's `id_of` calls then find them all
@@ -177,11 +190,13 @@ class ContentWriter:
             self.cache.clear()
             self.cache_bytes = 0
         pending: dict[bytes, tuple[bool, bytes, bytes, str, Any]] = {}  # canonical bytes -> what to store
+        given: list[tuple[Any, bytes]] = []
         for value, kind in values:
             try:
                 data = orjson.dumps(value, default=jsonable, option=CANONICAL)
             except TypeError:
                 data = canonical(value)
+            given.append((value, data))
             if data in self.cache or data in pending:
                 continue
             nulls = b"null" in data
@@ -191,8 +206,12 @@ class ContentWriter:
             if stored is not data:
                 value = orjson.loads(stored)
             pending[_exact(data)] = (nulls, content_hash(stored), stored, kind, value)
-        if not pending:
-            return
+        if pending:
+            self._store_pending(cur, pending)
+        self.prefetched.update((id(value), (value, self.cache[data])) for value, data in given)
+
+    def _store_pending(self, cur, pending: dict[bytes, tuple[bool, bytes, bytes, str, Any]]) -> None:
+        """`prefetch`'s second half: the contents the store does not hold inserted, and all of them remembered."""
         found = self.backend.find_contents(cur, sorted({p[1] for p in pending.values()}))
         rows, texts = [], []
         for _nulls, digest, stored, kind, value in pending.values():
@@ -219,6 +238,7 @@ class ContentWriter:
             self.backend.index_texts(cur, [(cid, text) for cid, text in self.pending_text if text])
             self.pending_text.clear()
         self.fresh.clear()
+        self.prefetched.clear()
         self._added = None
 
     def _insert(self, cur, digest: bytes, data: bytes, kind: str) -> int:
