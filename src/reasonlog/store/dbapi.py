@@ -40,7 +40,13 @@ def binds_arrays(cur) -> bool:
 
 
 def ids_by_hash(cur, table: str, hashes: list[bytes]) -> dict[bytes, int]:
-    """The ids of the rows of `table` (columns `id`, `hash`) that hold these hashes, 500 hashes a statement."""
+    """The ids of the rows of `table` (columns `id`, `hash`) that hold these hashes, 500 hashes a statement (on
+    PostgreSQL one statement, the hashes bound on the server as an array: written out as literals by the client's
+    binding, they cost more than the lookup)."""
+    bound = getattr(cur, "execute_bound", None)
+    if bound is not None:
+        return {bytes(h): i for h, i in bound(f"SELECT hash, id FROM {table} WHERE hash = ANY(?)", [hashes])} \
+            if hashes else {}
     found: dict[bytes, int] = {}
     for start in range(0, len(hashes), 500):
         chunk = hashes[start:start + 500]

@@ -94,9 +94,21 @@ class _Cursor:
             cur.executemany(self._sql(sql), rows, returning=True)  # type: ignore[arg-type]
             return [cur.fetchone() for _ in cur.results()]
 
-    def copy_rows(self, table: str, columns: tuple[str, ...], rows: Iterable[Sequence[object]]) -> None:
-        """Insert rows with one `COPY ... FROM STDIN`: one statement for them all."""
-        with self._cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:  # type: ignore[arg-type]
+    def execute_bound(self, sql: str, params: Sequence[object]) -> list[tuple]:
+        """Run `sql` bound on the server (the values sent apart: bytes, and arrays of them, as they are, where the
+        client's binding writes each byte out as text) and return its rows."""
+        with self._conn.cursor() as cur:
+            cur.execute(self._sql(sql), list(params))  # type: ignore[arg-type]
+            return cur.fetchall() if cur.description is not None else []
+
+    def copy_rows(self, table: str, columns: tuple[str, ...], rows: Iterable[Sequence[object]],
+                  types: Sequence[str] | None = None) -> None:
+        """Insert rows with one `COPY ... FROM STDIN`: one statement for them all. With the columns' `types`, in
+        PostgreSQL's binary format (bytes sent as they are)."""
+        binary = " (FORMAT BINARY)" if types else ""
+        with self._cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN{binary}") as copy:  # type: ignore[arg-type]
+            if types:
+                copy.set_types(list(types))
             for row in rows:
                 copy.write_row(row)
 
@@ -404,6 +416,27 @@ class PostgresStore(pg_vectors.PgVectorStore, SQLStore):
 
     @staticmethod
     def insert_contents(cur: _Cursor, rows: list[tuple[bytes, int, str, int, int | None, bytes]]) -> list[int]:  # type: ignore[override]
+        """Every row in one binary `COPY`, with ids taken first from the column's sequence in the rows' order (the ids
+        one INSERT a row would give them). The batch looked the digests up first, so only a content another process
+        stores meanwhile stops the COPY: then, back at a savepoint, the rows go as INSERTs that leave that one to the
+        other process and read its id back (`_insert_contents_racing`). Against a pipelined INSERT a row (10,205
+        contents in 156 batches of the medium workload): client CPU 0.17 -> 0.05 s, server 0.15 -> 0.10 s."""
+        ids = [i for (i,) in cur.execute(_NEW_CONTENT_IDS, (len(rows),)).fetchall()]
+        cur.execute("SAVEPOINT contents")
+        try:
+            cur.copy_rows("contents", ("id", "hash", "kind", "size", "codec", "dict_id", "data"),
+                          ((cid, digest, kind, size, codec, dict_id, blob)
+                           for cid, (digest, size, kind, codec, dict_id, blob) in zip(ids, rows, strict=True)),
+                          ("int8", "bytea", "text", "int8", "int4", "int8", "bytea"))
+        except psycopg.errors.UniqueViolation:
+            cur.execute("ROLLBACK TO SAVEPOINT contents")
+            cur.execute("RELEASE SAVEPOINT contents")
+            return PostgresStore._insert_contents_racing(cur, rows)
+        cur.execute("RELEASE SAVEPOINT contents")
+        return ids
+
+    @staticmethod
+    def _insert_contents_racing(cur: _Cursor, rows: list[tuple[bytes, int, str, int, int | None, bytes]]) -> list[int]:
         """Every row in one pipelined round trip; a content another process stored meanwhile is read back."""
         got = cur.executemany_returning(
             "INSERT INTO contents (hash, kind, size, codec, dict_id, data) VALUES (?,?,?,?,?,?)"
@@ -495,6 +528,8 @@ class PostgresStore(pg_vectors.PgVectorStore, SQLStore):
             self._connection.close()
 
 
+_NEW_CONTENT_IDS = ("SELECT nextval(q.seq) FROM (SELECT pg_get_serial_sequence('contents', 'id')::regclass AS seq) q,"
+                    " generate_series(1, ?)")
 _HOLDING: weakref.WeakSet[PostgresStore] = weakref.WeakSet()  # stores whose connection holds a liveness lock
 
 
