@@ -190,13 +190,16 @@ class ContentWriter:
             self.cache.clear()
             self.cache_bytes = 0
         pending: dict[bytes, tuple[bool, bytes, bytes, str, Any]] = {}  # canonical bytes -> what to store
-        given: list[tuple[Any, bytes]] = []
+        given: dict[int, tuple[Any, bytes]] = {}  # id(value) -> (value, its canonical bytes)
         for value, kind in values:
+            seen = given.get(id(value))
+            if seen is not None and seen[0] is value:  # the same object again (a history resent call after call)
+                continue
             try:
                 data = orjson.dumps(value, default=jsonable, option=CANONICAL)
             except TypeError:
                 data = canonical(value)
-            given.append((value, data))
+            given[id(value)] = (value, data)
             if data in self.cache or data in pending:
                 continue
             nulls = b"null" in data
@@ -208,7 +211,7 @@ class ContentWriter:
             pending[_exact(data)] = (nulls, content_hash(stored), stored, kind, value)
         if pending:
             self._store_pending(cur, pending)
-        self.prefetched.update((id(value), (value, self.cache[data])) for value, data in given)
+        self.prefetched.update((key, (value, self.cache[data])) for key, (value, data) in given.items())
 
     def _store_pending(self, cur, pending: dict[bytes, tuple[bool, bytes, bytes, str, Any]]) -> None:
         """`prefetch`'s second half: the contents the store does not hold inserted, and all of them remembered."""
