@@ -10,10 +10,14 @@ say the same: the export, the sessions, usage by day and model, search, the coun
 """
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
+import psycopg
 import pytest
 from conftest import NO_POSTGRES, POSTGRES, postgres_schema
+from helpers import query_db
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -184,3 +188,59 @@ def test_a_session_started_again_in_its_batch_goes_on_where_it_was(pair):
         detail = store.get_session(sid)
         assert [c["id"] for c in detail["calls"]] == [f"{sid}-c0", f"{sid}-c1", f"{sid}-c2"]
         assert [c["idx"] for c in detail["calls"]] == [0, 1, 2]
+
+
+def test_a_content_another_process_stores_while_the_batch_copies_is_read_back():
+    """A batch copies its new contents in one COPY after looking their digests up; another process that stores one
+    of them in between (its transaction still open at the lookup, committed while the COPY waits on the digest's
+    key) makes the COPY fail: the batch goes back to its savepoint, stores the rest as INSERTs that leave that one to
+    the other process, names the other's id, and commits whole (not written again event by event)."""
+    schemas = postgres_schema(), postgres_schema()
+    try:
+        _race_a_content(next(schemas[0]), next(schemas[1]))
+    finally:
+        for gen in schemas:
+            gen.close()
+
+
+def _race_a_content(url: str, elsewhere: str) -> None:
+    raced = {"role": "user", "content": "raced question"}
+
+    def batch(sid: str) -> list:
+        return [SessionStarted(session_id=sid, started_at="2026-04-01T10:00:00Z"),
+                CallRecorded(call_id=f"{sid}-c", session_id=sid, exchange_id=None, started_at="2026-04-01T10:00:00Z",
+                             request={"messages": [raced]}, response={"role": "assistant", "content": "own answer"})]
+    other = reasonlog.open_store(elsewhere)  # the other process's row, made as a store makes it
+    other.write_batch(batch("other"))
+    other.close()
+    row = query_db(elsewhere, "SELECT hash, kind, size, codec, dict_id, data FROM contents WHERE kind = 'message'"
+                              " ORDER BY id LIMIT 1")[0]
+    store = reasonlog.open_store(url)
+    written: list = []
+    with psycopg.connect(url) as conn:  # the other process: its row inserted, not yet committed
+        theirs = conn.execute("INSERT INTO contents (hash, kind, size, codec, dict_id, data) VALUES"
+                              " (%s, %s, %s, %s, %s, %s) RETURNING id", row).fetchone()[0]
+        writer = threading.Thread(target=lambda: written.append(store.write_batch(batch("s"))))
+        writer.start()
+        mine = conn.execute("SELECT pg_current_xact_id()::text::xid").fetchone()[0]
+        for _ in range(200):  # until the batch waits for this transaction (its COPY on the digest's key)
+            if conn.execute("SELECT COUNT(*) FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'"
+                            " AND transactionid = %s", (mine,)).fetchone()[0]:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the batch never waited for the other process's row")
+        conn.commit()
+        writer.join(30)
+    try:
+        assert written == [True]
+        assert store.status()["isolated_batches"] == 0
+        assert [cid for cid, in query_db(url, "SELECT id FROM contents WHERE kind = 'message' ORDER BY id")][:1] \
+            == [theirs]
+        assert query_db(url, "SELECT COUNT(*) FROM contents") == [(2,)]  # theirs and the answer
+        call = store.get_session("s")["calls"][0]
+        assert store.get_call(call["id"])["request"]["messages"] == [raced]
+        hits = store.search("raced question", SessionFilter(limit=None), limit=None)
+        assert [(h["session_id"], h["kind"]) for h in hits] == [("s", "message")]
+    finally:
+        store.close()

@@ -72,6 +72,7 @@ def billed_calls(cur, provider_message_ids: list[str]) -> dict[str, list[Twin]]:
     one for them all), so that a batch costs one lookup rather than one per call."""
     wanted = sorted(set(provider_message_ids))
     found: dict[str, list[Twin]] = {}
+    statements: list[tuple[str, list]]
     if binds_arrays(cur):
         statements = [(_BILLED_OF_ARRAY, [wanted])] if wanted else []
     else:
