@@ -419,8 +419,8 @@ class PostgresStore(pg_vectors.PgVectorStore, SQLStore):
         """Every row in one binary `COPY`, with ids taken first from the column's sequence in the rows' order (the ids
         one INSERT a row would give them). The batch looked the digests up first, so only a content another process
         stores meanwhile stops the COPY: then, back at a savepoint, the rows go as INSERTs that leave that one to the
-        other process and read its id back (`_insert_contents_racing`). Against a pipelined INSERT a row (10,205
-        contents in 156 batches of the medium workload): client CPU 0.17 -> 0.05 s, server 0.15 -> 0.10 s."""
+        other process and read its id back (`_insert_contents_racing`). Against a pipelined INSERT a row (10,200
+        contents in batches of 65): client CPU 0.16-0.17 -> 0.05-0.08 s, server 0.15-0.16 -> 0.10-0.13 s."""
         ids = [i for (i,) in cur.execute(_NEW_CONTENT_IDS, (len(rows),)).fetchall()]
         cur.execute("SAVEPOINT contents")
         try:
