@@ -106,7 +106,9 @@ class _Cursor:
         """Insert rows with one `COPY ... FROM STDIN`: one statement for them all. With the columns' `types`, in
         PostgreSQL's binary format (bytes sent as they are)."""
         binary = " (FORMAT BINARY)" if types else ""
-        with self._cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN{binary}") as copy:  # type: ignore[arg-type]
+        # A cursor of its own, as `executemany`'s: the rows this one holds stay readable.
+        with self._conn.cursor() as cur, \
+                cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN{binary}") as copy:  # type: ignore[arg-type]
             if types:
                 copy.set_types(list(types))
             for row in rows:
