@@ -131,12 +131,18 @@ def trigger_sql(dialect: str) -> str:
     return "".join(out)
 
 
+_KEY_AND_BUCKET = "1, 2, 3, 4, 5, 6"  # latency_daily's key and bucket, as `_add_calls`'s grouped upsert names them
+
+
 def calls_added_sql() -> str:
     """Migration 24 (PostgreSQL): `latency_daily_insert` made a statement trigger. It adds the calls one statement
     inserted (a batch's `COPY`, store/postgres.py) in one grouped upsert, where the row trigger ran a PL/pgSQL call and
     an upsert per call (72 us a call: 0.36 s of the 0.48 s the server spent inserting the medium workload's 5,000
     calls). SQLite keeps its row trigger (it has no transition tables)."""
-    body = _add_calls("+", "r", "true", rows="new_calls r")
+    # In the keys' order: two writers' triggers then lock the rows they both add to in one order (a row trigger took
+    # them in the order of each batch's calls, and two batches could wait for each other).
+    grouped = _add_calls("+", "r", "true", rows="new_calls r")
+    body = grouped.replace(" ON CONFLICT", f" ORDER BY {_KEY_AND_BUCKET} ON CONFLICT", 1)
     return ("DROP TRIGGER latency_daily_insert ON calls;\nDROP FUNCTION latency_daily_insert();\n"
             "CREATE FUNCTION latency_daily_insert() RETURNS trigger LANGUAGE plpgsql AS $body$\nBEGIN\n"
             f"    {body};\n    RETURN NULL;\nEND\n$body$;\n"
