@@ -202,6 +202,6 @@ def ui(obj, port, no_browser):
         click.echo(f"open {sign_in} (it signs you in once)", err=True)
     else:
         threading.Thread(target=open_browser, daemon=True).start()
-    config = uvicorn.Config(create_app(lambda: open_store_or_read_only(path), login_token=token),
+    config = uvicorn.Config(create_app(lambda: open_store_or_read_only(path), login_token=token, settle_heap=True),
                             log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])

@@ -9,8 +9,8 @@ walks. The process freezes once its start-up is done, and again after a request 
 (the routes import what they need on first use), each time after a full collection so that no garbage is frozen.
 What a request makes and drops is collected as before.
 
-Only `reasonlog serve` asks for it (`create_app(settle_heap=True)`): a process that builds apps and drops them
-(the tests) must not keep them frozen, and the app's shutdown unfreezes.
+Only `reasonlog serve` and `reasonlog ui` ask for it (`create_app(settle_heap=True)`): a process that builds apps
+and drops them (the tests) must not keep them frozen, and the app's shutdown unfreezes.
 """
 from __future__ import annotations
 
