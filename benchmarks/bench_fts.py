@@ -140,9 +140,10 @@ class Blocks16(Blocks):
 
 class Words(Layout):
     tables = [f"CREATE VIRTUAL TABLE f USING {WORDS}", AUTOMERGE_8,
-              "CREATE TABLE w (word TEXT PRIMARY KEY) WITHOUT ROWID", "CREATE TABLE wb (id INTEGER PRIMARY KEY, words TEXT)",
-              f"CREATE VIRTUAL TABLE wv USING {TRIGRAM}",
-              f"CREATE VIRTUAL TABLE temp.b USING {WORDS}", "CREATE VIRTUAL TABLE temp.bv USING fts5vocab(temp, b, row)"]
+              "CREATE TABLE w (word TEXT PRIMARY KEY) WITHOUT ROWID",
+              "CREATE TABLE wb (id INTEGER PRIMARY KEY, words TEXT)", f"CREATE VIRTUAL TABLE wv USING {TRIGRAM}",
+              f"CREATE VIRTUAL TABLE temp.b USING {WORDS}",
+              "CREATE VIRTUAL TABLE temp.bv USING fts5vocab(temp, b, row)"]
 
     def write(self, batch: list[tuple[int, str]]) -> None:
         super().write(batch)

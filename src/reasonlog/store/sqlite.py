@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from . import imported, liveness, opening
-from .fts_pending import PendingFts5Index
 from .dbapi import Cursor
+from .fts_pending import PendingFts5Index
 from .schema import SQLITE_MIGRATIONS
 from .sql import SQLStore
 from .terms import StoreError
@@ -363,17 +363,19 @@ class SQLiteStore(SQLStore):
             self._vectors.close()
 
     def _index_waiting(self) -> None:
-        """Index what this object left waiting (store/fts_pending.py), so that a closed file waits for nothing."""
+        """Index what this object left waiting (store/fts_pending.py): a file closed by its only writer waits for
+        nothing."""
         if self.read_only or not self.index.texts:
             return
+
         def index(cur: Cursor) -> int:
             self._follow_prunes(cur)
             return self.index.catch_up(cur)
 
         try:
             self._write(index)
-        except (StoreError, sqlite3.Error):  # read only on disk, full, locked: what waits is still found, and indexed by a later write
-            self.index.forget()
+        except (StoreError, sqlite3.Error):
+            self.index.forget()  # read only on disk, full, locked: what waits is still found, indexed by a later write
 
 
 def _inserted(cur: sqlite3.Cursor) -> int:
