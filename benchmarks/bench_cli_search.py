@@ -19,9 +19,9 @@ search (`store.keyword_search`, 60 hits), the vector half (`store.vector_search`
 
 With `--baseline SRC` (issue 34's figure: a CLI search under 0.3 s of CPU) it measures instead the CPU seconds (user +
 system of the child, from wait4) of `reasonlog search Q --json --limit 10`, one process a query, on the spotter
-transcripts imported once with this tree (nothing embedded: the default mode is `text`), for compare_agentsview.py's
-six queries, run by the code in SRC and by this tree in turn, interleaved, `--runs` times (each tree on the
-transcripts imported by itself, so that each reads its own schema); it prints the mean CPU of each tree, their ratio,
+transcripts imported by each tree (nothing embedded: the default mode is `text`), for compare_agentsview.py's
+six queries, run by the code in SRC and by this tree in turn, interleaved, `--runs` times (each on its own import, so
+that each reads its own schema); it prints the mean CPU of each tree, their ratio,
 and whether both printed the same hits.
 """
 from __future__ import annotations
