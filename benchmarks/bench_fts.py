@@ -10,8 +10,8 @@ gives and the CPU of asking for them (microseconds, the median of 30):
 
 - `main` (the baseline): contentless FTS5, trigram tokenizer, `detail=none`, `columnsize=0`, `automerge` 8, each batch
   indexed in its own transaction (migration 6 to 24);
-- `(b) waiting rows, caught up every 1 MB`: the same index, but each batch only notes its rows in `search_pending`
-  and a batch that brings the waiting text to 1,000,000 characters indexes all of it (store/fts_pending.py, migration
+- `(b) waiting rows, caught up every 0.5 MB`: the same index, but each batch only notes its rows in `search_pending`
+  and a batch that brings the waiting text to 500,000 characters indexes all of it (store/fts_pending.py, migration
   25). A query then also takes the waiting rows as candidates (none here: the last rows are indexed at close);
 - `(c) blocks of N texts`: one index row for N texts joined, so a query's candidates are every text of each block
   found (the approach of PostgreSQL's migration 20, store/pg_search.py);
@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "shared" / "bench")
 import workload  # noqa: E402
 
 BATCH = 42
-CAUGHT_UP = 1_000_000
+CAUGHT_UP = 500_000
 TRIGRAM = "fts5(t, content='', detail=none, columnsize=0, tokenize='trigram case_sensitive 1')"
 WORDS = "fts5(t, content='', detail=none, columnsize=0, tokenize=\"ascii tokenchars '_'\")"
 AUTOMERGE_8 = "INSERT INTO f(f, rank) VALUES ('automerge', 8)"
@@ -182,7 +182,7 @@ class Words(Layout):
 
 
 LAYOUTS: dict[str, type[Layout]] = {"main: trigram, a commit a batch": Layout,
-                                    "(b) waiting rows, caught up every 1 MB": Waiting,
+                                    "(b) waiting rows, caught up every 0.5 MB": Waiting,
                                     "(c) blocks of 16 texts": Blocks16, "(c) blocks of 64 texts": Blocks,
                                     "(a) words + trigram vocabulary": Words}
 

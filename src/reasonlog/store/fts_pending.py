@@ -18,8 +18,8 @@ from ..parts import searchable_text
 from . import reading, search
 from .content import Dictionaries
 
-CHARS = 1_000_000  # text waiting before it is indexed: a search reads at most about this much beside the index
-ROWS = 1_000
+CHARS = 500_000  # text waiting before it is indexed: a search reads at most about this much beside the index
+ROWS = 500
 KINDS = search.PENDING_KIND
 _INDEX_OF = {kind: index for index, kind in KINDS.items()}
 _TABLE_OF = {0: "contents", **{KINDS[index]: table for table, index in search.RECORD_TABLES.items()}}
