@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..parts import searchable_text
 from . import reading, search
 from .content import Dictionaries
+from .terms import StoreError
 
 CHARS = 500_000  # text waiting before it is indexed: a search reads at most about this much beside the index
 ROWS = 500
@@ -45,7 +46,7 @@ class PendingFts5Index(search.Fts5Index):
     def remove(self, cur, index: str, rows: list[tuple[int, str]]) -> None:  # type: ignore[override]
         kind = KINDS[index]
         for rid, _ in rows:
-            self.texts.pop((kind, rid), None)
+            self.chars -= len(self.texts.pop((kind, rid), ""))
         search.Fts5Index.remove(cur, index, rows)
 
     def forget(self) -> None:
@@ -76,7 +77,11 @@ def _read_back(cur, keys: list[tuple[int, int]]) -> dict[tuple[int, int], str]:
     for start in range(0, len(contents), 500):
         chunk = contents[start:start + 500]
         reader.load(chunk)
-        out.update(((0, cid), search.index_form(searchable_text(reader.get(cid)))) for cid in chunk)
+        for cid in chunk:
+            try:
+                out[(0, cid)] = search.index_form(searchable_text(reader.get(cid)))
+            except StoreError:  # gone without leaving the table (never by the store's own deletes): nothing to index
+                out[(0, cid)] = ""
         reader.memo.clear()
     for kind, table in _TABLE_OF.items():
         rowids = [rid for k, rid in keys if k == kind]
