@@ -6,30 +6,15 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from search_cases import drawn_query, found, scanned, session, texts
 
-from reasonlog.model import CallRecorded, SessionStarted
-from reasonlog.parts import searchable_text
-from reasonlog.store import SessionFilter, fts_pending, open_store
+from reasonlog.store import fts_pending, open_store
 from reasonlog.store.maintenance import PruneCriteria
-from reasonlog.store.search import Query, index_form
 from reasonlog.store.terms import StoreError
 
-EVERYTHING = SessionFilter(limit=None)
 INDEXES = ("contents_search", "tool_results_search", "outcomes_search", "reasoning_records_search")
-
-
-def session(sid: str, minute: int, texts: list[str]) -> list:
-    at = f"2025-07-01T10:{minute % 60:02d}:00Z"
-    return [SessionStarted(session_id=sid, started_at=at, agent="a"),
-            CallRecorded(call_id=f"{sid}-c", session_id=sid, exchange_id=None, started_at=at,
-                         request={"model": "m", "messages": [{"role": "user", "content": t} for t in texts]},
-                         response={"role": "assistant", "content": "ok"}, model="m")]
-
-
-def found(store, text: str) -> list[tuple[str, int]]:
-    return [(h["session_id"], h["message_idx"]) for h in store.search(text, EVERYTHING, limit=None)]
 
 
 def waiting(path) -> int:
@@ -130,10 +115,6 @@ def test_a_file_from_before_schema_25_is_upgraded_and_searches_the_same(tmp_path
     sound(path)
 
 
-ALPHABET = "ab c\n\t_%\\éÉ日本xΣ"
-texts = st.text(st.sampled_from(ALPHABET), max_size=24)
-
-
 @pytest.fixture(scope="module")
 def lite(tmp_path_factory):
     """One SQLite store, written the batches of the property below, with a threshold low enough that some batches
@@ -158,16 +139,5 @@ def test_search_finds_what_a_scan_finds_whether_texts_wait_or_are_indexed(lite, 
         events += session(sid, first + k, said)
         written.append((sid, said))
     store.write_batch(events)
-    low = index_form(data.draw(st.sampled_from([t for _, said in written[first:] for t in said])))
-    start = data.draw(st.integers(0, max(len(low) - 1, 0)))
-    query = data.draw(st.one_of(st.just(low[start:data.draw(st.integers(start, len(low)))]), texts,
-                                st.builds(lambda a, b: f'"{a}" OR {b}', st.text("abcé日本 ", min_size=1, max_size=5),
-                                          st.text("abcx", min_size=1, max_size=3))))
-    assume(query.strip())
-    try:
-        parsed = Query.parse(query)
-    except StoreError:
-        assume(False)
-    scan = sorted((sid, n) for sid, said in written for n, text in enumerate([*said, "ok"])
-                  if parsed.first_in(searchable_text(text).lower()))
-    assert sorted(found(store, query)) == scan
+    query, parsed = drawn_query(data, [t for _, said in written[first:] for t in said])
+    assert sorted(found(store, query)) == scanned(written, parsed)
