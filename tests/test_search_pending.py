@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from search_cases import drawn_query, found, scanned, session, texts
 
-from reasonlog.store import fts_pending, open_store
+from reasonlog.store import SessionFilter, fts_pending, keywords, open_store
 from reasonlog.store.maintenance import PruneCriteria
 from reasonlog.store.terms import StoreError
 
@@ -141,3 +141,32 @@ def test_search_finds_what_a_scan_finds_whether_texts_wait_or_are_indexed(lite, 
     store.write_batch(events)
     query, parsed = drawn_query(data, [t for _, said in written[first:] for t in said])
     assert sorted(found(store, query)) == scanned(written, parsed)
+
+
+def ranked(store, text: str) -> list[tuple[str, int, str, float]]:
+    return [(h["session_id"], h["message_idx"], h["kind"], h["score"])
+            for h in store.keyword_search(text, SessionFilter(limit=None), limit=5)]
+
+
+def test_keyword_ranking_is_the_same_whether_texts_wait_or_are_indexed(tmp_path, monkeypatch):
+    """Keyword ranking reads a few hundred candidates at most; a waiting text is a candidate for a word only where the
+    index would find it, so texts waiting ahead of the indexed ones do not crowd the ranking (they did: every waiting
+    row was a candidate for every word, with the highest bound, and was read first)."""
+    monkeypatch.setattr(keywords, "VERIFIED", 4)  # a small budget, as the waiting rows would have used it up
+    monkeypatch.setattr(keywords, "VERIFIED_PER_HIT", 1)
+    indexed_first = [f"the migration of table {k} failed" for k in range(3)] + ["the gateway migration timed out"]
+    waiting_later = [f"unrelated note number {k}" for k in range(6)] + ["gateway gateway and the migration"]
+    rankings = []
+    for name, threshold in (("waits", 10 ** 9), ("indexed", 1)):
+        monkeypatch.setattr(fts_pending, "CHARS", 10 ** 9)
+        store = open_store(tmp_path / f"{name}.db")
+        store.write_batch(session("s1", 1, indexed_first))
+        store.close()  # indexed
+        store = open_store(tmp_path / f"{name}.db")
+        monkeypatch.setattr(fts_pending, "CHARS", threshold)
+        store.write_batch(session("s2", 2, waiting_later))
+        assert waiting(tmp_path / f"{name}.db") == (7 if name == "waits" else 0)
+        rankings.append(ranked(store, "gateway migration"))
+        store.close()
+    assert rankings[0] == rankings[1]
+    assert [(sid, idx) for sid, idx, _, _ in rankings[0][:2]] == [("s2", 6), ("s1", 3)]
