@@ -535,4 +535,16 @@ CREATE INDEX exchanges_reporting ON exchanges(session_id, id) WHERE """ + REPORT
 -- Nothing changes in a SQLite file: PostgreSQL's migration 23 makes each block of its trigram index hold its contents'
 -- texts whole, so that a content's own text is checked in SQL (store/pg_search.py). FTS5 indexes each content alone.
 """),
+    Migration(25, "text waits to be indexed in bulk", """
+-- Rows of the full-text indexes may wait before they are indexed: the writer notes each new content (kind 0), tool
+-- result (1), outcome (2) and reasoning record (3) here by id, and indexes every waiting row in one transaction once
+-- enough text waits (store/fts_pending.py), since FTS5's work at each commit cost as much as the text's own. A
+-- search takes every waiting row as a candidate and checks its stored text, as it does whatever the index finds.
+-- Nothing waits in an existing file: its indexes stay as they are. No NULLs.
+CREATE TABLE search_pending (
+    kind INTEGER NOT NULL,
+    id INTEGER NOT NULL,
+    PRIMARY KEY (kind, id)
+) WITHOUT ROWID;
+"""),
 )

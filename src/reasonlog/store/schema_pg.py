@@ -414,4 +414,8 @@ CREATE INDEX exchanges_reporting ON exchanges(session_id, id) WHERE """ + REPORT
 -- trigram index finds a block; each content's own text then decides, in SQL, before any content is read. Python
 -- refills the table from every stored content.
 """, python=pg_search.index_segments),
+    Migration(25, "text waits to be indexed in bulk", """
+-- Nothing changes on PostgreSQL: SQLite's migration 25 lets rows wait before its FTS5 index takes them
+-- (store/fts_pending.py); PostgreSQL indexes a batch's contents in blocks as they are written (store/pg_search.py).
+"""),
 )
