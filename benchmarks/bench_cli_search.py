@@ -19,9 +19,10 @@ search (`store.keyword_search`, 60 hits), the vector half (`store.vector_search`
 
 With `--baseline SRC` (issue 34's figure: a CLI search under 0.3 s of CPU) it measures instead the CPU seconds (user +
 system of the child, from wait4) of `reasonlog search Q --json --limit 10`, one process a query, on the spotter
-transcripts imported once with this tree (nothing embedded: the default mode is `text`), for compare_agentsview.py's
-six queries, run by the code in SRC and by this tree in turn, interleaved, `--runs` times; it prints the mean CPU of
-each tree, their ratio, and whether both printed the same hits.
+transcripts imported by each tree (nothing embedded: the default mode is `text`), for compare_agentsview.py's
+six queries, run by the code in SRC and by this tree in turn, interleaved, `--runs` times (each on its own import, so
+that each reads its own schema); it prints the mean CPU of each tree, their ratio,
+and whether both printed the same hits.
 """
 from __future__ import annotations
 
@@ -152,16 +153,17 @@ def cpu_against(baseline: Path, runs: int) -> None:
 
     trees = {"baseline": baseline, "this tree": REPO / "src"}
     with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "spotter.db"
-        subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "import", str(SPOTTER)], check=True,
-                       env={**os.environ, "PYTHONPATH": str(trees["this tree"])}, capture_output=True)
+        dbs = {name: Path(folder) / f"spotter-{n}.db" for n, name in enumerate(trees)}  # each tree's own schema
+        for name, src in trees.items():
+            subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(dbs[name]), "import", str(SPOTTER)],
+                           check=True, env={**os.environ, "PYTHONPATH": str(src)}, capture_output=True)
         cpu: dict[str, list[float]] = {name: [] for name in trees}
         same = True
         for _ in range(runs):
             for q in CPU_QUERIES:
                 printed = {}
                 for name, src in trees.items():
-                    seconds, printed[name] = cpu_of_search(src, db, q)
+                    seconds, printed[name] = cpu_of_search(src, dbs[name], q)
                     cpu[name].append(seconds)
                 same &= printed["baseline"] == printed["this tree"]
     mean = {name: statistics.mean(xs) for name, xs in cpu.items()}

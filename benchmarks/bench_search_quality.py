@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/bench_search_quality.py                  # every mode, k = 10
     .venv/bin/python benchmarks/bench_search_quality.py --modes text,hybrid --json
     .venv/bin/python benchmarks/bench_search_quality.py --subprocess     # one `python -m reasonlog` per query
+    .venv/bin/python benchmarks/bench_search_quality.py --answers A.json # each query's hits kept in A.json
+    .venv/bin/python benchmarks/bench_search_quality.py --compare A.json # which queries moved since A.json, and how
 
 Builds a fresh database in a temporary folder with `reasonlog import` of the importable real fixtures
 (`../shared/fixtures/real`, the paths listed in `search_queries.json`: the same set every run), resolves every
@@ -13,8 +15,13 @@ recall@10 and MRR at the session level and at the message level, how many querie
 each figure to `text-any` measured in the same run. A mode the CLI does not offer is reported as not available, and
 one whose search fails as failed. The exit status is 1 when hybrid was measured and does not beat full-text search
 (`text`, `text-any` and `keywords`, each where available: higher session recall@10 and higher session MRR), 2 when a
-target does not resolve. `--after-import ARGS` runs a reasonlog command on the fresh database first (an index a mode
-needs, say).
+target does not resolve or `--keep` names a folder that already holds a database (the import would add nothing and
+`embed` would cut nothing new: the figures would be those of the code that built it). `--after-import ARGS` runs a
+reasonlog command on the fresh database first (an index a mode needs, say).
+
+`--answers FILE` writes each query's targets and each mode's hits in order; `--compare FILE` lists, per mode, the
+queries whose first target's session or message rank or whose recall moved since such a file, better or worse: a
+figure that changes is explained query by query, not by its mean.
 
 Targets are named stably, never by session id: a fixture file (relative to the fixtures folder; the sessions the
 import reports for that file, optionally only those of one `agent`) and a piece of text that occurs in exactly one
@@ -270,6 +277,7 @@ class ModeResult:
     seconds: float = 0.0
     by_style: dict | None = None
     per_query: list | None = None
+    answers: dict | None = None  # query id: its hits (for --answers; not in --json)
 
 
 def score(qset: dict, targets: dict[str, list[Key]], answers: dict[str, list[dict]], k: int = K) -> dict:
@@ -302,7 +310,71 @@ def measure(db: Path, qset: dict, targets: dict[str, list[Key]], mode: str, k: i
                   "first_target_rank": next((r for r, key in enumerate(message_ranking(answers[q["id"]]), 1)
                                              if key in set(targets[q["id"]])), None)} for q in qset["queries"]]
     return ModeResult(mode, None, fig["session_recall"], fig["session_mrr"], fig["message_recall"], fig["message_mrr"],
-                      fig["no_hit"], fig["queries"], seconds, fig["by_style"], per_query)
+                      fig["no_hit"], fig["queries"], seconds, fig["by_style"], per_query, answers)
+
+
+# ------------------------------------------------------------------ answers kept, and which queries moved since
+
+Places = tuple[int | None, int | None, float, float]
+
+
+def answers_record(k: int, targets: dict[str, list[Key]], answers: dict[str, dict[str, list[dict]]]) -> dict:
+    """What `--answers FILE` writes: each query's targets and, per mode, its hits in order (place, kind, score)."""
+    return {"k": k, "targets": {q: [list(key) for key in keys] for q, keys in targets.items()},
+            "modes": {mode: {q: [[h["session_id"], h["message_idx"], h["kind"], h.get("tool_use_id"), h.get("score")]
+                                 for h in hits] for q, hits in by_query.items()} for mode, by_query in answers.items()}}
+
+
+def places(hits: Sequence[dict], keys: Collection[Key], k: int = K) -> Places:
+    """(rank of the first target's session, rank of the first target message, session recall@k, message recall@k) of
+    one answer; a rank past k is None."""
+    sessions, messages = session_ranking(hits), message_ranking(hits)
+    wanted, found = {s for s, _ in keys}, set(keys)
+    s_recall, s_rr = query_scores(sessions, wanted, k)
+    m_recall, m_rr = query_scores(messages, found, k)
+    return (round(1 / s_rr) if s_rr else None, round(1 / m_rr) if m_rr else None, s_recall, m_recall)
+
+
+def moves(old: dict, new: dict) -> list[tuple[str, str, Places, Places]]:
+    """(mode, query id, places before, places after) of each query whose places differ between two `answers_record`s,
+    in the modes and queries both hold; each record's answers against its own targets."""
+    def of(record: dict, mode: str, query: str) -> Places:
+        hits = [{"session_id": row[0], "message_idx": row[1]} for row in record["modes"][mode][query]]
+        return places(hits, [tuple(key) for key in record["targets"][query]], new["k"])
+
+    out = []
+    for mode in (m for m in new["modes"] if m in old["modes"]):
+        for query in (q for q in new["modes"][mode] if q in old["modes"][mode]):
+            before, after = of(old, mode, query), of(new, mode, query)
+            if before != after:
+                out.append((mode, query, before, after))
+    return out
+
+
+def direction(before: Places, after: Places) -> str:
+    """`better` when no figure of a moved query got worse, `worse` when none got better, else `mixed`."""
+    def goods(p: Places) -> tuple[float, ...]:
+        return (1 / p[0] if p[0] else 0.0, 1 / p[1] if p[1] else 0.0, p[2], p[3])
+
+    pairs = list(zip(goods(before), goods(after), strict=True))
+    return "better" if all(a >= b for b, a in pairs) else "worse" if all(a <= b for b, a in pairs) else "mixed"
+
+
+def report_moves(qset: dict, old: dict, new: dict, source: Path) -> None:
+    found = moves(old, new)
+    asked = {q["id"]: q for q in qset["queries"]}
+    for mode in (m for m in new["modes"] if m in old["modes"]):
+        mine = [m for m in found if m[0] == mode]
+        ways = [direction(b, a) for _, _, b, a in mine]
+        print(f"{mode} against {source}: {len(mine)} of {len(new['modes'][mode])} queries moved"
+              f" ({ways.count('better')} better, {ways.count('worse')} worse, {ways.count('mixed')} mixed)")
+        for (_, q, b, a), way in zip(mine, ways, strict=True):
+            def rank(r: int | None) -> str:
+                return "-" if r is None else str(r)
+
+            print(f"  {q} {asked.get(q, {}).get('style', '?'):<10} {way:<6} session rank {rank(b[0])} -> {rank(a[0])},"
+                  f" message rank {rank(b[1])} -> {rank(a[1])}; recall session {b[2]:.2f} -> {a[2]:.2f}, message"
+                  f" {b[3]:.2f} -> {a[3]:.2f}  {asked.get(q, {}).get('query', '')!r}")
 
 
 def beats_full_text(results: dict[str, ModeResult]) -> bool | None:
@@ -363,11 +435,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--after-import", action="append", default=[], metavar="ARGS",
                     help="reasonlog arguments to run on the database after the import (repeatable), e.g. a command"
                          " that builds what a search mode needs")
+    ap.add_argument("--answers", type=Path, metavar="FILE", help="write each query's targets and hits here (JSON)")
+    ap.add_argument("--compare", type=Path, metavar="FILE",
+                    help="list the queries that moved since an --answers FILE, per mode")
     args = ap.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     if unknown := [m for m in modes if m not in MODES]:
         ap.error(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
     qset = load_set(args.queries)
+    if args.keep and (args.keep / "quality.db").exists():
+        print(f"{args.keep / 'quality.db'} exists: its sessions would not be imported again nor cut again for `embed`,"
+              " so the figures would be those of the code that built it; name a fresh folder", file=sys.stderr)
+        return 2
+    try:
+        old = json.loads(args.compare.read_text()) if args.compare else None
+    except (OSError, ValueError) as exc:
+        print(f"{args.compare}: not an --answers file ({exc})", file=sys.stderr)
+        return 2
     from reasonlog.store import SessionFilter, open_store
 
     with tempfile.TemporaryDirectory(prefix="h24quality-") as tmp:
@@ -389,12 +473,19 @@ def main(argv: list[str] | None = None) -> int:
         for mode, why in availability(modes).items():
             results[mode] = ModeResult(mode, unavailable=why) if why else \
                 measure(db, qset, targets, mode, args.k, not args.subprocess)
+    record = answers_record(args.k, targets, {m: r.answers for m, r in results.items() if r.answers is not None})
+    if args.answers:
+        args.answers.write_text(json.dumps(record))
     if args.json:
         print(json.dumps({"k": args.k, "queries": len(qset["queries"]), "corpus": corpus,
                           "hybrid_beats_full_text": beats_full_text(results),
-                          "modes": {m: vars(r) for m, r in results.items()}}, indent=2))
+                          "modes": {m: {f: v for f, v in vars(r).items() if f != "answers"}
+                                    for m, r in results.items()},
+                          "moved": None if old is None else moves(old, record)}, indent=2))
     else:
         report(qset, targets, results, args.k, corpus)
+        if old is not None:
+            report_moves(qset, old, record, args.compare)
     return 1 if beats_full_text(results) is False else 0
 
 

@@ -304,6 +304,45 @@ def test_once_answered_the_check_runs_beside_the_reads_which_take_the_last_answe
         store.close()
 
 
+class SlowToCount:
+    """The record as PostgreSQL's is at 5,000,000 messages under another database's writes: its change marker moves
+    on every look and its mark takes 0.2 s to count (a spy around the real store, counting its counts)."""
+
+    def __init__(self, store):
+        self.store, self.counted, self.looks = store, 0, 0
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def change_marker(self):
+        self.looks += 1
+        return self.looks
+
+    def mirror_mark(self):
+        self.counted += 1
+        time.sleep(0.2)
+        return self.store.mirror_mark()
+
+
+def test_a_slow_check_is_asked_again_only_after_twenty_times_its_own_time(tmp_path, target):
+    """The record's count takes no more than a twentieth of the server's time: after a 0.2 s count, the next is
+    not asked for 4 s however often the marker moves and the reads come (each read takes the last answer)."""
+    store, mirror, _ = served_archive(tmp_path / "a.db", target, 1)
+    try:
+        push.push(store, mirror.engine, mirror.src)
+        slow = SlowToCount(store)
+        served = reader.Mirrored(slow, mirror)
+        served.CHECK_EVERY_S = 0.05
+        assert served.caught_up() is True  # the first check: 0.2 s
+        until = time.monotonic() + 2.0
+        while time.monotonic() < until:
+            assert served.caught_up() is True
+            time.sleep(0.01)
+        assert slow.counted == 1  # every 0.05 s before: ten counts, two of every three seconds spent counting
+    finally:
+        store.close()
+
+
 @pytest.mark.slow  # half a minute a engine: each route meets the missing mirror
 def test_a_mirror_that_cannot_be_read_leaves_the_answers_to_the_record(tmp_path, target):
     store, mirror, served = served_archive(tmp_path / "a.db", target, 2)

@@ -360,7 +360,8 @@ def _back_to_17(db) -> list[str]:
             "DELETE FROM _reasonlog_migrations WHERE number = 18"]
 
 
-_BACK_TO_12 = ["DELETE FROM _reasonlog_migrations WHERE number = 24",  # its trigger went with _back_to_17's
+_BACK_TO_12 = ["DROP TABLE IF EXISTS search_pending", "DELETE FROM _reasonlog_migrations WHERE number = 25",
+               "DELETE FROM _reasonlog_migrations WHERE number = 24",  # its trigger went with _back_to_17's
                "DELETE FROM _reasonlog_migrations WHERE number = 23",  # its whole texts go with contents_search below
                "DROP INDEX exchanges_reporting", "DELETE FROM _reasonlog_migrations WHERE number = 22",
                "DELETE FROM _reasonlog_migrations WHERE number = 21",  # its column and index go with unit_vectors
@@ -396,11 +397,11 @@ def test_a_database_upgraded_to_schema_13_counts_and_finds_what_it_held(db):
     for sql in _back_to_17(db) + _BACK_TO_12 + (_PG_WORD_INDEX if str(db).startswith("postgresql") else []):
         _tamper(db, sql)
     store = open_store(db)
-    assert store.schema_version() == 24  # 13, then 14 (replay_of), 15 (search by meaning), 16 (counted_in), 17
+    assert store.schema_version() == 25  # 13, then 14 (replay_of), 15 (search by meaning), 16 (counted_in), 17
     # (annotations), 18 (usage by day, model, agent, run and source), 19 (what names a content), 20 (search words
     # in blocks, PostgreSQL), 21 (vectors in pgvector where PostgreSQL has it), 22 (the exchanges that report a
     # cost), 23 (each content's text whole in its block, PostgreSQL), 24 (calls added to the latency histograms a
-    # statement at a time, PostgreSQL) again
+    # statement at a time, PostgreSQL), 25 (text waiting to be indexed, SQLite) again
     assert {by: query.stats(store, by, SessionFilter(limit=None)) for by in query.STAT_KEYS} == expected
     assert [(h["session_id"], h["kind"]) for h in store.search("bought", SessionFilter(limit=None))] == \
         [("day", "message")]

@@ -196,3 +196,75 @@ def test_the_set_names_only_fixture_files_that_exist():
         for t in q["targets"]:
             assert (bench.FIXTURES / t["file"]).is_file(), (q["id"], t["file"])
             assert not re.search(r"\b\d{2}[0-9A-HJKMNP-TV-Z]{24}\b", t["text"]), "a target names no session id"
+
+
+# ------------------------------------------------------------------ answers kept, and which queries moved since
+
+
+def test_a_kept_folder_that_already_holds_a_database_is_refused(tmp_path, capsys):
+    """`--keep` into a folder with a database would import nothing and embed nothing new: the units cut by the code
+    that built it stay, and the figures printed are that code's (how h34search recorded unchanged figures for a
+    change that moved them)."""
+    small = tmp_path / "set.json"
+    small.write_text('{"imports": ["claude-code-transcripts/spotter/short.jsonl"], "queries": []}')
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "quality.db").write_bytes(b"built by other code")
+    assert bench.main(["--keep", str(kept), "--queries", str(small), "--modes", "text"]) == 2
+    err = capsys.readouterr().err
+    assert f"{kept / 'quality.db'} exists" in err and "fresh" in err
+    assert (kept / "quality.db").read_bytes() == b"built by other code"
+
+
+def _record(targets: dict, answers: dict, k: int = 10) -> dict:
+    return bench.answers_record(k, targets, {"hybrid": {q: [{"session_id": s, "message_idx": i, "kind": "message",
+                                                             "tool_use_id": None, "score": 0.5} for s, i in hits]
+                                                        for q, hits in answers.items()}})
+
+
+def test_a_query_is_listed_as_moved_with_its_ranks_before_and_after():
+    targets = {"q1": [("s1", 2)], "q2": [("s2", 5), ("s2", 6)], "q3": [("s3", 0)]}
+    old = _record(targets, {"q1": [("s9", 1), ("s1", 7), ("s1", 2)], "q2": [("s2", 5)], "q3": [("s3", 0)]})
+    new = _record(targets, {"q1": [("s1", 2)], "q2": [("s8", 0), ("s2", 4)], "q3": [("s3", 0), ("s4", 1)]})
+    assert bench.moves(old, new) == [
+        ("hybrid", "q1", (2, 3, 1.0, 1.0), (1, 1, 1.0, 1.0)),
+        ("hybrid", "q2", (1, 1, 1.0, 0.5), (2, None, 1.0, 0.0))]
+    assert bench.moves(old, old) == []
+    assert bench.direction((2, 3, 1.0, 1.0), (1, 1, 1.0, 1.0)) == "better"
+    assert bench.direction((1, 1, 1.0, 0.5), (2, None, 1.0, 0.0)) == "worse"
+    assert bench.direction((1, None, 1.0, 0.0), (2, 4, 1.0, 0.5)) == "mixed"
+
+
+def test_a_record_written_as_json_compares_as_the_answers_it_was_made_from(tmp_path):
+    import json
+
+    targets = {"q1": [("s1", 2)]}
+    record = _record(targets, {"q1": [("s1", 2)]})
+    (tmp_path / "a.json").write_text(json.dumps(record))
+    back = json.loads((tmp_path / "a.json").read_text())
+    assert bench.moves(back, record) == [] and bench.moves(back, _record(targets, {"q1": [("s0", 0)]})) == [
+        ("hybrid", "q1", (1, 1, 1.0, 1.0), (None, None, 0.0, 0.0))]
+
+
+place = st.tuples(st.sampled_from(["s1", "s2", "s3"]), st.integers(0, 4))
+
+
+@settings(deadline=None)
+@given(targets=st.lists(place, min_size=1, max_size=3, unique=True), before=st.lists(place, max_size=12),
+       after=st.lists(place, max_size=12))
+def test_a_query_moves_exactly_when_one_of_its_four_figures_changed(targets, before, after):
+    old, new = _record({"q": targets}, {"q": before}), _record({"q": targets}, {"q": after})
+
+    def figures(hits):
+        sessions = bench.query_scores(bench.session_ranking(hits), {s for s, _ in targets})
+        messages = bench.query_scores(bench.message_ranking(hits), set(targets))
+        return sessions + messages
+
+    as_hits = [[{"session_id": s, "message_idx": i} for s, i in h] for h in (before, after)]
+    changed = figures(as_hits[0]) != figures(as_hits[1])
+    found = bench.moves(old, new)
+    assert (found != []) == changed
+    for _, _, b, a in found:
+        assert [1 / r if r else 0.0 for r in (b[0], b[1])] == [figures(as_hits[0])[1], figures(as_hits[0])[3]]
+        assert [1 / r if r else 0.0 for r in (a[0], a[1])] == [figures(as_hits[1])[1], figures(as_hits[1])[3]]
+        assert bench.direction(b, a) in ("better", "worse", "mixed")

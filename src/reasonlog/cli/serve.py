@@ -72,7 +72,7 @@ def serve(obj, host, port, max_body_mb, workers, summarizer, summarize_model, su
                         summarizer=make, summarize_every_s=summarize_every,
                         embedder=_embedder(path) if embed else None, embed_every_s=embed_every,
                         max_body_bytes=int(max_body_mb * (1 << 20)), exit_within_s=ending.EXIT_WITHIN_S,
-                        keep_days=keep_days, keep_every_s=keep_every)
+                        keep_days=keep_days, keep_every_s=keep_every, settle_heap=True)
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                     timeout_graceful_shutdown=shutdown_grace)
         return
@@ -202,6 +202,6 @@ def ui(obj, port, no_browser):
         click.echo(f"open {sign_in} (it signs you in once)", err=True)
     else:
         threading.Thread(target=open_browser, daemon=True).start()
-    config = uvicorn.Config(create_app(lambda: open_store_or_read_only(path), login_token=token),
+    config = uvicorn.Config(create_app(lambda: open_store_or_read_only(path), login_token=token, settle_heap=True),
                             log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])

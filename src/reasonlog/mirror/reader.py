@@ -328,14 +328,18 @@ class Mirrored:
     mirror is caught up. Whether it is, is asked at most once a second, and the record's mark is counted again only
     when the record changed: at 5,000,000 messages the count of its calls costs more than a mirrored answer. Once
     answered, it is asked again beside the requests, which take the last answer meanwhile: PostgreSQL's change
-    marker moves with any write on its server, and there the count takes 250 ms that no request should wait."""
+    marker moves with any write on its server, and there the count takes 250 ms that no request should wait. Nor
+    should it take the server's CPU: a check that took t seconds is not asked again for t / CHECK_SHARE seconds
+    (5 s after a 250 ms count), so the checks cost at most a twentieth of the time, whatever the record's size."""
 
     CHECK_EVERY_S = 1.0  # 0: asked again by every read, which waits for it (the tests')
+    CHECK_SHARE = 0.05  # the most of the time the checks may take
 
     def __init__(self, record: Record, mirror: MirrorReader):
         self._record, self._mirror = record, mirror
         self._lock = threading.Lock()
         self._checked: tuple[float, bool] = (float("-inf"), False)
+        self._spent = 0.0  # how long the last check took
         self._asking = False  # a check under way
         self._marked: tuple[object, str] | None = None  # the record's change marker, and its mark then
 
@@ -348,7 +352,8 @@ class Mirrored:
         beside the reads."""
         with self._lock:
             at, answer = self._checked
-            if self._asking or time.monotonic() - at < self.CHECK_EVERY_S:
+            every = self.CHECK_EVERY_S and max(self.CHECK_EVERY_S, self._spent / self.CHECK_SHARE)
+            if self._asking or time.monotonic() - at < every:
                 return answer
             self._asking = True
             beside = at != float("-inf") and self.CHECK_EVERY_S > 0
@@ -358,7 +363,7 @@ class Mirrored:
         return self._ask(False)
 
     def _ask(self, beside: bool) -> bool:
-        answer = False
+        answer, began = False, time.monotonic()
         try:
             try:
                 cursor = self._mirror.cursor()
@@ -370,7 +375,8 @@ class Mirrored:
                 raise
         finally:
             with self._lock:
-                self._checked, self._asking = (time.monotonic(), answer), False
+                now = time.monotonic()
+                self._checked, self._asking, self._spent = (now, answer), False, now - began
         return answer
 
 

@@ -19,7 +19,7 @@ from .. import __version__, query
 from ..store import ReadOnlyDatabase, Store, StoreError, keys
 from ..summaries import Summarizer
 from ..wire import HealthJSON, ModelDaysJSON, ReadyJSON
-from . import annotation_api, api, dashboard, ending, guards, ingest, mcp_route, otlp, records
+from . import annotation_api, api, dashboard, ending, guards, heap, ingest, mcp_route, otlp, records
 from .embedding import BackgroundEmbedding
 from .retention import BackgroundRetention
 from .stores import Stores
@@ -39,7 +39,7 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                max_body_bytes: int | None = None, open_reader: Callable[[], Store] | None = None,
                exit_within_s: float | None = None, login_token: str | None = None,
                embedder: Callable[[], Any] | None = None, embed_every_s: float = 30.0,
-               keep_days: float | None = None, keep_every_s: float = 3600.0) -> FastAPI:
+               keep_days: float | None = None, keep_every_s: float = 3600.0, settle_heap: bool = False) -> FastAPI:
     """The app over the store `open_store` opens (once, on first use). `deployment_mode` is echoed by /reasoning.
 
     `open_reader`: open a second, read-only store for every route that only reads, so that reads never wait
@@ -54,7 +54,9 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
     `embedder`: make one to embed new text for search by meaning in the background every `embed_every_s` seconds
     (server/embedding.py); `app.state.embedding` is that background job, else None.
     `keep_days`: prune the sessions last active more than this many days ago, every `keep_every_s` seconds, through a
-    store `open_store` opens for it (server/retention.py); `app.state.retention` is that job, else None."""
+    store `open_store` opens for it (server/retention.py); `app.state.retention` is that job, else None.
+    `settle_heap`: keep the process's long-lived objects out of the collector's full passes (server/heap.py;
+    `reasonlog serve` sets it: a process that makes apps and drops them must not)."""
     stores = Stores(open_store, open_reader)
     background = None if summarizer is None else BackgroundSummaries(stores.writer.get, summarizer,
                                                                       summarize_every_s)
@@ -69,6 +71,8 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
         for job in (background, embedding, retention):
             if job is not None:
                 job.start()
+        if settle_heap:
+            heap.settle()
         try:
             async with mcp_running() if mcp_running is not None else contextlib.nullcontext():
                 yield
@@ -80,6 +84,8 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                 if job is not None:
                     job.stop()
             stores.close()
+            if settle_heap:
+                heap.release()
 
     app = FastAPI(title="reasonlog", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None, dependencies=[Depends(guards.refuse_nul)],
@@ -112,6 +118,8 @@ def create_app(open_store: Callable[[], Store], deployment_mode: str = "local",
                                      get_writer=stores.writer.get)
     _add_docs(app, Depends(_requires(stores, "read", cookie=dashboard.COOKIE)))
     app.add_middleware(guards.StoreFailures, stores=stores, html_page=dashboard.error_page)
+    if settle_heap:
+        app.add_middleware(heap.Settling)
     return app
 
 
@@ -199,7 +207,7 @@ def app_from_environment() -> FastAPI:
     return serve_app(os.environ["REASONLOG_SERVE_DB"], mirror=os.environ.get("REASONLOG_SERVE_MIRROR") or None,
                      deployment_mode=os.environ.get("REASONLOG_DEPLOYMENT_MODE", "local"),
                      max_body_bytes=int(os.environ.get("REASONLOG_SERVE_MAX_BODY", ingest.MAX_BYTES)),
-                     exit_within_s=ending.EXIT_WITHIN_S, **_keep_from_environment())
+                     exit_within_s=ending.EXIT_WITHIN_S, settle_heap=True, **_keep_from_environment())
 
 
 def _keep_from_environment() -> dict[str, float]:

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from . import reading
 from .content import Dictionaries
-from .search import Query, grams_of, record_text, snippet_of
+from .search import PENDING_KIND, Fts5Index, Query, grams_of, index_form, record_text, snippet_of, stored_records
 from .terms import SessionFilter, StoreError
 
 STOPWORDS = frozenset("""
@@ -66,8 +66,8 @@ def keyword_search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limi
     words = words_of(text)
     if not words or limit <= 0:
         return []
-    found = _candidates(cur, words, index, total)
     reader = reading.ContentReader(cur.connection.cursor(), dicts)
+    found = _candidates(cur, words, index, total, _waiting(cur, reader, index))
     where, args = reading.filter_sql(replace(flt, limit=None, text=None))
     hits: list[dict] = []
     bound = found.in_bound_order()[:verified(limit)]
@@ -137,10 +137,11 @@ class Found:
         return [key for b in sorted(buckets, reverse=True) for key in sorted(buckets[b], reverse=True)]
 
 
-def _candidates(cur, words: list[str], index, total: int) -> Found:
+def _candidates(cur, words: list[str], index, total: int, waiting: dict[int, str]) -> Found:
     """The records whose index entry may hold a word of the query, and the words' weights. A common word (more than
     CAP records in a table) lists no candidates of its own unless every word is common, and every candidate may
-    hold it."""
+    hold it. `waiting`: the index form of the records not indexed yet (SQLite, store/fts_pending.py), each a
+    candidate for a word exactly when the index would find it there, so that nothing moves when they are indexed."""
     total = max(total, 1)
     out = Found(words)
     listed: dict[str, list[int]] = {}
@@ -149,16 +150,20 @@ def _candidates(cur, words: list[str], index, total: int) -> Found:
         argument = index.argument(cur, Query(((word,),)))
         if argument is None:
             continue
+        grams = grams_of(word) or []
         keys: list[int] = []
         for table, name in TABLES:
             with index.planned(cur):
-                rows = cur.execute(f"SELECT {index.ids(name)} FROM {index.rows(name)} WHERE"
+                rows = cur.execute(f"SELECT {index.ids(name)} FROM {_indexed(index, name)} WHERE"
                                    f" {index.matches(name, argument)} LIMIT {CAP + 1}",
                                    index.arguments(name, argument)).fetchall()
-            if len(rows) > CAP:
-                common.add(word)
             base = _BY_NAME.index(table) * SPAN
-            keys += [base + rowid for (rowid,) in rows[:CAP]]
+            found = sorted([base + rowid for (rowid,) in rows] + [key for key, text in waiting.items() if
+                                                                  key // SPAN == base // SPAN and
+                                                                  all(g in text for g in grams)])[:CAP + 1]
+            if len(found) > CAP:
+                common.add(word)
+            keys += found[:CAP]
         listed[word] = keys
         out.weight[word] = math.log(1 + total / max(len(keys) + (CAP if word in common else 0), 1))
     listing = [w for w in listed if w not in common and listed[w]] or [w for w in listed if listed[w]]
@@ -168,6 +173,33 @@ def _candidates(cur, words: list[str], index, total: int) -> Found:
         for key in listed[word]:
             holders[key] = holders.get(key, 0) | bit
     out.common = sum(1 << words.index(w) for w in common)
+    return out
+
+
+def _indexed(index, name: str) -> str:
+    """What the index holds of a table, without the records waiting to be indexed (those are `_waiting`'s)."""
+    if isinstance(index, Fts5Index):
+        return f"(SELECT rowid FROM {name} WHERE {name} MATCH ?) {name}"
+    return index.rows(name)
+
+
+def _waiting(cur, reader, index) -> dict[int, str]:
+    """The records of TABLES waiting to be indexed (SQLite since schema 25), by candidate key, in the index's form."""
+    if not isinstance(index, Fts5Index):
+        return {}
+    out: dict[int, str] = {}
+    for table, name in TABLES:
+        ids = [i for (i,) in cur.execute("SELECT id FROM search_pending WHERE kind = ?", (PENDING_KIND[name],))]
+        base = _BY_NAME.index(table) * SPAN
+        if table != "contents":
+            out.update((base + rowid, text) for rowid, text in stored_records(cur, table, ids))
+            continue
+        reader.load(ids)
+        for cid in ids:
+            text = _text_of(reader, cid)
+            if text:
+                out[base + cid] = index_form(text)
+        reader.memo.clear()
     return out
 
 

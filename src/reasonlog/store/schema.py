@@ -540,4 +540,16 @@ CREATE INDEX exchanges_reporting ON exchanges(session_id, id) WHERE """ + REPORT
 -- latency_daily run once a statement (a batch's calls are one COPY there). SQLite has no transition tables, and its
 -- row trigger costs no round trip.
 """),
+    Migration(25, "text waits to be indexed in bulk", """
+-- Rows of the full-text indexes may wait before they are indexed: the writer notes each new content (kind 0), tool
+-- result (1), outcome (2) and reasoning record (3) here by id, and indexes every waiting row in one transaction once
+-- enough text waits (store/fts_pending.py), since FTS5's work at each commit cost as much as the text's own. A
+-- search takes every waiting row as a candidate and checks its stored text, as it does whatever the index finds.
+-- Nothing waits in an existing file: its indexes stay as they are. No NULLs.
+CREATE TABLE search_pending (
+    kind INTEGER NOT NULL,
+    id INTEGER NOT NULL,
+    PRIMARY KEY (kind, id)
+) WITHOUT ROWID;
+"""),
 )

@@ -419,4 +419,8 @@ CREATE INDEX exchanges_reporting ON exchanges(session_id, id) WHERE """ + REPORT
 -- once a statement, over the calls it inserted (a transition table), where it ran once a call: a batch inserts its
 -- calls with one COPY. What latency_daily holds is the same.
 """ + rollups.calls_added_sql()),
+    Migration(25, "text waits to be indexed in bulk", """
+-- Nothing changes on PostgreSQL: SQLite's migration 25 lets rows wait before its FTS5 index takes them
+-- (store/fts_pending.py); PostgreSQL indexes a batch's contents in blocks as they are written (store/pg_search.py).
+"""),
 )

@@ -67,7 +67,11 @@ _RECORD_COLUMNS = {"tool_results": "rowid, name, input_json, content_json",
 
 
 class Fts5Index:
-    """SQLite: contentless FTS5 tables with the trigram tokenizer (schema 6). Deleting a row needs its text."""
+    """SQLite: contentless FTS5 tables with the trigram tokenizer (schema 6). Deleting a row needs its text.
+
+    Since schema 25 a row may wait in `search_pending` (kind, id) before it is indexed (store/fts_pending.py): a
+    search takes every waiting row of a kind as a candidate beside what the index finds, and its stored text decides
+    as for any candidate, so answers do not depend on whether a row was indexed yet."""
 
     @staticmethod
     def add(cur, index: str, rows: list[tuple[int, str]]) -> None:
@@ -75,15 +79,17 @@ class Fts5Index:
 
     @staticmethod
     def remove(cur, index: str, rows: list[tuple[int, str]]) -> None:
+        rows = _indexed(cur, index, rows)
         cur.executemany(f"INSERT INTO {index} ({index}, rowid, text) VALUES ('delete', ?, ?)", rows)
 
     @staticmethod
     def matches(index: str, match: str) -> str:
-        return f"{index} MATCH ?"
+        return "1"  # the MATCH is in `rows`, beside the rows waiting to be indexed
 
     @staticmethod
     def rows(index: str) -> str:
-        return index
+        return (f"(SELECT rowid FROM {index} WHERE {index} MATCH ? UNION ALL"
+                f" SELECT id FROM search_pending WHERE kind = {PENDING_KIND[index]}) {index}")
 
     @staticmethod
     def joins(index: str, column: str) -> str:
@@ -95,7 +101,7 @@ class Fts5Index:
 
     @staticmethod
     def arguments(index: str, match: str) -> list[str]:
-        """The values of `matches(index, match)`'s placeholders."""
+        """The values of `rows(index)`'s and `matches(index, match)`'s placeholders."""
         return [match]
 
     @staticmethod
@@ -112,6 +118,23 @@ class Fts5Index:
         """Whether the index finds `common` contents or more (FTS5 stops counting there)."""
         return cur.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM contents_search WHERE contents_search MATCH ?"
                            f" LIMIT {common}) c", (match,)).fetchone()[0] >= common
+
+
+# The kind of a row of `search_pending` (schema 25): which index it waits for.
+PENDING_KIND = {"contents_search": 0, "tool_results_search": 1, "outcomes_search": 2, "reasoning_records_search": 3}
+
+
+def _indexed(cur, index: str, rows: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The rows the index holds; those still waiting to be indexed leave `search_pending` instead (a contentless
+    table must never be told to delete what it does not hold)."""
+    kind, waiting = PENDING_KIND[index], set()
+    for start in range(0, len(rows), 500):
+        chunk = [rid for rid, _ in rows[start:start + 500]]
+        marks = ",".join("?" * len(chunk))
+        waiting |= {rid for (rid,) in cur.execute(f"SELECT id FROM search_pending WHERE kind = ? AND id IN ({marks})",
+                                                  [kind, *chunk])}
+        cur.execute(f"DELETE FROM search_pending WHERE kind = ? AND id IN ({marks})", [kind, *chunk])
+    return [(rid, text) for rid, text in rows if rid not in waiting]
 
 
 FTS5 = Fts5Index()
@@ -147,11 +170,18 @@ def unindex_outcomes(cur, rowids: Iterable[int], index=FTS5) -> None:
 
 
 def _unindex_records(cur, table: str, rowids: list[int], index) -> None:
-    for start in range(0, len(rowids), 500):
-        chunk = rowids[start:start + 500]
+    index.remove(cur, RECORD_TABLES[table], stored_records(cur, table, rowids))
+
+
+def stored_records(cur, table: str, rowids: list[int]) -> list[tuple[int, str]]:
+    """(rowid, index form) of these rows of a record table, from their stored (masked) columns, in rowid order."""
+    wanted, out = sorted(set(rowids)), []
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
         rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} WHERE rowid IN"
-                           f" ({','.join('?' * len(chunk))})", chunk).fetchall()
-        index.remove(cur, RECORD_TABLES[table], _record_rows(rows, table))
+                           f" ({','.join('?' * len(chunk))}) ORDER BY rowid", chunk).fetchall()
+        out += _record_rows(rows, table)
+    return out
 
 
 def drop_held_reasoning(cur, session_ids: list[str], index=FTS5, group: str | None = None) -> int:
@@ -177,13 +207,9 @@ def index_records(cur, rowids: dict[str, list[int]], index=FTS5) -> None:
     which they index themselves. Reading them back keeps the dialect-neutral writer free of index SQL and indexes
     what the transaction keeps (a row rolled back to a savepoint is not found)."""
     for table, ids in rowids.items():
-        wanted = sorted(set(ids))
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} WHERE rowid IN"
-                               f" ({','.join('?' * len(chunk))}) ORDER BY rowid", chunk).fetchall()
-            if rows:
-                index.add(cur, RECORD_TABLES[table], _record_rows(rows, table))
+        rows = stored_records(cur, table, ids)
+        if rows:
+            index.add(cur, RECORD_TABLES[table], rows)
 
 
 def index_every_record(cur, tables: Iterable[str], index=FTS5) -> None:

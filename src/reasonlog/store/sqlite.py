@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 from . import imported, liveness, opening
 from .dbapi import Cursor
+from .fts_pending import PendingFts5Index
 from .schema import SQLITE_MIGRATIONS
 from .sql import SQLStore
 from .terms import StoreError
@@ -56,6 +57,8 @@ class SQLiteStore(SQLStore):
         self._vectors = VectorReader(self.path)  # sqlite-vec's connection, opened by the first vector search
         self._generation: int | None = None  # the content generation the caches hold (see maintenance.py)
         self._checked: dict[str, int] = {}  # session id -> PRAGMA data_version when its state was last checked
+        self.index = PendingFts5Index()  # text indexed in bulk (store/fts_pending.py)
+        self._seen_version: int | None = None  # PRAGMA data_version at this object's last write
         try:
             opening.check_reasonlog(self._conn, self.path, SQLITE_MIGRATIONS[-1].number, read_only=read_only)
         except StoreError:
@@ -193,6 +196,15 @@ class SQLiteStore(SQLStore):
         if generation != self._generation:
             self._applier.reset()
             self._generation = generation
+            self.index.forget()
+        version = cur.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._seen_version:  # another connection wrote: what waits to be indexed may have changed
+            self.index.forget()
+            self._seen_version = version
+
+    def _abandon(self) -> None:
+        self.index.forget()
+        super()._abandon()
 
     def _lock_sessions(self, cur: Cursor, events: list[Event]) -> None:
         """BEGIN IMMEDIATE already serialises writers. A writer whose memory of a session another connection has
@@ -343,11 +355,27 @@ class SQLiteStore(SQLStore):
     def close(self) -> None:
         with self._lock:
             try:
+                self._index_waiting()
                 self._conn.execute("PRAGMA optimize")
             except sqlite3.Error:
                 pass
             self._conn.close()
             self._vectors.close()
+
+    def _index_waiting(self) -> None:
+        """Index what this object left waiting (store/fts_pending.py): a file closed by its only writer waits for
+        nothing."""
+        if self.read_only or not self.index.texts:
+            return
+
+        def index(cur: Cursor) -> int:
+            self._follow_prunes(cur)
+            return self.index.catch_up(cur)
+
+        try:
+            self._write(index)
+        except (StoreError, sqlite3.Error):
+            self.index.forget()  # read only on disk, full, locked: what waits is still found, indexed by a later write
 
 
 def _inserted(cur: sqlite3.Cursor) -> int:

@@ -155,20 +155,22 @@ class Applier:
     def prepare(self, cur, events: list[Event], bulk: bool = False) -> None:
         """Read once what the batch's calls need of the database (the calls that may be the same as them).
 
-        `bulk`: also store the batch's new contents in a few statements (`ContentWriter.prefetch`) and find which
-        of its sessions share their agent's session id with another (`twins.shared_external_ids`: only their calls
-        are looked for by position), instead of a round trip per content and per call."""
+        Which of its sessions share their agent's session id with another is read once too
+        (`twins.shared_external_ids`): only their calls are looked for by position, which first writes what the
+        batch queued. `bulk`: also store the batch's new contents in a few statements (`ContentWriter.prefetch`),
+        and find the sessions the store does not hold, instead of a round trip per content and per session."""
         calls = [e for e in events if isinstance(e, CallRecorded)]
         ids = [self.again(e.provider_message_id) for e in calls if isinstance(e.provider_message_id, str)]
         self.billed = twins.billed_calls(cur, ids)
-        self.shared = None
+        started = [(self.again(e.session_id), self.again(e.external_id)) for e in events
+                   if isinstance(e, SessionStarted) and isinstance(e.session_id, str)
+                   and isinstance(e.external_id, str)]
+        self.shared = twins.shared_external_ids(cur, sorted({self.again(e.session_id) for e in calls
+                                                              if isinstance(e.session_id, str)}), started)
         if bulk:
             for event in calls:
                 check_event(event)  # as `apply` would first: a wrongly typed field is this event's data error
             self.contents.prefetch(cur, (item for event in calls for item in _contents_of(event)))
-            started = [(self.again(e.session_id), self.again(e.external_id)) for e in events
-                       if isinstance(e, SessionStarted) and isinstance(e.external_id, str)]
-            self.shared = twins.shared_external_ids(cur, sorted({self.again(e.session_id) for e in calls}), started)
             self.new = _absent(cur, sorted({self.again(e.session_id) for e in events
                                             if isinstance(e, SessionStarted)}))
 
