@@ -41,11 +41,12 @@ def binds_arrays(cur) -> bool:
 
 def ids_by_hash(cur, table: str, hashes: list[bytes]) -> dict[bytes, int]:
     """The ids of the rows of `table` (columns `id`, `hash`) that hold these hashes, 500 hashes a statement (on
-    PostgreSQL one statement, the hashes bound on the server as an array: written out as literals by the client's
-    binding, they cost more than the lookup)."""
-    bound = getattr(cur, "execute_bound", None)
-    if bound is not None:
-        return {bytes(h): i for h, i in bound(f"SELECT hash, id FROM {table} WHERE hash = ANY(?)", [hashes])} \
+    PostgreSQL one statement: the hashes as one text of hex, an array of them to the server, where the client wrote
+    each out as an escaped literal, and psycopg dumps a list element by element in Python)."""
+    if binds_arrays(cur):
+        listed = ",".join("\\x" + bytes(h).hex() for h in hashes)
+        return {bytes(h): i for h, i in cur.execute(
+            f"SELECT hash, id FROM {table} WHERE hash = ANY(string_to_array(?, ',')::bytea[])", (listed,)).fetchall()} \
             if hashes else {}
     found: dict[bytes, int] = {}
     for start in range(0, len(hashes), 500):

@@ -94,13 +94,6 @@ class _Cursor:
             cur.executemany(self._sql(sql), rows, returning=True)  # type: ignore[arg-type]
             return [cur.fetchone() for _ in cur.results()]
 
-    def execute_bound(self, sql: str, params: Sequence[object]) -> list[tuple]:
-        """Run `sql` bound on the server (the values sent apart: bytes, and arrays of them, as they are, where the
-        client's binding writes each byte out as text) and return its rows."""
-        with self._conn.cursor() as cur:
-            cur.execute(self._sql(sql), list(params))  # type: ignore[arg-type]
-            return cur.fetchall() if cur.description is not None else []
-
     def copy_rows(self, table: str, columns: tuple[str, ...], rows: Iterable[Sequence[object]],
                   types: Sequence[str] | None = None) -> None:
         """Insert rows with one `COPY ... FROM STDIN`: one statement for them all. With the columns' `types`, in
