@@ -115,7 +115,9 @@ def _folder(tmp_path: Path, name: str) -> Path:
 
 # ------------------------------------------------------------------ a full disk
 
-ROOM_PAGES = 12  # 16 KiB pages past the empty schema: the first 40 calls need 16, so the disk fills part way
+# 16 KiB pages past the empty schema: the first 40 calls' batches need 8, and 6 more when their text is indexed in
+# bulk at close (migration 25): the disk fills part way through the batches
+ROOM_PAGES = 4
 
 
 def _check_everything_arrived_once(path: Path, calls: list[dict]) -> None:
@@ -145,6 +147,48 @@ def test_a_full_disk_then_free_space_leaves_every_call_stored_once_and_replaying
     _record_stats(db_path, calls[40:])  # space again: what waited is written first, then the rest
     _check_everything_arrived_once(db_path, calls)
 
+
+@pytest.mark.slow
+def test_a_full_disk_while_waiting_text_is_indexed_at_close_loses_nothing_search_finds(db_path):
+    """The batches fit, the bulk index of their text at close does not (migration 25): the text waits, search still
+    finds it, and the next writer with room indexes it (with its own) when it closes."""
+    calls = _workloads(range(7, 8))[0][:60]
+    reasonlog.open_store(db_path).close()
+    with sqlite3.connect(db_path) as conn:
+        empty = conn.execute("PRAGMA page_count").fetchone()[0]
+    full = _record_stats(db_path, calls[:40], store_options={"max_page_count": empty + 2 * ROOM_PAGES})
+    assert full["spilled_batches"] == 0  # every batch was written
+    assert _waiting(db_path) > 0  # the index's catch-up met the full disk
+    phrases = [_said(c) for c in calls]
+    _check_found(db_path, phrases[:40])
+    _record_stats(db_path, calls[40:])  # room again
+    assert _waiting(db_path) == 0
+    _check_found(db_path, phrases)
+    _check_everything_arrived_once(db_path, calls)
+
+
+def _waiting(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT COUNT(*) FROM search_pending").fetchone()[0]
+
+
+def _said(call: dict) -> str:
+    """Words of the call's last message that holds text (what a person would search for)."""
+    for message in reversed(call["request"]["messages"]):
+        content = message["content"]
+        texts = [content] if isinstance(content, str) else [b["text"] for b in content if b.get("type") == "text"]
+        if texts:
+            return " ".join(texts[0].split()[:4])
+    raise AssertionError(f"{call['call_id']}: no message holds text")
+
+
+def _check_found(path: Path, phrases: list[str]) -> None:
+    store = reasonlog.open_store(path, read_only=True)
+    try:
+        for phrase in phrases:
+            assert store.search(phrase, reasonlog.SessionFilter(limit=None), None), phrase
+    finally:
+        store.close()
 
 
 def _can_mount_tmpfs() -> bool:
