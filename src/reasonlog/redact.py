@@ -36,6 +36,8 @@ from .redact_patterns import (
 
 __all__ = ["DEFAULT_PATTERNS", "Redactor"]
 _SECRET = "(?P<SECRET>"
+CLEAN_CHARS = 128        # strings this short that hold no secret are remembered (`Redactor._clean`)
+CLEAN_ENTRIES = 50_000   # at most this many (about 8 MB with the strings)
 
 
 @dataclass
@@ -49,6 +51,9 @@ class Redactor:
     masked: int = 0
     literals: tuple[bytes, ...] | None = LITERALS  # None: the user's patterns need the regex on everything
     key: bytes | None = None
+    # Short strings found to hold no secret (ids, names, models: each is masked wherever it is written, a dozen
+    # times a call): found here again without a regex. Cleared past CLEAN_ENTRIES.
+    _clean: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name, pattern in self.patterns.items():
@@ -93,14 +98,22 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """Mask secrets in a string (an identifier, a message's text, a log line)."""
-        masked = text
+        if text in self._clean:
+            return text
+        counted, masked = self.masked, text
         if self._text_literals is None:
             masked = self._text.sub(self._mask, text)
         elif self._text_literals.search(text):
             masked = self._patterns_in(text).sub(self._mask, text)
         if "://" in masked and "@" in masked:  # two substring tests, in C, before any regex
             masked = URL_PASSWORD.sub(self._mask_url, masked)
-        return text if masked == text else masked  # the same object: callers test identity for "unchanged"
+        if masked == text:
+            if len(text) <= CLEAN_CHARS and self.masked == counted:  # (nothing masked to itself either)
+                if len(self._clean) >= CLEAN_ENTRIES:
+                    self._clean.clear()
+                self._clean.add(text)
+            return text  # the same object: callers test identity for "unchanged"
+        return masked
 
     def bytes(self, data: builtins.bytes) -> builtins.bytes:
         """Mask secrets in opaque bytes (a raw payload): as Latin-1 text, so every other byte stays as it was."""

@@ -63,6 +63,7 @@ from .scanning import remembered
 
 ENTRY_POINT_GROUP = "reasonlog.importers"
 ADDED = ("sessions", "calls", "messages", "tool_results", "outcomes")
+_TABLE_OF = {"session": "sessions", "call": "calls", "tool_result": "tool_results", "outcome": "outcomes"}
 
 
 # -------------------------------------------------------------------------------------- the registry
@@ -168,7 +169,8 @@ def run_import(store: Store, files: list[tuple[Path, Importer]],
         before = store.record_counts()
         rejected = store.status().get("rejected_records", 0)
         emitted: dict[str, set[str]] = {kind: set() for kind, _ in EVENT_KINDS.values()}
-        batched, ok, copies = _Batched(store), True, Copies(store.import_files())
+        none_before = {kind for kind, _ in EVENT_KINDS.values() if not before.get(_TABLE_OF[kind], 0)}
+        batched, ok, copies = _Batched(store, emitted, none_before), True, Copies(store.import_files())
         for path, imp in files:
             ok = _import_one(batched, path, imp, report, emitted, live, copies=copies)
             if not ok:
@@ -215,8 +217,12 @@ class _Batched:
     what it emitted and each file has its own row. A method not listed is not there, so a new read cannot
     silently see stale data."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, emitted: dict[str, set[str]] | None = None, none_before: set[str] = frozenset()):
         self._store: ImportStore = store
+        # The kinds of records the store held none of when the import began (a first import): every one of them it
+        # holds now, this import emitted (the import lock keeps other imports out, and what else writes names its
+        # records with ids of its own), so `existing_ids` answers from what was emitted, with no query a call.
+        self._emitted, self._none_before = emitted or {}, none_before
         # The recorder's write path, without spill folders: a batch the database refuses raises, and the import
         # stops there (what a spill file held would be read again by the next import anyway).
         self._writer = store_writer(store, spill=False)
@@ -239,6 +245,8 @@ class _Batched:
         return self._store
 
     def existing_ids(self, kind: str, ids: Iterable[str]) -> set[str]:
+        if kind in self._none_before:
+            return {i for i in ids if i in self._emitted[kind]}
         return self._store.existing_ids(kind, ids)
 
     def is_store_failure(self, exc: BaseException) -> bool:
