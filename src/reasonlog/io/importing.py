@@ -217,12 +217,12 @@ class _Batched:
     what it emitted and each file has its own row. A method not listed is not there, so a new read cannot
     silently see stale data."""
 
-    def __init__(self, store: Store, emitted: dict[str, set[str]] | None = None, none_before: set[str] = frozenset()):
+    def __init__(self, store: Store, emitted: dict[str, set[str]] | None = None, none_before: set[str] | None = None):
         self._store: ImportStore = store
         # The kinds of records the store held none of when the import began (a first import): every one of them it
         # holds now, this import emitted (the import lock keeps other imports out, and what else writes names its
         # records with ids of its own), so `existing_ids` answers from what was emitted, with no query a call.
-        self._emitted, self._none_before = emitted or {}, none_before
+        self._emitted, self._none_before = emitted or {}, none_before or set()
         # The recorder's write path, without spill folders: a batch the database refuses raises, and the import
         # stops there (what a spill file held would be read again by the next import anyway).
         self._writer = store_writer(store, spill=False)
