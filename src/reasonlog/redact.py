@@ -37,7 +37,7 @@ from .redact_patterns import (
 __all__ = ["DEFAULT_PATTERNS", "Redactor"]
 _SECRET = "(?P<SECRET>"
 CLEAN_CHARS = 128        # strings this short that hold no secret are remembered (`Redactor._clean`)
-CLEAN_ENTRIES = 50_000   # at most this many (about 8 MB with the strings)
+CLEAN_ENTRIES = 16_384   # at most this many (about 2 MB with the strings)
 
 
 @dataclass
