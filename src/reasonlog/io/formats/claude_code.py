@@ -212,8 +212,11 @@ class _Reader:
         "titles": ...}, each idle thread's part as it was dumped last."""
         rest = orjson.dumps({"spawns": self.spawns, "main": self.main, "lineage": self.lineage,
                              "waiting": self.waiting, "titles": self.titles})
-        threads = b",".join(orjson.dumps(sid) + b":" + t.dump() for sid, t in self.threads.items())
-        state = b'{"threads":{' + threads + b"}," + rest[1:]
+        parts = [b'{"threads":{']
+        for sid, thread in self.threads.items():
+            parts += (b"," if len(parts) > 1 else b"", orjson.dumps(sid), b":", thread.dump())
+        parts += (b"},", memoryview(rest)[1:])
+        state = b"".join(parts)  # (one copy of the parts: the threads' JSON is most of it)
         if self.done is None:
             return Checkpoint(self.feed.start, self.feed.first_line, state)
         return Checkpoint(self.done.end, self.done.number, state)  # (Feed.checkpoint, with the state dumped)
