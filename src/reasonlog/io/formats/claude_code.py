@@ -212,7 +212,7 @@ class _Reader:
         "titles": ...}, each idle thread's part as it was dumped last."""
         rest = orjson.dumps({"spawns": self.spawns, "main": self.main, "lineage": self.lineage,
                              "waiting": self.waiting, "titles": self.titles})
-        parts = [b'{"threads":{']
+        parts: list[bytes | memoryview] = [b'{"threads":{']
         for sid, thread in self.threads.items():
             parts += (b"," if len(parts) > 1 else b"", orjson.dumps(sid), b":", thread.dump())
         parts += (b"},", memoryview(rest)[1:])
