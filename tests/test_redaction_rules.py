@@ -10,12 +10,14 @@ import re
 import subprocess
 import sys
 import textwrap
+from unittest import mock
 
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reasonlog.redact import Redactor
+from reasonlog.redact_patterns import LITERALS
 
 MASK = re.compile(r"\[REDACTED:(\w+):([0-9a-f]{12})\]")
 KEY_A = "sk-proj-" + "a1B2" * 10
@@ -200,3 +202,29 @@ def test_prose_about_a_secret_with_a_key_in_it_is_masked_by_both_patterns():
     masked = Redactor().text(text)
     assert [m.group(1) for m in MASK.finditer(masked)] == ["aws_secret_key", "openai_key"]
     assert masked.startswith("the secret is out: SeCrEt-Access-Key=[REDACTED:aws_secret_key:")
+
+
+# ------------------------------------------------------------------ what may hold a secret, decided in one pass
+
+
+def _without_automaton() -> Redactor:
+    """A redactor made as where the `fast` extra (ahocorasick-rs) is not installed: it tests with one regex."""
+    with mock.patch.dict(sys.modules, {"ahocorasick_rs": None}):  # (None: the import raises ImportError)
+        redactor = Redactor()
+        redactor.may_hold(b"")  # its test is made on first use, while the import fails
+    return redactor
+
+
+BYTES_PIECES = st.one_of(st.binary(max_size=40), st.sampled_from(
+    [lit for lit in LITERALS] + [lit[:-1] for lit in LITERALS] + [b"://", b"@", b"e", b"s", b"\xff", b"\n"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(BYTES_PIECES, max_size=12))
+def test_contents_are_masked_unless_they_hold_no_literal_and_no_url(pieces):
+    """`may_hold` (whether a content is decoded and masked at all) says no only to bytes that hold none of the
+    default patterns' literals and no `://` with an `@`: the same answer with the automaton and without it."""
+    data = b"".join(pieces)
+    want = any(lit in data for lit in LITERALS) or (b"://" in data and b"@" in data)
+    assert Redactor().may_hold(data) is want
+    assert _without_automaton().may_hold(data) is want

@@ -36,6 +36,8 @@ from .redact_patterns import (
 
 __all__ = ["DEFAULT_PATTERNS", "Redactor"]
 _SECRET = "(?P<SECRET>"
+CLEAN_CHARS = 128        # strings this short that hold no secret are remembered (`Redactor._clean`)
+CLEAN_ENTRIES = 16_384   # at most this many (about 2 MB with the strings)
 
 
 @dataclass
@@ -49,6 +51,9 @@ class Redactor:
     masked: int = 0
     literals: tuple[bytes, ...] | None = LITERALS  # None: the user's patterns need the regex on everything
     key: bytes | None = None
+    # Short strings found to hold no secret (ids, names, models: each is masked wherever it is written, a dozen
+    # times a call): found here again without a regex. Cleared past CLEAN_ENTRIES.
+    _clean: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name, pattern in self.patterns.items():
@@ -78,8 +83,8 @@ class Redactor:
         return None if self.literals is None else _literal_regex(self.literals)
 
     @cached_property
-    def _byte_literals(self) -> re.Pattern | None:
-        return None if self.literals is None else re.compile(b"|".join(re.escape(lit) for lit in self.literals))
+    def _byte_literals(self) -> Callable[[builtins.bytes], bool] | None:
+        return None if self.literals is None else _holds_any(self.literals)
 
     @classmethod
     def with_extra(cls, extra: Iterable[str] | dict[str, str] = ()) -> "Redactor":
@@ -93,14 +98,22 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """Mask secrets in a string (an identifier, a message's text, a log line)."""
-        masked = text
+        if text in self._clean:
+            return text
+        counted, masked = self.masked, text
         if self._text_literals is None:
             masked = self._text.sub(self._mask, text)
         elif self._text_literals.search(text):
             masked = self._patterns_in(text).sub(self._mask, text)
         if "://" in masked and "@" in masked:  # two substring tests, in C, before any regex
             masked = URL_PASSWORD.sub(self._mask_url, masked)
-        return text if masked == text else masked  # the same object: callers test identity for "unchanged"
+        if masked == text:
+            if len(text) <= CLEAN_CHARS and self.masked == counted:  # (nothing masked to itself either)
+                if len(self._clean) >= CLEAN_ENTRIES:
+                    self._clean.clear()
+                self._clean.add(text)
+            return text  # the same object: callers test identity for "unchanged"
+        return masked
 
     def bytes(self, data: builtins.bytes) -> builtins.bytes:
         """Mask secrets in opaque bytes (a raw payload): as Latin-1 text, so every other byte stays as it was."""
@@ -135,8 +148,7 @@ class Redactor:
 
     def may_hold(self, data: builtins.bytes) -> bool:
         """False when no default pattern can match in `data` (none of their literals is in it, and no URL)."""
-        # One pass of one regex: faster than a substring test per literal over large contents.
-        return (self._byte_literals is None or self._byte_literals.search(data) is not None
+        return (self._byte_literals is None or self._byte_literals(data)
                 or (b"://" in data and b"@" in data))  # a URL that may hold a password (URL_PASSWORD)
 
     def _patterns_in(self, text: str) -> re.Pattern:
@@ -222,6 +234,22 @@ def _compiled(patterns: tuple[tuple[str, str], ...]) -> tuple[re.Pattern, dict[s
 def _part(name: str, pattern: str) -> str:
     """A pattern as a named group of the combined regex, its `SECRET` part a group of its own."""
     return f"(?P<{_group(name)}>{pattern.replace(_SECRET, '(?P<' + _group(name) + '__secret>')})"
+
+
+def _holds_any(literals: tuple[builtins.bytes, ...]) -> Callable[[builtins.bytes], bool]:
+    """Whether bytes hold any of `literals`, in one pass. With the `fast` extra, an Aho-Corasick automaton
+    (ahocorasick-rs): over the 44 MB of new contents of a 211 MB Claude Code import it took 0.09 s of CPU where one
+    regex of the literals took 0.49 (Python's engine tries the alternatives at every position whose byte starts
+    one, and `e` and `s` start many) and a substring test per literal 0.82. Without it, that regex."""
+    if not literals:
+        return lambda data: True  # (as the empty regex: it matches anywhere)
+    try:
+        from ahocorasick_rs import BytesAhoCorasick
+    except ImportError:
+        regex = re.compile(b"|".join(re.escape(lit) for lit in literals))
+        return lambda data: regex.search(data) is not None
+    find = BytesAhoCorasick(list(literals)).find_matches_as_indexes
+    return lambda data: bool(find(data))
 
 
 def _literal_regex(literals: tuple[builtins.bytes, ...]) -> re.Pattern:

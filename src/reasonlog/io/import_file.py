@@ -238,8 +238,15 @@ class Copies:
 
     def original_of(self, path: Path, fmt: str, size: int) -> str | None:
         found = self._by.get((path.name, fmt, size), [])
-        return next((p for p, consumed, h in found
-                     if p != str(path) and h is not None and h == _tail_hash(path, consumed)), None)
+        tails: dict[int, str | None] = {}  # this file's tail hash before each offset asked: read once each (the
+        #                                    copies of one transcript in N folders were N reads of it per file)
+        for p, consumed, h in found:
+            if p != str(path) and h is not None:
+                if consumed not in tails:
+                    tails[consumed] = _tail_hash(path, consumed)
+                if h == tails[consumed]:
+                    return p
+        return None
 
     def add(self, row: dict) -> None:
         self._by.setdefault((Path(row["path"]).name, row["format"], row["size"]), []).append(

@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     from ..wire.api import SessionDetailJSON
 
 
+# Lines are read through a buffer this large: with the default 8 KiB, a transcript's lines of tens of KB were read
+# in pieces and joined (0.13 s of CPU for 211 MB against 0.035 s).
+READ_BUFFER = 1 << 20
+
+
 class ReimportFile(Exception):
     """Raised by an importer that finds, reading what was appended, that something it imported earlier
     has changed (a response that was still being written): the file's sessions are removed and the
@@ -225,7 +230,7 @@ class Feed:
         not UTF-8 comes with `error` set and no value. A last line without its newline that does not
         parse is not yielded: a writer may be halfway through it, and the next import reads it whole."""
         number, offset = self.first_line, self.start
-        with open(self.path, "rb") as f:
+        with open(self.path, "rb", buffering=READ_BUFFER) as f:
             f.seek(offset)
             for raw in f:
                 number += 1

@@ -126,6 +126,16 @@ class _Thread:
         self.group: dict | None = saved.get("group")        # the response whose lines are being read
         self.results: list = saved.get("results", [])       # tool results waiting for that response to end
         self.touched = False
+        # `save()` as JSON while nothing changed the thread since (every checkpoint holds every thread, and most
+        # are idle: dumping them all again was 240 of the 270 MB a 211 MB import dumped). A line changes only the
+        # threads it takes (`_Reader._changing`): each forgets this when taken, and again once the line is read (a
+        # checkpoint half way through the line dumped it before the rest of the line changed it).
+        self.dumped: bytes | None = None
+
+    def dump(self) -> bytes:
+        if self.dumped is None:
+            self.dumped = orjson.dumps(self.save())
+        return self.dumped
 
     def flush_results(self) -> None:
         if not self.results:
@@ -161,6 +171,7 @@ class _Reader:
         self.titled: dict[str, str] = {}  # the title each session was given in this pass
         self.run_name = feed.path.parent.name if "subagents" not in feed.path.parts else feed.path.parents[2].name
         self.done: Line | None = None  # the last line whose effects are all in the state
+        self.changed: list[_Thread] = []  # the threads the line being read took (see `_Thread.dumped`)
 
     # ----------------------------------------------------------------------------- the loop
 
@@ -168,11 +179,15 @@ class _Reader:
         for line in self.feed.lines(ignore=_bookkeeping):
             if self.feed.readable(line):
                 yield from self._guarded(line)  # a checkpoint in here covers the lines before this one
+                for thread in self.changed:
+                    thread.dumped = None
+                self.changed.clear()
             self.done = line
         if self.feed.live and self._settling():
             yield self._checkpoint()  # a response may still be streaming: it waits in the state for the next pass
             return
         for thread in self.threads.values():
+            thread.dumped = None
             yield from self._close_group(thread)
         yield from self._unclaimed()
         yield from self._end_threads()
@@ -193,11 +208,18 @@ class _Reader:
         return any(t.group for t in self.threads.values()) and time.time() - self.feed.path.stat().st_mtime < SETTLE_S
 
     def _checkpoint(self) -> Checkpoint:
-        state = {"threads": {sid: t.save() for sid, t in self.threads.items()}, "spawns": self.spawns,
-                 "main": self.main, "lineage": self.lineage, "waiting": self.waiting, "titles": self.titles}
+        """The state as the JSON of {"threads": ..., "spawns": ..., "main": ..., "lineage": ..., "waiting": ...,
+        "titles": ...}, each idle thread's part as it was dumped last."""
+        rest = orjson.dumps({"spawns": self.spawns, "main": self.main, "lineage": self.lineage,
+                             "waiting": self.waiting, "titles": self.titles})
+        parts: list[bytes | memoryview] = [b'{"threads":{']
+        for sid, thread in self.threads.items():
+            parts += (b"," if len(parts) > 1 else b"", orjson.dumps(sid), b":", thread.dump())
+        parts += (b"},", memoryview(rest)[1:])
+        state = b"".join(parts)  # (one copy of the parts: the threads' JSON is most of it)
         if self.done is None:
-            return Checkpoint(self.feed.start, self.feed.first_line, orjson.dumps(state))
-        return self.feed.checkpoint(self.done, state)
+            return Checkpoint(self.feed.start, self.feed.first_line, state)
+        return Checkpoint(self.done.end, self.done.number, state)  # (Feed.checkpoint, with the state dumped)
 
     def _line(self, line: Line) -> Iterator[Event | Checkpoint]:
         v = line.value
@@ -244,6 +266,12 @@ class _Reader:
             thread.started = self.feed.exists("session", sid)
             if thread.started:
                 thread.history = None  # another file began it: go on from what is stored
+        return self._changing(thread)
+
+    def _changing(self, thread: _Thread) -> _Thread:
+        """A thread the line being read may change."""
+        thread.dumped = None
+        self.changed.append(thread)
         return thread
 
     def _start(self, thread: _Thread, v: dict, at: str, agent_type: str | None = None,
@@ -503,7 +531,7 @@ class _Reader:
         if not isinstance(agent, str) or not agent or spawn is None:
             return
         session = thread.sid.split("@", 1)[-1]
-        child = self.threads.get(f"{agent}@{session}") or _Thread(f"{agent}@{session}")
+        child = self._changing(self.threads.get(f"{agent}@{session}") or _Thread(f"{agent}@{session}"))
         if child.sid not in self.threads:
             self.threads[child.sid] = child
             child.started = self.feed.exists("session", child.sid)
