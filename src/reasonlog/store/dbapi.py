@@ -43,11 +43,12 @@ def ids_by_hash(cur, table: str, hashes: list[bytes]) -> dict[bytes, int]:
     """The ids of the rows of `table` (columns `id`, `hash`) that hold these hashes, 500 hashes a statement (on
     PostgreSQL one statement: the hashes as one text of hex, an array of them to the server, where the client wrote
     each out as an escaped literal, and psycopg dumps a list element by element in Python)."""
+    if not hashes:
+        return {}
     if binds_arrays(cur):
         listed = ",".join("\\x" + bytes(h).hex() for h in hashes)
         return {bytes(h): i for h, i in cur.execute(
-            f"SELECT hash, id FROM {table} WHERE hash = ANY(string_to_array(?, ',')::bytea[])", (listed,)).fetchall()} \
-            if hashes else {}
+            f"SELECT hash, id FROM {table} WHERE hash = ANY(string_to_array(?, ',')::bytea[])", (listed,)).fetchall()}
     found: dict[bytes, int] = {}
     for start in range(0, len(hashes), 500):
         chunk = hashes[start:start + 500]

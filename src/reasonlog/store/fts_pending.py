@@ -59,7 +59,7 @@ class PendingFts5Index(search.Fts5Index):
         waiting = set(cur.execute("SELECT kind, id FROM search_pending").fetchall())
         todo = {key: text for key, text in self.texts.items() if key in waiting}
         todo.update(fresh or {})
-        todo.update(_read_back(cur, sorted(waiting - todo.keys())))
+        todo.update(read_back(cur, sorted(waiting - todo.keys())))
         for kind in sorted({k for k, _ in todo}):
             search.Fts5Index.add(cur, _INDEX_OF[kind], sorted((rid, t) for (k, rid), t in todo.items()
                                                               if k == kind and t))
@@ -69,8 +69,14 @@ class PendingFts5Index(search.Fts5Index):
         return len(todo)
 
 
-def _read_back(cur, keys: list[tuple[int, int]]) -> dict[tuple[int, int], str]:
-    """The index form of waiting rows this object does not hold in memory, from what is stored."""
+def waiting(cur) -> dict[tuple[int, int], str]:
+    """Every row waiting to be indexed, (kind, id) -> its index form read back from what is stored ("" for a content
+    gone meanwhile): what keyword search ranks beside the index (store/keywords.py)."""
+    return read_back(cur, sorted(cur.execute("SELECT kind, id FROM search_pending").fetchall()))
+
+
+def read_back(cur, keys: list[tuple[int, int]]) -> dict[tuple[int, int], str]:
+    """The index form of these waiting rows ((kind, id)), from what is stored."""
     out: dict[tuple[int, int], str] = {}
     contents = [rid for kind, rid in keys if kind == 0]
     reader = reading.ContentReader(cur.connection.cursor(), Dictionaries())

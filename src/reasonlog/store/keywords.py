@@ -14,9 +14,9 @@ import math
 import re
 from dataclasses import replace
 
-from . import reading
+from . import fts_pending, reading
 from .content import Dictionaries
-from .search import PENDING_KIND, Fts5Index, Query, grams_of, index_form, record_text, snippet_of, stored_records
+from .search import PENDING_KIND, Fts5Index, Query, grams_of, record_text, snippet_of
 from .terms import SessionFilter, StoreError
 
 STOPWORDS = frozenset("""
@@ -67,7 +67,7 @@ def keyword_search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limi
     if not words or limit <= 0:
         return []
     reader = reading.ContentReader(cur.connection.cursor(), dicts)
-    found = _candidates(cur, words, index, total, _waiting(cur, reader, index))
+    found = _candidates(cur, words, index, total, _waiting(cur, index))
     where, args = reading.filter_sql(replace(flt, limit=None, text=None))
     hits: list[dict] = []
     bound = found.in_bound_order()[:verified(limit)]
@@ -183,24 +183,12 @@ def _indexed(index, name: str) -> str:
     return index.rows(name)
 
 
-def _waiting(cur, reader, index) -> dict[int, str]:
+def _waiting(cur, index) -> dict[int, str]:
     """The records of TABLES waiting to be indexed (SQLite since schema 25), by candidate key, in the index's form."""
     if not isinstance(index, Fts5Index):
         return {}
-    out: dict[int, str] = {}
-    for table, name in TABLES:
-        ids = [i for (i,) in cur.execute("SELECT id FROM search_pending WHERE kind = ?", (PENDING_KIND[name],))]
-        base = _BY_NAME.index(table) * SPAN
-        if table != "contents":
-            out.update((base + rowid, text) for rowid, text in stored_records(cur, table, ids))
-            continue
-        reader.load(ids)
-        for cid in ids:
-            text = _text_of(reader, cid)
-            if text:
-                out[base + cid] = index_form(text)
-        reader.memo.clear()
-    return out
+    base = {PENDING_KIND[name]: _BY_NAME.index(table) * SPAN for table, name in TABLES}
+    return {base[kind] + rid: text for (kind, rid), text in fts_pending.waiting(cur).items() if kind in base and text}
 
 
 def _verified(cur, reader, page: list[int], found: Found, where: str, args: list) -> list[dict]:

@@ -50,8 +50,9 @@ class SQLStore(SemanticStore, AnnotationStore):
     DATA_ERRORS: ClassVar[tuple[type[BaseException], ...]] = (TypeError, ValueError, OverflowError, RecordError)
     BEGIN_WRITE = "BEGIN"
     BEGIN_READ = "BEGIN"
-    # Whether a batch stores its new contents and settles its twins in a few statements before its events are
-    # applied (see `Applier.prepare`); else each event does its own lookups, which costs SQLite nothing.
+    # Whether a batch stores its new contents, and finds the sessions it starts that the store lacks, in a few
+    # statements before its events are applied (see `Applier.prepare`); else each content is looked up as it comes,
+    # which costs SQLite nothing. Either way a batch's possible twins are read once, before its events.
     bulk: bool = False
 
     def _setup_writer(self, price_table: PriceTable | None, redactor: Redactor | Literal[False] | None) -> None:
