@@ -217,9 +217,7 @@ class _Reader:
             parts += (b"," if len(parts) > 1 else b"", orjson.dumps(sid), b":", thread.dump())
         parts += (b"},", memoryview(rest)[1:])
         state = b"".join(parts)  # (one copy of the parts: the threads' JSON is most of it)
-        if self.done is None:
-            return Checkpoint(self.feed.start, self.feed.first_line, state)
-        return Checkpoint(self.done.end, self.done.number, state)  # (Feed.checkpoint, with the state dumped)
+        return self.feed.checkpoint_at_start(state) if self.done is None else self.feed.checkpoint(self.done, state)
 
     def _line(self, line: Line) -> Iterator[Event | Checkpoint]:
         v = line.value
