@@ -74,8 +74,8 @@ def main() -> None:
         got = measure(args.db, args.mirror, settle, args.n)
         walls, full = got["walls"], got["full"]
         p95[settle] = pct(walls, 0.95)
-        print(f"  settle_heap={settle!s:<5}  p50 {pct(walls, 0.5):6.1f}  p95 {p95[settle]:6.1f}  max {pct(walls, 1):6.1f}"
-              f" ms | full collections inside the requests: {len(full)},"
+        print(f"  settle_heap={settle!s:<5}  p50 {pct(walls, 0.5):6.1f}  p95 {p95[settle]:6.1f}"
+              f"  max {pct(walls, 1):6.1f} ms | full collections inside the requests: {len(full)},"
               f" {' '.join(f'{f * 1000:.1f}' for f in full) or '-'} ms")
     print(f"  p95 settled / not: {p95[True] / p95[False]:.2f}; load average at the end {os.getloadavg()[0]:.1f}")
 
