@@ -15,6 +15,8 @@ gives and the CPU of asking for them (microseconds, the median of 30):
   25). A query then also takes the waiting rows as candidates (none here: the last rows are indexed at close);
 - `(c) blocks of N texts`: one index row for N texts joined, so a query's candidates are every text of each block
   found (the approach of PostgreSQL's migration 20, store/pg_search.py);
+- `(d) words only`: the `ascii` tokenizer alone, a query's words asked as prefixes: what a word index costs, and
+  what it cannot answer (a query inside a word finds nothing);
 - `(a) words + trigram vocabulary`: FTS5's `ascii` tokenizer (tokens: runs of ASCII letters, digits, `_` and any
   non-ASCII character), with the words new to the store (each batch's distinct words from a temporary FTS5 table's
   `fts5vocab`, kept in a WITHOUT ROWID table) indexed by trigram in a row per batch: a query's inner words must be
@@ -28,6 +30,7 @@ import os
 import re
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -181,10 +184,23 @@ class Words(Layout):
         return sorted(out) if len(out) <= 1000 else None
 
 
+class WordsOnly(Layout):
+    """What a word index alone costs (the price of the trigram layouts' substring answers): it finds whole words
+    and word prefixes only, so a query inside a word (`rror`) finds nothing."""
+
+    tables = [f"CREATE VIRTUAL TABLE f USING {WORDS}", AUTOMERGE_8]
+
+    def candidates(self, query: str) -> list[int]:
+        words = _TOKEN.findall(query.lower())
+        match = " AND ".join(f'"{w}"*' for w in words)
+        return [r for (r,) in self.db.execute("SELECT rowid FROM f WHERE f MATCH ?", (match,))] if match else []
+
+
 LAYOUTS: dict[str, type[Layout]] = {"main: trigram, a commit a batch": Layout,
                                     "(b) waiting rows, caught up every 0.5 MB": Waiting,
                                     "(c) blocks of 16 texts": Blocks16, "(c) blocks of 64 texts": Blocks,
-                                    "(a) words + trigram vocabulary": Words}
+                                    "(a) words + trigram vocabulary": Words,
+                                    "(d) words only (no substrings)": WordsOnly}
 
 
 def run(layout: type[Layout], docs: list[tuple[int, str]], path: str) -> tuple[float, float, int, Layout]:
@@ -225,13 +241,21 @@ def query_costs(index: Layout, texts: dict[int, str]) -> list[tuple[str, int, in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sketch", action="store_true",
+                        help="also run ../shared/bench/sketch_dedup.py --size medium (the durable write's floor) in"
+                             " this run, and print each layout's CPU against it")
+    parser.add_argument("--only", help="the layouts to run: a comma-separated list of their letters or 'main'")
     args = parser.parse_args()
+    sketch = _sketch_cpu(args.repeats) if args.sketch else None
     docs = unique_texts()
     texts = dict(docs)
     assert grams_of("rror") is not None
     print(f"{len(docs):,} unique messages, {sum(len(t) for _, t in docs):,} characters; batches of {BATCH}")
     base = None
+    chosen = args.only.split(",") if args.only else None
     for name, layout in LAYOUTS.items():
+        if chosen and not any(name.startswith(c) or name.startswith(f"({c})") for c in chosen):
+            continue
         runs = []
         with tempfile.TemporaryDirectory() as tmp:
             for attempt in range(args.repeats):
@@ -241,10 +265,20 @@ def main() -> None:
             total = write + commit
             base = base or (total, size)
             print(f"{name:40s} insert {write:6.3f} + commit {commit:6.3f} = {total:6.3f} s CPU ({total / base[0]:.2f}x)"
-                  f"  {size:>11,} B ({size / base[1]:.2f}x)")
+                  f"  {size:>11,} B ({size / base[1]:.2f}x)"
+                  + (f"; {total / sketch:.2f}x the sketch's whole write" if sketch else ""))
             for query, candidates, hits, micros in query_costs(index, texts):
                 print(f"    {query!r:32s} {candidates:6,} candidates ({hits:,} hold it) {micros:9.0f} µs")
             index.db.close()
+
+
+def _sketch_cpu(repeats: int) -> float:
+    """The sketch's CPU seconds for the whole medium write (the fastest of `repeats`, as for the layouts)."""
+    script = Path(workload.__file__).with_name("sketch_dedup.py")
+    runs = [orjson.loads(subprocess.run([sys.executable, str(script), "--size", "medium"], capture_output=True,
+                                        check=True, text=True).stdout)["cpu_s"] for _ in range(repeats)]
+    print(f"the sketch (sketch_dedup.py --size medium), the whole durable write: {min(runs):.3f} s CPU")
+    return min(runs)
 
 
 if __name__ == "__main__":
