@@ -34,9 +34,9 @@ first swapped every turn); it reports the median wall time of each side and its 
   agentsview's `/api/v1/sessions/ID/messages?from=0&limit=1000&direction=asc` (the JSON its page is drawn from; its
   page itself is a script): not the same work. The whole session as JSON from each: `/v1/sessions/ID?limit=1000`
   (calls, exchanges, outcomes and every message) against the two reads agentsview's page makes for it,
-  `/api/v1/sessions/ID` then the messages above. With `--browser`, the page drawn in Chromium (headless, one tab, its
-  cache warm after the first view): from the address typed until the session's first words are in the page, with
-  each server's CPU meanwhile (for agentsview, every request its page made by then).
+  `/api/v1/sessions/ID` then the messages above. With `--browser`, the page drawn in Chromium (headless, a new tab
+  a view, the browser's cache warm after the first): from the address typed until the session's first words are in
+  the page, with each server's CPU meanwhile (for agentsview, every request its page made by then).
 
 It prints each figure and the ratio reasonlog ÷ agentsview (below 1: reasonlog is ahead).
 """
@@ -179,7 +179,7 @@ def first_words(port: int, session: str, words: int = 4) -> str:
 
 
 class Chromium:
-    """Debian's Chromium through Playwright (headless), one tab kept: a page is drawn when `text` is in it."""
+    """Debian's Chromium through Playwright (headless); a page is drawn when `text` is in it."""
 
     ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -189,7 +189,8 @@ class Chromium:
 
         self._playwright = sync_playwright().start()
         self._browser = self._playwright.chromium.launch(executable_path="/usr/bin/chromium", args=self.ARGS)
-        self._tab = self._browser.new_context(viewport={"width": 1366, "height": 900}).new_page()
+        self._context = self._browser.new_context(viewport={"width": 1366, "height": 900})
+        self._views = 0
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -197,14 +198,20 @@ class Chromium:
         self._playwright.stop()
 
     def viewer(self, server: Server, path: str, text: str) -> Callable[[], tuple[float, float]]:
-        """From the address typed until `text` is in the page: wall seconds, and the server's CPU meanwhile (every
-        request the page made until then; the browser's own CPU is not counted)."""
+        """From the address typed in a new tab until `text` is in the page: wall seconds, and the server's CPU
+        meanwhile (every request the page made until then; the browser's own CPU is not counted). The tabs share
+        the browser's cache (its scripts and styles load once); each address is new (`?_=N`), so reasonlog's
+        cache of pages that live pages keep open is never what answers."""
         def view() -> tuple[float, float]:
+            self._views += 1
+            tab = self._context.new_page()
             before, started = process_cpu(server.pid), time.perf_counter()
-            self._tab.goto(f"http://127.0.0.1:{server.port}{path}", wait_until="commit")
-            self._tab.wait_for_function("t => document.body && document.body.textContent.includes(t)", arg=text,
-                                        polling="raf", timeout=60_000)
-            return time.perf_counter() - started, process_cpu(server.pid) - before
+            tab.goto(f"http://127.0.0.1:{server.port}{path}?_={self._views}", wait_until="commit")
+            tab.wait_for_function("t => document.body && document.body.textContent.includes(t)", arg=text,
+                                  polling=10, timeout=60_000)
+            seen = time.perf_counter() - started, process_cpu(server.pid) - before
+            tab.close()
+            return seen
         return view
 
 
@@ -319,10 +326,10 @@ class Pair:
         return row[0]
 
     def report(self) -> None:
-        print(f"{'figure':40} {'reasonlog':>10} {'agentsview':>10} {'ratio':>7}")
+        print(f"{'figure':52} {'reasonlog':>10} {'agentsview':>10} {'ratio':>7}")
         for name, (ours, theirs) in self.figures.items():
             a, b = statistics.median(ours), statistics.median(theirs)
-            print(f"{name:40} {a:10.3f} {b:10.3f} {a / b if b else float('nan'):7.2f}")
+            print(f"{name:52} {a:10.3f} {b:10.3f} {a / b if b else float('nan'):7.2f}")
 
 
 def main() -> None:
