@@ -35,8 +35,9 @@ first swapped every turn); it reports the median wall time of each side and its 
   page itself is a script): not the same work. The whole session as JSON from each: `/v1/sessions/ID?limit=1000`
   (calls, exchanges, outcomes and every message) against the two reads agentsview's page makes for it,
   `/api/v1/sessions/ID` then the messages above. With `--browser`, the page drawn in Chromium (headless, a new tab
-  a view, the browser's cache warm after the first): from the address typed until the session's first words are in
-  the page, with each server's CPU meanwhile (for agentsview, every request its page made by then).
+  a view, the browser's cache warm after the first): from the start of the navigation until the session's first
+  words are in the page, by the page's clock (`performance.now()`, looked for every 10 ms), with each server's CPU
+  meanwhile (for agentsview, every request its page made by then).
 
 It prints each figure and the ratio reasonlog ÷ agentsview (below 1: reasonlog is ahead).
 """
@@ -55,7 +56,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -64,6 +65,7 @@ HERE = Path(__file__).resolve().parent
 VERSION = "agentsview==0.46.1"
 QUERIES = ("phoenix", "xterm.js", "mix phx.server", "OTEL instrumentation", "migration", "LiveView")
 T = TypeVar("T")
+View = Callable[[], tuple[float, float]]  # wall seconds of a view, and its server's CPU seconds meanwhile
 QUIET = {"DO_NOT_TRACK": "1", "AGENTSVIEW_TELEMETRY_ENABLED": "0", "AGENTSVIEW_DISABLE_UPDATE_CHECK": "1"}
 
 
@@ -148,7 +150,7 @@ class Server:
     port: int
     pid: int
 
-    def viewer(self, *paths: str) -> Callable[[], tuple[float, float]]:
+    def viewer(self, *paths: str) -> View:
         """A view of `paths` (GETs one after the other, as a page asks them): its wall seconds, and the server's
         CPU seconds meanwhile."""
         def view() -> tuple[float, float]:
@@ -158,14 +160,15 @@ class Server:
         return view
 
 
-def in_turns(ours: Callable[[], T], theirs: Callable[[], T], requests: int) -> tuple[list[T], list[T]]:
-    """`requests` measures of each, after one that is not kept (the first loads what they use), taken in turns,
-    who goes first swapped every turn, so that both meet the same load."""
-    ours(), theirs()
-    kept: tuple[list[T], list[T]] = ([], [])
+def in_turns(sides: Sequence[Callable[[], T]], requests: int) -> list[list[T]]:
+    """`requests` measures of each side, after one that is not kept (the first loads what it uses), taken in turns,
+    the order reversed every other turn, so that all meet the same load."""
+    for side in sides:
+        side()
+    kept: list[list[T]] = [[] for _ in sides]
     for n in range(requests):
-        for side in ((0, 1) if n % 2 == 0 else (1, 0)):
-            kept[side].append((ours, theirs)[side]())
+        for k in (range(len(sides)) if n % 2 == 0 else reversed(range(len(sides)))):
+            kept[k].append(sides[k]())
     return kept
 
 
@@ -197,19 +200,20 @@ class Chromium:
         self._browser.close()
         self._playwright.stop()
 
-    def viewer(self, server: Server, path: str, text: str) -> Callable[[], tuple[float, float]]:
-        """From the address typed in a new tab until `text` is in the page: wall seconds, and the server's CPU
-        meanwhile (every request the page made until then; the browser's own CPU is not counted). The tabs share
+    def viewer(self, server: Server, path: str, text: str) -> View:
+        """From the address typed in a new tab until `text` is in the page (by the page's own clock, from the start
+        of its navigation; looked for every 10 ms): seconds, and the server's CPU meanwhile (every request the page
+        made until then; the browser's own CPU is not counted). The tabs share
         the browser's cache (its scripts and styles load once); each address is new (`?_=N`), so reasonlog's
         cache of pages that live pages keep open is never what answers."""
         def view() -> tuple[float, float]:
             self._views += 1
             tab = self._context.new_page()
-            before, started = process_cpu(server.pid), time.perf_counter()
+            before = process_cpu(server.pid)
             tab.goto(f"http://127.0.0.1:{server.port}{path}?_={self._views}", wait_until="commit")
-            tab.wait_for_function("t => document.body && document.body.textContent.includes(t)", arg=text,
-                                  polling=10, timeout=60_000)
-            seen = time.perf_counter() - started, process_cpu(server.pid) - before
+            found = tab.wait_for_function("t => document.body?.textContent.includes(t) && performance.now()",
+                                          arg=text, polling=10, timeout=60_000)
+            seen = found.json_value() / 1000, process_cpu(server.pid) - before
             tab.close()
             return seen
         return view
@@ -279,16 +283,18 @@ class Pair:
                 self._cli_search(q, theirs.pid, served)
             for q in queries:
                 quoted = urllib.parse.quote(q)
-                self.add_views("search over HTTP", *in_turns(a.viewer(f"/v1/search?q={quoted}&limit=10"),
-                               b.viewer(f"/api/v1/search/content?pattern={quoted}&limit=10"), requests))
+                self.add_views("search over HTTP", a.viewer(f"/v1/search?q={quoted}&limit=10"),
+                               b.viewer(f"/api/v1/search/content?pattern={quoted}&limit=10"), requests)
             self._session_page(a, b, requests, browser)
         finally:
             for server in (ours, theirs):
                 server.terminate()
                 server.wait(30)
 
-    def add_views(self, name: str, ours: list[tuple[float, float]], theirs: list[tuple[float, float]]) -> None:
-        """One figure's requests: the median wall time of each side, and its server's mean CPU per request."""
+    def add_views(self, name: str, mine: View, theirs: View, requests: int) -> None:
+        """One figure: `requests` views of each side in turns (`in_turns`), the median wall time of each and its
+        server's mean CPU per view."""
+        ours, theirs = in_turns((mine, theirs), requests)
         self.add(f"{name}, wall s (median)", *(statistics.median(w for w, _ in side) for side in (ours, theirs)))
         self.add(f"{name}, server CPU s", *(statistics.fmean(c for _, c in side) for side in (ours, theirs)))
 
@@ -298,16 +304,15 @@ class Pair:
         session = self._longest_session()
         their_page = (f"/api/v1/sessions/{session}", f"/api/v1/sessions/{session}/messages?from=0&limit=1000"
                       "&direction=asc")  # what its page asks for the session and its messages (limit 1000)
-        self.add_views("session page as sent (HTML ÷ JSON)", *in_turns(
-            a.viewer(f"/sessions/{session}"), b.viewer(their_page[1]), requests))
-        self.add_views("whole session as JSON", *in_turns(
-            a.viewer(f"/v1/sessions/{session}?limit=1000"), b.viewer(*their_page), requests))
+        self.add_views("session page as sent (HTML ÷ JSON)", a.viewer(f"/sessions/{session}"),
+                       b.viewer(their_page[1]), requests)
+        self.add_views("whole session as JSON", a.viewer(f"/v1/sessions/{session}?limit=1000"),
+                       b.viewer(*their_page), requests)
         if browser:
             first = first_words(b.port, session)
             with Chromium() as chromium:
-                self.add_views("session page drawn in Chromium", *in_turns(
-                    chromium.viewer(a, f"/sessions/{session}", first),
-                    chromium.viewer(b, f"/sessions/{session}", first), requests))
+                self.add_views("session page drawn in Chromium", chromium.viewer(a, f"/sessions/{session}", first),
+                               chromium.viewer(b, f"/sessions/{session}", first), requests)
 
     def _cli_search(self, q: str, server_pid: int, served: dict) -> None:
         ours = run(self.reasonlog("search", q, "--json", "--limit", "10"), self.ours)

@@ -37,7 +37,7 @@ def test_each_side_is_warmed_once_then_asked_in_turns():
     server = _logging_server(seen)
     try:
         here = Server(server.server_address[1], os.getpid())
-        ours, theirs = in_turns(here.viewer("/ours"), here.viewer("/theirs", "/theirs/messages"), 4)
+        ours, theirs = in_turns((here.viewer("/ours"), here.viewer("/theirs", "/theirs/messages")), 4)
     finally:
         server.shutdown()
     a, b = ["/ours"], ["/theirs", "/theirs/messages"]
