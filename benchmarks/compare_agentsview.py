@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import html
 import http.client
 import json
 import os
@@ -172,13 +173,22 @@ def in_turns(sides: Sequence[Callable[[], T]], requests: int) -> list[list[T]]:
     return kept
 
 
-def first_words(port: int, session: str, words: int = 4) -> str:
-    """The first words of the session's first message, as agentsview answers them (the text to wait for)."""
+def first_words(theirs: int, ours: int, session: str, words: int = 4) -> str:
+    """The first words of the session's first message as agentsview answers them (the text to wait for), checked to
+    be in reasonlog's page as sent (a page drawn differently would never be seen as drawn)."""
+    text = " ".join(json.loads(body_of(theirs, f"/api/v1/sessions/{session}/messages?from=0&limit=1&direction=asc")
+                               )["messages"][0]["content"].split()[:words])
+    if text not in html.unescape(body_of(ours, f"/sessions/{session}").decode()):
+        raise SystemExit(f"reasonlog's page of {session} does not show {text!r}, the first words agentsview shows")
+    return text
+
+
+def body_of(port: int, path: str) -> bytes:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    conn.request("GET", f"/api/v1/sessions/{session}/messages?from=0&limit=1&direction=asc")
-    text = json.loads(conn.getresponse().read())["messages"][0]["content"]
+    conn.request("GET", path)
+    body = conn.getresponse().read()
     conn.close()
-    return " ".join(text.split()[:words])
+    return body
 
 
 class Chromium:
@@ -309,7 +319,7 @@ class Pair:
         self.add_views("whole session as JSON", a.viewer(f"/v1/sessions/{session}?limit=1000"),
                        b.viewer(*their_page), requests)
         if browser:
-            first = first_words(b.port, session)
+            first = first_words(b.port, a.port, session)
             with Chromium() as chromium:
                 self.add_views("session page drawn in Chromium", chromium.viewer(a, f"/sessions/{session}", first),
                                chromium.viewer(b, f"/sessions/{session}", first), requests)
