@@ -134,6 +134,12 @@ def wait_for(port: int, path: str, seconds: float = 120.0) -> None:
 def get(port: int, path: str) -> tuple[float, int]:
     """Wall seconds of one GET on a new connection, and the bytes of the answer (a status other than 200 stops)."""
     started = time.perf_counter()
+    body = body_of(port, path)
+    return time.perf_counter() - started, len(body)
+
+
+def body_of(port: int, path: str) -> bytes:
+    """The answer to one GET on a new connection; OSError for a status other than 200."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request("GET", path)
     answer = conn.getresponse()
@@ -141,7 +147,7 @@ def get(port: int, path: str) -> tuple[float, int]:
     conn.close()
     if answer.status != 200:
         raise OSError(f"GET {path}: HTTP {answer.status}")
-    return time.perf_counter() - started, len(body)
+    return body
 
 
 @dataclass(frozen=True)
@@ -176,19 +182,11 @@ def in_turns(sides: Sequence[Callable[[], T]], requests: int) -> list[list[T]]:
 def first_words(theirs: int, ours: int, session: str, words: int = 4) -> str:
     """The first words of the session's first message as agentsview answers them (the text to wait for), checked to
     be in reasonlog's page as sent (a page drawn differently would never be seen as drawn)."""
-    text = " ".join(json.loads(body_of(theirs, f"/api/v1/sessions/{session}/messages?from=0&limit=1&direction=asc")
-                               )["messages"][0]["content"].split()[:words])
+    first = json.loads(body_of(theirs, f"/api/v1/sessions/{session}/messages?from=0&limit=1&direction=asc"))
+    text = " ".join(first["messages"][0]["content"].split()[:words])
     if text not in html.unescape(body_of(ours, f"/sessions/{session}").decode()):
         raise SystemExit(f"reasonlog's page of {session} does not show {text!r}, the first words agentsview shows")
     return text
-
-
-def body_of(port: int, path: str) -> bytes:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    conn.request("GET", path)
-    body = conn.getresponse().read()
-    conn.close()
-    return body
 
 
 class Chromium:
@@ -213,9 +211,9 @@ class Chromium:
     def viewer(self, server: Server, path: str, text: str) -> View:
         """From the address typed in a new tab until `text` is in the page (by the page's own clock, from the start
         of its navigation; looked for every 10 ms): seconds, and the server's CPU meanwhile (every request the page
-        made until then; the browser's own CPU is not counted). The tabs share
-        the browser's cache (its scripts and styles load once); each address is new (`?_=N`), so reasonlog's
-        cache of pages that live pages keep open is never what answers."""
+        made until then; the browser's own CPU is not counted). The tabs share the browser's cache (scripts and
+        styles load once); each address is new (`?_=N`), so reasonlog's cache of pages that live pages keep open
+        is never what answers."""
         def view() -> tuple[float, float]:
             self._views += 1
             tab = self._context.new_page()
