@@ -4,6 +4,7 @@
     python benchmarks/bench_cli_search.py --runs 5 --db PATH
     python benchmarks/bench_cli_search.py --parts-only       # only where a search's time goes, in one process
     python benchmarks/bench_cli_search.py --baseline ../wt-base/src --runs 5   # CPU against another checkout
+    python benchmarks/bench_cli_search.py --baseline ../wt-base/src --runs 3 --mb 211
 
 Each run is a new `python -m reasonlog search QUERY --mode M --limit 10` process on the database bench_server.py
 keeps (10,000 sessions, 500,000 messages, 500,000 units with synthetic vectors of the local model's name), timed
@@ -22,7 +23,9 @@ system of the child, from wait4) of `reasonlog search Q --json --limit 10`, one 
 transcripts imported by each tree (nothing embedded: the default mode is `text`), for compare_agentsview.py's
 six queries, run by the code in SRC and by this tree in turn, interleaved, `--runs` times (each on its own import, so
 that each reads its own schema); it prints the mean CPU of each tree, their ratio,
-and whether both printed the same hits.
+and whether both printed the same hits. `--mb 211` imports the samples copied to 211 MB (compare_agentsview.py's
+set) instead. Both trees are compiled to bytecode first, as `pip install` does (with PYTHONDONTWRITEBYTECODE set, as
+on this machine, each search would compile every module it imports again).
 """
 from __future__ import annotations
 
@@ -109,9 +112,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--parts-only", action="store_true", help="skip the commands; only the parts in one process")
     ap.add_argument("--baseline", type=Path, help="the src folder of a checkout: CPU of a text search against it")
+    ap.add_argument("--mb", type=int, help="with --baseline: the spotter transcripts copied to this many MB"
+                    " (compare_agentsview.py's set at 211; default: the samples once, 9.3 MB)")
     args = ap.parse_args()
     if args.baseline is not None:
-        return cpu_against(args.baseline.resolve(), args.runs)
+        return cpu_against(args.baseline.resolve(), args.runs, args.mb)
     if not args.db.exists():
         raise SystemExit(f"{args.db}: no such database; build it with `python benchmarks/bench_server.py`")
     if not args.parts_only:
@@ -148,14 +153,22 @@ def cpu_of_search(src: Path, db: Path, query: str) -> tuple[float, bytes]:
     return usage.ru_utime + usage.ru_stime, out
 
 
-def cpu_against(baseline: Path, runs: int) -> None:
+def cpu_against(baseline: Path, runs: int, mb: int | None) -> None:
+    import compileall
     import tempfile
 
     trees = {"baseline": baseline, "this tree": REPO / "src"}
+    for src in trees.values():  # as pip install does: with PYTHONDONTWRITEBYTECODE set, each search compiled them
+        compileall.compile_dir(str(src), quiet=1)
     with tempfile.TemporaryDirectory() as folder:
+        transcripts = SPOTTER
+        if mb:
+            from bench_import import replicate
+
+            replicate(transcripts := Path(folder) / "projects", mb)
         dbs = {name: Path(folder) / f"spotter-{n}.db" for n, name in enumerate(trees)}  # each tree's own schema
         for name, src in trees.items():
-            subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(dbs[name]), "import", str(SPOTTER)],
+            subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(dbs[name]), "import", str(transcripts)],
                            check=True, env={**os.environ, "PYTHONPATH": str(src)}, capture_output=True)
         cpu: dict[str, list[float]] = {name: [] for name in trees}
         same = True

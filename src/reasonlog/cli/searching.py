@@ -36,10 +36,10 @@ def search(obj, text, mode, as_json, limit, **filters):
         Query.parse(text)
     except StoreError as exc:
         raise click.UsageError(str(exc)) from None
+    if as_json:  # no count printed: the search stops at the limit (a common word has thousands of hits to check)
+        return emit_json(semantic_search(obj.store, text, "text", make_filter(limit=None, **filters), limit or None))
     hits = semantic_search(obj.store, text, "text", make_filter(limit=None, **filters), None)  # all: a count
     shown = hits[:limit] if limit else hits
-    if as_json:
-        return emit_json(shown)
     more = f"; showing the first {len(shown)} (--limit 0 shows all)" if len(shown) < len(hits) else ""
     _print_hits(obj, shown, f"no message, tool result or outcome contains {text!r}",
                 f"{len(hits)} match{'es' if len(hits) != 1 else ''}{more}")
