@@ -3,6 +3,7 @@ response models all come from `reasonlog.wire`, and what each writes matches the
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 
 import orjson
@@ -16,7 +17,7 @@ from reasonlog.io import jsonl
 from reasonlog.model import EVENT_TYPES, check_event, dump_event, load_event
 from reasonlog.store.transfer_checks import BadRecord, check_fields
 from reasonlog.wire import EVENTS, PARSED, RECORDS, decode_line, encode_line, row_of
-from reasonlog.wire.rules import EVENT, RECORD, RecordError, checks_of
+from reasonlog.wire.rules import EVENT, RECORD, RecordError, checks_of, first_wrong
 
 
 def _keys(shape: type) -> set[str]:
@@ -54,6 +55,30 @@ def test_every_typed_field_of_every_event_is_checked_by_name(kind, name):
     """Not a hand-kept table: every field whose shape refuses a stray object is refused, naming the field."""
     with pytest.raises(RecordError, match=rf"^{name}: expected "):
         check_event(_event_with(kind, name, _Opaque()))
+
+
+_FIELD_VALUES = st.none() | st.sampled_from(["", "s", "2026-01-01T00:00:00Z", "2026-01-01", True, 0, -1, 2.5,
+                                              float("nan"), {}, {"a": 1}, [], ["t", ""], _Opaque()])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(EVENT_TYPES)), st.data())
+def test_an_event_is_refused_exactly_when_the_first_wrong_field_says_so(kind, data):
+    """`check_event` reads an event's fields in one go (the store checks every event it writes): it refuses what
+    `first_wrong`, asking field by field in the shape's order, finds wrong, naming that field, and nothing else.
+    (A call's usage and response, which hold objects in process, stay None.)"""
+    checks = checks_of(EVENTS[kind], EVENT, skip=("event",))
+    values = {check.name: None if check.name in ("usage", "response") else data.draw(_FIELD_VALUES, label=check.name)
+              for check in checks}
+    event = _event_with(kind, checks[0].name, values[checks[0].name])
+    for name, value in values.items():
+        setattr(event, name, value)
+    wrong = first_wrong(checks, values.get, EVENT)
+    if wrong is None:
+        check_event(event)
+    else:
+        with pytest.raises(RecordError, match=rf"^{wrong[0]}: expected {re.escape(wrong[1])}, got "):
+            check_event(event)
 
 
 def test_fields_that_take_any_json_are_the_ones_the_shapes_say():

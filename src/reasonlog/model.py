@@ -11,9 +11,10 @@ import os
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any, ClassVar, get_args
 
 from .wire import EVENTS, decode_line, encode_line
@@ -389,6 +390,10 @@ _IN_PROCESS = {"usage": Rule(lambda v: type(v) is Usage, "a Usage"),
                "response": Rule(lambda v: isinstance(v, dict) or hasattr(v, "model_dump"), "a message dict")}
 _CHECKS: dict[type, tuple[FieldCheck, ...]] = {
     cls: checks_of(EVENTS[kind], EVENT, skip=("event",), in_process=_IN_PROCESS) for kind, cls in EVENT_TYPES.items()}
+# Each event type's checked fields read in one call (as a tuple: every type has two or more): the store checks every
+# event it writes, and an import every event before that, and `first_wrong` asking field by field took 4 µs a call.
+_VALUES: dict[type, Callable[[Any], tuple]] = {cls: attrgetter(*(c.name for c in checks))
+                                               for cls, checks in _CHECKS.items()}
 
 
 def check_event(event: Any) -> None:
@@ -396,7 +401,12 @@ def check_event(event: Any) -> None:
     checks = _CHECKS.get(type(event))
     if checks is None:
         raise RecordError(f"event: expected one of {sorted(EVENT_TYPES)}, got {type(event).__name__}")
-    wrong = first_wrong(checks, lambda name: getattr(event, name), EVENT)
+    for value, check in zip(_VALUES[type(event)](event), checks):  # the tests `first_wrong` runs, in its order
+        if (not check.nullable) if value is None else (not check.test(value)):
+            break
+    else:
+        return
+    wrong = first_wrong(checks, lambda name: getattr(event, name), EVENT)  # what was wrong, said as it says it
     if wrong is not None:
         name, expected, value = wrong
         raise RecordError(f"{name}: expected {expected}, got {type(value).__name__}")

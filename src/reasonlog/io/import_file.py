@@ -174,10 +174,11 @@ class _Reading:
                 if len(self.pending) >= BATCH_EVENTS:
                     self._write(item)
                 continue
-            if isinstance(item, SessionStarted) and not _storable(item, self.feed):
+            started = isinstance(item, SessionStarted)
+            if started and not _storable(item, self.feed):
                 self.refused.add(item.session_id)  # what follows in it is left out with it, not rejected one by one
-            elif getattr(item, "session_id", None) not in self.refused and _storable(item, self.feed):
-                self._add(item)
+            elif getattr(item, "session_id", None) not in self.refused and (started or _storable(item, self.feed)):
+                self._add(item)  # (a start was checked above)
         start = self.feed
         self._write(self.last or Checkpoint(start.start, start.first_line, dump_state(start.state)))
 

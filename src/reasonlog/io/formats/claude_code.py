@@ -56,6 +56,9 @@ TRANSCRIPT_TYPES = frozenset({"user", "assistant", "system", "summary", "progres
 _ENVELOPE = frozenset({"sessionId", "leafUuid", "messageId", "parentUuid"})
 PASSED_OVER = frozenset({"file-history-snapshot", "queue-operation"})
 SETTLE_S = 30.0  # under watch, a response whose file changed this recently may still be streaming
+# The bytes of a line's start that hold its envelope's first keys (`parentUuid`, `isSidechain`, `userType`, `cwd`,
+# `sessionId`, `version`, `gitBranch`, then `type`: about 250 bytes in the transcripts measured)
+ENVELOPE_BYTES = 1024
 
 
 def default_folders() -> list[Path]:
@@ -169,19 +172,21 @@ class _Reader:
         self.titles: dict[str, list] = saved["titles"] if "titles" in saved else (
             titles_in(feed.path, feed.start) if feed.start else {})
         self.titled: dict[str, str] = {}  # the title each session was given in this pass
-        self.run_name = feed.path.parent.name if "subagents" not in feed.path.parts else feed.path.parents[2].name
+        self.sub_file = "subagents" in feed.path.parts  # a sub-agent's own file: its lines are the sub-agent's
+        self.run_name = feed.path.parents[2].name if self.sub_file else feed.path.parent.name
         self.done: Line | None = None  # the last line whose effects are all in the state
         self.changed: list[_Thread] = []  # the threads the line being read took (see `_Thread.dumped`)
 
     # ----------------------------------------------------------------------------- the loop
 
     def run(self) -> Iterator[Event | Checkpoint]:
-        for line in self.feed.lines(ignore=_bookkeeping):
-            if self.feed.readable(line):
+        feed, changed = self.feed, self.changed
+        for line in feed.lines(ignore=_bookkeeping):
+            if line.error is None or feed.readable(line):
                 yield from self._guarded(line)  # a checkpoint in here covers the lines before this one
-                for thread in self.changed:
+                for thread in changed:
                     thread.dumped = None
-                self.changed.clear()
+                changed.clear()
             self.done = line
         if self.feed.live and self._settling():
             yield self._checkpoint()  # a response may still be streaming: it waits in the state for the next pass
@@ -246,7 +251,7 @@ class _Reader:
     def _thread_of(self, v: dict, line: Line, agent: str | None = None) -> _Thread:
         session = v.get("sessionId") if isinstance(v.get("sessionId"), str) else None
         session = session or self.main or self.feed.path.stem
-        agent = agent or (v.get("agentId") if v.get("isSidechain") or "subagents" in self.feed.path.parts else None)
+        agent = agent or (v.get("agentId") if self.sub_file or v.get("isSidechain") else None)
         agent = agent if isinstance(agent, str) and agent else None
         if v.get("isSidechain"):
             # An inline sub-agent writes its agentId on some lines only: a line without it is the sub-agent's whose
@@ -312,7 +317,8 @@ class _Reader:
         if spawn is None and not thread.started and "@" in thread.sid:
             spawn = self._spawn_of(message.get("content"))
             agent_type = agent_type or (spawn or {}).get("agent")
-        yield from self._start(thread, envelope, at, agent_type, spawn)
+        if not thread.started:
+            yield from self._start(thread, envelope, at, agent_type, spawn)
         thread.touched, thread.last_at = True, at
         if v.get("type") == "assistant" or message.get("role") == "assistant":
             yield from self._assistant(line, v, message, thread, at)
@@ -546,14 +552,22 @@ def _text_or_none(value: Any) -> str | None:
 
 
 def _bookkeeping(raw: bytes) -> bool:
-    """Hook and bash progress lines (most lines of a transcript), known without parsing them. A line not in
-    Claude Code's compact form is parsed and passed over later."""
-    return b'"type":"progress"' in raw and b'"type":"agent_progress"' not in raw
+    """Hook and bash progress lines (most lines of a transcript), known without parsing them: their type is among
+    the envelope's first keys, so only the line's first `ENVELOPE_BYTES` are searched for it (a long tool result was
+    searched to its end). A line not in Claude Code's compact form is parsed and passed over later."""
+    return raw.find(b'"type":"progress"', 0, ENVELOPE_BYTES) >= 0 and b'"type":"agent_progress"' not in raw
+
+
+_COUNTED = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 def _total(usage: dict) -> int:
-    return sum(n for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-               if isinstance(n := usage.get(k), int))
+    total = 0
+    for key in _COUNTED:
+        n = usage.get(key)
+        if isinstance(n, int):
+            total += n
+    return total
 
 
 def _epoch(feed: Feed) -> str:
