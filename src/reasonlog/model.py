@@ -401,7 +401,7 @@ def check_event(event: Any) -> None:
     checks = _CHECKS.get(type(event))
     if checks is None:
         raise RecordError(f"event: expected one of {sorted(EVENT_TYPES)}, got {type(event).__name__}")
-    for value, check in zip(_VALUES[type(event)](event), checks):  # the tests `first_wrong` runs, in its order
+    for value, check in zip(_VALUES[type(event)](event), checks, strict=True):  # `first_wrong`'s tests, in order
         if (not check.nullable) if value is None else (not check.test(value)):
             break
     else:
