@@ -9,12 +9,15 @@ by a `Recorder` with the default background writer until `flush()` and `close()`
 beside `../shared/bench/sketch_dedup.py`'s (the floor: a dedup store with no text index, masking or costs).
 `import`: the spotter transcripts replicated to --mb (as `bench_import.py` does) imported by `reasonlog import`
 into a new database, then again with nothing changed, beside ccusage 20.0.24 `claude daily --json` re-reading
-the files; CPU is user + system of the child and its threads, peak memory its maximum resident set.
+the files; CPU is user + system of the child and its threads, peak memory its maximum resident set. Each checkout's
+modules are compiled to bytecode first, as `pip install` does: with PYTHONDONTWRITEBYTECODE set (as on this machine)
+every `reasonlog import` would otherwise compile the ~100 modules it imports (about 0.2 s of CPU each run).
 Each figure is the median of --runs; the runs of every program alternate, so load moves them alike.
 """
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -121,6 +124,9 @@ def bench_import(args) -> dict:
     from bench_import import replicate
     from compare_ccusage import install_ccusage
     exe = install_ccusage(args.cache)
+    for src in (ROOT / "src", args.baseline_src):
+        if src:
+            compileall.compile_dir(str(src), quiet=1)  # as pip install does (see the module's docstring)
     runs: dict[str, list[float]] = {k: [] for k in ("ccusage", "this", "this_again", "this_peak_mib", "baseline",
                                                      "baseline_again", "baseline_peak_mib")}
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
