@@ -173,12 +173,15 @@ class _Reading:
                 self.uncovered = []
                 if len(self.pending) >= BATCH_EVENTS:
                     self._write(item)
+                    self.feed.batch_due = False
                 continue
             started = isinstance(item, SessionStarted)
             if started and not _storable(item, self.feed):
                 self.refused.add(item.session_id)  # what follows in it is left out with it, not rejected one by one
             elif getattr(item, "session_id", None) not in self.refused and (started or _storable(item, self.feed)):
                 self._add(item)  # (a start was checked above)
+                if len(self.since) + len(self.pending) >= BATCH_EVENTS:
+                    self.feed.batch_due = True
         start = self.feed
         self._write(self.last or Checkpoint(start.start, start.first_line, dump_state(start.state)))
 

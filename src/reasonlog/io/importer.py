@@ -219,6 +219,10 @@ class Feed:
         self.current: int | str | None = None
         self.passed: dict[int | str, str] = {}
         self.read_to: Line | None = None  # the last line `values()` read, of any shape: where a checkpoint goes
+        # True while the import loop holds a batch's worth of events that no checkpoint covers yet: the next checkpoint
+        # is written. Only such a checkpoint's state is read (or the last one's, after a record failed), so an
+        # importer that could checkpoint after every record may build its state only then (io/import_file.py).
+        self.batch_due = False
 
     # ---------------------------------------------------------------- reading
 
