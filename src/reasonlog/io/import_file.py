@@ -176,7 +176,7 @@ class _Reading:
                     self.feed.batch_due = False
                 continue
             started = isinstance(item, SessionStarted)
-            if started and not _storable(item, self.feed):
+            if isinstance(item, SessionStarted) and not _storable(item, self.feed):
                 self.refused.add(item.session_id)  # what follows in it is left out with it, not rejected one by one
             elif getattr(item, "session_id", None) not in self.refused and (started or _storable(item, self.feed)):
                 self._add(item)  # (a start was checked above)
