@@ -93,6 +93,39 @@ def test_lines_not_of_the_shape_are_reported_and_the_rest_imported(tmp_path):
         store.close()
 
 
+def test_an_importer_may_checkpoint_only_when_a_batch_is_due(tmp_path):
+    """`feed.batch_due` turns true once the loop holds a batch's worth of events (2,000) that no checkpoint covers, and
+    false once the checkpoint after them is written: an importer whose state is costly to build checkpoints only then
+    (as Claude Code's does), and every record is imported, with the state of its last checkpoint."""
+    wanted: list[int] = []
+
+    def read(feed):
+        sid = stable_id(None, "due", "s")
+        yield SessionStarted(session_id=sid, started_at="2026-01-01T00:00:00Z", agent="due")
+        before = None
+        for line in feed.values(lambda v: isinstance(v, dict), "expected an object"):
+            if feed.batch_due:
+                wanted.append(line.number)
+                yield feed.checkpoint(before, {"line": before.number})
+            yield CallRecorded(call_id=stable_id(None, "due", line.number), session_id=sid, exchange_id=None,
+                               started_at="2026-01-01T00:00:01Z", request={"messages": []},
+                               response={"role": "assistant", "content": str(line.value["n"])})
+            before = line
+        yield SessionEnded(session_id=sid, ended_at="2026-01-01T00:00:02Z")
+        yield feed.checkpoint(feed.read_to, {"line": "end"})
+
+    log = _write(tmp_path / "s.due", *(b'{"n": %d}' % n for n in range(4_500)))
+    store = open_store(tmp_path / "db.sqlite")
+    try:
+        report = run_import(store, [(log, FormatImporter("due", "", read, files=("*.due",)))])
+        assert wanted == [2_000, 4_000]  # the start and 1,999 calls, then 2,000 calls
+        assert report.added["calls"] == 4_500 and report.failed == []
+        row = store.import_file(str(log.resolve()))
+        assert (row["consumed"], row["state"]) == (log.stat().st_size, {"line": "end", "$line": 4_500})
+    finally:
+        store.close()
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(st.dictionaries(st.sampled_from(["kind", "id", "text"]),
                                           st.sampled_from(["hello", "call", "x", 1, None])),
