@@ -3,6 +3,7 @@ format's files by their patterns and first values or bytes, and `Feed.values` sk
 format's shape; a format declared with them imports like the built-in ones (issue 33)."""
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import orjson
@@ -90,6 +91,28 @@ def test_lines_not_of_the_shape_are_reported_and_the_rest_imported(tmp_path):
         assert report.added["sessions"] == 1 and report.added["calls"] == 1
         assert run_import(store, [(log, TINY)]).unchanged == 1  # read to its end: the checkpoint was the last line
     finally:
+        store.close()
+
+
+def test_the_collector_runs_rarely_while_an_import_runs_and_as_before_after_it(tmp_path):
+    """An import's objects die by their reference counts: its young collections are rare (every 50,000 objects, not
+    700), and the process's own thresholds come back when it ends, whatever they were."""
+    during = []
+
+    def read(feed):
+        during.append(gc.get_threshold())
+        yield from _read(feed)
+
+    log = _write(tmp_path / "s.tiny", b'{"kind": "hello", "id": "s"}', b'{"kind": "call", "text": "answer"}')
+    before = gc.get_threshold()
+    store = open_store(tmp_path / "db.sqlite")
+    try:
+        gc.set_threshold(900, 11, 12)
+        report = run_import(store, [(log, FormatImporter("timed", "", read, files=("*.tiny",)))])
+        assert report.added["calls"] == 1
+        assert during == [(50_000, 11, 12)] and gc.get_threshold() == (900, 11, 12)
+    finally:
+        gc.set_threshold(*before)
         store.close()
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -308,16 +309,27 @@ class _Batched:
 YOUNG_THRESHOLD = 50_000
 
 
+_collecting = threading.Lock()
+_importing: list = [0, None]  # imports running in this process (threads may import into other databases), the
+#                               thresholds before the first of them
+
+
 @contextmanager
 def _young_collections_rarer() -> Iterator[None]:
-    """The collector's young generation collected every `YOUNG_THRESHOLD` objects during an import, as before
-    after it."""
-    before = gc.get_threshold()
-    gc.set_threshold(max(before[0], YOUNG_THRESHOLD), *before[1:])
+    """The collector's young generation collected every `YOUNG_THRESHOLD` objects while any import of the process runs,
+    as before once the last has ended."""
+    with _collecting:
+        if not _importing[0]:
+            _importing[1] = gc.get_threshold()
+            gc.set_threshold(max(_importing[1][0], YOUNG_THRESHOLD), *_importing[1][1:])
+        _importing[0] += 1
     try:
         yield
     finally:
-        gc.set_threshold(*before)
+        with _collecting:
+            _importing[0] -= 1
+            if not _importing[0]:
+                gc.set_threshold(*_importing[1])
 
 
 @contextmanager
