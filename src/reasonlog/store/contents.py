@@ -136,6 +136,12 @@ class ContentWriter:
 
     def id_of(self, cur, value: Any, kind: str) -> int:
         """The id of a content, inserting it when new."""
+        cid = self.signed_id(cur, value, kind)
+        return -cid if cid < 0 else cid
+
+    def signed_id(self, cur, value: Any, kind: str) -> int:
+        """`id_of`, negative when the content's JSON holds `null` (whose bytes NaN writes too): a caller that
+        remembers the id for the same bytes must walk the value again for NaN, as a cache hit here does."""
         known = self.prefetched.get(id(value))
         if known is not None and known[0] is value:
             return self._cached(known[1], value, kind)
@@ -164,17 +170,17 @@ class ContentWriter:
             self.cache.clear()
             self.cache_bytes = 0
         key = _exact(key)
-        self.cache[key] = -cid if nulls else cid  # negative: a hit walks the value (see above)
+        signed = -cid if nulls else cid  # negative: a hit walks the value (see above)
+        self.cache[key] = signed
         self.cache_bytes += len(key) + ENTRY_BYTES
         if self._added is not None:
             self._added.append(key)
-        return cid
+        return signed
 
     @staticmethod
     def _cached(cid: int, value: Any, kind: str) -> int:
         if cid < 0:  # its JSON holds null, whose bytes NaN writes too: this value may hold NaN
             refuse_non_finite(value, kind)
-            return -cid
         return cid
 
     def prefetch(self, cur, values: Iterable[tuple[Any, str]]) -> None:

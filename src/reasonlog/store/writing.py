@@ -27,7 +27,7 @@ from ..model import (
     check_event,
     format_instant,
 )
-from ..wire import check_finite, jsonable
+from ..wire import check_finite, jsonable, refuse_non_finite
 from ..wire.rules import RecordError
 from . import imported, twins
 from .content import (
@@ -42,6 +42,10 @@ from .kept import Tally
 from .rows import CALL_INSERT_COLUMNS, ContentReader, Split, split_request
 from .timeline import Thread, Timeline
 
+# What the open sessions' last messages (`SessionState.history`) may hold in all: past it a call's history is not
+# kept, and its session's next call finds its messages' ids one by one, as before.
+HISTORY_BYTES = 64 << 20
+
 
 # Keys under which a request carries its context, by protocol (see providers/). The first that holds a list wins.
 @dataclass
@@ -55,6 +59,10 @@ class SessionState:
     response: int | None = None
     system: int | None = None
     sent: list | None = None  # the last call's message objects, kept only for `stable_history` calls
+    # The JSON of the last live call's messages as the caller's objects gave it (keys in their order), without its
+    # closing `]`, and their signed content ids (`ContentWriter.signed_id`): see `Applier._message_ids`.
+    history: bytes | None = None
+    history_ids: list[int] | None = None
     thread: Thread | None = None  # what the next call is aligned with; read from the store when first needed
     origin: twins.Origin | None = None  # where the session came from, its external id; read when first needed
 
@@ -85,6 +93,7 @@ class Applier:
     # The (masked) ids of the sessions the batch starts that the store did not hold before it, read by a bulk
     # `prepare`: their state is known when their start is applied (nothing written yet), not read back.
     new: set[str] = field(default_factory=set)
+    history_bytes: int = 0  # what the sessions' `history` hold, at least (a session that ends is counted until a sum)
 
     def __post_init__(self) -> None:
         self.timeline = Timeline(self.contents.redactor, self.contents.fresh)
@@ -158,7 +167,8 @@ class Applier:
         Which of its sessions share their agent's session id with another is read once too
         (`twins.shared_external_ids`): only their calls are looked for by position, which first writes what the
         batch queued. `bulk`: also store the batch's new contents in a few statements (`ContentWriter.prefetch`),
-        and find the sessions the store does not hold, instead of a round trip per content and per session."""
+        instead of a round trip per content. The sessions the batch starts that the store does not hold are found
+        in one query: their state is known (nothing written yet), not read back one query at a time."""
         calls = [e for e in events if isinstance(e, CallRecorded)]
         ids = [self.again(e.provider_message_id) for e in calls if isinstance(e.provider_message_id, str)]
         self.billed = twins.billed_calls(cur, ids)
@@ -171,8 +181,8 @@ class Applier:
             for event in calls:
                 check_event(event)  # as `apply` would first: a wrongly typed field is this event's data error
             self.contents.prefetch(cur, (item for event in calls for item in _contents_of(event)))
-            self.new = _absent(cur, sorted({self.again(e.session_id) for e in events
-                                            if isinstance(e, SessionStarted)}))
+        self.new = _absent(cur, sorted({self.again(e.session_id) for e in events if isinstance(e, SessionStarted)
+                                        and isinstance(e.session_id, str)}))
 
     def apply(self, cur, event: Event) -> None:
         check_event(event)  # a wrongly typed field is a data error of this event, not a store failure
@@ -333,9 +343,13 @@ class Applier:
             cur.execute("UPDATE sessions SET model = ? WHERE id = ? AND model IS NULL",
                         (self.again(ev.model), self.again(ev.session_id)))  # counted with the call
         split = split_request(ev.request)
-        id_of = self.contents.id_of  # called for every message of every call: the writer's hottest line
-        known = _resent(st, split.messages) if ev.stable_history else 0
-        ids = (st.context or [])[:known] + [id_of(cur, m, "message") for m in split.messages[known:]]
+        if ev.stable_history:  # an importer's: the same objects are the same messages
+            known = _resent(st, split.messages)
+            ids = (st.context or [])[:known] + [self.contents.id_of(cur, m, "message")
+                                                for m in split.messages[known:]]
+            st.history = st.history_ids = None
+        else:
+            known, ids = 0, self._message_ids(cur, st, split.messages)
         system_id = self.content_id(cur, split.system, "system") if split.has_system else None
         tool_ids = None if split.tools is None else [self.content_id(cur, t, "tool") for t in split.tools]
         response_id = None if ev.response is None else self.content_id(cur, ev.response, "message")
@@ -365,6 +379,48 @@ class Applier:
         st.sent = split.messages if ev.stable_history else None
         if system_id is not None:
             st.system = system_id
+
+    def _message_ids(self, cur, st: SessionState, messages: list) -> list[int]:
+        """The content ids of a live call's messages: the ids of those its last call sent unchanged, `id_of` for
+        the rest.
+
+        A live agent resends its whole history on every call, and may have edited any message in place since (moved
+        a `cache_control`, trimmed a tool result), so neither the objects nor their positions can be trusted. One
+        serialisation of the whole list, keys as given (no sorting, no dict lookup per message), settles it: when
+        the last call's JSON, without its closing `]`, begins this one's and is followed by `,` or `]`, its messages
+        are the first ones here, byte for byte, and so have its ids. `id_of` would have found the same ids for
+        them (equal JSON is equal canonical JSON, which masks to the same content). NaN is written as `null`, as
+        in `ContentWriter`'s cache: a remembered id of a content holding `null` walks the message again."""
+        if self.contents.prefetched:  # a bulk batch (PostgreSQL): `id_of` knows these very objects already
+            st.history = st.history_ids = None
+            return [self.contents.id_of(cur, m, "message") for m in messages]
+        try:
+            data: bytes | None = orjson.dumps(messages, default=jsonable)
+        except TypeError:  # not JSON (`id_of` says why), or keys that are not strings
+            data = None
+        kept = _unchanged(st.history, data, st.history_ids)
+        signed = st.history_ids[:kept] if kept and st.history_ids else []
+        if signed and min(signed) < 0:
+            for i, cid in enumerate(signed):
+                if cid < 0:
+                    refuse_non_finite(messages[i], "message")
+        signed_id = self.contents.signed_id
+        signed += [signed_id(cur, m, "message") for m in messages[kept:]]
+        self._keep_history(st, data, signed)
+        return list(map(abs, signed))
+
+    def _keep_history(self, st: SessionState, data: bytes | None, signed: list[int]) -> None:
+        """Remember a live call's messages for the session's next call, while all sessions hold under
+        `HISTORY_BYTES` of them."""
+        old = len(st.history) if st.history is not None else 0
+        if data is not None and self.history_bytes - old + len(data) > HISTORY_BYTES:
+            self.history_bytes = sum(len(s.history) for s in self.sessions.values() if s.history is not None)
+        if data is None or self.history_bytes - old + len(data) > HISTORY_BYTES:
+            st.history = st.history_ids = None
+            self.history_bytes -= old
+            return
+        st.history, st.history_ids = data[:-1], signed  # a slice is a copy of its own length (orjson's is more)
+        self.history_bytes += len(data) - 1 - old
 
     def _align(self, cur, ev: CallRecorded, st: SessionState, split: Split, ids: list[int], known: int,
                response_id: int | None, timeline: list[tuple[str | None, int]]) -> str:
@@ -500,6 +556,17 @@ def _resent(st: SessionState, messages: list) -> int:
     if sent is None or st.context is None or len(sent) != len(st.context) or len(messages) < len(sent):
         return 0
     return len(sent) if all(map(operator.is_, sent, messages)) else 0
+
+
+def _unchanged(previous: bytes | None, data: bytes | None, ids: list[int] | None) -> int:
+    """How many messages of the call serialised as `data` are the last call's (`previous`: its JSON without the
+    closing `]`; `ids`: one per message), unchanged: all of them or none."""
+    if previous is None or data is None or not ids or len(data) <= len(previous):
+        return 0
+    return len(ids) if data.startswith(previous) and data[len(previous)] in _AFTER_ELEMENT else 0
+
+
+_AFTER_ELEMENT = b",]"
 
 
 def _ours(value: Any) -> str | None:
