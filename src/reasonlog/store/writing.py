@@ -160,6 +160,7 @@ class Applier:
         self.timeline.reset()
         self.billed = self.shared = None
         self.new.clear()
+        self.history_bytes = 0
 
     def prepare(self, cur, events: list[Event], bulk: bool = False) -> None:
         """Read once what the batch's calls need of the database (the calls that may be the same as them).
