@@ -392,9 +392,10 @@ class Applier:
         are the first ones here, byte for byte, and so have its ids. `id_of` would have found the same ids for
         them (equal JSON is equal canonical JSON, which masks to the same content). NaN is written as `null`, as
         in `ContentWriter`'s cache: a remembered id of a content holding `null` walks the message again."""
-        if self.contents.prefetched:  # a bulk batch (PostgreSQL): `id_of` knows these very objects already
+        signed_id = self.contents.signed_id
+        if self.contents.prefetched:  # a bulk batch (PostgreSQL): `prefetch` met these very objects already
             st.history = st.history_ids = None
-            return [self.contents.id_of(cur, m, "message") for m in messages]
+            return list(map(abs, [signed_id(cur, m, "message") for m in messages]))
         try:
             data: bytes | None = orjson.dumps(messages, default=jsonable)
         except TypeError:  # not JSON (`id_of` says why), or keys that are not strings
@@ -405,7 +406,6 @@ class Applier:
             for i, cid in enumerate(signed):
                 if cid < 0:
                     refuse_non_finite(messages[i], "message")
-        signed_id = self.contents.signed_id
         signed += [signed_id(cur, m, "message") for m in messages[kept:]]
         self._keep_history(st, data, signed)
         return list(map(abs, signed))
