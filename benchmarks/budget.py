@@ -4,6 +4,8 @@ the machine's load.
     python benchmarks/budget.py                       # measure, compare with benchmarks/budget.json, exit 1 if over
     python benchmarks/budget.py --record "why"        # measure and write the figures into budget.json, with the reason
     python benchmarks/budget.py --figures other.json  # compare with another file's figures (what the test does)
+    python benchmarks/budget.py --only write --size medium   # the write of another workload (~10 min; not recorded)
+    python benchmarks/budget.py --only write --src ../base/src   # another checkout's code (a baseline; not recorded)
 
 Each figure is the number of instructions valgrind's callgrind counts in one thread of a fresh Python process:
 - `write`: `store.write_batch` of the `small` workload of `../shared/bench/workload.py` (240 calls of 20
@@ -113,11 +115,11 @@ def import_folder(db: Path, folder: Path) -> None:
     store.close()
 
 
-def child(what: str, work: Path) -> None:
+def child(what: str, work: Path, size: str = "small") -> None:
     """Warm up in the main thread, then do the measured work in a thread of its own (the one counted)."""
     if what == "write":
         write_events(work / "warm.db", events_of("small")[:40])
-        events = events_of("small")
+        events = events_of(size)
         job = threading.Thread(target=write_events, args=(work / "w.db", events), name="measured")
     else:
         import_folder(work / "warm.db", transcripts(work / "warm", 50))
@@ -133,14 +135,14 @@ def child(what: str, work: Path) -> None:
 # ------------------------------------------------------------------ the parent
 
 
-def environment(work: Path) -> dict[str, str]:
+def environment(work: Path, src: Path = ROOT / "src") -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL")}
-    return {**keep, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT / "src"), "HOME": str(work),
+    return {**keep, "PYTHONHASHSEED": "0", "PYTHONPATH": str(src), "HOME": str(work),
             "XDG_DATA_HOME": str(work / "data"), "REASONLOG_REDACTION_KEY": "budget", "TZ": "UTC",
             "PYTHONUTF8": "1"}
 
 
-def measure(what: str) -> int:
+def measure(what: str, size: str = "small", src: Path = ROOT / "src") -> int:
     """Instructions of the measured thread (and any thread it starts), counted by callgrind."""
     with tempfile.TemporaryDirectory(prefix="reasonlog-budget-") as tmp:
         work = Path(tmp)
@@ -148,8 +150,8 @@ def measure(what: str) -> int:
         out = work / "callgrind.out"
         cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}",
                "--dump-instr=no", "--compress-strings=no", sys.executable,
-               str(Path(__file__).resolve()), "--child", what, str(work / "job")]
-        run = subprocess.run(cmd, capture_output=True, text=True, env=environment(work), cwd=work)
+               str(Path(__file__).resolve()), "--child", what, str(work / "job"), "--size", size]
+        run = subprocess.run(cmd, capture_output=True, text=True, env=environment(work, src), cwd=work)
         if run.returncode != 0:
             raise SystemExit(f"budget: the {what} run failed under valgrind:\n{run.stderr[-3000:]}")
         counted = [_instructions(p) for p in sorted(work.glob("callgrind.out-*")) if not p.name.endswith("-01")]
@@ -192,16 +194,24 @@ def main() -> int:
     p.add_argument("--figures", type=Path, default=FIGURES, help="the recorded figures to compare with")
     p.add_argument("--record", metavar="REASON", help="write the measured figures into --figures, with this reason")
     p.add_argument("--only", choices=NAMES, action="append", help="measure only this figure (repeatable)")
+    p.add_argument("--size", choices=("small", "medium", "large"), default="small",
+                   help="the workload the write figure records (the recorded figure is small's)")
+    p.add_argument("--src", type=Path, default=ROOT / "src", help="the code to measure (another checkout's src)")
     p.add_argument("--child", nargs=2, metavar=("WHAT", "DIR"), help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
-        child(a.child[0], Path(a.child[1]))
+        child(a.child[0], Path(a.child[1]), a.size)
         return 0
+    if (a.size != "small" or a.src != ROOT / "src") and (a.record is not None or a.only != ["write"]):
+        raise SystemExit("budget: --size and --src measure the write alone (--only write), never recorded")
     if shutil.which("valgrind") is None:
         raise SystemExit("budget: valgrind is needed (apt-get install valgrind)")
     names = a.only or list(NAMES)
     recorded = load(a.figures)["figures"] if a.record is None else {}
-    measured = {name: measure(name) for name in names}
+    measured = {name: measure(name, a.size, a.src.resolve()) for name in names}
+    if a.size != "small" or a.src != ROOT / "src":  # not the recorded measure: its figure alone
+        print(f"write ({a.size}, {a.src}): {measured['write']:,} instructions", flush=True)
+        return 0
     for name in names:
         ratio = f"  ({measured[name] / recorded[name]:.3f} of the recorded {recorded[name]:,})" if recorded else ""
         print(f"{name}: {measured[name]:,} instructions{ratio}", flush=True)
