@@ -9,6 +9,8 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reasonlog.model import Usage
 from reasonlog.pricing import Cost, ModelPrice, PriceTable, load_price_table
@@ -258,3 +260,32 @@ def test_generator_takes_the_makers_price_and_never_guesses_between_resellers(tm
     assert "llama-x" not in models and models["hostb/llama-x"]["output"] == 3e-06  # they disagree: no bare name
     assert models["only-here"]["input"] == 1e-06
     assert "free-looking" not in models and "ollama/free-looking" not in models  # 0 means unknown to LiteLLM
+
+
+_FIGURES = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(field=st.sampled_from(_FIGURES + ("input_above", "threshold_tokens")),
+       good=st.one_of(st.integers(0, 10**6), st.floats(0, 1e6, allow_nan=False, allow_infinity=False)),
+       bad=st.sampled_from([-1, -0.5, True, False, "1", [1]]),  # NaN and infinities: see the overrides' test
+       is_bad=st.booleans())
+def test_a_price_table_with_a_figure_that_is_not_a_finite_non_negative_number_is_refused(
+        tmp_path, field, good, bad, is_bad):
+    entry: dict = {name: 1e-6 for name in _FIGURES}
+    entry[field] = bad if is_bad else good
+    path = tmp_path / f"prices-{field}-{is_bad}-{abs(hash(repr(entry[field])))}.json"
+    path.write_text(json.dumps({"version": "t", "models": {"m-1": entry}}))
+    if is_bad:
+        with pytest.raises(ValueError, match=rf"price for 'm-1': {field} must be a non-negative number"):
+            load_price_table(str(path))
+    else:
+        assert load_price_table(str(path)).get("m-1") == ModelPrice(**entry)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), -2e-6, True])
+def test_a_price_override_that_is_not_a_finite_non_negative_number_is_refused(bad):
+    with pytest.raises(ValueError, match=r"price for 'claude-sonnet-4-5': input must be a non-negative number"):
+        load_price_table().with_overrides({"claude-sonnet-4-5": {"input": bad}})
+    assert load_price_table().with_overrides({"claude-sonnet-4-5": {"input": 2e-6}}).get(
+        "claude-sonnet-4-5").input == 2e-6
