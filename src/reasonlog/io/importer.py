@@ -325,7 +325,7 @@ class Feed:
         """The whole file (for formats that are one JSON document)."""
         return self.path.read_bytes()
 
-    def checkpoint(self, line: Line | None, state: dict | bytes | None) -> Checkpoint:
+    def checkpoint(self, line: Line | None, state: dict | None) -> Checkpoint:
         """Everything yielded so far reflects the file up to the end of `line` (None: the whole file)."""
         if line is None:
             return Checkpoint(self.path.stat().st_size, self.first_line, dump_state(state))
@@ -335,7 +335,7 @@ class Feed:
         """Everything yielded reflects the file up to the last line `values()` read (none: up to where it started)."""
         return self.checkpoint(self.read_to, state) if self.read_to is not None else self.checkpoint_at_start(state)
 
-    def checkpoint_at_start(self, state: dict | bytes | None) -> Checkpoint:
+    def checkpoint_at_start(self, state: dict | None) -> Checkpoint:
         """No new line was read, but the state changed (a record held back is imported now that the file rests)."""
         return Checkpoint(self.start, self.first_line, dump_state(state))
 
@@ -392,9 +392,8 @@ class Resumed:
         self.last_at: str | None = self.saved.get("last_at")
 
 
-def dump_state(state: dict | bytes | None) -> bytes | None:
-    """A checkpoint's state as stored: JSON (an importer that builds its JSON itself hands the bytes)."""
-    return state if state is None or isinstance(state, bytes) else orjson.dumps(state)
+def dump_state(state: dict | None) -> bytes | None:
+    return None if state is None else orjson.dumps(state)
 
 
 # -------------------------------------------------------------------------------------- helpers for formats

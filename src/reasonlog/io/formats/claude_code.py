@@ -41,8 +41,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ... import model as ev
 from ...model import Event, SessionTitled, Usage, stable_id
 from ...wire.rules import RecordError
@@ -129,16 +127,6 @@ class _Thread:
         self.group: dict | None = saved.get("group")        # the response whose lines are being read
         self.results: list = saved.get("results", [])       # tool results waiting for that response to end
         self.touched = False
-        # `save()` as JSON while nothing changed the thread since (every checkpoint holds every thread, and most
-        # are idle: dumping them all again was 240 of the 270 MB a 211 MB import dumped). A line changes only the
-        # threads it takes (`_Reader._changing`): each forgets this when taken, and again once the line is read (a
-        # checkpoint half way through the line dumped it before the rest of the line changed it).
-        self.dumped: bytes | None = None
-
-    def dump(self) -> bytes:
-        if self.dumped is None:
-            self.dumped = orjson.dumps(self.save())
-        return self.dumped
 
     def flush_results(self) -> None:
         if not self.results:
@@ -175,24 +163,19 @@ class _Reader:
         self.sub_file = "subagents" in feed.path.parts  # a sub-agent's own file: its lines are the sub-agent's
         self.run_name = feed.path.parents[2].name if self.sub_file else feed.path.parent.name
         self.done: Line | None = None  # the last line whose effects are all in the state
-        self.changed: list[_Thread] = []  # the threads the line being read took (see `_Thread.dumped`)
 
     # ----------------------------------------------------------------------------- the loop
 
     def run(self) -> Iterator[Event | Checkpoint]:
-        feed, changed = self.feed, self.changed
+        feed = self.feed
         for line in feed.lines(ignore=_bookkeeping):
             if line.error is None or feed.readable(line):
                 yield from self._guarded(line)  # a checkpoint in here covers the lines before this one
-                for thread in changed:
-                    thread.dumped = None
-                changed.clear()
             self.done = line
         if self.feed.live and self._settling():
             yield self._checkpoint()  # a response may still be streaming: it waits in the state for the next pass
             return
         for thread in self.threads.values():
-            thread.dumped = None
             yield from self._close_group(thread)
         yield from self._unclaimed()
         yield from self._end_threads()
@@ -213,15 +196,9 @@ class _Reader:
         return any(t.group for t in self.threads.values()) and time.time() - self.feed.path.stat().st_mtime < SETTLE_S
 
     def _checkpoint(self) -> Checkpoint:
-        """The state as the JSON of {"threads": ..., "spawns": ..., "main": ..., "lineage": ..., "waiting": ...,
-        "titles": ...}, each idle thread's part as it was dumped last."""
-        rest = orjson.dumps({"spawns": self.spawns, "main": self.main, "lineage": self.lineage,
-                             "waiting": self.waiting, "titles": self.titles})
-        parts: list[bytes | memoryview] = [b'{"threads":{']
-        for sid, thread in self.threads.items():
-            parts += (b"," if len(parts) > 1 else b"", orjson.dumps(sid), b":", thread.dump())
-        parts += (b"},", memoryview(rest)[1:])
-        state = b"".join(parts)  # (one copy of the parts: the threads' JSON is most of it)
+        """Built only when the loop will write it (`Feed.batch_due`) and at the end of what was read: a few a file."""
+        state = {"threads": {sid: t.save() for sid, t in self.threads.items()}, "spawns": self.spawns,
+                 "main": self.main, "lineage": self.lineage, "waiting": self.waiting, "titles": self.titles}
         return self.feed.checkpoint_at_start(state) if self.done is None else self.feed.checkpoint(self.done, state)
 
     def _line(self, line: Line) -> Iterator[Event | Checkpoint]:
@@ -269,12 +246,6 @@ class _Reader:
             thread.started = self.feed.exists("session", sid)
             if thread.started:
                 thread.history = None  # another file began it: go on from what is stored
-        return self._changing(thread)
-
-    def _changing(self, thread: _Thread) -> _Thread:
-        """A thread the line being read may change."""
-        thread.dumped = None
-        self.changed.append(thread)
         return thread
 
     def _start(self, thread: _Thread, v: dict, at: str, agent_type: str | None = None,
@@ -536,7 +507,7 @@ class _Reader:
         if not isinstance(agent, str) or not agent or spawn is None:
             return
         session = thread.sid.split("@", 1)[-1]
-        child = self._changing(self.threads.get(f"{agent}@{session}") or _Thread(f"{agent}@{session}"))
+        child = self.threads.get(f"{agent}@{session}") or _Thread(f"{agent}@{session}")
         if child.sid not in self.threads:
             self.threads[child.sid] = child
             child.started = self.feed.exists("session", child.sid)
