@@ -309,27 +309,31 @@ class _Batched:
 YOUNG_THRESHOLD = 50_000
 
 
-_collecting = threading.Lock()
-_importing: list = [0, None]  # imports running in this process (threads may import into other databases), the
-#                               thresholds before the first of them
+class _Importing:
+    """The imports running in this process (threads may import into other databases), and the collector's
+    thresholds from before the first of them."""
+
+    lock = threading.Lock()
+    running = 0
+    thresholds: tuple[int, ...] = ()
 
 
 @contextmanager
 def _young_collections_rarer() -> Iterator[None]:
     """The collector's young generation collected every `YOUNG_THRESHOLD` objects while any import of the process runs,
     as before once the last has ended."""
-    with _collecting:
-        if not _importing[0]:
-            _importing[1] = gc.get_threshold()
-            gc.set_threshold(max(_importing[1][0], YOUNG_THRESHOLD), *_importing[1][1:])
-        _importing[0] += 1
+    with _Importing.lock:
+        if not _Importing.running:
+            _Importing.thresholds = gc.get_threshold()
+            gc.set_threshold(max(_Importing.thresholds[0], YOUNG_THRESHOLD), *_Importing.thresholds[1:])
+        _Importing.running += 1
     try:
         yield
     finally:
-        with _collecting:
-            _importing[0] -= 1
-            if not _importing[0]:
-                gc.set_threshold(*_importing[1])
+        with _Importing.lock:
+            _Importing.running -= 1
+            if not _Importing.running:
+                gc.set_threshold(*_Importing.thresholds)
 
 
 @contextmanager
