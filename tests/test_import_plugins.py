@@ -52,13 +52,14 @@ importer = Csv()
 '''
 
 
-def _plugin(tmp_path: Path, body: str, name: str) -> Path:
+def _plugin(tmp_path: Path, body: str, name: str, layout: str = "dist-info") -> Path:
     site = tmp_path / "site"
-    (site / f"{name}-0.1.dist-info").mkdir(parents=True)
+    info = site / (f"{name}-0.1.dist-info" if layout == "dist-info" else f"{name}.egg-info")
+    info.mkdir(parents=True)
     (site / f"{name}.py").write_text(body)
-    (site / f"{name}-0.1.dist-info" / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
-    (site / f"{name}-0.1.dist-info" / "entry_points.txt").write_text(
-        f"[reasonlog.importers]\n{name.replace('_', '-')} = {name}:importer\n")
+    (info / ("METADATA" if layout == "dist-info" else "PKG-INFO")).write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[reasonlog.importers]\n{name.replace('_', '-')} = {name}:importer\n")
     return site
 
 
@@ -84,8 +85,9 @@ def test_an_entry_point_importer_is_listed_detected_and_incremental(tmp_path):
                             "0 outcomes added.\n")
 
 
-def test_a_broken_plugin_is_named_and_the_others_still_work(tmp_path):
-    site = _plugin(tmp_path, "raise RuntimeError('boom')\n", "broken_fmt")
+@pytest.mark.parametrize("layout", ["dist-info", "egg-info"])
+def test_a_broken_plugin_is_named_and_the_others_still_work(tmp_path, layout):
+    site = _plugin(tmp_path, "raise RuntimeError('boom')\n", "broken_fmt", layout)
     listed = _run(site, "import", "--list-formats")
     assert listed.returncode == 0
     line = next(s for s in listed.stdout.splitlines() if s.startswith("broken-fmt"))
