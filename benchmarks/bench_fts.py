@@ -26,6 +26,8 @@ gives and the CPU of asking for them (microseconds, the median of 30):
 from __future__ import annotations
 
 import argparse
+import array
+import bisect
 import os
 import re
 import sqlite3
@@ -38,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import zstandard
 
 from reasonlog.parts import searchable_text
 from reasonlog.store.search import grams_of, index_form, match_query
@@ -196,11 +199,63 @@ class WordsOnly(Layout):
         return [r for (r,) in self.db.execute("SELECT rowid FROM f WHERE f MATCH ?", (match,))] if match else []
 
 
+class Scanned(Layout):
+    """No index: the texts (their index form, UTF-8) appended to blocks of about `BLOCK_BYTES`, each compressed by
+    zstd with the ids and end offsets of its texts, and a query's candidates found by reading every block and
+    looking for the query's longest term in it (`bytes.find`, which lands only on character boundaries in UTF-8).
+    Any substring of any length, in any script; what a query costs grows with the archive."""
+
+    tables = ["CREATE TABLE blocks (id INTEGER PRIMARY KEY, ids BLOB, ends BLOB, data BLOB)"]
+    BLOCK_BYTES = 1 << 20
+    LEVEL = 1
+
+    def __init__(self, db: sqlite3.Connection):
+        super().__init__(db)
+        self.parts: list[bytes] = []
+        self.ids = array.array("q")
+        self.ends = array.array("I")
+        self.size = 0
+        self.packer = zstandard.ZstdCompressor(level=self.LEVEL)
+        self.unpacker = zstandard.ZstdDecompressor()
+
+    def write(self, batch: list[tuple[int, str]]) -> None:
+        for i, text in batch:
+            data = text.encode() + b"\x00"
+            self.parts.append(data)
+            self.size += len(data)
+            self.ids.append(i)
+            self.ends.append(self.size)
+        if self.size >= self.BLOCK_BYTES:
+            self.close()
+
+    def close(self) -> None:
+        if self.parts:
+            self.db.execute("INSERT INTO blocks (ids, ends, data) VALUES (?, ?, ?)",
+                            (self.ids.tobytes(), self.ends.tobytes(), self.packer.compress(b"".join(self.parts))))
+            self.parts, self.ids, self.ends, self.size = [], array.array("q"), array.array("I"), 0
+
+    def candidates(self, query: str) -> list[int]:
+        needle = max(query.lower().split(), key=len).encode()
+        out: list[int] = []
+        for ids_blob, ends_blob, data in self.db.execute("SELECT ids, ends, data FROM blocks ORDER BY id"):
+            text = self.unpacker.decompress(data)
+            at = text.find(needle)
+            if at < 0:
+                continue
+            ids, ends = array.array("q", ids_blob), array.array("I", ends_blob)
+            while at >= 0:
+                k = bisect.bisect_right(ends, at)
+                out.append(ids[k])
+                at = text.find(needle, ends[k])  # the next text's start: a text is a candidate once
+        return out
+
+
 LAYOUTS: dict[str, type[Layout]] = {"main: trigram, a commit a batch": Layout,
                                     "(b) waiting rows, caught up every 0.5 MB": Waiting,
                                     "(c) blocks of 16 texts": Blocks16, "(c) blocks of 64 texts": Blocks,
                                     "(a) words + trigram vocabulary": Words,
-                                    "(d) words only (no substrings)": WordsOnly}
+                                    "(d) words only (no substrings)": WordsOnly,
+                                    "(e) blocks of text, scanned": Scanned}
 
 
 def run(layout: type[Layout], docs: list[tuple[int, str]], path: str) -> tuple[float, float, int, Layout]:
