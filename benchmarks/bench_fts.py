@@ -21,7 +21,9 @@ gives and the CPU of asking for them (microseconds, the median of 30):
   non-ASCII character), with the words new to the store (each batch's distinct words from a temporary FTS5 table's
   `fts5vocab`, kept in a WITHOUT ROWID table) indexed by trigram in a row per batch: a query's inner words must be
   whole words, its first a suffix and its last a prefix of one, a lone word anywhere inside one; the words that
-  fit are looked up in the vocabulary's trigram index and checked, and the text index is asked for any of them.
+  fit are looked up in the vocabulary's trigram index and checked, and the text index is asked for any of them;
+- `(e) blocks of text, scanned`: no index (what SQLite keeps since schema 26, store/text_blocks.py): the texts in
+  zstd blocks of about 1 MB with their ids and ends, every block read by each query.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ import orjson
 import zstandard
 
 from reasonlog.parts import searchable_text
-from reasonlog.store.search import grams_of, index_form, match_query
+from reasonlog.store.search import grams_of, index_form
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "shared" / "bench"))
 import workload  # noqa: E402
@@ -55,6 +57,12 @@ WORDS = "fts5(t, content='', detail=none, columnsize=0, tokenize=\"ascii tokench
 AUTOMERGE_8 = "INSERT INTO f(f, rank) VALUES ('automerge', 8)"
 QUERIES = ["the", "rror", "laacbuen_async", "the scheduler never checks", "日本語"]
 _TOKEN = re.compile(r"[0-9a-z_\x80-\U0010ffff]+")
+
+
+def match_query(needle: str) -> str | None:
+    """The FTS5 query every text holding `needle` (lowercased) matches: the AND of its trigrams (None: too short)."""
+    grams = grams_of(needle)
+    return None if grams is None else " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
 
 
 def unique_texts(calls: list | None = None) -> list[tuple[int, str]]:

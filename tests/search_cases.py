@@ -2,6 +2,10 @@
 checked against a scan of every stored text (tests/test_pg_search_index.py, tests/test_search_pending.py)."""
 from __future__ import annotations
 
+import sqlite3
+from array import array
+
+import zstandard
 from hypothesis import assume
 from hypothesis import strategies as st
 
@@ -23,6 +27,38 @@ def session(sid: str, minute: int, said: list[str]) -> list:
             CallRecorded(call_id=f"{sid}-c", session_id=sid, exchange_id=None, started_at=at,
                          request={"model": "m", "messages": [{"role": "user", "content": t} for t in said]},
                          response={"role": "assistant", "content": "ok"}, model="m")]
+
+
+RECORDS = {0: ("id", "contents"), 1: ("rowid", "tool_results"), 2: ("rowid", "outcomes"),
+           3: ("rowid", "reasoning_records")}  # store/text_blocks.py's kinds
+
+
+def block_texts(path) -> dict[tuple[int, int], str]:
+    """What a SQLite file's blocks of searched text hold (schema 26, store/text_blocks.py), read as the migration that
+    made them documents them: (kind, id) -> text. Each block reads back whole, and holds a record once."""
+    held: dict[tuple[int, int], str] = {}
+    with sqlite3.connect(path) as db:
+        for kind, lo, hi, ids_blob, ends_blob, data in db.execute("SELECT kind, lo, hi, ids, ends, data FROM"
+                                                                  " search_blocks"):
+            ids, ends = array("q", ids_blob), array("I", ends_blob)  # little-endian, as this machine
+            text = zstandard.ZstdDecompressor().decompress(data)
+            assert (lo, hi, ends[-1]) == (min(ids), max(ids), len(text))
+            start = 0
+            for rid, end in zip(ids, ends, strict=True):
+                assert (kind, rid) not in held and text[end - 1:end] == b"\x00"
+                held[(kind, rid)] = text[start:end - 1].decode("utf-8", "surrogatepass")
+                start = end
+    return held
+
+
+def sound(path) -> None:
+    """The blocks hold only records that are stored, none that waits in `search_pending` too, each as its text is."""
+    held = block_texts(path)
+    with sqlite3.connect(path) as db:
+        waiting = set(db.execute("SELECT kind, id FROM search_pending").fetchall())
+        stored = {(kind, rid) for kind, (key, table) in RECORDS.items()
+                  for (rid,) in db.execute(f"SELECT {key} FROM {table}")}
+    assert held.keys() <= stored and not held.keys() & waiting
 
 
 def found(store, text: str) -> list[tuple[str, int]]:

@@ -72,8 +72,8 @@ STORE_LAYERS = (
     {"terms", "targets", "content", "contents", "dbapi", "ids", "keys", "liveness", "usage_sql", "rollups", "kept",
      "imported_sizes", "rows", "annotation", "timeline", "transfer_checks", "twins", "answers"},
     {"reading", "session_calls", "writing", "records", "replays", "summaries", "imported"},
-    {"usage", "search", "fts_pending", "keywords", "pg_search", "units", "vectors", "vector_index", "semantic",
-     "overview", "mirrored", "reviews", "transfer", "pg_vectors"},
+    {"usage", "search", "text_blocks", "search_pending", "keywords", "pg_search", "units", "vectors", "vector_index",
+     "semantic", "overview", "mirrored", "reviews", "transfer", "pg_vectors"},
     {"maintenance", "pg_prune", "schema", "schema_pg", "sql", "sqlite", "postgres", "opening"},
 )
 STORE_LAYER = {name: n for n, names in enumerate(STORE_LAYERS) for name in names}

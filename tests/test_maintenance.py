@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from helpers import is_postgres, query_db
+from search_cases import block_texts
 
 import reasonlog
 from reasonlog.cli.main import cli
@@ -87,9 +88,7 @@ def test_prune_removes_the_sessions_and_their_text_keeps_shared_contents_and_shr
         assert store.status()["free_bytes"] == 0
     finally:
         store.close()
-    with sqlite3.connect(db_path) as conn:  # the contentless index forgot the text, not only the rows
-        match = "SELECT COUNT(*) FROM contents_search WHERE contents_search MATCH 'qxj AND xjz AND jzq AND zqv'"
-        assert conn.execute(match).fetchone() == (0,)
+    assert not [t for t in block_texts(db_path).values() if "qxjzqv" in t]  # the searched text forgot it too
     pages, free = _file_pages(db_path)
     before, after = (int(x) for x in result.output.split("file ")[1].split(" bytes")[0].split(" -> "))
     assert (free, after, db_path.stat().st_size) == (0, pages * PAGE, pages * PAGE)

@@ -239,9 +239,9 @@ def _pg_schema(url) -> tuple[set, set]:
 
 
 def _search_table(name: str) -> bool:
-    """Full-text tables differ by design: FTS5 virtual tables (and the rows waiting for them) on SQLite, text search
-    tables on PostgreSQL."""
-    return "_search" in name or name.startswith(("contents_fts", "search_words", "search_pending"))
+    """Full-text tables differ by design: blocks of text (and the rows waiting for them) on SQLite, trigram-indexed
+    text tables on PostgreSQL."""
+    return "_search" in name or name.startswith(("contents_fts", "search_words", "search_pending", "search_blocks"))
 
 
 @needs_postgres

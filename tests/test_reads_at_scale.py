@@ -360,6 +360,15 @@ def _back_to_17(db) -> list[str]:
             "DELETE FROM _reasonlog_migrations WHERE number = 18"]
 
 
+def _back_to_25(db) -> list[str]:
+    """Migration 26 undone: SQLite's trigram tables again (empty: the migration that drops them never reads them)."""
+    trigrams = "USING fts5(text, content='', detail=none, columnsize=0, tokenize='trigram case_sensitive 1')"
+    tables = ("contents_search", "tool_results_search", "outcomes_search", "reasoning_records_search")
+    return [*([] if str(db).startswith("postgresql") else
+              ["DROP TABLE search_blocks", *(f"CREATE VIRTUAL TABLE {t} {trigrams}" for t in tables)]),
+            "DELETE FROM _reasonlog_migrations WHERE number = 26"]
+
+
 _BACK_TO_12 = ["DROP TABLE IF EXISTS search_pending", "DELETE FROM _reasonlog_migrations WHERE number = 25",
                "DELETE FROM _reasonlog_migrations WHERE number = 24",  # its trigger went with _back_to_17's
                "DELETE FROM _reasonlog_migrations WHERE number = 23",  # its whole texts go with contents_search below
@@ -394,14 +403,15 @@ def test_a_database_upgraded_to_schema_13_counts_and_finds_what_it_held(db):
     store.write_batch(_model_day("day", "2025-10-02", {"action_type": "buy", "symbol": "NVDA"}))
     expected = {by: query.stats(store, by, SessionFilter(limit=None)) for by in query.STAT_KEYS}
     store.close()
-    for sql in _back_to_17(db) + _BACK_TO_12 + (_PG_WORD_INDEX if str(db).startswith("postgresql") else []):
+    pg_words = _PG_WORD_INDEX if str(db).startswith("postgresql") else []
+    for sql in _back_to_25(db) + _back_to_17(db) + _BACK_TO_12 + pg_words:
         _tamper(db, sql)
     store = open_store(db)
-    assert store.schema_version() == 25  # 13, then 14 (replay_of), 15 (search by meaning), 16 (counted_in), 17
+    assert store.schema_version() == 26  # 13, then 14 (replay_of), 15 (search by meaning), 16 (counted_in), 17
     # (annotations), 18 (usage by day, model, agent, run and source), 19 (what names a content), 20 (search words
     # in blocks, PostgreSQL), 21 (vectors in pgvector where PostgreSQL has it), 22 (the exchanges that report a
     # cost), 23 (each content's text whole in its block, PostgreSQL), 24 (calls added to the latency histograms a
-    # statement at a time, PostgreSQL), 25 (text waiting to be indexed, SQLite) again
+    # statement at a time, PostgreSQL), 25 (text waiting to be indexed, SQLite), 26 (text in blocks, SQLite) again
     assert {by: query.stats(store, by, SessionFilter(limit=None)) for by in query.STAT_KEYS} == expected
     assert [(h["session_id"], h["kind"]) for h in store.search("bought", SessionFilter(limit=None))] == \
         [("day", "message")]

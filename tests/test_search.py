@@ -123,21 +123,24 @@ def test_a_schema1_database_upgrades_into_the_new_index(tmp_path):
     store.close()
 
 
-def test_unindexed_contents_are_no_longer_found_and_the_index_stays_sound(tmp_path):
-    """SQLite's contentless FTS5 index forgets a row only when told its text (PostgreSQL deletes index rows)."""
+def test_unindexed_contents_are_no_longer_found_nor_kept_in_the_searched_text(tmp_path):
+    """Taking a content out (what `reasonlog prune` does before deleting it) rewrites the block that held its text."""
+    from search_cases import block_texts
+
     from reasonlog.store.search import unindex_contents  # the seam `reasonlog prune` uses
 
     db_path = tmp_path / "t.db"
     recorder = reasonlog.Recorder(db_path, writer="sync", strict=True)
     _say(recorder, "keep this sentence", "prune this sentence")
     recorder.close()
+    assert "prune this sentence" in block_texts(db_path).values()
     db = sqlite3.connect(db_path, isolation_level=None)
     (cid,) = db.execute("SELECT content_id FROM messages WHERE role = 'user' AND idx = 2").fetchone()
     db.execute("BEGIN")
-    unindex_contents(db, [(cid, {"role": "user", "content": "prune this sentence"})])
+    unindex_contents(db, [cid])
     db.execute("COMMIT")
-    db.execute("INSERT INTO contents_search (contents_search, rank) VALUES ('integrity-check', 0)")
     db.close()
+    assert (0, cid) not in block_texts(db_path) and "prune this sentence" not in block_texts(db_path).values()
     store = reasonlog.open_store(db_path)
     assert _found(store, "this sentence") == ["keep this sentence"]
     store.close()

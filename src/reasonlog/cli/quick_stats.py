@@ -49,7 +49,7 @@ STAT_KEYS, TOKENS, median_of, read_kept = (usage_sql.STAT_KEYS, usage_sql.TOKENS
                                           usage_sql.read_kept)
 
 # The schema the SQLite reader knows (store/schema.py, SQLITE_MIGRATIONS); another goes through the store.
-SCHEMA = 25  # 18 keeps usage by day, model, agent, run and source, which this reads; 19-25 changed nothing it reads
+SCHEMA = 26  # 18 keeps usage by day, model, agent, run and source, which this reads; 19-26 changed nothing it reads
 
 
 def parse(argv: list[str]) -> tuple[str | None, str] | None:

@@ -3,9 +3,10 @@
 The substring search of store/search.py answers "where does this text occur"; a question in words ("the agent gave
 up on the migration") occurs nowhere as written. This ranks every message, tool result and outcome by the words of
 the query it holds (stopwords and words of one or two letters dropped; a word matches inside a longer one, so
-"migrat" finds "migrations"), each word weighing its inverse document frequency, ln(1 + N / df). It reads the
-trigram indexes search.py keeps (FTS5 on SQLite, pg_trgm on PostgreSQL), so it needs nothing more stored: each word's
-candidates come from its trigrams, and the stored text of the best candidates decides which words they hold.
+"migrat" finds "migrations"), each word weighing its inverse document frequency, ln(1 + N / df). It reads what
+search.py narrows a search with (SQLite's blocks of text, PostgreSQL's pg_trgm indexes), so it needs nothing more
+stored: each word's candidates are found as a search for it finds them, and the stored text of the best candidates
+decides which words they hold.
 System prompts are left out, as they are from search by meaning.
 """
 from __future__ import annotations
@@ -14,9 +15,9 @@ import math
 import re
 from dataclasses import replace
 
-from . import fts_pending, reading
+from . import reading, search_pending, text_blocks
 from .content import Dictionaries
-from .search import PENDING_KIND, Fts5Index, Query, grams_of, record_text, snippet_of
+from .search import PENDING_KIND, Query, grams_of, record_text, snippet_of
 from .terms import SessionFilter, StoreError
 
 STOPWORDS = frozenset("""
@@ -140,21 +141,20 @@ class Found:
 def _candidates(cur, words: list[str], index, total: int, waiting: dict[int, str]) -> Found:
     """The records whose index entry may hold a word of the query, and the words' weights. A common word (more than
     CAP records in a table) lists no candidates of its own unless every word is common, and every candidate may
-    hold it. `waiting`: the index form of the records not indexed yet (SQLite, store/fts_pending.py), each a
-    candidate for a word exactly when the index would find it there, so that nothing moves when they are indexed."""
+    hold it. `waiting`: the index form of the records waiting (SQLite, store/search_pending.py), each a candidate for
+    a word exactly when the index would find it there, so that nothing moves once they join it."""
     total = max(total, 1)
     out = Found(words)
     listed: dict[str, list[int]] = {}
     common: set[str] = set()
-    for word in words:
-        argument = index.argument(cur, Query(((word,),)))
+    for word, argument in zip(words, index.arguments_of(cur, [Query(((word,),)) for word in words]), strict=True):
         if argument is None:
             continue
         grams = grams_of(word) or []
         keys: list[int] = []
         for table, name in TABLES:
             with index.planned(cur):
-                rows = cur.execute(f"SELECT {index.ids(name)} FROM {_indexed(index, name)} WHERE"
+                rows = cur.execute(f"SELECT {index.ids(name)} FROM {index.indexed(name)} WHERE"
                                    f" {index.matches(name, argument)} LIMIT {CAP + 1}",
                                    index.arguments(name, argument)).fetchall()
             base = _BY_NAME.index(table) * SPAN
@@ -176,19 +176,13 @@ def _candidates(cur, words: list[str], index, total: int, waiting: dict[int, str
     return out
 
 
-def _indexed(index, name: str) -> str:
-    """What the index holds of a table, without the records waiting to be indexed (those are `_waiting`'s)."""
-    if isinstance(index, Fts5Index):
-        return f"(SELECT rowid FROM {name} WHERE {name} MATCH ?) {name}"
-    return index.rows(name)
-
-
 def _waiting(cur, index) -> dict[int, str]:
-    """The records of TABLES waiting to be indexed (SQLite since schema 25), by candidate key, in the index's form."""
-    if not isinstance(index, Fts5Index):
+    """The records of TABLES waiting to join the index (SQLite since schema 25), by candidate key, in its form."""
+    if not isinstance(index, text_blocks.Blocks):
         return {}
     base = {PENDING_KIND[name]: _BY_NAME.index(table) * SPAN for table, name in TABLES}
-    return {base[kind] + rid: text for (kind, rid), text in fts_pending.waiting(cur).items() if kind in base and text}
+    return {base[kind] + rid: text for (kind, rid), text in search_pending.waiting(cur).items()
+            if kind in base and text}
 
 
 def _verified(cur, reader, page: list[int], found: Found, where: str, args: list) -> list[dict]:

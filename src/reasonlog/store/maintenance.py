@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 
 from ..wire.codec import content_hash
-from . import kept, search, twins, units
+from . import kept, search, search_pending, text_blocks, twins, units
 from .content import decode_context
 from .reading import ContentReader
 from .terms import StoreError
@@ -234,7 +234,7 @@ def _choose_contents(cur) -> None:
 
 def prune(cur, dicts) -> None:
     """Delete what `plan_prune` chose, inside the caller's write transaction."""
-    _unindex(cur, dicts)
+    _unindex(cur)
     chosen = "session_id IN (SELECT id FROM temp.prune_sessions)"
     units.forget_sessions(cur, chosen)
     twins.bill_copies_of(cur, chosen)  # a call recorded by another path too is billed by the record that stays
@@ -248,28 +248,20 @@ def prune(cur, dicts) -> None:
     cur.execute(f"PRAGMA user_version = {int(generation) + 1}")
 
 
-def _unindex(cur, dicts) -> None:
-    """Take what goes out of the full-text indexes; contentless tables need the text each row was indexed with."""
+def _unindex(cur) -> None:
+    """Take what goes out of the searched text (store/text_blocks.py rewrites the blocks that held it)."""
     chosen = "session_id IN (SELECT id FROM temp.prune_sessions)"
     search.unindex_tool_results(cur, [r for (r,) in cur.execute(f"SELECT rowid FROM tool_results WHERE {chosen}")])
     search.unindex_outcomes(cur, [r for (r,) in cur.execute(f"SELECT rowid FROM outcomes WHERE {chosen}")])
     search.unindex_reasoning_records(cur, [r for (r,) in cur.execute(
         f"SELECT rowid FROM reasoning_records WHERE {chosen}")])
-    reader = ContentReader(cur.connection.cursor(), dicts)
-    ids = [cid for (cid,) in cur.execute("SELECT id FROM contents WHERE id IN (SELECT id FROM temp.prune_contents)"
-                                         " AND kind != 'tool'")]  # tool schemas are never indexed
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        reader.load(chunk)
-        search.unindex_contents(cur, [(cid, reader.get(cid)) for cid in chunk])
-        reader.memo.clear()
+    search.unindex_contents(cur, [cid for (cid,) in cur.execute(  # tool schemas are never searched
+        "SELECT id FROM contents WHERE id IN (SELECT id FROM temp.prune_contents) AND kind != 'tool'")])
 
 
 def _compact_indexes(cur) -> None:
-    """Merge each full-text index into one segment: a contentless delete only adds tombstones, which keep
-    their pages until a merge drops them with the entries they cancel."""
-    for index in ("contents_search", *search.RECORD_TABLES.values()):
-        cur.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
+    """Pack the blocks of searched text that deletes left small (store/text_blocks.py)."""
+    text_blocks.compact(cur, search_pending.CHARS)
 
 
 def reclaim(conn: sqlite3.Connection) -> str:

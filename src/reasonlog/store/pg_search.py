@@ -37,7 +37,7 @@ SEARCH_TABLES = ("contents_search", "tool_results_search", "outcomes_search", "r
 
 
 class TrigramIndex:
-    """The `index` of `PostgresStore` (see store/search.py for the contract FTS5 fills on SQLite)."""
+    """The `index` of `PostgresStore` (see store/search.py for the contract; SQLite's is store/text_blocks.py)."""
 
     @staticmethod
     def add(cur, index: str, rows: list[tuple[int, str]]) -> None:
@@ -50,17 +50,22 @@ class TrigramIndex:
                                                          segments_of(*(t for _, t in block))) for block in blocks))
 
     @staticmethod
-    def remove(cur, index: str, rows: list[tuple[int, str]]) -> None:
+    def remove(cur, index: str, ids: list[int]) -> None:
         if index == "contents_search":
-            forget_contents(cur, [cid for cid, _ in rows])
+            forget_contents(cur, ids)
             return
-        cur.executemany(f"DELETE FROM {index} WHERE rowid = ?", [(rowid,) for rowid, _ in rows])
+        cur.executemany(f"DELETE FROM {index} WHERE rowid = ?", [(rowid,) for rowid in ids])
 
     @staticmethod
     def rows(index: str) -> str:
         """What a search joins its records to: a row of contents_search for each content of a block, with its text."""
         return (f"{index} CROSS JOIN LATERAL unnest({index}.ids, string_to_array({index}.text, chr({ord(SEP)})))"
                 f" AS {index}_id(id, text)") if index == "contents_search" else index
+
+    @staticmethod
+    def indexed(index: str) -> str:
+        """What the index gives of a table (nothing waits on PostgreSQL: it is `rows`)."""
+        return TrigramIndex.rows(index)
 
     @staticmethod
     def joins(index: str, column: str) -> str:
@@ -117,6 +122,11 @@ class TrigramIndex:
         if shortest(group) < 3:
             return None
         return [_needle(term) for term in group]
+
+    @staticmethod
+    def arguments_of(cur, queries: list[Any]) -> list[list[str] | None]:
+        """`argument` of each query."""
+        return [TrigramIndex.argument(cur, query) for query in queries]
 
     @staticmethod
     def is_common(cur, needles: list[str], common: int) -> bool:

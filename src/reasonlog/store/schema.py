@@ -254,7 +254,8 @@ CREATE VIRTUAL TABLE tool_results_search USING fts5(text, content='', detail=non
 CREATE VIRTUAL TABLE outcomes_search USING fts5(text, content='', detail=none, columnsize=0,
     tokenize='trigram case_sensitive 1');
 INSERT INTO contents_search (contents_search, rank) VALUES ('automerge', 8);
-""", python=search.rebuild),
+"""),  # Python filled them here until schema 26, which drops them and fills its blocks from what is stored
+
     Migration(7, "imported files", """
 -- What `reasonlog import` and `reasonlog watch` have taken from each file, so that importing
 -- again reads only what was appended. `consumed` is the byte offset up to which the file is
@@ -552,4 +553,27 @@ CREATE TABLE search_pending (
     PRIMARY KEY (kind, id)
 ) WITHOUT ROWID;
 """),
+    Migration(26, "searched text in blocks, without an index", """
+-- Search keeps no index on SQLite: the FTS5 trigram tables give way to blocks of the same text (store/text_blocks.py),
+-- each the index form of a run of records of one kind (kind: 0 contents, 1 tool results, 2 outcomes, 3 reasoning
+-- records, as in search_pending), UTF-8 and each text ended by a NUL, compressed by zstd (data); ids the records'
+-- ids (8-byte integers, little-endian), ends the offset after each one's NUL (4-byte, little-endian), lo and hi the
+-- least and greatest id. A search reads every block. Python fills them from what is stored, in this transaction;
+-- what waited in search_pending is in them then. No NULLs.
+DROP TABLE contents_search;
+DROP TABLE tool_results_search;
+DROP TABLE outcomes_search;
+DROP TABLE reasoning_records_search;
+DELETE FROM search_pending;
+CREATE TABLE search_blocks (
+    id INTEGER PRIMARY KEY,
+    kind INTEGER NOT NULL,
+    lo INTEGER NOT NULL,
+    hi INTEGER NOT NULL,
+    ids BLOB NOT NULL,
+    ends BLOB NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE INDEX search_blocks_kind ON search_blocks(kind, lo);
+""", python=search.rebuild),
 )

@@ -423,4 +423,8 @@ CREATE INDEX exchanges_reporting ON exchanges(session_id, id) WHERE """ + REPORT
 -- Nothing changes on PostgreSQL: SQLite's migration 25 lets rows wait before its FTS5 index takes them
 -- (store/fts_pending.py); PostgreSQL indexes a batch's contents in blocks as they are written (store/pg_search.py).
 """),
+    Migration(26, "searched text in blocks, without an index", """
+-- Nothing changes on PostgreSQL: SQLite's migration 26 trades its FTS5 trigram tables for blocks of text that each
+-- search reads (store/text_blocks.py); PostgreSQL keeps its pg_trgm indexes (store/pg_search.py).
+"""),
 )

@@ -1,18 +1,17 @@
-"""Full-text search: trigram indexes narrow the candidates, the stored text decides.
+"""Full-text search: what narrows the candidates, per dialect; the stored text decides.
 
-Three contentless FTS5 tables (schema 6), one per kind of record: `contents_search` (messages and
-system prompts, by content id), `tool_results_search` and `outcomes_search` (by the row's rowid).
-They index `index_form(text)`: the text lowercased in Python, so that the index, the query and the
-final check fold case the same way (`str.lower`: Ä→ä, ẞ→ß; ß is not expanded to "ss").
+Each kind of record has its searchable text: `contents_search` (messages and system prompts, by content id),
+`tool_results_search`, `outcomes_search` and `reasoning_records_search` (by the row's rowid). What is kept of it is
+`index_form(text)`: the text lowercased in Python, so that what is kept, the query and the final check fold case the
+same way (`str.lower`: Ä→ä, ẞ→ß; ß is not expanded to "ss"), with the bigrams of its CJK runs for PostgreSQL.
 
-The trigram tokenizer finds any substring of three or more characters, across word boundaries and
-inside CJK runs. Two-character CJK words are indexed as extra trigrams "<bigram><SENTINEL>". Other
-queries of one or two characters scan every record. With `detail=none` the index holds rowids
-only, so a query is the AND of its trigrams and every candidate is checked against its text:
-answers are exact.
+SQLite (schema 26, store/text_blocks.py) keeps no index: the texts in compressed blocks that every search reads
+whole, finding any substring of any length. PostgreSQL (store/pg_search.py) keeps `pg_trgm` trigram indexes: a query
+of one or two characters (other than a two-character CJK word, indexed as "<bigram><SENTINEL>") scans every record
+there. Either way every candidate is checked against its stored text: answers are exact and the same on both.
 
-A contentless table deletes a row only when told the text it indexed: `unindex_contents`,
-`unindex_tool_results` and `unindex_outcomes` recompute it from what is stored.
+Deleting a record takes it out of what narrows the search: `unindex_contents`, `unindex_tool_results`,
+`unindex_outcomes` and `unindex_reasoning_records`.
 """
 from __future__ import annotations
 
@@ -21,12 +20,11 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from itertools import islice
-from typing import Any
 
 import orjson
 
 from ..parts import searchable_text
-from . import reading
+from . import reading, text_blocks
 from .content import Dictionaries
 from .terms import SessionFilter, StoreError
 
@@ -66,111 +64,38 @@ _RECORD_COLUMNS = {"tool_results": "rowid, name, input_json, content_json",
 # ------------------------------------------------------------------ the index itself, per dialect
 
 
-class Fts5Index:
-    """SQLite: contentless FTS5 tables with the trigram tokenizer (schema 6). Deleting a row needs its text.
-
-    Since schema 25 a row may wait in `search_pending` (kind, id) before it is indexed (store/fts_pending.py): a
-    search takes every waiting row of a kind as a candidate beside what the index finds, and its stored text decides
-    as for any candidate, so answers do not depend on whether a row was indexed yet."""
-
-    @staticmethod
-    def add(cur, index: str, rows: list[tuple[int, str]]) -> None:
-        cur.executemany(f"INSERT INTO {index} (rowid, text) VALUES (?, ?)", rows)
-
-    @staticmethod
-    def remove(cur, index: str, rows: list[tuple[int, str]]) -> None:
-        rows = _indexed(cur, index, rows)
-        cur.executemany(f"INSERT INTO {index} ({index}, rowid, text) VALUES ('delete', ?, ?)", rows)
-
-    @staticmethod
-    def matches(index: str, match: str) -> str:
-        return "1"  # the MATCH is in `rows`, beside the rows waiting to be indexed
-
-    @staticmethod
-    def rows(index: str) -> str:
-        return (f"(SELECT rowid FROM {index} WHERE {index} MATCH ? UNION ALL"
-                f" SELECT id FROM search_pending WHERE kind = {PENDING_KIND[index]}) {index}")
-
-    @staticmethod
-    def joins(index: str, column: str) -> str:
-        return f"{column} = {index}.rowid"
-
-    @staticmethod
-    def ids(index: str) -> str:
-        return "rowid"
-
-    @staticmethod
-    def arguments(index: str, match: str) -> list[str]:
-        """The values of `rows(index)`'s and `matches(index, match)`'s placeholders."""
-        return [match]
-
-    @staticmethod
-    def planned(cur) -> contextlib.AbstractContextManager[None]:
-        """Statements run within find their rows through the index (FTS5's MATCH always does)."""
-        return contextlib.nullcontext()
-
-    @staticmethod
-    def argument(cur, query: "Query") -> str | None:
-        return query.match()
-
-    @staticmethod
-    def is_common(cur, match: str, common: int) -> bool:
-        """Whether the index finds `common` contents or more (FTS5 stops counting there)."""
-        return cur.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM contents_search WHERE contents_search MATCH ?"
-                           f" LIMIT {common}) c", (match,)).fetchone()[0] >= common
-
-
-# The kind of a row of `search_pending` (schema 25): which index it waits for.
-PENDING_KIND = {"contents_search": 0, "tool_results_search": 1, "outcomes_search": 2, "reasoning_records_search": 3}
-
-
-def _indexed(cur, index: str, rows: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """The rows the index holds; those still waiting to be indexed leave `search_pending` instead (a contentless
-    table must never be told to delete what it does not hold)."""
-    kind, waiting = PENDING_KIND[index], set()
-    for start in range(0, len(rows), 500):
-        chunk = [rid for rid, _ in rows[start:start + 500]]
-        marks = ",".join("?" * len(chunk))
-        waiting |= {rid for (rid,) in cur.execute(f"SELECT id FROM search_pending WHERE kind = ? AND id IN ({marks})",
-                                                  [kind, *chunk])}
-        cur.execute(f"DELETE FROM search_pending WHERE kind = ? AND id IN ({marks})", [kind, *chunk])
-    return [(rid, text) for rid, text in rows if rid not in waiting]
-
-
-FTS5 = Fts5Index()
+# SQLite's is text_blocks.Blocks (no index: blocks of text, read whole by each search); PostgreSQL's is
+# pg_search.TrigramIndex. The functions below take either as `index`.
+BLOCKS = text_blocks.BLOCKS
+PENDING_KIND = text_blocks.KINDS  # the kind of a row of `search_pending` (schema 25): which text it waits to join
 
 
 # ------------------------------------------------------------------ writing and deleting
 
 
-def index_contents(cur, rows: list[tuple[int, str]], index=FTS5) -> None:
+def index_contents(cur, rows: list[tuple[int, str]], index=BLOCKS) -> None:
     """Index new contents: (content id, `searchable_text` of the stored value)."""
     index.add(cur, "contents_search", [(cid, index_form(text)) for cid, text in rows if text])
 
 
-def unindex_contents(cur, rows: list[tuple[int, Any]], index=FTS5) -> None:
-    """Remove contents from the index: (content id, the stored value as read back). Call before deleting them."""
-    texts = [(cid, index_form(searchable_text(value))) for cid, value in rows]
-    index.remove(cur, "contents_search", [(cid, text) for cid, text in texts if text])
+def unindex_contents(cur, ids: Iterable[int], index=BLOCKS) -> None:
+    """Take contents (by id) out of what narrows a search. Call before deleting them."""
+    index.remove(cur, "contents_search", list(ids))
 
 
-def unindex_tool_results(cur, rowids: Iterable[int], index=FTS5) -> None:
-    """Remove tool results (by rowid) from the index. Call before deleting their rows."""
-    _unindex_records(cur, "tool_results", list(rowids), index)
+def unindex_tool_results(cur, rowids: Iterable[int], index=BLOCKS) -> None:
+    """Take tool results (by rowid) out of what narrows a search. Call before deleting their rows."""
+    index.remove(cur, "tool_results_search", list(rowids))
 
 
-def unindex_reasoning_records(cur, rowids: Iterable[int], index=FTS5) -> None:
-    """Remove reasoning records (by rowid) from the index. Call before deleting their rows."""
-    _unindex_records(cur, "reasoning_records", list(rowids), index)
+def unindex_reasoning_records(cur, rowids: Iterable[int], index=BLOCKS) -> None:
+    """Take reasoning records (by rowid) out of what narrows a search. Call before deleting their rows."""
+    index.remove(cur, "reasoning_records_search", list(rowids))
 
 
-def unindex_outcomes(cur, rowids: Iterable[int], index=FTS5) -> None:
-    """Remove outcomes (by rowid) from the index. Call before deleting their rows."""
-    _unindex_records(cur, "outcomes", list(rowids), index)
-
-
-def _unindex_records(cur, table: str, rowids: list[int], index) -> None:
-    index.remove(cur, RECORD_TABLES[table], stored_records(cur, table, rowids))
+def unindex_outcomes(cur, rowids: Iterable[int], index=BLOCKS) -> None:
+    """Take outcomes (by rowid) out of what narrows a search. Call before deleting their rows."""
+    index.remove(cur, "outcomes_search", list(rowids))
 
 
 def stored_records(cur, table: str, rowids: list[int]) -> list[tuple[int, str]]:
@@ -184,7 +109,7 @@ def stored_records(cur, table: str, rowids: list[int]) -> list[tuple[int, str]]:
     return out
 
 
-def drop_held_reasoning(cur, session_ids: list[str], index=FTS5, group: str | None = None) -> int:
+def drop_held_reasoning(cur, session_ids: list[str], index=BLOCKS, group: str | None = None) -> int:
     """Delete the held (on_failure) reasoning records of sessions that completed (of one group of them, when
     `group` is given), out of the index first; returns how many."""
     dropped = 0
@@ -199,7 +124,7 @@ def drop_held_reasoning(cur, session_ids: list[str], index=FTS5, group: str | No
     return dropped
 
 
-def index_records(cur, rowids: dict[str, list[int]], index=FTS5) -> None:
+def index_records(cur, rowids: dict[str, list[int]], index=BLOCKS) -> None:
     """Index the tool results, outcomes and reasoning records a batch inserted (their rowids, by table; see
     `Applier.take_records`), from their stored (masked) columns.
 
@@ -212,12 +137,32 @@ def index_records(cur, rowids: dict[str, list[int]], index=FTS5) -> None:
             index.add(cur, RECORD_TABLES[table], rows)
 
 
-def index_every_record(cur, tables: Iterable[str], index=FTS5) -> None:
-    """Index every row of these record tables (a migration building the index, which holds the database)."""
+def index_every_record(cur, tables: Iterable[str], index=BLOCKS) -> None:
+    """Index every row of these record tables (a migration building the index, which holds the database), in runs of
+    about `RUN_CHARS` characters."""
     for table in tables:
-        rows = cur.execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} ORDER BY rowid").fetchall()
-        if rows:
-            index.add(cur, RECORD_TABLES[table], _record_rows(rows, table))
+        rows = cur.connection.cursor().execute(f"SELECT {_RECORD_COLUMNS[table]} FROM {table} ORDER BY rowid")
+        for run in _runs((rowid, index_form(_row_text(table, name, input_json, body)))
+                         for rowid, name, input_json, body in rows):
+            index.add(cur, RECORD_TABLES[table], run)
+
+
+RUN_CHARS = 500_000  # what a migration writes at a time: a block of text (store/text_blocks.py) each on SQLite
+
+
+def _runs(rows: Iterable[tuple[int, str]]) -> Iterator[list[tuple[int, str]]]:
+    """The rows that have text, in runs of at least `RUN_CHARS` characters (the last one shorter)."""
+    run: list[tuple[int, str]] = []
+    size = 0
+    for rid, text in rows:
+        if text:
+            run.append((rid, text))
+            size += len(text)
+            if size >= RUN_CHARS:
+                yield run
+                run, size = [], 0
+    if run:
+        yield run
 
 
 def record_texts(cur, session_ids: list[str]) -> list[tuple[str, str, int, str]]:
@@ -247,22 +192,20 @@ def _record_rows(rows, table: str) -> list[tuple[int, str]]:
 
 
 def rebuild(cur) -> None:
-    """Fill the indexes from everything stored (migration 6, inside its transaction)."""
+    """Fill the blocks of searched text from everything stored (migration 26, inside its transaction)."""
     reader = reading.ContentReader(cur.connection.cursor(), Dictionaries())
-    batch: list[tuple[int, str]] = []
-    for cid, codec, dict_id, data in cur.execute("SELECT id, codec, dict_id, data FROM contents WHERE kind != 'tool'"):
-        batch.append((cid, searchable_text(orjson.loads(reader.bytes_of(codec, dict_id, data)))))
-        if len(batch) >= 1000:
-            index_contents(cur.connection, batch)
-            batch = []
-    index_contents(cur.connection, batch)
-    index_every_record(cur, ("tool_results", "outcomes"))  # the record tables of schema 6
+    rows = cur.connection.cursor().execute("SELECT id, codec, dict_id, data FROM contents WHERE kind != 'tool'"
+                                           " ORDER BY id")
+    for run in _runs((cid, searchable_text(orjson.loads(reader.bytes_of(codec, dict_id, data))))
+                     for cid, codec, dict_id, data in rows):
+        index_contents(cur, run)
+    index_every_record(cur, RECORD_TABLES)
 
 
 # ------------------------------------------------------------------ searching
 
 
-def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int | None, index=FTS5) -> list[dict]:
+def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int | None, index=BLOCKS) -> list[dict]:
     """Messages, tool results and outcomes whose text contains `text` (case-insensitive), newest sessions first.
 
     Within a session hits follow the timeline; a tool result or outcome comes before the message
@@ -281,7 +224,7 @@ def search(cur, dicts: Dictionaries, text: str, flt: SessionFilter, limit: int |
     return _verified(rows, _Texts(reading.ContentReader(cur.connection.cursor(), dicts)), query, limit)
 
 
-def matching_sessions(cur, dicts: Dictionaries, flt: SessionFilter, index=FTS5) -> list[str]:
+def matching_sessions(cur, dicts: Dictionaries, flt: SessionFilter, index=BLOCKS) -> list[str]:
     """Ids of the sessions `flt` selects whose text contains `flt.text`, newest first, at most `flt.limit`.
 
     Stops at the first verified hit of a session and at the limit: a page of a list costs a page of hits. A
@@ -419,16 +362,6 @@ class Query:
             raise StoreError(f"an empty term; {SYNTAX}")
         return token.lower()
 
-    def match(self) -> str | None:
-        """The FTS5 expression every matching record satisfies; None when some term is too short to index."""
-        parts = []
-        for group in self.groups:
-            alternatives = [match_query(term) for term in group]
-            if any(a is None for a in alternatives):
-                return None
-            parts.append("(" + " OR ".join(f"({a})" for a in alternatives) + ")")
-        return " AND ".join(parts)
-
     def first_in(self, low: str) -> str | None:
         """The term to show a snippet around, when `low` (lowercased text) satisfies the query; else None."""
         if any(term in low for term in self.excluded):
@@ -440,14 +373,6 @@ class Query:
                 return None
             shown = shown or found
         return shown
-
-
-def match_query(needle: str) -> str | None:
-    """The FTS5 query that every record containing `needle` (lowercased) matches; None: scan instead."""
-    grams = grams_of(needle)
-    if grams is None:
-        return None
-    return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
 
 
 def grams_of(needle: str) -> list[str] | None:

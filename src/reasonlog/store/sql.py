@@ -46,7 +46,7 @@ class SQLStore(SemanticStore, AnnotationStore):
     url: str
     read_only: bool = False  # opened for reading: every write is refused with ReadOnlyDatabase
     _conn: Any
-    index: Any = search.FTS5
+    index: Any = search.BLOCKS
     DATA_ERRORS: ClassVar[tuple[type[BaseException], ...]] = (TypeError, ValueError, OverflowError, RecordError)
     BEGIN_WRITE = "BEGIN"
     BEGIN_READ = "BEGIN"

@@ -1,8 +1,9 @@
-"""The embedded default store: one SQLite file (stdlib sqlite3, WAL, FTS5)."""
+"""The embedded default store: one SQLite file (stdlib sqlite3, WAL; searched text in blocks: store/text_blocks.py)."""
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import socket
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -11,8 +12,8 @@ from typing import TYPE_CHECKING, Literal
 
 from . import imported, liveness, opening
 from .dbapi import Cursor
-from .fts_pending import PendingFts5Index
 from .schema import SQLITE_MIGRATIONS
+from .search_pending import PendingBlocks
 from .sql import SQLStore
 from .terms import StoreError
 from .vectors import VectorReader
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 PAGE_SIZE = 16384
 CACHE_KIB = 32768
+WAL_BOUND = 1 << 20  # bytes of WAL a run of migrations leaves before it is copied into the file
 
 
 def spill_dir(db_path: Path) -> Path:
@@ -57,7 +59,7 @@ class SQLiteStore(SQLStore):
         self._vectors = VectorReader(self.path)  # sqlite-vec's connection, opened by the first vector search
         self._generation: int | None = None  # the content generation the caches hold (see maintenance.py)
         self._checked: dict[str, int] = {}  # session id -> PRAGMA data_version when its state was last checked
-        self.index = PendingFts5Index()  # text indexed in bulk (store/fts_pending.py)
+        self.index = PendingBlocks()  # text written to blocks in bulk (store/search_pending.py)
         self._seen_version: int | None = None  # PRAGMA data_version at this object's last write
         try:
             opening.check_reasonlog(self._conn, self.path, SQLITE_MIGRATIONS[-1].number, read_only=read_only)
@@ -81,7 +83,7 @@ class SQLiteStore(SQLStore):
         self._conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")  # the full-text index's merges stay in memory
+        self._conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")  # a batch's hot pages (tables, indexes) stay in memory
         self._conn.execute("PRAGMA foreign_keys=OFF")
         if max_page_count is not None:
             self._conn.execute(f"PRAGMA max_page_count={int(max_page_count)}")
@@ -99,6 +101,17 @@ class SQLiteStore(SQLStore):
         this connection's own count of changed rows (a store that both writes and reads sees its own writes)."""
         with self._lock:
             return self._conn.execute("PRAGMA data_version").fetchone()[0], self._conn.total_changes
+
+    def _bound_wal(self) -> None:
+        """Copy what the WAL holds into the file once it passes `WAL_BOUND` bytes, so that the next transaction
+        writes the WAL from its start again: a new file's 26 migrations wrote 3.4 MB of WAL for a file of 1.4 MB
+        (every migration rewrites the schema's pages), more than the file ever needs."""
+        try:
+            big = os.path.getsize(f"{self.path}-wal") > WAL_BOUND
+        except OSError:
+            return
+        if big:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()  # never waits for a reader
 
     def upgrade(self) -> list[int]:
         """Apply pending migrations, each in its own transaction with its bookkeeping row."""
@@ -130,6 +143,11 @@ class SQLiteStore(SQLStore):
                     self._abandon()  # a full disk has rolled back already: raise its error, not ROLLBACK's
                     raise
                 applied.append(m.number)
+                self._bound_wal()
+            if applied and self._conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+                # What a migration dropped (migration 26: the trigram tables, a new file's included) goes back to the
+                # file system; executescript steps the pragma to its end.
+                self._conn.executescript("PRAGMA incremental_vacuum;")
         return applied
 
     @staticmethod
@@ -380,8 +398,8 @@ class SQLiteStore(SQLStore):
             self._vectors.close()
 
     def _index_waiting(self) -> None:
-        """Index what this object left waiting (store/fts_pending.py): a file closed by its only writer waits for
-        nothing."""
+        """Write what this object left waiting to blocks (store/search_pending.py): a file closed by its only writer
+        leaves nothing waiting."""
         if self.read_only or not self.index.texts:
             return
 
