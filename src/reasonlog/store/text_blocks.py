@@ -148,11 +148,13 @@ def find_each(cur, queries: list[Any]) -> list[Found]:
     for each word of a question)."""
     found: list[dict[int, list[int]]] = [{kind: [] for kind in KINDS.values()} for _ in queries]
     terms = [[encode(term) for term in query.groups[0]] for query in queries]
+    # A query of one group and nothing excluded holds wherever a term of it is found: no text need be decoded.
+    settled = [len(query.groups) == 1 and not query.excluded for query in queries]
     unpack = zstandard.ZstdDecompressor()
     for kind, ids_blob, ends_blob, data in cur.execute("SELECT kind, ids, ends, data FROM search_blocks ORDER BY id"):
         text = unpack.decompress(data)
         ends = ids = None
-        for query, its_terms, out in zip(queries, terms, found, strict=True):
+        for query, its_terms, exact, out in zip(queries, terms, settled, found, strict=True):
             held: set[int] = set()
             for term in its_terms:
                 at = text.find(term)
@@ -166,10 +168,8 @@ def find_each(cur, queries: list[Any]) -> list[Found]:
                 continue
             assert ends is not None
             ids = _unpacked("q", ids_blob) if ids is None else ids
-            for k in sorted(held):
-                low = text[ends[k - 1] if k else 0:ends[k] - 1].decode("utf-8", "surrogatepass")
-                if query.first_in(low) is not None:
-                    out[kind].append(ids[k])
+            out[kind] += [ids[k] for k in sorted(held) if exact or query.first_in(
+                text[ends[k - 1] if k else 0:ends[k] - 1].decode("utf-8", "surrogatepass")) is not None]
     return [Found(ids) for ids in found]
 
 
