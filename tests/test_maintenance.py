@@ -187,6 +187,9 @@ def test_check_names_a_corrupt_content_and_a_missing_one(db_path, tmp_path):
         idx, gone = conn.execute("SELECT idx, content_id FROM messages WHERE role = 'assistant' ORDER BY idx"
                                  " LIMIT 1").fetchone()
         conn.execute("DELETE FROM contents WHERE id = ?", (gone,))
+        conn.execute("INSERT INTO search_blocks (kind, lo, hi, ids, ends, data) VALUES (2, 7, 7, ?, ?, ?)",
+                     ((7).to_bytes(8, "little"), (3).to_bytes(4, "little"), b"\x28\xb5\x2f\xfd garbage"))
+        (bad_block,) = conn.execute("SELECT MAX(id) FROM search_blocks").fetchone()
     result = _cli(broken, "db", "check")
     lines = result.output.splitlines()
     assert result.exit_code == 1
@@ -194,6 +197,8 @@ def test_check_names_a_corrupt_content_and_a_missing_one(db_path, tmp_path):
         next(ln for ln in lines if ln.startswith(f"content {corrupt} (message): cannot be decompressed"))]
     assert f"message {idx} of session {sid}: content {gone} is missing" in lines
     assert any(ln.startswith("call ") and ln.endswith(f"refers to missing content {gone}") for ln in lines)
+    assert f"search blocks: hold the text of 1 contents no longer stored: [{gone}]" in lines
+    assert any(ln.startswith(f"search block {bad_block}: cannot be read: ") for ln in lines)
     assert lines[-1].startswith(f"{len(lines) - 1} problem(s): ")
 
 

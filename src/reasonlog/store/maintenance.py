@@ -80,6 +80,7 @@ def check(cur, dicts) -> dict:
     _check_calls(cur, found)
     _check_messages(cur, found)
     found.problems += kept.differences(cur)
+    found.problems += text_blocks.problems(cur)
     counts = {t: cur.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
     kinds = dict(cur.execute("SELECT kind, COUNT(*) FROM contents GROUP BY kind ORDER BY kind").fetchall())
     return {"ok": not found.problems, "problems": found.problems, "counts": counts, "contents_by_kind": kinds}

@@ -125,6 +125,36 @@ def compact(cur, target: int) -> None:
         write_block(cur, kind, run)
 
 
+def problems(cur) -> list[str]:
+    """What `reasonlog db check` finds wrong with the blocks: one that does not read back whole, a record held twice,
+    a record held that is not stored."""
+    out: list[str] = []
+    held: set[tuple[int, int]] = set()
+    unpack = zstandard.ZstdDecompressor()
+    for block, kind, ids_blob, ends_blob, data in cur.execute("SELECT id, kind, ids, ends, data FROM search_blocks"):
+        try:
+            ids, ends, size = _unpacked("q", ids_blob), _unpacked("I", ends_blob), len(unpack.decompress(data))
+        except (ValueError, zstandard.ZstdError) as exc:
+            out.append(f"search block {block}: cannot be read: {exc}")
+            continue
+        if len(ids) != len(ends) or list(ends) != sorted(ends) or (ends and ends[-1] != size):
+            out.append(f"search block {block}: its {len(ids)} ids and {len(ends)} ends do not cut its {size} bytes")
+        twice = sorted(rid for rid in ids if (kind, rid) in held)
+        if twice:
+            out.append(f"search block {block}: holds records another block holds too: {twice[:5]}")
+        held.update((kind, rid) for rid in ids)
+    for kind, (key, table) in _STORED.items():
+        stored = {rid for (rid,) in cur.execute(f"SELECT {key} FROM {table}")}
+        gone = sorted(rid for k, rid in held if k == kind and rid not in stored)
+        if gone:
+            out.append(f"search blocks: hold the text of {len(gone)} {table} no longer stored: {gone[:5]}")
+    return out
+
+
+_STORED = {0: ("id", "contents"), 1: ("rowid", "tool_results"), 2: ("rowid", "outcomes"),
+           3: ("rowid", "reasoning_records")}
+
+
 class Found:
     """The records a query's text was found in, by kind (`Blocks.argument`)."""
 
