@@ -231,6 +231,18 @@ class SQLiteStore(SQLStore):
         return _inserted(cur)
 
     @staticmethod
+    def add_content(cur: sqlite3.Cursor, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
+                    blob: bytes) -> tuple[int, bool]:
+        """`SQLStore.add_content` in one statement when the content is new (as it nearly always is when asked):
+        a row not inserted uses up no rowid, so the ids are those of a lookup and an insert."""
+        cur.execute("INSERT INTO contents (hash, kind, size, codec, dict_id, data) VALUES (?,?,?,?,?,?)"
+                    " ON CONFLICT (hash) DO NOTHING", (digest, kind, size, codec, dict_id, blob))
+        if cur.rowcount == 1:
+            return _inserted(cur), True
+        row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
+        return row[0], False
+
+    @staticmethod
     def insert_dictionary(cur: sqlite3.Cursor, data: bytes) -> int:
         cur.execute("INSERT INTO zstd_dicts (data, trained_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ'))",
                     (data,))
