@@ -230,17 +230,17 @@ class SQLiteStore(SQLStore):
                     (digest, kind, size, codec, dict_id, blob))
         return _inserted(cur)
 
-    @staticmethod
-    def add_content(cur: sqlite3.Cursor, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
-                    blob: bytes) -> tuple[int, bool]:
+    def add_content(self, cur: sqlite3.Cursor, digest: bytes, size: int, kind: str,  # type: ignore[override]
+                    codec: int, dict_id: int | None, blob: bytes) -> tuple[int, bool]:
         """`SQLStore.add_content` in one statement when the content is new (as it nearly always is when asked):
         a row not inserted uses up no rowid, so the ids are those of a lookup and an insert."""
         cur.execute("INSERT INTO contents (hash, kind, size, codec, dict_id, data) VALUES (?,?,?,?,?,?)"
                     " ON CONFLICT (hash) DO NOTHING", (digest, kind, size, codec, dict_id, blob))
         if cur.rowcount == 1:
             return _inserted(cur), True
-        row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
-        return row[0], False
+        stored = self.find_content(cur, digest)  # the conflict: a row holds this hash
+        assert stored is not None
+        return stored, False
 
     @staticmethod
     def insert_dictionary(cur: sqlite3.Cursor, data: bytes) -> int:
