@@ -217,7 +217,8 @@ def _without_automaton() -> Redactor:
 
 
 BYTES_PIECES = st.one_of(st.binary(max_size=40), st.sampled_from(
-    [lit for lit in LITERALS] + [lit[:-1] for lit in LITERALS] + [b"://", b"@", b"e", b"s", b"\xff", b"\n"]))
+    [lit for lit in LITERALS] + [lit[:-1] for lit in LITERALS]
+    + [b"://", b"@", b"e", b"s", b"\xff", b"\n", b"null", b"nul", b"ull", b"n"]))
 
 
 @settings(max_examples=300, deadline=None)
@@ -229,6 +230,16 @@ def test_contents_are_masked_unless_they_hold_no_literal_and_no_url(pieces):
     want = any(lit in data for lit in LITERALS) or (b"://" in data and b"@" in data)
     assert Redactor().may_hold(data) is want
     assert _without_automaton().may_hold(data) is want
+    # and `scan`, which a content's JSON is asked (one pass for both), says so beside whether it holds `null`
+    assert Redactor().scan(data) == _without_automaton().scan(data) == (want, b"null" in data)
+    assert Redactor(literals=None).scan(data) == (True, b"null" in data)
+
+
+def test_a_literal_of_another_set_is_found_where_it_overlaps_a_url():
+    """Only the default literals share the automaton with `://` and `null` (none of them can overlap those):
+    another set's literal that does is still found."""
+    assert Redactor(literals=(b"//k",)).may_hold(b"x://k") is True
+    assert Redactor(literals=(b"lx",)).scan(b"nullx") == (True, True)
 
 
 TEXT_PIECES = st.one_of(st.text(max_size=30), PIECES, st.sampled_from(

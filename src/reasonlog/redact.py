@@ -86,6 +86,12 @@ class Redactor:
     def _may_hold(self) -> Callable[[builtins.bytes], bool]:
         return (lambda data: True) if self.literals is None else _bytes_may_hold(self.literals)
 
+    @cached_property
+    def _scan(self) -> Callable[[builtins.bytes], tuple[bool, bool]]:
+        if self.literals is None:
+            return lambda data: (True, b"null" in data)
+        return _bytes_scan(self.literals)
+
     @classmethod
     def with_extra(cls, extra: Iterable[str] | dict[str, str] = ()) -> "Redactor":
         """The default patterns plus the user's own (a list of regexes or a name -> regex dict)."""
@@ -140,8 +146,16 @@ class Redactor:
     def json(self, data: builtins.bytes, dumps: Callable[[Any], builtins.bytes]) -> builtins.bytes:
         """Mask the strings of serialised JSON: decoded, masked by `value`, encoded again by `dumps` when
         something changed. Bytes without any of the patterns' literals cost one substring scan."""
-        if not self.may_hold(data):
-            return data
+        return self.held_json(data, dumps) if self.may_hold(data) else data
+
+    def scan(self, data: builtins.bytes) -> tuple[bool, bool]:
+        """`(may_hold(data), b"null" in data)`, in one pass of the literals' automaton where there is one: a content's
+        JSON is asked both (`null` is what NaN serialises to), and the substring test was 3 % of the instructions of
+        turning the contents of a 42 MB import into ids."""
+        return self._scan(data)
+
+    def held_json(self, data: builtins.bytes, dumps: Callable[[Any], builtins.bytes]) -> builtins.bytes:
+        """`json` of JSON that `may_hold` said yes to."""
         decoded = orjson.loads(data)
         masked = self.value(decoded)
         return data if masked is decoded else dumps(masked)
@@ -241,6 +255,15 @@ def _part(name: str, pattern: str) -> str:
 # standard kind. Either kind finds a match when any literal occurs, which is all that is asked of them.
 
 
+def _bytes_automaton(patterns: list[builtins.bytes]) -> Callable[[builtins.bytes], list] | None:
+    """The matches of `patterns` in bytes, by the `fast` extra's automaton (None without it)."""
+    try:
+        from ahocorasick_rs import MATCHKIND_LEFTMOST_FIRST, BytesAhoCorasick
+    except ImportError:
+        return None
+    return BytesAhoCorasick(patterns, matchkind=MATCHKIND_LEFTMOST_FIRST).find_matches_as_indexes
+
+
 def _bytes_may_hold(literals: tuple[builtins.bytes, ...]) -> Callable[[builtins.bytes], bool]:
     """`Redactor.may_hold`: whether bytes hold any of `literals`, or `://` and `@`. With the `fast` extra, one pass of
     an Aho-Corasick automaton (ahocorasick-rs) that holds `://` beside the literals: over the 44 MB of new contents
@@ -250,18 +273,38 @@ def _bytes_may_hold(literals: tuple[builtins.bytes, ...]) -> Callable[[builtins.
     25 ms over the 8.2 MB of new contents of a 42 MB import). Without the extra, that regex and the test."""
     if not literals:
         return lambda data: True  # (as the empty regex: it matches anywhere)
-    try:
-        from ahocorasick_rs import MATCHKIND_LEFTMOST_FIRST, BytesAhoCorasick
-    except ImportError:
+    fold = literals == LITERALS  # another set's literal could overlap a `://` and be hidden by it
+    find, url = _bytes_automaton([*literals, b"://"] if fold else list(literals)), len(literals)
+    if find is None:
         regex = re.compile(b"|".join(re.escape(lit) for lit in literals))
         return lambda data: regex.search(data) is not None or (b"://" in data and b"@" in data)
-    automaton = BytesAhoCorasick([*literals, b"://"], matchkind=MATCHKIND_LEFTMOST_FIRST)  # (see above)
-    find, url = automaton.find_matches_as_indexes, len(literals)
+    if not fold:
+        return lambda data: bool(find(data)) or (b"://" in data and b"@" in data)
 
     def may_hold(data: builtins.bytes) -> bool:
-        found = find(data)  # no literal holds `:` or `/`, so a `://` never hides one of them
+        found = find(data)  # no default literal holds `:` or `/`, so a `://` never hides one of them
         return bool(found) and (b"@" in data or any(i != url for i, _, _ in found))
     return may_hold
+
+
+def _bytes_scan(literals: tuple[builtins.bytes, ...]) -> Callable[[builtins.bytes], tuple[bool, bool]]:
+    """`Redactor.scan`: `_bytes_may_hold`'s answer, and whether the bytes hold `null`, from one automaton that holds
+    `null` too. No default literal starts or ends with `n`, `u` or `l`, so a `null` never overlaps one and is always
+    found."""
+    may_hold, find = _bytes_may_hold(literals), _bytes_automaton([*literals, b"://", b"null"])
+    if find is None or literals != LITERALS:  # (the default literals are the ones this holds for)
+        return lambda data: (may_hold(data), b"null" in data)
+    url, null = len(literals), len(literals) + 1
+
+    def scan(data: builtins.bytes) -> tuple[bool, bool]:
+        found = find(data)
+        if not found:
+            return False, False
+        kinds = {i for i, _, _ in found}
+        nulls = null in kinds
+        kinds.discard(null)
+        return bool(kinds) and (b"@" in data or bool(kinds - {url})), nulls
+    return scan
 
 
 def _text_holds_any(literals: tuple[builtins.bytes, ...]) -> Callable[[str], object]:

@@ -76,6 +76,10 @@ class _Plain:
     def json(data: Any, dumps: Any) -> Any:  # bytes in, bytes out (`bytes` is the method above, in here)
         return data
 
+    @staticmethod
+    def scan(data: Any) -> tuple[bool, bool]:
+        return False, b"null" in data
+
 
 @dataclass
 class ContentWriter:
@@ -154,10 +158,12 @@ class ContentWriter:
         cid = self.cache.get(data)
         if cid is not None:
             return self._cached(cid, value, kind)
-        nulls = b"null" in data  # once per distinct content, not per resent message
+        may_hold, nulls = self.redactor.scan(data)  # once per distinct content, not per resent message
         if nulls:
             refuse_non_finite(value, kind)  # NaN or an infinity has no JSON form: never stored as null
-        key, data = data, self.redactor.json(data, canonical)  # each string alone: never across structure
+        key = data
+        if may_hold:
+            data = self.redactor.held_json(data, canonical)  # each string alone: never across structure
         if data is not key:  # masked: index what is stored, not what was given
             value = orjson.loads(data)
         digest = content_hash(data)
