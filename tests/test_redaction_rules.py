@@ -211,12 +211,14 @@ def _without_automaton() -> Redactor:
     """A redactor made as where the `fast` extra (ahocorasick-rs) is not installed: it tests with one regex."""
     with mock.patch.dict(sys.modules, {"ahocorasick_rs": None}):  # (None: the import raises ImportError)
         redactor = Redactor()
-        redactor.may_hold(b"")  # its test is made on first use, while the import fails
+        redactor.may_hold(b"")  # its tests are made on first use, while the import fails
+        redactor.text("-")
     return redactor
 
 
 BYTES_PIECES = st.one_of(st.binary(max_size=40), st.sampled_from(
-    [lit for lit in LITERALS] + [lit[:-1] for lit in LITERALS] + [b"://", b"@", b"e", b"s", b"\xff", b"\n"]))
+    [lit for lit in LITERALS] + [lit[:-1] for lit in LITERALS]
+    + [b"://", b"@", b"e", b"s", b"\xff", b"\n", b"null", b"nul", b"ull", b"n"]))
 
 
 @settings(max_examples=300, deadline=None)
@@ -228,3 +230,27 @@ def test_contents_are_masked_unless_they_hold_no_literal_and_no_url(pieces):
     want = any(lit in data for lit in LITERALS) or (b"://" in data and b"@" in data)
     assert Redactor().may_hold(data) is want
     assert _without_automaton().may_hold(data) is want
+    # and `scan`, which a content's JSON is asked (one pass for both), says so beside whether it holds `null`
+    assert Redactor().scan(data) == _without_automaton().scan(data) == (want, b"null" in data)
+    assert Redactor(literals=None).scan(data) == (True, b"null" in data)
+
+
+def test_a_literal_of_another_set_is_found_where_it_overlaps_a_url():
+    """Only the default literals share the automaton with `://` and `null` (none of them can overlap those):
+    another set's literal that does is still found."""
+    assert Redactor(literals=(b"//k",)).may_hold(b"x://k") is True
+    assert Redactor(literals=(b"lx",)).scan(b"nullx") == (True, True)
+
+
+TEXT_PIECES = st.one_of(st.text(max_size=30), PIECES, st.sampled_from(
+    [lit.decode() for lit in LITERALS] + [lit.decode()[:-1] for lit in LITERALS]
+    + ["\ud800", "\udfff", "→", "日本語", "://", "@", "postgresql://alice:hunter2@db/x"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(TEXT_PIECES, max_size=8))
+def test_a_string_masks_the_same_whichever_way_its_literals_are_found(pieces):
+    """Whether a string holds a literal is told by an automaton (the `fast` extra; a string with a lone surrogate,
+    which is not UTF-8, by the regex) or, without the extra, by one regex: the same masked text either way."""
+    text = "".join(pieces)
+    assert Redactor().text(text) == _without_automaton().text(text)

@@ -57,7 +57,10 @@ class Dictionaries:
         cached = mine.get(dict_id)
         if cached is None or cached[0] is not data:  # a forgotten id may come back with other bytes
             d = zstandard.ZstdCompressionDict(data)
-            cached = mine[dict_id] = (data, zstandard.ZstdCompressor(level=3, dict_data=d, write_checksum=False),
+            # Its tables built once (level 3, as before: the same bytes), not again for every content compressed:
+            # 17 % less CPU in zstd over the 6,188 contents of a 42 MB Claude Code import (docs/performance.md).
+            d.precompute_compress(level=3)
+            cached = mine[dict_id] = (data, zstandard.ZstdCompressor(dict_data=d, write_checksum=False),
                                       zstandard.ZstdDecompressor(dict_data=d))
         return cached[1], cached[2]
 

