@@ -254,3 +254,32 @@ def test_a_string_masks_the_same_whichever_way_its_literals_are_found(pieces):
     which is not UTF-8, by the regex) or, without the extra, by one regex: the same masked text either way."""
     text = "".join(pieces)
     assert Redactor().text(text) == _without_automaton().text(text)
+
+
+_CASES = st.lists(st.booleans(), min_size=24, max_size=24)  # a case for each letter of the longest label
+
+
+def _spelt(word: str, upper: list[bool]) -> str:
+    return "".join(c.upper() if up else c.lower() for c, up in zip(word, upper, strict=False))
+
+
+@settings(max_examples=200)
+@given(upper=_CASES, fast=st.booleans())
+def test_a_label_or_bearer_spelt_in_any_case_is_masked_as_every_pattern_masks_it(upper, fast):
+    """The two patterns spelt in any case (the AWS secret key's label, `bearer`) find "SeCrEt_AcCeSs_KeY" and
+    "BeArEr" too: the literal test before them holds every spelling of "secret" and "bearer" (it held two of each,
+    and these were stored as written). With and without the `fast` extra's automaton."""
+    texts = [f"{_spelt('secret_access_key', upper)} = {AWS_SECRET}", f"Authorization: {_spelt('bearer', upper)} "
+             "abcdefABCDEF0123456789xyz", orjson.dumps({"note": f"{_spelt('aws_secret_access_key', upper)}: "
+                                                                f"'{AWS_SECRET}'"}).decode()]
+    with _without_the_fast_extra(not fast):
+        r = Redactor()
+        for text in texts:
+            masked = r.text(text)
+            assert masked == Redactor(literals=None).text(text) and MASK.search(masked), text
+            assert r.may_hold(text.encode()) and r.scan(text.encode())[0]
+
+
+def _without_the_fast_extra(hide: bool):
+    """ahocorasick_rs made unimportable (the regex path of the literal tests), when `hide`."""
+    return mock.patch.dict(sys.modules, {"ahocorasick_rs": None}) if hide else mock.patch.dict(sys.modules, {})

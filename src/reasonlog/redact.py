@@ -21,6 +21,7 @@ import orjson
 from . import redact_key
 from .redact_patterns import (
     ANY_CASE,
+    ANY_CASE_WORDS,
     AWS_SECRET_NAME,
     AWS_SECRET_VALUE,
     DATA_SHAPED,
@@ -32,6 +33,7 @@ from .redact_patterns import (
     URL_KIND,
     URL_PASSWORD,
     in_base64_data,
+    spellings,
 )
 
 __all__ = ["DEFAULT_PATTERNS", "Redactor"]
@@ -276,8 +278,8 @@ def _bytes_may_hold(literals: tuple[builtins.bytes, ...]) -> Callable[[builtins.
     fold = literals == LITERALS  # another set's literal could overlap a `://` and be hidden by it
     find, url = _bytes_automaton([*literals, b"://"] if fold else list(literals)), len(literals)
     if find is None:
-        regex = re.compile(b"|".join(re.escape(lit) for lit in literals))
-        return lambda data: regex.search(data) is not None or (b"://" in data and b"@" in data)
+        holds = _literals_regex(literals, builtins.bytes)
+        return lambda data: holds(data) or (b"://" in data and b"@" in data)
     if not fold:
         return lambda data: bool(find(data)) or (b"://" in data and b"@" in data)
 
@@ -312,21 +314,44 @@ def _text_holds_any(literals: tuple[builtins.bytes, ...]) -> Callable[[str], obj
     strings: 1.9 ms against 7.7 for one regex of the literals, over the 1,750 strings of the contents of a 42 MB Claude
     Code import that pass `may_hold` (0.26 against 0.34 ms for the 1,538 of them up to 200 characters). A string
     that is not UTF-8 (a lone surrogate) takes the regex."""
-    regex = re.compile("|".join(re.escape(lit.decode()) for lit in literals))
+    regex = _literals_regex(literals, str)
     if not literals:
-        return regex.search
+        return regex
     try:
         from ahocorasick_rs import MATCHKIND_LEFTMOST_FIRST, AhoCorasick
     except ImportError:
-        return regex.search  # strings are mostly short identifiers: one regex call beats a test per literal there
+        return regex  # strings are mostly short identifiers: one regex call beats a test per literal there
     find = AhoCorasick([lit.decode() for lit in literals], matchkind=MATCHKIND_LEFTMOST_FIRST).find_matches_as_indexes
 
     def holds_any(text: str) -> object:
         try:
             return find(text)
         except UnicodeEncodeError:
-            return regex.search(text)
+            return regex(text)
     return holds_any
+
+
+def _literals_regex(literals: tuple[builtins.bytes, ...], kind: type) -> Callable[[Any], bool]:
+    """Whether a text (`kind`: bytes or str) holds any of `literals`, by one regex; a word every spelling of which is
+    among them (ANY_CASE_WORDS) is looked for in the text lowered instead: its 32 spellings in the regex made it
+    three times slower (129 against 43 ms over 3 MB of a Claude Code import's text); this way 36.6 against 34.6 ms
+    for the two-spelling set in another run."""
+    words = [w for w in ANY_CASE_WORDS if set(spellings(w)) <= set(literals)]
+    spelt = {spelling for w in words for spelling in spellings(w)}
+    rest = [lit for lit in literals if lit not in spelt]
+    found: list[Any] = [w.decode() for w in words] if kind is str else words
+    others: list[Any] = [lit.decode() for lit in rest] if kind is str else rest
+    bar: Any = "|" if kind is str else b"|"
+    regex = re.compile(bar.join(re.escape(lit) for lit in others)) if others else None
+    if regex is None and not found:
+        return lambda text: True  # (as the empty regex: it matches anywhere)
+
+    def holds(text: Any) -> bool:
+        if regex is not None and regex.search(text) is not None:
+            return True
+        low = text.lower() if found else text
+        return any(w in low for w in found)
+    return holds
 
 
 def _group(name: str) -> str:

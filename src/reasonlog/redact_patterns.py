@@ -13,6 +13,7 @@ Patterns whose match holds a character base64 lacks (a space, a dot) cannot sit 
 """
 from __future__ import annotations
 
+import itertools
 import re
 
 MAX = 256  # longer than any provider's key; a run this long is data, not a key
@@ -45,11 +46,21 @@ _BEARER = r"A-Za-z0-9\-._~+/"
 _TOKENISH = (rf"(?:{with_digit(_BEARER)}|(?=[{_BEARER}]{{0,{MAX}}}[A-Z])(?=[{_BEARER}]{{0,{MAX}}}[a-z]))")
 _PEM_CHUNK = r"(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]{1,15}={1,2}|(?:Proc-Type|DEK-Info|Comment):[^\n\r\\\"]*)"
 
+
+
+def spellings(word: bytes) -> tuple[bytes, ...]:
+    """Every spelling of an ASCII word in upper and lower case letters ("ecret": "ecret", "ecreT", ... "ECRET")."""
+    return tuple(bytes(p) for p in itertools.product(*((c, c ^ 0x20) if chr(c).isalpha() else (c,) for c in word)))
+
+
+# The words of the two patterns spelt in any case (`(?i:...)`: aws_secret_key's "secret", bearer_token's "bearer").
+ANY_CASE_WORDS = (b"ecret", b"earer")
 # Each default pattern needs one of LITERALS to match: a substring test (fast, in C) over the text decides
-# whether the regex (slow, in Python's engine) runs at all.
+# whether the regex (slow, in Python's engine) runs at all. The words spelt in any case are there in every spelling:
+# with only "ecret" and "ECRET", "SeCrEt_AcCeSs_KeY = <key>" held no literal and its key was stored as written.
 LITERALS = (b"sk-", b"AIza", b"AKIA", b"ASIA", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_",
-            b"xox", b"hf_", b"gsk_", b"xai-", b"k_live_", b"k_test_", b"eyJ", b"earer", b"EARER", b"PRIVATE KEY",
-            b"ecret", b"ECRET")
+            b"xox", b"hf_", b"gsk_", b"xai-", b"k_live_", b"k_test_", b"eyJ", b"PRIVATE KEY",
+            *(spelling for word in ANY_CASE_WORDS for spelling in spellings(word)))
 DEFAULT_PATTERNS: dict[str, str] = {
     "anthropic_key": token(rf"sk-ant-{with_digit('A-Za-z0-9_-')}[A-Za-z0-9_\-]{{20,{MAX}}}"),
     "openai_key": token(rf"sk-(?:proj-|svcacct-|admin-)?{with_digit('A-Za-z0-9_-')}[A-Za-z0-9_\-]{{20,{MAX}}}"),
