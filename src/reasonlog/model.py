@@ -60,6 +60,10 @@ def new_id() -> str:
             + p[(rand >> 30) & 1023] + p[(rand >> 20) & 1023] + p[(rand >> 10) & 1023] + p[rand & 1023])
 
 
+_BLAKE2B_80 = hashlib.blake2b(digest_size=10)  # copied for each id: parsing the keyword cost as much as hashing
+_NO_INSTANT = _PAIRS[0] * 5
+
+
 def stable_id(at: str | None, *key: Any) -> str:
     """A time-sortable id that is the same every time for the same key (ULID layout: the milliseconds of `at`,
     then 80 bits of a BLAKE2b hash of the key). Importers name what they import with it, so importing a file
@@ -70,13 +74,23 @@ def stable_id(at: str | None, *key: Any) -> str:
             ms = int(datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() * 1000)
         except ValueError:
             ms = 0
-    ms = min(max(ms, 0), 2**48 - 1)
-    digest = int.from_bytes(hashlib.blake2b("\x1f".join(map(str, key)).encode("utf-8", "surrogatepass"),
-                                            digest_size=10).digest())
-    x, p = (ms << 80) | digest, _PAIRS  # 130 bits, two digits a lookup (an import names every call with one)
-    return (p[x >> 120] + p[(x >> 110) & 1023] + p[(x >> 100) & 1023] + p[(x >> 90) & 1023] + p[(x >> 80) & 1023]
-            + p[(x >> 70) & 1023] + p[(x >> 60) & 1023] + p[(x >> 50) & 1023] + p[(x >> 40) & 1023]
-            + p[(x >> 30) & 1023] + p[(x >> 20) & 1023] + p[(x >> 10) & 1023] + p[x & 1023])
+        ms = min(max(ms, 0), 2**48 - 1)
+    if len(key) == 2 and type(key[0]) is str and type(key[1]) is str:  # (an importer's name and its own key)
+        text = key[0] + "\x1f" + key[1]
+    else:
+        text = "\x1f".join(map(str, key))
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate, kept as it is
+        data = text.encode("utf-8", "surrogatepass")
+    digest = _BLAKE2B_80.copy()
+    digest.update(data)
+    x = int.from_bytes(digest.digest())
+    hi, lo, p = x >> 40, x & 0xFFFFFFFFFF, _PAIRS  # two digits a lookup; an import names every call with one
+    return "".join((
+        p[ms >> 40] + p[(ms >> 30) & 1023] + p[(ms >> 20) & 1023] + p[(ms >> 10) & 1023] + p[ms & 1023] if ms
+        else _NO_INSTANT, p[hi >> 30], p[(hi >> 20) & 1023], p[(hi >> 10) & 1023], p[hi & 1023],
+        p[lo >> 30], p[(lo >> 20) & 1023], p[(lo >> 10) & 1023], p[lo & 1023]))
 
 
 def utc_now() -> str:
@@ -406,12 +420,12 @@ def _takes_anything(test: Callable[[Any], bool]) -> bool:
 
 
 # Tests written out in the checks, told by their code (every rule `_one` makes of one type shares one code object)
-_INLINE = {rules._one(str, EVENT).test.__code__: "isinstance(v, str)",
-           rules._one(dict, EVENT).test.__code__: "isinstance(v, dict)",
-           rules._one(list, EVENT).test.__code__: "isinstance(v, list)",
-           rules._one(bool, EVENT).test.__code__: "(type(v) is bool)",
-           ID.test.__code__: "(isinstance(v, str) and v != '')",
-           INSTANT.test.__code__: "(isinstance(v, str) and utc_text(v) is not None)"}
+_INLINE: dict[object, str] = {rules._one(str, EVENT).test.__code__: "isinstance(v, str)",
+                             rules._one(dict, EVENT).test.__code__: "isinstance(v, dict)",
+                             rules._one(list, EVENT).test.__code__: "isinstance(v, list)",
+                             rules._one(bool, EVENT).test.__code__: "(type(v) is bool)",
+                             ID.test.__code__: "(isinstance(v, str) and v != '')",
+                             INSTANT.test.__code__: "(isinstance(v, str) and utc_text(v) is not None)"}
 
 
 def _all_right(cls: type, checks: tuple[FieldCheck, ...]) -> Callable[[Any], bool]:

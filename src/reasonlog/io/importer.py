@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 import orjson
 
@@ -60,9 +60,9 @@ class Checkpoint:
     state: bytes | None
 
 
-@dataclass(frozen=True)
-class Line:
-    """One line of a JSONL file: its 1-based number, byte range, and parsed value (or why it has none)."""
+class Line(NamedTuple):
+    """One line of a JSONL file: its 1-based number, byte range, and parsed value (or why it has none). (A named
+    tuple: a frozen dataclass took 1 µs to make, for each line an import parses.)"""
 
     number: int
     start: int
@@ -234,6 +234,7 @@ class Feed:
         not UTF-8 comes with `error` set and no value. A last line without its newline that does not
         parse is not yielded: a writer may be halfway through it, and the next import reads it whole."""
         number, offset = self.first_line, self.start
+        passed, loads, make = self.passed, orjson.loads, tuple.__new__
         with open(self.path, "rb", buffering=READ_BUFFER) as f:
             f.seek(offset)
             for raw in f:
@@ -241,19 +242,20 @@ class Feed:
                 start, offset = offset, offset + len(raw)
                 if ignore is not None and ignore(raw) and raw.endswith(b"\n"):
                     continue  # (most lines of some formats: nothing else is done for them)
-                self.line, self.current = number, None
-                if (raw[:1].isspace() and not raw.strip()) or number in self.passed:
+                if (raw[:1].isspace() and not raw.strip()) or number in passed:
+                    self.line, self.current = number, None
                     continue  # (JSON may have white space around it: the line is parsed as it is, not copied)
                 try:
-                    value = orjson.loads(raw)
+                    value = loads(raw)
                 except orjson.JSONDecodeError as exc:
                     if not raw.endswith(b"\n"):
+                        self.line, self.current = number, None
                         return  # a partial last line: left for the next import
-                    self.current = number
+                    self.line = self.current = number
                     yield Line(number, start, offset, error=_json_error(raw, exc))
                     continue
-                self.current = number
-                yield Line(number, start, offset, value)
+                self.line = self.current = number
+                yield make(Line, (number, start, offset, value, None))  # (Line(...) through its __new__: 0.2 µs more)
         self.line, self.current = number, None
 
     def readable(self, line: Line) -> bool:
