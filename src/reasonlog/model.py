@@ -110,15 +110,25 @@ def _iso(value: datetime) -> str:
 _ZEROS = {n: "0" * (27 - n) for n in range(22, 28)}  # a fraction of 1 to 6 digits (22 to 27 characters) to 6
 
 
+def utc_text(value: str) -> str | None:
+    """`value` as `YYYY-MM-DDTHH:MM:SS.ffffffZ` when it is UTC text already (only the fraction padded), else None:
+    what `format_instant` does first, for a reader that meets an instant on every line."""
+    if UTC_TEXT.fullmatch(value) is None:
+        return None
+    n = len(value)
+    if n == 27:  # (what every `*_at` column holds: the store formats what an importer formatted)
+        return value
+    return value[:19] + ".000000Z" if n == 20 else value[:-1] + _ZEROS[n] + "Z"
+
+
 def format_instant(value: datetime | str | float | None) -> str | None:
     """Normalise a datetime, an epoch-seconds float or an ISO string to `YYYY-MM-DDTHH:MM:SS.ffffffZ`."""
     if value is None:
         return None
-    if isinstance(value, str) and UTC_TEXT.fullmatch(value):  # already UTC text: only pad the fraction
-        n = len(value)
-        if n == 27:  # (what every `*_at` column holds: the store formats what an importer formatted)
-            return value
-        return value[:19] + ".000000Z" if n == 20 else value[:-1] + _ZEROS[n] + "Z"
+    if isinstance(value, str):
+        text = utc_text(value)
+        if text is not None:
+            return text
     try:  # out of range epochs and dates fail in three ways; all are bad input, never a store failure
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = datetime.fromtimestamp(value, UTC)

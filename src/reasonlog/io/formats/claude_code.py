@@ -170,7 +170,9 @@ class _Reader:
         feed = self.feed
         for line in feed.lines(ignore=_bookkeeping):
             if line.error is None or feed.readable(line):
-                yield from self._guarded(line)  # a checkpoint in here covers the lines before this one
+                events = self._guarded(line)
+                if events:
+                    yield from events  # a checkpoint in here covers the lines before this one
             self.done = line
         if self.feed.live and self._settling():
             yield self._checkpoint()  # a response may still be streaming: it waits in the state for the next pass
@@ -226,17 +228,19 @@ class _Reader:
     # ----------------------------------------------------------------------------- sessions
 
     def _thread_of(self, v: dict, line: Line, agent: str | None = None) -> _Thread:
-        session = v.get("sessionId") if isinstance(v.get("sessionId"), str) else None
-        session = session or self.main or self.feed.path.stem
-        agent = agent or (v.get("agentId") if self.sub_file or v.get("isSidechain") else None)
+        session = v.get("sessionId")
+        session = (session if isinstance(session, str) else None) or self.main or self.feed.path.stem
+        sidechain = v.get("isSidechain")
+        agent = agent or (v.get("agentId") if self.sub_file or sidechain else None)
         agent = agent if isinstance(agent, str) and agent else None
-        if v.get("isSidechain"):
+        if sidechain:
             # An inline sub-agent writes its agentId on some lines only: a line without it is the sub-agent's whose
             # line it answers.
             parent_uuid = v.get("parentUuid")
             agent = agent or (self.lineage.get(parent_uuid) if isinstance(parent_uuid, str) else None) or "sidechain"
-            if isinstance(v.get("uuid"), str):
-                self.lineage[v["uuid"]] = agent
+            uuid = v.get("uuid")
+            if isinstance(uuid, str):
+                self.lineage[uuid] = agent
         sid = f"{agent}@{session}" if agent else session
         if agent is None and self.main is None:
             self.main = session
@@ -312,8 +316,10 @@ class _Reader:
         thread.pending.append({"role": "user", "content": content})
 
     def _assistant(self, line: Line, v: dict, message: dict, thread: _Thread, at: str) -> Iterator[Event | Checkpoint]:
-        msg_id = message.get("id") if isinstance(message.get("id"), str) else None
-        request_id = v.get("requestId") if isinstance(v.get("requestId"), str) else None
+        msg_id = message.get("id")
+        msg_id = msg_id if isinstance(msg_id, str) else None
+        request_id = v.get("requestId")
+        request_id = request_id if isinstance(request_id, str) else None
         key = f"{msg_id}:{request_id}" if request_id else (msg_id or f"line:{v.get('uuid') or line.number}")
         group = thread.group
         if group is not None and group["key"] != key:
@@ -338,11 +344,14 @@ class _Reader:
             total = _total(usage)
             if total >= group["total"]:
                 group["usage"], group["total"] = usage, total
-        group["model"] = message.get("model") if isinstance(message.get("model"), str) else group["model"]
+        model = message.get("model")
+        if isinstance(model, str):
+            group["model"] = model
         stop = message.get("stop_reason")
-        group["stop"] = stop if isinstance(stop, str) and stop else group["stop"]
-        for block in blocks:
-            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in ("Task", "Agent"):
+        if isinstance(stop, str) and stop:
+            group["stop"] = stop
+        for block in kept:  # (the blocks that are objects with a `type`)
+            if block["type"] == "tool_use" and block.get("name") in ("Task", "Agent"):
                 inp = block.get("input")
                 inp = inp if isinstance(inp, dict) else {}
                 # The call's id is known before its response ends (parallel tool uses may follow the Task).
@@ -530,13 +539,11 @@ def _bookkeeping(raw: bytes) -> bool:
     return raw.find(b'"type":"progress"', 0, ENVELOPE_BYTES) >= 0 and b'"type":"agent_progress"' not in raw
 
 
-_COUNTED = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-
-
 def _total(usage: dict) -> int:
-    total = 0
-    for key in _COUNTED:
-        n = usage.get(key)
+    """The tokens of a response's usage (its lines' usage grows while it streams: the largest is kept)."""
+    get, total = usage.get, 0
+    for n in (get("input_tokens"), get("output_tokens"), get("cache_creation_input_tokens"),
+              get("cache_read_input_tokens")):
         if isinstance(n, int):
             total += n
     return total
