@@ -123,6 +123,7 @@ class _Thread:
         self.last_key: str | None = saved.get("last_key")   # the last call's key: a continuation must not split it
         self.compacted: bool = saved.get("compacted", False)  # no call since a compaction: the window is new
         # None: what the last stored call left, loaded from the store when a file grew
+        # (a list of its own, never a request's: each call's request copies it, and it grows in place)
         self.history: list | None = [] if not saved or self.compacted else None
         self.group: dict | None = saved.get("group")        # the response whose lines are being read
         self.results: list = saved.get("results", [])       # tool results waiting for that response to end
@@ -381,7 +382,10 @@ class _Reader:
                                   provider="anthropic", stop_reason=group["stop"], usage=usage,
                                   provider_message_id=group["msg_id"], request_id=group["request_id"],
                                   status="error" if group["error"] else "ok", stable_history=True)
-        thread.history = request["messages"] + [response]
+        # The thread's own list grows (requests get copies): a copy of the whole window per call, and its freeing,
+        # touched every message again.
+        history += thread.pending
+        history.append(response)
         thread.pending, thread.last_key, thread.compacted = [], group["key"], False
         thread.flush_results()
         if self.feed.batch_due:  # (the state of a checkpoint after every call was 286 MB of JSON for 211 MB read)
