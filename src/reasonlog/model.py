@@ -107,7 +107,7 @@ def _iso(value: datetime) -> str:
 
 
 
-_ZEROS = {n: "0" * (27 - n) for n in range(22, 28)}  # a fraction of 1 to 6 digits (22 to 27 characters) to 6
+_PADS = {n: "0" * (27 - n) + "Z" for n in range(22, 28)}  # a fraction of 1 to 6 digits (22 to 27 characters) to 6
 
 
 # ASCII text is UTC text when its digits, each read as "d" (and a "d" as "x"), make one of these shapes: what
@@ -132,7 +132,7 @@ def utc_text(value: str) -> str | None:
     n = len(value)
     if n == 27:  # (what every `*_at` column holds: the store formats what an importer formatted)
         return value
-    return value[:19] + ".000000Z" if n == 20 else value[:-1] + _ZEROS[n] + "Z"
+    return value[:19] + ".000000Z" if n == 20 else value[:-1] + _PADS[n]
 
 
 def format_instant(value: datetime | str | float | None) -> str | None:

@@ -569,8 +569,12 @@ def _is_prompt(v: dict, content: Any) -> bool:
 
 
 def _results_only(content: Any) -> bool:
-    return (isinstance(content, list) and bool(content)
-            and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
+    if not isinstance(content, list) or not content:
+        return False
+    for b in content:  # (a loop, not a generator: a user line of tool results is every other line read)
+        if not (isinstance(b, dict) and b.get("type") == "tool_result"):
+            return False
+    return True
 
 
 def _prompt_text(content: Any) -> Any:
