@@ -40,3 +40,33 @@ def test_an_id_is_its_millisecond_then_80_bits_of_its_keys_hash(at, key):
     digest = hashlib.blake2b("\x1f".join(map(str, key)).encode("utf-8", "surrogatepass"), digest_size=10).digest()
     assert len(made) == 26
     assert value == (ms << 80) | int.from_bytes(digest)
+
+
+class _Shown(str):
+    """A text whose `str()` is not its characters (an id's key part is its `str()`)."""
+
+    def __str__(self) -> str:
+        return "shown " + super().__str__()
+
+
+_PARTS = (st.text() | st.text(st.characters(categories=["Cs", "Lo", "Ll"])) | st.integers() | st.floats()
+          | st.booleans() | st.none() | st.builds(_Shown, st.text(max_size=5)))
+
+
+def _milliseconds(at: str | None) -> int:
+    """The instant's milliseconds as an id holds them: 0 for none or for text that is not an instant, clamped."""
+    try:
+        instant = datetime.fromisoformat(at.replace("Z", "+00:00")) if at else None
+    except ValueError:
+        return 0
+    return 0 if instant is None else min(max(int(instant.timestamp() * 1000), 0), 2**48 - 1)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.none() | st.just("2026-02-12T14:11:56.103000Z") | st.text(max_size=30), st.lists(_PARTS, max_size=4))
+def test_the_fast_paths_make_the_ids_the_general_one_made(at, key):
+    """`stable_id` joins two plain texts without `str()` and hashes through a copied BLAKE2b: the ids stay those of
+    the general path (`str()` of every part, the key's UTF-8 with lone surrogates passed, the digest as one int)."""
+    digest = hashlib.blake2b("\x1f".join(map(str, key)).encode("utf-8", "surrogatepass"), digest_size=10).digest()
+    x = (_milliseconds(at) << 80) | int.from_bytes(digest)
+    assert stable_id(at, *key) == "".join(CROCKFORD[(x >> (5 * i)) & 31] for i in reversed(range(26)))

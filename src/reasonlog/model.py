@@ -14,15 +14,14 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from operator import attrgetter
-from typing import Any, ClassVar, get_args
+from typing import Any, ClassVar, cast, get_args
 
-from .wire import EVENTS, decode_line, encode_line
+from .wire import EVENTS, decode_line, encode_line, rules
 
 # Where callers found them before the wire contract held them.
 from .wire import jsonable as jsonable  # noqa: E402
 from .wire import usage as usage_wire
-from .wire.rules import EVENT, UTC_TEXT, FieldCheck, RecordError, Rule, checks_of, first_wrong
+from .wire.rules import EVENT, ID, INSTANT, UTC_TEXT, FieldCheck, RecordError, Rule, checks_of, first_wrong
 from .wire.rules import is_amount as is_amount  # noqa: E402
 from .wire.shapes import CALL_STATUS, STATUS
 
@@ -61,6 +60,10 @@ def new_id() -> str:
             + p[(rand >> 30) & 1023] + p[(rand >> 20) & 1023] + p[(rand >> 10) & 1023] + p[rand & 1023])
 
 
+_BLAKE2B_80 = hashlib.blake2b(digest_size=10)  # copied for each id: parsing the keyword cost as much as hashing
+_NO_INSTANT = _PAIRS[0] * 5
+
+
 def stable_id(at: str | None, *key: Any) -> str:
     """A time-sortable id that is the same every time for the same key (ULID layout: the milliseconds of `at`,
     then 80 bits of a BLAKE2b hash of the key). Importers name what they import with it, so importing a file
@@ -71,13 +74,23 @@ def stable_id(at: str | None, *key: Any) -> str:
             ms = int(datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() * 1000)
         except ValueError:
             ms = 0
-    ms = min(max(ms, 0), 2**48 - 1)
-    digest = int.from_bytes(hashlib.blake2b("\x1f".join(map(str, key)).encode("utf-8", "surrogatepass"),
-                                            digest_size=10).digest())
-    x, p = (ms << 80) | digest, _PAIRS  # 130 bits, two digits a lookup (an import names every call with one)
-    return (p[x >> 120] + p[(x >> 110) & 1023] + p[(x >> 100) & 1023] + p[(x >> 90) & 1023] + p[(x >> 80) & 1023]
-            + p[(x >> 70) & 1023] + p[(x >> 60) & 1023] + p[(x >> 50) & 1023] + p[(x >> 40) & 1023]
-            + p[(x >> 30) & 1023] + p[(x >> 20) & 1023] + p[(x >> 10) & 1023] + p[x & 1023])
+        ms = min(max(ms, 0), 2**48 - 1)
+    if len(key) == 2 and type(key[0]) is str and type(key[1]) is str:  # (an importer's name and its own key)
+        text = key[0] + "\x1f" + key[1]
+    else:
+        text = "\x1f".join(map(str, key))
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate, kept as it is
+        data = text.encode("utf-8", "surrogatepass")
+    digest = _BLAKE2B_80.copy()
+    digest.update(data)
+    x = int.from_bytes(digest.digest())
+    hi, lo, p = x >> 40, x & 0xFFFFFFFFFF, _PAIRS  # two digits a lookup; an import names every call with one
+    return "".join((
+        p[ms >> 40] + p[(ms >> 30) & 1023] + p[(ms >> 20) & 1023] + p[(ms >> 10) & 1023] + p[ms & 1023] if ms
+        else _NO_INSTANT, p[hi >> 30], p[(hi >> 20) & 1023], p[(hi >> 10) & 1023], p[hi & 1023],
+        p[lo >> 30], p[(lo >> 20) & 1023], p[(lo >> 10) & 1023], p[lo & 1023]))
 
 
 def utc_now() -> str:
@@ -94,13 +107,42 @@ def _iso(value: datetime) -> str:
 
 
 
+_PADS = {n: "0" * (27 - n) + "Z" for n in range(22, 28)}  # a fraction of 1 to 6 digits (22 to 27 characters) to 6
+
+
+# ASCII text is UTC text when its digits, each read as "d" (and a "d" as "x"), make one of these shapes: what
+# `UTC_TEXT` matches (whose `\d` is any Unicode digit: text with other than ASCII goes to it), in half its time.
+_DIGITS_AS_D = bytes(ord("d") if 48 <= b <= 57 else ord("x") if b == ord("d") else b for b in range(256))
+_UTC_SHAPES = frozenset([b"dddd-dd-ddTdd:dd:ddZ"] + [b"dddd-dd-ddTdd:dd:dd." + b"d" * k + b"Z" for k in range(1, 7)])
+
+
+def is_utc_text(value: str) -> bool:
+    """Whether `value` is `YYYY-MM-DDTHH:MM:SS[.f{1,6}]Z` (`UTC_TEXT`): a store checks every instant it writes, and a
+    reader of a transcript formats the instant of every line."""
+    if str.isascii(value):  # (str's own methods: a subclass's may say otherwise)
+        return str.encode(value).translate(_DIGITS_AS_D) in _UTC_SHAPES
+    return UTC_TEXT.fullmatch(value) is not None
+
+
+def utc_text(value: str) -> str | None:
+    """`value` as `YYYY-MM-DDTHH:MM:SS.ffffffZ` when it is UTC text already (only the fraction padded), else None:
+    what `format_instant` does first, for a reader that meets an instant on every line."""
+    if not is_utc_text(value):
+        return None
+    n = len(value)
+    if n == 27:  # (what every `*_at` column holds: the store formats what an importer formatted)
+        return value
+    return value[:19] + ".000000Z" if n == 20 else value[:-1] + _PADS[n]
+
+
 def format_instant(value: datetime | str | float | None) -> str | None:
     """Normalise a datetime, an epoch-seconds float or an ISO string to `YYYY-MM-DDTHH:MM:SS.ffffffZ`."""
     if value is None:
         return None
-    if isinstance(value, str) and UTC_TEXT.fullmatch(value):  # already UTC text: only pad the fraction
-        fraction = value[20:-1] if len(value) > 20 else ""
-        return f"{value[:19]}.{fraction:0<6}Z"
+    if isinstance(value, str):
+        text = utc_text(value)
+        if text is not None:
+            return text
     try:  # out of range epochs and dates fail in three ways; all are bad input, never a store failure
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = datetime.fromtimestamp(value, UTC)
@@ -391,22 +433,59 @@ _IN_PROCESS = {"usage": Rule(lambda v: type(v) is Usage, "a Usage"),
                "response": Rule(lambda v: isinstance(v, dict) or hasattr(v, "model_dump"), "a message dict")}
 _CHECKS: dict[type, tuple[FieldCheck, ...]] = {
     cls: checks_of(EVENTS[kind], EVENT, skip=("event",), in_process=_IN_PROCESS) for kind, cls in EVENT_TYPES.items()}
-# Each event type's checked fields read in one call (as a tuple: every type has two or more): the store checks every
-# event it writes, and an import every event before that, and `first_wrong` asking field by field took 4 µs a call.
-_VALUES: dict[type, Callable[[Any], tuple]] = {cls: attrgetter(*(c.name for c in checks))
-                                               for cls, checks in _CHECKS.items()}
+_ANYTHING = (lambda v: True).__code__
+
+
+def _takes_anything(test: Callable[[Any], bool]) -> bool:
+    """Whether `test` is `lambda v: True` (the rule of a field that takes any value), told by its code."""
+    code = getattr(test, "__code__", None)
+    return code is not None and (code.co_code, code.co_consts, code.co_names) == (
+        _ANYTHING.co_code, _ANYTHING.co_consts, _ANYTHING.co_names)
+
+
+# Tests written out in the checks, told by their code (every rule `_one` makes of one type shares one code object)
+_INLINE: dict[object, str] = {rules._one(str, EVENT).test.__code__: "isinstance(v, str)",
+                             rules._one(dict, EVENT).test.__code__: "isinstance(v, dict)",
+                             rules._one(list, EVENT).test.__code__: "isinstance(v, list)",
+                             rules._one(bool, EVENT).test.__code__: "(type(v) is bool)",
+                             ID.test.__code__: "(isinstance(v, str) and v != '')",
+                             INSTANT.test.__code__: "(isinstance(v, str) and is_utc_text(v))"}
+
+
+def _all_right(cls: type, checks: tuple[FieldCheck, ...]) -> Callable[[Any], bool]:
+    """Whether every checked field of an event of `cls` is right: `first_wrong`'s tests in its order, written out as
+    one function (as `dataclasses` writes `__init__`), with no loop over the checks and no test of a nullable field
+    that takes anything. The store checks every event it writes, and an import each event before that: the loop
+    over the checks took 2 to 4 µs an event."""
+    tests: dict[str, Any] = {"is_utc_text": is_utc_text}
+    lines = ["def all_right(event):"]
+    for i, check in enumerate(checks):
+        anything = _takes_anything(check.test)
+        if check.nullable and anything:
+            continue
+        tests[f"t{i}"] = check.test
+        right = _INLINE.get(getattr(check.test, "__code__", None), f"t{i}(v)")
+        wrong = (f"v is not None and not {right}" if check.nullable
+                 else "v is None" if anything else f"v is None or not {right}")
+        lines += [f"    v = event.{check.name}", f"    if {wrong}:", "        return False"]
+    lines.append("    return True")
+    exec(compile("\n".join(lines), f"<the checks of {cls.__name__}>", "exec"), tests)  # our own text, as above
+    return cast(Callable[[Any], bool], tests["all_right"])
+
+
+_ALL_RIGHT: dict[type, Callable[[Any], bool]] = {}  # made at a type's first check (each takes about 0.6 ms)
 
 
 def check_event(event: Any) -> None:
     """Raise `RecordError` naming the first field of `event` whose type the store cannot hold."""
-    checks = _CHECKS.get(type(event))
-    if checks is None:
-        raise RecordError(f"event: expected one of {sorted(EVENT_TYPES)}, got {type(event).__name__}")
-    for value, check in zip(_VALUES[type(event)](event), checks, strict=True):  # `first_wrong`'s tests, in order
-        if (not check.nullable) if value is None else (not check.test(value)):
-            break
-    else:
+    all_right = _ALL_RIGHT.get(type(event))
+    if all_right is None:
+        if type(event) not in _CHECKS:
+            raise RecordError(f"event: expected one of {sorted(EVENT_TYPES)}, got {type(event).__name__}")
+        all_right = _ALL_RIGHT[type(event)] = _all_right(type(event), _CHECKS[type(event)])
+    if all_right(event):
         return
+    checks = _CHECKS[type(event)]
     wrong = first_wrong(checks, lambda name: getattr(event, name), EVENT)  # what was wrong, said as it says it
     if wrong is not None:
         name, expected, value = wrong

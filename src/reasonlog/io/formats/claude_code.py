@@ -123,6 +123,7 @@ class _Thread:
         self.last_key: str | None = saved.get("last_key")   # the last call's key: a continuation must not split it
         self.compacted: bool = saved.get("compacted", False)  # no call since a compaction: the window is new
         # None: what the last stored call left, loaded from the store when a file grew
+        # (a list of its own, never a request's: each call's request copies it, and it grows in place)
         self.history: list | None = [] if not saved or self.compacted else None
         self.group: dict | None = saved.get("group")        # the response whose lines are being read
         self.results: list = saved.get("results", [])       # tool results waiting for that response to end
@@ -170,7 +171,9 @@ class _Reader:
         feed = self.feed
         for line in feed.lines(ignore=_bookkeeping):
             if line.error is None or feed.readable(line):
-                yield from self._guarded(line)  # a checkpoint in here covers the lines before this one
+                events = self._guarded(line)
+                if events:
+                    yield from events  # a checkpoint in here covers the lines before this one
             self.done = line
         if self.feed.live and self._settling():
             yield self._checkpoint()  # a response may still be streaming: it waits in the state for the next pass
@@ -185,6 +188,9 @@ class _Reader:
         """The line's events, or none and a report naming the line when a field has a type Claude Code never
         writes: one bad line never loses the rest of the file."""
         try:
+            v = line.value
+            if type(v) is dict and v.get("type") in ("user", "assistant"):  # (most lines: one generator less)
+                return list(self._message(line, v, self._thread_of(v, line), v))
             return list(self._line(line))
         except (TypeError, AttributeError, ValueError, KeyError, RecordError) as exc:
             self.feed.skip(line, f"not a transcript line of a shape reasonlog knows ({type(exc).__name__}: {exc})")
@@ -226,17 +232,19 @@ class _Reader:
     # ----------------------------------------------------------------------------- sessions
 
     def _thread_of(self, v: dict, line: Line, agent: str | None = None) -> _Thread:
-        session = v.get("sessionId") if isinstance(v.get("sessionId"), str) else None
-        session = session or self.main or self.feed.path.stem
-        agent = agent or (v.get("agentId") if self.sub_file or v.get("isSidechain") else None)
+        session = v.get("sessionId")
+        session = (session if isinstance(session, str) else None) or self.main or self.feed.path.stem
+        sidechain = v.get("isSidechain")
+        agent = agent or (v.get("agentId") if self.sub_file or sidechain else None)
         agent = agent if isinstance(agent, str) and agent else None
-        if v.get("isSidechain"):
+        if sidechain:
             # An inline sub-agent writes its agentId on some lines only: a line without it is the sub-agent's whose
             # line it answers.
             parent_uuid = v.get("parentUuid")
             agent = agent or (self.lineage.get(parent_uuid) if isinstance(parent_uuid, str) else None) or "sidechain"
-            if isinstance(v.get("uuid"), str):
-                self.lineage[v["uuid"]] = agent
+            uuid = v.get("uuid")
+            if isinstance(uuid, str):
+                self.lineage[uuid] = agent
         sid = f"{agent}@{session}" if agent else session
         if agent is None and self.main is None:
             self.main = session
@@ -312,8 +320,10 @@ class _Reader:
         thread.pending.append({"role": "user", "content": content})
 
     def _assistant(self, line: Line, v: dict, message: dict, thread: _Thread, at: str) -> Iterator[Event | Checkpoint]:
-        msg_id = message.get("id") if isinstance(message.get("id"), str) else None
-        request_id = v.get("requestId") if isinstance(v.get("requestId"), str) else None
+        msg_id = message.get("id")
+        msg_id = msg_id if isinstance(msg_id, str) else None
+        request_id = v.get("requestId")
+        request_id = request_id if isinstance(request_id, str) else None
         key = f"{msg_id}:{request_id}" if request_id else (msg_id or f"line:{v.get('uuid') or line.number}")
         group = thread.group
         if group is not None and group["key"] != key:
@@ -338,11 +348,14 @@ class _Reader:
             total = _total(usage)
             if total >= group["total"]:
                 group["usage"], group["total"] = usage, total
-        group["model"] = message.get("model") if isinstance(message.get("model"), str) else group["model"]
+        model = message.get("model")
+        if isinstance(model, str):
+            group["model"] = model
         stop = message.get("stop_reason")
-        group["stop"] = stop if isinstance(stop, str) and stop else group["stop"]
-        for block in blocks:
-            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in ("Task", "Agent"):
+        if isinstance(stop, str) and stop:
+            group["stop"] = stop
+        for block in kept:  # (the blocks that are objects with a `type`)
+            if block["type"] == "tool_use" and block.get("name") in ("Task", "Agent"):
                 inp = block.get("input")
                 inp = inp if isinstance(inp, dict) else {}
                 # The call's id is known before its response ends (parallel tool uses may follow the Task).
@@ -372,7 +385,10 @@ class _Reader:
                                   provider="anthropic", stop_reason=group["stop"], usage=usage,
                                   provider_message_id=group["msg_id"], request_id=group["request_id"],
                                   status="error" if group["error"] else "ok", stable_history=True)
-        thread.history = request["messages"] + [response]
+        # The thread's own list grows (requests get copies): a copy of the whole window per call, and its freeing,
+        # touched every message again.
+        history += thread.pending
+        history.append(response)
         thread.pending, thread.last_key, thread.compacted = [], group["key"], False
         thread.flush_results()
         if self.feed.batch_due:  # (the state of a checkpoint after every call was 286 MB of JSON for 211 MB read)
@@ -530,13 +546,11 @@ def _bookkeeping(raw: bytes) -> bool:
     return raw.find(b'"type":"progress"', 0, ENVELOPE_BYTES) >= 0 and b'"type":"agent_progress"' not in raw
 
 
-_COUNTED = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-
-
 def _total(usage: dict) -> int:
-    total = 0
-    for key in _COUNTED:
-        n = usage.get(key)
+    """The tokens of a response's usage (its lines' usage grows while it streams: the largest is kept)."""
+    get, total = usage.get, 0
+    for n in (get("input_tokens"), get("output_tokens"), get("cache_creation_input_tokens"),
+              get("cache_read_input_tokens")):
         if isinstance(n, int):
             total += n
     return total
@@ -558,8 +572,12 @@ def _is_prompt(v: dict, content: Any) -> bool:
 
 
 def _results_only(content: Any) -> bool:
-    return (isinstance(content, list) and bool(content)
-            and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
+    if not isinstance(content, list) or not content:
+        return False
+    for b in content:  # (a loop, not a generator: a user line of tool results is every other line read)
+        if not (isinstance(b, dict) and b.get("type") == "tool_result"):
+            return False
+    return True
 
 
 def _prompt_text(content: Any) -> Any:
