@@ -50,14 +50,27 @@ def reader_form(value: Any) -> Any:
 
 def _form(value: Any) -> Any:
     if isinstance(value, list):
-        return [_form(v) for v in value]
+        return [v if type(v) is str else _form(v) for v in value]
     if not isinstance(value, dict):
         return value
     kind = value.get("type")
     item = isinstance(kind, str) and kind in RESPONSES_ITEM_TYPES  # a `type` of another shape is no item (nor text)
     out = {}
     for key, v in value.items():
-        if key in _NOISE_KEYS or (item and key in ("id", "status")):
+        if key in _NOISE_KEYS or (item and key in _ITEM_CLIENT_KEYS):
+            continue
+        kind = type(v)
+        if kind is str:  # most values, settled without a call (`tests/test_timeline_fast_paths.py` holds it to the
+            if key == "content":  # general rule below)
+                if v:
+                    out[key] = [{"type": "text", "text": v}]
+            else:
+                out[key] = "text" if key == "type" and v in _TEXT_TYPES else v
+            continue
+        if v is None:
+            continue
+        if kind in _SCALARS:
+            out[key] = v
             continue
         if key == "content" and isinstance(v, str):
             v = [{"type": "text", "text": v}] if v else None
@@ -68,6 +81,10 @@ def _form(value: Any) -> Any:
     if item and out.get("type") == "message":
         del out["type"]  # a Responses message item and a chat-style message with the same role and content
     return out
+
+
+_ITEM_CLIENT_KEYS = frozenset({"id", "status"})  # what a Responses item carries that a reader does not read
+_SCALARS = frozenset({int, float, bool})  # values a reader form keeps as they are
 
 
 def key_of(form: Any) -> bytes:
