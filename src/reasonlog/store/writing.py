@@ -27,6 +27,7 @@ from ..model import (
     check_event,
     format_instant,
 )
+from ..pricing import load_price_table
 from ..wire import check_finite, jsonable, refuse_non_finite
 from ..wire.rules import RecordError
 from . import imported, twins
@@ -471,13 +472,7 @@ class Applier:
             return ev.cost_usd, "reported"
         if ev.usage is None:
             return None, None
-        from ..pricing import (
-            load_price_table,  # the table loads once, on the first priced call
-        )
-
-        table = self.price_table or load_price_table()
-        cost = table.cost(ev.model or "", ev.usage)
-        return cost.usd, cost.source
+        return (self.price_table or load_price_table()).priced(ev.model or "", ev.usage)  # loads on its first use
 
     def _raw(self, ev: CallRecorded) -> tuple[bytes | None, str | None]:
         """The raw payload, without the response message it repeats (see `raw_skeleton`)."""
