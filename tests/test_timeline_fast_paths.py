@@ -2,17 +2,27 @@
 their time making reader keys).
 
 `reader_form` settles strings and numbers without a call per value; the general rule is kept here as the
-reference it must equal, over generated messages built from the keys and values the rule treats specially.
+reference it must equal, over generated messages built from the keys and values the rule treats specially. A call
+that resends the last call's context and reply is settled without `align` (`timeline.APPENDED`); any story of calls
+stores what aligning every call stores.
 """
 from __future__ import annotations
 
+import copy
+import uuid
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from hypothesis import given, settings
+import pytest
+from helpers import query_db
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import reasonlog
 from reasonlog import providers
+from reasonlog.model import CallRecorded, SessionStarted
+from reasonlog.store import timeline
 from reasonlog.conversation import key_of, reader_form
 from reasonlog.providers import openai_responses
 
@@ -81,3 +91,107 @@ def test_named_cases_of_reader_form():
     assert key_of(reader_form(item)) == key_of(reader_form({"role": "assistant", "content": "hi"}))
     assert reader_form({"role": "user", "content": "", "name": None, "x": [], "y": {}, "n": 0, "b": False}) == \
         {"role": "user", "n": 0, "b": False}
+
+
+# ---------------------------------------------------------------------------------------------- the appended call
+
+# Every stored column the timeline decides (the window of each call, the timeline's entries), and the rest of a call.
+TABLES = {
+    "calls": "SELECT * FROM calls ORDER BY id",
+    "messages": "SELECT * FROM messages ORDER BY session_id, idx",
+}
+TEXTS = ["hello", "the cart times out", "same again", "日本語"]
+# What an agent does to its history between calls.
+MOVES = ["resend", "resend", "drop_reply", "no_thinking", "trim", "edit", "copy", "chain", "retry"]
+
+
+@contextmanager
+def aligned_every_call():
+    """The general path: every call aligned with the one before by `align`."""
+    timeline.APPENDED = False
+    try:
+        yield
+    finally:
+        timeline.APPENDED = True
+
+
+@st.composite
+def stories(draw) -> list[list]:
+    """Batches of calls of one or two sessions, live or imported (`stable_history`: the same objects resent), whose
+    histories are resent whole, trimmed, edited, retried, chained, with the reply sent back as it came or without
+    its thinking, or not at all."""
+    run = "r" + uuid.uuid4().hex[:10]
+    stable = draw(st.booleans())
+    sids = [f"{run}-s{i}" for i in range(draw(st.integers(1, 2)))]
+    histories: dict[str, list] = {sid: [] for sid in sids}
+    last: dict[str, tuple] = {}
+    batches: list[list] = [[SessionStarted(session_id=sid, started_at="2026-01-01T10:00:00Z", run=run, agent="a")
+                            for sid in sids]]
+    for n in range(draw(st.integers(1, 14))):
+        sid = draw(st.sampled_from(sids))
+        history, params = histories[sid], {}
+        move = draw(st.sampled_from(MOVES))
+        reply, ref = last.get(sid, (None, None))
+        if reply is not None and move in ("resend", "trim", "edit", "copy"):
+            history.append(reply)
+        elif reply is not None and move == "no_thinking":
+            history.append({**reply, "content": reply["content"][1:]})
+        elif move == "chain" and ref is not None:
+            params = {"previous_response_id": ref}
+        if move == "trim" and len(history) > 2:
+            del history[:draw(st.integers(1, 2))]
+        elif move == "edit" and history:
+            history[draw(st.integers(0, len(history) - 1))] = {"role": "user", "content": draw(st.sampled_from(TEXTS))}
+        elif move == "copy" and history:
+            at = draw(st.integers(0, len(history) - 1))
+            history[at] = copy.deepcopy(history[at])
+        if move != "retry":
+            history.append({"role": "user", "content": draw(st.sampled_from(
+                [draw(st.sampled_from(TEXTS)), [{"type": "text", "text": draw(st.sampled_from(TEXTS))}]]))})
+        thinking = {"type": "thinking", "thinking": f"hmm {n}", "signature": "s"}
+        reply = {"role": "assistant", "content": [thinking, {"type": "text", "text": draw(st.sampled_from(TEXTS))}]}
+        batches[-1].append(CallRecorded(
+            call_id=f"{sid}-c{n}", session_id=sid, exchange_id=None, started_at=f"2026-01-01T10:{n:02d}:00Z",
+            model="claude-haiku-4-5", request={"model": "claude-haiku-4-5", "messages": list(history), **params},
+            response=reply if draw(st.integers(0, 6)) else None, provider_message_id=f"{sid}-m{n}",
+            stable_history=stable))
+        last[sid] = (batches[-1][-1].response, f"{sid}-m{n}")
+        if draw(st.booleans()):
+            batches.append([])
+    return batches
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("appended")
+    stores = (reasonlog.open_store(folder / "fast.db"), reasonlog.open_store(folder / "aligned.db"))
+    yield stores, (folder / "fast.db", folder / "aligned.db")
+    for store in stores:
+        store.close()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(batches=stories())
+def test_any_story_stores_what_aligning_every_call_stores(pair, batches):
+    (fast, aligned), paths = pair
+    for batch in batches:
+        assert fast.write_batch(batch) is True
+        with aligned_every_call():
+            assert aligned.write_batch(batch) is True
+    assert [query_db(paths[0], sql) for sql in TABLES.values()] == [query_db(paths[1], sql) for sql in
+                                                                    TABLES.values()]
+
+
+def test_a_resent_history_is_one_kept_run_then_the_new_messages(tmp_path):
+    """Named case: the second call resends the first call's message and reply, then one new message."""
+    rec = reasonlog.Recorder(tmp_path / "r.db", writer="sync")
+    history = [{"role": "user", "content": "hello"}]
+    with rec.session(agent="a") as s:
+        s.call(messages=history, response={"role": "assistant", "content": "hi"})
+        history += [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "bye"}]
+        s.call(messages=history, response={"role": "assistant", "content": "bye"})
+    rec.close()
+    windows = [orjson.loads(w) for (w,) in query_db(tmp_path / "r.db", "SELECT window_json FROM calls ORDER BY idx")]
+    assert [w["map"] for w in windows] == [[0], [[0, 2], 2]]
+    assert [(w["added"], w["trimmed"], w["edited"], w["unsent"]) for w in windows] == [(1, 0, 0, 0), (1, 0, 0, 0)]

@@ -31,6 +31,9 @@ from .content import decode_context
 
 # Reader keys by content id, across sessions; cleared past this many (a key and its entry take ~150 bytes).
 KEY_CACHE_ENTRIES = 100_000
+# A call that sends the last call's context and reply again, then new messages, is settled without `align`
+# (`Timeline._appended`). False aligns every call: what tests/test_timeline_fast_paths.py compares it with.
+APPENDED = True
 
 
 @dataclass
@@ -108,6 +111,9 @@ class Timeline:
             th.aliases.update((k, th.reply_alts[k]) for k in fresh if k in th.reply_alts)
         if th.aliases:
             fresh = [th.aliases.get(k, k) for k in fresh]
+        sent = None if chained or not APPENDED else _resent_whole(th, known, fresh)
+        if sent is not None:
+            return self._appended(th, ids, messages, sent, next_entry)
         sent = th.sent_keys[:known] + fresh
         before_keys, before = th.view_keys + th.reply_keys, th.view + th.reply
         held = len(before_keys) if chained else 0
@@ -128,6 +134,21 @@ class Timeline:
         w.edits = [(before[i], view[j]) for i, j in w.edits]  # type: ignore[misc]  # as timeline entries
         th.view_keys, th.view, th.sent_keys = after, view, sent
         return entries, w, view, stored
+
+    def _appended(self, th: Thread, ids: list[int], messages: list, sent: list[bytes],
+                  next_entry: int) -> tuple[list[Entry], Window, list[Slot], list]:
+        """`extend` of a call that sent the last call's context and reply again, then new messages (most calls do):
+        what `align` finds then (one kept run, one insert), without aligning or copying the kept run."""
+        n = len(th.view) + len(th.reply)  # the kept run (`_resent_whole` may have extended `th.view_keys` already)
+        entries = [Entry(_role(messages[j]), ids[j]) for j in range(n, len(sent))]
+        new = range(next_entry, next_entry + len(entries))
+        view = th.view
+        view += th.reply  # (the thread's own lists: nothing else holds them)
+        view += new
+        w = Window(ops=([("equal", 0, n, 0, n)] if n else []) + ([("insert", n, n, n, len(sent))] if entries else []),
+                   added=len(entries))
+        th.view_keys = th.sent_keys = sent
+        return entries, w, view, ([[0, n]] if n else []) + list(new)
 
     def set_reply(self, th: Thread, response: Any, response_id: int | None, entry: int, ref: str | None) -> int:
         """Remember the call's reply (timeline entry `entry`) for the next call; returns its item count."""
@@ -196,6 +217,24 @@ class Timeline:
         cid = contents.get(slot[0])
         units = reply_units(self.plain(reader.get(cid))) if cid is not None else []
         return key_of(reader_form(units[slot[1]])) if slot[1] < len(units) else b"?%d" % slot[0]
+
+
+def _resent_whole(th: Thread, known: int, fresh: list[bytes]) -> list[bytes] | None:
+    """The keys of a call's context (its first `known` keys the last call's, then `fresh`) when it begins with the
+    last call's context and reply, as most calls do; None otherwise (`align` then finds what changed). The list is
+    the thread's own, extended, when the whole last context was resent object for object."""
+    last, reply = th.sent_keys, th.reply_keys
+    m, r = len(last), len(reply)
+    if th.view_keys is not last or known > m:  # the last call was chained: its view is not what it sent
+        return None
+    if known == m:
+        if fresh[:r] != reply:
+            return None
+        last += fresh
+        return last
+    if fresh[:m - known] != last[known:] or fresh[m - known:m - known + r] != reply:
+        return None
+    return last[:known] + fresh if known else fresh
 
 
 def _legacy_view(cur, session_id: str, ids: list[int]) -> list[Slot]:
