@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 import reasonlog
 from reasonlog import providers
-from reasonlog.model import CallRecorded, SessionStarted
-from reasonlog.store import timeline
 from reasonlog.conversation import key_of, reader_form
+from reasonlog.model import CallRecorded, SessionStarted
 from reasonlog.providers import openai_responses
+from reasonlog.store import timeline
 
 _TEXT_TYPES = frozenset({"text", "output_text", "input_text"})
 _NOISE_KEYS = frozenset({"cache_control", "citations", "annotations", "logprobs"})
