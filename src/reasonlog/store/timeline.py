@@ -57,12 +57,7 @@ class Thread:
     reply_ref: str | None = None  # the provider's id of the reply, which a chained request names
 
 
-@dataclass
-class Entry:
-    """A new timeline entry: role and content id."""
-
-    role: str | None
-    content_id: int
+Entry = tuple[str | None, int]  # a new timeline entry: its role and content id
 
 
 class Timeline:
@@ -141,7 +136,7 @@ class Timeline:
             for j in range(j1, j2):
                 view[j] = next_entry + len(entries)
                 stored.append(view[j])
-                entries.append(Entry(_role(messages[j - held]), ids[j - held]))
+                entries.append((role_of(messages[j - held]), ids[j - held]))
         w.edits = [(before[i], view[j]) for i, j in w.edits]  # type: ignore[misc]  # as timeline entries
         th.view_keys, th.view, th.sent_keys = after, view, sent
         return entries, w, view, stored
@@ -151,7 +146,7 @@ class Timeline:
         """`extend` of a call that sent the last call's context and reply again, then new messages (most calls do):
         what `align` finds then (one kept run, one insert), without aligning or copying the kept run."""
         n = len(th.view) + len(th.reply)  # the kept run (`_resent_whole` may have extended `th.view_keys` already)
-        entries = [Entry(_role(messages[j]), ids[j]) for j in range(n, len(sent))]
+        entries = [(role_of(messages[j]), ids[j]) for j in range(n, len(sent))]
         new = range(next_entry, next_entry + len(entries))
         view = th.view
         view += th.reply  # (the thread's own lists: nothing else holds them)
@@ -300,7 +295,3 @@ def _entry_contents(cur, session_id: str, entries: set[int]) -> dict[int, int]:
         found.update(cur.execute(f"SELECT idx, content_id FROM messages WHERE session_id = ? AND idx IN"
                                  f" ({', '.join('?' * len(chunk))})", (session_id, *chunk)).fetchall())
     return found
-
-
-def _role(message: Any) -> str | None:
-    return role_of(message)

@@ -435,15 +435,12 @@ class Applier:
         chained = isinstance(chain, str) and chain == th.reply_ref
         entries, w, _, stored = self.timeline.extend(th, ids, split.messages, known, chained,
                                                      st.next_message + len(timeline))
-        timeline += [(e.role, e.content_id) for e in entries]
+        timeline += entries
         reply = st.next_message + len(timeline)
         if response_id is not None:
             timeline.append(("assistant", response_id))
         items = self.timeline.set_reply(th, ev.response, response_id, reply, ev.provider_message_id)
-        window: dict[str, Any] = {"map": stored, "reply": [reply, items] if response_id is not None else None,
-                                  **w.facts()}
-        if w.edits:
-            window["edits"] = w.edits
+        window = w.stored(stored, [reply, items] if response_id is not None else None)
         if chained:
             window["chain"] = self.again(chain)
         return orjson.dumps(window).decode()
