@@ -46,11 +46,9 @@ class Thread:
     reply_keys: list[bytes] = field(default_factory=list)
     reply: list[Slot] = field(default_factory=list)
     reply_alts: dict[bytes, bytes] = field(default_factory=dict)  # another form of the reply -> its key
-    # The reply's stored JSON and its role, until the keys of its other forms (`reply_alts`) are made: only when a
-    # message of the next call could be one of them (`_variants`), which a message in another role cannot. (Bytes,
-    # not the decoded reply: a structure kept from call to call would be the collector's to walk.)
-    reply_data: bytes | None = None
-    reply_role: Any = None
+    # The reply's reader form, until the keys of its other forms (`reply_alts`) are made: only when a message of the
+    # next call could be one of them (`_variants`), which a message in another role cannot.
+    reply_form: Any = None
     # Forms in which earlier replies were sent back -> the key of the reply they stand for: a reply resent
     # without its thinking is resent so on every later call too.
     aliases: dict[bytes, bytes] = field(default_factory=dict)
@@ -91,10 +89,6 @@ class Timeline:
 
     def plain(self, value: Any) -> Any:
         """`value` as plain JSON data, masked as the store masks it (without counting the secrets again)."""
-        return orjson.loads(self.masked(value))
-
-    def masked(self, value: Any) -> bytes:
-        """`value`'s JSON as the store keeps it: canonical, masked (without counting the secrets again)."""
         masked = self.redactor.masked
         try:
             data = orjson.dumps(value, default=jsonable, option=CANONICAL)
@@ -102,7 +96,7 @@ class Timeline:
             data = canonical(value)
         data = self.redactor.json(data, canonical)  # as `ContentWriter` masks a content
         self.redactor.masked = masked
-        return data
+        return orjson.loads(data)
 
     def extend(self, th: Thread, ids: list[int], messages: list, known: int, chained: bool,
                next_entry: int) -> tuple[list[Entry], Window, list[Slot], list]:
@@ -111,8 +105,8 @@ class Timeline:
         Returns the new entries (numbered from `next_entry`), the window, the slots of the call's view and
         the map to store (runs into the previous slots, new entries as themselves)."""
         fresh = [self.key(cid, m) for cid, m in zip(ids[known:], messages[known:], strict=True)]
-        if th.reply_data is not None:
-            _variants(th, messages[known:], fresh, th.reply_data)
+        if th.reply_form is not None:
+            _variants(th, messages[known:], fresh)
         if th.reply_alts:  # the reply sent back in another form a reader calls the same
             th.aliases.update((k, th.reply_alts[k]) for k in fresh if k in th.reply_alts)
         if th.aliases:
@@ -159,22 +153,19 @@ class Timeline:
     def set_reply(self, th: Thread, response: Any, response_id: int | None, entry: int, ref: str | None) -> int:
         """Remember the call's reply (timeline entry `entry`) for the next call; returns its item count."""
         if response is None or response_id is None:
-            th.reply_keys, th.reply, th.reply_alts, th.reply_ref, th.reply_data = [], [], {}, ref, None
+            th.reply_keys, th.reply, th.reply_alts, th.reply_ref, th.reply_form = [], [], {}, ref, None
             return 0
         stored = self.fresh.get(response_id)
-        if stored is None:
-            stored = self.masked(response)
-        form = orjson.loads(stored)
+        form = self.plain(response) if stored is None else orjson.loads(stored)
         units = reply_units(form)
         items = len(units) if units[0] is not form else 0
         th.reply = reply_slots(entry, items)
         if items:
-            th.reply_keys, th.reply_alts, th.reply_data = [key_of(reader_form(u)) for u in units], {}, None
+            th.reply_keys, th.reply_alts, th.reply_form = [key_of(reader_form(u)) for u in units], {}, None
         else:
             seen = reader_form(form)
             th.reply_keys = [self.keys.get(response_id) or self._remember(response_id, seen)]
-            th.reply_alts, th.reply_data = {}, stored
-            th.reply_role = seen.get("role") if isinstance(seen, dict) else None
+            th.reply_alts, th.reply_form = {}, seen
         th.reply_ref = ref
         return items
 
@@ -228,18 +219,18 @@ class Timeline:
         return key_of(reader_form(units[slot[1]])) if slot[1] < len(units) else b"?%d" % slot[0]
 
 
-def _variants(th: Thread, messages: list, fresh: list[bytes], data: bytes) -> None:
+def _variants(th: Thread, messages: list, fresh: list[bytes]) -> None:
     """Make the keys of the forms in which the last reply may be sent back (`reply_variants`) if one of this call's
     new messages (`messages`, their keys `fresh`) could be one. Each variant keeps the reply's role, and a message
     whose role is a string other than Gemini's `model` keeps it in its reader form too: a message in another role
     cannot be a variant, nor can the reply itself, sent back as it came. (An imported call's new messages are the
     reply and the user's next message: its reply's variants were made for every call, and never met.)"""
-    th.reply_data = None
-    role, reply = th.reply_role, th.reply_keys[0]
+    seen, th.reply_form = th.reply_form, None
+    role, reply = seen.get("role") if isinstance(seen, dict) else None, th.reply_keys[0]
     for k, m in zip(fresh, messages, strict=True):
         if k == reply or (type(m) is dict and type(r := m.get("role")) is str and r != "model" and r != role):
             continue
-        th.reply_alts = {key_of(v): reply for v in reply_variants(reader_form(orjson.loads(data)))}
+        th.reply_alts = {key_of(v): reply for v in reply_variants(seen)}
         return
 
 
