@@ -104,7 +104,9 @@ class Timeline:
 
         Returns the new entries (numbered from `next_entry`), the window, the slots of the call's view and
         the map to store (runs into the previous slots, new entries as themselves)."""
-        fresh = [self.key(cid, m) for cid, m in zip(ids[known:], messages[known:], strict=True)]
+        known_key, key = self.keys.get, self.key  # (a live call resends its history: most of its keys are known)
+        fresh = [k if (k := known_key(cid)) is not None else key(cid, m)
+                 for cid, m in zip(ids[known:], messages[known:], strict=True)]
         if th.reply_form is not None:
             _variants(th, messages[known:], fresh)
         if th.reply_alts:  # the reply sent back in another form a reader calls the same
