@@ -580,14 +580,15 @@ def _dumps(value: Any) -> bytes:
 
 def _plain(value: Any) -> Any:
     """`value` as plain JSON data: SDK objects (which adapters hand over as they are) are dumped."""
-    if value is None or (type(value) is dict and all(type(v) in _PLAIN for v in value.values())
-                         and all(type(b) is dict for b in value.get("content") or ()
-                                 if type(value.get("content")) is list)):
+    if value is None or (type(value) is dict and _PLAIN.issuperset(map(type, value.values()))
+                         and (type(content := value.get("content")) is not list
+                              or _DICTS.issuperset(map(type, content)))):  # (each test one pass in C)
         return value
     return orjson.loads(orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS))
 
 
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+_DICTS = frozenset({dict})
 
 
 _INSERT_EXCHANGE = "INSERT INTO exchanges (id, session_id, idx, input_json, started_at) VALUES (?,?,?,?,?)"
