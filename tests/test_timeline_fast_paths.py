@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
-from helpers import query_db
+from helpers import assert_stored_alike, query_db, two_stores
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -163,24 +163,15 @@ def stories(draw) -> list[list]:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("appended")
-    stores = (reasonlog.open_store(folder / "fast.db"), reasonlog.open_store(folder / "aligned.db"))
-    yield stores, (folder / "fast.db", folder / "aligned.db")
-    for store in stores:
-        store.close()
+    with two_stores(tmp_path_factory.mktemp("appended"), "fast.db", "aligned.db") as stores:
+        yield stores
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(batches=stories())
 def test_any_story_stores_what_aligning_every_call_stores(pair, batches):
-    (fast, aligned), paths = pair
-    for batch in batches:
-        assert fast.write_batch(batch) is True
-        with aligned_every_call():
-            assert aligned.write_batch(batch) is True
-    assert [query_db(paths[0], sql) for sql in TABLES.values()] == [query_db(paths[1], sql) for sql in
-                                                                    TABLES.values()]
+    assert_stored_alike(pair, batches, aligned_every_call, TABLES)
 
 
 def test_a_resent_history_is_one_kept_run_then_the_new_messages(tmp_path):
