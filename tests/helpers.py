@@ -1,6 +1,8 @@
 """Recording a workload call the way an agent loop would, shared by tests."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import reasonlog
 
 PEM_BODY = "MIIEpAIBAAKCAQEA7xTq9Vw3bLmN4kZ2rT8sYp1QaHcUoJ5nD6fE"
@@ -128,3 +130,27 @@ def create_extension(conn, name: str) -> None:
         conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name} SCHEMA public")
     finally:
         conn.execute("SELECT pg_advisory_unlock(hashtextextended('reasonlog-tests-extension', 0))")
+
+
+@contextmanager
+def two_stores(folder, first: str, second: str):
+    """Two SQLite stores in `folder` (closed after), for one story written into both by two paths of the writer."""
+    paths = (folder / first, folder / second)
+    stores = tuple(reasonlog.open_store(p) for p in paths)
+    try:
+        yield stores, paths
+    finally:
+        for store in stores:
+            store.close()
+
+
+def assert_stored_alike(pair, batches: list, second_path, tables: dict[str, str]) -> None:
+    """Write each batch into both stores of `pair` (`two_stores`), the second inside `second_path()`, in turn (the
+    story goes on editing its objects after each), and check every table of `tables` holds the same rows."""
+    (first, second), paths = pair
+    for batch in batches:
+        assert first.write_batch(batch) is True
+        with second_path():
+            assert second.write_batch(batch) is True
+    assert [query_db(paths[0], sql) for sql in tables.values()] == [query_db(paths[1], sql) for sql in
+                                                                    tables.values()]

@@ -11,7 +11,7 @@ import uuid
 from contextlib import contextmanager
 
 import pytest
-from helpers import query_db
+from helpers import assert_stored_alike, two_stores
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -94,11 +94,8 @@ def test_a_resent_null_turned_nan_in_place_rejects_the_call(tmp_path):
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     """Two SQLite stores: the story written as it is, and one by one."""
-    folder = tmp_path_factory.mktemp("resent")
-    stores = (reasonlog.open_store(folder / "kept.db"), reasonlog.open_store(folder / "alone.db"))
-    yield stores, (folder / "kept.db", folder / "alone.db")
-    for store in stores:
-        store.close()
+    with two_stores(tmp_path_factory.mktemp("resent"), "kept.db", "alone.db") as stores:
+        yield stores
 
 
 TEXTS = ["hello", "the cart times out", "key sk-ant-api03-" + "x" * 40, "same again", "日本語"]
@@ -168,10 +165,4 @@ def stories(draw) -> list[list]:
 def test_any_story_of_edits_in_place_stores_what_finding_each_message_alone_stores(pair, batches):
     """Both stores get each batch in turn, before the story goes on editing its objects (a batch holds the objects
     themselves, as a writer's queue does, so an edit before its write is what both write)."""
-    (kept, alone), paths = pair
-    for batch in batches:
-        assert kept.write_batch(batch) is True
-        with one_by_one():
-            assert alone.write_batch(batch) is True
-    assert [query_db(paths[0], sql) for sql in TABLES.values()] == [query_db(paths[1], sql) for sql in
-                                                                    TABLES.values()]
+    assert_stored_alike(pair, batches, one_by_one, TABLES)

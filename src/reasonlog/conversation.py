@@ -50,14 +50,30 @@ def reader_form(value: Any) -> Any:
 
 def _form(value: Any) -> Any:
     if isinstance(value, list):
-        return [_form(v) for v in value]
+        return [v if type(v) is str else _form(v) for v in value]
     if not isinstance(value, dict):
         return value
     kind = value.get("type")
     item = isinstance(kind, str) and kind in RESPONSES_ITEM_TYPES  # a `type` of another shape is no item (nor text)
+    left_out = _ITEM_LEFT_OUT if item else _NOISE_KEYS
     out = {}
     for key, v in value.items():
-        if key in _NOISE_KEYS or (item and key in ("id", "status")):
+        if key in left_out:
+            continue
+        kind = type(v)
+        if kind is str:  # most values, settled without a call (`tests/test_timeline_fast_paths.py` holds it to the
+            if key not in _RESPELT:  # general rule below)
+                out[key] = v
+            elif key == "content":
+                if v:
+                    out[key] = [{"type": "text", "text": v}]
+            else:
+                out[key] = "text" if v in _TEXT_TYPES else v
+            continue
+        if v is None:
+            continue
+        if kind in _SCALARS:
+            out[key] = v
             continue
         if key == "content" and isinstance(v, str):
             v = [{"type": "text", "text": v}] if v else None
@@ -70,9 +86,17 @@ def _form(value: Any) -> Any:
     return out
 
 
+_ITEM_LEFT_OUT = _NOISE_KEYS | {"id", "status"}  # a Responses item's id and status say nothing a reader reads
+_RESPELT = frozenset({"content", "type"})  # keys whose string values a reader form may spell another way
+_SCALARS = frozenset({int, float, bool})  # values a reader form keeps as they are
+
+
 def key_of(form: Any) -> bytes:
     """A short digest of a reader form."""
-    return hashlib.blake2b(orjson.dumps(form, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+    return _blake2b(_dumps(form, option=_SORT_KEYS), digest_size=16).digest()
+
+
+_blake2b, _dumps, _SORT_KEYS = hashlib.blake2b, orjson.dumps, orjson.OPT_SORT_KEYS  # (one lookup a key, not three)
 
 
 def reply_units(reply: Any) -> list[Any]:
@@ -127,9 +151,14 @@ class Window:
     held: int = 0
     edits: list[tuple[int, int]] = field(default_factory=list)
 
-    def facts(self) -> dict:
-        return {"added": self.added, "trimmed": self.trimmed, "edited": self.edited, "compacted": self.compacted,
-                "unsent": self.unsent, "held": self.held}
+    def stored(self, runs: list, reply: list | None) -> dict:
+        """The window as a call keeps it (`calls.window_json`): its map (`runs`), its reply's entry and item count,
+        the facts, and the edits when there are any."""
+        out = {"map": runs, "reply": reply, "added": self.added, "trimmed": self.trimmed, "edited": self.edited,
+               "compacted": self.compacted, "unsent": self.unsent, "held": self.held}
+        if self.edits:
+            out["edits"] = self.edits
+        return out
 
 
 def align(before: Sequence[bytes], after: Sequence[bytes], context_len: int, held: int = 0) -> Window:

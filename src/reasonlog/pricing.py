@@ -63,31 +63,15 @@ class ModelPrice:
 
     def usd(self, usage: Any) -> float:
         """The cost of `usage`, each token priced exactly once."""
-        n = _Tokens.of(usage)
-        p = self.tier(n.input + n.cache_read + n.cache_write)
-        write_1h = min(n.cache_write_1h, n.cache_write)
-        return (n.input * p.input + n.cache_read * p.cache_read + n.output * p.output
-                + (n.cache_write - write_1h) * p.cache_write_5m + write_1h * p.cache_write_1h)
-
-
-@dataclass(frozen=True, slots=True)
-class _Tokens:
-    input: int
-    output: int
-    cache_read: int
-    cache_write: int
-    cache_write_1h: int
-
-    @classmethod
-    def of(cls, usage: Any) -> _Tokens:
-        # Reasoning tokens are already inside output_tokens, so they are not read here at all.
-        return cls(*(_count(usage, n) for n in ("input_tokens", "output_tokens", "cache_read_tokens",
-                                                 "cache_write_tokens", "cache_write_1h_tokens")))
-
-
-def _count(usage: Any, name: str) -> int:
-    """A token counter of `usage`; absent or None counts as 0 (older records lack some)."""
-    return int(getattr(usage, name, 0) or 0)
+        # The counters read one by one, not through an object of them: a recorder prices every call it writes.
+        input_ = int(getattr(usage, "input_tokens", 0) or 0)  # absent or None counts as 0 (older records lack some)
+        output = int(getattr(usage, "output_tokens", 0) or 0)  # reasoning tokens are already inside output_tokens
+        read = int(getattr(usage, "cache_read_tokens", 0) or 0)
+        write = int(getattr(usage, "cache_write_tokens", 0) or 0)
+        write_1h = min(int(getattr(usage, "cache_write_1h_tokens", 0) or 0), write)
+        p = self if self.threshold_tokens is None else self.tier(input_ + read + write)
+        return (input_ * p.input + read * p.cache_read + output * p.output
+                + (write - write_1h) * p.cache_write_5m + write_1h * p.cache_write_1h)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +95,7 @@ class PriceTable:
     reseller's (`claude-3-7-sonnet-latest` is Anthropic's price, not deepinfra's), the most exact first.
     """
 
-    __slots__ = ("version", "_models", "_overrides", "_providers", "_windows", "_resolved")
+    __slots__ = ("version", "_models", "_overrides", "_providers", "_windows", "_resolved", "_computed")
 
     def __init__(self, version: str, models: Mapping[str, ModelPrice],
                  overrides: Mapping[str, ModelPrice] | None = None,
@@ -122,6 +106,7 @@ class PriceTable:
         self._providers = MappingProxyType(dict(providers or {}))  # model name -> LiteLLM's provider
         self._windows = MappingProxyType(dict(windows or {}))  # model name -> its maker's max input tokens
         self._resolved: dict[str, str | None] = {}  # model name -> the table's name it resolved to
+        self._computed = f"computed@{version}"  # the source of every cost this table computes
 
     def __repr__(self) -> str:
         return f"PriceTable(version={self.version!r}, models={len(self._models)})"
@@ -174,10 +159,14 @@ class PriceTable:
 
     def cost(self, model: str, usage: Any) -> Cost:
         """What a call of `model` with token counts `usage` cost, by this table."""
+        return Cost(*self.priced(model, usage))
+
+    def priced(self, model: str, usage: Any) -> tuple[float | None, str]:
+        """`cost` as (usd, source), without a `Cost` (the writer prices every call it stores)."""
         price = self.get(model)
         if price is None:
-            return Cost(None, UNKNOWN_MODEL)
-        return Cost(price.usd(usage), f"computed@{self.version}")
+            return None, UNKNOWN_MODEL
+        return price.usd(usage), self._computed
 
     def with_overrides(self, mapping: Mapping[str, Mapping[str, Any]]) -> PriceTable:
         """A copy whose prices for the named models are replaced field by field."""

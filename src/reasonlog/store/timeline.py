@@ -31,6 +31,9 @@ from .content import decode_context
 
 # Reader keys by content id, across sessions; cleared past this many (a key and its entry take ~150 bytes).
 KEY_CACHE_ENTRIES = 100_000
+# A call that sends the last call's context and reply again, then new messages, is settled without `align`
+# (`Timeline._appended`). False aligns every call: what tests/test_timeline_fast_paths.py compares it with.
+APPENDED = True
 
 
 @dataclass
@@ -43,18 +46,16 @@ class Thread:
     reply_keys: list[bytes] = field(default_factory=list)
     reply: list[Slot] = field(default_factory=list)
     reply_alts: dict[bytes, bytes] = field(default_factory=dict)  # another form of the reply -> its key
+    # The reply's reader form, until the keys of its other forms (`reply_alts`) are made: only when a message of the
+    # next call could be one of them (`_variants`), which a message in another role cannot.
+    reply_form: Any = None
     # Forms in which earlier replies were sent back -> the key of the reply they stand for: a reply resent
     # without its thinking is resent so on every later call too.
     aliases: dict[bytes, bytes] = field(default_factory=dict)
     reply_ref: str | None = None  # the provider's id of the reply, which a chained request names
 
 
-@dataclass
-class Entry:
-    """A new timeline entry: role and content id."""
-
-    role: str | None
-    content_id: int
+Entry = tuple[str | None, int]  # a new timeline entry: its role and content id
 
 
 class Timeline:
@@ -103,11 +104,18 @@ class Timeline:
 
         Returns the new entries (numbered from `next_entry`), the window, the slots of the call's view and
         the map to store (runs into the previous slots, new entries as themselves)."""
-        fresh = [self.key(cid, m) for cid, m in zip(ids[known:], messages[known:], strict=True)]
+        known_key, key = self.keys.get, self.key  # (a live call resends its history: most of its keys are known)
+        fresh = [k if (k := known_key(cid)) is not None else key(cid, m)
+                 for cid, m in zip(ids[known:], messages[known:], strict=True)]
+        if th.reply_form is not None:
+            _variants(th, messages[known:], fresh)
         if th.reply_alts:  # the reply sent back in another form a reader calls the same
             th.aliases.update((k, th.reply_alts[k]) for k in fresh if k in th.reply_alts)
         if th.aliases:
             fresh = [th.aliases.get(k, k) for k in fresh]
+        sent = None if chained or not APPENDED else _resent_whole(th, known, fresh)
+        if sent is not None:
+            return self._appended(th, ids, messages, sent, next_entry)
         sent = th.sent_keys[:known] + fresh
         before_keys, before = th.view_keys + th.reply_keys, th.view + th.reply
         held = len(before_keys) if chained else 0
@@ -124,15 +132,30 @@ class Timeline:
             for j in range(j1, j2):
                 view[j] = next_entry + len(entries)
                 stored.append(view[j])
-                entries.append(Entry(_role(messages[j - held]), ids[j - held]))
+                entries.append((role_of(messages[j - held]), ids[j - held]))
         w.edits = [(before[i], view[j]) for i, j in w.edits]  # type: ignore[misc]  # as timeline entries
         th.view_keys, th.view, th.sent_keys = after, view, sent
         return entries, w, view, stored
 
+    def _appended(self, th: Thread, ids: list[int], messages: list, sent: list[bytes],
+                  next_entry: int) -> tuple[list[Entry], Window, list[Slot], list]:
+        """`extend` of a call that sent the last call's context and reply again, then new messages (most calls do):
+        what `align` finds then (one kept run, one insert), without aligning or copying the kept run."""
+        n = len(th.view) + len(th.reply)  # the kept run (`_resent_whole` may have extended `th.view_keys` already)
+        entries = [(role_of(messages[j]), ids[j]) for j in range(n, len(sent))]
+        new = range(next_entry, next_entry + len(entries))
+        view = th.view
+        view += th.reply  # (the thread's own lists: nothing else holds them)
+        view += new
+        w = Window(ops=([("equal", 0, n, 0, n)] if n else []) + ([("insert", n, n, n, len(sent))] if entries else []),
+                   added=len(entries))
+        th.view_keys = th.sent_keys = sent
+        return entries, w, view, ([[0, n]] if n else []) + list(new)
+
     def set_reply(self, th: Thread, response: Any, response_id: int | None, entry: int, ref: str | None) -> int:
         """Remember the call's reply (timeline entry `entry`) for the next call; returns its item count."""
         if response is None or response_id is None:
-            th.reply_keys, th.reply, th.reply_alts, th.reply_ref = [], [], {}, ref
+            th.reply_keys, th.reply, th.reply_alts, th.reply_ref, th.reply_form = [], [], {}, ref, None
             return 0
         stored = self.fresh.get(response_id)
         form = self.plain(response) if stored is None else orjson.loads(stored)
@@ -140,11 +163,11 @@ class Timeline:
         items = len(units) if units[0] is not form else 0
         th.reply = reply_slots(entry, items)
         if items:
-            th.reply_keys, th.reply_alts = [key_of(reader_form(u)) for u in units], {}
-        else:  # the reply decoded and read once, for its key and its variants both
+            th.reply_keys, th.reply_alts, th.reply_form = [key_of(reader_form(u)) for u in units], {}, None
+        else:
             seen = reader_form(form)
             th.reply_keys = [self.keys.get(response_id) or self._remember(response_id, seen)]
-            th.reply_alts = {key_of(v): th.reply_keys[0] for v in reply_variants(seen)}
+            th.reply_alts, th.reply_form = {}, seen
         th.reply_ref = ref
         return items
 
@@ -198,6 +221,39 @@ class Timeline:
         return key_of(reader_form(units[slot[1]])) if slot[1] < len(units) else b"?%d" % slot[0]
 
 
+def _variants(th: Thread, messages: list, fresh: list[bytes]) -> None:
+    """Make the keys of the forms in which the last reply may be sent back (`reply_variants`) if one of this call's
+    new messages (`messages`, their keys `fresh`) could be one. Each variant keeps the reply's role, and a message
+    whose role is a string other than Gemini's `model` keeps it in its reader form too: a message in another role
+    cannot be a variant, nor can the reply itself, sent back as it came. (An imported call's new messages are the
+    reply and the user's next message: its reply's variants were made for every call, and never met.)"""
+    seen, th.reply_form = th.reply_form, None
+    role, reply = seen.get("role") if isinstance(seen, dict) else None, th.reply_keys[0]
+    for k, m in zip(fresh, messages, strict=True):
+        if k == reply or (type(m) is dict and type(r := m.get("role")) is str and r != "model" and r != role):
+            continue
+        th.reply_alts = {key_of(v): reply for v in reply_variants(seen)}
+        return
+
+
+def _resent_whole(th: Thread, known: int, fresh: list[bytes]) -> list[bytes] | None:
+    """The keys of a call's context (its first `known` keys the last call's, then `fresh`) when it begins with the
+    last call's context and reply, as most calls do; None otherwise (`align` then finds what changed). The list is
+    the thread's own, extended, when the whole last context was resent object for object."""
+    last, reply = th.sent_keys, th.reply_keys
+    m, r = len(last), len(reply)
+    if th.view_keys is not last or known > m:  # the last call was chained: its view is not what it sent
+        return None
+    if known == m:
+        if fresh[:r] != reply:
+            return None
+        last += fresh
+        return last
+    if fresh[:m - known] != last[known:] or fresh[m - known:m - known + r] != reply:
+        return None
+    return last[:known] + fresh if known else fresh
+
+
 def _legacy_view(cur, session_id: str, ids: list[int]) -> list[Slot]:
     """The view of a call written before migration 12: each content's latest timeline entry."""
     latest = {cid: idx for idx, cid in cur.execute(
@@ -232,7 +288,3 @@ def _entry_contents(cur, session_id: str, entries: set[int]) -> dict[int, int]:
         found.update(cur.execute(f"SELECT idx, content_id FROM messages WHERE session_id = ? AND idx IN"
                                  f" ({', '.join('?' * len(chunk))})", (session_id, *chunk)).fetchall())
     return found
-
-
-def _role(message: Any) -> str | None:
-    return role_of(message)

@@ -27,6 +27,7 @@ from ..model import (
     check_event,
     format_instant,
 )
+from ..pricing import load_price_table
 from ..wire import check_finite, jsonable, refuse_non_finite
 from ..wire.rules import RecordError
 from . import imported, twins
@@ -366,12 +367,13 @@ class Applier:
 
         context = ([[0, known]] if known >= 2 else ids[:known]) + ids[known:] if known else \
             encode_context(ids, st.context)
-        row = self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context, window)
+        row = self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context, window, call_id,
+                             session_id)
         if st.origin is None:
             st.origin = twins.origin_of(cur, row["session_id"])
         if row["provider_message_id"] is not None or st.origin.external_id is not None:  # by another path too?
             twins.count_once(cur, row, st.origin, self.billed, lambda: self.flush_rows(cur), self.shared)
-        self.queue(_INSERT_CALL, [tuple(row[column] for column in CALL_INSERT_COLUMNS)])
+        self.queue(_INSERT_CALL, [_CALL_VALUES(row)])
         if row["counted_in"] is None:
             self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms,
                            [row[column] for column in TOKENS], row["cost_usd"])
@@ -433,51 +435,47 @@ class Applier:
         chained = isinstance(chain, str) and chain == th.reply_ref
         entries, w, _, stored = self.timeline.extend(th, ids, split.messages, known, chained,
                                                      st.next_message + len(timeline))
-        timeline += [(e.role, e.content_id) for e in entries]
+        timeline += entries
         reply = st.next_message + len(timeline)
         if response_id is not None:
             timeline.append(("assistant", response_id))
         items = self.timeline.set_reply(th, ev.response, response_id, reply, ev.provider_message_id)
-        window: dict[str, Any] = {"map": stored, "reply": [reply, items] if response_id is not None else None,
-                                  **w.facts()}
-        if w.edits:
-            window["edits"] = w.edits
+        window = w.stored(stored, [reply, items] if response_id is not None else None)
         if chained:
             window["chain"] = self.again(chain)
         return orjson.dumps(window).decode()
 
     def _call_row(self, ev: CallRecorded, st: SessionState, split: Split, ids, system_id, tool_ids,
-                  response_id, context: list, window: str) -> dict[str, Any]:
-        """The call's row by column name (`CALL_INSERT_COLUMNS` orders it for the INSERT)."""
+                  response_id, context: list, window: str, call_id: str, session_id: str) -> dict[str, Any]:
+        """The call's row by column name (`CALL_INSERT_COLUMNS` orders it for the INSERT). `call_id`, `session_id`:
+        the event's, masked (`ident`) and counted already."""
         u = ev.usage
         cost_usd, cost_source = self._cost(ev)
         raw, raw_format = self._raw(ev)
-        ident, again = self.ident, self.again
-        return {"id": again(ev.call_id), "session_id": again(ev.session_id), "idx": st.next_call,
-                "exchange_id": ident(ev.exchange_id), "provider": ident(ev.provider), "model": ident(ev.model),
-                "started_at": ev.started_at, "latency_ms": ev.latency_ms, "ttft_ms": ev.ttft_ms, "status": ev.status,
-                "stop_reason": ident(ev.stop_reason), "error_json": self.dumps(ev.error),
-                **{column: getattr(u, column) if u else None for column in TOKENS},
-                "cost_usd": cost_usd, "cost_source": cost_source,
-                "provider_message_id": ident(ev.provider_message_id), "request_id": ident(ev.request_id),
-                "params_json": self.dumps(split.params), "shape_json": _ours(split.shape), "system_id": system_id,
-                "tools_json": _ours(tool_ids), "context_json": _ours(context), "context_len": len(ids),
-                "response_id": response_id, "raw": raw, "raw_format": raw_format,
-                "context_facts_json": self.dumps(ev.context_facts), "window_json": window,
-                "replay_of": again(ev.replay_of) if ev.replay_of is not None else None, "counted_in": None}
+        text = self.redactor.text  # `ident` of each, inlined: a call's row names eight
+        exchange_id, provider, model, stop_reason, message_id, request_id = [
+            text(v) if type(v) is str else v
+            for v in (ev.exchange_id, ev.provider, ev.model, ev.stop_reason, ev.provider_message_id, ev.request_id)]
+        row = {"id": call_id, "session_id": session_id, "idx": st.next_call,
+               "exchange_id": exchange_id, "provider": provider, "model": model,
+               "started_at": ev.started_at, "latency_ms": ev.latency_ms, "ttft_ms": ev.ttft_ms, "status": ev.status,
+               "stop_reason": stop_reason, "error_json": self.dumps(ev.error),
+               "cost_usd": cost_usd, "cost_source": cost_source,
+               "provider_message_id": message_id, "request_id": request_id,
+               "params_json": self.dumps(split.params), "shape_json": _ours(split.shape), "system_id": system_id,
+               "tools_json": _ours(tool_ids), "context_json": _ours(context), "context_len": len(ids),
+               "response_id": response_id, "raw": raw, "raw_format": raw_format,
+               "context_facts_json": self.dumps(ev.context_facts), "window_json": window,
+               "replay_of": self.again(ev.replay_of) if ev.replay_of is not None else None, "counted_in": None}
+        row.update(zip(TOKENS, _TOKENS_OF(u) if u else _NO_TOKENS, strict=True))
+        return row
 
     def _cost(self, ev: CallRecorded) -> tuple[float | None, str | None]:
         if ev.cost_usd is not None:
             return ev.cost_usd, "reported"
         if ev.usage is None:
             return None, None
-        from ..pricing import (
-            load_price_table,  # the table loads once, on the first priced call
-        )
-
-        table = self.price_table or load_price_table()
-        cost = table.cost(ev.model or "", ev.usage)
-        return cost.usd, cost.source
+        return (self.price_table or load_price_table()).priced(ev.model or "", ev.usage)  # loads on its first use
 
     def _raw(self, ev: CallRecorded) -> tuple[bytes | None, str | None]:
         """The raw payload, without the response message it repeats (see `raw_skeleton`)."""
@@ -582,18 +580,22 @@ def _dumps(value: Any) -> bytes:
 
 def _plain(value: Any) -> Any:
     """`value` as plain JSON data: SDK objects (which adapters hand over as they are) are dumped."""
-    if value is None or (type(value) is dict and all(type(v) in _PLAIN for v in value.values())
-                         and all(type(b) is dict for b in value.get("content") or ()
-                                 if type(value.get("content")) is list)):
+    if value is None or (type(value) is dict and _PLAIN.issuperset(map(type, value.values()))
+                         and (type(content := value.get("content")) is not list
+                              or _DICTS.issuperset(map(type, content)))):  # (each test one pass in C)
         return value
     return orjson.loads(orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS))
 
 
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+_DICTS = frozenset({dict})
 
 
 _INSERT_EXCHANGE = "INSERT INTO exchanges (id, session_id, idx, input_json, started_at) VALUES (?,?,?,?,?)"
 _END_EXCHANGE = "UPDATE exchanges SET ended_at = ?, result_json = ?, status = ?, stats_json = ? WHERE id = ?"
 _INSERT_MESSAGE = "INSERT INTO messages (session_id, idx, role, content_id, call_id, at) VALUES (?,?,?,?,?,?)"
+_CALL_VALUES = operator.itemgetter(*CALL_INSERT_COLUMNS)  # a call's row (a dict) as the INSERT's values
+_TOKENS_OF = operator.attrgetter(*TOKENS)  # a Usage's counters, in TOKENS' order
+_NO_TOKENS = (None,) * len(TOKENS)
 _INSERT_CALL = (f"INSERT INTO calls ({', '.join(CALL_INSERT_COLUMNS)})"
                 f" VALUES ({', '.join('?' * len(CALL_INSERT_COLUMNS))})")

@@ -1,0 +1,188 @@
+"""The timeline's fast paths give what the general ones gave (issue 34: the import and the write spend a tenth of
+their time making reader keys).
+
+`reader_form` settles strings and numbers without a call per value; the general rule is kept here as the
+reference it must equal, over generated messages built from the keys and values the rule treats specially. A call
+that resends the last call's context and reply is settled without `align` (`timeline.APPENDED`); any story of calls
+stores what aligning every call stores.
+"""
+from __future__ import annotations
+
+import copy
+import uuid
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+import pytest
+from helpers import assert_stored_alike, query_db, two_stores
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import reasonlog
+from reasonlog import providers
+from reasonlog.conversation import key_of, reader_form
+from reasonlog.model import CallRecorded, SessionStarted
+from reasonlog.providers import openai_responses
+from reasonlog.store import timeline
+
+_TEXT_TYPES = frozenset({"text", "output_text", "input_text"})
+_NOISE_KEYS = frozenset({"cache_control", "citations", "annotations", "logprobs"})
+
+
+def reference_form(value: Any) -> Any:
+    """`reader_form` as its general rule says it (the code before the fast path)."""
+    if isinstance(value, list):
+        return [reference_form(v) for v in value]
+    return _reference(providers.reader_message(value))
+
+
+def _reference(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_reference(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    kind = value.get("type")
+    item = isinstance(kind, str) and kind in openai_responses.ITEM_TYPES
+    out = {}
+    for key, v in value.items():
+        if key in _NOISE_KEYS or (item and key in ("id", "status")):
+            continue
+        if key == "content" and isinstance(v, str):
+            v = [{"type": "text", "text": v}] if v else None
+        v = _reference(v)
+        if v is None or v == [] or v == {}:
+            continue
+        out[key] = "text" if key == "type" and isinstance(v, str) and v in _TEXT_TYPES else v
+    if item and out.get("type") == "message":
+        del out["type"]
+    return out
+
+
+class Text(str):
+    """A string of another type (an SDK's enum, say): the general path takes it."""
+
+
+KEYS = st.sampled_from(["type", "content", "text", "id", "status", "role", "input", "cache_control", "citations",
+                        "parts", "tool_calls", "arguments", "name", "thinking"])
+STRINGS = st.one_of(st.sampled_from(["", "text", "output_text", "input_text", "message", "function_call",
+                                     "reasoning", "tool_use", "user", "assistant", '{"b": 1, "a": [null]}']),
+                    st.text(max_size=5), st.builds(Text, st.sampled_from(["", "text", "input_text", "x"])))
+LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=False), STRINGS)
+VALUES = st.recursive(LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                      st.dictionaries(KEYS, inner, max_size=5),
+                                                      st.tuples(inner)), max_leaves=25)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(VALUES, st.lists(st.dictionaries(KEYS, VALUES, max_size=5), max_size=3)))
+def test_reader_form_equals_the_general_rule(value):
+    assert reader_form(value) == reference_form(value)
+    assert orjson.dumps(reader_form(value), option=orjson.OPT_SORT_KEYS) == \
+        orjson.dumps(reference_form(value), option=orjson.OPT_SORT_KEYS)
+
+
+def test_named_cases_of_reader_form():
+    message = {"role": "user", "content": "hello", "cache_control": {"type": "ephemeral"}}
+    assert reader_form(message) == {"role": "user", "content": [{"type": "text", "text": "hello"}]}
+    item = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": "hi", "annotations": []}]}
+    assert reader_form(item) == {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}
+    assert key_of(reader_form(item)) == key_of(reader_form({"role": "assistant", "content": "hi"}))
+    assert reader_form({"role": "user", "content": "", "name": None, "x": [], "y": {}, "n": 0, "b": False}) == \
+        {"role": "user", "n": 0, "b": False}
+
+
+# ---------------------------------------------------------------------------------------------- the appended call
+
+# Every stored column the timeline decides (the window of each call, the timeline's entries), and the rest of a call.
+TABLES = {
+    "calls": "SELECT * FROM calls ORDER BY id",
+    "messages": "SELECT * FROM messages ORDER BY session_id, idx",
+}
+TEXTS = ["hello", "the cart times out", "same again", "日本語"]
+# What an agent does to its history between calls.
+MOVES = ["resend", "resend", "drop_reply", "no_thinking", "trim", "edit", "copy", "chain", "retry"]
+
+
+@contextmanager
+def aligned_every_call():
+    """The general path: every call aligned with the one before by `align`."""
+    timeline.APPENDED = False
+    try:
+        yield
+    finally:
+        timeline.APPENDED = True
+
+
+@st.composite
+def stories(draw) -> list[list]:
+    """Batches of calls of one or two sessions, live or imported (`stable_history`: the same objects resent), whose
+    histories are resent whole, trimmed, edited, retried, chained, with the reply sent back as it came or without
+    its thinking, or not at all."""
+    run = "r" + uuid.uuid4().hex[:10]
+    stable = draw(st.booleans())
+    sids = [f"{run}-s{i}" for i in range(draw(st.integers(1, 2)))]
+    histories: dict[str, list] = {sid: [] for sid in sids}
+    last: dict[str, tuple] = {}
+    batches: list[list] = [[SessionStarted(session_id=sid, started_at="2026-01-01T10:00:00Z", run=run, agent="a")
+                            for sid in sids]]
+    for n in range(draw(st.integers(1, 14))):
+        sid = draw(st.sampled_from(sids))
+        history, params = histories[sid], {}
+        move = draw(st.sampled_from(MOVES))
+        reply, ref = last.get(sid, (None, None))
+        if reply is not None and move in ("resend", "trim", "edit", "copy"):
+            history.append(reply)
+        elif reply is not None and move == "no_thinking":
+            history.append({**reply, "content": reply["content"][1:]})
+        elif move == "chain" and ref is not None:
+            params = {"previous_response_id": ref}
+        if move == "trim" and len(history) > 2:
+            del history[:draw(st.integers(1, 2))]
+        elif move == "edit" and history:
+            history[draw(st.integers(0, len(history) - 1))] = {"role": "user", "content": draw(st.sampled_from(TEXTS))}
+        elif move == "copy" and history:
+            at = draw(st.integers(0, len(history) - 1))
+            history[at] = copy.deepcopy(history[at])
+        if move != "retry":
+            history.append({"role": "user", "content": draw(st.sampled_from(
+                [draw(st.sampled_from(TEXTS)), [{"type": "text", "text": draw(st.sampled_from(TEXTS))}]]))})
+        thinking = {"type": "thinking", "thinking": f"hmm {n}", "signature": "s"}
+        reply = {"role": "assistant", "content": [thinking, {"type": "text", "text": draw(st.sampled_from(TEXTS))}]}
+        batches[-1].append(CallRecorded(
+            call_id=f"{sid}-c{n}", session_id=sid, exchange_id=None, started_at=f"2026-01-01T10:{n:02d}:00Z",
+            model="claude-haiku-4-5", request={"model": "claude-haiku-4-5", "messages": list(history), **params},
+            response=reply if draw(st.integers(0, 6)) else None, provider_message_id=f"{sid}-m{n}",
+            stable_history=stable))
+        last[sid] = (batches[-1][-1].response, f"{sid}-m{n}")
+        if draw(st.booleans()):
+            batches.append([])
+    return batches
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    with two_stores(tmp_path_factory.mktemp("appended"), "fast.db", "aligned.db") as stores:
+        yield stores
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(batches=stories())
+def test_any_story_stores_what_aligning_every_call_stores(pair, batches):
+    assert_stored_alike(pair, batches, aligned_every_call, TABLES)
+
+
+def test_a_resent_history_is_one_kept_run_then_the_new_messages(tmp_path):
+    """Named case: the second call resends the first call's message and reply, then one new message."""
+    rec = reasonlog.Recorder(tmp_path / "r.db", writer="sync")
+    history = [{"role": "user", "content": "hello"}]
+    with rec.session(agent="a") as s:
+        s.call(messages=history, response={"role": "assistant", "content": "hi"})
+        history += [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "bye"}]
+        s.call(messages=history, response={"role": "assistant", "content": "bye"})
+    rec.close()
+    windows = [orjson.loads(w) for (w,) in query_db(tmp_path / "r.db", "SELECT window_json FROM calls ORDER BY idx")]
+    assert [w["map"] for w in windows] == [[0], [[0, 2], 2]]
+    assert [(w["added"], w["trimmed"], w["edited"], w["unsent"]) for w in windows] == [(1, 0, 0, 0), (1, 0, 0, 0)]
