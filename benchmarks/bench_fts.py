@@ -11,8 +11,9 @@ gives and the CPU of asking for them (microseconds, the median of 30):
 - `main` (the baseline): contentless FTS5, trigram tokenizer, `detail=none`, `columnsize=0`, `automerge` 8, each batch
   indexed in its own transaction (migration 6 to 24);
 - `(b) waiting rows, caught up every 0.5 MB`: the same index, but each batch only notes its rows in `search_pending`
-  and a batch that brings the waiting text to 500,000 characters indexes all of it (store/fts_pending.py, migration
-  25). A query then also takes the waiting rows as candidates (none here: the last rows are indexed at close);
+  and a batch that brings the waiting text to 500,000 characters indexes all of it (schema 25 only; since schema 26
+  store/search_pending.py feeds blocks). A query then also takes the waiting rows as candidates (none here: the last
+  rows are indexed at close);
 - `(c) blocks of N texts`: one index row for N texts joined, so a query's candidates are every text of each block
   found (the approach of PostgreSQL's migration 20, store/pg_search.py);
 - `(d) words only`: the `ascii` tokenizer alone, a query's words asked as prefixes: what a word index costs, and
