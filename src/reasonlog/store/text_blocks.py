@@ -5,14 +5,16 @@ A block (`search_blocks`) holds the index form (store/search.py: lowercased) of 
 each text ended by a NUL, compressed by zstd, with the records' ids and the offsets where their texts end. A search
 reads every block, looks for its query's first group of terms with `bytes.find` (in UTF-8 a character's bytes never
 occur inside another's, so a match starts on a character), and checks the whole query on each text found: the
-candidates it gives are exactly the records whose text satisfies the query.
+candidates it gives are the records whose kept text satisfies the query (for PostgreSQL's sake that text ends with
+its CJK runs' bigrams, so a query may rarely match there too; the stored text decides, store/search.py).
 
-Why no index: FTS5's trigram index, the only SQLite index that finds any substring, cost more CPU than all the rest of
-a durable write together (benchmarks/bench_fts.py: 2.0 s against 0.075 s for these blocks on the medium workload's
-15.5 M characters; 27 % of a first import) and took 1.9 x the blocks' bytes. A search pays instead: about 1.3 ms a
-million characters of stored text (decompressing is most of it), 45 ms for the 211 MB of transcripts of the peer
-benchmark. Blocks are written once a batch's waiting text reaches `search_pending.CHARS` (store/search_pending.py);
-deleting a record rewrites the blocks that hold it, so a pruned text is gone from the file.
+Why no index: FTS5's trigram index, the only SQLite index that finds any substring, cost about twice the CPU of the
+whole durable write of a minimal recorder (benchmarks/bench_fts.py: 1.13 s against 0.061 s for these blocks on the
+medium workload's 15.5 M characters, where the sketch's write took 0.58 s; 27 % of a first import) and took 1.8 x the
+blocks' bytes. A search pays instead: about 1.3 ms a million characters of stored text (decompressing is most of it),
+19-61 ms for the 211 MB of transcripts of the peer benchmark. Blocks are written once a batch's waiting text reaches
+`search_pending.CHARS` (store/search_pending.py); deleting a record rewrites the blocks that hold it, so a pruned
+text is gone from the file.
 """
 from __future__ import annotations
 
