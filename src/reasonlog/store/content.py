@@ -9,7 +9,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import orjson
 import zstandard
+
+from ..wire import jsonable
 
 CODEC_PLAIN = 0
 CODEC_ZSTD = 1
@@ -102,6 +105,19 @@ def decompress(codec: int, data: bytes, decompressor=None) -> bytes:
 
 RESPONSE_REF = {"$reasonlog": "response"}
 CONTENT_REF = {"$reasonlog": "response.content"}
+
+
+def plain_json(value: Any) -> Any:
+    """`value` as plain JSON data: SDK objects (which adapters hand over as they are) are dumped."""
+    if value is None or (type(value) is dict and _PLAIN.issuperset(map(type, value.values()))
+                         and (type(content := value.get("content")) is not list
+                              or _DICTS.issuperset(map(type, content)))):  # (each test one pass in C)
+        return value
+    return orjson.loads(orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS))
+
+
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+_DICTS = frozenset({dict})
 
 
 def raw_skeleton(raw: Any, response: dict | None, depth: int = 3) -> Any:

@@ -35,6 +35,7 @@ from .content import (
     decode_context,
     encode_context,
     pack_raw,
+    plain_json,
     raw_skeleton,
 )
 from .contents import ContentWriter
@@ -484,7 +485,7 @@ class Applier:
         if isinstance(ev.raw, (bytes, str)):
             data, fmt = (ev.raw.encode() if isinstance(ev.raw, str) else bytes(ev.raw)), "bytes"
         else:
-            skeleton = raw_skeleton(_plain(ev.raw), _plain(ev.response))
+            skeleton = raw_skeleton(plain_json(ev.raw), plain_json(ev.response))
             data, fmt = orjson.dumps(skeleton, default=jsonable, option=orjson.OPT_NON_STR_KEYS), "skeleton"
             check_finite(data, skeleton, "raw")
         # Bytes as they came are masked as text; a skeleton string by string, so it stays the same JSON.
@@ -576,19 +577,6 @@ def _ours(value: Any) -> str | None:
 def _dumps(value: Any) -> bytes:
     """JSON of a decoded (plain) value, as `Applier.dumps` writes it."""
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-
-
-def _plain(value: Any) -> Any:
-    """`value` as plain JSON data: SDK objects (which adapters hand over as they are) are dumped."""
-    if value is None or (type(value) is dict and _PLAIN.issuperset(map(type, value.values()))
-                         and (type(content := value.get("content")) is not list
-                              or _DICTS.issuperset(map(type, content)))):  # (each test one pass in C)
-        return value
-    return orjson.loads(orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS))
-
-
-_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
-_DICTS = frozenset({dict})
 
 
 _INSERT_EXCHANGE = "INSERT INTO exchanges (id, session_id, idx, input_json, started_at) VALUES (?,?,?,?,?)"
