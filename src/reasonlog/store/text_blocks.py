@@ -11,10 +11,10 @@ its CJK runs' bigrams, so a query may rarely match there too; the stored text de
 Why no index: FTS5's trigram index, the only SQLite index that finds any substring, cost about twice the CPU of the
 whole durable write of a minimal recorder (benchmarks/bench_fts.py: 1.13 s against 0.061 s for these blocks on the
 medium workload's 15.5 M characters, where the sketch's write took 0.58 s; 27 % of a first import) and took 1.8 x the
-blocks' bytes. A search pays instead: about 1.3 ms a million characters of stored text (decompressing is most of it),
-19-61 ms for the 211 MB of transcripts of the peer benchmark. Blocks are written once a batch's waiting text reaches
-`search_pending.CHARS` (store/search_pending.py); deleting a record rewrites the blocks that hold it, so a pruned
-text is gone from the file.
+blocks' bytes. A search pays instead: about 1.2 ms a million characters of stored text (decompressing is most of it),
+about 18 ms for the medium workload's store (benchmarks/bench_search_latency.py). Blocks are written once a
+batch's waiting text reaches `search_pending.CHARS` (store/search_pending.py); deleting a record rewrites the blocks
+that hold it, so a pruned text is gone from the file.
 """
 from __future__ import annotations
 
