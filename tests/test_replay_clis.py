@@ -139,7 +139,7 @@ def test_a_real_cli_tool_loop_replays_offline_and_forks_at_call_1(tmp_path, name
 
     # Replayed by the run's name (`reasonlog run` names it "<cli> in <folder>"): its newest loop session.
     again = _rerun(tmp_path, name, db, "--replay", session["run"], "--upstream", dead_upstream())
-    assert again.returncode == 0, (again.stdout[-2000:], again.stderr[-3000:])
+    assert again.returncode == 0, (again.stdout[-2000:], again.stderr[:6000])
     assert FINAL in again.stdout
     assert "request(s) answered from the recording" in again.stderr
 

@@ -187,29 +187,41 @@ def test_how_long_a_tool_took_is_tolerated_in_its_result_only():
 # ------------------------------------------------------------------------------ lines listed in another order
 
 def gemini_request(skills: list[tuple[str, str]]) -> dict:
-    """Gemini CLI's request with its skills listed in its system prompt; it finds them by a directory walk whose
-    order changes run to run (a CI run's replay of Gemini CLI 0.61 got them the other way round)."""
+    """Gemini CLI 0.61's request naming its skills in three places: its system prompt (a block of lines each), its
+    `activate_skill` tool's description (a list inside a sentence) and that tool's `enum`. It finds them by a
+    directory walk (node-glob) whose order changes run to run: a CI run's replay got them the other way round."""
     listed = "".join(f"  <skill>\n    <name>{name}</name>\n    <description>{about}</description>\n  </skill>\n"
                      for name, about in skills)
     prompt = f"You are an interactive CLI agent.\n<available_skills>\n{listed}</available_skills>\n# Hook Context"
+    names = [name for name, _ in skills]
+    activate = {"name": "activate_skill",
+                "description": f"Activates a specialized agent skill by name (Available: "
+                               f"{', '.join(repr(n) for n in names)}). Returns the skill's instructions.",
+                "parametersJsonSchema": {"type": "object", "required": ["name"], "properties": {
+                    "name": {"type": "string", "enum": names, "description": "The name of the skill to activate."}}}}
     return {"systemInstruction": {"role": "user", "parts": [{"text": prompt}]},
-            "contents": [{"role": "user", "parts": [{"text": "Read hello.txt"}]}]}
+            "contents": [{"role": "user", "parts": [{"text": "Read hello.txt"}]}],
+            "tools": [{"functionDeclarations": [activate]}]}
 
 
 SKILLS = [("antigravity-support", "Use when the user asks about Antigravity CLI."),
           ("skill-creator", "Guide for creating effective skills.")]
 
 
-def test_a_system_prompt_listing_the_same_lines_in_another_order_matches_loosely_and_says_so():
+def test_what_an_agent_found_on_disk_listed_in_another_order_matches_loosely_and_says_so():
     recorded, sent = gemini_request(SKILLS), gemini_request(SKILLS[::-1])
     assert not same(recorded, sent, "gemini")  # the exact form still tells them apart: an exact match wins
-    assert matching_form(recorded, "gemini", lines_in_any_order=True) == \
-        matching_form(sent, "gemini", lines_in_any_order=True)
-    (difference,) = tolerated(recorded, sent, "gemini")
-    assert (difference.path, difference.kind) == ("systemInstruction.parts.0.text", "order of lines")
+    assert matching_form(recorded, "gemini", in_any_order=True) == matching_form(sent, "gemini", in_any_order=True)
+    assert [(d.path, d.kind) for d in tolerated(recorded, sent, "gemini")] == [
+        ("systemInstruction.parts.0.text", "order of lines"),
+        ("tools.0.functionDeclarations.0.description", "order of words"),
+        ("tools.0.functionDeclarations.0.parametersJsonSchema.properties.name.enum", "order of items")]
     changed = gemini_request([SKILLS[1], ("antigravity-support", "Use when the user asks about Gravity CLI.")])
-    assert matching_form(recorded, "gemini", lines_in_any_order=True) != \
-        matching_form(changed, "gemini", lines_in_any_order=True)
+    assert matching_form(recorded, "gemini", in_any_order=True) != \
+        matching_form(changed, "gemini", in_any_order=True)
+    renamed = gemini_request([SKILLS[1], ("antigravity-help", SKILLS[0][1])])
+    assert matching_form(recorded, "gemini", in_any_order=True) != \
+        matching_form(renamed, "gemini", in_any_order=True)
 
 
 LINE = st.text(alphabet="ghijklmnopqrstuvwxyz <>/", min_size=1, max_size=20)
@@ -221,12 +233,35 @@ def test_lines_in_any_order_match_loosely_and_a_changed_line_never_does(lines, r
     shuffled = lines[:]
     random.shuffle(shuffled)
     recorded, sent = {"system": "\n".join(lines)}, {"system": "\n".join(shuffled)}
-    loose = matching_form(recorded, lines_in_any_order=True)
-    assert matching_form(sent, lines_in_any_order=True) == loose
+    loose = matching_form(recorded, in_any_order=True)
+    assert matching_form(sent, in_any_order=True) == loose
     assert same(recorded, sent) == (lines == shuffled)
     if lines != shuffled:
         assert [(d.path, d.kind) for d in tolerated(recorded, sent)] == [("system", "order of lines")]
     i = data.draw(st.integers(0, len(shuffled) - 1))
-    other = data.draw(LINE.filter(lambda line: line != shuffled[i] and line not in lines))
+    # another line (other characters, not just the same ones moved about) never matches
+    other = data.draw(LINE.filter(lambda line: sorted(line) != sorted(shuffled[i]) and line not in lines))
     changed = {"system": "\n".join([*shuffled[:i], other, *shuffled[i + 1:]])}
-    assert matching_form(changed, lines_in_any_order=True) != loose
+    assert matching_form(changed, in_any_order=True) != loose
+
+
+NAME = st.text(alphabet="abcdefgh-_", min_size=1, max_size=12)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(NAME, min_size=2, max_size=6, unique=True), st.randoms(use_true_random=False), st.data())
+def test_names_listed_in_a_sentence_or_a_list_in_any_order_match_loosely_and_a_changed_name_never_does(
+        names, random, data):
+    def request(listed: list[str]) -> dict:
+        return {"tools": [{"description": f"Activates a skill (Available: {', '.join(map(repr, listed))}).",
+                           "enum": listed}]}
+
+    shuffled = names[:]
+    random.shuffle(shuffled)
+    loose = matching_form(request(names), in_any_order=True)
+    assert matching_form(request(shuffled), in_any_order=True) == loose
+    if names != shuffled:
+        assert [d.kind for d in tolerated(request(names), request(shuffled))] == ["order of words", "order of items"]
+    i = data.draw(st.integers(0, len(shuffled) - 1))
+    other = data.draw(NAME.filter(lambda name: sorted(name) != sorted(shuffled[i]) and name not in names))
+    assert matching_form(request([*shuffled[:i], other, *shuffled[i + 1:]]), in_any_order=True) != loose

@@ -160,12 +160,12 @@ class Replayer:
 
     def _match(self, sent: Any, protocol: str) -> RecordedCall | None:
         """The first call left that `sent` matches: exactly when strict; else beyond volatile values, and failing
-        that with each text's lines in any order."""
+        that in any order (`matching_form`'s `in_any_order`)."""
         if self.strict:
             wanted = canonical(sent)
             return next((c for c in self._left if c.canonical == wanted), None)
         for loose in (False, True):
-            form = matching_form(sent, protocol, lines_in_any_order=loose)
+            form = matching_form(sent, protocol, in_any_order=loose)
             found = next((c for c in self._left if self._form(c, protocol, loose) == form), None)
             if found is not None:
                 return found
@@ -174,7 +174,7 @@ class Replayer:
     def _form(self, call: RecordedCall, protocol: str, loose: bool = False) -> Any:
         key = (call.call_id, protocol, loose)
         if key not in self._forms:
-            self._forms[key] = matching_form(call.request, protocol, lines_in_any_order=loose)
+            self._forms[key] = matching_form(call.request, protocol, in_any_order=loose)
         return self._forms[key]
 
     def _is_fork_point(self, call: RecordedCall) -> bool:

@@ -15,10 +15,13 @@ sends its `tool_result` blocks in that order (and marks the last one with `cache
 OpenCode and Qwen Code send their `tool` messages. A run of results side by side is compared in any order, and
 `cache_control` is left out.
 
-And an agent lists what it finds on disk in the order a directory walk gives it, which changes run to run: Gemini
-CLI's skills in its system prompt (a replay in CI got them the other way round). A request that matches in no
-recorded call exactly is compared again with the lines of each text in one order (`lines_in_any_order`); the
-replay then says it let the order of lines pass.
+And an agent lists what it finds on disk in the order a directory walk gives it, which changes run to run. Gemini
+CLI 0.61 names its skills in three places: a block of lines each in its system prompt, a list inside a sentence of
+its `activate_skill` tool's description, and that tool's `enum` (two replays in CI got them the other way round). A
+request that matches no recorded call exactly is compared again in any order (`in_any_order`): each text as the
+multiset of its words, spaces and marks, each list of plain values sorted, and each volatile value
+named by its kind alone (numbered by order of appearance, a reordered text would number them otherwise). The replay
+then says what it let pass: the order of lines, of words, or of items.
 
 So a request is compared in a *matching form*: its canonical JSON with each volatile value replaced by its kind and
 the order it first appeared in (`<uuid#1>`, `<time#2>`, ...), so that an id used twice (a tool call and its result)
@@ -73,11 +76,12 @@ class Tolerated:
         return f"{self.path} ({self.kind}): {_short(self.recorded)} → {_short(self.sent)}"
 
 
-def matching_form(request: Any, protocol: str | None = None, *, lines_in_any_order: bool = False) -> Any:
+def matching_form(request: Any, protocol: str | None = None, *, in_any_order: bool = False) -> Any:
     """`request` with its volatile values replaced by their kind and order of first appearance; with
-    `lines_in_any_order`, each text's lines sorted first."""
+    `in_any_order`, by their kind alone, each text made the sorted list of its words (`_WORDS`) and each list of
+    plain values sorted."""
     keys = VOLATILE_KEYS.get(protocol or "", frozenset())
-    return _Namer(keys, lines_in_any_order=lines_in_any_order).form(request, "")
+    return _Namer(keys, in_any_order=in_any_order).form(request, "")
 
 
 def tolerated(recorded: Any, sent: Any, protocol: str | None = None) -> list[Tolerated]:
@@ -87,8 +91,8 @@ def tolerated(recorded: Any, sent: Any, protocol: str | None = None) -> list[Tol
 
 
 class _Namer:
-    def __init__(self, keys: frozenset[str], in_any_order: bool = True, lines_in_any_order: bool = False):
-        self.keys, self.in_any_order, self.lines_in_any_order = keys, in_any_order, lines_in_any_order
+    def __init__(self, keys: frozenset[str], in_any_order: bool = False):
+        self.keys, self.in_any_order = keys, in_any_order
         self.names: dict[tuple[str, str], str] = {}
 
     def form(self, value: Any, path: str, in_result: bool = False) -> Any:
@@ -97,11 +101,12 @@ class _Namer:
             return {k: self._member(k, v, f"{path}.{k}" if path else k, in_result) for k, v in sorted(value.items())
                     if k != "cache_control"}
         if isinstance(value, list):
-            formed = [self.form(v, f"{path}.*", in_result) for v in value]
-            return _results_sorted(formed, value) if self.in_any_order else formed
+            formed = _results_sorted([self.form(v, f"{path}.*", in_result) for v in value], value)
+            return sorted(formed, key=_sort_key) if self.in_any_order and _plain(value) else formed
         if isinstance(value, str):
-            if self.lines_in_any_order and "\n" in value:
-                value = "\n".join(sorted(value.split("\n")))
+            if self.in_any_order:
+                named = _TOKENS.sub(lambda m: f"<{m.lastgroup}>", value)
+                return sorted(_WORDS.findall(_DURATION.sub("<duration>", named) if in_result else named))
             named = _TOKENS.sub(self._name, value)
             return _DURATION.sub("<duration>", named) if in_result else named
         return value
@@ -121,6 +126,20 @@ class _Namer:
         return self.names[key]
 
 
+# A text compared in any order is the multiset of these: words, and each space, line break and mark alone (so that a
+# space added or a line joined still differs, and "'a', 'b')" and "'b', 'a')" hold the same ones).
+_WORDS = re.compile(r"\w+|\s|[^\w\s]")
+
+
+def _plain(items: list) -> bool:
+    """Whether a list holds plain values only (names, numbers), which an agent may list in any order."""
+    return all(not isinstance(item, dict | list) for item in items)
+
+
+def _sort_key(item: Any) -> bytes:
+    return orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
+
+
 def _is_result(item: Any) -> bool:
     """A tool's result, in any protocol's shape: Anthropic's block, a Chat `tool` message, a Gemini
     `functionResponse` part, a Responses output item."""
@@ -137,7 +156,7 @@ def _results_sorted(formed: list, raw: list) -> list:
         while j < len(raw) and _is_result(raw[j]):
             j += 1
         if j - i > 1:
-            out += sorted(formed[i:j], key=lambda item: orjson.dumps(item, option=orjson.OPT_SORT_KEYS))
+            out += sorted(formed[i:j], key=_sort_key)
             i = j
         else:
             out.append(formed[i])
@@ -149,8 +168,9 @@ def _differences(recorded: Any, sent: Any, path: str, keys: frozenset[str]) -> I
     if recorded == sent:
         return
     if isinstance(recorded, list) and isinstance(sent, list) and not _pairwise(recorded, sent, keys) \
-            and not _pairwise(recorded, sent, keys, lines_in_any_order=True):
-        yield Tolerated(path, "order of parallel tool results", f"{len(recorded)} items", "the same, reordered")
+            and not _pairwise(recorded, sent, keys, in_any_order=True):
+        what = "order of items" if _plain(recorded) else "order of parallel tool results"
+        yield Tolerated(path, what, f"{len(recorded)} items", "the same, reordered")
         return
     if path in keys or (path.rsplit(".", 1)[-1] in _NUMBER_KEYS and not isinstance(recorded, dict | list | str)):
         yield Tolerated(path, "fresh each run" if path in keys else "time", _text(recorded), _text(sent))
@@ -162,19 +182,28 @@ def _differences(recorded: Any, sent: Any, path: str, keys: frozenset[str]) -> I
             yield from _differences(a, b, f"{path}.{i}", keys)
     elif isinstance(recorded, str) and isinstance(sent, str) and _Namer(keys).form(recorded, path) != \
             _Namer(keys).form(sent, path):
-        yield Tolerated(path or "(the body)", "order of lines", f"{recorded.count(chr(10)) + 1} lines",
-                        "the same, reordered")
+        if _lines(recorded) == _lines(sent):
+            yield Tolerated(path or "(the body)", "order of lines", f"{recorded.count(chr(10)) + 1} lines",
+                            "the same, reordered")
+        else:
+            yield Tolerated(path or "(the body)", "order of words", f"{len(_WORDS.findall(recorded))} words",
+                            "the same, reordered")
     elif isinstance(recorded, str) and isinstance(sent, str):
         kinds = sorted({m.lastgroup or "value" for m in _TOKENS.finditer(recorded)})
         yield Tolerated(path or "(the body)", "/".join(kinds) or "value", recorded, sent)
 
 
-def _pairwise(recorded: list, sent: list, keys: frozenset[str], lines_in_any_order: bool = False) -> bool:
-    """Whether the two lists match item by item in their places (else they match only once their tool results
-    are put in one order)."""
+def _pairwise(recorded: list, sent: list, keys: frozenset[str], in_any_order: bool = False) -> bool:
+    """Whether the two lists match item by item in their places (else they match only once their tool results,
+    or their plain values, are put in one order)."""
     def form(value: Any) -> Any:
-        return _Namer(keys, lines_in_any_order=lines_in_any_order).form(value, "")
+        return _Namer(keys, in_any_order=in_any_order).form(value, "")
     return len(recorded) == len(sent) and all(form(a) == form(b) for a, b in zip(recorded, sent, strict=True))
+
+
+def _lines(text: str) -> list[str]:
+    """A text's lines in one order, each volatile value named by its kind."""
+    return sorted(_TOKENS.sub(lambda m: f"<{m.lastgroup}>", text).split("\n"))
 
 
 def _text(value: Any) -> str:
