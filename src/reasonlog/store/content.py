@@ -23,6 +23,7 @@ COMPRESS_MIN_BYTES = 96
 DICT_TRAIN_SAMPLES = 500
 DICT_TRAIN_MIN_BYTES = 128 << 10
 DICT_SIZE = 64 << 10
+COMPRESS_LEVEL = 1  # contents with the database's dictionary (see `Dictionaries.get`)
 
 # zstd contexts are not thread-safe and release the GIL while they work: two stores (or two
 # threads of one) sharing a context crashed the process. Every thread gets its own contexts.
@@ -60,9 +61,12 @@ class Dictionaries:
         cached = mine.get(dict_id)
         if cached is None or cached[0] is not data:  # a forgotten id may come back with other bytes
             d = zstandard.ZstdCompressionDict(data)
-            # Its tables built once (level 3, as before: the same bytes), not again for every content compressed:
-            # 17 % less CPU in zstd over the 6,188 contents of a 42 MB Claude Code import (docs/performance.md).
-            d.precompute_compress(level=3)
+            # Its tables built once, not again for every content compressed: 17 % less CPU in zstd over the 6,188
+            # contents of a 42 MB Claude Code import (docs/performance.md). Level 1: each content is compressed
+            # between Python's work, where level 3's larger tables are copied and missed in the cache; on the
+            # medium workload the write took about 0.92 of level 3's CPU for a file 2.4 % larger (17.94 MB
+            # against 17.52 for 18 MB of unique content; docs/performance.md, session 16).
+            d.precompute_compress(level=COMPRESS_LEVEL)
             cached = mine[dict_id] = (data, zstandard.ZstdCompressor(dict_data=d, write_checksum=False),
                                       zstandard.ZstdDecompressor(dict_data=d))
         return cached[1], cached[2]
