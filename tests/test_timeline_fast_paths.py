@@ -195,7 +195,8 @@ def test_an_earlier_reply_a_reader_calls_the_same_as_the_new_one_is_not_edited(t
     last call sent it, stays itself: it is no form of the new reply sent back (before, the third call said it was
     edited into that reply)."""
     ok = {"role": "assistant", "content": [{"type": "text", "text": "OK"}]}
-    thought = {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, ok["content"][0]]}
+    thinking = {"type": "thinking", "thinking": "t", "signature": "s"}
+    thought = {"role": "assistant", "content": [thinking, *ok["content"]]}
     history = [{"role": "user", "content": "a"}]
     rec = reasonlog.Recorder(tmp_path / "r.db", writer="sync")
     with aligned_every_call() if not appended else nullcontext(), rec.session(agent="a") as s:
