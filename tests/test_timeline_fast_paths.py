@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import orjson
@@ -25,6 +25,7 @@ from reasonlog.conversation import key_of, reader_form
 from reasonlog.model import CallRecorded, SessionStarted
 from reasonlog.providers import openai_responses
 from reasonlog.store import timeline
+from reasonlog.store.content import decode_context, encode_context
 
 _TEXT_TYPES = frozenset({"text", "output_text", "input_text"})
 _NOISE_KEYS = frozenset({"cache_control", "citations", "annotations", "logprobs"})
@@ -186,3 +187,58 @@ def test_a_resent_history_is_one_kept_run_then_the_new_messages(tmp_path):
     windows = [orjson.loads(w) for (w,) in query_db(tmp_path / "r.db", "SELECT window_json FROM calls ORDER BY idx")]
     assert [w["map"] for w in windows] == [[0], [[0, 2], 2]]
     assert [(w["added"], w["trimmed"], w["edited"], w["unsent"]) for w in windows] == [(1, 0, 0, 0), (1, 0, 0, 0)]
+
+
+@pytest.mark.parametrize("appended", [True, False])
+def test_an_earlier_reply_a_reader_calls_the_same_as_the_new_one_is_not_edited(tmp_path, appended):
+    """Named case: a reply of thinking and "OK" whose history holds an earlier "OK". The earlier one, resent as the
+    last call sent it, stays itself: it is no form of the new reply sent back (before, the third call said it was
+    edited into that reply)."""
+    ok = {"role": "assistant", "content": [{"type": "text", "text": "OK"}]}
+    thinking = {"type": "thinking", "thinking": "t", "signature": "s"}
+    thought = {"role": "assistant", "content": [thinking, *ok["content"]]}
+    history = [{"role": "user", "content": "a"}]
+    rec = reasonlog.Recorder(tmp_path / "r.db", writer="sync")
+    with aligned_every_call() if not appended else nullcontext(), rec.session(agent="a") as s:
+        s.call(messages=list(history), response=ok)
+        history += [ok, {"role": "user", "content": "b"}]
+        s.call(messages=list(history), response=thought)
+        history += [thought, {"role": "user", "content": "c"}]
+        s.call(messages=list(history), response={"role": "assistant", "content": "done"})
+    rec.close()
+    windows = [orjson.loads(w) for (w,) in query_db(tmp_path / "r.db", "SELECT window_json FROM calls ORDER BY idx")]
+    assert [w["map"] for w in windows] == [[0], [[0, 2], 2], [[0, 4], 4]]
+    assert [(w["added"], w["trimmed"], w["edited"], w["unsent"]) for w in windows] == [(1, 0, 0, 0)] * 3
+
+
+def reference_encoding(ids: list[int], previous: list[int] | None) -> list:
+    """`encode_context` as its general rule says it (the code before its fast path): from each position, the longest
+    run into `previous` (the first of the longest), or the id itself."""
+    if not previous:
+        return list(ids)
+    out: list = []
+    i = 0
+    while i < len(ids):
+        best_start, best_len = -1, 0
+        for start in (p for p, cid in enumerate(previous) if cid == ids[i]):
+            length = 0
+            while i + length < len(ids) and start + length < len(previous) and \
+                    ids[i + length] == previous[start + length]:
+                length += 1
+            if length > best_len:
+                best_start, best_len = start, length
+        out.append([best_start, best_start + best_len] if best_len >= 2 else ids[i])
+        i += best_len if best_len >= 2 else 1
+    return out
+
+
+IDS = st.lists(st.integers(1, 6), max_size=8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(previous=IDS, resent=st.booleans(), new=IDS)
+def test_the_context_encoding_equals_the_general_rule(previous, resent, new):
+    ids = (previous if resent else []) + new
+    encoded = encode_context(ids, previous)
+    assert encoded == reference_encoding(ids, previous)
+    assert decode_context(encoded, previous) == ids

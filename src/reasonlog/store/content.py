@@ -179,11 +179,16 @@ def encode_context(ids: list[int], previous: list[int] | None) -> list:
     """Write `ids` as runs `[start, end]` into `previous` and literal ids for the rest."""
     if not previous:
         return list(ids)
+    out: list = []
+    i, n = 0, len(ids)
+    if len(previous) >= 2 and ids[:len(previous)] == previous:  # most calls: the history resent, then new messages
+        out.append([0, len(previous)])  # the longest run there is, and the first
+        i = len(previous)
+        if set(ids[i:]).isdisjoint(previous):  # and new messages only
+            return out + ids[i:]
     where: dict[int, list[int]] = {}
     for pos, cid in enumerate(previous):
         where.setdefault(cid, []).append(pos)
-    out: list = []
-    i, n = 0, len(ids)
     while i < n:
         start, length = _longest_run(ids, i, previous, where.get(ids[i], ()))
         if length >= 2:  # a single id is shorter written as itself

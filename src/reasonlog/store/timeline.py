@@ -108,7 +108,8 @@ class Timeline:
         fresh = [k if (k := known_key(cid)) is not None else key(cid, m)
                  for cid, m in zip(ids[known:], messages[known:], strict=True)]
         if th.reply_form is not None:
-            _variants(th, messages[known:], fresh)
+            skip = _resent_prefix(th, known, fresh)
+            _variants(th, messages[known + skip:], fresh[skip:])
         if th.reply_alts:  # the reply sent back in another form a reader calls the same
             th.aliases.update((k, th.reply_alts[k]) for k in fresh if k in th.reply_alts)
         if th.aliases:
@@ -234,6 +235,19 @@ def _variants(th: Thread, messages: list, fresh: list[bytes]) -> None:
             continue
         th.reply_alts = {key_of(v): reply for v in reply_variants(seen)}
         return
+
+
+def _resent_prefix(th: Thread, known: int, fresh: list[bytes]) -> int:
+    """How many of a call's keys after its first `known` (`fresh`) resend the rest of the last call's context, key
+    for key: all of them or none. None of those is the last reply sent back in another form, even when a reader calls
+    one of them the same (an earlier "Done." and a reply of thinking and "Done."): each stands for a message the last
+    call sent before its reply."""
+    last, aliases = th.sent_keys, th.aliases
+    n = len(last) - known
+    if n <= 0 or len(fresh) < n:
+        return 0
+    head = [aliases.get(k, k) for k in fresh[:n]] if aliases else fresh[:n]
+    return n if head == last[known:] else 0
 
 
 def _resent_whole(th: Thread, known: int, fresh: list[bytes]) -> list[bytes] | None:
