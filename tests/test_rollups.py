@@ -263,3 +263,38 @@ def test_which_sessions_are_irregular_is_asked_of_the_exchanges_that_report_a_co
         conn.close()
     assert plans[0] == ["SCAN CONSTANT ROW", "SCALAR SUBQUERY 1", "SCAN exchanges USING INDEX exchanges_reporting"]
     assert [step for step in plans[1] if "exchanges" in step] == ["SCAN exchanges USING INDEX exchanges_reporting"]
+
+
+def test_a_batch_of_many_calls_stores_each_once_in_order_and_counts_each_once(db):
+    """A batch's calls go in INSERTs of several rows (store/rows.py `insert_calls`): 21 calls in one batch (16 + 4 + 1
+    to a statement on SQLite) are each stored in their order with their own fields, counted once in the kept usage
+    and latency; a call that repeats an id rejects itself alone."""
+    collected: list = []
+
+    class Collect:
+        def write_batch(self, events, counters=None, *, batch_id=None):
+            collected.extend(events)
+
+        def add_counters(self, counters):
+            return None
+
+        def close(self):
+            return None
+
+    recorder = reasonlog.Recorder(sink=Collect(), writer="sync")
+    s = recorder.session(agent="a", run="many")
+    for n in range(21):
+        s.call(request={"model": "m", "messages": [{"role": "user", "content": f"q{n}"}]}, model="m",
+               response={"role": "assistant", "content": f"a{n}"}, latency_ms=100.0 * (n + 1),
+               usage=reasonlog.Usage(input_tokens=n, output_tokens=1), started_at="2025-01-01T00:00:00Z",
+               id=f"call-{n}" if n != 20 else "call-3")
+    recorder.close()
+    store = reasonlog.open_store(db)
+    store.write_batch(collected)
+    calls = store.get_calls(s.id, (0, 50))
+    row = query.stats(store, "run", SessionFilter(run="many", limit=None))[0]
+    store.close()
+    assert [(c["id"], c["latency_ms"], c["input_tokens"]) for c in calls] == \
+        [(f"call-{n}", 100.0 * (n + 1), n) for n in range(20)]
+    assert (row["calls"], row["input_tokens"], row["latency_ms_mean"]) == (20, sum(range(20)), 1050.0)
+    assert row["latency_ms_p50"] == bucket_value(bucket_of(1000.0))

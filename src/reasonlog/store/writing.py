@@ -41,7 +41,7 @@ from .content import (
 from .contents import ContentWriter
 from .dbapi import insert_returning_rowids
 from .kept import Tally
-from .rows import CALL_INSERT_COLUMNS, ContentReader, Split, split_request
+from .rows import CALL_INSERT_COLUMNS, INSERT_CALL, ContentReader, Split, insert_calls, split_request
 from .timeline import Thread, Timeline
 
 # What the open sessions' last messages (`SessionState.history`) may hold in all: past it a call's history is not
@@ -202,7 +202,9 @@ class Applier:
     def flush_rows(self, cur) -> None:
         """Insert the rows queued by `queue` and `queue_record`: one executemany per statement, not one per event."""
         for sql, rows in self.rows.items():
-            if rows:
+            if sql == INSERT_CALL:
+                insert_calls(cur, rows)  # several rows a statement: see there
+            elif rows:
                 cur.executemany(sql, rows)
         self.rows.clear()
         self.tally.flush(cur)
@@ -374,7 +376,7 @@ class Applier:
             st.origin = twins.origin_of(cur, row["session_id"])
         if row["provider_message_id"] is not None or st.origin.external_id is not None:  # by another path too?
             twins.count_once(cur, row, st.origin, self.billed, lambda: self.flush_rows(cur), self.shared)
-        self.queue(_INSERT_CALL, [_CALL_VALUES(row)])
+        self.queue(INSERT_CALL, [_CALL_VALUES(row)])
         if row["counted_in"] is None:
             self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms,
                            [row[column] for column in TOKENS], row["cost_usd"])
@@ -585,5 +587,3 @@ _INSERT_MESSAGE = "INSERT INTO messages (session_id, idx, role, content_id, call
 _CALL_VALUES = operator.itemgetter(*CALL_INSERT_COLUMNS)  # a call's row (a dict) as the INSERT's values
 _TOKENS_OF = operator.attrgetter(*TOKENS)  # a Usage's counters, in TOKENS' order
 _NO_TOKENS = (None,) * len(TOKENS)
-_INSERT_CALL = (f"INSERT INTO calls ({', '.join(CALL_INSERT_COLUMNS)})"
-                f" VALUES ({', '.join('?' * len(CALL_INSERT_COLUMNS))})")
