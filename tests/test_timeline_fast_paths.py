@@ -83,6 +83,26 @@ def test_reader_form_equals_the_general_rule(value):
         orjson.dumps(reference_form(value), option=orjson.OPT_SORT_KEYS)
 
 
+JSON_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-(2 ** 63), 2 ** 64 - 1),
+                       st.floats(allow_nan=False, allow_infinity=False), STRINGS)
+JSON_VALUES = st.recursive(JSON_LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                                st.dictionaries(KEYS, inner, max_size=5)),
+                           max_leaves=25)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(JSON_VALUES, st.dictionaries(KEYS, JSON_VALUES, max_size=5)))
+def test_a_just_written_contents_reader_key_is_the_general_rules(value):
+    """`Timeline.key` of a content just written takes its digest for its key when a reader reads it as it is: that is
+    the general rule's key, because canonical JSON read and written again with sorted keys is itself."""
+    from reasonlog.wire.codec import canonical, content_hash
+
+    stored = canonical(value)
+    assert orjson.dumps(orjson.loads(stored), option=orjson.OPT_SORT_KEYS) == stored
+    line = timeline.Timeline(reasonlog.redact.Redactor(), {7: (stored, content_hash(stored))})
+    assert line.key(7, None) == key_of(reader_form(orjson.loads(stored)))
+
+
 def test_named_cases_of_reader_form():
     message = {"role": "user", "content": "hello", "cache_control": {"type": "ephemeral"}}
     assert reader_form(message) == {"role": "user", "content": [{"type": "text", "text": "hello"}]}

@@ -101,9 +101,10 @@ class ContentWriter:
     _dict_checked: bool = False
     _samples: list[bytes] = field(default_factory=list)
     _added: list[bytes] | None = None  # cache keys since the last checkpoint, while events are isolated
-    # The stored (masked, canonical) JSON of the messages made in this batch, by id, until the timeline takes it
-    # (`Timeline.key`): it would otherwise serialise and mask each new message a second time.
-    fresh: dict[int, bytes] = field(default_factory=dict)
+    # The stored (masked, canonical) JSON of the messages made in this batch and its digest, by id, until the
+    # timeline takes it (`Timeline.key`): it would otherwise serialise and mask each new message a second time, and
+    # hash it again for its reader key when a reader reads it as it is.
+    fresh: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)
     # The values `prefetch` was given, by identity, with their (signed, as in `cache`) ids, until the batch ends: the
     # batch's `id_of` of the very same object needs no second serialisation (the bulk path's calls resend their
     # history, so each message would be serialised twice a call).
@@ -171,7 +172,7 @@ class ContentWriter:
         if new and kind != "tool":
             self.pending_text.append((cid, searchable_text(value)))
         if kind == "message":
-            self.fresh[cid] = data
+            self.fresh[cid] = data, digest
         if self.cache_bytes > CACHE_BYTES:
             self.cache.clear()
             self.cache_bytes = 0
@@ -245,7 +246,7 @@ class ContentWriter:
             self.cache[key] = -found[digest] if nulls else found[digest]
             self.cache_bytes += len(key) + ENTRY_BYTES
             if kind == "message":  # as `id_of` keeps it: the timeline reads it, not the value masked again
-                self.fresh[found[digest]] = stored
+                self.fresh[found[digest]] = stored, digest
 
     def finish(self, cur) -> None:
         """Index the texts of this batch's new contents (call before commit)."""

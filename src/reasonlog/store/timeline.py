@@ -64,7 +64,8 @@ class Timeline:
     def __init__(self, redactor: Any, fresh: dict[int, bytes] | None = None):
         self.redactor = redactor
         self.keys: dict[int, bytes] = {}
-        self.fresh = {} if fresh is None else fresh  # content id -> its stored JSON, just written (ContentWriter)
+        # content id -> its stored JSON and digest, just written (ContentWriter)
+        self.fresh: dict[int, tuple[bytes, bytes]] = {} if fresh is None else fresh
 
     def reset(self) -> None:
         self.keys.clear()  # ids of a rolled-back transaction may be given to other contents
@@ -76,11 +77,17 @@ class Timeline:
             if found is not None:
                 return found
         stored = None if cid is None else self.fresh.pop(cid, None)
-        return self._remember(cid, reader_form(self.plain(value) if stored is None else orjson.loads(stored)))
+        if stored is None:
+            return self._remember(cid, reader_form(self.plain(value)))
+        loaded = orjson.loads(stored[0])
+        return self._remember(cid, reader_form(loaded), loaded, stored[1])
 
-    def _remember(self, cid: int | None, form: Any) -> bytes:
-        """The key of a content's reader form (`form`), kept by its id."""
-        k = key_of(form)
+    def _remember(self, cid: int | None, form: Any, loaded: Any = None, digest: bytes | None = None) -> bytes:
+        """The key of a content's reader form (`form`), kept by its id. A content just written (`loaded` from its
+        stored JSON, whose `digest` addresses it) that a reader reads as it is has its digest for its key: the key is
+        the same hash of the form's JSON with sorted keys, which is that stored JSON (canonical JSON read and written
+        again is itself: tests/test_timeline_fast_paths.py), so it is not serialised and hashed again."""
+        k = digest if digest is not None and form == loaded else key_of(form)
         if cid is not None:
             if len(self.keys) >= KEY_CACHE_ENTRIES:
                 self.keys.clear()
@@ -159,7 +166,7 @@ class Timeline:
             th.reply_keys, th.reply, th.reply_alts, th.reply_ref, th.reply_form = [], [], {}, ref, None
             return 0
         stored = self.fresh.get(response_id)
-        form = self.plain(response) if stored is None else orjson.loads(stored)
+        form = self.plain(response) if stored is None else orjson.loads(stored[0])
         units = reply_units(form)
         items = len(units) if units[0] is not form else 0
         th.reply = reply_slots(entry, items)
@@ -167,7 +174,8 @@ class Timeline:
             th.reply_keys, th.reply_alts, th.reply_form = [key_of(reader_form(u)) for u in units], {}, None
         else:
             seen = reader_form(form)
-            th.reply_keys = [self.keys.get(response_id) or self._remember(response_id, seen)]
+            th.reply_keys = [self.keys.get(response_id)
+                             or self._remember(response_id, seen, *((form, stored[1]) if stored else ()))]
             th.reply_alts, th.reply_form = {}, seen
         th.reply_ref = ref
         return items
