@@ -160,6 +160,23 @@ def test_promised_models_are_in_the_table(table, name):
     assert name in table.models
 
 
+def test_every_bundled_price_is_what_parsing_its_entry_gives(tmp_path):
+    """The bundled table parses each model's price when first asked for it (a recorder prices a few): every one of
+    them is the entry's figures, each a finite non-negative number, as the same file read from a path (each price
+    parsed and checked at load) gives too."""
+    data = resources.files("reasonlog").joinpath("prices.json").read_bytes()
+    entries = json.loads(data)["models"]
+    (tmp_path / "prices.json").write_bytes(data)
+    lazy, eager = load_price_table(), load_price_table(str(tmp_path / "prices.json"))
+    fields = set(ModelPrice.__dataclass_fields__)
+    assert list(lazy.models) == list(eager.models) == list(entries)
+    for name, entry in entries.items():
+        price = ModelPrice(**{k: v for k, v in entry.items() if k in fields})
+        assert lazy.models[name] == eager.models[name] == price, name
+        assert all(v is None or (type(v) in (int, float) and 0 <= v < float("inf"))
+                   for v in (getattr(price, f) for f in fields)), name
+
+
 def test_bundled_file_is_sorted_and_sane():
     text = resources.files("reasonlog").joinpath("prices.json").read_text(encoding="utf-8")
     doc = json.loads(text)

@@ -1,7 +1,7 @@
 """A live call's resent history (issue 34): the writer finds the ids of the messages the session's last call sent
 unchanged from one serialisation of the whole list, and asks the content cache only for the rest
-(store/writing.py `Applier._message_ids`). An agent may edit any message in place between two calls, so what is
-stored must be exactly what finding each message's id alone stores; `writing.HISTORY_BYTES` (what the open sessions'
+(store/resent.py `Resent.message_ids`). An agent may edit any message in place between two calls, so what is
+stored must be exactly what finding each message's id alone stores; `resent.HISTORY_BYTES` (what the open sessions'
 last histories may hold) set to 0 is that path, and the property below writes every story through both."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import reasonlog
 from reasonlog.model import CallRecorded, SessionEnded, SessionStarted
-from reasonlog.store import writing
+from reasonlog.store import resent
 
 # Every stored column of what a call's history becomes (the contents' ids are the stores' own sequence, which the
 # two stores share when they store the same contents in the same order).
@@ -33,12 +33,12 @@ TABLES = {
 @contextmanager
 def one_by_one():
     """The path before issue 34's cut: no history kept, every message's id found by `id_of`."""
-    kept = writing.HISTORY_BYTES
-    writing.HISTORY_BYTES = 0
+    kept = resent.HISTORY_BYTES
+    resent.HISTORY_BYTES = 0
     try:
         yield
     finally:
-        writing.HISTORY_BYTES = kept
+        resent.HISTORY_BYTES = kept
 
 
 def test_a_message_edited_in_place_between_calls_is_stored_as_edited(tmp_path):
@@ -129,12 +129,53 @@ def _edit(what: str, history: list, other: list, pick: int, text: str) -> None:
         history.append(other[pick % len(other)])
 
 
+# Edits an agent makes to the system prompt and tool schemas it sends on every call, in place or not.
+TOOL_EDITS = ["text", "none", "nan", "copy", "reorder", "swap", "drop_last", "add", "system_text", "system_string"]
+
+
+def _tool(name: str, text: str) -> dict:
+    return {"name": name, "description": text,
+            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+
+
+def _edit_tools(what: str, sent: dict, pick: int, text: str) -> None:
+    tools, system = sent["tools"], sent["system"]
+    if what == "add" or (not tools and what != "system_text" and what != "system_string"):
+        tools.append(_tool(f"t{pick}", text))
+        return
+    if what == "system_text":
+        if isinstance(system, list):
+            system[0]["text"] = text
+        else:
+            sent["system"] = [{"type": "text", "text": text}]
+        return
+    if what == "system_string":
+        sent["system"] = text
+        return
+    i = pick % len(tools)
+    if what == "text":
+        tools[i]["description"] = text
+    elif what in ("none", "nan"):
+        tools[i]["input_schema"]["default"] = None if what == "none" else math.nan
+    elif what == "copy":
+        tools[i] = copy.deepcopy(tools[i])
+    elif what == "reorder":
+        tools[i] = dict(reversed(list(tools[i].items())))
+    elif what == "swap":  # the same bytes, in another order
+        tools.insert(0, tools.pop(i))
+    elif what == "drop_last":
+        tools.pop()
+
+
 @st.composite
 def stories(draw) -> list[list]:
-    """Batches of the calls of one or two sessions that resend their history, edited between calls."""
+    """Batches of the calls of one or two sessions that resend their history, system prompt and tools, edited
+    between calls."""
     run = "r" + uuid.uuid4().hex[:10]
     sids = [f"{run}-s{i}" for i in range(draw(st.integers(1, 2)))]
     histories: dict[str, list] = {sid: [] for sid in sids}
+    sent = {sid: {"system": [{"type": "text", "text": "you help"}], "tools": [_tool("read", "reads a file")]}
+            for sid in sids}
     batches: list[list] = [[SessionStarted(session_id=sid, started_at="2026-01-01T10:00:00Z", run=run, agent="a")
                             for sid in sids]]
     for n in range(draw(st.integers(1, 12))):
@@ -142,12 +183,17 @@ def stories(draw) -> list[list]:
         history, other = histories[sid], histories[sids[-1 - sids.index(sid)]]
         for _ in range(draw(st.integers(0, 2))):
             _edit(draw(st.sampled_from(EDITS)), history, other, draw(st.integers(0, 20)), draw(st.sampled_from(TEXTS)))
+        for _ in range(draw(st.integers(0, 2))):
+            _edit_tools(draw(st.sampled_from(TOOL_EDITS)), sent[sid], draw(st.integers(0, 20)),
+                        draw(st.sampled_from(TEXTS)))
+        extras = {k: v for k, v in sent[sid].items() if draw(st.integers(0, 4))}  # mostly both, as agents send
         history.append({"role": "user", "content": draw(st.sampled_from(
             [draw(st.sampled_from(TEXTS)), [{"type": "text", "text": draw(st.sampled_from(TEXTS))}]]))})
         reply = {"role": "assistant", "content": [{"type": "text", "text": draw(st.sampled_from(TEXTS))}]}
         batches[-1].append(CallRecorded(call_id=f"{sid}-c{n}", session_id=sid, exchange_id=None,
                                         started_at=f"2026-01-01T10:{n:02d}:00Z", model="claude-haiku-4-5",
-                                        request={"model": "claude-haiku-4-5", "messages": list(history)},
+                                        request={"model": "claude-haiku-4-5", "messages": list(history),
+                                                 **{k: list(v) if k == "tools" else v for k, v in extras.items()}},
                                         response=reply))
         if draw(st.booleans()):
             history.append(reply)

@@ -136,11 +136,19 @@ def raw_skeleton(raw: Any, response: dict | None, depth: int = 3) -> Any:
         return RESPONSE_REF
     if "content" in response and raw == response["content"] and raw:
         return CONTENT_REF
+    # A string, number, bool or null inside equals neither a dict response nor content that is a list, a dict or
+    # null (falsy, never a reference): it stays as it is, without a call (most of a payload's ids and counters).
+    leaf = _LEAVES if type(response) is dict and type(response.get("content")) in _CONTENTS else _NONE
     if isinstance(raw, dict):
-        return {k: raw_skeleton(v, response, depth - 1) for k, v in raw.items()}
+        return {k: v if type(v) in leaf else raw_skeleton(v, response, depth - 1) for k, v in raw.items()}
     if isinstance(raw, list):
-        return [raw_skeleton(v, response, depth - 1) for v in raw]
+        return [v if type(v) in leaf else raw_skeleton(v, response, depth - 1) for v in raw]
     return raw
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+_CONTENTS = frozenset({list, dict, type(None)})
+_NONE: frozenset = frozenset()
 
 
 def fill_skeleton(skeleton: Any, response: dict | None) -> Any:

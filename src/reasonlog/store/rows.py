@@ -32,21 +32,37 @@ class Split:
 
 def split_request(request: dict) -> Split:
     """Separate a request body into what is stored by reference and the parameters kept inline."""
-    found = next((k for k in MESSAGE_KEYS if isinstance(request.get(k), list)), None)
-    if found is None and isinstance(request.get(providers.STRING_INPUT), str):  # one user message, as a string
+    get, found = request.get, None  # (plain loops: the writer splits every call)
+    for key in MESSAGE_KEYS:
+        if isinstance(get(key), list):
+            found = key
+            break
+    if found is None and isinstance(get(providers.STRING_INPUT), str):  # one user message, as a string
         return _split_string_input(request)
-    msg_key = found or "messages"
-    sys_key = next((k for k in SYSTEM_KEYS if k in request), "system")
-    tools = request.get(TOOLS_KEY)
+    sys_key = "system"
+    for key in SYSTEM_KEYS:
+        if key in request:
+            sys_key = key
+            break
+    tools = get(TOOLS_KEY)
     tools = tools if isinstance(tools, list) else None
     # A `messages` that is not a list (a str, a tuple) stays a parameter, so replay gives it back as sent.
-    taken = {sys_key} | ({found} if found else set()) | ({TOOLS_KEY} if tools is not None else set())
-    params = {k: v for k, v in request.items() if k not in taken}
-    shape: dict[str, Any] = {"messages": msg_key, "system": sys_key}
-    if found is None:
-        shape["no_messages"] = True
-    return Split(params, request.get(sys_key), request[found] if found else [], tools,
-                 None if shape == DEFAULT_SHAPE else shape, has_system=sys_key in request)
+    params = dict(request)
+    has_system = params.pop(sys_key, _ABSENT) is not _ABSENT
+    if found is not None:
+        del params[found]
+    if tools is not None:
+        del params[TOOLS_KEY]
+    shape: dict[str, Any] | None = None
+    if found != "messages" or sys_key != "system":
+        shape = {"messages": found or "messages", "system": sys_key}
+        if found is None:
+            shape["no_messages"] = True
+    return Split(params, get(sys_key), request[found] if found is not None else [], tools, shape,
+                 has_system=has_system)
+
+
+_ABSENT = object()
 
 
 def _split_string_input(request: dict) -> Split:

@@ -28,7 +28,7 @@ from ..model import (
     format_instant,
 )
 from ..pricing import load_price_table
-from ..wire import check_finite, jsonable, refuse_non_finite
+from ..wire import check_finite, jsonable
 from ..wire.rules import RecordError
 from . import imported, twins
 from .content import (
@@ -41,12 +41,9 @@ from .content import (
 from .contents import ContentWriter
 from .dbapi import insert_returning_rowids
 from .kept import Tally
+from .resent import Resent
 from .rows import CALL_INSERT_COLUMNS, INSERT_CALL, ContentReader, Split, insert_calls, split_request
 from .timeline import Thread, Timeline
-
-# What the open sessions' last messages (`SessionState.history`) may hold in all: past it a call's history is not
-# kept, and its session's next call finds its messages' ids one by one, as before.
-HISTORY_BYTES = 64 << 20
 
 
 # Keys under which a request carries its context, by protocol (see providers/). The first that holds a list wins.
@@ -62,9 +59,12 @@ class SessionState:
     system: int | None = None
     sent: list | None = None  # the last call's message objects, kept only for `stable_history` calls
     # The JSON of the last live call's messages as the caller's objects gave it (keys in their order), without its
-    # closing `]`, and their signed content ids (`ContentWriter.signed_id`): see `Applier._message_ids`.
+    # closing `]`, and their signed content ids (`ContentWriter.signed_id`): see `Resent.message_ids`.
     history: bytes | None = None
     history_ids: list[int] | None = None
+    # By kind ("system", "tool"): the JSON of the last call's system prompt (as a list of it) or tools, keys as
+    # given, and their signed content ids: see `Resent.same_ids`.
+    held: dict[str, tuple[bytes, list[int]]] = field(default_factory=dict)
     thread: Thread | None = None  # what the next call is aligned with; read from the store when first needed
     origin: twins.Origin | None = None  # where the session came from, its external id; read when first needed
 
@@ -95,10 +95,11 @@ class Applier:
     # The (masked) ids of the sessions the batch starts that the store did not hold before it, read by a bulk
     # `prepare`: their state is known when their start is applied (nothing written yet), not read back.
     new: set[str] = field(default_factory=set)
-    history_bytes: int = 0  # what the sessions' `history` hold, at least (a session that ends is counted until a sum)
+    resent: Resent = field(init=False)  # what the sessions' last calls sent, as JSON, with its ids
 
     def __post_init__(self) -> None:
         self.timeline = Timeline(self.contents.redactor, self.contents.fresh)
+        self.resent = Resent(self.contents, self.sessions)
 
     @property
     def redactor(self):
@@ -162,7 +163,7 @@ class Applier:
         self.timeline.reset()
         self.billed = self.shared = None
         self.new.clear()
-        self.history_bytes = 0
+        self.resent.held = 0
 
     def prepare(self, cur, events: list[Event], bulk: bool = False) -> None:
         """Read once what the batch's calls need of the database (the calls that may be the same as them).
@@ -354,9 +355,9 @@ class Applier:
                                                 for m in split.messages[known:]]
             st.history = st.history_ids = None
         else:
-            known, ids = 0, self._message_ids(cur, st, split.messages)
-        system_id = self.content_id(cur, split.system, "system") if split.has_system else None
-        tool_ids = None if split.tools is None else [self.content_id(cur, t, "tool") for t in split.tools]
+            known, ids = 0, self.resent.message_ids(cur, st, split.messages)
+        system_id = self.resent.same_ids(cur, st, [split.system], "system")[0] if split.has_system else None
+        tool_ids = None if split.tools is None else self.resent.same_ids(cur, st, split.tools, "tool")
         response_id = None if ev.response is None else self.content_id(cur, ev.response, "message")
 
         timeline: list[tuple[str | None, int]] = []
@@ -385,48 +386,6 @@ class Applier:
         st.sent = split.messages if ev.stable_history else None
         if system_id is not None:
             st.system = system_id
-
-    def _message_ids(self, cur, st: SessionState, messages: list) -> list[int]:
-        """The content ids of a live call's messages: the ids of those its last call sent unchanged, `id_of` for
-        the rest.
-
-        A live agent resends its whole history on every call, and may have edited any message in place since (moved
-        a `cache_control`, trimmed a tool result), so neither the objects nor their positions can be trusted. One
-        serialisation of the whole list, keys as given (no sorting, no dict lookup per message), settles it: when
-        the last call's JSON, without its closing `]`, begins this one's and is followed by `,` or `]`, its messages
-        are the first ones here, byte for byte, and so have its ids. `id_of` would have found the same ids for
-        them (equal JSON is equal canonical JSON, which masks to the same content). NaN is written as `null`, as
-        in `ContentWriter`'s cache: a remembered id of a content holding `null` walks the message again."""
-        signed_id = self.contents.signed_id
-        if self.contents.prefetched:  # a bulk batch (PostgreSQL): `prefetch` met these very objects already
-            st.history = st.history_ids = None
-            return list(map(abs, [signed_id(cur, m, "message") for m in messages]))
-        try:
-            data: bytes | None = orjson.dumps(messages, default=jsonable)
-        except TypeError:  # not JSON (`id_of` says why), or keys that are not strings
-            data = None
-        kept = _unchanged(st.history, data, st.history_ids)
-        signed = st.history_ids[:kept] if kept and st.history_ids else []
-        if signed and min(signed) < 0:
-            for i, cid in enumerate(signed):
-                if cid < 0:
-                    refuse_non_finite(messages[i], "message")
-        signed += [signed_id(cur, m, "message") for m in messages[kept:]]
-        self._keep_history(st, data, signed)
-        return list(map(abs, signed))
-
-    def _keep_history(self, st: SessionState, data: bytes | None, signed: list[int]) -> None:
-        """Remember a live call's messages for the session's next call, while all sessions hold under
-        `HISTORY_BYTES` of them."""
-        old = len(st.history) if st.history is not None else 0
-        if data is not None and self.history_bytes - old + len(data) > HISTORY_BYTES:
-            self.history_bytes = sum(len(s.history) for s in self.sessions.values() if s.history is not None)
-        if data is None or self.history_bytes - old + len(data) > HISTORY_BYTES:
-            st.history = st.history_ids = None
-            self.history_bytes -= old
-            return
-        st.history, st.history_ids = data[:-1], signed  # a slice is a copy of its own length (orjson's is more)
-        self.history_bytes += len(data) - 1 - old
 
     def _align(self, cur, ev: CallRecorded, st: SessionState, split: Split, ids: list[int], known: int,
                response_id: int | None, timeline: list[tuple[str | None, int]]) -> str:
@@ -558,17 +517,6 @@ def _resent(st: SessionState, messages: list) -> int:
     if sent is None or st.context is None or len(sent) != len(st.context) or len(messages) < len(sent):
         return 0
     return len(sent) if all(map(operator.is_, sent, messages)) else 0
-
-
-def _unchanged(previous: bytes | None, data: bytes | None, ids: list[int] | None) -> int:
-    """How many messages of the call serialised as `data` are the last call's (`previous`: its JSON without the
-    closing `]`; `ids`: one per message), unchanged: all of them or none."""
-    if previous is None or data is None or not ids or len(data) <= len(previous):
-        return 0
-    return len(ids) if data.startswith(previous) and data[len(previous)] in _AFTER_ELEMENT else 0
-
-
-_AFTER_ELEMENT = b",]"
 
 
 def _ours(value: Any) -> str | None:
