@@ -61,7 +61,7 @@ Entry = tuple[str | None, int]  # a new timeline entry: its role and content id
 class Timeline:
     """Reader keys (cached by content id) and the alignment of each call with the one before."""
 
-    def __init__(self, redactor: Any, fresh: dict[int, bytes] | None = None):
+    def __init__(self, redactor: Any, fresh: dict[int, tuple[bytes, bytes]] | None = None):
         self.redactor = redactor
         self.keys: dict[int, bytes] = {}
         # content id -> its stored JSON and digest, just written (ContentWriter)
