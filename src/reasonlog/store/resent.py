@@ -4,7 +4,8 @@ replaces a canonical serialisation and a content-cache lookup of each message, p
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
@@ -12,7 +13,14 @@ from ..wire import jsonable, refuse_non_finite
 
 if TYPE_CHECKING:
     from .contents import ContentWriter
-    from .writing import SessionState
+
+
+class SessionState(Protocol):
+    """What `Resent` keeps of a session's last call (the writer's `writing.SessionState` holds it)."""
+
+    history: bytes | None
+    history_ids: list[int] | None
+    held: dict[str, tuple[bytes, list[int]]]
 
 # What the open sessions' last calls (`SessionState.history` and `held`) may hold in all: past it a call's JSON is
 # not kept, and its session's next call finds its contents' ids one by one, as before.
@@ -22,7 +30,7 @@ HISTORY_BYTES = 64 << 20
 class Resent:
     """Finds the content ids of what a call sends again; one per `Applier`, sharing its sessions."""
 
-    def __init__(self, contents: ContentWriter, sessions: dict[str, SessionState]) -> None:
+    def __init__(self, contents: ContentWriter, sessions: Mapping[str, SessionState]) -> None:
         self.contents = contents
         self.sessions = sessions
         self.held = 0  # what the sessions hold, at least (a session that ends is counted until a sum)
