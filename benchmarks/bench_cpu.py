@@ -157,9 +157,17 @@ def _summary(runs: dict[str, list[float]], floor: str) -> dict:
     for name in ("this", "baseline"):
         if name in out:
             out[f"{name}_vs_{floor}"] = round(out[name] / out[floor], 2)
+            out[f"{name}_vs_{floor}_paired"] = _paired(runs[name], runs[floor], 2)
     if "baseline" in out:
         out["this_vs_baseline"] = round(out["this"] / out["baseline"], 3)
+        out["this_vs_baseline_paired"] = _paired(runs["this"], runs["baseline"], 3)
     return out
+
+
+def _paired(a: list[float], b: list[float], digits: int) -> float:
+    """The median of each run's own ratio: the runs alternate, so a run's figures share the machine's state (its
+    speed moved by ±20 % between runs here, which the ratio of two medians keeps and a run's ratio does not)."""
+    return round(statistics.median(x / y for x, y in zip(a, b, strict=True)), digits)
 
 
 def main() -> None:
