@@ -91,6 +91,38 @@ def test_tail_of_a_session_prints_its_last_calls_first(db):
         recorder.close()
 
 
+class _CtrlCOnFirstFlush:
+    """Standard output whose first flush meets a Ctrl-C: the line is written, and rich has not yet forgotten it."""
+
+    def __init__(self) -> None:
+        self.text, self.flushes = "", 0
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        self.flushes += 1
+        if self.flushes == 1:
+            raise KeyboardInterrupt
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_a_ctrl_c_just_after_the_first_line_was_written_prints_it_once(db_path, monkeypatch):
+    """A Ctrl-C between rich's writing a line and its clearing of its buffer left the line there, and `stopped`
+    printed it again (the whole suite on a loaded machine read `following …` twice)."""
+    from reasonlog.cli.main import cli
+
+    open_store(db_path).close()
+    out = _CtrlCOnFirstFlush()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setenv("COLUMNS", "200")
+    cli.main(["--db", str(db_path), "tail"], standalone_mode=False)
+    assert out.text.splitlines() == ["following every session (Ctrl-C stops)", "stopped"]
+
+
 def test_a_second_ctrl_c_after_it_stopped_still_ends_it_cleanly(db_path):
     """`timeout -s INT` (and a terminal's group) can deliver Ctrl-C twice; on a loaded machine the second came after
     `stopped` was printed and click ended the run with `Aborted!` and exit 1 (the README's `tail` command failed so)."""

@@ -45,6 +45,8 @@ def tail(obj, session, agent, last):
     except KeyboardInterrupt:  # a second Ctrl-C (`timeout`'s signal to the group, late on a loaded machine) is one
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
+            with console.capture():  # a Ctrl-C after rich wrote a line, before it cleared it, left it to print again
+                pass
             console.print(Text("stopped", style="dim"))
         finally:
             if not _own_process():  # a process that called it in-process gets its Ctrl-C back
