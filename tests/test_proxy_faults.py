@@ -100,8 +100,10 @@ def test_a_huge_answer_is_kept_in_part_and_sigterm_loses_no_call(tmp_path):
     assert got == b"".join(chunks)  # the client got every byte
     assert all(b"message_stop" in s for s in small)
     assert proxy.returncode == 0 and "Traceback" not in err
-    # The answer is 62 MiB; holding it would grow the proxy by as much (and more while parsing it).
-    assert grew < 24, f"the proxy grew by {grew:.0f} MiB recording a {len(got) >> 20} MiB answer"
+    # The answer is 62 MiB; holding it would grow the proxy by as much (and more while parsing it). Kept in part, the
+    # proxy grew by 8-11 MiB in 8 of 12 runs and 22-26 MiB in 4 (session 16, the code before it alike): the bound sits
+    # between that and holding the answer (it was 24, which a loaded machine's CI run could cross).
+    assert grew < 40, f"the proxy grew by {grew:.0f} MiB recording a {len(got) >> 20} MiB answer"
 
     store = reasonlog.open_store(db, read_only=True)
     try:
