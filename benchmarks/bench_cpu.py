@@ -31,7 +31,7 @@ BENCH = ROOT.parent / "shared" / "bench"
 
 # The child that records the workload: its CPU is counted from after the workload is generated.
 WRITE_CHILD = r"""
-import json, resource, sys, tempfile
+import json, os, resource, sys, tempfile
 sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2])
 import workload, reasonlog
 calls = list(workload.generate(sys.argv[3]))
@@ -68,7 +68,8 @@ with tempfile.TemporaryDirectory() as d:
     rec.flush(timeout=None)
     rec.close(timeout=None)  # counted: a store may leave work for its close (text waiting to be indexed, schema 25)
     t1 = cpu()
-print(json.dumps({"cpu_s": round(t1 - t0, 3)}))
+    size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if os.path.isfile(os.path.join(d, f)))
+print(json.dumps({"cpu_s": round(t1 - t0, 3), "bytes": size}))
 """
 
 
@@ -85,27 +86,34 @@ def child_cpu(cmd: list[str], env: dict | None = None) -> tuple[float, float, st
     return cpu, mib, out.stderr
 
 
-def write_once(src: Path, size: str) -> float:
+def write_once(src: Path, size: str) -> tuple[float, int]:
     out = subprocess.run([sys.executable, "-c", WRITE_CHILD, str(src), str(BENCH), size],
                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(src)})
     if out.returncode != 0:
         raise SystemExit(out.stderr)
-    return float(json.loads(out.stdout.splitlines()[-1])["cpu_s"])
+    done = json.loads(out.stdout.splitlines()[-1])
+    return float(done["cpu_s"]), int(done["bytes"])
 
 
-def sketch_once(size: str) -> float:
+def sketch_once(size: str) -> tuple[float, int]:
     out = subprocess.run([sys.executable, str(BENCH / "sketch_dedup.py"), "--size", size],
                          capture_output=True, text=True, check=True)
-    return float(json.loads(out.stdout)["cpu_s"])
+    done = json.loads(out.stdout)
+    return float(done["cpu_s"]), int(done["bytes"])
 
 
 def bench_write(args) -> dict:
-    runs: dict[str, list[float]] = {"sketch": [], "this": [], "baseline": []}
+    """CPU seconds of each, and the bytes of the database each left (its files after close: `*_bytes`)."""
+    runs: dict[str, list[float]] = {k: [] for k in ("sketch", "this", "baseline", "sketch_bytes", "this_bytes",
+                                                    "baseline_bytes")}
+    measured = [("sketch", lambda: sketch_once(args.size)), ("this", lambda: write_once(ROOT / "src", args.size))]
+    if args.baseline_src:
+        measured.append(("baseline", lambda: write_once(args.baseline_src, args.size)))
     for _ in range(args.runs):
-        runs["sketch"].append(sketch_once(args.size))
-        runs["this"].append(write_once(ROOT / "src", args.size))
-        if args.baseline_src:
-            runs["baseline"].append(write_once(args.baseline_src, args.size))
+        for name, once in measured:
+            cpu, size = once()
+            runs[name].append(cpu)
+            runs[name + "_bytes"].append(size)
     return _summary(runs, "sketch")
 
 

@@ -63,9 +63,9 @@ class Dictionaries:
             d = zstandard.ZstdCompressionDict(data)
             # Its tables built once, not again for every content compressed: 17 % less CPU in zstd over the 6,188
             # contents of a 42 MB Claude Code import (docs/performance.md). Level 1: each content is compressed
-            # between Python's work, where level 3's larger tables are copied and missed in the cache; on the
-            # medium workload the write took about 0.92 of level 3's CPU for a file 2.4 % larger (17.94 MB
-            # against 17.52 for 18 MB of unique content; docs/performance.md, session 16).
+            # between Python's work, where level 3's larger tables are copied and missed in the cache (zstd took
+            # two to three times as long there as in a loop), for slightly larger contents (docs/performance.md,
+            # session 16).
             d.precompute_compress(level=COMPRESS_LEVEL)
             cached = mine[dict_id] = (data, zstandard.ZstdCompressor(dict_data=d, write_checksum=False),
                                       zstandard.ZstdDecompressor(dict_data=d))
@@ -165,8 +165,8 @@ def fill_skeleton(skeleton: Any, response: dict | None) -> Any:
 
 
 # A raw payload shorter than this is stored in a zstd frame of one raw (uncompressed) block, built here: a skeleton
-# of a few hundred bytes saves about a third compressed, and compressing it cost 12 µs a call in the write (a level
-# 3 context's tables missed in the cache between Python's work), a tenth of the call's row.
+# of a few hundred bytes saves about a third compressed, and compressing it took a tenth of the call's row in the
+# write (a level 3 context's tables missed in the cache between Python's work).
 RAW_FRAME_BELOW = 1024
 
 
