@@ -105,7 +105,7 @@ class _Namer:
             return sorted(formed, key=_sort_key) if self.in_any_order and _plain(value) else formed
         if isinstance(value, str):
             if self.in_any_order:
-                named = _TOKENS.sub(lambda m: f"<{m.lastgroup}>", value)
+                named = _by_kind(value)
                 return sorted(_WORDS.findall(_DURATION.sub("<duration>", named) if in_result else named))
             named = _TOKENS.sub(self._name, value)
             return _DURATION.sub("<duration>", named) if in_result else named
@@ -203,7 +203,12 @@ def _pairwise(recorded: list, sent: list, keys: frozenset[str], in_any_order: bo
 
 def _lines(text: str) -> list[str]:
     """A text's lines in one order, each volatile value named by its kind."""
-    return sorted(_TOKENS.sub(lambda m: f"<{m.lastgroup}>", text).split("\n"))
+    return sorted(_by_kind(text).split("\n"))
+
+
+def _by_kind(text: str) -> str:
+    """`text` with each volatile value named by its kind alone (`<uuid>`, `<time>`, ...)."""
+    return _TOKENS.sub(lambda m: f"<{m.lastgroup}>", text)
 
 
 def _text(value: Any) -> str:
