@@ -128,12 +128,25 @@ MOVES = ["resend", "resend", "drop_reply", "no_thinking", "trim", "edit", "copy"
 
 @contextmanager
 def aligned_every_call():
-    """The general path: every call aligned with the one before by `align`."""
-    timeline.APPENDED = False
+    """The general path: every call aligned with the one before by `align`, every message's key made when it is
+    met."""
+    timeline.APPENDED = timeline.LAZY = False
     try:
         yield
     finally:
-        timeline.APPENDED = True
+        timeline.APPENDED = timeline.LAZY = True
+
+
+@contextmanager
+def starved():
+    """The fast paths with next to no memory: a message waiting for its key keeps its JSON only until the next one
+    comes, and the key cache holds one key, so a key needed later is read back from the store."""
+    unkeyed, cached = timeline.UNKEYED_BYTES, timeline.KEY_CACHE_ENTRIES
+    timeline.UNKEYED_BYTES, timeline.KEY_CACHE_ENTRIES = 0, 1
+    try:
+        yield
+    finally:
+        timeline.UNKEYED_BYTES, timeline.KEY_CACHE_ENTRIES = unkeyed, cached
 
 
 @st.composite
@@ -193,6 +206,22 @@ def pair(tmp_path_factory):
 @given(batches=stories())
 def test_any_story_stores_what_aligning_every_call_stores(pair, batches):
     assert_stored_alike(pair, batches, aligned_every_call, TABLES)
+
+
+@pytest.fixture(scope="module")
+def starved_pair(tmp_path_factory):
+    with two_stores(tmp_path_factory.mktemp("starved"), "starved.db", "aligned.db") as stores:
+        yield stores
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(batches=stories())
+def test_keys_read_back_from_the_store_store_what_aligning_every_call_stores(starved_pair, batches):
+    """A key a placeholder stands for, needed after its message's JSON was forgotten (`timeline.UNKEYED_BYTES`), is
+    read back from the store: the same key."""
+    with starved():
+        assert_stored_alike(starved_pair, batches, aligned_every_call, TABLES)
 
 
 def test_a_resent_history_is_one_kept_run_then_the_new_messages(tmp_path):

@@ -48,6 +48,12 @@ def reader_form(value: Any) -> Any:
     return _form(providers.reader_message(value))
 
 
+def reader_role(message: Any) -> Any:
+    """The role of a message's reader form, without making the form: a string role is the same there (Gemini's
+    `model` named `assistant`), and a role of any other value is no string there either."""
+    return providers.reader_message(message).get("role") if isinstance(message, dict) else None
+
+
 def _form(value: Any) -> Any:
     if isinstance(value, list):
         return [v if type(v) is str else _form(v) for v in value]

@@ -35,9 +35,9 @@ class Resent:
         self.sessions = sessions
         self.held = 0  # what the sessions hold, at least (a session that ends is counted until a sum)
 
-    def message_ids(self, cur, st: SessionState, messages: list) -> list[int]:
-        """The content ids of a live call's messages: the ids of those its last call sent unchanged, `id_of` for
-        the rest.
+    def message_ids(self, cur, st: SessionState, messages: list) -> tuple[int, list[int]]:
+        """How many of a live call's messages are its last call's, unchanged, and the content ids of all of them: the
+        last call's ids for those, `id_of` for the rest.
 
         A live agent resends its whole history on every call, and may have edited any message in place since (moved
         a `cache_control`, trimmed a tool result), so neither the objects nor their positions can be trusted. One
@@ -49,7 +49,7 @@ class Resent:
         signed_id = self.contents.signed_id
         if self.contents.prefetched:  # a bulk batch (PostgreSQL): `prefetch` met these very objects already
             st.history = st.history_ids = None
-            return list(map(abs, [signed_id(cur, m, "message") for m in messages]))
+            return 0, list(map(abs, [signed_id(cur, m, "message") for m in messages]))
         try:
             data: bytes | None = orjson.dumps(messages, default=jsonable)
         except TypeError:  # not JSON (`id_of` says why), or keys that are not strings
@@ -62,7 +62,7 @@ class Resent:
                     refuse_non_finite(messages[i], "message")
         signed += [signed_id(cur, m, "message") for m in messages[kept:]]
         self._keep_history(st, data, signed)
-        return list(map(abs, signed))
+        return kept, list(map(abs, signed))
 
     def same_ids(self, cur, st: SessionState, values: list, kind: str) -> list[int]:
         """The content ids of a call's system prompt (`values`: a list of it) or tools: the last call's when they

@@ -9,6 +9,7 @@ a few numbers a call and every reader (show, the dashboard, the API, the exports
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -20,6 +21,7 @@ from ..conversation import (
     decode_map,
     key_of,
     reader_form,
+    reader_role,
     reply_slots,
     reply_units,
     reply_variants,
@@ -34,6 +36,14 @@ KEY_CACHE_ENTRIES = 100_000
 # A call that sends the last call's context and reply again, then new messages, is settled without `align`
 # (`Timeline._appended`). False aligns every call: what tests/test_timeline_fast_paths.py compares it with.
 APPENDED = True
+# A message just written stands in a thread by its content id (a placeholder key, `_lazy`) until a comparison needs
+# its reader key: a live agent resends most messages byte for byte, so most keys are never needed. False makes every
+# key when its message is met: what tests/test_timeline_fast_paths.py compares it with.
+LAZY = True
+# What the stored JSON of the messages waiting for their keys may hold in all (each counted with orjson's smallest
+# buffer, which it may keep); past it they are forgotten, and a key needed later is read back from the store.
+UNKEYED_BYTES = 16 << 20
+_BUFFER = 4096
 
 
 @dataclass
@@ -46,8 +56,8 @@ class Thread:
     reply_keys: list[bytes] = field(default_factory=list)
     reply: list[Slot] = field(default_factory=list)
     reply_alts: dict[bytes, bytes] = field(default_factory=dict)  # another form of the reply -> its key
-    # The reply's reader form, until the keys of its other forms (`reply_alts`) are made: only when a message of the
-    # next call could be one of them (`_variants`), which a message in another role cannot.
+    # The reply as stored (plain JSON), until the keys of its other forms (`reply_alts`) are made: only when a message
+    # of the next call could be one of them (`Timeline._variants`), which a message in another role cannot.
     reply_form: Any = None
     # Forms in which earlier replies were sent back -> the key of the reply they stand for: a reply resent
     # without its thinking is resent so on every later call too.
@@ -66,9 +76,15 @@ class Timeline:
         self.keys: dict[int, bytes] = {}
         # content id -> its stored JSON and digest, just written (ContentWriter)
         self.fresh: dict[int, tuple[bytes, bytes]] = {} if fresh is None else fresh
+        # content id -> its stored JSON and digest, of the messages that stand in threads by placeholder (`LAZY`)
+        self.unkeyed: dict[int, tuple[bytes, bytes]] = {}
+        self.unkeyed_bytes = 0
+        self.reader: Callable[[], Any] | None = None  # makes a `ContentReader` of the writer's transaction
 
     def reset(self) -> None:
         self.keys.clear()  # ids of a rolled-back transaction may be given to other contents
+        self.unkeyed.clear()
+        self.unkeyed_bytes = 0
 
     def key(self, cid: int | None, value: Any) -> bytes:
         """The reader key of a content, from its masked form (so a key read back from the store is the same)."""
@@ -94,6 +110,58 @@ class Timeline:
             self.keys[cid] = k
         return k
 
+    def _key_or_lazy(self, cid: int, value: Any) -> bytes:
+        """The reader key of a message of a call, or, for a message just written, its placeholder (`LAZY`)."""
+        found = self.keys.get(cid)
+        if found is not None:
+            return found
+        if cid in self.unkeyed:
+            return _lazy(cid)
+        stored = self.fresh.pop(cid, None) if LAZY else None
+        if stored is None:
+            return self.key(cid, value)
+        self._defer(cid, stored)
+        return _lazy(cid)
+
+    def _defer(self, cid: int, stored: tuple[bytes, bytes]) -> None:
+        """Keep a message's stored JSON until its key is needed (all of them forgotten past `UNKEYED_BYTES`)."""
+        size = len(stored[0]) + _BUFFER
+        if self.unkeyed_bytes + size > UNKEYED_BYTES:
+            self.unkeyed.clear()
+            self.unkeyed_bytes = 0
+        self.unkeyed[cid] = stored
+        self.unkeyed_bytes += size
+
+    def real(self, keys: list[bytes]) -> list[bytes]:
+        """`keys` with each placeholder replaced by its message's reader key, in place: a placeholder stands for the
+        key of its content, whichever list holds it."""
+        for i, k in enumerate(keys):
+            if len(k) == _LAZY_LEN:
+                keys[i] = self._resolve(k)
+        return keys
+
+    def same(self, a: list[bytes], b: list[bytes]) -> bool:
+        """Whether two runs of keys are a reader's same messages. Equal placeholders name one content, so equal runs
+        are; runs that differ are compared again by their reader keys when a placeholder is among them."""
+        if a == b:
+            return True
+        if len(a) != len(b) or not any(len(k) == _LAZY_LEN for k in (*a, *b)):
+            return False
+        return self.real(list(a)) == self.real(list(b))
+
+    def _resolve(self, k: bytes) -> bytes:
+        cid = int.from_bytes(k[1:], "big")
+        found = self.keys.get(cid)
+        if found is not None:
+            return found
+        stored = self.unkeyed.pop(cid, None)
+        if stored is not None:
+            self.unkeyed_bytes -= len(stored[0]) + _BUFFER
+            loaded = orjson.loads(stored[0])
+            return self._remember(cid, reader_form(loaded), loaded, stored[1])
+        assert self.reader is not None, "a placeholder outlived its transaction"
+        return self.key(cid, self.reader().get(cid))  # as stored: masked already, and masking it again changes nothing
+
     def plain(self, value: Any) -> Any:
         """`value` as plain JSON data, masked as the store masks it (without counting the secrets again)."""
         masked = self.redactor.masked
@@ -107,25 +175,27 @@ class Timeline:
 
     def extend(self, th: Thread, ids: list[int], messages: list, known: int, chained: bool,
                next_entry: int) -> tuple[list[Entry], Window, list[Slot], list]:
-        """Align a call's context (`ids`, `messages`; its first `known` resent object for object) with `th`.
+        """Align a call's context (`ids`, `messages`; its first `known` the last call's, unchanged) with `th`.
 
         Returns the new entries (numbered from `next_entry`), the window, the slots of the call's view and
         the map to store (runs into the previous slots, new entries as themselves)."""
-        known_key, key = self.keys.get, self.key  # (a live call resends its history: most of its keys are known)
-        fresh = [k if (k := known_key(cid)) is not None else key(cid, m)
-                 for cid, m in zip(ids[known:], messages[known:], strict=True)]
+        key = self._key_or_lazy
+        fresh = [key(cid, m) for cid, m in zip(ids[known:], messages[known:], strict=True)]
+        if th.aliases:  # (an alias is a reader key: a placeholder would miss it)
+            self.real(fresh)
         if th.reply_form is not None:
-            skip = _resent_prefix(th, known, fresh)
-            _variants(th, messages[known + skip:], fresh[skip:])
+            skip = self._resent_prefix(th, known, fresh)
+            self._variants(th, messages[known + skip:], fresh[skip:])
         if th.reply_alts:  # the reply sent back in another form a reader calls the same
+            self.real(fresh)
             th.aliases.update((k, th.reply_alts[k]) for k in fresh if k in th.reply_alts)
         if th.aliases:
             fresh = [th.aliases.get(k, k) for k in fresh]
-        sent = None if chained or not APPENDED else _resent_whole(th, known, fresh)
+        sent = None if chained or not APPENDED else self._resent_whole(th, known, fresh)
         if sent is not None:
             return self._appended(th, ids, messages, sent, next_entry)
-        sent = th.sent_keys[:known] + fresh
-        before_keys, before = th.view_keys + th.reply_keys, th.view + th.reply
+        sent = self.real(th.sent_keys[:known] + fresh)
+        before_keys, before = self.real(th.view_keys + th.reply_keys), th.view + th.reply
         held = len(before_keys) if chained else 0
         after = before_keys + sent if chained else sent
         w = align(before_keys, after, len(th.view_keys), held)
@@ -173,10 +243,13 @@ class Timeline:
         if items:
             th.reply_keys, th.reply_alts, th.reply_form = [key_of(reader_form(u)) for u in units], {}, None
         else:
-            seen = reader_form(form)
-            th.reply_keys = [self.keys.get(response_id)
-                             or self._remember(response_id, seen, *((form, stored[1]) if stored else ()))]
-            th.reply_alts, th.reply_form = {}, seen
+            known = self.keys.get(response_id)
+            if known is None and LAZY and stored is not None:
+                self._defer(response_id, self.fresh.pop(response_id))
+                known = _lazy(response_id)
+            th.reply_keys = [known or self._remember(response_id, reader_form(form),
+                                                     *((form, stored[1]) if stored else ()))]
+            th.reply_alts, th.reply_form = {}, form
         th.reply_ref = ref
         return items
 
@@ -229,51 +302,65 @@ class Timeline:
         units = reply_units(self.plain(reader.get(cid))) if cid is not None else []
         return key_of(reader_form(units[slot[1]])) if slot[1] < len(units) else b"?%d" % slot[0]
 
+    def _variants(self, th: Thread, messages: list, fresh: list[bytes]) -> None:
+        """Make the keys of the forms in which the last reply may be sent back (`reply_variants`) if one of this
+        call's new messages (`messages`, their keys `fresh`) could be one. Each variant keeps the reply's role, and a
+        message whose role is a string other than Gemini's `model` keeps it in its reader form too: a message in
+        another role cannot be a variant, nor can the reply itself, sent back as it came. (An imported call's new
+        messages are the reply and the user's next message: its reply's variants were made for every call, and
+        never met.)"""
+        form, th.reply_form = th.reply_form, None
+        role: Any = _UNSET
+        reply = th.reply_keys[0]
+        for k, m in zip(fresh, messages, strict=True):
+            if type(m) is dict and type(r := m.get("role")) is str and r != "model":
+                if role is _UNSET:
+                    role = reader_role(form)
+                if r != role:
+                    continue
+            if self.same([k], [reply]):
+                continue
+            th.reply_keys[0] = reply = self.real([reply])[0]  # what the variants stand for: a reader key
+            th.reply_alts = {key_of(v): reply for v in reply_variants(reader_form(form))}
+            return
 
-def _variants(th: Thread, messages: list, fresh: list[bytes]) -> None:
-    """Make the keys of the forms in which the last reply may be sent back (`reply_variants`) if one of this call's
-    new messages (`messages`, their keys `fresh`) could be one. Each variant keeps the reply's role, and a message
-    whose role is a string other than Gemini's `model` keeps it in its reader form too: a message in another role
-    cannot be a variant, nor can the reply itself, sent back as it came. (An imported call's new messages are the
-    reply and the user's next message: its reply's variants were made for every call, and never met.)"""
-    seen, th.reply_form = th.reply_form, None
-    role, reply = seen.get("role") if isinstance(seen, dict) else None, th.reply_keys[0]
-    for k, m in zip(fresh, messages, strict=True):
-        if k == reply or (type(m) is dict and type(r := m.get("role")) is str and r != "model" and r != role):
-            continue
-        th.reply_alts = {key_of(v): reply for v in reply_variants(seen)}
-        return
+    def _resent_prefix(self, th: Thread, known: int, fresh: list[bytes]) -> int:
+        """How many of a call's keys after its first `known` (`fresh`) resend the rest of the last call's context,
+        key for key: all of them or none. None of those is the last reply sent back in another form, even when a
+        reader calls one of them the same (an earlier "Done." and a reply of thinking and "Done."): each stands for
+        a message the last call sent before its reply."""
+        last, aliases = th.sent_keys, th.aliases
+        n = len(last) - known
+        if n <= 0 or len(fresh) < n:
+            return 0
+        head = [aliases.get(k, k) for k in fresh[:n]] if aliases else fresh[:n]
+        return n if self.same(head, last[known:]) else 0
 
-
-def _resent_prefix(th: Thread, known: int, fresh: list[bytes]) -> int:
-    """How many of a call's keys after its first `known` (`fresh`) resend the rest of the last call's context, key
-    for key: all of them or none. None of those is the last reply sent back in another form, even when a reader calls
-    one of them the same (an earlier "Done." and a reply of thinking and "Done."): each stands for a message the last
-    call sent before its reply."""
-    last, aliases = th.sent_keys, th.aliases
-    n = len(last) - known
-    if n <= 0 or len(fresh) < n:
-        return 0
-    head = [aliases.get(k, k) for k in fresh[:n]] if aliases else fresh[:n]
-    return n if head == last[known:] else 0
-
-
-def _resent_whole(th: Thread, known: int, fresh: list[bytes]) -> list[bytes] | None:
-    """The keys of a call's context (its first `known` keys the last call's, then `fresh`) when it begins with the
-    last call's context and reply, as most calls do; None otherwise (`align` then finds what changed). The list is
-    the thread's own, extended, when the whole last context was resent object for object."""
-    last, reply = th.sent_keys, th.reply_keys
-    m, r = len(last), len(reply)
-    if th.view_keys is not last or known > m:  # the last call was chained: its view is not what it sent
-        return None
-    if known == m:
-        if fresh[:r] != reply:
+    def _resent_whole(self, th: Thread, known: int, fresh: list[bytes]) -> list[bytes] | None:
+        """The keys of a call's context (its first `known` keys the last call's, then `fresh`) when it begins with
+        the last call's context and reply, as most calls do; None otherwise (`align` then finds what changed). The
+        list is the thread's own, extended, when the whole last context was resent unchanged."""
+        last, reply = th.sent_keys, th.reply_keys
+        m, r = len(last), len(reply)
+        if th.view_keys is not last or known > m:  # the last call was chained: its view is not what it sent
             return None
-        last += fresh
-        return last
-    if fresh[:m - known] != last[known:] or fresh[m - known:m - known + r] != reply:
-        return None
-    return last[:known] + fresh if known else fresh
+        if known == m:
+            if not self.same(fresh[:r], reply):
+                return None
+            last += fresh
+            return last
+        if not self.same(fresh[:m - known], last[known:]) or not self.same(fresh[m - known:m - known + r], reply):
+            return None
+        return last[:known] + fresh if known else fresh
+
+
+def _lazy(cid: int) -> bytes:
+    """The placeholder key of a content: its id, tagged (a reader key is 16 bytes, a placeholder never is)."""
+    return b"\xff" + cid.to_bytes(8, "big")
+
+
+_LAZY_LEN = 9
+_UNSET = object()
 
 
 def _legacy_view(cur, session_id: str, ids: list[int]) -> list[Slot]:

@@ -355,7 +355,7 @@ class Applier:
                                                 for m in split.messages[known:]]
             st.history = st.history_ids = None
         else:
-            known, ids = 0, self.resent.message_ids(cur, st, split.messages)
+            known, ids = self.resent.message_ids(cur, st, split.messages)
         system_id = self.resent.same_ids(cur, st, [split.system], "system")[0] if split.has_system else None
         tool_ids = None if split.tools is None else self.resent.same_ids(cur, st, split.tools, "tool")
         response_id = None if ev.response is None else self.content_id(cur, ev.response, "message")
@@ -369,7 +369,7 @@ class Applier:
                                      for i, (role, cid) in enumerate(timeline)])
         st.next_message += len(timeline)
 
-        context = ([[0, known]] if known >= 2 else ids[:known]) + ids[known:] if known else \
+        context = ([[0, known]] if known >= 2 else ids[:known]) + ids[known:] if known and ev.stable_history else \
             encode_context(ids, st.context)
         row = self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context, window, call_id,
                              session_id)
@@ -393,6 +393,7 @@ class Applier:
         if st.thread is None:
             st.thread = self.timeline.load(cur, self.again(ev.session_id), ContentReader(cur, self.contents.dicts))
         th = st.thread
+        self.timeline.reader = lambda: ContentReader(cur, self.contents.dicts)  # for a key no longer in memory
         chain = split.params.get("previous_response_id")
         chained = isinstance(chain, str) and chain == th.reply_ref
         entries, w, _, stored = self.timeline.extend(th, ids, split.messages, known, chained,
