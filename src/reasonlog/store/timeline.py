@@ -8,8 +8,8 @@ a few numbers a call and every reader (show, the dashboard, the API, the exports
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
