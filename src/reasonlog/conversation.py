@@ -51,7 +51,8 @@ def reader_form(value: Any) -> Any:
 def reader_role(message: Any) -> Any:
     """The role of a message's reader form, without making the form: a string role is the same there (Gemini's
     `model` named `assistant`), and a role of any other value is no string there either."""
-    return providers.reader_message(message).get("role") if isinstance(message, dict) else None
+    form = providers.reader_message(message)
+    return form.get("role") if isinstance(form, dict) else None
 
 
 def _form(value: Any) -> Any:
