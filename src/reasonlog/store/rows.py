@@ -4,7 +4,6 @@ table's columns as the writer fills them, and the reader of stored contents. The
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,15 +102,8 @@ INSERT_CALL = (f"INSERT INTO calls ({', '.join(CALL_INSERT_COLUMNS)})"
 # Rows of calls one INSERT takes on SQLite, largest first: 16 of 37 values stay under the 999 variables older SQLite
 # builds allow. Few sizes, so that few statements are compiled and cached.
 _CALLS_AT_ONCE = (16, 4, 1)
-# The columns a statement may write as a literal NULL (see `insert_calls`): all but the first three (id, session_id,
-# idx), so that a statement always binds at least two values a row.
-_BOUND_ALWAYS = 3
-_BOUND = (False,) * _BOUND_ALWAYS
-# How many (rows, NULL columns) statements `insert_calls` makes in all; past it, calls are inserted with every column
-# bound, so that unusual data cannot fill SQLite's cache of compiled statements (128 a connection).
-_STATEMENTS_AT_MOST = 24
-_statements: dict[tuple[int, tuple[bool, ...]], tuple[str, Any]] = {}
-_NONES = operator.methodcaller("count", None)
+_INSERT_CALLS = {n: INSERT_CALL + "".join(
+    f", ({', '.join('?' * len(CALL_INSERT_COLUMNS))})" for _ in range(n - 1)) for n in _CALLS_AT_ONCE}
 
 
 def insert_calls(cur, rows: list[tuple]) -> None:
@@ -120,40 +112,15 @@ def insert_calls(cur, rows: list[tuple]) -> None:
     A calls row fires a trigger (`latency_daily_insert`), so SQLite keeps each INSERT's changed pages in a statement
     journal, to undo the statement alone: a copy of every page it touches (calls, its four indexes, latency_daily),
     16 KiB each, made once a statement. One statement a row made those copies for every row: two thirds of the
-    trigger's cost, and a third of the calls' whole INSERT. PostgreSQL's cursor takes `executemany` as one COPY.
-
-    A column that is NULL in every row of a statement is written as a literal NULL, not bound: Python's sqlite3 binds
-    None only after looking for an adapter, which formats an AttributeError it then drops (CPython's
-    Modules/_sqlite/cursor.c `need_adapt` lets int, float, str and bytearray alone through), and a call leaves eight
-    or so of its columns NULL (no error, no replay, no twin, ...): about 2,000 instructions each, 14 % of those of
-    inserting the calls."""
-    if hasattr(cur, "copy_rows"):
+    trigger's cost, and a third of the calls' whole INSERT. PostgreSQL's cursor takes `executemany` as one COPY."""
+    if len(rows) < 2 or hasattr(cur, "copy_rows"):
         cur.executemany(INSERT_CALL, rows)
         return
     at = 0
     for n in _CALLS_AT_ONCE:
         while len(rows) - at >= n:
-            chunk = rows[at:at + n]
-            sql, values = _statement(n, tuple(map(n.__eq__, map(_NONES, zip(*chunk, strict=True)))))
-            cur.execute(sql, [value for row in chunk for value in values(row)])
+            cur.execute(_INSERT_CALLS[n], [value for row in rows[at:at + n] for value in row])
             at += n
-
-
-def _statement(n: int, nulls: tuple[bool, ...]) -> tuple[str, Any]:
-    """The INSERT of `n` calls rows whose columns flagged in `nulls` are NULL in all of them, and what picks from a
-    row the values it binds."""
-    found = _statements.get((n, nulls))
-    if found is None:
-        nulls = _BOUND + nulls[_BOUND_ALWAYS:]
-        if len(_statements) >= _STATEMENTS_AT_MOST:
-            nulls = _BOUND + (False,) * (len(CALL_INSERT_COLUMNS) - _BOUND_ALWAYS)
-        found = _statements.get((n, nulls))
-        if found is None:
-            one = f"({', '.join('NULL' if null else '?' for null in nulls)})"
-            found = _statements[(n, nulls)] = (
-                f"INSERT INTO calls ({', '.join(CALL_INSERT_COLUMNS)}) VALUES {', '.join([one] * n)}",
-                operator.itemgetter(*(i for i, null in enumerate(nulls) if not null)))
-    return found
 
 
 class ContentReader:
