@@ -10,6 +10,7 @@ import math
 import uuid
 from contextlib import contextmanager
 
+import orjson
 import pytest
 from helpers import assert_stored_alike, two_stores
 from hypothesis import HealthCheck, given, settings
@@ -130,7 +131,8 @@ def _edit(what: str, history: list, other: list, pick: int, text: str) -> None:
 
 
 # Edits an agent makes to the system prompt and tool schemas it sends on every call, in place or not.
-TOOL_EDITS = ["text", "none", "nan", "copy", "reorder", "swap", "drop_last", "add", "system_text", "system_string"]
+TOOL_EDITS = ["text", "none", "nan", "copy", "reorder", "swap", "drop_last", "add", "system_text", "system_string",
+              "system_json"]
 
 
 def _tool(name: str, text: str) -> dict:
@@ -140,7 +142,7 @@ def _tool(name: str, text: str) -> dict:
 
 def _edit_tools(what: str, sent: dict, pick: int, text: str) -> None:
     tools, system = sent["tools"], sent["system"]
-    if what == "add" or (not tools and what != "system_text" and what != "system_string"):
+    if what == "add" or (not tools and not what.startswith("system_")):
         tools.append(_tool(f"t{pick}", text))
         return
     if what == "system_text":
@@ -151,6 +153,9 @@ def _edit_tools(what: str, sent: dict, pick: int, text: str) -> None:
         return
     if what == "system_string":
         sent["system"] = text
+        return
+    if what == "system_json":  # a string prompt that is the JSON the writer kept of the last call's prompt
+        sent["system"] = orjson.dumps([system]).decode()
         return
     i = pick % len(tools)
     if what == "text":

@@ -20,7 +20,7 @@ class SessionState(Protocol):
 
     history: bytes | None
     history_ids: list[int] | None
-    held: dict[str, tuple[bytes, list[int]]]
+    held: dict[str, tuple[bytes | str, list[int]]]
 
 # What the open sessions' last calls (`SessionState.history` and `held`) may hold in all: past it a call's JSON is
 # not kept, and its session's next call finds its contents' ids one by one, as before.
@@ -71,21 +71,28 @@ class Resent:
         An agent sends the same system prompt and tool schemas on every call, most often as new objects, and each
         `id_of` is a canonical serialisation and a lookup hashing all its bytes. Equal JSON is equal canonical
         JSON, which masks to the same content (as `message_ids` argues); a negative id's content holds `null`,
-        which NaN writes too, and is walked again for NaN as a cache hit would be."""
+        which NaN writes too, and is walked again for NaN as a cache hit would be. A system prompt that is one
+        string is compared as that string, not as its JSON: equal strings have equal JSON, and a string is never
+        equal to the bytes of other values' JSON (its serialisation was a fifth of a call's row in the write)."""
         signed_id = self.contents.signed_id
         if self.contents.prefetched:  # a bulk batch: `prefetch` met these very objects already
             st.held.pop(kind, None)
             return [abs(signed_id(cur, v, kind)) for v in values]
-        try:
-            data: bytes | None = orjson.dumps(values, default=jsonable)
-        except TypeError:  # not JSON (`id_of` says why), or keys that are not strings
-            data = None
+        data: bytes | str | None
+        if len(values) == 1 and type(values[0]) is str:
+            data = values[0]
+        else:
+            try:
+                data = orjson.dumps(values, default=jsonable)
+            except TypeError:  # not JSON (`id_of` says why), or keys that are not strings
+                data = None
         last = st.held.get(kind)
         if data is not None and last is not None and last[0] == data:
             signed = last[1]
-            for value, cid in zip(values, signed, strict=True):
-                if cid < 0:
-                    refuse_non_finite(value, kind)
+            if signed and min(signed) < 0:
+                for value, cid in zip(values, signed, strict=True):
+                    if cid < 0:
+                        refuse_non_finite(value, kind)
         else:
             signed = [signed_id(cur, v, kind) for v in values]
             old = len(last[0]) if last is not None else 0
@@ -93,7 +100,7 @@ class Resent:
                 st.held[kind] = (data, signed)
             else:
                 st.held.pop(kind, None)
-        return [abs(cid) for cid in signed]
+        return list(map(abs, signed))
 
     def _keep_history(self, st: SessionState, data: bytes | None, signed: list[int]) -> None:
         """Remember a live call's messages for the session's next call, while all sessions hold under

@@ -62,9 +62,9 @@ class SessionState:
     # closing `]`, and their signed content ids (`ContentWriter.signed_id`): see `Resent.message_ids`.
     history: bytes | None = None
     history_ids: list[int] | None = None
-    # By kind ("system", "tool"): the JSON of the last call's system prompt (as a list of it) or tools, keys as
-    # given, and their signed content ids: see `Resent.same_ids`.
-    held: dict[str, tuple[bytes, list[int]]] = field(default_factory=dict)
+    # By kind ("system", "tool"): the JSON of the last call's system prompt (as a list of it; a string prompt as
+    # itself) or tools, keys as given, and their signed content ids: see `Resent.same_ids`.
+    held: dict[str, tuple[bytes | str, list[int]]] = field(default_factory=dict)
     thread: Thread | None = None  # what the next call is aligned with; read from the store when first needed
     origin: twins.Origin | None = None  # where the session came from, its external id; read when first needed
 
