@@ -95,7 +95,7 @@ class PriceTable:
     reseller's (`claude-3-7-sonnet-latest` is Anthropic's price, not deepinfra's), the most exact first.
     """
 
-    __slots__ = ("version", "_models", "_overrides", "_providers", "_windows", "_resolved", "_computed")
+    __slots__ = ("version", "_models", "_overrides", "_providers", "_windows", "_resolved", "_computed", "_priced")
 
     def __init__(self, version: str, models: Mapping[str, ModelPrice],
                  overrides: Mapping[str, ModelPrice] | None = None,
@@ -107,6 +107,7 @@ class PriceTable:
         self._windows = MappingProxyType(dict(windows or {}))  # model name -> its maker's max input tokens
         self._resolved: dict[str, str | None] = {}  # model name -> the table's name it resolved to
         self._computed = f"computed@{version}"  # the source of every cost this table computes
+        self._priced: dict[str, Any] = {}  # model name -> its price (`get`), or None
 
     def __repr__(self) -> str:
         return f"PriceTable(version={self.version!r}, models={len(self._models)})"
@@ -163,7 +164,9 @@ class PriceTable:
 
     def priced(self, model: str, usage: Any) -> tuple[float | None, str]:
         """`cost` as (usd, source), without a `Cost` (the writer prices every call it stores)."""
-        price = self.get(model)
+        price = self._priced.get(model, _UNSEEN)  # `get` of a model, which this table always answers alike
+        if price is _UNSEEN:
+            price = self._priced[model] = self.get(model)
         if price is None:
             return None, UNKNOWN_MODEL
         return price.usd(usage), self._computed
@@ -207,6 +210,7 @@ def _claude(name: str) -> str:
     return _CLAUDE_ALIAS.sub("", _CLAUDE_DOT.sub("-", name))
 
 
+_UNSEEN = object()
 _FIELD_NAMES = tuple(f.name for f in fields(ModelPrice))
 _FIELDS = set(_FIELD_NAMES)
 
