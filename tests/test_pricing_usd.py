@@ -59,3 +59,22 @@ def test_a_priced_call_and_an_unknown_model():
     # 1,000 × $3/M + 5,000 × $0.30/M + 200 × $15/M + 300 × $3.75/M
     assert round(usd, 10) == round(0.003 + 0.0015 + 0.003 + 0.001125, 10)
     assert table.priced("no-such-model-anywhere", usage) == (None, UNKNOWN_MODEL)
+
+
+_NAMES = ["claude-haiku-4-5", "claude-haiku-4-5-20251001", "CLAUDE-3.7-SONNET", "openrouter/anthropic/claude-3-haiku",
+          "gpt-5-mini", "claude-sonnet-4-5@20250929", "no-such-model", "", "mistral-large"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(asked=st.lists(st.tuples(st.sampled_from(_NAMES), st.integers(0, 10**6), st.integers(0, 10**6)), max_size=8),
+       overridden=st.booleans())
+def test_a_table_prices_each_model_as_its_lookup_says_however_often_it_is_asked(asked, overridden):
+    """`priced` keeps each model's price once found: every answer is the one `get` gives, asked first or again."""
+    table = load_price_table()
+    if overridden:
+        table = table.with_overrides({"claude-haiku-4-5": {"input": 1e-6, "output": 2e-6}})
+    for model, input_tokens, output_tokens in asked:
+        usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+        price = table.get(model)
+        expected = (None, UNKNOWN_MODEL) if price is None else (price.usd(usage), f"computed@{table.version}")
+        assert table.priced(model, usage) == expected
