@@ -292,6 +292,33 @@ def searchable_text(value: Any) -> str:
 
 
 def _collect_text(value: Any, out: list[str]) -> None:
+    """The strings of `value` in order. The exact JSON types are told by `type`, and a string inside a dict or a
+    list is taken without a call of its own (most of a message's leaves): 18.2 against 21.7 ms for the medium
+    workload's 10,200 contents with `_collect_any` alone (session 17). Anything else (a subclass, an SDK object)
+    goes there."""
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if key not in _UNSEARCHED_KEYS:
+                if type(item) is str:
+                    out.append(item)
+                else:
+                    _collect_text(item, out)
+    elif kind is list:
+        for item in value:
+            if type(item) is str:
+                out.append(item)
+            else:
+                _collect_text(item, out)
+    elif kind is str:
+        out.append(value)
+    elif kind is int or kind is float:
+        out.append(str(value))
+    elif value is not None and kind is not bool:
+        _collect_any(value, out)
+
+
+def _collect_any(value: Any, out: list[str]) -> None:
     if isinstance(value, str):
         out.append(value)
     elif isinstance(value, dict):

@@ -15,6 +15,7 @@ from ..redact import Redactor
 from ..wire import jsonable, refuse_non_finite
 from ..wire.codec import CANONICAL, canonical, content_hash
 from .content import (
+    CODEC_ZSTD_DICT,
     COMPRESS_MIN_BYTES,
     DICT_TRAIN_MIN_BYTES,
     DICT_TRAIN_SAMPLES,
@@ -100,6 +101,7 @@ class ContentWriter:
     _dict_id: int | None = None
     _dict_checked: bool = False
     _samples: list[bytes] = field(default_factory=list)
+    _packer: tuple[int, Any] | None = None  # (dictionary id, this batch's compressor of it): not asked per content
     _added: list[bytes] | None = None  # cache keys since the last checkpoint, while events are isolated
     # The stored (masked, canonical) JSON of the messages made in this batch and its digest, by id, until the
     # timeline takes it (`Timeline.key`): it would otherwise serialise and mask each new message a second time, and
@@ -122,7 +124,7 @@ class ContentWriter:
         self.fresh.clear()
         self.prefetched.clear()
         self.dicts.forget(self._dict_id)
-        self._dict_id, self._dict_checked = None, False
+        self._dict_id, self._dict_checked, self._packer = None, False, None
 
     def checkpoint(self) -> tuple[int, int | None]:
         self._added: list[bytes] = []
@@ -138,7 +140,7 @@ class ContentWriter:
         self.prefetched.clear()
         if self._dict_id != dict_id:
             self.dicts.forget(self._dict_id)
-            self._dict_id = dict_id
+            self._dict_id, self._packer = dict_id, None
         self._added = []
 
     def id_of(self, cur, value: Any, kind: str) -> int:
@@ -256,6 +258,7 @@ class ContentWriter:
         self.fresh.clear()
         self.prefetched.clear()
         self._added = None
+        self._packer = None  # the next batch may run in another thread, which has contexts of its own
 
     def _store(self, cur, digest: bytes, data: bytes, kind: str) -> tuple[int, bool]:
         """The id of the content of `digest`, and whether it was inserted now.
@@ -265,8 +268,14 @@ class ContentWriter:
         (every one but 5 of 6,688 on a 42 MB Claude Code import), and SQLite uses up no id on a conflict, so the ids
         are those of a lookup and an insert. Before the dictionary, a content stored already must not become one of
         its training samples: it is looked up first."""
-        if self._dict_id is not None:  # (never before the first new content: `_dictionary` reads it then)
-            return self.backend.add_content(cur, digest, len(data), kind, *self._compressed(cur, data))
+        dict_id = self._dict_id
+        if dict_id is not None:  # (never before the first new content: `_dictionary` reads it then)
+            packer = self._packer
+            if packer is None or packer[0] != dict_id:
+                packer = self._packer = dict_id, self.dicts.get(cur, dict_id)[0]
+            codec, blob = compress(data, packer[1])
+            return self.backend.add_content(cur, digest, len(data), kind, codec,
+                                            dict_id if codec == CODEC_ZSTD_DICT else None, blob)
         cid = self.backend.find_content(cur, digest)
         if cid is not None:
             return cid, False

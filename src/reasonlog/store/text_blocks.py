@@ -23,6 +23,7 @@ import sys
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
+from itertools import accumulate
 from typing import Any
 
 import orjson
@@ -31,7 +32,7 @@ import zstandard
 # The kind of record a block (and a row of `search_pending`) holds, by the name search.py gives its text.
 KINDS = {"contents_search": 0, "tool_results_search": 1, "outcomes_search": 2, "reasoning_records_search": 3}
 LEVEL = 1  # zstd's fastest level: 0.066 s for the medium workload's 15.5 M characters, 3.4 to 1
-_END = b"\x00"
+_END = "\x00"  # after each text of a block
 
 
 assert array("I").itemsize == 4 and array("q").itemsize == 8  # the sizes the blocks' columns are written in
@@ -61,16 +62,17 @@ def write_block(cur, kind: int, rows: list[tuple[int, str]]) -> None:
     rows = [(rid, text) for rid, text in rows if text]
     if not rows:
         return
-    ids, ends, parts, size = array("q"), array("I"), [], 0
-    for rid, text in rows:
-        data = encode(text) + _END
-        parts.append(data)
-        size += len(data)
-        ids.append(rid)
-        ends.append(size)
+    ids = array("q", [rid for rid, _ in rows])
+    texts = [text for _, text in rows]
+    # Encoded once, joined (the last "" ends the last text): UTF-8 encodes each character alone, so this is each
+    # text's bytes and its NUL in turn. A text's length in bytes is its length when it is ASCII (known to the string
+    # without a scan): only the others are encoded alone as well. 10 against 16 ms of Python for the medium workload's
+    # 10,200 texts (session 17).
+    data = encode(_END.join([*texts, ""]))
+    ends = array("I", accumulate(len(t) + 1 if t.isascii() else len(encode(t)) + 1 for t in texts))
     cur.execute("INSERT INTO search_blocks (kind, lo, hi, ids, ends, data) VALUES (?, ?, ?, ?, ?, ?)",
                 (kind, min(ids), max(ids), _packed(ids), _packed(ends),
-                 zstandard.ZstdCompressor(level=LEVEL).compress(b"".join(parts))))
+                 zstandard.ZstdCompressor(level=LEVEL).compress(data)))
 
 
 def _texts(ids_blob: bytes, ends_blob: bytes, data: bytes) -> Iterator[tuple[int, bytes]]:
