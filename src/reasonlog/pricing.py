@@ -244,7 +244,7 @@ _NUMBER = (int, float)
 
 class _Listed(Mapping[str, ModelPrice]):
     """A price table's prices by model name, each parsed and checked when first asked for: a recorder prices a few
-    models, and parsing the bundled table's 4,654 was half its first use (18 ms of 35, in every process)."""
+    models, and parsing all of the bundled table's models was half of its first use, in every process."""
 
     __slots__ = ("_entries", "_parsed")
 

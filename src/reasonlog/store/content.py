@@ -80,10 +80,9 @@ def train_dictionary(samples: list[bytes]) -> bytes | None:
     try:
         # k and d fixed: without them zstd searches its parameters, five times the CPU (0.094 s against 0.019 s
         # on the medium workload's first 500 contents) for the same ratio (0.2685 against 0.269 of the next 3,500).
-        # accel=2 (zstd's default is 1): its frequency count looks at fewer positions, 26 % fewer instructions (50.0
-        # against 67.6 M on those 500 contents) and a ratio as good (0.2878 against 0.2879 of the next 9,705; 0.3025
-        # against 0.3030 on a Claude Code import's contents, trained on 250); accel=3 and a smaller frequency table
-        # (f=18, much less CPU) lost up to 0.4 % of ratio (session 17).
+        # accel=2 (zstd's default is 1): its frequency count looks at fewer positions, for fewer instructions and a
+        # ratio as good (the medium write's database is the same size: docs/performance.md, session 17); accel=3
+        # and a smaller frequency table (f=18) compressed worse.
         return zstandard.train_dictionary(DICT_SIZE, list[Any](samples), k=1024, d=8, accel=2).as_bytes()
     except zstandard.ZstdError:
         return None
