@@ -1,4 +1,5 @@
-"""Nothing lost: spill when the database refuses a batch; schema upgrades in one transaction each.
+"""Nothing lost: spill when the database refuses a batch; schema upgrades in one transaction each (a new SQLite
+file's, all in one).
 
 Each test runs on SQLite and on PostgreSQL (`db_target` over the `dialect` fixture), but for the upgrade of a
 SQLite file written by the first schema.
@@ -6,6 +7,7 @@ SQLite file written by the first schema.
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -147,6 +149,28 @@ INSERT INTO no_such_table VALUES (1);
     assert type(raised.value).__name__ == ("UndefinedTable" if is_postgres(db_target) else "OperationalError")
     assert query_db(db_target, "SELECT MAX(number) FROM _reasonlog_migrations") == [(latest,)]
     assert not _has_table(db_target, "half_done")
+
+
+def test_a_new_sqlite_file_takes_every_migration_or_none(tmp_path, monkeypatch):
+    """A new file's migrations run in one transaction (a commit each cost twice their own CPU): a failure in the last
+    leaves the file new, and the next open makes the whole schema with a record for each migration."""
+    path = tmp_path / "new.db"
+    every = sqlite_store.SQLITE_MIGRATIONS
+    broken = Migration(every[-1].number + 1, "broken", """
+-- Fails after the whole schema was made: none of it may remain.
+INSERT INTO no_such_table VALUES (1);
+""")
+    monkeypatch.setattr(sqlite_store, "SQLITE_MIGRATIONS", every + (broken,))
+    with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
+        reasonlog.open_store(path)
+    assert query_db(path, "SELECT type, name FROM sqlite_master") == [("table", "_reasonlog_migrations")]
+    assert query_db(path, "SELECT COUNT(*) FROM _reasonlog_migrations") == [(0,)]
+    monkeypatch.setattr(sqlite_store, "SQLITE_MIGRATIONS", every)
+    store = reasonlog.open_store(path)
+    assert store.schema_version() == every[-1].number
+    store.close()
+    assert query_db(path, "SELECT number, name FROM _reasonlog_migrations ORDER BY number") == [
+        (m.number, m.name) for m in every]
 
 
 @pytest.mark.slow
