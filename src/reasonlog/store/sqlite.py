@@ -122,8 +122,8 @@ class SQLiteStore(SQLStore):
 
     def _bound_wal(self) -> None:
         """Copy what the WAL holds into the file once it passes `WAL_BOUND` bytes, so that the next transaction
-        writes the WAL from its start again: every migration rewrites the schema's pages, and a run of them (26, before a
-        new file took them in one transaction) wrote 3.4 MB of WAL for a file of 1.4 MB."""
+        writes the WAL from its start again: every migration rewrites the schema's pages, and a run of them (26, before
+        a new file took them in one transaction) wrote 3.4 MB of WAL for a file of 1.4 MB."""
         try:
             big = os.path.getsize(f"{self.path}-wal") > WAL_BOUND
         except OSError:
