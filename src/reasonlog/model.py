@@ -242,6 +242,9 @@ class Event:
 
 @dataclass(slots=True)
 class SessionStarted(Event):
+    """A session began: who records it (agent, run, model, provider, labels), where from (host, pid, liveness
+    lock) and under which parent."""
+
     kind: ClassVar[str] = "session_started"
     session_id: str
     started_at: str
@@ -261,6 +264,8 @@ class SessionStarted(Event):
 
 @dataclass(slots=True)
 class SessionEnded(Event):
+    """A session ended, with its status and, when it failed, its error."""
+
     kind: ClassVar[str] = "session_ended"
     session_id: str
     ended_at: str
@@ -280,6 +285,8 @@ class SessionTitled(Event):
 
 @dataclass(slots=True)
 class ExchangeStarted(Event):
+    """An exchange (one user turn and the calls that answer it) began, with its input."""
+
     kind: ClassVar[str] = "exchange_started"
     exchange_id: str
     session_id: str
@@ -289,6 +296,8 @@ class ExchangeStarted(Event):
 
 @dataclass(slots=True)
 class ExchangeEnded(Event):
+    """An exchange ended, with its result, status and the figures an SDK reported for it."""
+
     kind: ClassVar[str] = "exchange_ended"
     exchange_id: str
     session_id: str
@@ -330,6 +339,8 @@ class CallRecorded(Event):
 
 @dataclass(slots=True)
 class ToolResultRecorded(Event):
+    """What a tool returned to the agent for one tool use."""
+
     kind: ClassVar[str] = "tool_result"
     tool_result_id: str
     session_id: str
@@ -344,6 +355,8 @@ class ToolResultRecorded(Event):
 
 @dataclass(slots=True)
 class OutcomeRecorded(Event):
+    """Something a session produced or decided (its kind and payload), after a call or on its own."""
+
     kind: ClassVar[str] = "outcome"
     outcome_id: str
     session_id: str

@@ -22,6 +22,8 @@ DEFAULT_SHAPE = {"messages": "messages", "system": "system"}
 
 @dataclass
 class Split:
+    """A request body apart: its inline parameters, and the system prompt, messages and tools stored by reference."""
+
     params: dict
     system: Any
     messages: list

@@ -15,6 +15,8 @@ from .usage_sql import REPORTS_COST
 
 @dataclass(frozen=True)
 class Migration:
+    """One numbered change of the schema: its SQL, then its Python, in one transaction with its record."""
+
     number: int
     name: str
     sql: str

@@ -44,6 +44,8 @@ class Defaulted:
 
 @dataclass(frozen=True, slots=True)
 class FieldCheck:
+    """How one field of a record is checked: its test, what it must be, and whether it may be null or left out."""
+
     name: str
     test: Callable[[Any], bool]  # of a value that is not null
     expected: str
