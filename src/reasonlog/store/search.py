@@ -16,6 +16,7 @@ Deleting a record takes it out of what narrows the search: `unindex_contents`, `
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -30,10 +31,16 @@ from .terms import SessionFilter, StoreError
 
 SENTINEL = "\ue000"  # a private-use character: recorded text practically never holds it
 _CJK = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
-_CJK_RUN = re.compile(_CJK + "{2,}")
 # One character of a CJK run: the engine skips to a candidate with its first-character scan, which `{2,}` lacks
 # (a text without CJK: 3 times faster than `findall`, on the non-ASCII texts of a Claude Code import).
 _CJK_CHAR = re.compile(_CJK)
+
+
+@functools.cache
+def _cjk_runs() -> re.Pattern[str]:
+    """Runs of two or more CJK characters, compiled at the first text or query that holds one: `re` compiles a set
+    of 39,000 characters in a Python loop (2 ms, at every recorder's start), and most recordings hold no CJK."""
+    return re.compile(_CJK + "{2,}")
 MAX_TRIGRAMS = 24  # more only narrows the candidates a little further, at the cost of a slower query
 RECORD_TABLES = {"tool_results": "tool_results_search", "outcomes": "outcomes_search",
                  "reasoning_records": "reasoning_records_search"}
@@ -47,7 +54,7 @@ def index_form(text: str) -> str:
     low = text.lower()
     if low.isascii() or _CJK_CHAR.search(low) is None:  # isascii: known to the string without a scan (issue 34)
         return low
-    runs = _CJK_RUN.findall(low)
+    runs = _cjk_runs().findall(low)
     if not runs:
         return low
     return low + "\n" + "".join(run[i:i + 2] + SENTINEL for run in runs for i in range(len(run) - 1))
@@ -381,7 +388,7 @@ class Query:
 
 def grams_of(needle: str) -> list[str] | None:
     """The trigrams every record containing `needle` (lowercased) holds; None when it is too short to index."""
-    if len(needle) == 2 and len(_CJK_RUN.findall(needle)) == 1:
+    if len(needle) == 2 and len(_cjk_runs().findall(needle)) == 1:
         return [needle + SENTINEL]
     if len(needle) >= 3:
         # Every trigram, not every third: common ones ("han", "dle") alone let through ten times the candidates.
