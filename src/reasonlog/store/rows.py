@@ -5,6 +5,7 @@ table's columns as the writer fills them, and the reader of stored contents. The
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -121,7 +122,7 @@ def insert_calls(cur, rows: list[tuple]) -> None:
     at = 0
     for n in _CALLS_AT_ONCE:
         while len(rows) - at >= n:
-            cur.execute(_INSERT_CALLS[n], [value for row in rows[at:at + n] for value in row])
+            cur.execute(_INSERT_CALLS[n], list(chain.from_iterable(rows[at:at + n])))
             at += n
 
 

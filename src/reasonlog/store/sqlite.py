@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 MIGRATIONS_TABLE = "_reasonlog_migrations"
 PAGE_SIZE = 16384
 CACHE_KIB = 32768
+ANALYSIS_ROWS = 2000  # rows of each index `PRAGMA optimize` reads at close (see `close`)
 WAL_BOUND = 1 << 20  # bytes of WAL a run of migrations leaves before it is copied into the file
 
 
@@ -435,6 +436,11 @@ class SQLiteStore(SQLStore):
         with self._lock:
             try:
                 self._index_waiting()
+                # `optimize` runs ANALYZE on the tables this connection searched whose statistics are missing or 25
+                # times out of date: on a large file a scan of every index of `calls`, `contents`... at close. A limit
+                # makes each index's statistics a sample of about that many rows (https://sqlite.org/lang_analyze.html,
+                # section 1; SQLite 3.46 sets 2000 for `optimize` itself).
+                self._conn.execute(f"PRAGMA analysis_limit={ANALYSIS_ROWS}")
                 self._conn.execute("PRAGMA optimize")
             except sqlite3.Error:
                 pass
