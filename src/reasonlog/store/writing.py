@@ -389,16 +389,17 @@ class Applier:
 
         context = ([[0, known]] if known >= 2 else ids[:known]) + ids[known:] if known and ev.stable_history else \
             encode_context(ids, st.context)
+        tokens = _TOKENS_OF(ev.usage) if ev.usage else _NO_TOKENS
         row = self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context, window, call_id,
-                             session_id)
+                             session_id, tokens)
         if st.origin is None:
             st.origin = twins.origin_of(cur, row["session_id"])
         if row["provider_message_id"] is not None or st.origin.external_id is not None:  # by another path too?
             twins.count_once(cur, row, st.origin, self.billed, lambda: self.flush_rows(cur), self.shared)
         self.queue(INSERT_CALL, [_CALL_VALUES(row)])
-        if row["counted_in"] is None:
-            self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms,
-                           [row[column] for column in TOKENS], row["cost_usd"])
+        if row["counted_in"] is None:  # (its tokens then as the event gave them: only a copy's are zeroed)
+            self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms, tokens,
+                           row["cost_usd"])
         st.next_call += 1
         st.context, st.response = ids, response_id
         st.sent = split.messages if ev.stable_history else None
@@ -427,10 +428,10 @@ class Applier:
         return orjson.dumps(window).decode()
 
     def _call_row(self, ev: CallRecorded, st: SessionState, split: Split, ids, system_id, tool_ids,
-                  response_id, context: list, window: str, call_id: str, session_id: str) -> dict[str, Any]:
+                  response_id, context: list, window: str, call_id: str, session_id: str,
+                  tokens: tuple) -> dict[str, Any]:
         """The call's row by column name (`CALL_INSERT_COLUMNS` orders it for the INSERT). `call_id`, `session_id`:
-        the event's, masked (`ident`) and counted already."""
-        u = ev.usage
+        the event's, masked (`ident`) and counted already; `tokens`: its usage's TOKENS."""
         cost_usd, cost_source = self._cost(ev)
         raw, raw_format = self._raw(ev)
         text = self.redactor.text  # `ident` of each, inlined: a call's row names eight
@@ -448,7 +449,7 @@ class Applier:
                "response_id": response_id, "raw": raw, "raw_format": raw_format,
                "context_facts_json": self.dumps(ev.context_facts), "window_json": window,
                "replay_of": self.again(ev.replay_of) if ev.replay_of is not None else None, "counted_in": None}
-        row.update(zip(TOKENS, _TOKENS_OF(u) if u else _NO_TOKENS, strict=True))
+        row.update(zip(TOKENS, tokens, strict=True))
         return row
 
     def _cost(self, ev: CallRecorded) -> tuple[float | None, str | None]:
