@@ -69,3 +69,37 @@ def test_an_anthropic_payload_keeps_its_ids_and_usage_and_refers_to_the_content(
     skeleton = raw_skeleton(raw, response)
     assert skeleton == {**raw, "content": CONTENT_REF}
     assert fill_skeleton(skeleton, response) == raw
+
+
+class Mapping(dict):
+    """A dict of the caller's own type (plain_json passes one below the payload's top level as it is)."""
+
+
+class Items(list):
+    pass
+
+
+SUBCLASSED = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(Items),
+    st.dictionaries(st.sampled_from(["content", "role", "id"]), inner, max_size=3),
+    st.dictionaries(st.sampled_from(["content", "role", "id"]), inner, max_size=3).map(Mapping)), max_leaves=12)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(raw=SUBCLASSED, response=RESPONSES, depth=st.integers(-1, 4))
+def test_a_skeleton_of_any_depth_and_container_types_is_the_one_comparing_every_value_gives(raw, response, depth):
+    """Dicts and lists of other types, at any depth asked for: the same skeleton, the same types (a subclass is
+    written as a plain dict or list, as it was), and the payload itself is never changed."""
+    before = typed(raw)
+    assert outcome(lambda r, s: typed(raw_skeleton(r, s, depth)), raw, response) == \
+        outcome(lambda r, s: typed(comparing_everything(r, s, depth)), raw, response)
+    assert typed(raw) == before
+
+
+def typed(value):
+    """`value` with the type of each container, as text (repr alone writes a dict's subclass as a dict)."""
+    if isinstance(value, dict):
+        return (type(value).__name__, [(k, typed(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return (type(value).__name__, [typed(v) for v in value])
+    return repr(value)

@@ -11,7 +11,7 @@ Those are read through the ledger, as before, and merged in (store/usage.py read
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from . import rollups
 from .usage_sql import IRREGULAR, SUMS
 
 TOKENS = accounting.TOKENS
+_COST = 2 + len(TOKENS)  # where a `Tally` row's cost is, after the calls, the errors and the TOKENS
 
 _UPSERT = (f"INSERT INTO usage_rollup (session_id, day, model, {', '.join(SUMS)}, last_call_at)"
            f" VALUES ({', '.join('?' * (len(SUMS) + 4))}) ON CONFLICT (session_id, day, model) DO UPDATE SET "
@@ -37,25 +38,26 @@ class Tally:
     rows: dict[tuple[str, str, str], list[Any]] = field(default_factory=dict)
 
     def add(self, session_id: str, started_at: str, model: str | None, status: str, latency_ms: float | None,
-            tokens: Iterable[int | None], cost_usd: float | None) -> None:
-        """Count one written call."""
+            tokens: Sequence[int | None], cost_usd: float | None) -> None:
+        """Count one written call (`tokens`: its TOKENS, in their order)."""
         key = (session_id, started_at[:10], model or "")
         row = self.rows.get(key)
         if row is None:
             row = self.rows[key] = [0, 0, *(0 for _ in TOKENS), None, 0, 0.0, 0, started_at]
-        figures = list(tokens)
         row[0] += 1
         row[1] += status == "error"
-        for n, value in enumerate(figures, 2):
-            row[n] += value or 0
-        at = 2 + len(TOKENS)
+        for n, value in enumerate(tokens, 2):
+            if value:
+                row[n] += value
         if cost_usd is not None:
-            row[at] = (row[at] or 0.0) + cost_usd
-        row[at + 1] += cost_usd is None and figures[0] is not None
+            row[_COST] = (row[_COST] or 0.0) + cost_usd
+        elif tokens[0] is not None:
+            row[_COST + 1] += 1
         if latency_ms is not None:
-            row[at + 2] += latency_ms
-            row[at + 3] += 1
-        row[at + 4] = max(row[at + 4], started_at)
+            row[_COST + 2] += latency_ms
+            row[_COST + 3] += 1
+        if started_at > row[_COST + 4]:
+            row[_COST + 4] = started_at
 
     def flush(self, cur) -> None:
         """Add what was counted to `usage_rollup` (inside the batch's transaction) and forget it."""

@@ -28,7 +28,7 @@ from ..model import (
     format_instant,
 )
 from ..pricing import load_price_table
-from ..wire import check_finite, jsonable
+from ..wire import jsonable, refuse_non_finite
 from ..wire.rules import RecordError
 from . import imported, twins
 from .content import (
@@ -96,6 +96,10 @@ class Applier:
     # `prepare`: their state is known when their start is applied (nothing written yet), not read back.
     new: set[str] = field(default_factory=set)
     resent: Resent = field(init=False)  # what the sessions' last calls sent, as JSON, with its ids
+    # JSON that `dumps` found holding no null and nothing to mask, as its text: a session sends the same parameters
+    # (and often the same other columns) call after call, each then one lookup rather than a scan. A pure function
+    # of the JSON for this store's redactor, so nothing rolled back can make an entry wrong.
+    plain: dict[bytes, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.timeline = Timeline(self.contents.redactor, self.contents.fresh)
@@ -110,8 +114,22 @@ class Applier:
         if value is None:
             return None
         data = orjson.dumps(value, default=jsonable, option=orjson.OPT_NON_STR_KEYS)
-        check_finite(data, value, "a value")  # NaN would be stored as null: rejected, as what JSON cannot hold
-        return self.redactor.json(data, _dumps).decode()
+        text = self.plain.get(data)
+        return self._masked_json(data, value) if text is None else text
+
+    def _masked_json(self, data: bytes, value: Any) -> str:
+        """`dumps` of JSON not in `plain`: masked, and noted there when it is plain."""
+        held, null = self.redactor.scan(data)  # one pass for both questions
+        if null:  # NaN would be stored as null: rejected, as what JSON cannot hold
+            refuse_non_finite(value, "a value")
+        if held:
+            return self.redactor.held_json(data, _dumps).decode()
+        text = data.decode()
+        if not null and len(data) <= PLAIN_BYTES:  # (with a null, whether it is NaN is the value's, not the JSON's)
+            if len(self.plain) >= PLAIN_ENTRIES:
+                self.plain.clear()
+            self.plain[data] = text
+        return text
 
     def mask_text(self, text: str | None) -> str | None:
         return None if text is None else self.redactor.text(text)
@@ -371,16 +389,17 @@ class Applier:
 
         context = ([[0, known]] if known >= 2 else ids[:known]) + ids[known:] if known and ev.stable_history else \
             encode_context(ids, st.context)
+        tokens = _TOKENS_OF(ev.usage) if ev.usage else _NO_TOKENS
         row = self._call_row(ev, st, split, ids, system_id, tool_ids, response_id, context, window, call_id,
-                             session_id)
+                             session_id, tokens)
         if st.origin is None:
             st.origin = twins.origin_of(cur, row["session_id"])
         if row["provider_message_id"] is not None or st.origin.external_id is not None:  # by another path too?
             twins.count_once(cur, row, st.origin, self.billed, lambda: self.flush_rows(cur), self.shared)
         self.queue(INSERT_CALL, [_CALL_VALUES(row)])
-        if row["counted_in"] is None:
-            self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms,
-                           [row[column] for column in TOKENS], row["cost_usd"])
+        if row["counted_in"] is None:  # (its tokens then as the event gave them: only a copy's are zeroed)
+            self.tally.add(row["session_id"], ev.started_at, row["model"], ev.status, ev.latency_ms, tokens,
+                           row["cost_usd"])
         st.next_call += 1
         st.context, st.response = ids, response_id
         st.sent = split.messages if ev.stable_history else None
@@ -409,10 +428,10 @@ class Applier:
         return orjson.dumps(window).decode()
 
     def _call_row(self, ev: CallRecorded, st: SessionState, split: Split, ids, system_id, tool_ids,
-                  response_id, context: list, window: str, call_id: str, session_id: str) -> dict[str, Any]:
+                  response_id, context: list, window: str, call_id: str, session_id: str,
+                  tokens: tuple) -> dict[str, Any]:
         """The call's row by column name (`CALL_INSERT_COLUMNS` orders it for the INSERT). `call_id`, `session_id`:
-        the event's, masked (`ident`) and counted already."""
-        u = ev.usage
+        the event's, masked (`ident`) and counted already; `tokens`: its usage's TOKENS."""
         cost_usd, cost_source = self._cost(ev)
         raw, raw_format = self._raw(ev)
         text = self.redactor.text  # `ident` of each, inlined: a call's row names eight
@@ -430,7 +449,7 @@ class Applier:
                "response_id": response_id, "raw": raw, "raw_format": raw_format,
                "context_facts_json": self.dumps(ev.context_facts), "window_json": window,
                "replay_of": self.again(ev.replay_of) if ev.replay_of is not None else None, "counted_in": None}
-        row.update(zip(TOKENS, _TOKENS_OF(u) if u else _NO_TOKENS, strict=True))
+        row.update(zip(TOKENS, tokens, strict=True))
         return row
 
     def _cost(self, ev: CallRecorded) -> tuple[float | None, str | None]:
@@ -444,14 +463,16 @@ class Applier:
         """The raw payload, without the response message it repeats (see `raw_skeleton`)."""
         if ev.raw is None:
             return None, None
-        if isinstance(ev.raw, (bytes, str)):
-            data, fmt = (ev.raw.encode() if isinstance(ev.raw, str) else bytes(ev.raw)), "bytes"
-        else:
-            skeleton = raw_skeleton(plain_json(ev.raw), plain_json(ev.response))
-            data, fmt = orjson.dumps(skeleton, default=jsonable, option=orjson.OPT_NON_STR_KEYS), "skeleton"
-            check_finite(data, skeleton, "raw")
-        # Bytes as they came are masked as text; a skeleton string by string, so it stays the same JSON.
-        return pack_raw(self.redactor.bytes(data) if fmt == "bytes" else self.redactor.json(data, _dumps)), fmt
+        if isinstance(ev.raw, (bytes, str)):  # bytes as they came: masked as text
+            data = ev.raw.encode() if isinstance(ev.raw, str) else bytes(ev.raw)
+            return pack_raw(self.redactor.bytes(data)), "bytes"
+        skeleton = raw_skeleton(plain_json(ev.raw), plain_json(ev.response))
+        data = orjson.dumps(skeleton, default=jsonable, option=orjson.OPT_NON_STR_KEYS)
+        held, null = self.redactor.scan(data)  # one pass for both questions
+        if null:  # NaN would be stored as null: rejected, as what JSON cannot hold
+            refuse_non_finite(skeleton, "raw")
+        # Masked string by string, so it stays the same JSON.
+        return pack_raw(self.redactor.held_json(data, _dumps) if held else data), "skeleton"
 
     # -------------------------------------------------------------- tools and outcomes
 
@@ -530,6 +551,8 @@ def _dumps(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
 
 
+PLAIN_BYTES = 1024  # `Applier.plain` keeps JSON this long at most,
+PLAIN_ENTRIES = 1024  # and this many (about 2 MB at most, with their text); past that it starts again
 _INSERT_EXCHANGE = "INSERT INTO exchanges (id, session_id, idx, input_json, started_at) VALUES (?,?,?,?,?)"
 _END_EXCHANGE = "UPDATE exchanges SET ended_at = ?, result_json = ?, status = ?, stats_json = ? WHERE id = ?"
 _INSERT_MESSAGE = "INSERT INTO messages (session_id, idx, role, content_id, call_id, at) VALUES (?,?,?,?,?,?)"
