@@ -151,28 +151,18 @@ def _skeleton(raw: Any, response: Any, leaf: frozenset, depth: int) -> Any:
         return RESPONSE_REF
     if "content" in response and raw == response["content"] and raw:
         return CONTENT_REF
-    if isinstance(raw, dict):
-        out = raw if type(raw) is dict else dict(raw)  # (a subclass is written as a plain copy, as it always was)
+    if isinstance(raw, (dict, list)):
+        plain = dict if isinstance(raw, dict) else list
+        out = raw if type(raw) is plain else plain(raw)  # (a subclass is written as a plain copy, as it always was)
         if depth:
-            for k, v in raw.items():
+            for k, v in raw.items() if isinstance(raw, dict) else enumerate(raw):
                 if type(v) not in leaf:
                     found = _skeleton(v, response, leaf, depth - 1)
                     if found is not v:
                         if out is raw:
-                            out = dict(raw)
+                            out = plain(raw)
                         out[k] = found
         return out
-    if isinstance(raw, list):
-        items = raw if type(raw) is list else list(raw)
-        if depth:
-            for i, v in enumerate(raw):
-                if type(v) not in leaf:
-                    found = _skeleton(v, response, leaf, depth - 1)
-                    if found is not v:
-                        if items is raw:
-                            items = list(raw)
-                        items[i] = found
-        return items
     return raw
 
 
