@@ -286,7 +286,7 @@ def _parse(doc: Mapping[str, Any], check: bool = True) -> PriceTable:
 
 def _bundled() -> bytes:
     """prices.json beside this module, read by the loader that read the module (a file's or a zip's, as
-    `pkgutil.get_data` does): `importlib.resources` cost a recorder's start 4 ms of imports (zipfile, tempfile)."""
+    `pkgutil.get_data` does): `importlib.resources` would import zipfile and tempfile at every recorder's start."""
     loader: Any = __spec__.loader  # a ResourceLoader: a file's SourceFileLoader, a zip's zipimporter
     return loader.get_data(os.path.join(os.path.dirname(__file__), "prices.json"))
 

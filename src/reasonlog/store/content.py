@@ -145,8 +145,8 @@ def _skeleton(raw: Any, response: Any, leaf: frozenset, depth: int) -> Any:
     """`raw_skeleton` of `raw` (depth >= 0), `leaf` the types that stay as they are (the same at every depth).
 
     A dict or list in which nothing is replaced is the value itself, and one in which something is, a copy made at the
-    first replacement: a skeleton is only serialised, and a payload's usage and metadata are copied for nothing (two
-    thirds of the instructions of a call's skeleton, with the garbage collections their allocations brought on)."""
+    first replacement: a skeleton is only serialised, and copying a payload's usage and metadata was most of a call's
+    skeleton, with the garbage collections its allocations brought on."""
     if raw == response:
         return RESPONSE_REF
     if "content" in response and raw == response["content"] and raw:

@@ -34,19 +34,19 @@ _CJK = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 # One character of a CJK run: the engine skips to a candidate with its first-character scan, which `{2,}` lacks
 # (a text without CJK: 3 times faster than `findall`, on the non-ASCII texts of a Claude Code import).
 _CJK_CHAR = re.compile(_CJK)
-
-
-@functools.cache
-def _cjk_runs() -> re.Pattern[str]:
-    """Runs of two or more CJK characters, compiled at the first text or query that holds one: `re` compiles a set
-    of 39,000 characters in a Python loop (2 ms, at every recorder's start), and most recordings hold no CJK."""
-    return re.compile(_CJK + "{2,}")
 MAX_TRIGRAMS = 24  # more only narrows the candidates a little further, at the cost of a slower query
 RECORD_TABLES = {"tool_results": "tool_results_search", "outcomes": "outcomes_search",
                  "reasoning_records": "reasoning_records_search"}
 
 
 # ------------------------------------------------------------------ what is indexed
+
+
+@functools.cache
+def _cjk_runs() -> re.Pattern[str]:
+    """Runs of two or more CJK characters, compiled at the first text or query that holds one: `re` compiles a set
+    of 39,000 characters in a Python loop, at every recorder's start, and most recordings hold no CJK."""
+    return re.compile(_CJK + "{2,}")
 
 
 def index_form(text: str) -> str:

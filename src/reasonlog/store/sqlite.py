@@ -93,8 +93,9 @@ class SQLiteStore(SQLStore):
         if upgrade:
             self.upgrade()
         # After the upgrade: a new file makes its schema through a rollback journal, which writes each page once, into
-        # the file. Through the WAL, every page went into the WAL, then again into the file: the WAL of a new file's
-        # one transaction (1.6 MB) beside the file it is copied into needed 3.2 MB of disk, and the copy its CPU.
+        # the file. Through the WAL, every page went into the WAL, then again into the file: a new file's one
+        # transaction needed twice its size of disk (tests/test_store_faults.py's small disk refused it), and the copy
+        # its CPU.
         self._conn.execute("PRAGMA journal_mode=WAL")
         if upgrade:
             self.mark_interrupted()
@@ -161,8 +162,8 @@ class SQLiteStore(SQLStore):
     def _migrate(self, migrations: list[Migration]) -> list[int]:
         """Apply `migrations` in one transaction, each with its bookkeeping row, but those another process applied
         first. A new file takes all of them at once: it holds nothing a migration could take long over, and a commit
-        for each (an fsync, the schema's pages written again) cost twice the CPU of the migrations themselves; a file
-        that fails half way is still new."""
+        for each (an fsync, the schema's pages written again) cost more than the migrations themselves; a file that
+        fails half way is still new."""
         applied = []
         self._conn.execute("BEGIN IMMEDIATE")
         try:

@@ -144,8 +144,9 @@ def count_once(cur, row: dict, origin: Origin, billed: dict[str, list[Twin]] | N
     if message_id is not None:
         known = billed_calls(cur, [message_id]) if billed is None else billed
         twins = known.setdefault(message_id, [])
-    twin = next((t for t in twins if t.session_id != row["session_id"] and _paired(t, origin)), None) if twins \
-        else None  # (most calls: no call holds their id)
+    twin: Twin | None = None
+    if twins:  # (most calls: no call holds their id)
+        twin = next((t for t in twins if t.session_id != row["session_id"] and _paired(t, origin)), None)
     if twin is None and (message_id is None or source == LIVE) and (shared is None or origin.external_id in shared):
         twin = by_position(cur, row, origin, flush)
     if twin is not None and source == LIVE and twin.source != LIVE:

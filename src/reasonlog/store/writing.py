@@ -119,17 +119,24 @@ class Applier:
 
     def _masked_json(self, data: bytes, value: Any) -> str:
         """`dumps` of JSON not in `plain`: masked, and noted there when it is plain."""
-        held, null = self.redactor.scan(data)  # one pass for both questions
-        if null:  # NaN would be stored as null: rejected, as what JSON cannot hold
-            refuse_non_finite(value, "a value")
-        if held:
-            return self.redactor.held_json(data, _dumps).decode()
-        text = data.decode()
-        if not null and len(data) <= PLAIN_BYTES:  # (with a null, whether it is NaN is the value's, not the JSON's)
+        stored, plain = self._checked(data, value, "a value")
+        text = stored.decode()
+        if plain and len(data) <= PLAIN_BYTES:
             if len(self.plain) >= PLAIN_ENTRIES:
                 self.plain.clear()
             self.plain[data] = text
         return text
+
+    def _checked(self, data: bytes, value: Any, name: str) -> tuple[bytes, bool]:
+        """The JSON `data` of `value` as it is stored, masked string by string (so it stays the same JSON), and whether
+        it was plain: no secret and no `null`. NaN would be stored as null: a `null` walks `value` and refuses one
+        (whether it is NaN is the value's, not the JSON's, so JSON with a null is never plain). One scan asks both."""
+        held, null = self.redactor.scan(data)
+        if null:
+            refuse_non_finite(value, name)
+        if held:
+            return self.redactor.held_json(data, _dumps), False
+        return data, not null
 
     def mask_text(self, text: str | None) -> str | None:
         return None if text is None else self.redactor.text(text)
@@ -468,11 +475,7 @@ class Applier:
             return pack_raw(self.redactor.bytes(data)), "bytes"
         skeleton = raw_skeleton(plain_json(ev.raw), plain_json(ev.response))
         data = orjson.dumps(skeleton, default=jsonable, option=orjson.OPT_NON_STR_KEYS)
-        held, null = self.redactor.scan(data)  # one pass for both questions
-        if null:  # NaN would be stored as null: rejected, as what JSON cannot hold
-            refuse_non_finite(skeleton, "raw")
-        # Masked string by string, so it stays the same JSON.
-        return pack_raw(self.redactor.held_json(data, _dumps) if held else data), "skeleton"
+        return pack_raw(self._checked(data, skeleton, "raw")[0]), "skeleton"
 
     # -------------------------------------------------------------- tools and outcomes
 
