@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -152,8 +153,8 @@ INSERT INTO no_such_table VALUES (1);
 
 
 def test_a_new_sqlite_file_takes_every_migration_or_none(tmp_path, monkeypatch):
-    """A new file's migrations run in one transaction (a commit each cost twice their own CPU): a failure in the last
-    leaves the file new, and the next open makes the whole schema with a record for each migration."""
+    """A new file's migrations run in one transaction: a failure in the last leaves the file new, and the next open
+    makes the whole schema with a record for each migration."""
     path = tmp_path / "new.db"
     every = sqlite_store.SQLITE_MIGRATIONS
     broken = Migration(every[-1].number + 1, "broken", """
@@ -171,6 +172,37 @@ INSERT INTO no_such_table VALUES (1);
     store.close()
     assert query_db(path, "SELECT number, name FROM _reasonlog_migrations ORDER BY number") == [
         (m.number, m.name) for m in every]
+
+
+def test_recorders_making_one_new_sqlite_file_at_once_store_every_record_once(tmp_path):
+    """Eight recorders open one file no one has made yet at the same moment (their first record opens it): one makes
+    the whole schema, the others find it made in their transaction and apply nothing twice; every record is stored
+    once and nothing is spilled."""
+    path, threads, calls = tmp_path / "new.db", 8, 5
+    start = threading.Barrier(threads)
+    recorders: list[reasonlog.Recorder] = []
+
+    def record(n: int) -> None:
+        rec = reasonlog.Recorder(path, writer="sync")
+        recorders.append(rec)
+        start.wait()
+        with rec.session(agent=f"r{n}") as s:
+            for i in range(calls):
+                s.call(messages=[{"role": "user", "content": f"q{n}-{i}"}], response=f"a{n}-{i}")
+        rec.close()
+
+    workers = [threading.Thread(target=record, args=(n,)) for n in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert [(r.stats()["spilled_batches"], r.stats()["dropped"], r.stats()["rejected"]) for r in recorders] == \
+        [(0, 0, 0)] * threads
+    assert query_db(path, "SELECT COUNT(*), MAX(number) FROM _reasonlog_migrations") == \
+        [(len(sqlite_store.SQLITE_MIGRATIONS), sqlite_store.SQLITE_MIGRATIONS[-1].number)]
+    assert query_db(path, "SELECT COUNT(*), COUNT(DISTINCT agent) FROM sessions") == [(threads, threads)]
+    assert query_db(path, "SELECT COUNT(*) FROM calls") == [(threads * calls,)]
+    assert query_db(path, "PRAGMA journal_mode") == [("wal",)]
 
 
 @pytest.mark.slow
