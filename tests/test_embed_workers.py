@@ -107,11 +107,10 @@ def test_every_text_is_embedded_once_and_stored_against_its_own_text(tmp_path, w
 
 
 def submitted(ids: dict[int, str], batch: int, workers: int) -> list[list[int]]:
-    """The batches of one window in the order a pass submits them: sorted by length, cut `batch` at a time, shortest
-    first with one worker (today's order), longest first with more (the last to finish are then short)."""
-    order = sorted(ids, key=lambda i: len(ids[i]))
-    batches = [order[start:start + batch] for start in range(0, len(order), batch)]
-    return batches if workers == 1 else batches[::-1]
+    """The batches of one window in the order a pass submits them: sorted by length, shortest first with one worker
+    (today's order), longest first with more (the last to finish are then short), and cut `batch` at a time."""
+    order = sorted(ids, key=lambda i: len(ids[i]), reverse=workers > 1)
+    return [order[start:start + batch] for start in range(0, len(order), batch)]
 
 
 @pytest.mark.slow

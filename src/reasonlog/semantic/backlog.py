@@ -84,16 +84,15 @@ def embed_backlog(store: Store, embedder: Embedder, limit: int | None = None, ba
 
 def _batches(store: Store, model: str, goal: int, batch: int, longest_first: bool) -> Iterator[Batch]:
     """The first `goal` texts of the backlog, read `WINDOW` at a time (on the caller's thread: a store's connection
-    is its own), each window sorted by length and cut `batch` at a time."""
+    is its own), each window sorted by length, shortest or longest first, and cut `batch` at a time."""
     read = after = 0
     while read < goal:
         window = store.unit_backlog(model, min(WINDOW, goal - read), after)
         if not window:
             return
         read, after = read + len(window), window[-1][0]
-        window.sort(key=lambda item: len(item[1]))
-        starts = range(0, len(window), batch)
-        for start in reversed(starts) if longest_first else starts:
+        window.sort(key=lambda item: len(item[1]), reverse=longest_first)  # longest first: the short rest is last
+        for start in range(0, len(window), batch):
             yield window[start:start + batch]
 
 
