@@ -1,6 +1,7 @@
 """`reasonlog embed`: work off the search-by-meaning backlog (see reasonlog.semantic and docs/search.md)."""
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -18,21 +19,33 @@ from rich.text import Text
 from .group import cli, emit_json
 
 STAGES = {"cut": "cutting sessions into units", "embed": "embedding"}
+MOST_WORKERS = 8  # each holds the intermediate arrays of its own batch: tens of MB with the local model
+
+
+def default_workers() -> int:
+    """The CPUs this process may run on (its affinity where the system has one), at most MOST_WORKERS."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(MOST_WORKERS, cpus))
 
 
 @cli.command()
 @click.option("--limit", type=click.IntRange(min=0), default=0, show_default=True,
               help="Embed at most this many texts, then stop (0: all of them).")
+@click.option("--workers", type=click.IntRange(min=1), default=default_workers, show_default="the CPUs, at most 8",
+              help="Batches embedded at once: each worker embeds one batch at a time on one core. At most 8 by"
+                   " default, as each worker holds its own batch's arrays in memory.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @click.option("--progress-every", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="SECONDS",
               help="When standard error is not a terminal: a progress line this often (0: after every batch).")
 @click.pass_obj
-def embed(obj, limit, as_json, progress_every):
+def embed(obj, limit, workers, as_json, progress_every):
     """Embed what was recorded or imported since the last run, for `reasonlog search --mode semantic|hybrid`.
 
     The model is the local all-MiniLM-L6-v2 (the `semantic` extra), or the OpenAI-compatible server that
-    REASONLOG_EMBEDDINGS_URL and REASONLOG_EMBEDDINGS_MODEL name. Each batch is committed with its vectors, so a
-    run stopped at any point (Ctrl-C, a kill) goes on from there the next time. On a terminal a bar shows the texts
+    REASONLOG_EMBEDDINGS_URL and REASONLOG_EMBEDDINGS_MODEL name. --workers batches are embedded at once, one a
+    core (a server's background pass embeds one at a time, leaving the other cores to its requests). Each batch is
+    committed with its vectors, in order, so a run stopped at any point (Ctrl-C, a kill) goes on from there the
+    next time. On a terminal a bar shows the texts
     done of the total, the rate and the time left; otherwise a line says the same every --progress-every seconds."""
     from ..semantic.backlog import Ticker, embed_backlog
     from ..semantic.search import embedder_for
@@ -51,14 +64,14 @@ def embed(obj, limit, as_json, progress_every):
                 if stage not in tasks:
                     tasks[stage] = bar.add_task(STAGES[stage], total=total)
                 bar.update(tasks[stage], completed=done, total=total)
-            done = embed_backlog(store, embedder, limit or None, progress=progress)
+            done = embed_backlog(store, embedder, limit or None, progress=progress, workers=workers)
     elif not as_json:
-        done = embed_backlog(store, embedder, limit or None,
+        done = embed_backlog(store, embedder, limit or None, workers=workers,
                              progress=Ticker(lambda line: click.echo(line, err=True), progress_every))
     else:
-        done = embed_backlog(store, embedder, limit or None)
+        done = embed_backlog(store, embedder, limit or None, workers=workers)
     report = {"model": embedder.model, "units_cut": done.units_cut, "embedded": done.embedded,
-              "sessions": done.sessions, "left": done.left, "seconds": round(done.seconds, 3)}
+              "sessions": done.sessions, "left": done.left, "seconds": round(done.seconds, 3), "workers": workers}
     if as_json:
         return emit_json(report)
     rate = f" ({done.embedded / done.seconds:,.1f} a second)" if done.embedded and done.seconds else ""

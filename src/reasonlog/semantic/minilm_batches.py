@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING
 
 from .minilm import MAX_TOKENS, bert_config, fuse_qkv
 
-THREADS = 1  # the BLAS's threads for the products (semantic/embedders.py `THREADS` sets PyTorch's)
-
 if TYPE_CHECKING:
     import numpy as np
 
@@ -48,15 +46,15 @@ class BatchedMiniLM:
     def embed(self, texts: list[str], batch: int = BATCH) -> np.ndarray:
         """The L2-normalised mean-pooled embeddings of `texts`, float32, one row a text, in order. The texts are cut
         into word pieces once, all together, then computed `batch` at a time shortest first, so that a batch pads its
-        texts to nearly their own length."""
+        texts to nearly their own length. Safe on several threads at once: each computes on its own thread (the model's
+        threads are set once, where it loads: semantic/embedders.py `_one_thread`), and the weights are only read."""
         import numpy as np
         import torch
-        from threadpoolctl import threadpool_limits
 
         encodings = self.tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self.w["embeddings.word_embeddings.weight"].shape[1]), dtype=np.float32)
-        with torch.inference_mode(), threadpool_limits(limits=THREADS, user_api="blas"):
+        with torch.inference_mode():  # a thread's own mode: entered by each call
             for start in range(0, len(order), batch):
                 rows = order[start:start + batch]
                 out[rows] = self._forward(*_padded([encodings[i] for i in rows])).numpy()
