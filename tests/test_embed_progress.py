@@ -28,8 +28,8 @@ def test_embed_without_a_terminal_prints_a_progress_line_after_each_batch(tmp_pa
     record_texts(db, [f"question {n}: what does file {n} hold?" for n in range(130)])
     with EmbeddingsServer() as server:
         env = {**os.environ, "REASONLOG_EMBEDDINGS_URL": server.url, "REASONLOG_EMBEDDINGS_MODEL": "bow"}
-        done = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "embed", "--progress-every", "0"],
-                              env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run([sys.executable, "-m", "reasonlog", "--db", str(db), "embed", "--progress-every", "0",
+                               "--workers", "1"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[0] == f"embedding with bow@{server.url}"

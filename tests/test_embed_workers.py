@@ -106,6 +106,18 @@ def test_every_text_is_embedded_once_and_stored_against_its_own_text(tmp_path, w
         assert len(threads) == workers and threading.current_thread().name not in threads
 
 
+@pytest.mark.parametrize(("workers", "sizes"), [(1, [64, 64, 22]), (2, [16] * 9 + [6])])
+def test_a_pass_embeds_64_texts_a_call_on_one_worker_and_16_on_several(tmp_path, workers, sizes):
+    """One worker (a server's pass) sends an embedder 64 texts a call, as before; several send 16 each, so that the
+    last calls to finish, the shortest texts, leave no worker idle for long."""
+    db = tmp_path / "w.db"
+    record_texts(db, mixed_texts(150))
+    embedder = HashEmbedder(pause_s=0)
+    with closing(reasonlog.open_store(db)) as store:
+        assert embed_backlog(store, embedder, workers=workers).embedded == 150
+    assert [len(texts) for texts, _ in embedder.calls] == sizes
+
+
 def submitted(ids: dict[int, str], batch: int, workers: int) -> list[list[int]]:
     """The batches of one window in the order a pass submits them: sorted by length, shortest first with one worker
     (today's order), longest first with more (the last to finish are then short), and cut `batch` at a time."""

@@ -1,6 +1,7 @@
 """`reasonlog embed`: work off the search-by-meaning backlog (see reasonlog.semantic and docs/search.md)."""
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -70,6 +71,9 @@ def embed(obj, limit, workers, as_json, progress_every):
                              progress=Ticker(lambda line: click.echo(line, err=True), progress_every))
     else:
         done = embed_backlog(store, embedder, limit or None, workers=workers)
+    # Whatever the pass built (PyTorch's modules among it) is freed at exit without the collector's passes over
+    # it: they took 0.5 s of CPU after PyTorch was imported (docs/performance.md).
+    gc.freeze()
     report = {"model": embedder.model, "units_cut": done.units_cut, "embedded": done.embedded,
               "sessions": done.sessions, "left": done.left, "seconds": round(done.seconds, 3), "workers": workers}
     if as_json:
