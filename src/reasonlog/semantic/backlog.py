@@ -30,8 +30,8 @@ from ..store import Store
 from .embedders import Embedder
 
 BATCH = 64  # texts embedded and committed together, on one worker
-# ... on several: the last batches to finish (the shortest, longest first) then leave no worker idle for long.
-# 16 took a pass of the spotter transcripts on two workers from 10.9 s to 9.9 s against 64 (docs/performance.md).
+# ... on several: smaller, so that the last batches to finish (the shortest: longest first) leave no worker waiting
+# long for the others, and a long batch at the head holds few finished ones back from their commit.
 BATCH_EACH = 16
 WINDOW = 1024  # texts read from the backlog at a time and sorted by length
 HELD = 2  # batches embedded and not committed yet, at most, per worker (the first of them may still be computing)
