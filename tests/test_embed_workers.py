@@ -7,6 +7,7 @@ The embedder here is the documented seam (semantic/embedders.py `Embedder`): its
 (a hash), after a random pause of a few milliseconds so that batches finish out of order."""
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import random
@@ -234,6 +235,21 @@ def test_embed_reports_its_workers_and_refuses_none(tmp_path, monkeypatch):
     report = json.loads(done.stdout)
     assert (report["workers"], report["embedded"], report["left"]) == (2, 70, 0)
     assert sorted(asked) == sorted(mixed_texts(70))
+
+
+def test_embed_run_in_a_callers_process_leaves_its_garbage_collector_as_it_was(tmp_path, monkeypatch):
+    """`reasonlog embed` in its own process freezes the collector's generations as it ends (the exit then need not walk
+    PyTorch's objects); run in-process (a script, CliRunner) it must not, or what the caller holds would never be
+    collected."""
+    db = tmp_path / "g.db"
+    record_texts(db, mixed_texts(20))
+    frozen = gc.get_freeze_count()
+    with EmbeddingsServer() as server:
+        monkeypatch.setenv("REASONLOG_EMBEDDINGS_URL", server.url)
+        monkeypatch.setenv("REASONLOG_EMBEDDINGS_MODEL", "bow")
+        done = CliRunner().invoke(cli, ["--db", str(db), "embed", "--json"], catch_exceptions=False)
+    assert json.loads(done.stdout)["embedded"] == 20
+    assert gc.get_freeze_count() == frozen
 
 
 def test_embed_help_says_what_a_worker_is():

@@ -17,7 +17,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from .group import cli, emit_json
+from .group import cli, emit_json, own_process
 
 STAGES = {"cut": "cutting sessions into units", "embed": "embedding"}
 MOST_WORKERS = 8  # each holds the intermediate arrays of its own batch: tens of MB with the local model
@@ -71,9 +71,11 @@ def embed(obj, limit, workers, as_json, progress_every):
                              progress=Ticker(lambda line: click.echo(line, err=True), progress_every))
     else:
         done = embed_backlog(store, embedder, limit or None, workers=workers)
-    # Whatever the pass built (PyTorch's modules among it) is freed at exit without the collector's passes over
-    # it: they took 0.5 s of CPU after PyTorch was imported (docs/performance.md).
-    gc.freeze()
+    if own_process():
+        # What the process holds (PyTorch's modules among it) is freed at exit without the collector walking it
+        # again, which took half a second of CPU once PyTorch was imported (docs/search.md). Not in a caller's
+        # process (a script, a test): what it holds would never be collected.
+        gc.freeze()
     report = {"model": embedder.model, "units_cut": done.units_cut, "embedded": done.embedded,
               "sessions": done.sessions, "left": done.left, "seconds": round(done.seconds, 3), "workers": workers}
     if as_json:

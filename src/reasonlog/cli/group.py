@@ -12,6 +12,12 @@ import orjson
 from ..store import Store, StoreError, database_target, failure_of, open_store
 
 
+def own_process() -> bool:
+    """Was this process started for this command (`cli/entry.py`'s `main`, read here without importing it: the
+    entry imports the commands)? Only then may a command leave process-wide settings as it ends."""
+    return bool(getattr(sys.modules.get(f"{__package__}.entry"), "OWN_PROCESS", False))
+
+
 class LazyConsole:
     """rich's `Console(highlight=False)`, made when first used: a command that prints JSON never imports rich (a tenth
     of the CPU of `reasonlog search --json`, docs/performance.md). Everything is passed to the real console.

@@ -7,7 +7,6 @@ last one printed. One line a call; a line when a session ends. Ctrl-C ends it qu
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -19,7 +18,7 @@ from ..parts import parts_of
 from ..store import SessionFilter, StoreReader
 from ..titles import shorten
 from ..wire import SessionJSON
-from .group import cli, console
+from .group import cli, console, own_process
 from .show import money
 
 EVERY_S = 0.25  # how often the change marker is read
@@ -49,14 +48,8 @@ def tail(obj, session, agent, last):
                 pass
             console.print(Text("stopped", style="dim"))
         finally:
-            if not _own_process():  # a process that called it in-process gets its Ctrl-C back
+            if not own_process():  # a process that called it in-process gets its Ctrl-C back
                 signal.signal(signal.SIGINT, previous)
-
-
-def _own_process() -> bool:
-    """Was this process started for this command (`cli/entry.py`'s `main`, read here without importing it: the
-    entry imports the commands)?"""
-    return bool(getattr(sys.modules.get(f"{__package__}.entry"), "OWN_PROCESS", False))
 
 
 def follow(store: StoreReader, session_id: str | None, agent: str | None, last: int,
