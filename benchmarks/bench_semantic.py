@@ -42,9 +42,10 @@ DIM = 384
 AGENTS = 20  # sessions' agents, one in 20 each: a filter to one of them keeps 5% of the units
 
 
-def bench_embed(megabytes: int) -> None:
+def bench_embed(megabytes: int, workers: int = 1) -> None:
     """`megabytes` 0: the spotter folder as it is; else its transcripts copied to that size as bench_import.py
-    and bench_stats.py copy them (each copy with its own ids), the catch-up after a large import."""
+    and bench_stats.py copy them (each copy with its own ids), the catch-up after a large import; `workers` batches
+    embedded at once (`reasonlog embed --workers`)."""
     from bench_import import replicate
 
     from reasonlog.io.importing import plan, run_import
@@ -64,14 +65,14 @@ def bench_embed(megabytes: int) -> None:
         before, unique = db.stat().st_size, store.status()["unique_content_bytes"]
         embedder = LocalEmbedder()
         embedder.embed(["load the model first: its loading is not the backlog's"])
-        done = embed_backlog(store, embedder)
+        done = embed_backlog(store, embedder, workers=workers)
         store.checkpoint()
         counts = store.semantic_counts(embedder.model)
         after = db.stat().st_size
         store.close()
     print(f"import of {SPOTTER.name}{f' copied to {megabytes} MB' if megabytes else ''} (baseline): {imported:.2f} s")
     print(f"units {counts['units']}, distinct texts {counts['texts']}, embedded {done.embedded}"
-          f" in {done.seconds:.1f} s")
+          f" in {done.seconds:.1f} s on {workers} worker(s)")
     print(f"catch-up rate: {counts['units'] / done.seconds:.1f} units/s; embedding throughput:"
           f" {done.embedded / done.seconds:.1f} texts/s; catch-up ÷ import time: {done.seconds / imported:.1f}")
     print(f"bytes added by units, texts and vectors: {after - before:,} = {(after - before) / unique:.2f} × the unique"
@@ -255,6 +256,7 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=500_000)
     parser.add_argument("--postgres", metavar="URL", help="also scan on this PostgreSQL database (a new schema)")
     parser.add_argument("--mb", type=int, default=0, help="embed: the transcripts copied to this many MB first")
+    parser.add_argument("--workers", type=int, default=1, help="embed: batches embedded at once")
     parser.add_argument("--texts", type=int, default=60_000, help="corpus: how many docstring paragraphs to embed")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "docstrings.f32")
     parser.add_argument("--sizes", type=int, nargs="*", help="recall: measure on the first N vectors, for each N")
@@ -262,7 +264,7 @@ def main() -> None:
     if args.part == "corpus":
         return bench_corpus(args.texts, args.out)
     if args.part == "embed":
-        return bench_embed(args.mb)
+        return bench_embed(args.mb, args.workers)
     if args.part == "recall":
         return bench_recall(args.vectors, args.queries, args.sizes)
     url = None
