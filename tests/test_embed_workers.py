@@ -10,6 +10,8 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import math
+import os
 import random
 import sqlite3
 import tempfile
@@ -27,6 +29,7 @@ from hypothesis import strategies as st
 from test_hybrid_phrase import record_texts
 
 import reasonlog
+from reasonlog.cli.embedding import cpu_quota, default_workers
 from reasonlog.cli.main import cli
 from reasonlog.semantic import EmbeddingFailed
 from reasonlog.semantic.backlog import embed_backlog
@@ -250,6 +253,25 @@ def test_embed_run_in_a_callers_process_leaves_its_garbage_collector_as_it_was(t
         done = CliRunner().invoke(cli, ["--db", str(db), "embed", "--json"], catch_exceptions=False)
     assert json.loads(done.stdout)["embedded"] == 20
     assert gc.get_freeze_count() == frozen
+
+
+@pytest.mark.parametrize(("text", "cpus"), [("200000 100000\n", 2), ("150000 100000", 2), ("50000 100000", 1),
+                                           ("max 100000\n", None), ("-1 100000", None), ("", None), (None, None),
+                                           ("100000", None), ("lots 100000", None)])
+def test_a_containers_cpu_quota_bounds_the_default_workers(text, cpus):
+    """`docker run --cpus 2` on a host of 64 CPUs: the affinity says 64, cgroups' `cpu.max` says 2 (v2's form; v1's
+    two files read as one "QUOTA PERIOD"), and 2 is what embedding on more workers than that would share."""
+    assert cpu_quota(text) == cpus
+
+
+@given(quota=st.integers(1, 10**7), period=st.integers(1, 10**6))
+def test_a_cpu_quota_is_the_cpus_it_allows_rounded_up(quota, period):
+    assert cpu_quota(f"{quota} {period}\n") == math.ceil(quota / period)
+
+
+def test_the_default_workers_are_the_cpus_this_process_may_use_at_most_eight():
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    assert 1 <= default_workers() <= min(8, cpus)
 
 
 def test_embed_help_says_what_a_worker_is():

@@ -23,10 +23,36 @@ STAGES = {"cut": "cutting sessions into units", "embed": "embedding"}
 MOST_WORKERS = 8  # each holds the intermediate arrays of its own batch: tens of MB with the local model
 
 
+# A container's CPU quota (Linux cgroups): v2's `cpu.max` ("QUOTA PERIOD" or "max PERIOD"), else v1's pair of files.
+CGROUP_V2 = "/sys/fs/cgroup/cpu.max"
+CGROUP_V1 = ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")
+
+
 def default_workers() -> int:
-    """The CPUs this process may run on (its affinity where the system has one), at most MOST_WORKERS."""
+    """The CPUs this process may run on: its affinity where the system has one, within its container's CPU quota
+    (`docker run --cpus 2` shows every CPU of the host to the affinity), at most MOST_WORKERS."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(MOST_WORKERS, cpus))
+    quota = cpu_quota(_read(CGROUP_V2)) or cpu_quota(" ".join(_read(p) or "" for p in CGROUP_V1))
+    return max(1, min(MOST_WORKERS, cpus, quota or cpus))
+
+
+def cpu_quota(text: str | None) -> int | None:
+    """The CPUs a cgroup quota allows, rounded up ("150000 100000": 2); None for none ("max 100000", "-1 100000")
+    or for anything else."""
+    fields = (text or "").split()
+    try:
+        quota, period = (int(f) for f in fields) if len(fields) == 2 else (0, 0)
+    except ValueError:
+        return None
+    return -(-quota // period) if quota > 0 and period > 0 else None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read()
+    except (OSError, ValueError):
+        return None
 
 
 @cli.command()
