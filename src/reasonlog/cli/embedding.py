@@ -99,7 +99,7 @@ def embed(obj, limit, workers, as_json, progress_every):
         done = embed_backlog(store, embedder, limit or None, workers=workers)
     if own_process():
         # What the process holds (PyTorch's modules among it) is freed at exit without the collector walking it
-        # again, which took half a second of CPU once PyTorch was imported (docs/search.md). Not in a caller's
+        # again, which took 0.4 s of CPU once PyTorch was imported (docs/search.md). Not in a caller's
         # process (a script, a test): what it holds would never be collected.
         gc.freeze()
     report = {"model": embedder.model, "units_cut": done.units_cut, "embedded": done.embedded,
