@@ -72,8 +72,8 @@ def embed(obj, limit, workers, as_json, progress_every):
     REASONLOG_EMBEDDINGS_URL and REASONLOG_EMBEDDINGS_MODEL name. --workers batches are embedded at once, one a
     core (a server's background pass embeds one at a time, leaving the other cores to its requests). Each batch is
     committed with its vectors, in order, so a run stopped at any point (Ctrl-C, a kill) goes on from there the
-    next time. On a terminal a bar shows the texts
-    done of the total, the rate and the time left; otherwise a line says the same every --progress-every seconds."""
+    next time. On a terminal a bar shows the texts done of the total, the rate and the time left; otherwise a line
+    says the same every --progress-every seconds."""
     from ..semantic.backlog import Ticker, embed_backlog
     from ..semantic.search import embedder_for
 
