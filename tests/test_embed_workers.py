@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from test_hybrid_phrase import record_texts
 
 import reasonlog
-from reasonlog.cli.embedding import cpu_quota, default_workers
+from reasonlog.cli import embedding
+from reasonlog.cli.embedding import cpu_quota
 from reasonlog.cli.main import cli
 from reasonlog.semantic import EmbeddingFailed
 from reasonlog.semantic.backlog import embed_backlog
@@ -269,9 +270,27 @@ def test_a_cpu_quota_is_the_cpus_it_allows_rounded_up(quota, period):
     assert cpu_quota(f"{quota} {period}\n") == math.ceil(quota / period)
 
 
-def test_the_default_workers_are_the_cpus_this_process_may_use_at_most_eight():
+@pytest.mark.parametrize(("v2", "v1", "quota"), [
+    (None, None, None),  # no cgroup files: the affinity alone
+    ("max 100000\n", None, None),  # v2 without a quota
+    ("100000 100000\n", None, 1),  # docker --cpus 1
+    ("250000 100000\n", None, 3),
+    (None, ("-1\n", "100000\n"), None),  # v1 without a quota
+    (None, ("100000\n", "100000\n"), 1),  # v1, one CPU
+])
+def test_the_default_workers_are_the_cpus_the_affinity_and_the_quota_allow_at_most_eight(tmp_path, monkeypatch, v2, v1,
+                                                                                           quota):
+    def written(name: str, text: str | None) -> str:
+        path = tmp_path / name
+        if text is not None:
+            path.write_text(text)
+        return str(path)  # a file never written is a file that is not there
+
+    monkeypatch.setattr(embedding, "CGROUP_V2", written("cpu.max", v2))
+    monkeypatch.setattr(embedding, "CGROUP_V1", (written("cpu.cfs_quota_us", v1 and v1[0]),
+                                                 written("cpu.cfs_period_us", v1 and v1[1])))
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    assert 1 <= default_workers() <= min(8, cpus)
+    assert embedding.default_workers() == min(8, cpus, quota or cpus)
 
 
 def test_embed_help_says_what_a_worker_is():
